@@ -1,0 +1,88 @@
+"""The ``agents`` command line.
+
+Errors a person can cause print one line and exit with code 2 (no traceback). Read-only
+commands import neither Textual nor LangGraph, so they start fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from cleveragents_tui import __version__
+from cleveragents_tui.cli.context import CliContext
+from cleveragents_tui.domain.errors import UserError
+
+USER_ERROR_EXIT = 2
+
+
+class AgentsGroup(click.Group):
+    """Turns :class:`UserError` into one line on stderr and exit code 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(USER_ERROR_EXIT)
+
+
+@click.group(
+    cls=AgentsGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.option(
+    "--db",
+    "db_url",
+    envvar="AGENTS_DATABASE_URL",
+    metavar="URL",
+    help="Database: a SQLite file path or sqlite:///PATH, or postgresql://USER@HOST/DB. "
+    "Default: agents.db in your user data folder. Env: AGENTS_DATABASE_URL.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default=None,
+    help="Default output format of every data command (each also takes --format).",
+)
+@click.version_option(__version__, prog_name="agents")
+@click.pass_context
+def cli(ctx: click.Context, db_url: str | None, output_format: str | None) -> None:
+    """Record every decision an agent plan makes, browse the decision trees, correct them.
+
+    \b
+    Start here:
+      agents demo-data               load a sample plan and show its tree
+      agents plan list               every plan, child plans under their parent
+      agents plan tree PLAN          the decision tree (--show-superseded, --format=json)
+      agents plan explain DECISION   question, choice, alternatives, rationale, impact
+
+    Ids may be shortened to any unique prefix of 4 or more characters.
+    """
+    context = CliContext(db_url, output_format)
+    ctx.obj = context
+    ctx.call_on_close(context.close)
+
+
+def _register() -> None:
+    from cleveragents_tui.cli.db import db
+    from cleveragents_tui.cli.demo import demo_data_command
+    from cleveragents_tui.cli.plan import plan
+
+    cli.add_command(plan)
+    cli.add_command(db)
+    cli.add_command(demo_data_command)
+
+
+_register()
+
+
+def main() -> None:
+    try:
+        cli.main(prog_name="agents")
+    except BrokenPipeError:  # `agents plan tree X | head`: stop quietly
+        sys.stderr.close()
+        sys.exit(0)

@@ -1,0 +1,46 @@
+"""What every command shares: the database URL, the output format, the opened store."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+
+from cleveragents_tui.store.store import Store
+
+
+@dataclass
+class CliContext:
+    db_url: str | None
+    output_format: str | None
+    _store: Store | None = field(default=None, repr=False)
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store.open(self.db_url)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+    def wants_json(self, local_format: str | None) -> bool:
+        return (local_format or self.output_format or "text") == "json"
+
+
+pass_cli = click.make_pass_decorator(CliContext)
+
+format_option = click.option(
+    "--format",
+    "local_format",
+    type=click.Choice(["text", "json"]),
+    default=None,
+    help="Output as text (default) or as a stable JSON document (see docs/json-formats.md).",
+)
+
+
+def echo_json(document: dict[str, Any]) -> None:
+    click.echo(json.dumps(document, indent=2, ensure_ascii=False))

@@ -1,0 +1,24 @@
+"""``agents db ...``: the database schema."""
+
+from __future__ import annotations
+
+import click
+
+from cleveragents_tui.cli.context import CliContext, pass_cli
+from cleveragents_tui.engine import maintenance
+
+
+@click.group()
+def db() -> None:
+    """Manage the database schema (Alembic migrations)."""
+
+
+@db.command()
+@pass_cli
+def upgrade(cli: CliContext) -> None:
+    """Apply pending migrations. Back the database up first; migrations only move forward."""
+    url, before, after = maintenance.upgrade_database(cli.db_url)
+    if before == after:
+        click.echo(f"{url}: schema already at revision {after}")
+    else:
+        click.echo(f"{url}: schema upgraded from {before or 'empty'} to revision {after}")

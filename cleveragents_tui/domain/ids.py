@@ -1,0 +1,60 @@
+"""Identifiers: ULIDs for records, ``namespace/name`` for resources, profiles and actions."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator
+from ulid import ULID
+
+from cleveragents_tui.domain.errors import InvalidIdError
+
+ULID_LENGTH = 26
+_CROCKFORD = re.compile(r"^[0-9A-HJKMNP-TV-Z]+$")
+_NAME_PART = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+NAMESPACED_NAME = re.compile(rf"^{_NAME_PART}/{_NAME_PART}$")
+
+
+def new_ulid() -> str:
+    """A fresh ULID in its canonical 26-character upper-case form."""
+    return str(ULID())
+
+
+def parse_ulid(value: str, what: str = "id") -> str:
+    """Return the canonical form of ``value`` or raise :class:`InvalidIdError` naming ``what``."""
+    text = value.strip().upper() if isinstance(value, str) else value
+    if not isinstance(text, str) or len(text) != ULID_LENGTH or not _CROCKFORD.match(text):
+        raise InvalidIdError(
+            f"{what} {value!r} is not a valid ULID",
+            "a ULID is 26 characters of Crockford base32 (0-9, A-Z without I, L, O, U)",
+        )
+    try:
+        return str(ULID.from_str(text))
+    except ValueError as exc:  # the first character must be 0-7 (timestamp overflow)
+        raise InvalidIdError(f"{what} {value!r} is not a valid ULID", str(exc)) from exc
+
+
+def is_ulid_prefix(value: str) -> bool:
+    """True when ``value`` could start a ULID: 1-26 Crockford base32 characters."""
+    return 0 < len(value) <= ULID_LENGTH and bool(_CROCKFORD.match(value.upper()))
+
+
+def _ulid_field(value: str) -> str:
+    try:
+        return parse_ulid(value)
+    except InvalidIdError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def _namespaced(value: str) -> str:
+    if not NAMESPACED_NAME.match(value):
+        raise ValueError(
+            f"{value!r} is not a namespace/name (letters, digits, '.', '_', '-'; "
+            "each part starts with a letter or digit, at most 64 characters)"
+        )
+    return value
+
+
+Ulid = Annotated[str, AfterValidator(_ulid_field)]
+NamespacedName = Annotated[str, AfterValidator(_namespaced)]

@@ -1,0 +1,1 @@
+"""Use cases: the one API every interface calls (CLI, TUI, web, tests)."""

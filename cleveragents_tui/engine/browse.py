@@ -1,0 +1,122 @@
+"""Read-only services: list plans, show one, lay out its decision tree, explain a decision.
+
+These must stay fast to import and run: the read-only CLI goes through here.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from cleveragents_tui.domain.errors import WrongPlanError
+from cleveragents_tui.domain.views import (
+    DecisionExplanation,
+    PlanDetails,
+    PlanSummary,
+    PlanTree,
+    TreeLine,
+    TreeRow,
+)
+from cleveragents_tui.store.store import Store
+
+
+def list_plans(store: Store) -> list[PlanSummary]:
+    """Every plan, each child nested right after its parent (depth-first, oldest first)."""
+    with store.unit_of_work() as uow:
+        plans = uow.plans.list()
+        counts = uow.decisions.counts()
+        pending = uow.approvals.pending_counts()
+    by_parent: dict[str | None, list[str]] = defaultdict(list)
+    by_id = {p.plan_id: p for p in plans}
+    for p in plans:
+        parent = p.parent_plan_id if p.parent_plan_id in by_id else None
+        by_parent[parent].append(p.plan_id)
+    out: list[PlanSummary] = []
+    stack = [(pid, 0) for pid in reversed(by_parent[None])]
+    while stack:
+        pid, depth = stack.pop()
+        total, current = counts.get(pid, (0, 0))
+        out.append(PlanSummary(by_id[pid], total, current, pending.get(pid, 0), depth))
+        stack.extend((child, depth + 1) for child in reversed(by_parent[pid]))
+    return out
+
+
+def show_plan(store: Store, plan_ref: str) -> PlanDetails:
+    with store.unit_of_work() as uow:
+        plan = uow.plans.get(uow.plans.resolve(plan_ref))
+        total, current = uow.decisions.counts([plan.plan_id]).get(plan.plan_id, (0, 0))
+        pending = uow.approvals.pending_counts().get(plan.plan_id, 0)
+        return PlanDetails(
+            summary=PlanSummary(plan, total, current, pending),
+            decisions_by_type=uow.decisions.counts_by_type(plan.plan_id),
+            children=uow.plans.children(plan.plan_id),
+            corrections=uow.corrections.for_plan(plan.plan_id),
+            checkpoint_count=uow.checkpoints.count_for_plan(plan.plan_id),
+            root_decision_id=uow.decisions.root_id(plan.plan_id),
+        )
+
+
+def plan_tree(store: Store, plan_ref: str, show_superseded: bool = False) -> PlanTree:
+    """The plan's decisions in tree order (children by sequence number)."""
+    with store.unit_of_work() as uow:
+        plan = uow.plans.get(uow.plans.resolve(plan_ref))
+        rows = uow.decisions.tree_rows(plan.plan_id, include_superseded=True)
+        with_checkpoints = uow.checkpoints.decisions_with_checkpoints(plan.plan_id)
+    hidden = 0
+    if not show_superseded:
+        visible = [r for r in rows if r.superseded_by is None]
+        hidden = len(rows) - len(visible)
+        rows = visible
+    return PlanTree(plan, show_superseded, layout_tree(rows), hidden, with_checkpoints)
+
+
+def layout_tree(rows: list[TreeRow]) -> list[TreeLine]:
+    """Pre-order layout without recursion (a 10,000-deep chain must not blow the stack).
+
+    Rows whose parent is not among ``rows`` (the root, or the child of a hidden superseded
+    decision) start a tree of their own.
+    """
+    present = {r.decision_id for r in rows}
+    children: dict[str | None, list[TreeRow]] = defaultdict(list)
+    for r in rows:  # rows arrive in sequence order, so each child list is ordered too
+        parent = r.parent_decision_id if r.parent_decision_id in present else None
+        children[parent].append(r)
+    lines: list[TreeLine] = []
+    roots = children[None]
+    stack: list[tuple[TreeRow, int, tuple[bool, ...], bool]] = [
+        (r, 0, (), i == len(roots) - 1) for i, r in reversed(list(enumerate(roots)))
+    ]
+    while stack:
+        row, depth, ancestors_last, is_last = stack.pop()
+        lines.append(TreeLine(row, depth, ancestors_last, is_last))
+        kids = children.get(row.decision_id, [])
+        below = (*ancestors_last, is_last) if depth > 0 else ()
+        for i in range(len(kids) - 1, -1, -1):
+            stack.append((kids[i], depth + 1, below, i == len(kids) - 1))
+    return lines
+
+
+def explain_decision(store: Store, decision_ref: str, plan_ref: str | None = None) -> DecisionExplanation:
+    """Everything about one decision; with ``plan_ref``, refuse a decision of another plan."""
+    with store.unit_of_work() as uow:
+        decision = uow.decisions.get(uow.decisions.resolve(decision_ref))
+        if plan_ref is not None:
+            plan_id = uow.plans.resolve(plan_ref)
+            if decision.plan_id != plan_id:
+                raise WrongPlanError(
+                    f"decision {decision.decision_id} belongs to plan {decision.plan_id}, not {plan_id}",
+                    f"use `agents plan tree {plan_id}` to pick one of its decisions",
+                )
+        plan = uow.plans.get(decision.plan_id)
+        parent = uow.decisions.get(decision.parent_decision_id) if decision.parent_decision_id else None
+        replacement = uow.decisions.get(decision.superseded_by) if decision.superseded_by else None
+        return DecisionExplanation(
+            decision=decision,
+            plan=plan,
+            parent=parent,
+            children=uow.decisions.children_rows(decision.decision_id),
+            dependents=list(decision.downstream_decision_ids),
+            depends_on=uow.decisions.depends_on(decision.decision_id),
+            tool_invocations=uow.tool_invocations.for_decision(decision.decision_id),
+            checkpoints=uow.checkpoints.for_decision(decision.decision_id),
+            superseded_by=replacement,
+        )

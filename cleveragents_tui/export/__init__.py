@@ -1,0 +1,1 @@
+"""Exports of read models: JSON documents (stable, versioned formats) and, later, PNG."""

@@ -1,0 +1,97 @@
+"""The stable JSON formats of ``--format=json`` (documented in docs/json-formats.md).
+
+Each document carries ``format: cleveragents.<kind>/<version>``; fields are only ever
+added within a version, never renamed or removed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.views import (
+    DecisionExplanation,
+    PlanDetails,
+    PlanSummary,
+    PlanTree,
+    TreeRow,
+)
+
+PLAN_LIST_FORMAT = "cleveragents.plan-list/1"
+PLAN_FORMAT = "cleveragents.plan/1"
+PLAN_TREE_FORMAT = "cleveragents.plan-tree/1"
+DECISION_FORMAT = "cleveragents.decision/1"
+
+
+def plan_json(plan: Plan) -> dict[str, Any]:
+    return plan.model_dump(mode="json")
+
+
+def summary_json(summary: PlanSummary) -> dict[str, Any]:
+    return {
+        **plan_json(summary.plan),
+        "decision_count": summary.decision_count,
+        "current_decision_count": summary.current_decision_count,
+        "pending_approvals": summary.pending_approvals,
+        "depth": summary.depth,
+    }
+
+
+def plan_list_document(summaries: list[PlanSummary]) -> dict[str, Any]:
+    return {"format": PLAN_LIST_FORMAT, "plans": [summary_json(s) for s in summaries]}
+
+
+def plan_document(details: PlanDetails) -> dict[str, Any]:
+    return {
+        "format": PLAN_FORMAT,
+        "plan": summary_json(details.summary),
+        "root_decision_id": details.root_decision_id,
+        "decisions_by_type": dict(sorted(details.decisions_by_type.items())),
+        "checkpoint_count": details.checkpoint_count,
+        "children": [plan_json(c) for c in details.children],
+        "corrections": [c.model_dump(mode="json") for c in details.corrections],
+    }
+
+
+def tree_row_json(row: TreeRow) -> dict[str, Any]:
+    return {
+        "decision_id": row.decision_id,
+        "parent_decision_id": row.parent_decision_id,
+        "sequence_number": row.sequence_number,
+        "decision_type": row.decision_type,
+        "phase": row.phase,
+        "chosen_option": row.chosen_option,
+        "confidence_score": row.confidence_score,
+        "is_correction": row.is_correction,
+        "corrects_decision_id": row.corrects_decision_id,
+        "superseded_by": row.superseded_by,
+    }
+
+
+def plan_tree_document(tree: PlanTree) -> dict[str, Any]:
+    return {
+        "format": PLAN_TREE_FORMAT,
+        "plan": plan_json(tree.plan),
+        "show_superseded": tree.show_superseded,
+        "hidden_superseded": tree.hidden_superseded,
+        "decisions": [
+            {
+                **tree_row_json(line.row),
+                "depth": line.depth,
+                "has_checkpoint": line.row.decision_id in tree.has_checkpoints,
+            }
+            for line in tree.lines
+        ],
+    }
+
+
+def decision_document(explanation: DecisionExplanation) -> dict[str, Any]:
+    return {
+        "format": DECISION_FORMAT,
+        "decision": explanation.decision.model_dump(mode="json"),
+        "plan": plan_json(explanation.plan),
+        "children": [tree_row_json(c) for c in explanation.children],
+        "depends_on": explanation.depends_on,
+        "tool_invocations": [t.model_dump(mode="json") for t in explanation.tool_invocations],
+        "checkpoints": [c.model_dump(mode="json") for c in explanation.checkpoints],
+    }

@@ -1,0 +1,1 @@
+"""Sandboxes: isolated copies of real resources, checkpointed at every Execute decision."""

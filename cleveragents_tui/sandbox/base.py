@@ -1,0 +1,111 @@
+"""The SandboxStrategy protocol every sandbox implements (ADR-035, DESIGN.md section 5).
+
+A *strategy* makes and reopens *sandboxes*; a sandbox is one resource's isolated copy for
+one plan. Checkpoint references are opaque strings owned by the strategy (a commit SHA, a
+manifest id, a layer number, a savepoint name) and are stored in ``checkpoint_metadata.ref``.
+Every method either completes or raises :class:`SandboxError` leaving the sandbox as it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from cleveragents_tui.domain.enums import SandboxStrategyName
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.resource import Resource
+
+
+class SandboxError(UserError):
+    """A sandbox operation failed; the message names the resource and what to do."""
+
+
+class CheckpointMissingError(SandboxError):
+    """The checkpoint a reference names is gone or damaged (objects missing, savepoint lost)."""
+
+
+class ChangeKind(StrEnum):
+    ADDED = "added"
+    MODIFIED = "modified"
+    DELETED = "deleted"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One changed item: a file path (relative, POSIX) or, for databases, ``table/key``."""
+
+    path: str
+    kind: ChangeKind
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    """What landing the sandbox on the real resource did (a branch name, files copied, ...)."""
+
+    summary: str
+    changes: tuple[Change, ...]
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """One resource's isolated copy for one plan."""
+
+    @property
+    def resource(self) -> Resource: ...
+
+    @property
+    def workdir(self) -> Path | None:
+        """Where tools read and write; None for resources that are not directories."""
+        ...
+
+    def checkpoint(self) -> str:
+        """Capture the current state; returns the reference to store."""
+        ...
+
+    def verify(self, ref: str) -> None:
+        """Raise CheckpointMissingError unless ``ref`` exists and is intact."""
+        ...
+
+    def rollback(self, ref: str) -> None:
+        """Make the sandbox exactly equal to checkpoint ``ref`` (new items removed, deleted back)."""
+        ...
+
+    def diff(self, old_ref: str, new_ref: str) -> list[Change]:
+        """What changed from ``old_ref`` to ``new_ref``, sorted by path."""
+        ...
+
+    def read(self, ref: str, path: str) -> bytes | None:
+        """The content of ``path`` at checkpoint ``ref`` (None if absent there), for diff views."""
+        ...
+
+    def changes_since_baseline(self) -> list[Change]:
+        """What changed in the sandbox's current state relative to the real resource at creation."""
+        ...
+
+    def drop_checkpoint(self, ref: str) -> None:
+        """Forget a checkpoint (pruning, or undoing a failed group); other checkpoints stay valid."""
+        ...
+
+    def apply(self) -> ApplyResult:
+        """Land the sandbox's changes on the real resource."""
+        ...
+
+    def discard(self) -> None:
+        """Remove the sandbox and everything it stored; the real resource is untouched."""
+        ...
+
+
+class SandboxStrategy(Protocol):
+    """Creates sandboxes of one kind, and reopens them after a restart."""
+
+    name: SandboxStrategyName
+
+    def create(self, resource: Resource, plan_id: str, root: Path) -> Sandbox:
+        """A new sandbox of ``resource`` for ``plan_id``; its files live under ``root``."""
+        ...
+
+    def open(self, resource: Resource, plan_id: str, root: Path) -> Sandbox:
+        """The sandbox ``create`` made earlier (possibly in another process)."""
+        ...

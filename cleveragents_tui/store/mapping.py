@@ -1,0 +1,238 @@
+"""Rows to domain models and back.
+
+Reading is where stored data meets validation: anything malformed (invalid JSON, an unknown
+enum value, a rule the model enforces) becomes one :class:`StoreCorruptedError` that names
+the table, the row and the column, instead of a traceback from deep inside a parser.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
+from cleveragents_tui.domain.correction import CorrectionAttempt
+from cleveragents_tui.domain.decision import ArtifactRef, Decision
+from cleveragents_tui.domain.enums import DependencyType
+from cleveragents_tui.domain.errors import StoreCorruptedError
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.domain.tool import ToolInvocation
+from cleveragents_tui.store.tables import (
+    CheckpointGroupRow,
+    CheckpointMetadataRow,
+    CorrectionAttemptRow,
+    DecisionArtifactRow,
+    DecisionDependencyRow,
+    DecisionRow,
+    PlanRow,
+    ResourceRow,
+    ToolInvocationRow,
+)
+
+M = TypeVar("M")
+_FIX = "the row was changed outside cleveragents; run `agents doctor` and restore it from a backup"
+
+
+def dump_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def load_json(table: str, key: str, column: str, raw: str | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise StoreCorruptedError(
+            f"{table} row {key}: column {column} holds invalid JSON ({exc})", _FIX
+        ) from exc
+
+
+def _validated(table: str, key: str, build: Callable[[], M]) -> M:
+    try:
+        return build()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "row"
+        raise StoreCorruptedError(
+            f"{table} row {key}: {where} is invalid ({first['msg']})", _FIX
+        ) from exc
+
+
+# Plans ---------------------------------------------------------------------------------
+
+
+def plan_to_row(plan: Plan) -> PlanRow:
+    return PlanRow(**plan.model_dump(mode="python"))
+
+
+def plan_from_row(row: PlanRow) -> Plan:
+    fields = {c: getattr(row, c) for c in Plan.model_fields}
+    return _validated("plans", row.plan_id, lambda: Plan.model_validate(fields))
+
+
+# Decisions -----------------------------------------------------------------------------
+
+
+def decision_to_rows(
+    decision: Decision,
+) -> tuple[DecisionRow, list[DecisionDependencyRow], list[DecisionArtifactRow]]:
+    snapshot = decision.context_snapshot
+    row = DecisionRow(
+        decision_id=decision.decision_id,
+        plan_id=decision.plan_id,
+        parent_decision_id=decision.parent_decision_id,
+        sequence_number=decision.sequence_number,
+        decision_type=decision.decision_type.value,
+        phase=decision.phase.value,
+        question=decision.question,
+        chosen_option=decision.chosen_option,
+        alternatives_considered=dump_json(list(decision.alternatives_considered)),
+        confidence_score=decision.confidence_score,
+        hot_context_hash=snapshot.hot_context_hash,
+        hot_context_ref=snapshot.hot_context_ref,
+        relevant_resources=dump_json([r.model_dump() for r in snapshot.relevant_resources]),
+        actor_state_ref=(
+            None if snapshot.actor_state_ref is None else dump_json(snapshot.actor_state_ref.model_dump())
+        ),
+        rationale=decision.rationale,
+        actor_reasoning=decision.actor_reasoning,
+        created_at=decision.created_at,
+        is_correction=decision.is_correction,
+        corrects_decision_id=decision.corrects_decision_id,
+        correction_reason=decision.correction_reason,
+        superseded_by=decision.superseded_by,
+    )
+    deps = [
+        DecisionDependencyRow(
+            upstream_decision_id=decision.decision_id,
+            downstream_ref=ref,
+            dependency_type=kind.value,
+        )
+        for kind, refs in (
+            (DependencyType.DECISION, decision.downstream_decision_ids),
+            (DependencyType.PLAN, decision.downstream_plan_ids),
+        )
+        for ref in refs
+    ]
+    artifacts = [
+        DecisionArtifactRow(
+            decision_id=decision.decision_id,
+            artifact_path=a.artifact_path,
+            artifact_type=a.artifact_type,
+        )
+        for a in decision.artifacts_produced
+    ]
+    return row, deps, artifacts
+
+
+def decision_from_row(
+    row: DecisionRow,
+    dependencies: Iterable[tuple[str, str]] = (),
+    artifacts: Iterable[tuple[str, str]] = (),
+) -> Decision:
+    """``dependencies`` are (downstream_ref, dependency_type) and ``artifacts`` are
+    (artifact_path, artifact_type), both in insertion order."""
+    key = row.decision_id
+
+    def load(column: str) -> Any:
+        return load_json("decisions", key, column, getattr(row, column))
+
+    deps = list(dependencies)
+    fields = {
+        "decision_id": row.decision_id,
+        "plan_id": row.plan_id,
+        "parent_decision_id": row.parent_decision_id,
+        "sequence_number": row.sequence_number,
+        "decision_type": row.decision_type,
+        "phase": row.phase,
+        "question": row.question,
+        "chosen_option": row.chosen_option,
+        "alternatives_considered": load("alternatives_considered"),
+        "confidence_score": row.confidence_score,
+        "context_snapshot": {
+            "hot_context_hash": row.hot_context_hash,
+            "hot_context_ref": row.hot_context_ref,
+            "relevant_resources": load("relevant_resources"),
+            "actor_state_ref": load("actor_state_ref"),
+        },
+        "rationale": row.rationale,
+        "actor_reasoning": row.actor_reasoning,
+        "downstream_decision_ids": [ref for ref, kind in deps if kind == DependencyType.DECISION],
+        "downstream_plan_ids": [ref for ref, kind in deps if kind == DependencyType.PLAN],
+        "artifacts_produced": [
+            ArtifactRef(artifact_path=path, artifact_type=kind) for path, kind in artifacts
+        ],
+        "created_at": row.created_at,
+        "is_correction": row.is_correction,
+        "corrects_decision_id": row.corrects_decision_id,
+        "correction_reason": row.correction_reason,
+        "superseded_by": row.superseded_by,
+    }
+    return _validated("decisions", key, lambda: Decision.model_validate(fields))
+
+
+# Resources, checkpoints, tool invocations, corrections ---------------------------------
+
+
+def resource_to_row(resource: Resource) -> ResourceRow:
+    return ResourceRow(**resource.model_dump(mode="python"))
+
+
+def resource_from_row(row: ResourceRow) -> Resource:
+    fields = {c: getattr(row, c) for c in Resource.model_fields}
+    return _validated("resources", row.resource_id, lambda: Resource.model_validate(fields))
+
+
+def group_to_row(group: CheckpointGroup) -> CheckpointGroupRow:
+    return CheckpointGroupRow(**group.model_dump(mode="python"))
+
+
+def group_from_row(row: CheckpointGroupRow) -> CheckpointGroup:
+    fields = {c: getattr(row, c) for c in CheckpointGroup.model_fields}
+    return _validated("checkpoint_groups", row.group_id, lambda: CheckpointGroup.model_validate(fields))
+
+
+def checkpoint_to_row(checkpoint: CheckpointMetadata) -> CheckpointMetadataRow:
+    return CheckpointMetadataRow(**checkpoint.model_dump(mode="python"))
+
+
+def checkpoint_from_row(row: CheckpointMetadataRow) -> CheckpointMetadata:
+    fields = {c: getattr(row, c) for c in CheckpointMetadata.model_fields}
+    return _validated(
+        "checkpoint_metadata", row.checkpoint_id, lambda: CheckpointMetadata.model_validate(fields)
+    )
+
+
+def invocation_to_row(invocation: ToolInvocation) -> ToolInvocationRow:
+    data = invocation.model_dump(mode="python")
+    data["arguments"] = dump_json(data["arguments"])
+    data["side_effects"] = dump_json(list(data["side_effects"]))
+    return ToolInvocationRow(**data)
+
+
+def invocation_from_row(row: ToolInvocationRow) -> ToolInvocation:
+    key = row.invocation_id
+    fields = {c: getattr(row, c) for c in ToolInvocation.model_fields}
+    fields["arguments"] = load_json("tool_invocations", key, "arguments", row.arguments)
+    fields["side_effects"] = load_json("tool_invocations", key, "side_effects", row.side_effects)
+    return _validated("tool_invocations", key, lambda: ToolInvocation.model_validate(fields))
+
+
+def correction_to_row(correction: CorrectionAttempt) -> CorrectionAttemptRow:
+    data = correction.model_dump(mode="python")
+    data["report"] = dump_json(data["report"])
+    return CorrectionAttemptRow(**data)
+
+
+def correction_from_row(row: CorrectionAttemptRow) -> CorrectionAttempt:
+    key = row.correction_id
+    fields = {c: getattr(row, c) for c in CorrectionAttempt.model_fields}
+    fields["report"] = load_json("correction_attempts", key, "report", row.report)
+    return _validated(
+        "correction_attempts", key, lambda: CorrectionAttempt.model_validate(fields)
+    )

@@ -1,0 +1,412 @@
+"""Repositories: the only code that reads and writes rows. One per aggregate.
+
+Decisions are append-only: :class:`DecisionRepository` can add them and set
+``superseded_by`` once, and nothing else; database triggers refuse any other change.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import case, func, select, update
+from sqlalchemy.orm import Session
+
+from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
+from cleveragents_tui.domain.correction import CorrectionAttempt
+from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.domain.dependency import DecisionDependency
+from cleveragents_tui.domain.errors import (
+    AmbiguousIdError,
+    ConcurrentChangeError,
+    ImmutableRecordError,
+    InvalidIdError,
+    NotFoundError,
+    WrongPlanError,
+)
+from cleveragents_tui.domain.ids import ULID_LENGTH, is_ulid_prefix, parse_ulid
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.domain.tool import ToolInvocation
+from cleveragents_tui.domain.views import TreeRow
+from cleveragents_tui.store import mapping
+from cleveragents_tui.store.tables import (
+    ApprovalRow,
+    CheckpointGroupRow,
+    CheckpointMetadataRow,
+    CorrectionAttemptRow,
+    DecisionArtifactRow,
+    DecisionDependencyRow,
+    DecisionRow,
+    EventRow,
+    PlanRow,
+    ResourceRow,
+    ToolInvocationRow,
+)
+
+MIN_PREFIX = 4
+_CHUNK = 500
+
+
+def _resolve_id(session: Session, column: object, ref: str, what: str, how_to_list: str) -> str:
+    """A full ULID, or a unique prefix of at least MIN_PREFIX characters (like git's short SHAs)."""
+    text = ref.strip().upper()
+    if len(text) == ULID_LENGTH:
+        return parse_ulid(text, what)
+    if not is_ulid_prefix(text) or len(text) < MIN_PREFIX:
+        raise InvalidIdError(
+            f"{what} {ref!r} is not a valid ULID or ULID prefix",
+            f"give the 26-character id or at least {MIN_PREFIX} of its first characters",
+        )
+    # Crockford base32 has no '%' or '_', so the prefix cannot act as a LIKE wildcard.
+    matches = list(session.scalars(select(column).where(column.like(f"{text}%")).limit(2)))  # type: ignore[attr-defined]
+    if not matches:
+        raise NotFoundError(f"no {what} starts with {text}", how_to_list)
+    if len(matches) > 1:
+        raise AmbiguousIdError(f"{what} prefix {text} matches more than one", "give more characters")
+    return str(matches[0])
+
+
+class PlanRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, plan: Plan) -> None:
+        self._session.add(mapping.plan_to_row(plan))
+
+    def resolve(self, ref: str) -> str:
+        return _resolve_id(self._session, PlanRow.plan_id, ref, "plan", "list plans with `agents plan list`")
+
+    def get(self, plan_id: str) -> Plan:
+        row = self._session.get(PlanRow, plan_id)
+        if row is None:
+            raise NotFoundError(f"plan {plan_id} does not exist", "list plans with `agents plan list`")
+        return mapping.plan_from_row(row)
+
+    def list(self) -> list[Plan]:
+        rows = self._session.scalars(select(PlanRow).order_by(PlanRow.created_at, PlanRow.plan_id))
+        return [mapping.plan_from_row(r) for r in rows]
+
+    def children(self, plan_id: str) -> list[Plan]:
+        rows = self._session.scalars(
+            select(PlanRow).where(PlanRow.parent_plan_id == plan_id).order_by(PlanRow.created_at)
+        )
+        return [mapping.plan_from_row(r) for r in rows]
+
+    def save(self, plan: Plan) -> Plan:
+        """Write the plan's mutable fields if nobody else changed it since it was read.
+
+        Returns the plan with its version bumped; raises ConcurrentChangeError otherwise.
+        """
+        result = self._session.execute(
+            update(PlanRow)
+            .where(PlanRow.plan_id == plan.plan_id, PlanRow.version == plan.version)
+            .values(
+                phase=plan.phase.value,
+                state=plan.state.value,
+                attempt=plan.attempt,
+                automation_profile=plan.automation_profile,
+                title=plan.title,
+                updated_at=plan.updated_at,
+                version=plan.version + 1,
+            )
+        )
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            raise ConcurrentChangeError(
+                f"plan {plan.plan_id} was changed by someone else", "reload it and try again"
+            )
+        return plan.model_copy(update={"version": plan.version + 1})
+
+
+class DecisionRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, decision: Decision) -> None:
+        self.add_many([decision])
+
+    def add_many(self, decisions: Sequence[Decision]) -> None:
+        """Insert decisions; each parent must be in the same plan (in the batch or stored)."""
+        in_batch = {d.decision_id: d.plan_id for d in decisions}
+        outside = {d.parent_decision_id for d in decisions if d.parent_decision_id} - in_batch.keys()
+        stored = self._plans_of(outside)
+        for d in decisions:
+            parent = d.parent_decision_id
+            if parent is None:
+                continue
+            parent_plan = in_batch.get(parent) or stored.get(parent)
+            if parent_plan is None:
+                raise NotFoundError(f"parent decision {parent} does not exist", "record the parent first")
+            if parent_plan != d.plan_id:
+                raise WrongPlanError(
+                    f"parent decision {parent} belongs to plan {parent_plan}, not {d.plan_id}",
+                    "a decision's parent must be in the same plan",
+                )
+        converted = [mapping.decision_to_rows(d) for d in decisions]
+        # Decisions first: the ORM does not order these inserts by foreign key on its own.
+        self._session.add_all([row for row, _, _ in converted])
+        self._session.flush()
+        for _, deps, artifacts in converted:
+            self._session.add_all(deps)
+            self._session.add_all(artifacts)
+
+    def _plans_of(self, decision_ids: Iterable[str]) -> dict[str, str]:
+        ids = list(decision_ids)
+        found: dict[str, str] = {}
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            rows = self._session.execute(
+                select(DecisionRow.decision_id, DecisionRow.plan_id).where(DecisionRow.decision_id.in_(chunk))
+            )
+            found.update({r.decision_id: r.plan_id for r in rows})
+        return found
+
+    def resolve(self, ref: str) -> str:
+        return _resolve_id(
+            self._session, DecisionRow.decision_id, ref, "decision",
+            "see a plan's decisions with `agents plan tree PLAN`",
+        )
+
+    def get(self, decision_id: str) -> Decision:
+        row = self._session.get(DecisionRow, decision_id)
+        if row is None:
+            raise NotFoundError(
+                f"decision {decision_id} does not exist",
+                "see a plan's decisions with `agents plan tree PLAN`",
+            )
+        return self._hydrate([row])[0]
+
+    def for_plan(self, plan_id: str, include_superseded: bool = True) -> list[Decision]:
+        query = select(DecisionRow).where(DecisionRow.plan_id == plan_id)
+        if not include_superseded:
+            query = query.where(DecisionRow.superseded_by.is_(None))
+        return self._hydrate(list(self._session.scalars(query.order_by(DecisionRow.sequence_number))))
+
+    def _hydrate(self, rows: Sequence[DecisionRow]) -> list[Decision]:
+        ids = [r.decision_id for r in rows]
+        deps: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        artifacts: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            for d in self._session.execute(
+                select(DecisionDependencyRow)
+                .where(DecisionDependencyRow.upstream_decision_id.in_(chunk))
+                .order_by(DecisionDependencyRow.dependency_id)
+            ).scalars():
+                deps[d.upstream_decision_id].append((d.downstream_ref, d.dependency_type))
+            for a in self._session.execute(
+                select(DecisionArtifactRow)
+                .where(DecisionArtifactRow.decision_id.in_(chunk))
+                .order_by(DecisionArtifactRow.artifact_id)
+            ).scalars():
+                artifacts[a.decision_id].append((a.artifact_path, a.artifact_type))
+        return [
+            mapping.decision_from_row(r, deps[r.decision_id], artifacts[r.decision_id]) for r in rows
+        ]
+
+    def tree_rows(self, plan_id: str, include_superseded: bool) -> list[TreeRow]:
+        """The light rows of a plan's tree, in sequence order."""
+        c = DecisionRow
+        query = select(
+            c.decision_id, c.parent_decision_id, c.sequence_number, c.decision_type, c.phase,
+            c.chosen_option, c.confidence_score, c.is_correction, c.corrects_decision_id,
+            c.superseded_by,
+        ).where(c.plan_id == plan_id)
+        if not include_superseded:
+            query = query.where(c.superseded_by.is_(None))
+        return [TreeRow(*row) for row in self._session.execute(query.order_by(c.sequence_number))]
+
+    def children_rows(self, decision_id: str) -> list[TreeRow]:
+        c = DecisionRow
+        query = select(
+            c.decision_id, c.parent_decision_id, c.sequence_number, c.decision_type, c.phase,
+            c.chosen_option, c.confidence_score, c.is_correction, c.corrects_decision_id,
+            c.superseded_by,
+        ).where(c.parent_decision_id == decision_id)
+        return [TreeRow(*row) for row in self._session.execute(query.order_by(c.sequence_number))]
+
+    def counts(self, plan_ids: Sequence[str] | None = None) -> dict[str, tuple[int, int]]:
+        """plan_id -> (all decisions, current decisions)."""
+        current = func.sum(case((DecisionRow.superseded_by.is_(None), 1), else_=0))
+        query = select(DecisionRow.plan_id, func.count(), current).group_by(DecisionRow.plan_id)
+        if plan_ids is not None:
+            query = query.where(DecisionRow.plan_id.in_(plan_ids))
+        return {p: (int(n), int(cur or 0)) for p, n, cur in self._session.execute(query)}
+
+    def counts_by_type(self, plan_id: str) -> dict[str, int]:
+        query = (
+            select(DecisionRow.decision_type, func.count())
+            .where(DecisionRow.plan_id == plan_id)
+            .group_by(DecisionRow.decision_type)
+        )
+        return {t: int(n) for t, n in self._session.execute(query)}
+
+    def next_sequence_number(self, plan_id: str) -> int:
+        top = self._session.scalar(
+            select(func.max(DecisionRow.sequence_number)).where(DecisionRow.plan_id == plan_id)
+        )
+        return 0 if top is None else int(top) + 1
+
+    def root_id(self, plan_id: str) -> str | None:
+        return self._session.scalar(
+            select(DecisionRow.decision_id).where(
+                DecisionRow.plan_id == plan_id,
+                DecisionRow.parent_decision_id.is_(None),
+                DecisionRow.superseded_by.is_(None),
+            ).order_by(DecisionRow.sequence_number).limit(1)
+        )
+
+    def supersede(self, decision_ids: Iterable[str], by: str) -> None:
+        """Set ``superseded_by`` on each decision; refuses any already superseded."""
+        ids = list(dict.fromkeys(decision_ids))
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            result = self._session.execute(
+                update(DecisionRow)
+                .where(DecisionRow.decision_id.in_(chunk), DecisionRow.superseded_by.is_(None))
+                .values(superseded_by=by)
+                .execution_options(synchronize_session=False)
+            )
+            if result.rowcount != len(chunk):  # type: ignore[attr-defined]
+                raise ImmutableRecordError(
+                    "some of these decisions are missing or already superseded",
+                    "a decision is superseded once; correct the current decision instead",
+                )
+
+    def add_dependency(self, dependency: DecisionDependency) -> None:
+        self._session.add(
+            DecisionDependencyRow(
+                upstream_decision_id=dependency.upstream_decision_id,
+                downstream_ref=dependency.downstream_ref,
+                dependency_type=dependency.dependency_type.value,
+            )
+        )
+
+    def depends_on(self, decision_id: str) -> list[str]:
+        """Decisions this one declared it depends on (its upstream influence edges)."""
+        return list(
+            self._session.scalars(
+                select(DecisionDependencyRow.upstream_decision_id)
+                .where(
+                    DecisionDependencyRow.downstream_ref == decision_id,
+                    DecisionDependencyRow.dependency_type == "decision",
+                )
+                .order_by(DecisionDependencyRow.dependency_id)
+            )
+        )
+
+
+class ResourceRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, resource: Resource) -> None:
+        self._session.add(mapping.resource_to_row(resource))
+
+    def get(self, resource_id: str) -> Resource:
+        row = self._session.get(ResourceRow, resource_id)
+        if row is None:
+            raise NotFoundError(f"resource {resource_id} does not exist")
+        return mapping.resource_from_row(row)
+
+    def list(self) -> list[Resource]:
+        return [mapping.resource_from_row(r) for r in self._session.scalars(select(ResourceRow))]
+
+
+class CheckpointRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add_group(self, group: CheckpointGroup) -> None:
+        self._session.add(mapping.group_to_row(group))
+
+    def add(self, checkpoint: CheckpointMetadata) -> None:
+        self._session.add(mapping.checkpoint_to_row(checkpoint))
+
+    def for_decision(self, decision_id: str) -> list[CheckpointMetadata]:
+        rows = self._session.scalars(
+            select(CheckpointMetadataRow)
+            .where(CheckpointMetadataRow.decision_id == decision_id)
+            .order_by(CheckpointMetadataRow.resource_id)
+        )
+        return [mapping.checkpoint_from_row(r) for r in rows]
+
+    def decisions_with_checkpoints(self, plan_id: str) -> frozenset[str]:
+        rows = self._session.scalars(
+            select(CheckpointMetadataRow.decision_id)
+            .where(CheckpointMetadataRow.plan_id == plan_id, CheckpointMetadataRow.decision_id.is_not(None))
+            .distinct()
+        )
+        return frozenset(r for r in rows if r is not None)
+
+    def count_for_plan(self, plan_id: str) -> int:
+        return int(
+            self._session.scalar(
+                select(func.count()).select_from(CheckpointMetadataRow).where(CheckpointMetadataRow.plan_id == plan_id)
+            )
+            or 0
+        )
+
+    def groups_for_plan(self, plan_id: str) -> list[CheckpointGroup]:
+        rows = self._session.scalars(
+            select(CheckpointGroupRow).where(CheckpointGroupRow.plan_id == plan_id)
+        )
+        return [mapping.group_from_row(r) for r in rows]
+
+
+class ToolInvocationRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, invocation: ToolInvocation) -> None:
+        self._session.add(mapping.invocation_to_row(invocation))
+
+    def for_decision(self, decision_id: str) -> list[ToolInvocation]:
+        rows = self._session.scalars(
+            select(ToolInvocationRow)
+            .where(ToolInvocationRow.decision_id == decision_id)
+            .order_by(ToolInvocationRow.created_at, ToolInvocationRow.invocation_id)
+        )
+        return [mapping.invocation_from_row(r) for r in rows]
+
+
+class CorrectionRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, correction: CorrectionAttempt) -> None:
+        self._session.add(mapping.correction_to_row(correction))
+
+    def for_plan(self, plan_id: str) -> list[CorrectionAttempt]:
+        rows = self._session.scalars(
+            select(CorrectionAttemptRow)
+            .where(CorrectionAttemptRow.plan_id == plan_id)
+            .order_by(CorrectionAttemptRow.created_at)
+        )
+        return [mapping.correction_from_row(r) for r in rows]
+
+
+class ApprovalRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def pending_counts(self) -> dict[str, int]:
+        query = (
+            select(ApprovalRow.plan_id, func.count())
+            .where(ApprovalRow.answer.is_(None))
+            .group_by(ApprovalRow.plan_id)
+        )
+        return {p: int(n) for p, n in self._session.execute(query)}
+
+
+class EventRepository:
+    """The audit log: append only."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def append(self, kind: str, payload: dict[str, object], plan_id: str | None = None, actor: str | None = None) -> None:
+        self._session.add(
+            EventRow(plan_id=plan_id, kind=kind, actor=actor, payload=mapping.dump_json(payload), created_at=utc_now())
+        )

@@ -1,0 +1,43 @@
+"""The store: a database opened, its schema checked, units of work handed out."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
+
+from cleveragents_tui.domain.errors import DatabaseUnavailableError
+from cleveragents_tui.store.database import make_engine, normalise_url
+from cleveragents_tui.store.schema import ensure_schema
+from cleveragents_tui.store.unit_of_work import UnitOfWork
+
+
+class Store:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def open(cls, url: str | None = None, *, migrate: bool = True) -> Store:
+        """Open the database at ``url`` (default: the embedded SQLite file).
+
+        An empty database is migrated to the current schema; ``migrate=False`` skips the
+        check (for ``agents db upgrade`` itself).
+        """
+        parsed = normalise_url(url)
+        engine = make_engine(parsed)
+        if migrate:
+            try:
+                ensure_schema(engine)
+            except DBAPIError as exc:
+                engine.dispose()
+                first_line = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+                raise DatabaseUnavailableError(
+                    f"cannot open {parsed.render_as_string()}: {first_line}",
+                    "check the --db URL (or AGENTS_DATABASE_URL) and that the server is running",
+                ) from exc
+        return cls(engine)
+
+    def unit_of_work(self, write: bool = False) -> UnitOfWork:
+        return UnitOfWork(self.engine, write=write)
+
+    def close(self) -> None:
+        self.engine.dispose()

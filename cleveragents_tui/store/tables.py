@@ -1,0 +1,257 @@
+"""The schema as a typed SQLAlchemy 2.0 ORM (DESIGN.md section 4).
+
+Alembic owns the schema (``migrations/``); a test checks that a migrated database matches
+these declarations exactly. JSON values are stored as text and parsed by ``mapping.py``,
+which can then name the row and column of anything malformed.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from cleveragents_tui.store.types import UtcDateTime
+
+ULID = String(26)
+NAME = String(130)
+ENUM = String(32)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class PlanRow(Base):
+    __tablename__ = "plans"
+
+    plan_id: Mapped[str] = mapped_column(ULID, primary_key=True)
+    action: Mapped[str] = mapped_column(Text)
+    title: Mapped[str | None] = mapped_column(Text)
+    project: Mapped[str | None] = mapped_column(Text)
+    phase: Mapped[str] = mapped_column(ENUM)
+    state: Mapped[str] = mapped_column(ENUM)
+    attempt: Mapped[int] = mapped_column(Integer)
+    parent_plan_id: Mapped[str | None] = mapped_column(ULID, ForeignKey("plans.plan_id"))
+    spawning_decision_id: Mapped[str | None] = mapped_column(
+        ULID,
+        ForeignKey("decisions.decision_id", use_alter=True, name="fk_plans_spawning_decision"),
+    )
+    automation_profile: Mapped[str] = mapped_column(Text)
+    version: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+    __table_args__ = (
+        Index("ix_plans_parent_plan_id", "parent_plan_id"),
+        CheckConstraint("attempt >= 1", name="ck_plans_attempt"),
+    )
+
+
+class DecisionRow(Base):
+    """Append-only: database triggers refuse DELETE and any UPDATE but setting superseded_by once."""
+
+    __tablename__ = "decisions"
+
+    decision_id: Mapped[str] = mapped_column(ULID, primary_key=True)
+    plan_id: Mapped[str] = mapped_column(ULID, ForeignKey("plans.plan_id"))
+    parent_decision_id: Mapped[str | None] = mapped_column(ULID, ForeignKey("decisions.decision_id"))
+    sequence_number: Mapped[int] = mapped_column(Integer)
+    decision_type: Mapped[str] = mapped_column(ENUM)
+    phase: Mapped[str] = mapped_column(ENUM)
+    question: Mapped[str] = mapped_column(Text)
+    chosen_option: Mapped[str] = mapped_column(Text)
+    alternatives_considered: Mapped[str] = mapped_column(Text)
+    confidence_score: Mapped[float | None] = mapped_column(Float)
+    hot_context_hash: Mapped[str | None] = mapped_column(String(64))
+    hot_context_ref: Mapped[str | None] = mapped_column(Text)
+    relevant_resources: Mapped[str] = mapped_column(Text)
+    actor_state_ref: Mapped[str | None] = mapped_column(Text)
+    rationale: Mapped[str | None] = mapped_column(Text)
+    actor_reasoning: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    is_correction: Mapped[bool] = mapped_column(Boolean)
+    corrects_decision_id: Mapped[str | None] = mapped_column(ULID, ForeignKey("decisions.decision_id"))
+    correction_reason: Mapped[str | None] = mapped_column(Text)
+    superseded_by: Mapped[str | None] = mapped_column(ULID, ForeignKey("decisions.decision_id"))
+
+    __table_args__ = (
+        UniqueConstraint("plan_id", "sequence_number", name="uq_decisions_plan_sequence"),
+        Index("ix_decisions_parent_decision_id", "parent_decision_id"),
+        CheckConstraint(
+            "confidence_score IS NULL OR (confidence_score >= 0 AND confidence_score <= 1)",
+            name="ck_decisions_confidence",
+        ),
+        CheckConstraint(
+            "(is_correction AND corrects_decision_id IS NOT NULL) "
+            "OR (NOT is_correction AND corrects_decision_id IS NULL)",
+            name="ck_decisions_correction_pair",
+        ),
+        CheckConstraint("sequence_number >= 0", name="ck_decisions_sequence"),
+    )
+
+
+class DecisionDependencyRow(Base):
+    __tablename__ = "decision_dependencies"
+
+    dependency_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    upstream_decision_id: Mapped[str] = mapped_column(ULID, ForeignKey("decisions.decision_id"))
+    downstream_ref: Mapped[str] = mapped_column(ULID)
+    dependency_type: Mapped[str] = mapped_column(ENUM)
+
+    __table_args__ = (
+        UniqueConstraint(
+            "upstream_decision_id", "downstream_ref", "dependency_type", name="uq_dependency_edge"
+        ),
+        Index("ix_decision_dependencies_downstream_ref", "downstream_ref"),
+        CheckConstraint("dependency_type IN ('decision', 'plan')", name="ck_dependency_type"),
+    )
+
+
+class DecisionArtifactRow(Base):
+    __tablename__ = "decision_artifacts"
+
+    artifact_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    decision_id: Mapped[str] = mapped_column(ULID, ForeignKey("decisions.decision_id"))
+    artifact_path: Mapped[str] = mapped_column(Text)
+    artifact_type: Mapped[str] = mapped_column(Text)
+
+    __table_args__ = (Index("ix_decision_artifacts_decision_id", "decision_id"),)
+
+
+class ResourceRow(Base):
+    __tablename__ = "resources"
+
+    resource_id: Mapped[str] = mapped_column(NAME, primary_key=True)
+    kind: Mapped[str] = mapped_column(Text)
+    location: Mapped[str] = mapped_column(Text)
+    sandbox_strategy: Mapped[str] = mapped_column(ENUM)
+    checkpoint_enabled: Mapped[bool] = mapped_column(Boolean)
+    checkpoint_max_per_plan: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class CheckpointGroupRow(Base):
+    __tablename__ = "checkpoint_groups"
+
+    group_id: Mapped[str] = mapped_column(ULID, primary_key=True)
+    plan_id: Mapped[str] = mapped_column(ULID, ForeignKey("plans.plan_id"))
+    decision_id: Mapped[str | None] = mapped_column(ULID, ForeignKey("decisions.decision_id"))
+    status: Mapped[str] = mapped_column(ENUM)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+    __table_args__ = (
+        Index("ix_checkpoint_groups_plan_id", "plan_id"),
+        Index("ix_checkpoint_groups_decision_id", "decision_id"),
+    )
+
+
+class CheckpointMetadataRow(Base):
+    __tablename__ = "checkpoint_metadata"
+
+    checkpoint_id: Mapped[str] = mapped_column(ULID, primary_key=True)
+    plan_id: Mapped[str] = mapped_column(ULID, ForeignKey("plans.plan_id"))
+    group_id: Mapped[str | None] = mapped_column(ULID, ForeignKey("checkpoint_groups.group_id"))
+    decision_id: Mapped[str | None] = mapped_column(ULID, ForeignKey("decisions.decision_id"))
+    resource_id: Mapped[str] = mapped_column(NAME, ForeignKey("resources.resource_id"))
+    checkpoint_type: Mapped[str] = mapped_column(ENUM)
+    strategy: Mapped[str] = mapped_column(ENUM)
+    ref: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+    __table_args__ = (
+        Index("ix_checkpoint_metadata_decision_id", "decision_id"),
+        Index("ix_checkpoint_metadata_plan_id", "plan_id"),
+    )
+
+
+class ToolInvocationRow(Base):
+    __tablename__ = "tool_invocations"
+
+    invocation_id: Mapped[str] = mapped_column(ULID, primary_key=True)
+    plan_id: Mapped[str] = mapped_column(ULID, ForeignKey("plans.plan_id"))
+    decision_id: Mapped[str] = mapped_column(ULID, ForeignKey("decisions.decision_id"))
+    tool: Mapped[str] = mapped_column(Text)
+    arguments: Mapped[str] = mapped_column(Text)
+    side_effects: Mapped[str] = mapped_column(Text)
+    irreversible: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+    __table_args__ = (Index("ix_tool_invocations_decision_id", "decision_id"),)
+
+
+class CorrectionAttemptRow(Base):
+    __tablename__ = "correction_attempts"
+
+    correction_id: Mapped[str] = mapped_column(ULID, primary_key=True)
+    plan_id: Mapped[str] = mapped_column(ULID, ForeignKey("plans.plan_id"))
+    target_decision_id: Mapped[str] = mapped_column(ULID, ForeignKey("decisions.decision_id"))
+    mode: Mapped[str] = mapped_column(ENUM)
+    guidance: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(ENUM)
+    attempt: Mapped[int] = mapped_column(Integer)
+    replacement_decision_id: Mapped[str | None] = mapped_column(
+        ULID, ForeignKey("decisions.decision_id")
+    )
+    appended_plan_id: Mapped[str | None] = mapped_column(ULID, ForeignKey("plans.plan_id"))
+    requested_by: Mapped[str | None] = mapped_column(Text)
+    report: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+    __table_args__ = (Index("ix_correction_attempts_plan_id", "plan_id"),)
+
+
+class AutomationProfileRow(Base):
+    __tablename__ = "automation_profiles"
+
+    name: Mapped[str] = mapped_column(NAME, primary_key=True)
+    description: Mapped[str | None] = mapped_column(Text)
+    definition: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ApprovalRow(Base):
+    """A pending human decision (escalation, Apply gate, spawn, budget pause) and its answer."""
+
+    __tablename__ = "approvals"
+
+    approval_id: Mapped[str] = mapped_column(ULID, primary_key=True)
+    plan_id: Mapped[str] = mapped_column(ULID, ForeignKey("plans.plan_id"))
+    decision_id: Mapped[str | None] = mapped_column(ULID, ForeignKey("decisions.decision_id"))
+    kind: Mapped[str] = mapped_column(ENUM)
+    question: Mapped[str] = mapped_column(Text)
+    details: Mapped[str] = mapped_column(Text)
+    requested_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    answer: Mapped[str | None] = mapped_column(ENUM)
+    answered_by: Mapped[str | None] = mapped_column(Text)
+    reason: Mapped[str | None] = mapped_column(Text)
+    answered_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+    __table_args__ = (Index("ix_approvals_plan_id", "plan_id"),)
+
+
+class EventRow(Base):
+    """The append-only audit log: who did what to which plan, and when."""
+
+    __tablename__ = "events"
+
+    event_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    plan_id: Mapped[str | None] = mapped_column(ULID, ForeignKey("plans.plan_id"))
+    kind: Mapped[str] = mapped_column(String(64))
+    actor: Mapped[str | None] = mapped_column(Text)
+    payload: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+    __table_args__ = (Index("ix_events_plan_id", "plan_id"),)
