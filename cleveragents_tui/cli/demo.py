@@ -21,8 +21,14 @@ def demo_data_command(cli: CliContext) -> None:
     tree = browse.plan_tree(cli.store, plan_id, show_superseded=True)
     click.echo(f"Loaded sample plan {plan_id} into the database.\n")
     click.echo(render.plan_tree(tree))
-    pick = next((line.row.decision_id for line in tree.lines if line.row.decision_type == "implementation_choice"
-                 and line.row.superseded_by is None), plan_id)
+    pick = next(
+        (
+            line.row.decision_id
+            for line in tree.lines
+            if line.row.decision_type == "implementation_choice" and line.row.superseded_by is None
+        ),
+        plan_id,
+    )
     click.echo(
         "\nNext:\n"
         "  agents plan list\n"
@@ -30,4 +36,3 @@ def demo_data_command(cli: CliContext) -> None:
         f"  agents plan explain {pick}\n"
         f"  agents plan tree {plan_id} --format=json"
     )
-

@@ -45,7 +45,9 @@ def show(cli: CliContext, plan_ref: str, local_format: str | None) -> None:
 
 @plan.command()
 @click.argument("plan_ref", metavar="PLAN")
-@click.option("--show-superseded", is_flag=True, help="Include decisions replaced by corrections (marked ✗).")
+@click.option(
+    "--show-superseded", is_flag=True, help="Include decisions replaced by corrections (marked ✗)."
+)
 @format_option
 @pass_cli
 def tree(cli: CliContext, plan_ref: str, show_superseded: bool, local_format: str | None) -> None:
@@ -63,10 +65,14 @@ def tree(cli: CliContext, plan_ref: str, show_superseded: bool, local_format: st
 
 @plan.command()
 @click.argument("decision_ref", metavar="DECISION")
-@click.option("--plan", "plan_ref", metavar="PLAN", help="Fail unless the decision belongs to this plan.")
+@click.option(
+    "--plan", "plan_ref", metavar="PLAN", help="Fail unless the decision belongs to this plan."
+)
 @format_option
 @pass_cli
-def explain(cli: CliContext, decision_ref: str, plan_ref: str | None, local_format: str | None) -> None:
+def explain(
+    cli: CliContext, decision_ref: str, plan_ref: str | None, local_format: str | None
+) -> None:
     """Explain one decision: question, chosen option, alternatives, rationale, confidence,
     downstream impact, tool invocations and checkpoints."""
     explanation = browse.explain_decision(cli.store, decision_ref, plan_ref)

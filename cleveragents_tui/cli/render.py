@@ -26,8 +26,14 @@ def one_line(text: str, limit: int = MAX_OPTION) -> str:
 
 
 def plan_heading(plan: Plan) -> str:
-    parts = [f"plan {plan.plan_id}", plan.action, plan.phase.value, plan.state.value,
-             f"attempt {plan.attempt}", f"profile {plan.automation_profile}"]
+    parts = [
+        f"plan {plan.plan_id}",
+        plan.action,
+        plan.phase.value,
+        plan.state.value,
+        f"attempt {plan.attempt}",
+        f"profile {plan.automation_profile}",
+    ]
     return " · ".join(parts)
 
 
@@ -39,13 +45,22 @@ def plan_list(summaries: list[PlanSummary]) -> str:
     for s in summaries:
         p = s.plan
         indent = "  " * s.depth + ("└ " if s.depth else "")
-        rows.append((
-            p.plan_id, indent + p.action, p.phase.value, p.state.value, str(p.attempt),
-            p.automation_profile, f"{s.current_decision_count}/{s.decision_count}",
-            str(s.pending_approvals),
-        ))
+        rows.append(
+            (
+                p.plan_id,
+                indent + p.action,
+                p.phase.value,
+                p.state.value,
+                str(p.attempt),
+                p.automation_profile,
+                f"{s.current_decision_count}/{s.decision_count}",
+                str(s.pending_approvals),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
 
 
 def plan_details(details: PlanDetails) -> str:
@@ -63,12 +78,20 @@ def plan_details(details: PlanDetails) -> str:
         f"approvals    {s.pending_approvals} pending",
     ]
     if p.parent_plan_id:
-        lines.append(f"parent       {p.parent_plan_id} (spawned by decision {p.spawning_decision_id})")
+        lines.append(
+            f"parent       {p.parent_plan_id} (spawned by decision {p.spawning_decision_id})"
+        )
     if details.decisions_by_type:
-        lines.append("by type      " + ", ".join(f"{t} {n}" for t, n in sorted(details.decisions_by_type.items())))
+        lines.append(
+            "by type      "
+            + ", ".join(f"{t} {n}" for t, n in sorted(details.decisions_by_type.items()))
+        )
     if details.children:
         lines.append("child plans")
-        lines.extend(f"  {c.plan_id}  {c.action}  {c.phase.value} · {c.state.value}" for c in details.children)
+        lines.extend(
+            f"  {c.plan_id}  {c.action}  {c.phase.value} · {c.state.value}"
+            for c in details.children
+        )
     if details.corrections:
         lines.append("corrections")
         lines.extend(
@@ -91,7 +114,9 @@ def plan_tree(tree: PlanTree) -> str:
     for line in tree.lines:
         r = line.row
         mark = SUPERSEDED_MARK if r.superseded_by else (CORRECTION_MARK if r.is_correction else "")
-        text = f"{r.decision_id}  {_prefix(line)}{mark}{r.decision_type}: {one_line(r.chosen_option)}"
+        text = (
+            f"{r.decision_id}  {_prefix(line)}{mark}{r.decision_type}: {one_line(r.chosen_option)}"
+        )
         if r.confidence_score is not None:
             text += f"  ({r.confidence_score:.2f})"
         if r.decision_id in tree.has_checkpoints:
@@ -102,7 +127,9 @@ def plan_tree(tree: PlanTree) -> str:
     if not tree.lines:
         out.append("(no decisions recorded yet)")
     if tree.hidden_superseded:
-        out.append(f"({tree.hidden_superseded} superseded decisions hidden; --show-superseded shows them)")
+        out.append(
+            f"({tree.hidden_superseded} superseded decisions hidden; --show-superseded shows them)"
+        )
     return "\n".join(out)
 
 
@@ -139,13 +166,18 @@ def decision_explanation(e: DecisionExplanation) -> str:
         *(f"  depends on it: {ref}" for ref in e.dependents),
         *(f"  child plan:    {ref}" for ref in d.downstream_plan_ids),
         *(f"  artifact:      {a.artifact_path} ({a.artifact_type})" for a in d.artifacts_produced),
-        *(f"  child:         {c.decision_id}  {c.decision_type}: {one_line(c.chosen_option)}" for c in e.children),
+        *(
+            f"  child:         {c.decision_id}  {c.decision_type}: {one_line(c.chosen_option)}"
+            for c in e.children
+        ),
     ]
     if not (e.dependents or d.downstream_plan_ids or d.artifacts_produced or e.children):
         lines.append("  (nothing depends on this decision)")
     if e.depends_on:
         lines += _listing("depends on", e.depends_on)
-    resources = ", ".join(r.resource_id + (f":{r.path}" if r.path else "") for r in snap.relevant_resources)
+    resources = ", ".join(
+        r.resource_id + (f":{r.path}" if r.path else "") for r in snap.relevant_resources
+    )
     actor = snap.actor_state_ref
     lines += [
         "",
@@ -159,12 +191,21 @@ def decision_explanation(e: DecisionExplanation) -> str:
         lines.append("tool invocations")
         for t in e.tool_invocations:
             effects = ", ".join(t.side_effects) or "no declared side effects"
-            lines.append(f"  {t.tool}  ({effects})" + ("  ⚠ irreversible" if t.irreversible else ""))
+            lines.append(
+                f"  {t.tool}  ({effects})" + ("  ⚠ irreversible" if t.irreversible else "")
+            )
     if e.checkpoints:
         lines.append("checkpoints")
-        lines.extend(f"  {c.resource_id}  {c.strategy.value}  {c.checkpoint_type.value}  {c.ref}" for c in e.checkpoints)
+        lines.extend(
+            f"  {c.resource_id}  {c.strategy.value}  {c.checkpoint_type.value}  {c.ref}"
+            for c in e.checkpoints
+        )
     if d.is_correction:
-        lines += ["", _field("corrects", d.corrects_decision_id), _field("reason", d.correction_reason)]
+        lines += [
+            "",
+            _field("corrects", d.corrects_decision_id),
+            _field("reason", d.correction_reason),
+        ]
     if e.superseded_by is not None:
         lines += ["", _field("superseded by", _decision_ref(e.superseded_by))]
     return "\n".join(lines)

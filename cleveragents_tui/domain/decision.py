@@ -115,7 +115,9 @@ class Decision(_Frozen):
     def _check_rules(self) -> Self:
         if self.decision_type is DecisionType.PROMPT_DEFINITION:
             if self.parent_decision_id is not None:
-                raise ValueError("a prompt_definition decision is the root: parent_decision_id must be None")
+                raise ValueError(
+                    "a prompt_definition decision is the root: parent_decision_id must be None"
+                )
         elif self.parent_decision_id is None:
             raise ValueError(
                 f"only a prompt_definition decision can be the root; a {self.decision_type} "
@@ -123,7 +125,9 @@ class Decision(_Frozen):
             )
         fixed = self.decision_type.phase
         if fixed is not None and self.phase is not fixed:
-            raise ValueError(f"a {self.decision_type} decision is made during {fixed}, not {self.phase}")
+            raise ValueError(
+                f"a {self.decision_type} decision is made during {fixed}, not {self.phase}"
+            )
         if self.is_correction and self.corrects_decision_id is None:
             raise ValueError("is_correction is True, so corrects_decision_id must be set")
         if self.corrects_decision_id is not None and not self.is_correction:

@@ -22,7 +22,7 @@ from cleveragents_tui.store.store import Store
 def list_plans(store: Store) -> list[PlanSummary]:
     """Every plan, each child nested right after its parent (depth-first, oldest first)."""
     with store.unit_of_work() as uow:
-        plans = uow.plans.list()
+        plans = uow.plans.all()
         counts = uow.decisions.counts()
         pending = uow.approvals.pending_counts()
     by_parent: dict[str | None, list[str]] = defaultdict(list)
@@ -95,7 +95,9 @@ def layout_tree(rows: list[TreeRow]) -> list[TreeLine]:
     return lines
 
 
-def explain_decision(store: Store, decision_ref: str, plan_ref: str | None = None) -> DecisionExplanation:
+def explain_decision(
+    store: Store, decision_ref: str, plan_ref: str | None = None
+) -> DecisionExplanation:
     """Everything about one decision; with ``plan_ref``, refuse a decision of another plan."""
     with store.unit_of_work() as uow:
         decision = uow.decisions.get(uow.decisions.resolve(decision_ref))
@@ -107,7 +109,9 @@ def explain_decision(store: Store, decision_ref: str, plan_ref: str | None = Non
                     f"use `agents plan tree {plan_id}` to pick one of its decisions",
                 )
         plan = uow.plans.get(decision.plan_id)
-        parent = uow.decisions.get(decision.parent_decision_id) if decision.parent_decision_id else None
+        parent = (
+            uow.decisions.get(decision.parent_decision_id) if decision.parent_decision_id else None
+        )
         replacement = uow.decisions.get(decision.superseded_by) if decision.superseded_by else None
         return DecisionExplanation(
             decision=decision,

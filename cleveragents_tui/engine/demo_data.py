@@ -34,7 +34,9 @@ def load_sample_plan(store: Store, path: Path | None = None) -> str:
     with store.unit_of_work(write=True) as uow:
         loader = _Loader(uow, start=utc_now() - timedelta(hours=1))
         plan_id = loader.load(spec)
-        uow.events.append("demo_data_loaded", {"plan_id": plan_id}, plan_id=plan_id, actor="agents demo-data")
+        uow.events.append(
+            "demo_data_loaded", {"plan_id": plan_id}, plan_id=plan_id, actor="agents demo-data"
+        )
         uow.commit()
     return plan_id
 
@@ -48,11 +50,16 @@ class _Loader:
         self._clock += timedelta(seconds=37)
         return self._clock
 
-    def load(self, spec: dict[str, Any], parent_plan: str | None = None, spawned_by: str | None = None) -> str:
+    def load(
+        self, spec: dict[str, Any], parent_plan: str | None = None, spawned_by: str | None = None
+    ) -> str:
         created = self._tick()
         plan = Plan(
-            **spec["plan"], parent_plan_id=parent_plan, spawning_decision_id=spawned_by,
-            created_at=created, updated_at=created,
+            **spec["plan"],
+            parent_plan_id=parent_plan,
+            spawning_decision_id=spawned_by,
+            created_at=created,
+            updated_at=created,
         )
         self._uow.plans.add(plan)
         self._uow.flush()
@@ -72,25 +79,39 @@ class _Loader:
             }
             child_id = self.load(child_spec, plan.plan_id, spawner)
             self._uow.decisions.add_dependency(
-                DecisionDependency(upstream_decision_id=spawner, downstream_ref=child_id, dependency_type=DependencyType.PLAN)
+                DecisionDependency(
+                    upstream_decision_id=spawner,
+                    downstream_ref=child_id,
+                    dependency_type=DependencyType.PLAN,
+                )
             )
         for group in spec.get("supersede", []):
             self._uow.decisions.supersede([ids[k] for k in group["decisions"]], by=ids[group["by"]])
         for call in spec.get("tool_invocations", []):
             self._uow.tool_invocations.add(
                 ToolInvocation(
-                    plan_id=plan.plan_id, decision_id=ids[call["decision"]], tool=call["tool"],
-                    arguments=call.get("arguments", {}), side_effects=call.get("side_effects", ()),
-                    irreversible=call.get("irreversible", False), created_at=self._tick(),
+                    plan_id=plan.plan_id,
+                    decision_id=ids[call["decision"]],
+                    tool=call["tool"],
+                    arguments=call.get("arguments", {}),
+                    side_effects=call.get("side_effects", ()),
+                    irreversible=call.get("irreversible", False),
+                    created_at=self._tick(),
                 )
             )
         for c in spec.get("corrections", []):
             self._uow.corrections.add(
                 CorrectionAttempt(
-                    plan_id=plan.plan_id, target_decision_id=ids[c["target"]], mode=c["mode"],
-                    guidance=c["guidance"], status=c["status"], attempt=c["attempt"],
-                    replacement_decision_id=ids[c["replacement"]], requested_by=c.get("requested_by"),
-                    created_at=self._tick(), finished_at=self._tick(),
+                    plan_id=plan.plan_id,
+                    target_decision_id=ids[c["target"]],
+                    mode=c["mode"],
+                    guidance=c["guidance"],
+                    status=c["status"],
+                    attempt=c["attempt"],
+                    replacement_decision_id=ids[c["replacement"]],
+                    requested_by=c.get("requested_by"),
+                    created_at=self._tick(),
+                    finished_at=self._tick(),
                 )
             )
         self._uow.flush()
@@ -115,13 +136,16 @@ class _Loader:
                 alternatives_considered=e.get("alternatives", ()),
                 confidence_score=e.get("confidence"),
                 context_snapshot=ContextSnapshot(
-                    relevant_resources=tuple(ResourceRef(**r) for r in e.get("relevant_resources", ()))
+                    relevant_resources=tuple(
+                        ResourceRef(**r) for r in e.get("relevant_resources", ())
+                    )
                 ),
                 rationale=e.get("rationale"),
                 actor_reasoning=e.get("actor_reasoning"),
                 downstream_decision_ids=tuple(dependents.get(e["key"], ())),
                 artifacts_produced=tuple(
-                    ArtifactRef(artifact_path=a["path"], artifact_type=a["type"]) for a in e.get("artifacts", ())
+                    ArtifactRef(artifact_path=a["path"], artifact_type=a["type"])
+                    for a in e.get("artifacts", ())
                 ),
                 created_at=self._tick(),
                 is_correction=e.get("is_correction", False),

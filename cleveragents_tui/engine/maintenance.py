@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cleveragents_tui.store.store import Store
 from cleveragents_tui.store import schema
+from cleveragents_tui.store.store import Store
 
 
 def upgrade_database(url: str | None) -> tuple[str, str | None, str]:

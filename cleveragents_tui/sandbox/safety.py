@@ -24,12 +24,16 @@ _REF_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 def safe_relative_path(raw: str) -> PurePosixPath:
     """A relative POSIX path with no ``..``, no absolute root, no NUL, no backslash tricks."""
     if not raw or "\x00" in raw or "\\" in raw:
-        raise UnsafeInputError(f"path {raw!r} is not allowed", "use a relative path with '/' separators")
+        raise UnsafeInputError(
+            f"path {raw!r} is not allowed", "use a relative path with '/' separators"
+        )
     path = PurePosixPath(raw)
     if path.is_absolute() or any(part in ("..", "") for part in path.parts) or raw.startswith("~"):
         raise UnsafeInputError(f"path {raw!r} leaves the sandbox", "use a path inside the sandbox")
     if path.parts and path.parts[0] == ".git":
-        raise UnsafeInputError(f"path {raw!r} points into git's own metadata", "use a working-tree path")
+        raise UnsafeInputError(
+            f"path {raw!r} points into git's own metadata", "use a working-tree path"
+        )
     return path
 
 
@@ -55,7 +59,9 @@ def check_ref_name(value: str) -> str:
     """A git ref under ``refs/`` built only of safe parts (no option, no ``..``, no ``@{``)."""
     parts = value.split("/")
     if len(parts) < 2 or parts[0] != "refs" or not all(_REF_PART.match(p) for p in parts[1:]):
-        raise UnsafeInputError(f"{value!r} is not a ref name this tool creates", "use refs/cleveragents/...")
+        raise UnsafeInputError(
+            f"{value!r} is not a ref name this tool creates", "use refs/cleveragents/..."
+        )
     if any(p.endswith((".lock", ".")) for p in parts) or ".." in value:
         raise UnsafeInputError(f"{value!r} is not a valid ref name", "use refs/cleveragents/...")
     return value
@@ -68,5 +74,7 @@ def new_savepoint_name() -> str:
 def check_savepoint_name(value: str) -> str:
     """Savepoint names are SQL identifiers, never parameters: only ``sp_<hex>`` is accepted."""
     if not _SAVEPOINT.match(value):
-        raise UnsafeInputError(f"{value!r} is not a savepoint name this tool creates", "use sp_<hex>")
+        raise UnsafeInputError(
+            f"{value!r} is not a savepoint name this tool creates", "use sp_<hex>"
+        )
     return value

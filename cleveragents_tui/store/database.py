@@ -9,7 +9,11 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from cleveragents_tui.domain.errors import DatabaseUnavailableError
+from cleveragents_tui.domain.errors import (
+    ConcurrentChangeError,
+    DatabaseUnavailableError,
+    ImmutableRecordError,
+)
 
 ENV_VAR = "AGENTS_DATABASE_URL"
 SQLITE_BUSY_TIMEOUT_MS = 10_000
@@ -68,8 +72,33 @@ def make_engine(url: URL) -> Engine:
                 )
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         _configure_sqlite(engine)
-        return engine
-    return create_engine(url, pool_pre_ping=True)
+    else:
+        engine = create_engine(url, pool_pre_ping=True)
+    event.listen(engine, "handle_error", _translate_refusals)
+    return engine
+
+
+APPEND_ONLY_MARKER = "decisions are append-only"
+_LOCKED_MARKERS = ("could not obtain lock", "database is locked")
+
+
+def _translate_refusals(context: Any) -> Exception | None:
+    """Turn the database's refusals into the domain's errors, whatever code path hit them.
+
+    The append-only triggers (migration 0001) raise with APPEND_ONLY_MARKER; lock timeouts
+    mean another process holds the plan.
+    """
+    message = str(context.original_exception)
+    if APPEND_ONLY_MARKER in message:
+        return ImmutableRecordError(
+            message.strip().splitlines()[0],
+            "corrections add new decisions; they never delete or edit old ones",
+        )
+    if any(marker in message for marker in _LOCKED_MARKERS):
+        return ConcurrentChangeError(
+            "another process is changing this database right now", "wait for it to finish and retry"
+        )
+    return None
 
 
 def _configure_sqlite(engine: Engine) -> None:

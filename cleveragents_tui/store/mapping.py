@@ -97,7 +97,9 @@ def decision_to_rows(
         hot_context_ref=snapshot.hot_context_ref,
         relevant_resources=dump_json([r.model_dump() for r in snapshot.relevant_resources]),
         actor_state_ref=(
-            None if snapshot.actor_state_ref is None else dump_json(snapshot.actor_state_ref.model_dump())
+            None
+            if snapshot.actor_state_ref is None
+            else dump_json(snapshot.actor_state_ref.model_dump())
         ),
         rationale=decision.rationale,
         actor_reasoning=decision.actor_reasoning,
@@ -194,7 +196,9 @@ def group_to_row(group: CheckpointGroup) -> CheckpointGroupRow:
 
 def group_from_row(row: CheckpointGroupRow) -> CheckpointGroup:
     fields = {c: getattr(row, c) for c in CheckpointGroup.model_fields}
-    return _validated("checkpoint_groups", row.group_id, lambda: CheckpointGroup.model_validate(fields))
+    return _validated(
+        "checkpoint_groups", row.group_id, lambda: CheckpointGroup.model_validate(fields)
+    )
 
 
 def checkpoint_to_row(checkpoint: CheckpointMetadata) -> CheckpointMetadataRow:
@@ -233,6 +237,4 @@ def correction_from_row(row: CorrectionAttemptRow) -> CorrectionAttempt:
     key = row.correction_id
     fields = {c: getattr(row, c) for c in CorrectionAttempt.model_fields}
     fields["report"] = load_json("correction_attempts", key, "report", row.report)
-    return _validated(
-        "correction_attempts", key, lambda: CorrectionAttempt.model_validate(fields)
-    )
+    return _validated("correction_attempts", key, lambda: CorrectionAttempt.model_validate(fields))

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from typing import Any
 
-from sqlalchemy import case, func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import Select, case, func, select, update
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
 from cleveragents_tui.domain.correction import CorrectionAttempt
@@ -49,7 +50,9 @@ MIN_PREFIX = 4
 _CHUNK = 500
 
 
-def _resolve_id(session: Session, column: object, ref: str, what: str, how_to_list: str) -> str:
+def _resolve_id(
+    session: Session, column: InstrumentedAttribute[str], ref: str, what: str, how_to_list: str
+) -> str:
     """A full ULID, or a unique prefix of at least MIN_PREFIX characters (like git's short SHAs)."""
     text = ref.strip().upper()
     if len(text) == ULID_LENGTH:
@@ -60,12 +63,37 @@ def _resolve_id(session: Session, column: object, ref: str, what: str, how_to_li
             f"give the 26-character id or at least {MIN_PREFIX} of its first characters",
         )
     # Crockford base32 has no '%' or '_', so the prefix cannot act as a LIKE wildcard.
-    matches = list(session.scalars(select(column).where(column.like(f"{text}%")).limit(2)))  # type: ignore[attr-defined]
+    matches = list(session.scalars(select(column).where(column.like(f"{text}%")).limit(2)))
     if not matches:
         raise NotFoundError(f"no {what} starts with {text}", how_to_list)
     if len(matches) > 1:
-        raise AmbiguousIdError(f"{what} prefix {text} matches more than one", "give more characters")
+        raise AmbiguousIdError(
+            f"{what} prefix {text} matches more than one", "give more characters"
+        )
     return str(matches[0])
+
+
+_TREE_COLUMNS = (
+    DecisionRow.decision_id,
+    DecisionRow.parent_decision_id,
+    DecisionRow.sequence_number,
+    DecisionRow.decision_type,
+    DecisionRow.phase,
+    DecisionRow.chosen_option,
+    DecisionRow.confidence_score,
+    DecisionRow.is_correction,
+    DecisionRow.corrects_decision_id,
+    DecisionRow.superseded_by,
+)
+
+
+def _tree_row_query() -> Select[*tuple[Any, ...]]:
+    return select(*_TREE_COLUMNS)
+
+
+def _tree_rows(session: Session, query: Select[*tuple[Any, ...]]) -> list[TreeRow]:
+    ordered = query.order_by(DecisionRow.sequence_number)
+    return [TreeRow(**row._mapping) for row in session.execute(ordered)]
 
 
 class PlanRepository:
@@ -76,15 +104,19 @@ class PlanRepository:
         self._session.add(mapping.plan_to_row(plan))
 
     def resolve(self, ref: str) -> str:
-        return _resolve_id(self._session, PlanRow.plan_id, ref, "plan", "list plans with `agents plan list`")
+        return _resolve_id(
+            self._session, PlanRow.plan_id, ref, "plan", "list plans with `agents plan list`"
+        )
 
     def get(self, plan_id: str) -> Plan:
         row = self._session.get(PlanRow, plan_id)
         if row is None:
-            raise NotFoundError(f"plan {plan_id} does not exist", "list plans with `agents plan list`")
+            raise NotFoundError(
+                f"plan {plan_id} does not exist", "list plans with `agents plan list`"
+            )
         return mapping.plan_from_row(row)
 
-    def list(self) -> list[Plan]:
+    def all(self) -> list[Plan]:
         rows = self._session.scalars(select(PlanRow).order_by(PlanRow.created_at, PlanRow.plan_id))
         return [mapping.plan_from_row(r) for r in rows]
 
@@ -129,7 +161,9 @@ class DecisionRepository:
     def add_many(self, decisions: Sequence[Decision]) -> None:
         """Insert decisions; each parent must be in the same plan (in the batch or stored)."""
         in_batch = {d.decision_id: d.plan_id for d in decisions}
-        outside = {d.parent_decision_id for d in decisions if d.parent_decision_id} - in_batch.keys()
+        outside = {
+            d.parent_decision_id for d in decisions if d.parent_decision_id
+        } - in_batch.keys()
         stored = self._plans_of(outside)
         for d in decisions:
             parent = d.parent_decision_id
@@ -137,7 +171,9 @@ class DecisionRepository:
                 continue
             parent_plan = in_batch.get(parent) or stored.get(parent)
             if parent_plan is None:
-                raise NotFoundError(f"parent decision {parent} does not exist", "record the parent first")
+                raise NotFoundError(
+                    f"parent decision {parent} does not exist", "record the parent first"
+                )
             if parent_plan != d.plan_id:
                 raise WrongPlanError(
                     f"parent decision {parent} belongs to plan {parent_plan}, not {d.plan_id}",
@@ -157,14 +193,19 @@ class DecisionRepository:
         for start in range(0, len(ids), _CHUNK):
             chunk = ids[start : start + _CHUNK]
             rows = self._session.execute(
-                select(DecisionRow.decision_id, DecisionRow.plan_id).where(DecisionRow.decision_id.in_(chunk))
+                select(DecisionRow.decision_id, DecisionRow.plan_id).where(
+                    DecisionRow.decision_id.in_(chunk)
+                )
             )
             found.update({r.decision_id: r.plan_id for r in rows})
         return found
 
     def resolve(self, ref: str) -> str:
         return _resolve_id(
-            self._session, DecisionRow.decision_id, ref, "decision",
+            self._session,
+            DecisionRow.decision_id,
+            ref,
+            "decision",
             "see a plan's decisions with `agents plan tree PLAN`",
         )
 
@@ -181,7 +222,9 @@ class DecisionRepository:
         query = select(DecisionRow).where(DecisionRow.plan_id == plan_id)
         if not include_superseded:
             query = query.where(DecisionRow.superseded_by.is_(None))
-        return self._hydrate(list(self._session.scalars(query.order_by(DecisionRow.sequence_number))))
+        return self._hydrate(
+            list(self._session.scalars(query.order_by(DecisionRow.sequence_number)))
+        )
 
     def _hydrate(self, rows: Sequence[DecisionRow]) -> list[Decision]:
         ids = [r.decision_id for r in rows]
@@ -202,29 +245,20 @@ class DecisionRepository:
             ).scalars():
                 artifacts[a.decision_id].append((a.artifact_path, a.artifact_type))
         return [
-            mapping.decision_from_row(r, deps[r.decision_id], artifacts[r.decision_id]) for r in rows
+            mapping.decision_from_row(r, deps[r.decision_id], artifacts[r.decision_id])
+            for r in rows
         ]
 
     def tree_rows(self, plan_id: str, include_superseded: bool) -> list[TreeRow]:
         """The light rows of a plan's tree, in sequence order."""
-        c = DecisionRow
-        query = select(
-            c.decision_id, c.parent_decision_id, c.sequence_number, c.decision_type, c.phase,
-            c.chosen_option, c.confidence_score, c.is_correction, c.corrects_decision_id,
-            c.superseded_by,
-        ).where(c.plan_id == plan_id)
+        query = _tree_row_query().where(DecisionRow.plan_id == plan_id)
         if not include_superseded:
-            query = query.where(c.superseded_by.is_(None))
-        return [TreeRow(*row) for row in self._session.execute(query.order_by(c.sequence_number))]
+            query = query.where(DecisionRow.superseded_by.is_(None))
+        return _tree_rows(self._session, query)
 
     def children_rows(self, decision_id: str) -> list[TreeRow]:
-        c = DecisionRow
-        query = select(
-            c.decision_id, c.parent_decision_id, c.sequence_number, c.decision_type, c.phase,
-            c.chosen_option, c.confidence_score, c.is_correction, c.corrects_decision_id,
-            c.superseded_by,
-        ).where(c.parent_decision_id == decision_id)
-        return [TreeRow(*row) for row in self._session.execute(query.order_by(c.sequence_number))]
+        query = _tree_row_query().where(DecisionRow.parent_decision_id == decision_id)
+        return _tree_rows(self._session, query)
 
     def counts(self, plan_ids: Sequence[str] | None = None) -> dict[str, tuple[int, int]]:
         """plan_id -> (all decisions, current decisions)."""
@@ -250,11 +284,14 @@ class DecisionRepository:
 
     def root_id(self, plan_id: str) -> str | None:
         return self._session.scalar(
-            select(DecisionRow.decision_id).where(
+            select(DecisionRow.decision_id)
+            .where(
                 DecisionRow.plan_id == plan_id,
                 DecisionRow.parent_decision_id.is_(None),
                 DecisionRow.superseded_by.is_(None),
-            ).order_by(DecisionRow.sequence_number).limit(1)
+            )
+            .order_by(DecisionRow.sequence_number)
+            .limit(1)
         )
 
     def supersede(self, decision_ids: Iterable[str], by: str) -> None:
@@ -310,7 +347,7 @@ class ResourceRepository:
             raise NotFoundError(f"resource {resource_id} does not exist")
         return mapping.resource_from_row(row)
 
-    def list(self) -> list[Resource]:
+    def all(self) -> list[Resource]:
         return [mapping.resource_from_row(r) for r in self._session.scalars(select(ResourceRow))]
 
 
@@ -335,7 +372,10 @@ class CheckpointRepository:
     def decisions_with_checkpoints(self, plan_id: str) -> frozenset[str]:
         rows = self._session.scalars(
             select(CheckpointMetadataRow.decision_id)
-            .where(CheckpointMetadataRow.plan_id == plan_id, CheckpointMetadataRow.decision_id.is_not(None))
+            .where(
+                CheckpointMetadataRow.plan_id == plan_id,
+                CheckpointMetadataRow.decision_id.is_not(None),
+            )
             .distinct()
         )
         return frozenset(r for r in rows if r is not None)
@@ -343,7 +383,9 @@ class CheckpointRepository:
     def count_for_plan(self, plan_id: str) -> int:
         return int(
             self._session.scalar(
-                select(func.count()).select_from(CheckpointMetadataRow).where(CheckpointMetadataRow.plan_id == plan_id)
+                select(func.count())
+                .select_from(CheckpointMetadataRow)
+                .where(CheckpointMetadataRow.plan_id == plan_id)
             )
             or 0
         )
@@ -406,7 +448,19 @@ class EventRepository:
     def __init__(self, session: Session) -> None:
         self._session = session
 
-    def append(self, kind: str, payload: dict[str, object], plan_id: str | None = None, actor: str | None = None) -> None:
+    def append(
+        self,
+        kind: str,
+        payload: dict[str, object],
+        plan_id: str | None = None,
+        actor: str | None = None,
+    ) -> None:
         self._session.add(
-            EventRow(plan_id=plan_id, kind=kind, actor=actor, payload=mapping.dump_json(payload), created_at=utc_now())
+            EventRow(
+                plan_id=plan_id,
+                kind=kind,
+                actor=actor,
+                payload=mapping.dump_json(payload),
+                created_at=utc_now(),
+            )
         )

@@ -66,7 +66,9 @@ class DecisionRow(Base):
 
     decision_id: Mapped[str] = mapped_column(ULID, primary_key=True)
     plan_id: Mapped[str] = mapped_column(ULID, ForeignKey("plans.plan_id"))
-    parent_decision_id: Mapped[str | None] = mapped_column(ULID, ForeignKey("decisions.decision_id"))
+    parent_decision_id: Mapped[str | None] = mapped_column(
+        ULID, ForeignKey("decisions.decision_id")
+    )
     sequence_number: Mapped[int] = mapped_column(Integer)
     decision_type: Mapped[str] = mapped_column(ENUM)
     phase: Mapped[str] = mapped_column(ENUM)
@@ -82,7 +84,9 @@ class DecisionRow(Base):
     actor_reasoning: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     is_correction: Mapped[bool] = mapped_column(Boolean)
-    corrects_decision_id: Mapped[str | None] = mapped_column(ULID, ForeignKey("decisions.decision_id"))
+    corrects_decision_id: Mapped[str | None] = mapped_column(
+        ULID, ForeignKey("decisions.decision_id")
+    )
     correction_reason: Mapped[str | None] = mapped_column(Text)
     superseded_by: Mapped[str | None] = mapped_column(ULID, ForeignKey("decisions.decision_id"))
 

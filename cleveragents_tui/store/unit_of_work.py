@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import TracebackType
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from cleveragents_tui.domain.errors import ConcurrentChangeError, ImmutableRecordError
 from cleveragents_tui.store.database import SQLITE_BEGIN
 from cleveragents_tui.store.repositories import (
     ApprovalRepository,
@@ -22,27 +18,6 @@ from cleveragents_tui.store.repositories import (
     ResourceRepository,
     ToolInvocationRepository,
 )
-
-APPEND_ONLY_MARKER = "decisions are append-only"
-
-
-@contextmanager
-def translate_store_errors() -> Iterator[None]:
-    """Turn the database's refusals into the domain's errors."""
-    try:
-        yield
-    except DBAPIError as exc:
-        message = str(exc.orig)
-        if APPEND_ONLY_MARKER in message:
-            raise ImmutableRecordError(
-                message.splitlines()[0],
-                "corrections add new decisions; they never delete or edit old ones",
-            ) from exc
-        if "could not obtain lock" in message or "database is locked" in message:
-            raise ConcurrentChangeError(
-                "another process is changing this plan right now", "wait for it to finish and retry"
-            ) from exc
-        raise
 
 
 class UnitOfWork:
@@ -59,8 +34,7 @@ class UnitOfWork:
     def __enter__(self) -> UnitOfWork:
         self.session = Session(self._engine, expire_on_commit=False, autoflush=False)
         if self._write and self._engine.dialect.name == "sqlite":
-            with translate_store_errors():
-                self.session.connection(execution_options={SQLITE_BEGIN: "IMMEDIATE"})
+            self.session.connection(execution_options={SQLITE_BEGIN: "IMMEDIATE"})
         self.plans = PlanRepository(self.session)
         self.decisions = DecisionRepository(self.session)
         self.resources = ResourceRepository(self.session)
@@ -72,12 +46,10 @@ class UnitOfWork:
         return self
 
     def flush(self) -> None:
-        with translate_store_errors():
-            self.session.flush()
+        self.session.flush()
 
     def commit(self) -> None:
-        with translate_store_errors():
-            self.session.commit()
+        self.session.commit()
 
     def __exit__(
         self,

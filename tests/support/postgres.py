@@ -17,7 +17,9 @@ from sqlalchemy import create_engine, text
 
 
 def find_bindir() -> Path | None:
-    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: p.parent.parent.name)
+    candidates = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: p.parent.parent.name
+    )
     if candidates:
         return candidates[-1].parent
     initdb = shutil.which("initdb")
@@ -45,12 +47,32 @@ class PostgresServer:
         if os.geteuid() == 0:
             self._user = "postgres"
             entry = pwd.getpwnam(self._user)
-            os.chmod(self.base, 0o755)
+            os.chmod(self.base, 0o755)  # noqa: S103 - the postgres user must reach its socket
             for path in (self.base, self.sockets):
                 os.chown(path, entry.pw_uid, entry.pw_gid)
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
         options = f"-k {self.sockets} -p {self.port} -c listen_addresses='' -c fsync=off -c max_connections=200"
-        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.base / "log"), "-w", "start")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-l",
+            str(self.base / "log"),
+            "-w",
+            "start",
+        )
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://postgres@/{database}?host={self.sockets}&port={self.port}"

@@ -23,10 +23,25 @@ ENUM = sa.String(32)
 # Every decisions column but superseded_by: the append-only triggers compare them all.
 # A later migration that adds a decisions column must recreate the triggers with it.
 _DECISION_COLUMNS = (
-    "decision_id", "plan_id", "parent_decision_id", "sequence_number", "decision_type",
-    "phase", "question", "chosen_option", "alternatives_considered", "confidence_score",
-    "hot_context_hash", "hot_context_ref", "relevant_resources", "actor_state_ref",
-    "rationale", "actor_reasoning", "created_at", "is_correction", "corrects_decision_id",
+    "decision_id",
+    "plan_id",
+    "parent_decision_id",
+    "sequence_number",
+    "decision_type",
+    "phase",
+    "question",
+    "chosen_option",
+    "alternatives_considered",
+    "confidence_score",
+    "hot_context_hash",
+    "hot_context_ref",
+    "relevant_resources",
+    "actor_state_ref",
+    "rationale",
+    "actor_reasoning",
+    "created_at",
+    "is_correction",
+    "corrects_decision_id",
     "correction_reason",
 )
 APPEND_ONLY_MESSAGE = "decisions are append-only"
@@ -49,7 +64,11 @@ def upgrade() -> None:
         sa.Column(
             "spawning_decision_id",
             ULID,
-            *([sa.ForeignKey("decisions.decision_id", name="fk_plans_spawning_decision")] if sqlite else []),
+            *(
+                [sa.ForeignKey("decisions.decision_id", name="fk_plans_spawning_decision")]
+                if sqlite
+                else []
+            ),
         ),
         sa.Column("automation_profile", sa.Text(), nullable=False),
         sa.Column("version", sa.Integer(), nullable=False),
@@ -97,14 +116,19 @@ def upgrade() -> None:
     op.create_index("ix_decisions_parent_decision_id", "decisions", ["parent_decision_id"])
     if not sqlite:
         op.create_foreign_key(
-            "fk_plans_spawning_decision", "plans", "decisions",
-            ["spawning_decision_id"], ["decision_id"],
+            "fk_plans_spawning_decision",
+            "plans",
+            "decisions",
+            ["spawning_decision_id"],
+            ["decision_id"],
         )
 
     op.create_table(
         "decision_dependencies",
         sa.Column("dependency_id", sa.Integer(), primary_key=True, autoincrement=True),
-        sa.Column("upstream_decision_id", ULID, sa.ForeignKey("decisions.decision_id"), nullable=False),
+        sa.Column(
+            "upstream_decision_id", ULID, sa.ForeignKey("decisions.decision_id"), nullable=False
+        ),
         sa.Column("downstream_ref", ULID, nullable=False),
         sa.Column("dependency_type", ENUM, nullable=False),
         sa.UniqueConstraint(
@@ -179,7 +203,9 @@ def upgrade() -> None:
         "correction_attempts",
         sa.Column("correction_id", ULID, primary_key=True),
         sa.Column("plan_id", ULID, sa.ForeignKey("plans.plan_id"), nullable=False),
-        sa.Column("target_decision_id", ULID, sa.ForeignKey("decisions.decision_id"), nullable=False),
+        sa.Column(
+            "target_decision_id", ULID, sa.ForeignKey("decisions.decision_id"), nullable=False
+        ),
         sa.Column("mode", ENUM, nullable=False),
         sa.Column("guidance", sa.Text(), nullable=False),
         sa.Column("status", ENUM, nullable=False),

@@ -1,0 +1,1 @@
+"""Actors: LangGraph strategy and execution graphs, reasoners, the tool registry (issue 5)."""

@@ -1,0 +1,1 @@
+"""Automation profiles, semantic escalation, guards and pre-flight checks (issue 4)."""

@@ -1,0 +1,1 @@
+"""The Textual application (issue 7)."""

@@ -1,0 +1,1 @@
+"""The browser mode over textual-serve (issue 8)."""

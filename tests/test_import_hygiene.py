@@ -1,0 +1,40 @@
+"""The read-only CLI path must start fast: it imports neither Textual nor LangGraph."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+PROBE = """
+import sys
+from cleveragents_tui.cli import cli
+from cleveragents_tui.engine import browse
+for args in (["demo-data"], ["plan", "list"], ["plan", "tree", "{plan}"]):
+    try:
+        cli.main(["--db", sys.argv[1], *args], standalone_mode=False)
+    except SystemExit:
+        pass
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("textual", "langgraph", "langchain_core", "alembic"))
+print("HEAVY:" + ",".join(heavy))
+"""
+
+
+def test_read_only_cli_imports_neither_textual_nor_langgraph(tmp_path: Path) -> None:
+    db = str(tmp_path / "a.db")
+    # Create the schema first so the read path does not need Alembic either.
+    subprocess.run(
+        [sys.executable, "-m", "cleveragents_tui", "--db", db, "db", "upgrade"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE.replace("{plan}", "0000"), db],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    heavy = result.stdout.strip().splitlines()[-1]
+    assert heavy == "HEAVY:", heavy
