@@ -11,7 +11,6 @@ from cleveragents_tui.domain.views import (
     PlanDetails,
     PlanSummary,
     PlanTree,
-    TreeLine,
 )
 
 SUPERSEDED_MARK = "✗ "
@@ -102,21 +101,22 @@ def plan_details(details: PlanDetails) -> str:
     return "\n".join(lines)
 
 
-def _prefix(line: TreeLine) -> str:
-    if line.depth == 0:
-        return ""
-    trunk = "".join("    " if last else "│   " for last in line.ancestors_last)
-    return trunk + ("└── " if line.is_last else "├── ")
-
-
 def plan_tree(tree: PlanTree) -> str:
     out = [plan_heading(tree.plan)]
+    # trunks[d] is the guide drawn left of a depth-d decision; set as its parent is drawn.
+    trunks = ["", ""]
     for line in tree.lines:
         r = line.row
+        depth = line.depth
+        if depth == 0:
+            prefix = ""
+            trunks[1:] = [""]
+        else:
+            prefix = trunks[depth] + ("└── " if line.is_last else "├── ")
+            del trunks[depth + 1 :]
+            trunks.append(trunks[depth] + ("    " if line.is_last else "│   "))
         mark = SUPERSEDED_MARK if r.superseded_by else (CORRECTION_MARK if r.is_correction else "")
-        text = (
-            f"{r.decision_id}  {_prefix(line)}{mark}{r.decision_type}: {one_line(r.chosen_option)}"
-        )
+        text = f"{r.decision_id}  {prefix}{mark}{r.decision_type}: {one_line(r.chosen_option)}"
         if r.confidence_score is not None:
             text += f"  ({r.confidence_score:.2f})"
         if r.decision_id in tree.has_checkpoints:

@@ -33,7 +33,6 @@ class TreeLine:
 
     row: TreeRow
     depth: int
-    ancestors_last: tuple[bool, ...]
     is_last: bool
 
 

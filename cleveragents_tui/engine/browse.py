@@ -82,16 +82,13 @@ def layout_tree(rows: list[TreeRow]) -> list[TreeLine]:
         children[parent].append(r)
     lines: list[TreeLine] = []
     roots = children[None]
-    stack: list[tuple[TreeRow, int, tuple[bool, ...], bool]] = [
-        (r, 0, (), i == len(roots) - 1) for i, r in reversed(list(enumerate(roots)))
-    ]
+    stack = [(r, 0, i == len(roots) - 1) for i, r in reversed(list(enumerate(roots)))]
     while stack:
-        row, depth, ancestors_last, is_last = stack.pop()
-        lines.append(TreeLine(row, depth, ancestors_last, is_last))
+        row, depth, is_last = stack.pop()
+        lines.append(TreeLine(row, depth, is_last))
         kids = children.get(row.decision_id, [])
-        below = (*ancestors_last, is_last) if depth > 0 else ()
         for i in range(len(kids) - 1, -1, -1):
-            stack.append((kids[i], depth + 1, below, i == len(kids) - 1))
+            stack.append((kids[i], depth + 1, i == len(kids) - 1))
     return lines
 
 

@@ -92,8 +92,10 @@ def _tree_row_query() -> Select[*tuple[Any, ...]]:
 
 
 def _tree_rows(session: Session, query: Select[*tuple[Any, ...]]) -> list[TreeRow]:
+    # Positional construction: the columns are selected in TreeRow's field order, and
+    # keyword construction through row._mapping costs a third of a 10,000-row tree.
     ordered = query.order_by(DecisionRow.sequence_number)
-    return [TreeRow(**row._mapping) for row in session.execute(ordered)]
+    return [TreeRow(*row) for row in session.execute(ordered).tuples()]
 
 
 class PlanRepository:

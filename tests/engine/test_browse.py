@@ -27,7 +27,6 @@ def test_children_follow_their_parent_in_sequence_order() -> None:
     assert [line.row.sequence_number for line in lines] == [0, 1, 2, 4, 3]
     assert [line.depth for line in lines] == [0, 1, 2, 2, 1]
     assert [line.is_last for line in lines] == [True, False, False, True, True]
-    assert lines[2].ancestors_last == (False,)
 
 
 def test_a_chain_deeper_than_the_recursion_limit_lays_out() -> None:
