@@ -1,0 +1,970 @@
+"""The ``transaction_rollback`` strategy: one open database transaction, a SAVEPOINT per checkpoint.
+
+The resource's ``location`` is the user's target database (a SQLite file path,
+``sqlite:///PATH`` or ``postgresql://...``), never our own store. :meth:`create` opens one
+connection and one transaction that stay open for the whole Execute phase; tools run their
+SQL through :meth:`TransactionRollbackSandbox.execute`, so everything they do stays
+uncommitted until :meth:`~TransactionRollbackSandbox.apply` (``COMMIT``) or
+:meth:`~TransactionRollbackSandbox.discard` (``ROLLBACK``). A checkpoint is
+``SAVEPOINT sp_<hex>``; rolling back is ``ROLLBACK TO SAVEPOINT``, which keeps that savepoint
+and destroys every later one (their references then raise :class:`CheckpointMissingError`).
+
+Things to know (DESIGN.md section 8, ADR-035 "Long-Running Database Transaction Constraint"):
+
+* A savepoint dies with its connection. A state file under ``root`` records the process and a
+  random token; :meth:`TransactionRollbackStrategy.open` in the same process returns the live
+  sandbox, anywhere else it returns one whose :attr:`~TransactionRollbackSandbox.lost` is True
+  and whose checkpoint operations say the transaction was lost and what to do.
+* PostgreSQL keeps at most 64 subtransactions per backend in shared memory; past that every
+  session slows down. A sandbox holding more savepoints logs a warning once and reports it in
+  :attr:`~TransactionRollbackSandbox.savepoint_warning`.
+* On PostgreSQL a failed statement aborts the whole transaction until it is rolled back to a
+  checkpoint; ``apply`` refuses to commit such a transaction (PostgreSQL would roll it back).
+* On SQLite the transaction starts with ``BEGIN IMMEDIATE``: the sandbox holds the file's
+  write lock for the whole Execute phase (readers are not blocked in WAL mode, nor in
+  rollback-journal mode until the change set outgrows SQLite's page cache).
+* The long transaction holds row locks, and server timeouts (``idle_in_transaction_session_
+  timeout``) end it; that is reported as a lost transaction.
+
+Row snapshots: because an older savepoint's state cannot be read without destroying the
+newer ones, the sandbox records the rows of every user table (key -> JSON rendering) when it
+is created (the baseline) and at each checkpoint. :meth:`diff`, :meth:`read` and
+:meth:`changes_since_baseline` compare those snapshots. A table with a primary key yields
+``table/<key>`` paths (composite keys joined by ``,``; parts percent-encoded); a table without
+one has no row identity, so its rows are keyed ``table/~<hash>`` and an update shows as one
+deletion plus one addition. A table created or dropped also yields a ``table`` entry.
+Snapshots cost time and memory in proportion to the database, so they stop above
+``max_snapshot_rows`` rows: then those calls raise :class:`SandboxError` saying why, while
+checkpoints and rollback keep working.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import secrets
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+from urllib.parse import quote
+
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
+from sqlalchemy.engine import URL, CursorResult, RootTransaction
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.pool import NullPool
+from sqlalchemy.sql.base import Executable
+
+from cleveragents_tui.domain.enums import SandboxStrategyName
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.sandbox.base import (
+    ApplyResult,
+    Change,
+    ChangeKind,
+    CheckpointMissingError,
+    SandboxError,
+)
+from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
+from cleveragents_tui.store.database import normalise_url
+
+log = logging.getLogger(__name__)
+
+STATE_FILE_NAME: Final = "transaction_rollback.json"
+POSTGRES_SAVEPOINT_LIMIT: Final = 64
+DEFAULT_MAX_SNAPSHOT_ROWS: Final = 200_000
+SQLITE_BUSY_TIMEOUT_S: Final = 10.0
+_STATE_VERSION: Final = 1
+# psycopg.pq.TransactionStatus values (not imported: SQLite users need not load psycopg).
+_PG_IDLE, _PG_INERROR, _PG_UNKNOWN = 0, 3, 4
+
+# A statement that would end or restructure the sandbox's transaction. Tools may not run
+# these: checkpoints, apply and discard are the sandbox's job. Leading comments are skipped.
+_TRANSACTION_CONTROL = re.compile(
+    r"^\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*"
+    r"(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE|ABORT|START\s+TRANSACTION|PREPARE\s+TRANSACTION)\b",
+    re.IGNORECASE | re.DOTALL,
+)
+_LOST_FIX = (
+    "discard this sandbox and re-run Execute, or correct the plan with --mode=append "
+    "(compensating changes)"
+)
+_APPLIED_FIX = "correct the plan with --mode=append (compensating changes)"
+
+Status = Literal["open", "lost", "applied", "discarded"]
+# One table's rows: row key -> canonical JSON rendering of the row.
+TableRows = dict[str, bytes]
+# Table path ("name" or "schema.name") -> its rows.
+Snapshot = dict[str, TableRows]
+
+# Sandboxes whose transaction this process holds, by the token in their state file.
+_LIVE: dict[str, TransactionRollbackSandbox] = {}
+_LIVE_LOCK = threading.Lock()
+
+
+class SqlStatementError(SandboxError):
+    """A tool's SQL statement failed; the sandbox and its checkpoints are still there."""
+
+
+@dataclass
+class _State:
+    """What the state file under ``root`` records (no URL, so no credentials)."""
+
+    resource_id: str
+    plan_id: str
+    pid: int
+    token: str
+    dialect: str
+    created_at: str
+    status: Literal["open", "applied"] = "open"
+    savepoints: list[str] = field(default_factory=list)
+
+    def dump(self) -> str:
+        return json.dumps(
+            {
+                "version": _STATE_VERSION,
+                "strategy": SandboxStrategyName.TRANSACTION_ROLLBACK.value,
+                "resource_id": self.resource_id,
+                "plan_id": self.plan_id,
+                "pid": self.pid,
+                "token": self.token,
+                "dialect": self.dialect,
+                "created_at": self.created_at,
+                "status": self.status,
+                "savepoints": self.savepoints,
+            },
+            indent=2,
+        )
+
+    @classmethod
+    def load(cls, path: Path) -> _State | None:
+        try:
+            raw = path.read_text("utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise SandboxError(f"cannot read sandbox state {path}: {exc}") from exc
+        try:
+            data = json.loads(raw)
+            status = data["status"]
+            if data["version"] != _STATE_VERSION or status not in ("open", "applied"):
+                raise ValueError(f"unsupported version or status in {path}")
+            savepoints = [check_savepoint_name(str(name)) for name in data["savepoints"]]
+            return cls(
+                resource_id=str(data["resource_id"]),
+                plan_id=str(data["plan_id"]),
+                pid=int(data["pid"]),
+                token=str(data["token"]),
+                dialect=str(data["dialect"]),
+                created_at=str(data["created_at"]),
+                status=status,
+                savepoints=savepoints,
+            )
+        except (ValueError, KeyError, TypeError, UserError) as exc:
+            raise SandboxError(
+                f"the sandbox state file {path} is damaged ({exc})",
+                "discard the sandbox and re-run Execute",
+            ) from exc
+
+    def save(self, path: Path) -> None:
+        """Write atomically (temporary file + rename); no fsync: a crash loses the transaction
+        anyway, and the file only has to say which process held it."""
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(self.dump(), "utf-8")
+        os.replace(temporary, path)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _target_url(resource: Resource) -> URL:
+    try:
+        url = normalise_url(resource.location)
+    except UserError as exc:
+        raise SandboxError(f"resource {resource.resource_id}: {exc.problem}", exc.fix) from exc
+    if url.get_backend_name() == "sqlite":
+        database = url.database or ""
+        if not database or database == ":memory:" or database.startswith("file:"):
+            raise SandboxError(
+                f"resource {resource.resource_id}: {resource.location!r} is not a database file",
+                "set the resource location to a SQLite file path or a postgresql:// URL",
+            )
+        if not Path(database).is_file():
+            raise SandboxError(
+                f"resource {resource.resource_id}: database file {database} does not exist",
+                "create the database first or fix the resource location",
+            )
+    return url
+
+
+def _display(url: URL) -> str:
+    return url.render_as_string(hide_password=True)
+
+
+def _first_line(exc: BaseException) -> str:
+    original = getattr(exc, "orig", None) or exc
+    lines = str(original).strip().splitlines()
+    return lines[0] if lines else type(original).__name__
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # SQLAlchemy's documented pysqlite workaround: stop the driver from issuing its own
+    # BEGIN/COMMIT around statements (which breaks SAVEPOINT); we emit BEGIN ourselves.
+    dbapi_connection.isolation_level = None
+
+
+def _sqlite_on_begin(connection: Connection) -> None:
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _make_engine(url: URL, plan_id: str) -> Engine:
+    """A connection factory for the target; NullPool, so closing really ends the connection."""
+    if url.get_backend_name() == "sqlite":
+        engine = create_engine(
+            url,
+            poolclass=NullPool,
+            connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False},
+        )
+        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "begin", _sqlite_on_begin)
+        return engine
+    application_name = f"cleveragents sandbox {plan_id}"[:63]
+    return create_engine(
+        url, poolclass=NullPool, connect_args={"application_name": application_name}
+    )
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return "\\x" + bytes(value).hex()
+    return str(value)
+
+
+def _render_row(columns: Sequence[str], row: Sequence[Any]) -> bytes:
+    rendered = json.dumps(
+        dict(zip(columns, row, strict=True)),
+        default=_json_default,
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return rendered.encode("utf-8")
+
+
+def _path_part(value: object) -> str:
+    raw = bytes(value).hex() if isinstance(value, bytes | bytearray | memoryview) else str(value)
+    return quote(raw, safe=" -_.:@+=~")
+
+
+def _compare(old: Snapshot, new: Snapshot) -> list[Change]:
+    """Row changes ``table/key``, plus a bare ``table`` entry for a table created or dropped."""
+    changes: list[Change] = []
+    for table in old.keys() | new.keys():
+        if table not in old:
+            changes.append(Change(table, ChangeKind.ADDED))
+        elif table not in new:
+            changes.append(Change(table, ChangeKind.DELETED))
+        old_rows, new_rows = old.get(table, {}), new.get(table, {})
+        if old_rows is new_rows:
+            continue
+        for key in old_rows.keys() | new_rows.keys():
+            before, after = old_rows.get(key), new_rows.get(key)
+            if before == after:
+                continue
+            if before is None:
+                kind = ChangeKind.ADDED
+            elif after is None:
+                kind = ChangeKind.DELETED
+            else:
+                kind = ChangeKind.MODIFIED
+            changes.append(Change(f"{table}/{key}", kind))
+    return sorted(changes, key=lambda change: change.path)
+
+
+@dataclass
+class _Live:
+    engine: Engine
+    connection: Connection
+    transaction: RootTransaction
+
+
+class TransactionRollbackSandbox:
+    """One open transaction on the target database, checkpointed with savepoints.
+
+    Tools use :meth:`execute`. Every method holds a lock, so the sandbox may be used from
+    several threads, one call at a time. ``workdir`` is None: a database is not a directory.
+    """
+
+    def __init__(
+        self,
+        resource: Resource,
+        plan_id: str,
+        root: Path,
+        state: _State,
+        *,
+        max_snapshot_rows: int,
+        savepoint_warning_at: int,
+    ) -> None:
+        """Made by :class:`TransactionRollbackStrategy`; not meant to be built directly."""
+        self._resource = resource
+        self._plan_id = plan_id
+        self._root = root
+        self._state = state
+        self._max_snapshot_rows = max_snapshot_rows
+        self._savepoint_warning_at = savepoint_warning_at
+        self._lock = threading.RLock()
+        self._live: _Live | None = None
+        self._status: Status = "open"
+        self._unavailable: tuple[str, str] | None = None  # (why unusable here, what to do)
+        self._internal = False  # lets our own SAVEPOINT/ROLLBACK statements past the guard
+        # Savepoints alive in the transaction, oldest first (dropped ones stay: drop_checkpoint).
+        self._stack: list[str] = []
+        self._dropped: set[str] = set()
+        self._gone: dict[str, str] = {}  # invalid reference -> why
+        self._baseline: Snapshot | None = None
+        self._snapshots: dict[str, Snapshot | None] = {}
+        self._last_snapshot: Snapshot | None = None
+        self._snapshot_off_reason = ""
+        self._warned = False
+
+    # -- properties ------------------------------------------------------------------------
+
+    @property
+    def resource(self) -> Resource:
+        return self._resource
+
+    @property
+    def workdir(self) -> Path | None:
+        return None
+
+    @property
+    def plan_id(self) -> str:
+        return self._plan_id
+
+    @property
+    def status(self) -> Status:
+        """``open`` (live in this process), ``lost``, ``applied`` or ``discarded``."""
+        return self._status
+
+    @property
+    def lost(self) -> bool:
+        """True when the transaction is gone: restart, another process, dropped connection."""
+        return self._status == "lost"
+
+    @property
+    def lost_reason(self) -> str | None:
+        return self._unavailable[0] if self.lost and self._unavailable else None
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self._state.dialect
+
+    @property
+    def checkpoints(self) -> tuple[str, ...]:
+        """The savepoint references valid now, oldest first."""
+        return tuple(name for name in self._stack if name not in self._dropped)
+
+    @property
+    def savepoints_held(self) -> int:
+        """Savepoints alive in the transaction, dropped references included."""
+        return len(self._stack)
+
+    @property
+    def savepoint_warning(self) -> str | None:
+        """Set while a PostgreSQL sandbox holds more savepoints than the server caches well."""
+        if self.dialect != "postgresql" or len(self._stack) <= self._savepoint_warning_at:
+            return None
+        return (
+            f"the sandbox of {self._resource.resource_id} holds {len(self._stack)} savepoints "
+            f"in one PostgreSQL transaction; past {self._savepoint_warning_at} PostgreSQL "
+            "overflows its subtransaction cache and every session on the server slows down: "
+            "split the plan into child plans or lower sandbox.checkpoint.max-per-plan"
+        )
+
+    # -- lifecycle (called by the strategy) ------------------------------------------------
+
+    def _start(self, url: URL) -> None:
+        """Connect, begin, take the baseline snapshot, write the state file, register."""
+        engine = _make_engine(url, self._plan_id)
+        event.listen(engine, "before_cursor_execute", self._guard_statement)
+        try:
+            connection = engine.connect()
+            try:
+                with self._internal_sql():
+                    transaction = connection.begin()
+                    connection.exec_driver_sql("SELECT 1")  # PostgreSQL begins lazily
+                self._live = _Live(engine, connection, transaction)
+                if self._max_snapshot_rows == 0:
+                    self._snapshot_off_reason = "row snapshots are off (max_snapshot_rows=0)"
+                else:
+                    self._baseline = self._take_snapshot()
+                    self._snapshot_off_reason = (
+                        f"the database had more than {self._max_snapshot_rows} rows when the "
+                        "sandbox was created, so no row snapshots are taken"
+                    )
+                self._state.save(self._root / STATE_FILE_NAME)
+            except BaseException:
+                self._live = None
+                connection.close()
+                raise
+        except SQLAlchemyError as exc:
+            engine.dispose()
+            raise SandboxError(
+                f"cannot open a transaction on {_display(url)} for resource "
+                f"{self._resource.resource_id}: {_first_line(exc)}",
+                "check the resource location, and that the database is reachable and not "
+                "locked by another writer",
+            ) from exc
+        except OSError as exc:
+            engine.dispose()
+            raise SandboxError(
+                f"cannot write the sandbox state under {self._root}: {exc}",
+                "check that the folder is writable",
+            ) from exc
+        except BaseException:
+            engine.dispose()
+            raise
+        with _LIVE_LOCK:
+            _LIVE[self._state.token] = self
+
+    def _detach(self, state: _State) -> None:
+        """Make this a sandbox whose transaction this process does not hold."""
+        self._stack = list(state.savepoints)
+        if state.status == "applied":
+            self._mark("applied", self._applied_reason(), _APPLIED_FIX)
+            return
+        if state.pid != os.getpid() and _process_alive(state.pid):
+            held = (
+                f"is held by process {state.pid}, still running (if that is not the agents "
+                "process that created it, that process ended and its id was reused)"
+            )
+        elif state.pid != os.getpid():
+            held = f"was lost on restart: process {state.pid} that held it has ended"
+        else:
+            held = "was lost: this process no longer holds its connection"
+        self._mark("lost", self._lost_reason(held), _LOST_FIX)
+
+    def _applied_reason(self) -> str:
+        return (
+            f"the sandbox of {self._resource.resource_id} was applied: its transaction was "
+            "committed and its changes are in the real database"
+        )
+
+    def _lost_reason(self, what_happened: str) -> str:
+        return (
+            f"the database transaction of the sandbox of {self._resource.resource_id} "
+            f"(plan {self._plan_id}) {what_happened}; its uncommitted changes went with it "
+            "and the resource can no longer be rolled back to its checkpoints"
+        )
+
+    def _mark(self, status: Status, reason: str, fix: str) -> None:
+        self._status = status
+        self._unavailable = (reason, fix)
+
+    def _close(self) -> None:
+        live, self._live = self._live, None
+        with _LIVE_LOCK:
+            _LIVE.pop(self._state.token, None)
+        if live is None:
+            return
+        with contextlib.suppress(SQLAlchemyError):
+            live.connection.close()
+        live.engine.dispose()
+
+    def _lose(self, what_happened: str) -> None:
+        self._close()
+        self._mark("lost", self._lost_reason(what_happened), _LOST_FIX)
+        log.warning("%s", self._unavailable[0] if self._unavailable else what_happened)
+
+    # -- guards ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _internal_sql(self) -> Iterator[None]:
+        self._internal = True
+        try:
+            yield
+        finally:
+            self._internal = False
+
+    def _guard_statement(
+        self,
+        _conn: Connection,
+        _cursor: Any,
+        statement: str,
+        _parameters: Any,
+        _context: Any,
+        _executemany: bool,
+    ) -> None:
+        if not self._internal and _TRANSACTION_CONTROL.match(statement):
+            first = statement.strip().splitlines()[0][:80]
+            raise SqlStatementError(
+                f"statement {first!r} refused in the sandbox of {self._resource.resource_id}",
+                "the sandbox owns its transaction: checkpoints, rollback, apply and discard go "
+                "through the plan, not through SQL",
+            )
+
+    def _pg_status(self, live: _Live) -> int:
+        raw: Any = live.connection.connection.dbapi_connection
+        return int(raw.info.transaction_status)
+
+    def _transaction_ended(self, live: _Live) -> bool:
+        """Whether the driver says no transaction is open (a statement or the server ended it)."""
+        if live.connection.closed or live.connection.invalidated:
+            return True
+        if self.dialect == "sqlite":
+            raw: Any = live.connection.connection.dbapi_connection
+            return not raw.in_transaction
+        return self._pg_status(live) in (_PG_IDLE, _PG_UNKNOWN)
+
+    def _failed(self, live: _Live) -> bool:
+        """PostgreSQL aborts the whole transaction on an error, until ROLLBACK TO SAVEPOINT."""
+        return self.dialect == "postgresql" and self._pg_status(live) == _PG_INERROR
+
+    def _require_live(self, error: type[SandboxError] = SandboxError) -> _Live:
+        if self._live is not None and self._transaction_ended(self._live):
+            self._lose("the connection or its transaction ended")
+        if self._live is None:
+            reason, fix = self._unavailable or ("the sandbox has no transaction", _LOST_FIX)
+            raise error(reason, fix)
+        return self._live
+
+    def _db_error(self, exc: SQLAlchemyError, doing: str) -> SandboxError:
+        """The error to raise for a failed statement of ours; a dropped connection loses all."""
+        if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+            self._lose(f"the connection dropped during {doing}: {_first_line(exc)}")
+            reason, fix = self._unavailable or (doing, _LOST_FIX)
+            return CheckpointMissingError(reason, fix)
+        return SandboxError(
+            f"{doing} failed on resource {self._resource.resource_id}: {_first_line(exc)}"
+        )
+
+    def _run_internal(self, live: _Live, sql: str, doing: str) -> None:
+        try:
+            with self._internal_sql():
+                live.connection.exec_driver_sql(sql)
+        except SQLAlchemyError as exc:
+            raise self._db_error(exc, doing) from exc
+
+    @staticmethod
+    def _quoted(live: _Live, name: str) -> str:
+        preparer = live.connection.dialect.identifier_preparer
+        return preparer.quote_identifier(check_savepoint_name(name))
+
+    def _missing(self, ref: str) -> CheckpointMissingError:
+        if self._unavailable is not None and self._status != "open":
+            reason, fix = self._unavailable
+            return CheckpointMissingError(f"savepoint {ref}: {reason}", fix)
+        why = self._gone.get(ref, "is not a checkpoint of this sandbox")
+        return CheckpointMissingError(
+            f"savepoint {ref} of resource {self._resource.resource_id} {why}",
+            "pick a checkpoint of the current attempt",
+        )
+
+    def _require_checkpoint(self, ref: str) -> _Live:
+        check_savepoint_name(ref)
+        try:
+            live = self._require_live(CheckpointMissingError)
+        except CheckpointMissingError:
+            raise self._missing(ref) from None
+        if ref in self._stack and ref not in self._dropped:
+            return live
+        raise self._missing(ref)
+
+    def _save_state(self) -> None:
+        """Best effort once the database step is done: the file only serves diagnosis."""
+        self._state.savepoints = list(self.checkpoints)
+        try:
+            self._state.save(self._root / STATE_FILE_NAME)
+        except OSError as exc:
+            log.warning("cannot update the sandbox state under %s: %s", self._root, exc)
+
+    # -- the tool-facing API ---------------------------------------------------------------
+
+    def execute(
+        self,
+        sql: str | Executable,
+        params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    ) -> CursorResult[Any]:
+        """Run one statement inside the sandbox's transaction (``:name`` binds for text).
+
+        A list of parameter mappings runs it once per mapping. Statements that control the
+        transaction (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE, ...) are refused. A failing
+        statement raises :class:`SqlStatementError`; on PostgreSQL the transaction then stays
+        failed until :meth:`rollback` to a checkpoint. Should a statement end the transaction
+        anyway (PostgreSQL runs ``...; COMMIT`` as one string), the sandbox is marked lost.
+        """
+        with self._lock:
+            live = self._require_live()
+            statement = text(sql) if isinstance(sql, str) else sql
+            try:
+                result = live.connection.execute(statement, params)
+            except SQLAlchemyError as exc:
+                if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+                    raise self._db_error(exc, "an SQL statement") from exc
+                fix = (
+                    "the PostgreSQL transaction is now failed: roll back to a checkpoint"
+                    if self._failed(live)
+                    else None
+                )
+                raise SqlStatementError(
+                    f"SQL failed in the sandbox of {self._resource.resource_id}: "
+                    f"{_first_line(exc)}",
+                    fix,
+                ) from exc
+            if self._transaction_ended(live):
+                self._lose(
+                    "an SQL statement ended it, so what ran before that statement may have "
+                    "been committed to the real database"
+                )
+                reason, fix = self._unavailable or ("transaction ended", _LOST_FIX)
+                raise SandboxError(reason, fix)
+            return result
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def _take_snapshot(self) -> Snapshot | None:
+        """Every user table's rows as the transaction sees them; None above the row limit."""
+        live = self._live
+        if live is None:
+            raise SandboxError("the sandbox has no transaction")
+        connection = live.connection
+        preparer = connection.dialect.identifier_preparer
+        inspector = inspect(connection)
+        schemas: list[str | None] = [None]
+        if self.dialect == "postgresql":
+            schemas = [
+                name
+                for name in inspector.get_schema_names()
+                if name != "information_schema" and not name.startswith("pg_")
+            ]
+        default_schema = inspector.default_schema_name
+        snapshot: Snapshot = {}
+        remaining = self._max_snapshot_rows
+        for schema in schemas:
+            prefix = "" if schema in (None, default_schema) else f"{_path_part(schema)}."
+            for (_, table), pk in sorted(inspector.get_multi_pk_constraint(schema=schema).items()):
+                qualified = preparer.quote_identifier(table)
+                if schema is not None:
+                    qualified = f"{preparer.quote_identifier(schema)}.{qualified}"
+                # Identifiers from the catalog, always quoted: no user text reaches this SQL.
+                result = connection.exec_driver_sql(f"SELECT * FROM {qualified}")  # noqa: S608
+                columns = list(result.keys())
+                positions = [columns.index(column) for column in pk["constrained_columns"]]
+                rows: TableRows = {}
+                for row in result:
+                    remaining -= 1
+                    if remaining < 0:
+                        result.close()
+                        return None
+                    rendering = _render_row(columns, row)
+                    if positions:
+                        rows[",".join(_path_part(row[i]) for i in positions)] = rendering
+                        continue
+                    digest = hashlib.blake2b(rendering, digest_size=8).hexdigest()
+                    key, duplicate = f"~{digest}", 1
+                    while key in rows:
+                        duplicate += 1
+                        key = f"~{digest}#{duplicate}"
+                    rows[key] = rendering
+                path = prefix + _path_part(table)
+                previous = None if self._last_snapshot is None else self._last_snapshot.get(path)
+                # Share unchanged tables between snapshots, so memory grows with changes only.
+                snapshot[path] = previous if previous is not None and previous == rows else rows
+        self._last_snapshot = snapshot
+        return snapshot
+
+    def _snapshot_at(self, ref: str) -> Snapshot:
+        check_savepoint_name(ref)
+        with self._lock:
+            if self._live is None or ref not in self._snapshots:
+                raise self._missing(ref)
+            snapshot = self._snapshots[ref]
+            if snapshot is None:
+                reason = self._snapshot_off_reason
+                if self._baseline is not None:
+                    reason = f"the database had more than {self._max_snapshot_rows} rows then"
+                raise SandboxError(
+                    f"no row snapshot for savepoint {ref} of {self._resource.resource_id}: "
+                    f"{reason}",
+                    "raise max_snapshot_rows of the transaction_rollback strategy",
+                )
+            return snapshot
+
+    # -- the Sandbox protocol --------------------------------------------------------------
+
+    def checkpoint(self) -> str:
+        """``SAVEPOINT sp_<hex>`` plus a row snapshot; returns the savepoint name."""
+        with self._lock:
+            live = self._require_live()
+            if self._failed(live):
+                raise SandboxError(
+                    f"cannot checkpoint {self._resource.resource_id}: its PostgreSQL "
+                    "transaction failed after an SQL error",
+                    "roll back to a checkpoint first",
+                )
+            name = new_savepoint_name()
+            try:
+                snapshot = None if self._baseline is None else self._take_snapshot()
+            except SQLAlchemyError as exc:
+                raise self._db_error(exc, "the row snapshot") from exc
+            self._run_internal(live, f"SAVEPOINT {self._quoted(live, name)}", "SAVEPOINT")
+            self._stack.append(name)
+            self._snapshots[name] = snapshot
+            self._save_state()
+            warning = self.savepoint_warning
+            if warning is not None and not self._warned:
+                self._warned = True
+                log.warning("%s", warning)
+            return name
+
+    def verify(self, ref: str) -> None:
+        """Valid while this process holds the transaction and ``ref`` was neither rolled
+        back over nor dropped."""
+        with self._lock:
+            self._require_checkpoint(ref)
+
+    def rollback(self, ref: str) -> None:
+        """``ROLLBACK TO SAVEPOINT``: ``ref`` stays valid, every later savepoint is gone."""
+        with self._lock:
+            live = self._require_checkpoint(ref)
+            self._run_internal(
+                live, f"ROLLBACK TO SAVEPOINT {self._quoted(live, ref)}", "ROLLBACK TO SAVEPOINT"
+            )
+            index = self._stack.index(ref)
+            for later in self._stack[index + 1 :]:
+                if later not in self._dropped:
+                    self._gone[later] = f"was undone when the sandbox rolled back to {ref}"
+                self._dropped.discard(later)
+            del self._stack[index + 1 :]
+            self._last_snapshot = self._snapshots.get(ref)
+            self._save_state()
+
+    def diff(self, old_ref: str, new_ref: str) -> list[Change]:
+        """Row changes between two checkpoints' snapshots. Works for references rolled back
+        over too (their snapshots stay until dropped), not after a restart."""
+        old = self._snapshot_at(old_ref)
+        new = self._snapshot_at(new_ref)
+        return _compare(old, new)
+
+    def read(self, ref: str, path: str) -> bytes | None:
+        """Row ``table/key`` at checkpoint ``ref`` as UTF-8 JSON (``{"column": value}``);
+        None when the row is absent there or ``path`` names no row (a bare table name)."""
+        snapshot = self._snapshot_at(ref)
+        table, separator, key = path.partition("/")
+        if not separator:
+            return None
+        return snapshot.get(table, {}).get(key)
+
+    def changes_since_baseline(self) -> list[Change]:
+        """Row changes in the transaction's current view against the rows at creation.
+
+        On PostgreSQL (READ COMMITTED) the current view includes what other clients have
+        committed since, so their changes are listed too.
+        """
+        with self._lock:
+            self._require_live()
+            if self._baseline is None:
+                raise SandboxError(
+                    f"cannot list the changes of {self._resource.resource_id}: "
+                    f"{self._snapshot_off_reason}",
+                    "raise max_snapshot_rows of the transaction_rollback strategy",
+                )
+            try:
+                current = self._take_snapshot()
+            except SQLAlchemyError as exc:
+                raise self._db_error(exc, "reading the current rows") from exc
+            if current is None:
+                raise SandboxError(
+                    f"cannot list the changes of {self._resource.resource_id}: the database "
+                    f"now has more than {self._max_snapshot_rows} rows",
+                    "raise max_snapshot_rows of the transaction_rollback strategy",
+                )
+            return _compare(self._baseline, current)
+
+    def drop_checkpoint(self, ref: str) -> None:
+        """Forget ``ref`` and its snapshot; idempotent. The savepoint stays in the
+        transaction, because ``RELEASE SAVEPOINT`` would release every later one too."""
+        check_savepoint_name(ref)
+        with self._lock:
+            self._snapshots.pop(ref, None)
+            if ref in self._stack and ref not in self._dropped:
+                self._dropped.add(ref)
+                self._gone[ref] = "was dropped"
+                self._save_state()
+
+    def apply(self) -> ApplyResult:
+        """``COMMIT``: the changes land on the target and the sandbox is finished."""
+        with self._lock:
+            live = self._require_live()
+            if self._failed(live):
+                raise SandboxError(
+                    f"cannot apply {self._resource.resource_id}: its PostgreSQL transaction "
+                    "failed after an SQL error and would only roll back",
+                    "roll back to a checkpoint, or discard the sandbox",
+                )
+            changes: tuple[Change, ...] | None = None
+            if self._baseline is not None:
+                with contextlib.suppress(SandboxError):
+                    changes = tuple(self.changes_since_baseline())
+                live = self._require_live()
+            try:
+                with self._internal_sql():
+                    live.transaction.commit()
+            except SQLAlchemyError as exc:
+                if not self._transaction_ended(live):
+                    raise SandboxError(
+                        f"COMMIT failed on {self._resource.resource_id}: {_first_line(exc)}",
+                        "the sandbox is unchanged: retry apply when the database is free",
+                    ) from exc
+                self._lose(f"COMMIT failed and the database rolled back: {_first_line(exc)}")
+                raise SandboxError(
+                    f"nothing was applied to {self._resource.resource_id}: {_first_line(exc)}",
+                    _LOST_FIX,
+                ) from exc
+            for name in self.checkpoints:
+                self._gone[name] = "was committed by apply"
+            self._stack.clear()
+            self._close()
+            self._mark("applied", self._applied_reason(), _APPLIED_FIX)
+            self._state.status = "applied"
+            self._save_state()
+            if changes is None:
+                detail = "changes not itemised: no row snapshots"
+            else:
+                tables = {change.path.partition("/")[0] for change in changes}
+                detail = f"{len(changes)} changes in {len(tables)} tables"
+            return ApplyResult(
+                summary=f"committed the sandbox transaction on {self._resource.resource_id} "
+                f"({detail})",
+                changes=changes or (),
+            )
+
+    def discard(self) -> None:
+        """``ROLLBACK`` and remove the state file: the target stays as it was. Idempotent."""
+        with self._lock:
+            live = self._live
+            if live is not None:
+                with contextlib.suppress(SQLAlchemyError), self._internal_sql():
+                    live.transaction.rollback()
+            self._close()
+            for name in self.checkpoints:
+                self._gone[name] = "was discarded with the sandbox"
+            self._stack.clear()
+            self._snapshots.clear()
+            self._baseline = self._last_snapshot = None
+            self._mark("discarded", "the sandbox was discarded", "create a new sandbox")
+            (self._root / STATE_FILE_NAME).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                self._root.rmdir()  # only when empty: root may hold other things
+
+
+class TransactionRollbackStrategy:
+    """Makes :class:`TransactionRollbackSandbox` objects.
+
+    ``max_snapshot_rows`` bounds the row snapshots (0 turns them off: checkpoints and
+    rollback still work, while diff, read and changes_since_baseline raise SandboxError).
+    ``savepoint_warning_at`` is the PostgreSQL savepoint count above which a warning is given.
+    """
+
+    name: SandboxStrategyName = SandboxStrategyName.TRANSACTION_ROLLBACK
+
+    def __init__(
+        self,
+        *,
+        max_snapshot_rows: int = DEFAULT_MAX_SNAPSHOT_ROWS,
+        savepoint_warning_at: int = POSTGRES_SAVEPOINT_LIMIT,
+    ) -> None:
+        if max_snapshot_rows < 0 or savepoint_warning_at < 1:
+            raise ValueError("max_snapshot_rows must be >= 0 and savepoint_warning_at >= 1")
+        self.max_snapshot_rows = max_snapshot_rows
+        self.savepoint_warning_at = savepoint_warning_at
+
+    def _sandbox(
+        self, resource: Resource, plan_id: str, root: Path, state: _State
+    ) -> TransactionRollbackSandbox:
+        return TransactionRollbackSandbox(
+            resource,
+            plan_id,
+            root,
+            state,
+            max_snapshot_rows=self.max_snapshot_rows,
+            savepoint_warning_at=self.savepoint_warning_at,
+        )
+
+    def create(self, resource: Resource, plan_id: str, root: Path) -> TransactionRollbackSandbox:
+        """Open the transaction on the target. Refused while a live sandbox exists at ``root``;
+        a lost, applied or unreadable one there is replaced."""
+        url = _target_url(resource)
+        state_path = root / STATE_FILE_NAME
+        try:
+            existing = _State.load(state_path)
+        except SandboxError as exc:
+            log.warning("replacing a damaged sandbox state: %s", exc)
+            existing = None
+        if existing is not None and existing.status == "open":
+            with _LIVE_LOCK:
+                held_here = existing.token in _LIVE
+            if held_here or (existing.pid != os.getpid() and _process_alive(existing.pid)):
+                where = "this process" if held_here else f"process {existing.pid}"
+                raise SandboxError(
+                    f"resource {resource.resource_id} already has an open sandbox under {root} "
+                    f"for plan {existing.plan_id}, held by {where}",
+                    "apply or discard it first",
+                )
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SandboxError(f"cannot create the sandbox folder {root}: {exc}") from exc
+        state = _State(
+            resource_id=resource.resource_id,
+            plan_id=plan_id,
+            pid=os.getpid(),
+            token=secrets.token_hex(16),
+            dialect=url.get_backend_name(),
+            created_at=utc_now().isoformat(),
+        )
+        sandbox = self._sandbox(resource, plan_id, root, state)
+        sandbox._start(url)
+        return sandbox
+
+    def open(self, resource: Resource, plan_id: str, root: Path) -> TransactionRollbackSandbox:
+        """The live sandbox when this process holds it, else one that reports it lost."""
+        state_path = root / STATE_FILE_NAME
+        try:
+            state = _State.load(state_path)
+        except SandboxError as exc:
+            raise SandboxError(exc.problem, f"delete {state_path} and re-run Execute") from exc
+        if state is None:
+            raise SandboxError(
+                f"no transaction_rollback sandbox of {resource.resource_id} for plan "
+                f"{plan_id} under {root}",
+                "it was discarded or never created: re-run Execute",
+            )
+        if state.resource_id != resource.resource_id or state.plan_id != plan_id:
+            raise SandboxError(
+                f"the sandbox under {root} belongs to {state.resource_id} of plan "
+                f"{state.plan_id}, not to {resource.resource_id} of plan {plan_id}",
+                "open the sandbox folder of this resource and plan",
+            )
+        with _LIVE_LOCK:
+            live = _LIVE.get(state.token)
+        if live is not None:
+            return live
+        sandbox = self._sandbox(resource, plan_id, root, state)
+        sandbox._detach(state)
+        return sandbox
