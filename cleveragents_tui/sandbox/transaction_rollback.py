@@ -97,6 +97,22 @@ _LOST_FIX = (
 )
 _APPLIED_FIX = "correct the plan with --mode=append (compensating changes)"
 
+_PG_TABLES = text(
+    """
+    SELECT n.nspname, c.relname, n.nspname = current_schema(),
+           ARRAY(SELECT a.attname
+                 FROM pg_index i
+                 CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, position)
+                 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+                 WHERE i.indrelid = c.oid AND i.indisprimary
+                 ORDER BY k.position)
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
+      AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\\_%'
+      AND has_schema_privilege(n.oid, 'USAGE') AND has_table_privilege(c.oid, 'SELECT')
+    """
+)
+
 Status = Literal["open", "lost", "applied", "discarded"]
 # One table's rows: row key -> canonical JSON rendering of the row.
 TableRows = dict[str, bytes]
@@ -637,6 +653,30 @@ class TransactionRollbackSandbox:
 
     # -- snapshots -------------------------------------------------------------------------
 
+    def _tables(self, connection: Connection) -> list[tuple[str, str | None, str, list[str]]]:
+        """(path, schema, table, primary-key columns) of every user table, sorted by path.
+
+        On PostgreSQL only tables this login may read: one refused SELECT would abort the
+        whole transaction. Partitions are read through their parent, temporary tables skipped.
+        """
+        if self.dialect == "sqlite":
+            inspector = inspect(connection)
+            return [
+                (_path_part(table), None, table, list(pk["constrained_columns"]))
+                for (_, table), pk in sorted(inspector.get_multi_pk_constraint().items())
+            ]
+        rows = connection.execute(_PG_TABLES).all()
+        tables = [
+            (
+                _path_part(table) if is_default else f"{_path_part(schema)}.{_path_part(table)}",
+                schema,
+                table,
+                list(pk),
+            )
+            for schema, table, is_default, pk in rows
+        ]
+        return sorted(tables, key=lambda entry: entry[0])
+
     def _take_snapshot(self) -> Snapshot | None:
         """Every user table's rows as the transaction sees them; None above the row limit."""
         live = self._live
@@ -644,47 +684,35 @@ class TransactionRollbackSandbox:
             raise SandboxError("the sandbox has no transaction")
         connection = live.connection
         preparer = connection.dialect.identifier_preparer
-        inspector = inspect(connection)
-        schemas: list[str | None] = [None]
-        if self.dialect == "postgresql":
-            schemas = [
-                name
-                for name in inspector.get_schema_names()
-                if name != "information_schema" and not name.startswith("pg_")
-            ]
-        default_schema = inspector.default_schema_name
         snapshot: Snapshot = {}
         remaining = self._max_snapshot_rows
-        for schema in schemas:
-            prefix = "" if schema in (None, default_schema) else f"{_path_part(schema)}."
-            for (_, table), pk in sorted(inspector.get_multi_pk_constraint(schema=schema).items()):
-                qualified = preparer.quote_identifier(table)
-                if schema is not None:
-                    qualified = f"{preparer.quote_identifier(schema)}.{qualified}"
-                # Identifiers from the catalog, always quoted: no user text reaches this SQL.
-                result = connection.exec_driver_sql(f"SELECT * FROM {qualified}")  # noqa: S608
-                columns = list(result.keys())
-                positions = [columns.index(column) for column in pk["constrained_columns"]]
-                rows: TableRows = {}
-                for row in result:
-                    remaining -= 1
-                    if remaining < 0:
-                        result.close()
-                        return None
-                    rendering = _render_row(columns, row)
-                    if positions:
-                        rows[",".join(_path_part(row[i]) for i in positions)] = rendering
-                        continue
-                    digest = hashlib.blake2b(rendering, digest_size=8).hexdigest()
-                    key, duplicate = f"~{digest}", 1
-                    while key in rows:
-                        duplicate += 1
-                        key = f"~{digest}#{duplicate}"
-                    rows[key] = rendering
-                path = prefix + _path_part(table)
-                previous = None if self._last_snapshot is None else self._last_snapshot.get(path)
-                # Share unchanged tables between snapshots, so memory grows with changes only.
-                snapshot[path] = previous if previous is not None and previous == rows else rows
+        for path, schema, table, pk_columns in self._tables(connection):
+            qualified = preparer.quote_identifier(table)
+            if schema is not None:
+                qualified = f"{preparer.quote_identifier(schema)}.{qualified}"
+            # Identifiers from the catalog, always quoted: no user text reaches this SQL.
+            result = connection.exec_driver_sql(f"SELECT * FROM {qualified}")  # noqa: S608
+            columns = list(result.keys())
+            positions = [columns.index(column) for column in pk_columns]
+            rows: TableRows = {}
+            for row in result:
+                remaining -= 1
+                if remaining < 0:
+                    result.close()
+                    return None
+                rendering = _render_row(columns, row)
+                if positions:
+                    rows[",".join(_path_part(row[i]) for i in positions)] = rendering
+                    continue
+                digest = hashlib.blake2b(rendering, digest_size=8).hexdigest()
+                key, duplicate = f"~{digest}", 1
+                while key in rows:
+                    duplicate += 1
+                    key = f"~{digest}#{duplicate}"
+                rows[key] = rendering
+            previous = None if self._last_snapshot is None else self._last_snapshot.get(path)
+            # Share unchanged tables between snapshots, so memory grows with changes only.
+            snapshot[path] = previous if previous is not None and previous == rows else rows
         self._last_snapshot = snapshot
         return snapshot
 
@@ -939,7 +967,12 @@ class TransactionRollbackStrategy:
             created_at=utc_now().isoformat(),
         )
         sandbox = self._sandbox(resource, plan_id, root, state)
-        sandbox._start(url)
+        try:
+            sandbox._start(url)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                root.rmdir()  # only when empty
+            raise
         return sandbox
 
     def open(self, resource: Resource, plan_id: str, root: Path) -> TransactionRollbackSandbox:
