@@ -59,6 +59,7 @@ def cli(ctx: click.Context, db_url: str | None, output_format: str | None) -> No
       agents plan list               every plan, child plans under their parent
       agents plan tree PLAN          the decision tree (--show-superseded, --format=json)
       agents plan explain DECISION   question, choice, alternatives, rationale, impact
+      agents doctor                  check the store and sandboxes for broken invariants
 
     Ids may be shortened to any unique prefix of 4 or more characters.
     """
@@ -70,11 +71,13 @@ def cli(ctx: click.Context, db_url: str | None, output_format: str | None) -> No
 def _register() -> None:
     from cleveragents_tui.cli.db import db
     from cleveragents_tui.cli.demo import demo_data_command
+    from cleveragents_tui.cli.doctor import doctor
     from cleveragents_tui.cli.plan import plan
 
     cli.add_command(plan)
     cli.add_command(db)
     cli.add_command(demo_data_command)
+    cli.add_command(doctor)
 
 
 _register()

@@ -32,7 +32,8 @@ class CheckpointMetadata(BaseModel):
     """One resource's checkpoint: a commit SHA, an archive manifest, a layer, a savepoint.
 
     ``decision_point`` and ``non_rollbackable`` checkpoints belong to a decision (the group
-    key); ``pre_write`` checkpoints are taken before writes and belong to none.
+    key); ``pre_write`` checkpoints are taken before writes and belong to none. A checkpoint
+    removed by the budget keeps its row with ``pruned_at`` set.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -46,6 +47,14 @@ class CheckpointMetadata(BaseModel):
     strategy: SandboxStrategyName
     ref: RequiredText
     created_at: UtcDatetime = Field(default_factory=utc_now)
+    pruned_at: UtcDatetime | None = None
+
+    @property
+    def rollbackable(self) -> bool:
+        """Can the resource be rolled back to this checkpoint (not a marker, not pruned)?"""
+        return (
+            self.checkpoint_type is not CheckpointType.NON_ROLLBACKABLE and self.pruned_at is None
+        )
 
     @model_validator(mode="after")
     def _check_rules(self) -> Self:

@@ -17,6 +17,7 @@ from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetada
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.dependency import DecisionDependency
+from cleveragents_tui.domain.enums import CheckpointGroupStatus
 from cleveragents_tui.domain.errors import (
     AmbiguousIdError,
     ConcurrentChangeError,
@@ -95,7 +96,7 @@ def _tree_rows(session: Session, query: Select[*tuple[Any, ...]]) -> list[TreeRo
     # Positional construction: the columns are selected in TreeRow's field order, and
     # keyword construction through row._mapping costs a third of a 10,000-row tree.
     ordered = query.order_by(DecisionRow.sequence_number)
-    return [TreeRow(*row) for row in session.execute(ordered).tuples()]
+    return [TreeRow(*row) for row in session.execute(ordered)]
 
 
 class PlanRepository:
@@ -354,6 +355,13 @@ class ResourceRepository:
 
 
 class CheckpointRepository:
+    """Checkpoint groups and per-resource checkpoints.
+
+    A group is inserted ``pending`` (its own short transaction), collects the refs made for
+    it in ``pending_refs`` so recovery can undo them, and is flipped to ``committed`` in the
+    transaction that inserts its decision and checkpoint rows.
+    """
+
     def __init__(self, session: Session) -> None:
         self._session = session
 
@@ -363,6 +371,40 @@ class CheckpointRepository:
     def add(self, checkpoint: CheckpointMetadata) -> None:
         self._session.add(mapping.checkpoint_to_row(checkpoint))
 
+    def note_pending_ref(self, group_id: str, resource_id: str, ref: str) -> None:
+        row = self._pending_row(group_id)
+        refs = mapping.load_json("checkpoint_groups", group_id, "pending_refs", row.pending_refs)
+        row.pending_refs = mapping.dump_json([*refs, [resource_id, ref]])
+
+    def commit_group(self, group_id: str, decision_id: str) -> None:
+        row = self._pending_row(group_id)
+        row.status = CheckpointGroupStatus.COMMITTED.value
+        row.decision_id = decision_id
+        row.pending_refs = "[]"
+
+    def delete_pending_group(self, group_id: str) -> None:
+        self._session.delete(self._pending_row(group_id))
+
+    def _pending_row(self, group_id: str) -> CheckpointGroupRow:
+        row = self._session.get(CheckpointGroupRow, group_id)
+        if row is None or row.status != CheckpointGroupStatus.PENDING.value:
+            raise NotFoundError(f"no pending checkpoint group {group_id}")
+        return row
+
+    def pending_groups(self) -> list[tuple[CheckpointGroup, list[tuple[str, str]]]]:
+        rows = self._session.scalars(
+            select(CheckpointGroupRow)
+            .where(CheckpointGroupRow.status == CheckpointGroupStatus.PENDING.value)
+            .order_by(CheckpointGroupRow.created_at)
+        )
+        out = []
+        for row in rows:
+            refs = mapping.load_json(
+                "checkpoint_groups", row.group_id, "pending_refs", row.pending_refs
+            )
+            out.append((mapping.group_from_row(row), [(str(r), str(f)) for r, f in refs]))
+        return out
+
     def for_decision(self, decision_id: str) -> list[CheckpointMetadata]:
         rows = self._session.scalars(
             select(CheckpointMetadataRow)
@@ -370,6 +412,30 @@ class CheckpointRepository:
             .order_by(CheckpointMetadataRow.resource_id)
         )
         return [mapping.checkpoint_from_row(r) for r in rows]
+
+    def for_plan(self, plan_id: str, resource_id: str | None = None) -> list[CheckpointMetadata]:
+        """A plan's checkpoints (optionally one resource's), oldest first."""
+        query = select(CheckpointMetadataRow).where(CheckpointMetadataRow.plan_id == plan_id)
+        if resource_id is not None:
+            query = query.where(CheckpointMetadataRow.resource_id == resource_id)
+        rows = self._session.scalars(
+            query.order_by(CheckpointMetadataRow.created_at, CheckpointMetadataRow.checkpoint_id)
+        )
+        return [mapping.checkpoint_from_row(r) for r in rows]
+
+    def all_live(self) -> list[CheckpointMetadata]:
+        rows = self._session.scalars(
+            select(CheckpointMetadataRow).where(CheckpointMetadataRow.pruned_at.is_(None))
+        )
+        return [mapping.checkpoint_from_row(r) for r in rows]
+
+    def mark_pruned(self, checkpoint_ids: Sequence[str]) -> None:
+        if checkpoint_ids:
+            self._session.execute(
+                update(CheckpointMetadataRow)
+                .where(CheckpointMetadataRow.checkpoint_id.in_(list(checkpoint_ids)))
+                .values(pruned_at=utc_now())
+            )
 
     def decisions_with_checkpoints(self, plan_id: str) -> frozenset[str]:
         rows = self._session.scalars(
@@ -394,7 +460,9 @@ class CheckpointRepository:
 
     def groups_for_plan(self, plan_id: str) -> list[CheckpointGroup]:
         rows = self._session.scalars(
-            select(CheckpointGroupRow).where(CheckpointGroupRow.plan_id == plan_id)
+            select(CheckpointGroupRow)
+            .where(CheckpointGroupRow.plan_id == plan_id)
+            .order_by(CheckpointGroupRow.created_at)
         )
         return [mapping.group_from_row(r) for r in rows]
 

@@ -154,6 +154,8 @@ class CheckpointGroupRow(Base):
     decision_id: Mapped[str | None] = mapped_column(ULID, ForeignKey("decisions.decision_id"))
     status: Mapped[str] = mapped_column(ENUM)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    # JSON list of [resource_id, ref] made so far while pending (for crash recovery).
+    pending_refs: Mapped[str] = mapped_column(Text, server_default="[]")
 
     __table_args__ = (
         Index("ix_checkpoint_groups_plan_id", "plan_id"),
@@ -173,6 +175,7 @@ class CheckpointMetadataRow(Base):
     strategy: Mapped[str] = mapped_column(ENUM)
     ref: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    pruned_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
     __table_args__ = (
         Index("ix_checkpoint_metadata_decision_id", "decision_id"),

@@ -1,0 +1,51 @@
+"""``agents doctor``: check invariants, and repair what a crash left behind."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+
+import click
+
+from cleveragents_tui.cli.context import CliContext, echo_json, format_option, pass_cli
+from cleveragents_tui.engine.doctor import run_checks
+from cleveragents_tui.engine.recovery import recover_pending_groups
+
+
+@click.command()
+@click.option(
+    "--repair", is_flag=True, help="Drop checkpoint groups a crash left pending, then check."
+)
+@format_option
+@pass_cli
+def doctor(cli: CliContext, repair: bool, local_format: str | None) -> None:
+    """Check the database and the sandboxes; exit 1 if anything is broken.
+
+    Reports checkpoint groups left pending by a crash, checkpoints whose git objects,
+    archive objects or savepoints are missing, and stale lock files.
+    """
+    repaired = recover_pending_groups(cli.store) if repair else []
+    report = run_checks(cli.store)
+    if cli.wants_json(local_format):
+        echo_json(
+            {
+                "format": "cleveragents.doctor/1",
+                "checkpoints_verified": report.checkpoints_verified,
+                "repaired_groups": [asdict(r) for r in repaired],
+                "problems": [asdict(p) for p in report.problems],
+            }
+        )
+    else:
+        for r in repaired:
+            click.echo(
+                f"repaired: pending group {r.group_id} of plan {r.plan_id} "
+                f"({len(r.dropped)} checkpoint(s) dropped, {len(r.left)} left)"
+            )
+        for p in report.problems:
+            click.echo(f"{p.check}: {p.subject}: {p.message} ({p.fix})")
+        if not report.problems:
+            click.echo(
+                f"ok: {report.checkpoints_verified} checkpoint(s) verified, no problems found"
+            )
+    if report.problems:
+        sys.exit(1)

@@ -1,0 +1,43 @@
+"""Start-up recovery: undo checkpoint groups a crash left ``pending``.
+
+A pending group never has a decision; the checkpoints noted on it are dropped from their
+sandboxes (where the sandbox still exists) and the group row is deleted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.store.store import Store
+
+
+@dataclass(frozen=True)
+class RecoveredGroup:
+    group_id: str
+    plan_id: str
+    dropped: tuple[str, ...]
+    left: tuple[str, ...]
+
+
+def recover_pending_groups(store: Store, base_dir: Path | None = None) -> list[RecoveredGroup]:
+    recovered: list[RecoveredGroup] = []
+    with store.unit_of_work() as uow:
+        pending = uow.checkpoints.pending_groups()
+    for group, refs in pending:
+        sandboxes = PlanSandboxes(store, group.plan_id, base_dir)
+        dropped: list[str] = []
+        left: list[str] = []
+        for resource_id, ref in refs:
+            try:
+                sandboxes.get(resource_id).drop_checkpoint(ref)
+                dropped.append(f"{resource_id}:{ref}")
+            except (UserError, OSError):
+                left.append(f"{resource_id}:{ref}")
+        with store.unit_of_work(write=True) as uow:
+            uow.checkpoints.delete_pending_group(group.group_id)
+            uow.commit()
+        recovered.append(RecoveredGroup(group.group_id, group.plan_id, tuple(dropped), tuple(left)))
+    return recovered

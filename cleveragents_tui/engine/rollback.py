@@ -1,0 +1,170 @@
+"""Roll every resource of a plan back to the state it had when a decision was recorded.
+
+All or nothing (DESIGN.md section 5): check every target first, take a safety checkpoint of
+each resource's current state, roll back one by one; on any failure restore the others from
+their safety checkpoints. The report says per resource what happened. Safety checkpoints are
+kept: they hold the attempt being replaced, for diffs.
+
+Targets: each rollbackable checkpoint of the decision's group; and for every other sandboxed
+resource of the plan (not yet written when the decision was recorded), its baseline.
+"""
+
+from __future__ import annotations
+
+from cleveragents_tui import failpoints
+from cleveragents_tui.domain.checkpoint import CheckpointMetadata
+from cleveragents_tui.domain.enums import CheckpointType, Phase, SandboxStrategyName
+from cleveragents_tui.domain.errors import UserError, WrongPlanError
+from cleveragents_tui.domain.rollback import ResourceOutcome, ResourceRollback, RollbackReport
+from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.sandbox.base import CheckpointMissingError, Sandbox
+
+
+class RollbackRefusedError(UserError):
+    """The rollback cannot start; nothing was changed."""
+
+
+def rollback_targets(
+    sandboxes: PlanSandboxes, decision_id: str
+) -> tuple[dict[str, CheckpointMetadata], list[str]]:
+    """(resource -> checkpoint to restore, resources that cannot be rolled back)."""
+    with sandboxes.store.unit_of_work() as uow:
+        decision = uow.decisions.get(decision_id)
+        if decision.plan_id != sandboxes.plan_id:
+            raise WrongPlanError(
+                f"decision {decision_id} belongs to plan {decision.plan_id}, not {sandboxes.plan_id}",
+                "roll back within the decision's own plan",
+            )
+        if decision.phase is not Phase.EXECUTE:
+            raise RollbackRefusedError(
+                f"decision {decision_id} was made during {decision.phase}: it has no checkpoint group",
+                "Strategize decisions need reasoning rollback only",
+            )
+        group = uow.checkpoints.for_decision(decision_id)
+        everything = uow.checkpoints.for_plan(sandboxes.plan_id)
+    targets: dict[str, CheckpointMetadata] = {}
+    not_rollbackable: list[str] = []
+    for checkpoint in group:
+        if checkpoint.checkpoint_type is CheckpointType.NON_ROLLBACKABLE:
+            not_rollbackable.append(checkpoint.resource_id)
+        elif checkpoint.pruned_at is not None:
+            raise RollbackRefusedError(
+                f"the checkpoint of {checkpoint.resource_id} at decision {decision_id} was pruned "
+                "by the checkpoint budget",
+                "roll back to a later decision, or raise sandbox.checkpoint.max-per-plan",
+            )
+        else:
+            targets[checkpoint.resource_id] = checkpoint
+    baselines: dict[str, CheckpointMetadata] = {}
+    for checkpoint in everything:  # oldest first: the first row of a resource is its baseline
+        if checkpoint.strategy is not SandboxStrategyName.NONE:
+            baselines.setdefault(checkpoint.resource_id, checkpoint)
+    for resource_id, baseline in baselines.items():
+        if resource_id not in targets and resource_id not in not_rollbackable:
+            targets[resource_id] = baseline
+    return targets, sorted(not_rollbackable)
+
+
+def rollback_to_decision(sandboxes: PlanSandboxes, decision_id: str) -> RollbackReport:
+    targets, not_rollbackable = rollback_targets(sandboxes, decision_id)
+    opened: dict[str, Sandbox] = {}
+    for resource_id, checkpoint in sorted(targets.items()):
+        try:
+            sandbox = sandboxes.get(resource_id)
+            sandbox.verify(checkpoint.ref)
+        except (CheckpointMissingError, UserError) as exc:
+            raise RollbackRefusedError(
+                f"cannot roll {resource_id} back to decision {decision_id}: {exc}",
+                "run `agents doctor`; nothing was changed",
+            ) from exc
+        opened[resource_id] = sandbox
+    safety = {resource_id: sandbox.checkpoint() for resource_id, sandbox in opened.items()}
+    done: list[str] = []
+    for resource_id, sandbox in opened.items():
+        try:
+            failpoints.hit("rollback.resource", resource_id)
+            sandbox.rollback(targets[resource_id].ref)
+        except Exception as exc:
+            restored = _restore(opened, safety, [*done, resource_id])
+            return RollbackReport(
+                decision_id=decision_id,
+                resources=(
+                    *_failure_outcomes(opened, targets, safety, done, resource_id, exc, restored),
+                    *_markers(not_rollbackable),
+                ),
+            )
+        done.append(resource_id)
+    outcomes = [
+        ResourceRollback(
+            resource_id=r,
+            outcome=ResourceOutcome.ROLLED_BACK,
+            target_ref=targets[r].ref,
+            safety_ref=safety[r],
+        )
+        for r in done
+    ]
+    return RollbackReport(
+        decision_id=decision_id, resources=(*outcomes, *_markers(not_rollbackable))
+    )
+
+
+def _restore(
+    opened: dict[str, Sandbox], safety: dict[str, str], touched: list[str]
+) -> dict[str, str | None]:
+    """Put each touched resource back to its safety checkpoint: resource -> error or None."""
+    errors: dict[str, str | None] = {}
+    for resource_id in touched:
+        try:
+            opened[resource_id].rollback(safety[resource_id])
+            errors[resource_id] = None
+        except Exception as exc:  # reported per resource; the plan goes to errored
+            errors[resource_id] = str(exc)
+    return errors
+
+
+def _failure_outcomes(
+    opened: dict[str, Sandbox],
+    targets: dict[str, CheckpointMetadata],
+    safety: dict[str, str],
+    done: list[str],
+    failed: str,
+    error: Exception,
+    restore_errors: dict[str, str | None],
+) -> list[ResourceRollback]:
+    outcomes = []
+    for resource_id in opened:
+        restore_error = restore_errors.get(resource_id)
+        detail: str | None
+        if resource_id == failed:
+            outcome = ResourceOutcome.FAILED
+            detail = f"rollback failed: {error}; " + (
+                f"restore failed too: {restore_error}"
+                if restore_error
+                else "restored to its state before the rollback"
+            )
+        elif resource_id in done:
+            outcome = ResourceOutcome.FAILED if restore_error else ResourceOutcome.RESTORED
+            detail = f"restore failed: {restore_error}" if restore_error else None
+        else:
+            outcome, detail = ResourceOutcome.UNTOUCHED, None
+        outcomes.append(
+            ResourceRollback(
+                resource_id=resource_id,
+                outcome=outcome,
+                target_ref=targets[resource_id].ref,
+                safety_ref=safety[resource_id],
+                detail=detail,
+            )
+        )
+    return outcomes
+
+
+def _markers(resource_ids: list[str]) -> list[ResourceRollback]:
+    return [
+        ResourceRollback(
+            resource_id=r,
+            outcome=ResourceOutcome.NOT_ROLLBACKABLE,
+            detail="sandbox strategy none: changes since this decision persist",
+        )
+        for r in resource_ids
+    ]

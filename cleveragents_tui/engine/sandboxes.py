@@ -1,0 +1,129 @@
+"""The sandboxes of a plan: where they live, which strategy makes each, which were written.
+
+Each (plan, resource) pair gets its own folder ``<base>/<plan_id>/<namespace>__<name>``;
+``base`` is ``AGENTS_SANDBOX_DIR`` or ``sandboxes/`` in the user data folder. When a sandbox
+is created its baseline is checkpointed at once (a ``pre_write`` checkpoint, the first of
+the resource, which pruning always keeps): rolling back to a decision made before the
+resource was first written means going back to that baseline.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from importlib import import_module
+from pathlib import Path
+
+from cleveragents_tui.domain.checkpoint import CheckpointMetadata
+from cleveragents_tui.domain.enums import CheckpointType, SandboxStrategyName
+from cleveragents_tui.domain.errors import NotFoundError
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.sandbox.base import Sandbox, SandboxStrategy
+from cleveragents_tui.store.store import Store
+
+ENV_VAR = "AGENTS_SANDBOX_DIR"
+
+# Imported on first use: the git strategy pulls in GitPython, which read-only paths never need.
+_STRATEGIES: dict[SandboxStrategyName, tuple[str, str]] = {
+    SandboxStrategyName.GIT_WORKTREE: (
+        "cleveragents_tui.sandbox.git_worktree",
+        "GitWorktreeStrategy",
+    ),
+    SandboxStrategyName.FILESYSTEM_COPY: (
+        "cleveragents_tui.sandbox.filesystem_copy",
+        "FilesystemCopyStrategy",
+    ),
+    SandboxStrategyName.OVERLAY: ("cleveragents_tui.sandbox.overlay", "OverlayStrategy"),
+    SandboxStrategyName.TRANSACTION_ROLLBACK: (
+        "cleveragents_tui.sandbox.transaction_rollback",
+        "TransactionRollbackStrategy",
+    ),
+    SandboxStrategyName.NONE: ("cleveragents_tui.sandbox.none", "NoneStrategy"),
+}
+
+
+def strategy_for(name: SandboxStrategyName) -> SandboxStrategy:
+    module, cls = _STRATEGIES[name]
+    strategy: SandboxStrategy = getattr(import_module(module), cls)()
+    return strategy
+
+
+def sandbox_base_dir() -> Path:
+    configured = os.environ.get(ENV_VAR)
+    if configured:
+        return Path(configured).expanduser().resolve()
+    from platformdirs import user_data_path
+
+    return user_data_path("cleveragents", appauthor=False) / "sandboxes"
+
+
+def sandbox_root(base: Path, plan_id: str, resource_id: str) -> Path:
+    """The folder of one plan's sandbox of one resource (ids are validated, so no traversal)."""
+    namespace, name = resource_id.split("/")
+    return base / plan_id / f"{namespace}__{name}"
+
+
+class PlanSandboxes:
+    """One plan's sandboxes, opened lazily, and the set of resources written so far.
+
+    A resource counts as modified once a tool wrote to it (``note_write``) or once it has a
+    decision checkpoint in this plan (so the set survives a restart).
+    """
+
+    def __init__(self, store: Store, plan_id: str, base_dir: Path | None = None) -> None:
+        self.store = store
+        self.plan_id = plan_id
+        self.base_dir = base_dir or sandbox_base_dir()
+        self._open: dict[str, Sandbox] = {}
+        self._written: set[str] = set()
+
+    def create(self, resource: Resource) -> Sandbox:
+        """Make the sandbox of ``resource`` for this plan and checkpoint its baseline."""
+        root = sandbox_root(self.base_dir, self.plan_id, resource.resource_id)
+        root.mkdir(parents=True, exist_ok=True)
+        sandbox = strategy_for(resource.sandbox_strategy).create(resource, self.plan_id, root)
+        self._open[resource.resource_id] = sandbox
+        if resource.rollbackable:
+            baseline = CheckpointMetadata(
+                plan_id=self.plan_id,
+                resource_id=resource.resource_id,
+                checkpoint_type=CheckpointType.PRE_WRITE,
+                strategy=resource.sandbox_strategy,
+                ref=sandbox.checkpoint(),
+            )
+            with self.store.unit_of_work(write=True) as uow:
+                uow.checkpoints.add(baseline)
+                uow.commit()
+        return sandbox
+
+    def get(self, resource_id: str) -> Sandbox:
+        """The open sandbox of ``resource_id``, reopening one made earlier if needed."""
+        sandbox = self._open.get(resource_id)
+        if sandbox is None:
+            with self.store.unit_of_work() as uow:
+                resource = uow.resources.get(resource_id)
+            root = sandbox_root(self.base_dir, self.plan_id, resource_id)
+            if not root.exists():
+                raise NotFoundError(
+                    f"plan {self.plan_id} has no sandbox of {resource_id}",
+                    "it was discarded, or the plan ran with another sandbox folder (AGENTS_SANDBOX_DIR)",
+                )
+            sandbox = strategy_for(resource.sandbox_strategy).open(resource, self.plan_id, root)
+            self._open[resource_id] = sandbox
+        return sandbox
+
+    def note_write(self, resource_id: str) -> None:
+        """Tools call this when they write to a resource: it joins every later checkpoint group."""
+        self._written.add(resource_id)
+
+    def modified(self) -> set[str]:
+        with self.store.unit_of_work() as uow:
+            checkpointed = {
+                c.resource_id
+                for c in uow.checkpoints.for_plan(self.plan_id)
+                if c.checkpoint_type is not CheckpointType.PRE_WRITE
+            }
+        return self._written | checkpointed
+
+    def open_ids(self) -> Iterable[str]:
+        return tuple(self._open)
