@@ -27,7 +27,7 @@ Things to know (DESIGN.md section 8, ADR-035 "Long-Running Database Transaction 
   timeout``) end it; that is reported as a lost transaction.
 
 Row snapshots: because an older savepoint's state cannot be read without destroying the
-newer ones, the sandbox records the rows of every user table (key -> JSON rendering) when it
+newer ones, the sandbox records the rows of every user table (key -> values) when it
 is created (the baseline) and at each checkpoint. :meth:`diff`, :meth:`read` and
 :meth:`changes_since_baseline` compare those snapshots. A table with a primary key yields
 ``table/<key>`` paths (composite keys joined by ``,``; parts percent-encoded); a table without
@@ -114,10 +114,18 @@ _PG_TABLES = text(
 )
 
 Status = Literal["open", "lost", "applied", "discarded"]
-# One table's rows: row key -> canonical JSON rendering of the row.
-TableRows = dict[str, bytes]
-# Table path ("name" or "schema.name") -> its rows.
-Snapshot = dict[str, TableRows]
+
+
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """One table at one moment: its column names and its rows (row key -> values)."""
+
+    columns: tuple[str, ...]
+    rows: dict[str, tuple[Any, ...]]
+
+
+# Table path ("name" or "schema.name") -> the table.
+Snapshot = dict[str, _Table]
 
 # Sandboxes whose transaction this process holds, by the token in their state file.
 _LIVE: dict[str, TransactionRollbackSandbox] = {}
@@ -281,33 +289,41 @@ def _render_row(columns: Sequence[str], row: Sequence[Any]) -> bytes:
     return rendered.encode("utf-8")
 
 
+_PLAIN_PART = re.compile(r"^[A-Za-z0-9 _.:@+=~-]*$")
+
+
 def _path_part(value: object) -> str:
-    raw = bytes(value).hex() if isinstance(value, bytes | bytearray | memoryview) else str(value)
-    return quote(raw, safe=" -_.:@+=~")
+    """A key or name as a path part: ``/``, ``,``, ``%`` and other specials percent-encoded."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).hex()
+    raw = str(value)
+    return raw if _PLAIN_PART.match(raw) else quote(raw, safe=" _.:@+=~-")
 
 
 def _compare(old: Snapshot, new: Snapshot) -> list[Change]:
-    """Row changes ``table/key``, plus a bare ``table`` entry for a table created or dropped."""
+    """Row changes ``table/key``, plus a bare ``table`` entry for a table created or dropped.
+
+    When a table's columns changed, every row it kept counts as modified.
+    """
     changes: list[Change] = []
-    for table in old.keys() | new.keys():
-        if table not in old:
-            changes.append(Change(table, ChangeKind.ADDED))
-        elif table not in new:
-            changes.append(Change(table, ChangeKind.DELETED))
-        old_rows, new_rows = old.get(table, {}), new.get(table, {})
-        if old_rows is new_rows:
+    empty = _Table((), {})
+    for path in old.keys() | new.keys():
+        if path not in old:
+            changes.append(Change(path, ChangeKind.ADDED))
+        elif path not in new:
+            changes.append(Change(path, ChangeKind.DELETED))
+        before, after = old.get(path, empty), new.get(path, empty)
+        if before is after:
             continue
-        for key in old_rows.keys() | new_rows.keys():
-            before, after = old_rows.get(key), new_rows.get(key)
-            if before == after:
-                continue
-            if before is None:
-                kind = ChangeKind.ADDED
-            elif after is None:
-                kind = ChangeKind.DELETED
-            else:
-                kind = ChangeKind.MODIFIED
-            changes.append(Change(f"{table}/{key}", kind))
+        reshaped = bool(before.rows and after.rows) and before.columns != after.columns
+        for key in before.rows.keys() | after.rows.keys():
+            old_row, new_row = before.rows.get(key), after.rows.get(key)
+            if old_row is None:
+                changes.append(Change(f"{path}/{key}", ChangeKind.ADDED))
+            elif new_row is None:
+                changes.append(Change(f"{path}/{key}", ChangeKind.DELETED))
+            elif reshaped or old_row != new_row:
+                changes.append(Change(f"{path}/{key}", ChangeKind.MODIFIED))
     return sorted(changes, key=lambda change: change.path)
 
 
@@ -692,27 +708,30 @@ class TransactionRollbackSandbox:
                 qualified = f"{preparer.quote_identifier(schema)}.{qualified}"
             # Identifiers from the catalog, always quoted: no user text reaches this SQL.
             result = connection.exec_driver_sql(f"SELECT * FROM {qualified}")  # noqa: S608
-            columns = list(result.keys())
+            columns = tuple(result.keys())
             positions = [columns.index(column) for column in pk_columns]
-            rows: TableRows = {}
+            rows: dict[str, tuple[Any, ...]] = {}
             for row in result:
                 remaining -= 1
                 if remaining < 0:
                     result.close()
                     return None
-                rendering = _render_row(columns, row)
+                values = tuple(row)
                 if positions:
-                    rows[",".join(_path_part(row[i]) for i in positions)] = rendering
+                    rows[",".join(_path_part(values[i]) for i in positions)] = values
                     continue
-                digest = hashlib.blake2b(rendering, digest_size=8).hexdigest()
+                digest = hashlib.blake2b(repr(values).encode(), digest_size=8).hexdigest()
                 key, duplicate = f"~{digest}", 1
                 while key in rows:
                     duplicate += 1
                     key = f"~{digest}#{duplicate}"
-                rows[key] = rendering
+                rows[key] = values
+            table_now = _Table(columns, rows)
             previous = None if self._last_snapshot is None else self._last_snapshot.get(path)
             # Share unchanged tables between snapshots, so memory grows with changes only.
-            snapshot[path] = previous if previous is not None and previous == rows else rows
+            snapshot[path] = (
+                previous if previous is not None and previous == table_now else table_now
+            )
         self._last_snapshot = snapshot
         return snapshot
 
@@ -793,10 +812,12 @@ class TransactionRollbackSandbox:
         """Row ``table/key`` at checkpoint ``ref`` as UTF-8 JSON (``{"column": value}``);
         None when the row is absent there or ``path`` names no row (a bare table name)."""
         snapshot = self._snapshot_at(ref)
-        table, separator, key = path.partition("/")
-        if not separator:
+        table_path, separator, key = path.partition("/")
+        table = snapshot.get(table_path)
+        if table is None or not separator:
             return None
-        return snapshot.get(table, {}).get(key)
+        row = table.rows.get(key)
+        return None if row is None else _render_row(table.columns, row)
 
     def changes_since_baseline(self) -> list[Change]:
         """Row changes in the transaction's current view against the rows at creation.
