@@ -23,8 +23,8 @@ Things to know (DESIGN.md section 8, ADR-035 "Long-Running Database Transaction 
 * On SQLite the transaction starts with ``BEGIN IMMEDIATE``: the sandbox holds the file's
   write lock for the whole Execute phase (readers are not blocked in WAL mode, nor in
   rollback-journal mode until the change set outgrows SQLite's page cache).
-* The long transaction holds row locks, and server timeouts (``idle_in_transaction_session_
-  timeout``) end it; that is reported as a lost transaction.
+* The long transaction holds its row locks throughout, and a server timeout such as
+  ``idle_in_transaction_session_timeout`` ends it: that is reported as a lost transaction.
 
 Row snapshots: because an older savepoint's state cannot be read without destroying the
 newer ones, the sandbox records the rows of every user table (key -> values) when it
@@ -520,8 +520,9 @@ class TransactionRollbackSandbox:
 
     def _lose(self, what_happened: str) -> None:
         self._close()
-        self._mark("lost", self._lost_reason(what_happened), _LOST_FIX)
-        log.warning("%s", self._unavailable[0] if self._unavailable else what_happened)
+        reason = self._lost_reason(what_happened)
+        self._mark("lost", reason, _LOST_FIX)
+        log.warning("%s", reason)
 
     # -- guards ----------------------------------------------------------------------------
 
@@ -780,9 +781,12 @@ class TransactionRollbackSandbox:
             return name
 
     def verify(self, ref: str) -> None:
-        """Valid while this process holds the transaction and ``ref`` was neither rolled
-        back over nor dropped."""
+        """Valid while this process holds the transaction, its connection answers, and
+        ``ref`` was neither rolled back over nor dropped."""
         with self._lock:
+            live = self._require_checkpoint(ref)
+            if not self._failed(live):  # a failed PostgreSQL transaction refuses every query
+                self._run_internal(live, "SELECT 1", "checking the connection")
             self._require_checkpoint(ref)
 
     def rollback(self, ref: str) -> None:
@@ -904,7 +908,11 @@ class TransactionRollbackSandbox:
             )
 
     def discard(self) -> None:
-        """``ROLLBACK`` and remove the state file: the target stays as it was. Idempotent."""
+        """``ROLLBACK`` and remove the state file: the target stays as it was. Idempotent.
+
+        On a sandbox this process does not hold, only the state file goes: a transaction
+        held elsewhere ends with its process, uncommitted.
+        """
         with self._lock:
             live = self._live
             if live is not None:

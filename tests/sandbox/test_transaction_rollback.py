@@ -702,3 +702,32 @@ def test_postgres_schemas_and_unreadable_tables(postgres_url: str, tmp_path: Pat
             connection.execute(text(f'DROP OWNED BY "{role}"'))
             connection.execute(text(f'DROP ROLE "{role}"'))
         admin.dispose()
+
+
+@pytest.mark.postgres
+def test_a_dropped_connection_is_reported_as_lost(postgres_url: str, tmp_path: Path) -> None:
+    target = _seed(Target(postgres_url, postgres_url, "postgresql"))
+    sandbox = TransactionRollbackStrategy().create(_resource(postgres_url), PLAN, tmp_path / "r")
+    try:
+        ref = sandbox.checkpoint()
+        sandbox.execute("INSERT INTO items VALUES (70, 'gone', 1)")
+        admin = target.engine()
+        with admin.begin() as connection:
+            ended = connection.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                    "datname = current_database() AND application_name LIKE 'cleveragents%'"
+                )
+            ).all()
+        admin.dispose()
+        assert ended == [(True,)]
+
+        with pytest.raises(CheckpointMissingError, match="connection dropped") as raised:
+            sandbox.verify(ref)
+        assert "--mode=append" in str(raised.value)
+        assert sandbox.lost
+        with pytest.raises(CheckpointMissingError, match="connection dropped"):
+            sandbox.rollback(ref)
+        assert 70 not in [row[0] for row in target.committed()["items"]]
+    finally:
+        sandbox.discard()
