@@ -1,0 +1,680 @@
+"""The ``git_worktree`` sandbox strategy (ADR-035, DESIGN.md sections 5 and 8).
+
+The sandbox is a linked worktree of the user's repository (``resource.location``) placed at
+``<root>/worktree``, on a branch of ours, ``refs/heads/cleveragents/<plan_id>``, that starts
+at the commit the user's HEAD named when the sandbox was created (the *base*). The user's
+HEAD, index, branches and working tree are never written: every command that touches a
+checkout runs with ``GIT_DIR``/``GIT_WORK_TREE`` pinned to the sandbox, so neither a
+tampered ``.git`` file inside the sandbox nor ``GIT_*`` variables inherited from the caller
+can redirect it.
+
+Refs kept in the user's repository (all removed by :meth:`GitWorktreeSandbox.discard`,
+except the apply branch, which is the deliverable):
+
+- ``refs/heads/cleveragents/<plan_id>``: the sandbox branch; its tip is the current state.
+- ``refs/cleveragents/<plan_id>/base``: the base commit.
+- ``refs/cleveragents/<plan_id>/checkpoints/<sha>``: one per checkpoint, so ``git gc``
+  never drops an old attempt and any two can still be diffed. Rolling back moves the branch
+  but leaves these refs alone; the checkpoint commits form a tree of attempts.
+- ``refs/heads/cleveragents/apply/<plan_id>``: what :meth:`GitWorktreeSandbox.apply` made.
+
+What a checkpoint holds: every tracked and untracked file, with its mode (executable bit,
+symlinks). It does *not* hold ignored files (per the ``.gitignore`` files of the moment),
+empty directories, or the contents of submodules; rollback neither restores nor removes
+ignored files. A nested git repository that is not ignored cannot be captured, so
+:meth:`GitWorktreeSandbox.checkpoint` refuses it. The user's uncommitted changes at
+creation time are not part of the sandbox: it starts from the base commit.
+
+Speed: ``git add -A && git commit`` examines every file twice (add, then commit's own index
+refresh) and runs hooks. A checkpoint here examines them once, with ``git status`` and the
+untracked cache (which stats directories instead of reading them), hands only the changed
+paths to ``git update-index``, then writes the commit with ``write-tree``/``commit-tree`` and
+moves both refs in one ``update-ref`` transaction. Rollback is ``reset --hard`` followed by
+``clean -ffd`` (``reset`` alone leaves new files behind). docs/benchmarks.md has the figures.
+
+Every method raises :class:`SandboxError` (or :class:`UnsafeInputError` for hostile input)
+with one line naming the resource and the fix; no traceback from git reaches the user.
+Requires git 2.31 or later.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cleveragents_tui.domain.enums import SandboxStrategyName
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.sandbox.base import (
+    ApplyResult,
+    Change,
+    ChangeKind,
+    CheckpointMissingError,
+    SandboxError,
+)
+from cleveragents_tui.sandbox.safety import (
+    UnsafeInputError,
+    check_ref_name,
+    check_sha,
+    safe_relative_path,
+)
+
+WORKTREE_DIRNAME = "worktree"
+IDENTITY = ("cleveragents", "cleveragents@localhost")
+_FSCK = "check the repository with `git fsck`; if it is damaged, discard the sandbox"
+
+# Passed to every git command. Hooks are never ours to run (post-checkout fires on
+# ``worktree add``, reference-transaction on every ref update); an fsmonitor configured for
+# the user's checkout knows nothing of ours; sparse checkout would hide files from the agent;
+# submodule recursion would touch repositories we do not own. The untracked cache only pays
+# off when its flags match ``status -uall``, hence status.showUntrackedFiles.
+_CONFIG = (
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.fsmonitor=false",
+    "-c", "core.untrackedCache=true",
+    "-c", "status.showUntrackedFiles=all",
+    "-c", "core.sparseCheckout=false",
+    "-c", "submodule.recurse=false",
+)  # fmt: skip
+
+# Inherited GIT_* variables that may pass through; all others (GIT_DIR, GIT_INDEX_FILE,
+# GIT_CONFIG_PARAMETERS, GIT_EXTERNAL_DIFF, ...) could redirect or alter what we run.
+_KEPT_GIT_VARS = frozenset(
+    {
+        "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_NOSYSTEM",
+        "GIT_CONFIG_SYSTEM",
+        "GIT_EXEC_PATH",
+        "GIT_TRACE",
+        "GIT_TRACE2",
+        "GIT_TRACE2_EVENT",
+        "GIT_TRACE2_PERF",
+        "GIT_TRACE_PERFORMANCE",
+    }
+)
+
+# "<oid> <type> <size>", what ``cat-file --batch`` prints before an object it found.
+_BATCH_HEADER = re.compile(rb"^[0-9a-f]{40}(?:[0-9a-f]{24})? ([a-z]+) ([0-9]+)$")
+
+_CHANGE_KINDS = {
+    "A": ChangeKind.ADDED,
+    "D": ChangeKind.DELETED,
+    "M": ChangeKind.MODIFIED,
+    "T": ChangeKind.MODIFIED,
+}
+
+
+def _base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in _KEPT_GIT_VARS}
+    env.update(
+        LC_ALL="C",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_NO_REPLACE_OBJECTS="1",
+        GIT_AUTHOR_NAME=IDENTITY[0],
+        GIT_AUTHOR_EMAIL=IDENTITY[1],
+        GIT_COMMITTER_NAME=IDENTITY[0],
+        GIT_COMMITTER_EMAIL=IDENTITY[1],
+    )
+    return env
+
+
+def _reason(stderr: bytes, returncode: int) -> str:
+    """git's own one-line explanation: the first ``fatal:``/``error:`` line, else the first."""
+    lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines()]
+    lines = [line for line in lines if line]
+    for line in lines:
+        for prefix in ("fatal: ", "error: "):
+            if line.startswith(prefix):
+                return line.removeprefix(prefix)[:300]
+    return lines[0][:300] if lines else f"exit code {returncode}"
+
+
+class _Git:
+    """Runs git in one directory with one fixed environment; failures become SandboxError."""
+
+    def __init__(self, cwd: Path, env: Mapping[str, str], subject: str) -> None:
+        self.cwd = cwd
+        self.env = dict(env)
+        self.subject = subject
+
+    def call(self, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+        try:
+            return subprocess.run(
+                ["git", *_CONFIG, *args],
+                cwd=self.cwd,
+                env=self.env,
+                input=stdin,
+                capture_output=True,
+                check=False,
+            )
+        except FileNotFoundError as exc:
+            if not self.cwd.is_dir():
+                raise SandboxError(
+                    f"{self.subject}: the folder {self.cwd} is missing",
+                    "discard the sandbox and run the plan again",
+                ) from None
+            raise SandboxError(
+                f"{self.subject}: git is not installed ({exc.strerror})",
+                "install git 2.31 or later and put it on PATH",
+            ) from None
+        except OSError as exc:
+            raise SandboxError(
+                f"{self.subject}: cannot run git in {self.cwd} ({exc.strerror})",
+                "check that the folder exists and is readable",
+            ) from None
+
+    def run(self, *args: str, fix: str, stdin: bytes = b"") -> bytes:
+        done = self.call(*args, stdin=stdin)
+        if done.returncode != 0:
+            reason = _reason(done.stderr, done.returncode)
+            raise SandboxError(f"{self.subject}: git {args[0]} failed ({reason})", fix)
+        return done.stdout
+
+
+@dataclass(frozen=True, slots=True)
+class _Names:
+    """The refs of one plan's sandbox, each checked by ``check_ref_name`` once, here."""
+
+    plan_id: str
+    branch: str
+    base: str
+    checkpoints: str
+    apply_branch: str
+
+    @classmethod
+    def for_plan(cls, plan_id: str) -> _Names:
+        if not plan_id or "/" in plan_id or plan_id == "apply":
+            raise UnsafeInputError(f"plan id {plan_id!r} cannot name a git branch", "use a ULID")
+        check_ref_name(f"refs/cleveragents/{plan_id}")
+        return cls(
+            plan_id=plan_id,
+            branch=check_ref_name(f"refs/heads/cleveragents/{plan_id}"),
+            base=check_ref_name(f"refs/cleveragents/{plan_id}/base"),
+            checkpoints=check_ref_name(f"refs/cleveragents/{plan_id}/checkpoints") + "/",
+            apply_branch=check_ref_name(f"refs/heads/cleveragents/apply/{plan_id}"),
+        )
+
+    def checkpoint(self, sha: str) -> str:
+        return check_ref_name(self.checkpoints + check_sha(sha))
+
+
+def _short(ref: str) -> str:
+    return ref.removeprefix("refs/heads/")
+
+
+def _parse_changes(raw: bytes) -> list[Change]:
+    """``--name-status -z`` output (``X\\0path\\0`` pairs, no renames) as sorted Changes."""
+    fields = raw.split(b"\0")
+    changes = [
+        Change(
+            path=os.fsdecode(path), kind=_CHANGE_KINDS.get(status.decode()[:1], ChangeKind.MODIFIED)
+        )
+        for status, path in zip(fields[0:-1:2], fields[1::2], strict=True)
+    ]
+    return sorted(changes, key=lambda change: change.path)
+
+
+@dataclass(frozen=True, slots=True)
+class _Repository:
+    """The user's repository as found from ``resource.location`` (never via inherited env)."""
+
+    location: Path
+    common_dir: Path
+    git: _Git
+
+    @classmethod
+    def find(cls, resource: Resource, subject: str, env: Mapping[str, str]) -> _Repository:
+        location = Path(resource.location).expanduser()
+        fix = f"set the location of {resource.resource_id} to the folder of a git repository"
+        if not location.is_dir():
+            raise SandboxError(f"{subject}: {location} is not a folder", fix)
+        git = _Git(location.resolve(), env, subject)
+        done = git.call("rev-parse", "--path-format=absolute", "--git-common-dir")
+        if done.returncode != 0:
+            reason = _reason(done.stderr, done.returncode)
+            raise SandboxError(
+                f"{subject}: {location} is not a usable git repository ({reason})", fix
+            )
+        common_dir = Path(os.fsdecode(done.stdout.strip()))
+        return cls(location=git.cwd, common_dir=common_dir, git=git)
+
+    def admin_dir(self, workdir: Path) -> Path | None:
+        """git's administrative folder for the worktree at ``workdir`` (gitrepository-layout:
+        ``worktrees/<id>/gitdir`` holds the path of the worktree's ``.git`` file). Found from
+        the repository side so a rewritten ``.git`` file in the sandbox cannot mislead us."""
+        wanted = (workdir / ".git").resolve()
+        for gitdir in sorted((self.common_dir / "worktrees").glob("*/gitdir")):
+            try:
+                recorded = Path(gitdir.read_text("utf-8").strip()).resolve()
+            except (OSError, UnicodeDecodeError):
+                continue
+            if recorded == wanted:
+                return gitdir.parent
+        return None
+
+
+class GitWorktreeSandbox:
+    """One plan's worktree of one git repository; see the module docstring for the layout.
+
+    Made by :meth:`GitWorktreeStrategy.create` (or :meth:`create`) and reopened by
+    :meth:`GitWorktreeStrategy.open` (or :meth:`open`). Checkpoint references are full
+    commit SHAs; :attr:`base` (the commit the sandbox started from) is accepted wherever a
+    checkpoint is, so the engine can roll a resource back to its baseline.
+    """
+
+    def __init__(
+        self,
+        resource: Resource,
+        names: _Names,
+        repository: _Repository,
+        workdir: Path,
+        admin_dir: Path,
+        base: str,
+    ) -> None:
+        self._resource = resource
+        self._names = names
+        self._repository = repository
+        self._workdir = workdir
+        self._admin_dir = admin_dir
+        self._base = check_sha(base)
+        env = {**repository.git.env, "GIT_DIR": str(admin_dir), "GIT_WORK_TREE": str(workdir)}
+        self._git = _Git(workdir, env, repository.git.subject)
+        self._discarded = False
+
+    # ----------------------------------------------------------------- creating, reopening
+
+    @classmethod
+    def create(cls, resource: Resource, plan_id: str, root: Path) -> GitWorktreeSandbox:
+        """A new worktree at ``<root>/worktree`` on a new branch at the user's HEAD commit."""
+        names = _Names.for_plan(plan_id)
+        subject = _subject(resource, plan_id)
+        repository = _Repository.find(resource, subject, _base_env())
+        git = repository.git
+        head = git.call("rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+        if head.returncode != 0:
+            raise SandboxError(
+                f"{subject}: the repository at {repository.location} has no commits yet",
+                "commit at least once before running a plan on it",
+            )
+        base = check_sha(head.stdout.decode().strip())
+        root.mkdir(parents=True, exist_ok=True)
+        workdir = root.resolve() / WORKTREE_DIRNAME
+        if workdir.exists():
+            raise SandboxError(
+                f"{subject}: {workdir} already exists",
+                "open the existing sandbox, or discard it before creating a new one",
+            )
+        git.run(
+            "update-ref",
+            "--stdin",
+            stdin=f"create {names.branch} {base}\ncreate {names.base} {base}\n".encode(),
+            fix=f"a sandbox for plan {plan_id} already exists in {repository.location}: "
+            "open it, or discard it first",
+        )
+        added = git.call("worktree", "add", "--quiet", "--", str(workdir), _short(names.branch))
+        if added.returncode != 0:
+            git.call("update-ref", "--stdin", stdin=_deletions([names.branch, names.base]))
+            raise SandboxError(
+                f"{subject}: git worktree add failed ({_reason(added.stderr, added.returncode)})",
+                f"check that {root} is writable and that git is 2.31 or later",
+            )
+        admin_dir = repository.admin_dir(workdir)
+        if admin_dir is None:
+            raise SandboxError(
+                f"{subject}: git did not register the worktree at {workdir}",
+                "discard the sandbox and check the repository with `git worktree list`",
+            )
+        return cls(resource, names, repository, workdir, admin_dir, base)
+
+    @classmethod
+    def open(cls, resource: Resource, plan_id: str, root: Path) -> GitWorktreeSandbox:
+        """The sandbox :meth:`create` made for the same resource, plan and root."""
+        names = _Names.for_plan(plan_id)
+        subject = _subject(resource, plan_id)
+        repository = _Repository.find(resource, subject, _base_env())
+        workdir = root.resolve() / WORKTREE_DIRNAME
+        admin_dir = repository.admin_dir(workdir)
+        if admin_dir is None or not workdir.is_dir():
+            raise SandboxError(
+                f"{subject}: there is no sandbox worktree at {workdir}",
+                "create the sandbox first (or check the root folder it was created under)",
+            )
+        listed = repository.git.run(
+            "for-each-ref",
+            "--format=%(refname) %(objectname)",
+            names.branch,
+            names.base,
+            fix="check the repository with git fsck",
+        )
+        refs = {
+            name: sha for name, sha in (line.split(" ", 1) for line in listed.decode().splitlines())
+        }
+        if names.branch not in refs or names.base not in refs:
+            raise SandboxError(
+                f"{subject}: the sandbox refs {names.branch} and {names.base} are incomplete",
+                "discard the sandbox and run the plan again",
+            )
+        return cls(resource, names, repository, workdir, admin_dir, refs[names.base])
+
+    # ----------------------------------------------------------------------- properties
+
+    @property
+    def resource(self) -> Resource:
+        return self._resource
+
+    @property
+    def workdir(self) -> Path:
+        return self._workdir
+
+    @property
+    def base(self) -> str:
+        """The commit the sandbox started from (usable as a checkpoint reference)."""
+        return self._base
+
+    @property
+    def branch(self) -> str:
+        """The sandbox branch, ``refs/heads/cleveragents/<plan_id>``."""
+        return self._names.branch
+
+    # ---------------------------------------------------------------------- checkpoints
+
+    def checkpoint(self) -> str:
+        self._ensure_live()
+        self._ensure_on_branch()
+        tree = self._write_tree() if self._stage() else f"{self._names.branch}^{{tree}}"
+        # The Checkpoint-Id line makes every checkpoint a distinct commit, even of an
+        # identical state on the same parent in the same second, so dropping one checkpoint
+        # (which deletes its ref) never takes another decision's checkpoint with it.
+        message = (
+            f"cleveragents checkpoint\n\nPlan: {self._names.plan_id}\n"
+            f"Checkpoint-Id: {secrets.token_hex(8)}\n"
+        )
+        commit = self._commit(tree, self._names.branch, message)
+        self._git.run(
+            "update-ref",
+            "--stdin",
+            stdin=(
+                f"update {self._names.branch} {commit}\n"
+                f"create {self._names.checkpoint(commit)} {commit}\n"
+            ).encode(),
+            fix="check that the repository is writable (disk space, permissions)",
+        )
+        return commit
+
+    def verify(self, ref: str) -> None:
+        self._ensure_live()
+        sha = check_sha(ref)
+        name = self._ref_for(sha)
+        done = self._git.call(
+            "cat-file", "--batch-check", stdin=f"{name}\n{sha}^{{tree}}\n".encode()
+        )
+        lines = [line.split() for line in done.stdout.decode().splitlines()]
+        intact = (
+            done.returncode == 0
+            and len(lines) == 2
+            and lines[0][:2] == [sha, "commit"]
+            and lines[1][1:2] == ["tree"]
+        )
+        if not intact:
+            raise CheckpointMissingError(
+                f"{self._git.subject}: checkpoint {sha} is gone ({name} or its objects are missing)",
+                "roll back to another decision, or correct the plan with --mode=append",
+            )
+
+    def rollback(self, ref: str) -> None:
+        self._ensure_live()
+        sha = check_sha(ref)
+        name = self._ref_for(sha)
+        self._ensure_on_branch()
+        done = self._git.call("reset", "--hard", "--quiet", name, "--")
+        if done.returncode != 0:
+            self.verify(sha)
+            raise SandboxError(
+                f"{self._git.subject}: git reset failed ({_reason(done.stderr, done.returncode)})",
+                f"check that {self._workdir} is writable, then retry the rollback",
+            )
+        # Runs after the reset so the .gitignore files of the checkpoint decide what is new.
+        self._git.run(
+            "clean",
+            "-ffdq",
+            fix=f"check that {self._workdir} is writable, then retry the rollback",
+        )
+
+    def drop_checkpoint(self, ref: str) -> None:
+        self._ensure_live()
+        sha = check_sha(ref)
+        if sha == self._base:
+            raise SandboxError(
+                f"{self._git.subject}: the base commit {sha} is not a droppable checkpoint",
+                "drop only references returned by checkpoint()",
+            )
+        self._git.run(
+            "update-ref",
+            "--stdin",
+            stdin=_deletions([self._names.checkpoint(sha)]),
+            fix="check that the repository is writable",
+        )
+
+    # -------------------------------------------------------------------------- reading
+
+    def diff(self, old_ref: str, new_ref: str) -> list[Change]:
+        self._ensure_live()
+        old, new = check_sha(old_ref), check_sha(new_ref)
+        args = ("diff-tree", "-r", "-z", "--no-renames", "--name-status", "--no-ext-diff")
+        done = self._git.call(*args, self._ref_for(old), self._ref_for(new), "--")
+        if done.returncode != 0:
+            self.verify(old)
+            self.verify(new)
+            reason = _reason(done.stderr, done.returncode)
+            raise SandboxError(f"{self._git.subject}: git diff-tree failed ({reason})", _FSCK)
+        return _parse_changes(done.stdout)
+
+    def read(self, ref: str, path: str) -> bytes | None:
+        self._ensure_live()
+        sha = check_sha(ref)
+        relative = safe_relative_path(path).as_posix()
+        if "\n" in relative:
+            raise UnsafeInputError(f"path {path!r} contains a line break", "rename the file")
+        name = self._ref_for(sha)
+        # One cat-file process answers both "is the checkpoint there?" and "the content".
+        query = f"{name}\n{name}:".encode() + os.fsencode(relative) + b"\n"
+        out = self._git.run("cat-file", "--batch", stdin=query, fix=_FSCK)
+        header, _, rest = out.partition(b"\n")
+        found = _BATCH_HEADER.match(header)
+        if found is None or found[1] != b"commit":
+            self.verify(sha)
+            raise SandboxError(f"{self._git.subject}: cannot read checkpoint {sha}", _FSCK)
+        header, _, rest = rest[int(found[2]) + 1 :].partition(b"\n")
+        found = _BATCH_HEADER.match(header)
+        if found is None or found[1] != b"blob":
+            return None  # absent, a directory, or a submodule
+        return rest[: int(found[2])]
+
+    def changes_since_baseline(self) -> list[Change]:
+        self._ensure_live()
+        self._stage()
+        out = self._git.run(
+            "diff-index",
+            "--cached",
+            "-z",
+            "--no-renames",
+            "--name-status",
+            self._names.base,
+            "--",
+            fix=_FSCK,
+        )
+        return _parse_changes(out)
+
+    # ----------------------------------------------------------------- apply and discard
+
+    def apply(self) -> ApplyResult:
+        """Commit the sandbox's current state onto the base as one commit on a new branch,
+        ``cleveragents/apply/<plan_id>``; the user's checkout and branches are not touched.
+        Calling it again after a success returns the same result (for crash recovery)."""
+        self._ensure_live()
+        branch = self._names.apply_branch
+        self._stage()
+        tree = self._write_tree()
+        changes = tuple(self._tree_changes(tree))
+        if not changes:
+            return ApplyResult(
+                summary=f"nothing to apply: the sandbox of {self._resource.resource_id} has no "
+                f"changes since {self._base[:12]}; no branch was created",
+                changes=(),
+            )
+        landed = self._existing_apply(tree)
+        if landed is None:
+            message = (
+                f"Apply cleveragents plan {self._names.plan_id}\n\n"
+                f"{len(changes)} changes made in the sandbox of {self._resource.resource_id}.\n"
+            )
+            landed = self._commit(tree, self._base, message)
+            self._git.run(
+                "update-ref",
+                "--stdin",
+                stdin=f"create {branch} {landed}\n".encode(),
+                fix=f"the branch {_short(branch)} already exists with other content: "
+                "merge or delete it (git branch -D), then apply again",
+            )
+        return ApplyResult(
+            summary=f"branch {_short(branch)} at {landed[:12]}: {len(changes)} changes on top "
+            f"of {self._base[:12]}; review and merge it with `git merge {_short(branch)}`",
+            changes=changes,
+        )
+
+    def discard(self) -> None:
+        """Remove the worktree and the sandbox's refs; the apply branch, if any, stays."""
+        if self._discarded:
+            return
+        git = self._repository.git
+        removed = git.call("worktree", "remove", "--force", "--", str(self._workdir))
+        if removed.returncode != 0:
+            # Already deleted by hand, locked by a populated submodule, or its .git file was
+            # rewritten: delete the folder ourselves and let git forget it.
+            if self._workdir.exists():
+                shutil.rmtree(self._workdir)
+            git.run("worktree", "prune", fix=_FSCK)
+        listed = git.run(
+            "for-each-ref",
+            "--format=%(refname)",
+            self._names.checkpoints,
+            self._names.base,
+            fix=_FSCK,
+        )
+        refs = [check_ref_name(ref) for ref in listed.decode().splitlines()]
+        git.run("update-ref", "--stdin", stdin=_deletions([*refs, self._names.branch]), fix=_FSCK)
+        self._discarded = True
+
+    # -------------------------------------------------------------------------- helpers
+
+    def _ensure_live(self) -> None:
+        if self._discarded:
+            raise SandboxError(
+                f"{self._git.subject}: the sandbox was discarded",
+                "create a new sandbox for the plan",
+            )
+
+    def _ensure_on_branch(self) -> None:
+        """Point the worktree's HEAD back at our branch if something (an agent running
+        ``git checkout``) moved it, so ``reset`` can never move a branch of the user's."""
+        try:
+            head = (self._admin_dir / "HEAD").read_bytes()
+        except OSError:
+            head = b""
+        if head != f"ref: {self._names.branch}\n".encode():
+            self._git.run("symbolic-ref", "HEAD", self._names.branch, fix=_FSCK)
+
+    def _ref_for(self, sha: str) -> str:
+        """The ref that keeps checkpoint ``sha`` alive: naming it (rather than the bare SHA)
+        makes git refuse anything that is not one of this sandbox's checkpoints."""
+        return self._names.base if sha == self._base else self._names.checkpoint(sha)
+
+    def _stage(self) -> bool:
+        """Bring the sandbox's index up to date with its files; False if nothing changed.
+
+        ``git status`` (one pass over the files, untracked cache for new ones) names the
+        changed paths; only those go to ``update-index``, through stdin, never as arguments.
+        Deletions use ``--force-remove`` because a path under a directory that became a
+        symlink cannot be examined, only dropped.
+        """
+        out = self._git.run(
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--no-renames",
+            "--untracked-files=all",
+            "--ignore-submodules=dirty",
+            fix=_FSCK,
+        )
+        entries = [(entry[:2], entry[3:]) for entry in out.split(b"\0") if entry]
+        nested = [path for code, path in entries if code == b"??" and path.endswith(b"/")]
+        if nested:
+            raise SandboxError(
+                f"{self._git.subject}: the sandbox holds a nested git repository at "
+                f"{os.fsdecode(nested[0])!r}, which a checkpoint cannot capture",
+                "delete it or list it in .gitignore",
+            )
+        removed = [path for code, path in entries if code[1:] == b"D"]
+        updated = [path for code, path in entries if code[1:] not in (b" ", b"D")]
+        for options, paths in (("--force-remove",), removed), (("--add", "--replace"), updated):
+            if paths:
+                self._git.run(
+                    "update-index",
+                    *options,
+                    "-z",
+                    "--stdin",
+                    stdin=b"\0".join(paths) + b"\0",
+                    fix=f"check that {self._workdir} is readable and the disk is not full",
+                )
+        return bool(entries)
+
+    def _write_tree(self) -> str:
+        return check_sha(self._git.run("write-tree", fix=_FSCK).decode().strip())
+
+    def _commit(self, tree: str, parent: str, message: str) -> str:
+        out = self._git.run(
+            "commit-tree", "--no-gpg-sign", "-p", parent, "-m", message, tree, fix=_FSCK
+        )
+        return check_sha(out.decode().strip())
+
+    def _tree_changes(self, tree: str) -> list[Change]:
+        args = ("diff-tree", "-r", "-z", "--no-renames", "--name-status", "--no-ext-diff")
+        return _parse_changes(self._git.run(*args, self._names.base, tree, "--", fix=_FSCK))
+
+    def _existing_apply(self, tree: str) -> str | None:
+        """The commit of an earlier identical apply, so a retried apply is a no-op."""
+        branch = self._names.apply_branch
+        out = self._git.run("cat-file", "--batch", stdin=f"{branch}\n".encode(), fix=_FSCK)
+        header, _, body = out.partition(b"\n")
+        found = _BATCH_HEADER.match(header)
+        if found is None or found[1] != b"commit":
+            return None
+        lines = body.partition(b"\n\n")[0].decode().splitlines()
+        if lines[:2] != [f"tree {tree}", f"parent {self._base}"] or lines[2].startswith("parent"):
+            return None
+        return header.split()[0].decode()
+
+
+class GitWorktreeStrategy:
+    """Sandboxes git repositories as linked worktrees (``sandbox.strategy: git_worktree``)."""
+
+    name: SandboxStrategyName = SandboxStrategyName.GIT_WORKTREE
+
+    def create(self, resource: Resource, plan_id: str, root: Path) -> GitWorktreeSandbox:
+        return GitWorktreeSandbox.create(resource, plan_id, root)
+
+    def open(self, resource: Resource, plan_id: str, root: Path) -> GitWorktreeSandbox:
+        return GitWorktreeSandbox.open(resource, plan_id, root)
+
+
+def _subject(resource: Resource, plan_id: str) -> str:
+    return f"git_worktree sandbox of {resource.resource_id} (plan {plan_id})"
+
+
+def _deletions(refs: list[str]) -> bytes:
+    return "".join(f"delete {check_ref_name(ref)}\n" for ref in refs).encode()
