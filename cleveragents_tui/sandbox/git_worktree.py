@@ -109,6 +109,15 @@ _CHANGE_KINDS = {
 }
 
 
+def _sha(value: str) -> str:
+    """``check_sha``, refusing a line break too: its ``$`` also matches before a final newline,
+    and SHAs and refs travel here in line-based stdin protocols (update-ref, cat-file)."""
+    sha = check_sha(value)
+    if "\n" in sha:
+        raise UnsafeInputError(f"{value!r} is not a full git object id", "use the 40-character SHA")
+    return sha
+
+
 def _base_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in _KEPT_GIT_VARS}
     env.update(
@@ -188,7 +197,7 @@ class _Names:
 
     @classmethod
     def for_plan(cls, plan_id: str) -> _Names:
-        if not plan_id or "/" in plan_id or plan_id == "apply":
+        if not plan_id.isprintable() or "/" in plan_id or plan_id in ("", "apply"):
             raise UnsafeInputError(f"plan id {plan_id!r} cannot name a git branch", "use a ULID")
         check_ref_name(f"refs/cleveragents/{plan_id}")
         return cls(
@@ -200,7 +209,7 @@ class _Names:
         )
 
     def checkpoint(self, sha: str) -> str:
-        return check_ref_name(self.checkpoints + check_sha(sha))
+        return check_ref_name(self.checkpoints + _sha(sha))
 
 
 def _short(ref: str) -> str:
@@ -281,7 +290,7 @@ class GitWorktreeSandbox:
         self._repository = repository
         self._workdir = workdir
         self._admin_dir = admin_dir
-        self._base = check_sha(base)
+        self._base = _sha(base)
         env = {**repository.git.env, "GIT_DIR": str(admin_dir), "GIT_WORK_TREE": str(workdir)}
         self._git = _Git(workdir, env, repository.git.subject)
         self._discarded = False
@@ -301,7 +310,7 @@ class GitWorktreeSandbox:
                 f"{subject}: the repository at {repository.location} has no commits yet",
                 "commit at least once before running a plan on it",
             )
-        base = check_sha(head.stdout.decode().strip())
+        base = _sha(head.stdout.decode().strip())
         root.mkdir(parents=True, exist_ok=True)
         workdir = root.resolve() / WORKTREE_DIRNAME
         if workdir.exists():
@@ -408,7 +417,7 @@ class GitWorktreeSandbox:
 
     def verify(self, ref: str) -> None:
         self._ensure_live()
-        sha = check_sha(ref)
+        sha = _sha(ref)
         name = self._ref_for(sha)
         done = self._git.call(
             "cat-file", "--batch-check", stdin=f"{name}\n{sha}^{{tree}}\n".encode()
@@ -428,7 +437,7 @@ class GitWorktreeSandbox:
 
     def rollback(self, ref: str) -> None:
         self._ensure_live()
-        sha = check_sha(ref)
+        sha = _sha(ref)
         name = self._ref_for(sha)
         self._ensure_on_branch()
         done = self._git.call("reset", "--hard", "--quiet", name, "--")
@@ -447,7 +456,7 @@ class GitWorktreeSandbox:
 
     def drop_checkpoint(self, ref: str) -> None:
         self._ensure_live()
-        sha = check_sha(ref)
+        sha = _sha(ref)
         if sha == self._base:
             raise SandboxError(
                 f"{self._git.subject}: the base commit {sha} is not a droppable checkpoint",
@@ -464,7 +473,7 @@ class GitWorktreeSandbox:
 
     def diff(self, old_ref: str, new_ref: str) -> list[Change]:
         self._ensure_live()
-        old, new = check_sha(old_ref), check_sha(new_ref)
+        old, new = _sha(old_ref), _sha(new_ref)
         args = ("diff-tree", "-r", "-z", "--no-renames", "--name-status", "--no-ext-diff")
         done = self._git.call(*args, self._ref_for(old), self._ref_for(new), "--")
         if done.returncode != 0:
@@ -476,7 +485,7 @@ class GitWorktreeSandbox:
 
     def read(self, ref: str, path: str) -> bytes | None:
         self._ensure_live()
-        sha = check_sha(ref)
+        sha = _sha(ref)
         relative = safe_relative_path(path).as_posix()
         if "\n" in relative:
             raise UnsafeInputError(f"path {path!r} contains a line break", "rename the file")
@@ -634,13 +643,13 @@ class GitWorktreeSandbox:
         return bool(entries)
 
     def _write_tree(self) -> str:
-        return check_sha(self._git.run("write-tree", fix=_FSCK).decode().strip())
+        return _sha(self._git.run("write-tree", fix=_FSCK).decode().strip())
 
     def _commit(self, tree: str, parent: str, message: str) -> str:
         out = self._git.run(
             "commit-tree", "--no-gpg-sign", "-p", parent, "-m", message, tree, fix=_FSCK
         )
-        return check_sha(out.decode().strip())
+        return _sha(out.decode().strip())
 
     def _tree_changes(self, tree: str) -> list[Change]:
         args = ("diff-tree", "-r", "-z", "--no-renames", "--name-status", "--no-ext-diff")

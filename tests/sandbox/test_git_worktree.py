@@ -1,0 +1,735 @@
+"""The git_worktree sandbox against a real git repository (created in tmp_path).
+
+The user's repository has nested folders, binary files, an executable, symlinks, an ignored
+file, a second branch, and uncommitted work of its own (a modified file, a staged file, an
+untracked file). ``UserCheckout.check()`` proves after every operation that the user's HEAD,
+index file (byte for byte), status, branches and working tree are exactly as before.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cleveragents_tui.domain.enums import SandboxStrategyName
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.sandbox.base import (
+    ChangeKind,
+    CheckpointMissingError,
+    Sandbox,
+    SandboxError,
+    SandboxStrategy,
+)
+from cleveragents_tui.sandbox.git_worktree import GitWorktreeSandbox, GitWorktreeStrategy
+from cleveragents_tui.sandbox.safety import UnsafeInputError
+
+PLAN = "01HXPLAN0000000000000000AA"
+BINARY = bytes(range(256)) * 8 + b"\x00\xff"
+
+Snapshot = dict[str, tuple[str, int, bytes]]
+
+
+def git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, check=True, env=env or os.environ.copy()
+    )
+    return done.stdout.decode()
+
+
+def snapshot(root: Path) -> Snapshot:
+    """Every file and symlink under ``root`` (not .git): kind, permission bits, bytes."""
+    found: Snapshot = {}
+    for folder, dirnames, filenames in os.walk(root):
+        here = Path(folder)
+        if here == root:
+            dirnames[:] = [d for d in dirnames if d != ".git"]
+            filenames = [f for f in filenames if f != ".git"]
+        for name in [*dirnames, *filenames]:
+            path = here / name
+            relative = path.relative_to(root).as_posix()
+            info = path.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                found[relative] = ("link", 0, os.readlink(path).encode())
+            elif stat.S_ISREG(info.st_mode):
+                found[relative] = ("file", stat.S_IMODE(info.st_mode), path.read_bytes())
+    return found
+
+
+class UserCheckout:
+    """The user's repository state that no sandbox operation may change."""
+
+    def __init__(self, repo: Path) -> None:
+        self.repo = repo
+        self.before = self.state()
+
+    def state(self) -> dict[str, object]:
+        index = (self.repo / ".git" / "index").read_bytes()  # read before any git command
+        quiet = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}  # status must not refresh the index
+        branches = [
+            line
+            for line in git(
+                self.repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads"
+            ).splitlines()
+            if not line.startswith("refs/heads/cleveragents/")
+        ]
+        return {
+            "index": index,
+            "head": git(self.repo, "symbolic-ref", "HEAD") + git(self.repo, "rev-parse", "HEAD"),
+            "status": git(self.repo, "status", "--porcelain", "--untracked-files=all", env=quiet),
+            "branches": branches,
+            "files": snapshot(self.repo),
+        }
+
+    def check(self) -> None:
+        assert self.state() == self.before
+
+
+@pytest.fixture(autouse=True)
+def isolated_git(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No machine-wide or personal git configuration leaks into these tests."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for key, value in {"NAME": "User", "EMAIL": "user@example.com"}.items():
+        monkeypatch.setenv(f"GIT_AUTHOR_{key}", value)
+        monkeypatch.setenv(f"GIT_COMMITTER_{key}", value)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "src" / "pkg" / "deep").mkdir(parents=True)
+    (repo / "assets").mkdir()
+    (repo / "bin").mkdir()
+    (repo / "README.md").write_text("# demo\n")
+    (repo / ".gitignore").write_text("*.log\nbuild/\n")
+    (repo / "src" / "pkg" / "mod.py").write_text("def f():\n    return 1\n")
+    (repo / "src" / "pkg" / "deep" / "data.json").write_text('{"a": [1, 2, 3]}\n')
+    (repo / "assets" / "logo.bin").write_bytes(BINARY)
+    (repo / "bin" / "run.sh").write_text("#!/bin/sh\necho run\n")
+    (repo / "bin" / "run.sh").chmod(0o755)
+    (repo / "link.py").symlink_to("src/pkg/mod.py")
+    (repo / "dangling").symlink_to("nowhere/at/all")
+    git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "initial")
+    git(repo, "branch", "feature")
+    # The user's own work in progress, which the sandbox must neither see nor touch.
+    (repo / "README.md").write_text("# demo, edited by the user\n")
+    (repo / "staged.txt").write_text("staged by the user\n")
+    git(repo, "add", "staged.txt")
+    (repo / "notes.txt").write_text("untracked notes\n")
+    (repo / "debug.log").write_text("ignored\n")
+    return repo
+
+
+@pytest.fixture
+def resource(repo: Path) -> Resource:
+    return Resource(
+        resource_id="local/demo-repo",
+        kind="git",
+        location=str(repo),
+        sandbox_strategy=SandboxStrategyName.GIT_WORKTREE,
+    )
+
+
+@pytest.fixture
+def user(repo: Path) -> UserCheckout:
+    return UserCheckout(repo)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "sandboxes" / "plan-1"
+
+
+@pytest.fixture
+def sandbox(resource: Resource, root: Path, user: UserCheckout) -> GitWorktreeSandbox:
+    made = GitWorktreeStrategy().create(resource, PLAN, root)
+    user.check()
+    return made
+
+
+def committed_files(repo: Path) -> Snapshot:
+    """What the user's HEAD commit holds (the sandbox's starting point)."""
+    clone = repo.parent / "head-export"
+    git(repo, "worktree", "add", "--detach", "--quiet", str(clone), "HEAD")
+    try:
+        return snapshot(clone)
+    finally:
+        git(repo, "worktree", "remove", "--force", str(clone))
+
+
+def refs(repo: Path, prefix: str) -> list[str]:
+    return git(repo, "for-each-ref", "--format=%(refname)", prefix).split()
+
+
+def scribble(workdir: Path) -> None:
+    """Modify, add (also in a new folder), delete, chmod both ways, retarget a symlink."""
+    (workdir / "src" / "pkg" / "mod.py").write_text("def f():\n    return 2\n")
+    (workdir / "assets" / "logo.bin").write_bytes(BINARY[::-1])
+    (workdir / "new.txt").write_text("new\n")
+    (workdir / "fresh" / "dir").mkdir(parents=True)
+    (workdir / "fresh" / "dir" / "x.bin").write_bytes(b"\x00\x01\x02")
+    (workdir / "src" / "pkg" / "deep" / "data.json").unlink()
+    (workdir / "bin" / "run.sh").chmod(0o644)
+    (workdir / "README.md").chmod(0o755)
+    (workdir / "link.py").unlink()
+    (workdir / "link.py").symlink_to("README.md")
+
+
+# --------------------------------------------------------------------------- the basics
+
+
+def test_strategy_and_sandbox_satisfy_the_protocols(sandbox: GitWorktreeSandbox) -> None:
+    strategy: SandboxStrategy = GitWorktreeStrategy()
+    assert strategy.name is SandboxStrategyName.GIT_WORKTREE
+    assert isinstance(sandbox, Sandbox)
+    assert sandbox.resource.resource_id == "local/demo-repo"
+
+
+def test_create_checks_out_the_head_commit_on_a_branch_of_ours(
+    sandbox: GitWorktreeSandbox, repo: Path, root: Path
+) -> None:
+    assert sandbox.workdir == root.resolve() / "worktree"
+    assert snapshot(sandbox.workdir) == committed_files(repo)
+    assert sandbox.base == git(repo, "rev-parse", "HEAD").strip()
+    assert sandbox.branch == f"refs/heads/cleveragents/{PLAN}"
+    assert git(sandbox.workdir, "symbolic-ref", "HEAD").strip() == sandbox.branch
+    assert "notes.txt" not in snapshot(sandbox.workdir)  # the user's uncommitted work stays home
+
+
+def test_checkpoint_is_a_full_sha_kept_alive_by_a_ref(
+    sandbox: GitWorktreeSandbox, repo: Path, user: UserCheckout
+) -> None:
+    ref = sandbox.checkpoint()
+    user.check()
+    assert len(ref) == 40
+    assert refs(repo, f"refs/cleveragents/{PLAN}/checkpoints/") == [
+        f"refs/cleveragents/{PLAN}/checkpoints/{ref}"
+    ]
+    assert git(repo, "rev-parse", sandbox.branch).strip() == ref
+    sandbox.verify(ref)
+
+
+# ---------------------------------------------------------------------------- rollback
+
+
+def test_rollback_restores_the_checkpoint_byte_for_byte(
+    sandbox: GitWorktreeSandbox, user: UserCheckout
+) -> None:
+    before = snapshot(sandbox.workdir)
+    ref = sandbox.checkpoint()
+    scribble(sandbox.workdir)
+    assert snapshot(sandbox.workdir) != before
+    sandbox.rollback(ref)
+    user.check()
+    assert snapshot(sandbox.workdir) == before
+    assert not (sandbox.workdir / "fresh").exists()  # the emptied new folder went too
+
+
+def test_rollback_across_several_checkpoints(
+    sandbox: GitWorktreeSandbox, user: UserCheckout
+) -> None:
+    states, refs_made = [], []
+    for step in range(3):
+        (sandbox.workdir / f"step{step}.txt").write_text(f"step {step}\n")
+        (sandbox.workdir / "README.md").write_text(f"readme at step {step}\n")
+        if step == 1:
+            scribble(sandbox.workdir)
+        states.append(snapshot(sandbox.workdir))
+        refs_made.append(sandbox.checkpoint())
+    (sandbox.workdir / "after.txt").write_text("not checkpointed\n")
+    for index in (0, 2, 1, 0, 2):
+        sandbox.rollback(refs_made[index])
+        assert snapshot(sandbox.workdir) == states[index]
+    user.check()
+
+
+def test_checkpoint_after_rollback_continues_from_the_rolled_back_state(
+    sandbox: GitWorktreeSandbox, repo: Path
+) -> None:
+    first = sandbox.checkpoint()
+    (sandbox.workdir / "a.txt").write_text("attempt 1\n")
+    attempt1 = sandbox.checkpoint()
+    sandbox.rollback(first)
+    (sandbox.workdir / "a.txt").write_text("attempt 1\n")
+    replay = sandbox.checkpoint()  # same state on the same parent: still its own checkpoint
+    assert replay != attempt1
+    sandbox.rollback(first)
+    (sandbox.workdir / "a.txt").write_text("attempt 2\n")
+    attempt2 = sandbox.checkpoint()
+    assert git(repo, "rev-parse", f"{attempt2}^").strip() == first
+    assert sandbox.read(attempt1, "a.txt") == b"attempt 1\n"  # the old attempt stays diffable
+    assert sandbox.read(attempt2, "a.txt") == b"attempt 2\n"
+    assert [c.kind for c in sandbox.diff(attempt1, attempt2)] == [ChangeKind.MODIFIED]
+    sandbox.drop_checkpoint(replay)  # dropping one never takes another with it
+    sandbox.verify(attempt1)
+    sandbox.verify(attempt2)
+
+
+def test_rollback_handles_files_folders_and_symlinks_swapping_places(
+    sandbox: GitWorktreeSandbox, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_text("must survive\n")
+    before = snapshot(sandbox.workdir)
+    ref = sandbox.checkpoint()
+    work = sandbox.workdir
+    (work / "src" / "pkg" / "deep" / "data.json").unlink()
+    (work / "src" / "pkg" / "deep").rmdir()
+    (work / "src" / "pkg" / "deep").write_text("a file where a folder was\n")
+    (work / "README.md").unlink()
+    (work / "README.md").mkdir()
+    (work / "README.md" / "inside.txt").write_text("a folder where a file was\n")
+    for child in (work / "assets").iterdir():
+        child.unlink()
+    (work / "assets").rmdir()
+    (work / "assets").symlink_to(outside)  # a folder replaced by a symlink leading out
+    swapped = sandbox.checkpoint()
+    assert sandbox.read(swapped, "src/pkg/deep") == b"a file where a folder was\n"
+    sandbox.rollback(ref)
+    assert snapshot(sandbox.workdir) == before
+    assert (outside / "precious").read_text() == "must survive\n"
+    sandbox.rollback(swapped)
+    assert (work / "assets").is_symlink()
+    assert (work / "README.md" / "inside.txt").is_file()
+    sandbox.rollback(ref)
+    assert snapshot(sandbox.workdir) == before
+    assert sorted(p.name for p in outside.iterdir()) == ["precious"]
+
+
+def test_ignored_files_are_neither_checkpointed_nor_removed(sandbox: GitWorktreeSandbox) -> None:
+    ref = sandbox.checkpoint()
+    (sandbox.workdir / "build").mkdir()
+    (sandbox.workdir / "build" / "out.o").write_bytes(b"\x7fELF")
+    (sandbox.workdir / "run.log").write_text("log\n")
+    later = sandbox.checkpoint()
+    assert sandbox.read(later, "run.log") is None
+    assert sandbox.diff(ref, later) == []
+    sandbox.rollback(ref)
+    assert (sandbox.workdir / "run.log").read_text() == "log\n"
+    assert (sandbox.workdir / "build" / "out.o").exists()
+
+
+def test_rollback_to_the_base(sandbox: GitWorktreeSandbox, repo: Path) -> None:
+    scribble(sandbox.workdir)
+    sandbox.checkpoint()
+    sandbox.verify(sandbox.base)
+    sandbox.rollback(sandbox.base)
+    assert snapshot(sandbox.workdir) == committed_files(repo)
+    assert sandbox.changes_since_baseline() == []
+
+
+# ---------------------------------------------------------------- diff, read, baseline
+
+
+def test_diff_between_checkpoints_is_sorted_by_path(
+    sandbox: GitWorktreeSandbox, user: UserCheckout
+) -> None:
+    old = sandbox.checkpoint()
+    scribble(sandbox.workdir)
+    new = sandbox.checkpoint()
+    expected = [
+        ("README.md", ChangeKind.MODIFIED),  # mode only
+        ("assets/logo.bin", ChangeKind.MODIFIED),
+        ("bin/run.sh", ChangeKind.MODIFIED),
+        ("fresh/dir/x.bin", ChangeKind.ADDED),
+        ("link.py", ChangeKind.MODIFIED),
+        ("new.txt", ChangeKind.ADDED),
+        ("src/pkg/deep/data.json", ChangeKind.DELETED),
+        ("src/pkg/mod.py", ChangeKind.MODIFIED),
+    ]
+    assert [(c.path, c.kind) for c in sandbox.diff(old, new)] == expected
+    assert [(c.path, c.kind) for c in sandbox.diff(new, old)][-2] == (
+        "src/pkg/deep/data.json",
+        ChangeKind.ADDED,
+    )
+    assert sandbox.diff(old, old) == []
+    user.check()
+
+
+def test_read_returns_content_at_a_checkpoint(sandbox: GitWorktreeSandbox) -> None:
+    old = sandbox.checkpoint()
+    scribble(sandbox.workdir)
+    new = sandbox.checkpoint()
+    assert sandbox.read(old, "assets/logo.bin") == BINARY
+    assert sandbox.read(new, "assets/logo.bin") == BINARY[::-1]
+    assert sandbox.read(old, "./src/pkg/mod.py") == b"def f():\n    return 1\n"
+    assert sandbox.read(old, "new.txt") is None
+    assert sandbox.read(new, "fresh/dir/x.bin") == b"\x00\x01\x02"
+    assert sandbox.read(old, "link.py") == b"src/pkg/mod.py"  # a symlink reads as its target
+    assert sandbox.read(old, "src") is None  # a folder is not content
+    assert sandbox.read(sandbox.base, "README.md") == b"# demo\n"
+
+
+def test_changes_since_baseline_include_work_not_yet_checkpointed(
+    sandbox: GitWorktreeSandbox, user: UserCheckout
+) -> None:
+    assert sandbox.changes_since_baseline() == []
+    (sandbox.workdir / "a.txt").write_text("checkpointed\n")
+    sandbox.checkpoint()
+    (sandbox.workdir / "b.txt").write_text("not yet\n")
+    (sandbox.workdir / "README.md").unlink()
+    (sandbox.workdir / "src" / "pkg" / "mod.py").write_text("changed\n")
+    assert [(c.path, c.kind) for c in sandbox.changes_since_baseline()] == [
+        ("README.md", ChangeKind.DELETED),
+        ("a.txt", ChangeKind.ADDED),
+        ("b.txt", ChangeKind.ADDED),
+        ("src/pkg/mod.py", ChangeKind.MODIFIED),
+    ]
+    user.check()
+
+
+# ------------------------------------------------------------------------------- apply
+
+
+def test_apply_lands_one_commit_on_a_branch_and_leaves_the_user_alone(
+    sandbox: GitWorktreeSandbox, repo: Path, user: UserCheckout
+) -> None:
+    first = sandbox.checkpoint()
+    scribble(sandbox.workdir)
+    sandbox.checkpoint()
+    (sandbox.workdir / "late.txt").write_text("written after the last checkpoint\n")
+    expected = [(c.path, c.kind) for c in sandbox.changes_since_baseline()]
+    result = sandbox.apply()
+    user.check()
+    branch = f"cleveragents/apply/{PLAN}"
+    assert branch in result.summary
+    assert [(c.path, c.kind) for c in result.changes] == expected
+    tip = git(repo, "rev-parse", branch).strip()
+    assert git(repo, "rev-parse", f"{tip}^@").split() == [sandbox.base]  # one commit on base
+    assert git(repo, "show", f"{tip}:late.txt") == "written after the last checkpoint\n"
+    assert git(repo, "ls-tree", tip, "bin/run.sh").startswith("100644")
+    assert sandbox.apply() == result  # a retried apply changes nothing
+    user.check()
+    sandbox.rollback(first)  # the sandbox itself keeps working
+    assert sandbox.apply().changes != result.changes  # ...but the branch is not overwritten
+    (sandbox.workdir / "other.txt").write_text("x\n")
+    with pytest.raises(SandboxError, match="already exists"):
+        sandbox.apply()
+    assert git(repo, "rev-parse", branch).strip() == tip
+    user.check()
+
+
+def test_apply_without_changes_creates_no_branch(
+    sandbox: GitWorktreeSandbox, repo: Path, user: UserCheckout
+) -> None:
+    result = sandbox.apply()
+    assert result.changes == ()
+    assert "nothing to apply" in result.summary
+    assert refs(repo, "refs/heads/cleveragents/apply/") == []
+    user.check()
+
+
+# ----------------------------------------------------------------- discard and reopen
+
+
+def test_discard_removes_the_worktree_and_our_refs_only(
+    sandbox: GitWorktreeSandbox, repo: Path, user: UserCheckout
+) -> None:
+    (sandbox.workdir / "a.txt").write_text("a\n")
+    sandbox.checkpoint()
+    (sandbox.workdir / "b.log").write_text("ignored files go too\n")
+    sandbox.apply()
+    sandbox.discard()
+    user.check()
+    assert not sandbox.workdir.exists()
+    assert refs(repo, f"refs/cleveragents/{PLAN}") == []
+    assert refs(repo, f"refs/heads/cleveragents/{PLAN}") == []
+    assert refs(repo, "refs/heads/cleveragents/apply/") == [f"refs/heads/cleveragents/apply/{PLAN}"]
+    assert str(sandbox.workdir) not in git(repo, "worktree", "list")
+    sandbox.discard()  # twice is fine
+    with pytest.raises(SandboxError, match="discarded"):
+        sandbox.checkpoint()
+
+
+@pytest.mark.parametrize("damage", ["deleted", "tampered"])
+def test_discard_copes_with_a_damaged_worktree(
+    sandbox: GitWorktreeSandbox, repo: Path, user: UserCheckout, damage: str
+) -> None:
+    sandbox.checkpoint()
+    if damage == "deleted":
+        shutil.rmtree(sandbox.workdir)
+    else:
+        (sandbox.workdir / ".git").write_text("gitdir: /nowhere\n")
+    sandbox.discard()
+    assert not sandbox.workdir.exists()
+    assert refs(repo, f"refs/cleveragents/{PLAN}") == []
+    assert refs(repo, f"refs/heads/cleveragents/{PLAN}") == []
+    assert git(repo, "worktree", "list").count("\n") == 1
+    user.check()
+
+
+def test_open_reopens_the_sandbox_from_another_object(
+    sandbox: GitWorktreeSandbox, resource: Resource, root: Path, user: UserCheckout
+) -> None:
+    ref = sandbox.checkpoint()
+    scribble(sandbox.workdir)
+    state = snapshot(sandbox.workdir)
+    later = sandbox.checkpoint()
+    reopened = GitWorktreeStrategy().open(resource, PLAN, root)
+    assert reopened.base == sandbox.base
+    assert reopened.workdir == sandbox.workdir
+    reopened.verify(ref)
+    assert reopened.diff(ref, later) == sandbox.diff(ref, later)
+    reopened.rollback(ref)
+    sandbox.rollback(later)
+    assert snapshot(reopened.workdir) == state
+    user.check()
+
+
+def test_open_without_a_sandbox_fails_clearly(
+    resource: Resource, tmp_path: Path, user: UserCheckout
+) -> None:
+    with pytest.raises(SandboxError) as caught:
+        GitWorktreeStrategy().open(resource, PLAN, tmp_path / "elsewhere")
+    message = str(caught.value)
+    assert "local/demo-repo" in message
+    assert "create the sandbox first" in message
+    assert "\n" not in message
+    user.check()
+
+
+def test_creating_the_same_sandbox_twice_is_refused(
+    sandbox: GitWorktreeSandbox, resource: Resource, root: Path, tmp_path: Path, user: UserCheckout
+) -> None:
+    with pytest.raises(SandboxError, match="already exists"):
+        GitWorktreeStrategy().create(resource, PLAN, root)
+    with pytest.raises(SandboxError, match="already exists"):
+        GitWorktreeStrategy().create(resource, PLAN, tmp_path / "another-root")
+    assert not (tmp_path / "another-root" / "worktree").exists()
+    sandbox.checkpoint()  # the first one is unharmed
+    user.check()
+
+
+# ------------------------------------------------------------- verify, drop, missing
+
+
+def test_verify_raises_when_the_commit_object_is_missing(
+    sandbox: GitWorktreeSandbox, repo: Path
+) -> None:
+    ref = sandbox.checkpoint()
+    (sandbox.workdir / "a.txt").write_text("a\n")
+    sandbox.checkpoint()
+    (repo / ".git" / "objects" / ref[:2] / ref[2:]).unlink()
+    before = snapshot(sandbox.workdir)
+    with pytest.raises(CheckpointMissingError, match=ref):
+        sandbox.verify(ref)
+    with pytest.raises(CheckpointMissingError):
+        sandbox.rollback(ref)
+    with pytest.raises(CheckpointMissingError):
+        sandbox.read(ref, "a.txt")
+    with pytest.raises(CheckpointMissingError):
+        sandbox.diff(ref, sandbox.base)
+    with pytest.raises(CheckpointMissingError):
+        sandbox.verify("1" * 40)
+    assert snapshot(sandbox.workdir) == before
+
+
+def test_drop_checkpoint_deletes_only_its_ref(sandbox: GitWorktreeSandbox, repo: Path) -> None:
+    made = []
+    for step in range(3):
+        (sandbox.workdir / "f.txt").write_text(f"{step}\n")
+        made.append(sandbox.checkpoint())
+    sandbox.drop_checkpoint(made[1])
+    with pytest.raises(CheckpointMissingError):
+        sandbox.verify(made[1])
+    sandbox.verify(made[0])
+    sandbox.verify(made[2])
+    sandbox.rollback(made[0])
+    assert (sandbox.workdir / "f.txt").read_text() == "0\n"
+    assert len(refs(repo, f"refs/cleveragents/{PLAN}/checkpoints/")) == 2
+    sandbox.drop_checkpoint(made[1])  # already gone: nothing to do
+    with pytest.raises(SandboxError, match="base"):
+        sandbox.drop_checkpoint(sandbox.base)
+
+
+# ----------------------------------------------------------------------------- safety
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "--upload-pack=touch /tmp/pwned",
+        "-h",
+        "HEAD",
+        "main",
+        "refs/heads/main",
+        "0123456789abcdef",
+        "0123456789ABCDEF0123456789ABCDEF01234567",
+        "0123456789abcdef0123456789abcdef01234567\n",
+        "0123456789abcdef0123456789abcdef01234567 ",
+        "../../etc/passwd",
+        "",
+    ],
+)
+def test_hostile_references_are_refused_and_change_nothing(
+    sandbox: GitWorktreeSandbox, repo: Path, user: UserCheckout, hostile: str
+) -> None:
+    ref = sandbox.checkpoint()
+    (sandbox.workdir / "wip.txt").write_text("uncheckpointed work\n")
+    before = snapshot(sandbox.workdir), refs(repo, "refs/")
+    attempts: list[Callable[[], object]] = [
+        lambda: sandbox.rollback(hostile),
+        lambda: sandbox.verify(hostile),
+        lambda: sandbox.diff(hostile, ref),
+        lambda: sandbox.diff(ref, hostile),
+        lambda: sandbox.read(hostile, "README.md"),
+        lambda: sandbox.drop_checkpoint(hostile),
+    ]
+    for attempt in attempts:
+        with pytest.raises(UnsafeInputError):
+            attempt()
+    assert (snapshot(sandbox.workdir), refs(repo, "refs/")) == before
+    user.check()
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["../repo/README.md", "src/../../x", "/etc/passwd", ".git/config", "a\\b", "", "~/x", "a\nb"],
+)
+def test_read_refuses_paths_outside_the_tree(sandbox: GitWorktreeSandbox, path: str) -> None:
+    ref = sandbox.checkpoint()
+    with pytest.raises(UnsafeInputError):
+        sandbox.read(ref, path)
+
+
+@pytest.mark.parametrize(
+    "plan_id", ["--force", "../up", "a/b", "x.lock", "a..b", "apply", "p\n", ""]
+)
+def test_hostile_plan_ids_are_refused(
+    resource: Resource, root: Path, repo: Path, user: UserCheckout, plan_id: str
+) -> None:
+    strategy = GitWorktreeStrategy()
+    with pytest.raises(UnsafeInputError):
+        strategy.create(resource, plan_id, root)
+    with pytest.raises(UnsafeInputError):
+        strategy.open(resource, plan_id, root)
+    assert not root.exists()
+    assert refs(repo, "refs/cleveragents/") == []
+    user.check()
+
+
+def test_hooks_of_the_user_repository_never_run(
+    resource: Resource, root: Path, repo: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "hook-ran"
+    for hook in ("post-checkout", "reference-transaction", "pre-commit", "post-commit"):
+        script = repo / ".git" / "hooks" / hook
+        script.write_text(f"#!/bin/sh\necho {hook} >> '{marker}'\n")
+        script.chmod(0o755)
+    sandbox = GitWorktreeStrategy().create(resource, PLAN, root)
+    ref = sandbox.checkpoint()
+    scribble(sandbox.workdir)
+    sandbox.checkpoint()
+    sandbox.rollback(ref)
+    sandbox.apply()
+    sandbox.discard()
+    assert not marker.exists()
+
+
+def test_inherited_git_variables_cannot_redirect_it(
+    resource: Resource, root: Path, repo: Path, user: UserCheckout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GIT_DIR", str(repo / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(repo))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(repo / ".git" / "index"))
+    sandbox = GitWorktreeStrategy().create(resource, PLAN, root)
+    ref = sandbox.checkpoint()
+    scribble(sandbox.workdir)
+    sandbox.checkpoint()
+    sandbox.rollback(ref)
+    for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        monkeypatch.delenv(key)
+    user.check()
+
+
+def test_a_rewritten_dot_git_file_in_the_sandbox_cannot_redirect_it(
+    sandbox: GitWorktreeSandbox, repo: Path, user: UserCheckout
+) -> None:
+    ref = sandbox.checkpoint()
+    (sandbox.workdir / ".git").write_text(f"gitdir: {repo / '.git'}\n")
+    (sandbox.workdir / "new.txt").write_text("new\n")
+    sandbox.checkpoint()
+    sandbox.rollback(ref)
+    assert not (sandbox.workdir / "new.txt").exists()
+    user.check()
+
+
+def test_an_agent_switching_branches_in_the_sandbox_does_not_lead_rollback_to_a_user_branch(
+    sandbox: GitWorktreeSandbox, repo: Path, user: UserCheckout
+) -> None:
+    ref = sandbox.checkpoint()
+    git(sandbox.workdir, "checkout", "-q", "feature")
+    sandbox.rollback(ref)
+    assert git(sandbox.workdir, "symbolic-ref", "HEAD").strip() == sandbox.branch
+    user.check()  # "feature" still points where it did
+
+
+def test_a_nested_repository_is_refused_with_a_clear_message(sandbox: GitWorktreeSandbox) -> None:
+    ref = sandbox.checkpoint()
+    nested = sandbox.workdir / "vendor" / "lib"
+    nested.mkdir(parents=True)
+    git(nested, "init", "-q")
+    with pytest.raises(SandboxError, match=r"nested git repository at 'vendor/lib/'.*\.gitignore"):
+        sandbox.checkpoint()
+    sandbox.rollback(ref)  # rollback removes it like any other new item
+    assert not (sandbox.workdir / "vendor").exists()
+
+
+# ---------------------------------------------------------------------- clear errors
+
+
+def test_a_location_that_is_not_a_repository_fails_clearly(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for location, expected in (
+        (plain, "not a usable git repository"),
+        (tmp_path / "nope", "not a folder"),
+    ):
+        resource = Resource(
+            resource_id="local/broken",
+            kind="git",
+            location=str(location),
+            sandbox_strategy=SandboxStrategyName.GIT_WORKTREE,
+        )
+        with pytest.raises(SandboxError) as caught:
+            GitWorktreeStrategy().create(resource, PLAN, tmp_path / "root")
+        message = str(caught.value)
+        assert expected in message
+        assert "local/broken" in message
+        assert "set the location" in message
+        assert "\n" not in message
+        assert "Traceback" not in message
+
+
+def test_a_repository_without_commits_fails_clearly(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    git(tmp_path, "init", "-q", str(empty))
+    resource = Resource(
+        resource_id="local/empty",
+        kind="git",
+        location=str(empty),
+        sandbox_strategy=SandboxStrategyName.GIT_WORKTREE,
+    )
+    with pytest.raises(SandboxError, match="no commits yet: commit at least once"):
+        GitWorktreeStrategy().create(resource, PLAN, tmp_path / "root")
+    assert refs(empty, "refs/") == []
+
+
+def test_a_worktree_folder_deleted_under_the_sandbox_is_reported(
+    sandbox: GitWorktreeSandbox, resource: Resource, root: Path
+) -> None:
+    ref = sandbox.checkpoint()
+    shutil.rmtree(sandbox.workdir)
+    with pytest.raises(SandboxError, match="is missing"):
+        sandbox.rollback(ref)
+    with pytest.raises(SandboxError, match="no sandbox worktree"):
+        GitWorktreeStrategy().open(resource, PLAN, root)
