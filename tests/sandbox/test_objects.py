@@ -1,0 +1,298 @@
+"""The object store, tree objects, path rules and the symlink-safe writer."""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError
+from cleveragents_tui.sandbox.objects import (
+    Entry,
+    ObjectStore,
+    TreeWriter,
+    check_entry_path,
+    check_link_target,
+    decode_tree,
+    encode_tree,
+    fs_now,
+    is_clean,
+    lstat_path,
+    read_path,
+    remove_tree,
+)
+from cleveragents_tui.sandbox.safety import UnsafeInputError
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ObjectStore:
+    created = ObjectStore(tmp_path / "objects", durable=True)
+    created.create()
+    return created
+
+
+def loose_files(store: ObjectStore) -> list[Path]:
+    return [p for p in store.root.glob("??/*") if p.is_file()]
+
+
+# --- the object store --------------------------------------------------------------------------
+
+
+def test_put_and_read_round_trip_and_deduplicate(store: ObjectStore) -> None:
+    oid = store.put_bytes(b"hello")
+    assert oid == "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+    assert store.put_bytes(b"hello") == oid
+    assert store.read_bytes(oid) == b"hello"
+    assert store.has(oid)
+    assert len(loose_files(store)) == 1
+    store.sync()
+    store.check(oid)
+
+
+def test_a_batch_writes_one_pack(store: ObjectStore) -> None:
+    with store.batch():
+        ids = [store.put_bytes(f"object {n}".encode()) for n in range(50)]
+        assert store.read_bytes(ids[3]) == b"object 3"  # readable before it is published
+    assert loose_files(store) == []
+    assert len(list((store.root / "packs").glob("*.pack"))) == 1
+    fresh = ObjectStore(store.root, durable=False)
+    assert [fresh.read_bytes(oid) for oid in ids] == [f"object {n}".encode() for n in range(50)]
+    assert fresh.oids() == set(ids)
+
+
+def test_a_failed_batch_leaves_nothing(store: ObjectStore) -> None:
+    with pytest.raises(RuntimeError), store.batch():
+        oid = store.put_bytes(b"lost")
+        raise RuntimeError("checkpoint failed")
+    assert not store.has(oid)
+    assert list((store.root / "packs").iterdir()) == []
+    assert list((store.root / "tmp").iterdir()) == []
+
+
+def test_large_content_is_streamed(store: ObjectStore, tmp_path: Path) -> None:
+    data = os.urandom(1 << 16) * 96  # 6 MiB
+    source = tmp_path / "big"
+    source.write_bytes(data)
+    for batch in (False, True):
+        fd = os.open(source, os.O_RDONLY)
+        try:
+            if batch:
+                with store.batch():
+                    oid, size = store.put_fd(fd)
+            else:
+                oid, size = store.put_fd(fd)
+        finally:
+            os.close(fd)
+        assert size == len(data)
+        out = tmp_path / "copy"
+        with open(out, "wb") as handle:
+            store.copy_to_fd(oid, handle.fileno(), size)
+        assert out.read_bytes() == data
+        with open(out, "wb") as handle, pytest.raises(CheckpointMissingError):
+            store.copy_to_fd(oid, handle.fileno(), size - 1)
+
+
+def test_damaged_objects_are_detected(store: ObjectStore) -> None:
+    oid = store.put_bytes(b"precious")
+    path = loose_files(store)[0]
+    path.chmod(0o644)
+    path.write_bytes(b"garbage")
+    with pytest.raises(CheckpointMissingError):
+        store.read_bytes(oid)
+    with pytest.raises(CheckpointMissingError):
+        store.check(oid)
+    path.unlink()
+    with pytest.raises(CheckpointMissingError):
+        store.check(oid)
+    with pytest.raises(UnsafeInputError):
+        store.read_bytes("../../etc/passwd")
+
+
+def test_another_objects_content_under_an_id_is_refused(store: ObjectStore) -> None:
+    real = store.put_bytes(b"real")
+    fake = store.put_bytes(b"fake")
+    (store.root / fake[:2] / fake[2:]).replace(store.root / real[:2] / real[2:])
+    with pytest.raises(CheckpointMissingError, match="does not match"):
+        store.read_bytes(real)
+
+
+def test_sweep_keeps_what_is_needed_and_repacks(store: ObjectStore) -> None:
+    with store.batch():
+        packed = [store.put_bytes(f"p{n}".encode()) for n in range(10)]
+    loose = [store.put_bytes(f"l{n}".encode()) for n in range(3)]
+    keep = {packed[0], packed[5], loose[1]}
+    assert store.sweep(keep) == 10
+    assert store.oids() == keep
+    fresh = ObjectStore(store.root, durable=False)
+    assert fresh.oids() == keep
+    for oid in keep:
+        fresh.check(oid)
+    assert len(list((store.root / "packs").glob("*.pack"))) == 1
+    assert store.sweep(set()) == 3
+    assert store.oids() == set()
+
+
+# --- trees and paths ---------------------------------------------------------------------------
+
+FILE = Entry("f", 0o644, 5, 1, 2, 3, "a" * 64)
+
+
+def test_tree_round_trip() -> None:
+    tree = {"b.txt": FILE, "a": Entry("d", 0o755, 0, 0, 0, 0, "b" * 64)}
+    tree["l"] = Entry("l", 0o777, 1, 0, 0, 0, "b.txt")
+    assert decode_tree(encode_tree(tree), top=True) == tree
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [["x", "f", 0o644, 1, 0, 0, 0, "not-an-oid"]],
+        [["x", "f", -1, 1, 0, 0, 0, "a" * 64]],
+        [["x", "f", 0o644, -1, 0, 0, 0, "a" * 64]],
+        [["x", "f", True, 1, 0, 0, 0, "a" * 64]],
+        [["x", "b", 0o644, 1, 0, 0, 0, "a" * 64]],
+        [["b", "f", 0o644, 1, 0, 0, 0, "a" * 64], ["a", "f", 0o644, 1, 0, 0, 0, "a" * 64]],
+        [["", "f", 0o644, 1, 0, 0, 0, "a" * 64]],
+        [[".", "d", 0o755, 0, 0, 0, 0, "a" * 64]],
+        [["l", "l", 0o777, 0, 0, 0, 0, None]],
+    ],
+)
+def test_malformed_tree_rows_are_refused(rows: list[list[object]]) -> None:
+    with pytest.raises(UnsafeInputError):
+        decode_tree(json.dumps({"v": 1, "e": rows}).encode(), top=False)
+
+
+def test_top_level_rules_apply_only_at_the_top() -> None:
+    row = [".git", "d", 0o755, 0, 0, 0, 0, "a" * 64]
+    data = json.dumps({"v": 1, "e": [row]}).encode()
+    assert ".git" in decode_tree(data, top=False)
+    with pytest.raises(UnsafeInputError):
+        decode_tree(data, top=True)
+
+
+@pytest.mark.parametrize("raw", ["a", "a/b", "a b/c.txt", ".hidden", "a/.git", "x..y"])
+def test_canonical_paths_are_accepted(raw: str) -> None:
+    assert check_entry_path(raw) == raw
+
+
+@pytest.mark.parametrize(
+    "raw", ["", ".", "./a", "a/./b", "a//b", "a/", "/a", "../a", "a/../b", "a\x00", ".git/x", "~/x"]
+)
+def test_other_paths_are_refused(raw: str) -> None:
+    with pytest.raises(UnsafeInputError):
+        check_entry_path(raw)
+
+
+@pytest.mark.parametrize(
+    ("link", "target"),
+    [
+        ("l", "a"),
+        ("l", "./a/b"),
+        ("d/l", "../a"),
+        ("d/e/l", "../../a/b"),
+        ("d/l", ".."),
+        ("l", "."),
+    ],
+)
+def test_inside_link_targets(link: str, target: str) -> None:
+    assert check_link_target(link, target) == target
+
+
+@pytest.mark.parametrize(
+    ("link", "target"),
+    [("l", ".."), ("l", "/etc"), ("d/l", "../.."), ("l", "a/../.."), ("l", "a/.."), ("l", "")],
+)
+def test_escaping_link_targets(link: str, target: str) -> None:
+    with pytest.raises(UnsafeInputError):
+        check_link_target(link, target)
+
+
+_PARTS = st.sampled_from(["a", "b", "..", ".", ""])
+
+
+@given(
+    link=st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=4),
+    target=st.lists(_PARTS, min_size=1, max_size=6),
+)
+def test_accepted_targets_resolve_inside(link: list[str], target: list[str]) -> None:
+    """Over real directories, an accepted target never climbs above the root."""
+    link_path, raw = "/".join(link), "/".join(target)
+    try:
+        check_link_target(link_path, raw)
+    except UnsafeInputError:
+        return
+    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(link_path), raw))
+    assert resolved != ".." and not resolved.startswith("../")
+
+
+def test_racy_entries_are_not_trusted(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_text("x")
+    st_now = path.lstat()
+    mode, size, mtime = st_now.st_mode & 0o777, st_now.st_size, st_now.st_mtime_ns
+    entry = Entry("f", mode, size, mtime, st_now.st_ino, st_now.st_ctime_ns, "a" * 64)
+    assert is_clean(entry, st_now, st_now.st_ctime_ns + 1)
+    assert not is_clean(entry, st_now, st_now.st_ctime_ns)  # recorded in the same tick
+    assert not is_clean(entry._replace(ino=entry.ino + 1), st_now, st_now.st_ctime_ns + 1)
+    assert fs_now(tmp_path / "stamp") >= st_now.st_ctime_ns
+
+
+# --- the writer --------------------------------------------------------------------------------
+
+
+def test_writer_refuses_to_write_through_a_symlinked_folder(
+    store: ObjectStore, tmp_path: Path
+) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    os.symlink(outside, root / "link")
+    oid = store.put_bytes(b"payload")
+    entry = Entry("f", 0o644, 7, 0, 0, 0, oid)
+    with TreeWriter(root, durable=False) as writer:
+        with pytest.raises(SandboxError, match="symlink"):
+            writer.write_object("link/file", store, entry, mtime_ns=None)
+        with pytest.raises(SandboxError, match="symlink"):
+            writer.make_dir("link/sub")
+        with pytest.raises(UnsafeInputError):
+            writer.write_object("../outside/file", store, entry, mtime_ns=None)
+        with pytest.raises(UnsafeInputError):
+            writer.symlink("evil", "../outside")
+        writer.write_object("link", store, entry, mtime_ns=123, in_place=True)
+    assert list(outside.iterdir()) == []
+    assert (root / "link").read_bytes() == b"payload"
+    assert (root / "link").lstat().st_mtime_ns == 123
+
+
+def test_removing_a_link_to_a_folder_keeps_the_folder(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "d").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep")
+    os.symlink(outside, root / "d" / "link")
+    with TreeWriter(root, durable=True) as writer:
+        writer.remove("d")
+    assert not (root / "d").exists()
+    assert (outside / "keep.txt").read_text() == "keep"
+    remove_tree(root)
+    assert not root.exists()
+    assert (outside / "keep.txt").read_text() == "keep"
+
+
+def test_path_readers_do_not_follow_links(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "secret").write_text("secret")
+    os.symlink(outside, root / "link")
+    os.symlink(outside / "secret", root / "file-link")
+    assert lstat_path(root, "link/secret") is None
+    with pytest.raises(OSError, match="symbolic links|Not a directory"):
+        read_path(root, "link/secret")
+    with pytest.raises((OSError, SandboxError)):
+        read_path(root, "file-link")
