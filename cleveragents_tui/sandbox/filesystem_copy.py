@@ -295,6 +295,11 @@ class FilesystemCopySandbox:
 
     # --- extras ----------------------------------------------------------------------------
 
+    @property
+    def home(self) -> Path:
+        """The folder holding everything this sandbox stores (``root/<plan>/<ns>/<name>``)."""
+        return self._home
+
     def checkpoints(self) -> list[str]:
         """The references of the checkpoints kept, oldest first."""
         refs = []

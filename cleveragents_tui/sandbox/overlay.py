@@ -1,0 +1,797 @@
+"""The overlay sandbox: copy-on-write layers in user space over the real directory.
+
+No mount: the real directory is the read-only *lower* layer, and tools go through this
+sandbox's file operations (:meth:`OverlaySandbox.read_bytes`, ``write_bytes``, ``delete``,
+``list_dir``, ...), so ``workdir`` is None. Each layer records, per path, what it became: a
+file (its content is an object in the shared :class:`ObjectStore`), a directory (*opaque*
+when it replaced something, hiding what is below), a symlink, or a *whiteout* (deleted).
+A path is looked up from the top layer down and falls through to the real directory.
+
+Layout under ``root/<plan>/<namespace>/<name>/``::
+
+    sandbox.json            strategy, resource, real location, creation time (fs clock)
+    objects/                file contents written through the sandbox
+    layers/NNNNNN-xxxxxxxx/ one layer; the name is its checkpoint reference
+        log                 the top layer: one JSON record per line, appended per write
+        sealed              a checkpointed layer: {"layer": <object id of its records>}
+
+A checkpoint seals the top layer and starts a new one; a rollback deletes the layers above
+the checkpoint; dropping a checkpoint merges its layer into the one above. The real
+directory must not change during the plan: :meth:`OverlaySandbox.apply` refuses to write
+over a path changed there since the sandbox was made.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import BinaryIO, NamedTuple
+
+from cleveragents_tui.domain.enums import SandboxStrategyName
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.sandbox.base import (
+    ApplyResult,
+    Change,
+    CheckpointMissingError,
+    SandboxError,
+)
+from cleveragents_tui.sandbox.objects import (
+    DIRECTORY,
+    FILE,
+    SYMLINK,
+    Entry,
+    Item,
+    ObjectStore,
+    apply_items,
+    changes_of,
+    check_entry_path,
+    check_link_target,
+    check_oid,
+    check_ref,
+    fs_now,
+    hash_path,
+    join_path,
+    json_int,
+    list_path,
+    lstat_path,
+    new_ref,
+    read_json_object,
+    read_path,
+    readlink_path,
+    ref_seq,
+    remove_tree,
+    resource_directory,
+    sandbox_home,
+    split_path,
+    write_atomic,
+    write_json,
+)
+from cleveragents_tui.sandbox.safety import UnsafeInputError
+
+_STRATEGY = SandboxStrategyName.OVERLAY
+_WHITEOUT = "w"
+_SPECIAL = "x"
+_LAYER_KINDS = frozenset({FILE, DIRECTORY, SYMLINK, _WHITEOUT})
+
+
+class EntryKind(StrEnum):
+    FILE = "file"
+    DIRECTORY = "directory"
+    SYMLINK = "symlink"
+    OTHER = "other"
+
+
+_KIND_NAMES = {
+    FILE: EntryKind.FILE,
+    DIRECTORY: EntryKind.DIRECTORY,
+    SYMLINK: EntryKind.SYMLINK,
+    _SPECIAL: EntryKind.OTHER,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class OverlayEntry:
+    """One path of the merged view, as tools see it."""
+
+    path: str
+    kind: EntryKind
+    mode: int
+    size: int
+
+
+class Node(NamedTuple):
+    """What a layer (or the real directory) has at a path.
+
+    ``ref`` is the object id of a file written through the sandbox ("" for a file of the
+    real directory) or a symlink's target. ``opaque`` marks a directory that replaced
+    something, so nothing below it in lower layers shows through.
+    """
+
+    kind: str
+    mode: int
+    size: int
+    ref: str
+    opaque: bool
+
+    def hides_below(self) -> bool:
+        return self.kind != DIRECTORY or self.opaque
+
+
+_GONE = Node(_WHITEOUT, 0, 0, "", False)
+
+
+def put_node(entries: dict[str, Node], path: str, node: Node, *, strict: bool = False) -> None:
+    """Record ``node`` at ``path`` over what ``entries`` holds (a layer, or a merged view).
+
+    A whiteout, file, link or opaque directory hides everything below it, so entries under
+    the path go. A plain directory over something that was not a plain directory becomes
+    opaque: what it replaced hid the lower layers, and so must it. ``strict`` (records
+    read from disk) refuses a path below a non-directory of the same layer.
+    """
+    old = entries.get(path)
+    if node.kind == DIRECTORY and not node.opaque and old is not None and old.hides_below():
+        node = node._replace(opaque=True)
+    if strict:
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            above = entries.get("/".join(parts[:depth]))
+            if above is not None and above.kind != DIRECTORY:
+                raise UnsafeInputError(f"layer has {path!r} below a non-directory", "damaged layer")
+    if node.hides_below():
+        prefix = path + "/"
+        for below in [p for p in entries if p.startswith(prefix)]:
+            del entries[below]
+    entries[path] = node
+
+
+def fold(layers: list[dict[str, Node]]) -> dict[str, Node]:
+    """The merged view of ``layers`` (bottom first); parents go before children.
+
+    Strict: a layer cannot put anything below what a lower layer made a non-directory
+    (the file operations never do; a damaged or planted layer would).
+    """
+    view: dict[str, Node] = {}
+    for entries in layers:
+        for path in sorted(entries):
+            put_node(view, path, entries[path], strict=True)
+    return view
+
+
+def _record(path: str, node: Node) -> list[object]:
+    return [node.kind, path, node.mode, node.size, node.ref, node.opaque]
+
+
+def _parse_record(row: object) -> tuple[str, Node]:
+    if not isinstance(row, list) or len(row) != 6:
+        raise UnsafeInputError(f"layer record {row!r} is malformed", "the layer is damaged")
+    kind, path, mode, size, ref, opaque = row
+    if kind not in _LAYER_KINDS or not isinstance(path, str) or not isinstance(opaque, bool):
+        raise UnsafeInputError(f"layer record {row!r} is not allowed", "the layer is damaged")
+    check_entry_path(path)
+    mode, size = json_int(mode, "mode"), json_int(size, "size")
+    if not 0 <= mode <= 0o777 or size < 0:
+        raise UnsafeInputError(f"{path!r} has mode {mode:o} or size {size}", "the layer is damaged")
+    if kind == FILE:
+        check_oid(ref)
+    elif kind == SYMLINK:
+        check_link_target(path, ref)
+    elif ref != "":
+        raise UnsafeInputError(f"{path!r} has an unexpected reference", "the layer is damaged")
+    return path, Node(kind, mode, size, str(ref), opaque)
+
+
+@dataclass
+class _Layer:
+    name: str
+    entries: dict[str, Node]
+    sealed: str | None = None
+
+
+class OverlayStrategy:
+    """Makes :class:`OverlaySandbox` es (``durable``: flush each checkpoint to the disk)."""
+
+    name = _STRATEGY
+
+    def __init__(self, *, durable: bool = True) -> None:
+        self._durable = durable
+
+    def create(self, resource: Resource, plan_id: str, root: Path) -> OverlaySandbox:
+        _check_strategy(resource)
+        lower = resource_directory(resource)
+        home = sandbox_home(root, plan_id, resource)
+        if home.exists():
+            raise SandboxError(
+                f"a sandbox of {resource.resource_id} for plan {plan_id} already exists",
+                "open it, or discard it first",
+            )
+        home.mkdir(parents=True)
+        sandbox = OverlaySandbox(resource, home, lower, durable=self._durable)
+        try:
+            sandbox.initialise()
+        except BaseException:
+            remove_tree(home)
+            raise
+        return sandbox
+
+    def open(self, resource: Resource, plan_id: str, root: Path) -> OverlaySandbox:
+        _check_strategy(resource)
+        home = sandbox_home(root, plan_id, resource)
+        if not (home / "sandbox.json").is_file():
+            raise SandboxError(
+                f"no overlay sandbox of {resource.resource_id} for plan {plan_id} under {root}",
+                "create it first",
+            )
+        meta = read_json_object(home / "sandbox.json")
+        lower = resource_directory(resource)
+        if meta.get("strategy") != _STRATEGY or meta.get("location") != str(lower):
+            raise SandboxError(
+                f"the sandbox at {home} is not an overlay sandbox of {lower}",
+                "check the resource's strategy and location",
+            )
+        sandbox = OverlaySandbox(resource, home, lower, durable=self._durable)
+        sandbox.load(meta)
+        return sandbox
+
+
+def _check_strategy(resource: Resource) -> None:
+    if resource.sandbox_strategy != _STRATEGY:
+        raise SandboxError(
+            f"resource {resource.resource_id} uses strategy {resource.sandbox_strategy}",
+            "use the strategy the resource names",
+        )
+
+
+class OverlaySandbox:
+    """One directory resource seen through copy-on-write layers (see the module docstring)."""
+
+    def __init__(self, resource: Resource, home: Path, lower: Path, *, durable: bool) -> None:
+        self._resource = resource
+        self._home = home
+        self._lower = lower
+        self._durable = durable
+        self._layers_dir = home / "layers"
+        self._store = ObjectStore(home / "objects", durable=durable)
+        self._layers: list[_Layer] = []
+        self._view: dict[str, Node] = {}
+        self._log: BinaryIO | None = None
+        self._stamp = 0
+        self._known: dict[str, int] = {}
+        self._discarded = False
+
+    # --- lifecycle (called by the strategy) ------------------------------------------------
+
+    def initialise(self) -> None:
+        self._layers_dir.mkdir()
+        self._store.create()
+        self._stamp = fs_now(self._home / "stamp")
+        self._save_meta()
+        self._start_layer(0)
+
+    def load(self, meta: dict[str, object]) -> None:
+        self._stamp = json_int(meta.get("stamp"), "stamp")
+        known = meta.get("known")
+        if isinstance(known, dict):
+            self._known = {check_entry_path(k): json_int(v, "ctime") for k, v in known.items()}
+        names = sorted(p.name for p in self._layers_dir.iterdir() if not p.name.startswith("."))
+        for position, name in enumerate(map(check_ref, names)):
+            folder = self._layers_dir / name
+            if (folder / "sealed").is_file():
+                oid = self._sealed_id(name)
+                self._layers.append(_Layer(name, self._read_layer(oid), oid))
+            elif position == len(names) - 1:
+                log = folder / "log"
+                self._layers.append(_Layer(name, self._replay_log(log) if log.exists() else {}))
+                self._log = open(log, "ab")  # noqa: SIM115 - kept open between writes
+            else:
+                raise CheckpointMissingError(
+                    f"layer {name} was never sealed", "the sandbox is damaged"
+                )
+        if not self._layers or self._layers[-1].sealed is not None:
+            self._start_layer(ref_seq(self._layers[-1].name) + 1 if self._layers else 0)
+        self._view = fold([layer.entries for layer in self._layers])
+
+    # --- the file operations tools use -----------------------------------------------------
+
+    def read_bytes(self, path: str) -> bytes:
+        node = self._existing(path)
+        if node.kind == DIRECTORY:
+            raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+        if node.kind != FILE:
+            raise SandboxError(f"{path!r} is not a regular file", "read the file it points to")
+        return self._content(path, node)
+
+    def write_bytes(self, path: str, data: bytes, mode: int | None = None) -> None:
+        """Write a file, creating missing parent directories (0o755) like ``mkdir -p``.
+
+        ``mode`` defaults to the existing file's mode, else 0o644.
+        """
+        self._alive()
+        self._make_parents(path)
+        node = self._find(path)
+        if node is not None and node.kind != FILE:
+            if node.kind == DIRECTORY:
+                raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+            raise SandboxError(f"{path!r} is not a regular file", "delete it first")
+        mode = _check_mode(mode if mode is not None else node.mode if node else 0o644)
+        self._put(path, Node(FILE, mode, len(data), self._store.put_bytes(data), False))
+
+    def delete(self, path: str) -> None:
+        """Delete a file, symlink or directory (with everything in it)."""
+        self._existing(path)
+        self._put(path, _GONE)
+
+    def exists(self, path: str) -> bool:
+        self._alive()
+        return self._find(path) is not None
+
+    def stat(self, path: str) -> OverlayEntry | None:
+        self._alive()
+        node = self._find(path)
+        return (
+            None
+            if node is None
+            else OverlayEntry(path, _KIND_NAMES[node.kind], node.mode, node.size)
+        )
+
+    def make_dirs(self, path: str, mode: int = 0o755) -> None:
+        """Create ``path`` and any missing parents (an existing directory is fine)."""
+        self._make_parents(path)
+        node = self._find(path)
+        if node is None:
+            self._put(path, Node(DIRECTORY, _check_mode(mode), 0, "", False))
+        elif node.kind != DIRECTORY:
+            raise FileExistsError(errno.EEXIST, "exists and is not a directory", path)
+
+    def chmod(self, path: str, mode: int) -> None:
+        node = self._existing(path)
+        mode = _check_mode(mode)
+        if node.kind == FILE and not node.ref:  # copy up from the real directory
+            data = read_path(self._lower, path)
+            node = node._replace(size=len(data), ref=self._store.put_bytes(data))
+        elif node.kind not in (FILE, DIRECTORY):
+            raise SandboxError(f"{path!r} is not a file or directory", "symlinks have no mode")
+        self._put(path, node._replace(mode=mode))
+
+    def symlink(self, path: str, target: str) -> None:
+        """Create a symlink; its target must stay inside the sandbox."""
+        self._alive()
+        check_link_target(check_entry_path(path), target)
+        self._make_parents(path)
+        if self._find(path) is not None:
+            raise FileExistsError(errno.EEXIST, "already exists", path)
+        self._put(path, Node(SYMLINK, 0o777, len(target), target, False))
+
+    def read_link(self, path: str) -> str:
+        node = self._existing(path)
+        if node.kind != SYMLINK:
+            raise SandboxError(f"{path!r} is not a symlink", "use read_bytes")
+        return node.ref
+
+    def list_dir(self, path: str = "") -> list[str]:
+        """The names in directory ``path`` ("" is the top), sorted."""
+        self._alive()
+        if path and self._existing(path).kind != DIRECTORY:
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory", path)
+        names: set[str] = set()
+        if not self._hidden(path, self._view, including=True):
+            for name in list_path(self._lower, path):
+                if _visible_name(join_path(path, name)):
+                    names.add(name)
+        for child, node in self._view.items():
+            parent, name = split_path(child)
+            if parent == path:
+                (names.discard if node.kind == _WHITEOUT else names.add)(name)
+        return sorted(names)
+
+    def walk(self, path: str = "") -> list[OverlayEntry]:
+        """Every entry below ``path`` in the merged view, parents first, sorted."""
+        out: list[OverlayEntry] = []
+        for name in self.list_dir(path):
+            child = join_path(path, name)
+            node = self._existing(child)
+            out.append(OverlayEntry(child, _KIND_NAMES[node.kind], node.mode, node.size))
+            if node.kind == DIRECTORY:
+                out.extend(self.walk(child))
+        return out
+
+    # --- the Sandbox protocol --------------------------------------------------------------
+
+    @property
+    def resource(self) -> Resource:
+        return self._resource
+
+    @property
+    def workdir(self) -> None:
+        return None
+
+    def checkpoint(self) -> str:
+        """Seal the top layer (its reference is returned) and start a new one."""
+        self._alive()
+        top = self._layers[-1]
+        oid = self._store.put_bytes(_encode_layer(top.entries))
+        self._store.sync()
+        write_json(
+            self._layers_dir / top.name / "sealed", {"v": 1, "layer": oid}, durable=self._durable
+        )
+        self._close_log()
+        (self._layers_dir / top.name / "log").unlink(missing_ok=True)
+        top.sealed = oid
+        self._start_layer(ref_seq(top.name) + 1)
+        return top.name
+
+    def verify(self, ref: str) -> None:
+        """The layers up to ``ref`` are sealed, intact, and every content object is good."""
+        self._alive()
+        for layer in self._layers[: self._position(ref) + 1]:
+            oid = self._sealed_id(layer.name)
+            for node in self._read_layer(oid).values():
+                if node.kind == FILE:
+                    self._store.check(node.ref)
+
+    def rollback(self, ref: str) -> None:
+        """Delete the layers above ``ref`` and start an empty one on top."""
+        self._alive()
+        position = self._position(ref)
+        self.verify(ref)
+        self._close_log()
+        for layer in reversed(self._layers[position + 1 :]):
+            remove_tree(self._layers_dir / layer.name)
+        del self._layers[position + 1 :]
+        self._start_layer(ref_seq(ref) + 1)
+        self._view = fold([layer.entries for layer in self._layers])
+        self._collect_garbage()
+
+    def diff(self, old_ref: str, new_ref: str) -> list[Change]:
+        self._alive()
+        return list(changes_of(self._items(self._view_at(old_ref), self._view_at(new_ref))))
+
+    def read(self, ref: str, path: str) -> bytes | None:
+        """A file's bytes at ``ref``; a symlink's target; None for a directory or nothing."""
+        self._alive()
+        node = self._resolve(self._view_at(ref), check_entry_path(path))
+        if node is None or node.kind in (DIRECTORY, _SPECIAL):
+            return None
+        if node.kind == SYMLINK:
+            return os.fsencode(node.ref)
+        return self._content(path, node)
+
+    def changes_since_baseline(self) -> list[Change]:
+        self._alive()
+        return list(changes_of(self._items({}, self._view)))
+
+    def drop_checkpoint(self, ref: str) -> None:
+        """Merge ``ref``'s layer into the one above it; the state at every other ref holds."""
+        self._alive()
+        position = self._position(ref)
+        below, above = self._layers[position], self._layers[position + 1]
+        merged = dict(below.entries)
+        for path in sorted(above.entries):
+            put_node(merged, path, above.entries[path])
+        folder = self._layers_dir / above.name
+        if above.sealed is not None:
+            oid = self._store.put_bytes(_encode_layer(merged))
+            self._store.sync()
+            write_json(folder / "sealed", {"v": 1, "layer": oid}, durable=self._durable)
+            above.sealed = oid
+        else:
+            self._close_log()
+            lines = b"".join(_log_line(path, merged[path]) for path in sorted(merged))
+            write_atomic(folder / "log", lines, durable=self._durable)
+            self._log = open(folder / "log", "ab")  # noqa: SIM115 - kept open between writes
+        above.entries = merged
+        remove_tree(self._layers_dir / below.name)
+        del self._layers[position]
+        self._collect_garbage()
+
+    def apply(self) -> ApplyResult:
+        """Write the merged result to the real directory, then start over from it.
+
+        Refused, with nothing written, when a path to be written or deleted changed in the
+        real directory since the sandbox was made. Afterwards the layers are folded away
+        (their changes are now in the real directory), so earlier checkpoints are gone.
+        """
+        self._alive()
+        items = self._items({}, self._view)
+        if not items:
+            return ApplyResult(f"nothing to apply to {self._lower}", ())
+        conflicts = [item.path for item in items if self._foreign(item.path)]
+        if conflicts:
+            shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
+            raise SandboxError(
+                f"{len(conflicts)} path(s) changed in {self._lower} since the sandbox was made: "
+                f"{shown}",
+                "nothing was applied; reconcile them (or discard the sandbox) and retry",
+            )
+        for item in items:
+            if item.new is not None:
+                self._check_parent(item.path)
+                if item.new.kind == FILE:
+                    self._store.check(item.new.ref)
+        apply_items(self._lower, items, self._store, durable=self._durable)
+        self._remember_applied(items)
+        self._close_log()
+        for layer in self._layers:
+            remove_tree(self._layers_dir / layer.name)
+        last = ref_seq(self._layers[-1].name)
+        self._layers, self._view = [], {}
+        self._save_meta()
+        self._start_layer(last + 1)
+        self._collect_garbage()
+        changes = changes_of(items)
+        return ApplyResult(f"{len(changes)} change(s) written to {self._lower}", changes)
+
+    def discard(self) -> None:
+        self._alive()
+        self._close_log()
+        remove_tree(self._home)
+        for parent in (self._home.parent, self._home.parent.parent):
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+        self._discarded = True
+
+    # --- extras ----------------------------------------------------------------------------
+
+    @property
+    def home(self) -> Path:
+        """The folder holding everything this sandbox stores (``root/<plan>/<ns>/<name>``)."""
+        return self._home
+
+    def checkpoints(self) -> list[str]:
+        """The references of the checkpoints kept, oldest first."""
+        return [layer.name for layer in self._layers if layer.sealed is not None]
+
+    # --- looking paths up ------------------------------------------------------------------
+
+    def _find(self, path: str) -> Node | None:
+        return self._resolve(self._view, check_entry_path(path))
+
+    def _existing(self, path: str) -> Node:
+        self._alive()
+        node = self._find(path)
+        if node is None:
+            raise FileNotFoundError(errno.ENOENT, "no such file or directory in the sandbox", path)
+        return node
+
+    def _resolve(self, view: dict[str, Node], path: str) -> Node | None:
+        node = view.get(path)
+        if node is not None:
+            return None if node.kind == _WHITEOUT else node
+        if self._hidden(path, view, including=False):
+            return None
+        return self._lower_node(path)
+
+    def _hidden(self, path: str, view: dict[str, Node], *, including: bool) -> bool:
+        """Whether the real directory's entry at ``path`` is hidden by ``view``."""
+        parts = path.split("/") if path else []
+        for depth in range(1, len(parts) + (1 if including else 0)):
+            node = view.get("/".join(parts[:depth]))
+            if node is not None and node.hides_below():
+                return True
+        return False
+
+    def _lower_node(self, path: str) -> Node | None:
+        st = lstat_path(self._lower, path)
+        if st is None:
+            return None
+        mode = stat.S_IMODE(st.st_mode) & 0o777
+        if stat.S_ISREG(st.st_mode):
+            return Node(FILE, mode, st.st_size, "", False)
+        if stat.S_ISDIR(st.st_mode):
+            return Node(DIRECTORY, mode, 0, "", False)
+        if stat.S_ISLNK(st.st_mode):
+            return Node(SYMLINK, 0o777, st.st_size, readlink_path(self._lower, path), False)
+        return Node(_SPECIAL, mode, st.st_size, "", False)
+
+    def _lower_below(self, path: str) -> list[str]:
+        """Every path of the real directory under ``path`` (no symlink followed)."""
+        found: list[str] = []
+        for name in list_path(self._lower, path):
+            child = join_path(path, name)
+            if _visible_name(child):
+                found.append(child)
+                found.extend(self._lower_below(child))
+        return found
+
+    def _content(self, path: str, node: Node) -> bytes:
+        if node.ref:
+            return self._store.read_bytes(node.ref, limit=node.size)
+        return read_path(self._lower, path)
+
+    def _view_at(self, ref: str) -> dict[str, Node]:
+        return fold([layer.entries for layer in self._layers[: self._position(ref) + 1]])
+
+    def _position(self, ref: str) -> int:
+        check_ref(ref)
+        for position, layer in enumerate(self._layers):
+            if layer.name == ref and layer.sealed is not None:
+                return position
+        raise CheckpointMissingError(
+            f"checkpoint {ref} of {self._resource.resource_id} does not exist",
+            "it was dropped, rolled back past, applied, or never made here",
+        )
+
+    # --- comparing -------------------------------------------------------------------------
+
+    def _items(self, old: dict[str, Node], new: dict[str, Node]) -> list[Item]:
+        paths = set(old) | set(new)
+        for view in (old, new):
+            for path, node in view.items():
+                if node.hides_below():
+                    paths.update(self._lower_below(path))
+        items = []
+        for path in sorted(paths):
+            was, now = self._resolve(old, path), self._resolve(new, path)
+            if was is None and now is None:
+                continue
+            if was is not None and now is not None and self._same(path, was, now):
+                continue
+            items.append(Item(path, _entry(was), _entry(now)))
+        return items
+
+    def _same(self, path: str, was: Node, now: Node) -> bool:
+        if (was.kind, was.mode) != (now.kind, now.mode):
+            return False
+        if was.kind != FILE or was.ref == now.ref:  # directories and specials have no ref
+            return was.ref == now.ref
+        if was.ref and now.ref:
+            return False
+        return hash_path(self._lower, path) == (was.ref or now.ref)  # one is the real file
+
+    def _check_parent(self, path: str) -> None:
+        """Refuse (before writing anything) a path whose parent is not a real directory."""
+        parent, _ = split_path(path)
+        if parent:
+            node = self._resolve(self._view, parent)
+            if node is None or node.kind != DIRECTORY:
+                raise UnsafeInputError(
+                    f"{path!r} would be written below {parent!r}, which is not a directory",
+                    "nothing was applied; the sandbox's layers are damaged",
+                )
+
+    def _foreign(self, path: str) -> bool:
+        """Changed in the real directory since creation, other than by our own apply."""
+        st = lstat_path(self._lower, path)
+        return (
+            st is not None
+            and st.st_ctime_ns >= self._stamp
+            and self._known.get(path) != st.st_ctime_ns
+        )
+
+    def _remember_applied(self, items: list[Item]) -> None:
+        """Note the ctimes our apply gave, so a later apply does not take them for foreign."""
+        touched: set[str] = set()
+        for item in items:
+            parts = item.path.split("/")
+            touched.update("/".join(parts[:depth]) for depth in range(1, len(parts) + 1))
+        for path in touched:
+            st = lstat_path(self._lower, path)
+            if st is None:
+                self._known.pop(path, None)
+            else:
+                self._known[path] = st.st_ctime_ns
+
+    # --- storage ---------------------------------------------------------------------------
+
+    def _put(self, path: str, node: Node) -> None:
+        log = self._log
+        assert log is not None
+        log.write(_log_line(path, node))
+        log.flush()
+        put_node(self._layers[-1].entries, path, node)
+        put_node(self._view, path, node)
+
+    def _make_parents(self, path: str) -> None:
+        parts = check_entry_path(path).split("/")
+        for depth in range(1, len(parts)):
+            parent = "/".join(parts[:depth])
+            node = self._find(parent)
+            if node is None:
+                self._put(parent, Node(DIRECTORY, 0o755, 0, "", False))
+            elif node.kind != DIRECTORY:
+                raise NotADirectoryError(errno.ENOTDIR, "a parent is not a directory", parent)
+
+    def _start_layer(self, seq: int) -> None:
+        name = new_ref(seq)
+        folder = self._layers_dir / name
+        folder.mkdir()
+        self._log = open(folder / "log", "ab")  # noqa: SIM115 - kept open between writes
+        self._layers.append(_Layer(name, {}))
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def _sealed_id(self, name: str) -> str:
+        path = self._layers_dir / name / "sealed"
+        if not path.is_file():
+            raise CheckpointMissingError(f"layer {name} is gone", "roll back to another checkpoint")
+        return check_oid(read_json_object(path).get("layer"))
+
+    def _read_layer(self, oid: str) -> dict[str, Node]:
+        try:
+            doc = json.loads(self._store.read_bytes(oid))
+        except ValueError as exc:
+            raise UnsafeInputError(f"layer {oid[:12]} is not JSON", "the layer is damaged") from exc
+        rows = doc.get("e") if isinstance(doc, dict) and doc.get("v") == 1 else None
+        if not isinstance(rows, list):
+            raise UnsafeInputError(
+                f"layer {oid[:12]} has an unknown format", "the layer is damaged"
+            )
+        entries: dict[str, Node] = {}
+        for row in rows:
+            path, node = _parse_record(row)
+            put_node(entries, path, node, strict=True)
+        return entries
+
+    def _replay_log(self, path: Path) -> dict[str, Node]:
+        """The top layer from its log; a line cut short by a crash is dropped."""
+        entries: dict[str, Node] = {}
+        for line in path.read_bytes().splitlines(keepends=True):
+            if not line.endswith(b"\n"):
+                break
+            record_path, node = _parse_record(json.loads(line))
+            put_node(entries, record_path, node, strict=True)
+        return entries
+
+    def _save_meta(self) -> None:
+        meta = {
+            "v": 1,
+            "strategy": str(_STRATEGY),
+            "resource_id": self._resource.resource_id,
+            "location": str(self._lower),
+            "stamp": self._stamp,
+            "known": self._known,
+        }
+        write_json(self._home / "sandbox.json", meta, durable=self._durable)
+
+    def _collect_garbage(self) -> None:
+        keep: set[str] = set()
+        for layer in self._layers:
+            if layer.sealed is not None:
+                keep.add(layer.sealed)
+            keep.update(node.ref for node in layer.entries.values() if node.kind == FILE)
+        self._store.sweep(keep)
+
+    def _alive(self) -> None:
+        if self._discarded:
+            raise SandboxError(
+                f"the sandbox of {self._resource.resource_id} was discarded", "create a new one"
+            )
+
+
+def _encode_layer(entries: dict[str, Node]) -> bytes:
+    rows = [_record(path, entries[path]) for path in sorted(entries)]
+    return json.dumps({"v": 1, "e": rows}, separators=(",", ":")).encode()
+
+
+def _log_line(path: str, node: Node) -> bytes:
+    return json.dumps(_record(path, node), separators=(",", ":")).encode() + b"\n"
+
+
+def _entry(node: Node | None) -> Entry | None:
+    if node is None:
+        return None
+    return Entry(node.kind, node.mode, node.size, 0, 0, 0, node.ref)
+
+
+def _check_mode(mode: int) -> int:
+    if not 0 <= mode <= 0o777:
+        raise SandboxError(f"mode {mode:o} is not allowed", "use permission bits only (0-0o777)")
+    return mode
+
+
+def _visible_name(path: str) -> bool:
+    """Whether a real-directory path is reachable through the sandbox (a safe name)."""
+    try:
+        check_entry_path(path)
+    except UnsafeInputError:
+        return False
+    return True
