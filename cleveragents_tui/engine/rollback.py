@@ -7,6 +7,10 @@ kept: they hold the attempt being replaced, for diffs.
 
 Targets: each rollbackable checkpoint of the decision's group; and for every other sandboxed
 resource of the plan (not yet written when the decision was recorded), its baseline.
+
+Order matters: ``ROLLBACK TO SAVEPOINT`` destroys every later savepoint, the safety one
+included, so a database rolled back cannot be put back. Database (``transaction_rollback``)
+resources therefore go last: when anything else fails they have not been touched.
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ def rollback_targets(
 def rollback_to_decision(sandboxes: PlanSandboxes, decision_id: str) -> RollbackReport:
     targets, not_rollbackable = rollback_targets(sandboxes, decision_id)
     opened: dict[str, Sandbox] = {}
-    for resource_id, checkpoint in sorted(targets.items()):
+    for resource_id, checkpoint in sorted(targets.items(), key=_rollback_order):
         try:
             sandbox = sandboxes.get(resource_id)
             sandbox.verify(checkpoint.ref)
@@ -106,6 +110,11 @@ def rollback_to_decision(sandboxes: PlanSandboxes, decision_id: str) -> Rollback
     return RollbackReport(
         decision_id=decision_id, resources=(*outcomes, *_markers(not_rollbackable))
     )
+
+
+def _rollback_order(item: tuple[str, CheckpointMetadata]) -> tuple[bool, str]:
+    resource_id, checkpoint = item
+    return checkpoint.strategy is SandboxStrategyName.TRANSACTION_ROLLBACK, resource_id
 
 
 def _restore(
