@@ -147,6 +147,8 @@ def _kind(mode: int) -> str:
 class _Plan:
     """What a rollback will do, worked out before anything is touched."""
 
+    target_stamp: int
+    index_stamp: int
     ops: list[tuple[str, str, Entry | None]] = field(default_factory=list)
     needed: dict[str, int] = field(default_factory=dict)
     kept: dict[str, os.stat_result] = field(default_factory=dict)
@@ -193,7 +195,7 @@ class FilesystemCopySandbox:
         self._checkpoints.mkdir()
         self._store.create()
         self._origin = self._scan(self._real, None)
-        self._index = self._restore(self._origin.root)
+        self._index = self._restore(self._origin)
         self._store.sync()
         self._save_meta()
 
@@ -218,13 +220,13 @@ class FilesystemCopySandbox:
         self._alive()
         snapshot = self._snapshot()
         ref = new_ref(self._next_seq)
-        write_json(self._checkpoints / ref, {"v": 1, "root": snapshot.root}, durable=self._durable)
+        write_json(self._checkpoints / ref, snapshot.to_json(), durable=self._durable)
         self._next_seq += 1
         return ref
 
     def verify(self, ref: str) -> None:
         self._alive()
-        self._trees.verify(self._root_of(ref))
+        self._trees.verify(self._root_of(ref).root)
 
     def rollback(self, ref: str) -> None:
         """Make work/ equal to checkpoint ``ref``, touching only what differs.
@@ -238,12 +240,13 @@ class FilesystemCopySandbox:
 
     def diff(self, old_ref: str, new_ref: str) -> list[Change]:
         self._alive()
-        return list(changes_of(self._items(self._root_of(old_ref), self._root_of(new_ref))))
+        old, new = self._root_of(old_ref).root, self._root_of(new_ref).root
+        return list(changes_of(self._items(old, new)))
 
     def read(self, ref: str, path: str) -> bytes | None:
         """A file's bytes at ``ref``; a symlink's target; None for a directory or nothing."""
         self._alive()
-        entry = self._trees.lookup(self._root_of(ref), path)
+        entry = self._trees.lookup(self._root_of(ref).root, path)
         if entry is None or entry.kind == DIRECTORY:
             return None
         if entry.kind == SYMLINK:
@@ -337,7 +340,7 @@ class FilesystemCopySandbox:
             raise SandboxError(
                 f"{rel!r} is nested too deeply", f"keep trees under {MAX_DEPTH} levels"
             )
-        before = self._cached_tree(cached, top=not rel)
+        before = self.cache_tree(cached, top=not rel)
         tree: dict[str, Entry] = {}
         same = cached is not None
         with os.scandir(fd) as items:
@@ -357,7 +360,7 @@ class FilesystemCopySandbox:
             return cached
         return self._trees.save(tree, top=not rel)
 
-    def _cached_tree(self, oid: str | None, *, top: bool) -> dict[str, Entry]:
+    def cache_tree(self, oid: str | None, *, top: bool) -> dict[str, Entry]:
         """A tree of the stat cache; a missing or damaged one only means re-reading files."""
         if oid is None:
             return {}
@@ -402,13 +405,13 @@ class FilesystemCopySandbox:
 
     # --- restoring -------------------------------------------------------------------------
 
-    def _restore(self, target: str) -> _Snapshot:
+    def _restore(self, target: _Snapshot) -> _Snapshot:
         """Make work/ equal to tree ``target``; returns the new index."""
         index = self._index
-        plan = _Plan()
+        plan = _Plan(target.stamp, index.stamp if index else 0)
         fd = os.open(self._work, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            self._plan_dir(fd, "", target, index.root if index else None, index, plan)
+            self._plan_dir(fd, "", target.root, index.root if index else None, plan)
         finally:
             os.close(fd)
         for oid in plan.needed:
@@ -437,25 +440,20 @@ class FilesystemCopySandbox:
         # written now: the stamp taken after the writes makes them trusted by the next scan.
         stamp = fs_now(self._stamp_file)
         with self._store.batch():
-            snapshot = _Snapshot(self._with_stats(target, "", seen, _dirs_of(seen)), stamp)
+            root = self._with_stats(target.root, "", seen, _dirs_of(seen))
+        snapshot = _Snapshot(root, stamp)
         write_json(self._home / "index", snapshot.to_json(), durable=False)
         return snapshot
 
-    def _plan_dir(
-        self,
-        fd: int,
-        rel: str,
-        target: str,
-        cached: str | None,
-        index: _Snapshot | None,
-        plan: _Plan,
-    ) -> None:
+    def _plan_dir(self, fd: int, rel: str, target: str, cached: str | None, plan: _Plan) -> None:
         if rel.count("/") >= MAX_DEPTH:
             raise SandboxError(
                 f"{rel!r} is nested too deeply", f"keep trees under {MAX_DEPTH} levels"
             )
         want = self._trees.load(target, top=not rel)
-        known = self._cached_tree(cached, top=not rel)
+        # The index (lstat cache) only when already in memory: after a restart, hashing the
+        # few files that differ from the target costs less than parsing every cached tree.
+        known = self._trees.peek(cached, top=not rel) if cached else None
         current: dict[str, os.stat_result] = {}
         with os.scandir(fd) as items:
             for item in items:
@@ -470,7 +468,7 @@ class FilesystemCopySandbox:
             path = join_path(rel, name)
             st_now = current.get(name)
             if entry.kind == FILE:
-                self._plan_file(fd, name, path, entry, st_now, known.get(name), index, plan)
+                self._plan_file(fd, name, path, entry, st_now, known, plan)
             elif entry.kind == SYMLINK:
                 check_link_target(path, entry.ref)
                 if st_now is None or os.readlink(name, dir_fd=fd) != entry.ref:
@@ -482,9 +480,9 @@ class FilesystemCopySandbox:
             else:
                 sub = os.open(name, DIR_FLAGS, dir_fd=fd)
                 try:
-                    inner = known.get(name)
+                    inner = known.get(name) if known else None
                     inner_ref = inner.ref if inner is not None and inner.kind == DIRECTORY else None
-                    self._plan_dir(sub, path, entry.ref, inner_ref, index, plan)
+                    self._plan_dir(sub, path, entry.ref, inner_ref, plan)
                 finally:
                     os.close(sub)
                 if stat.S_IMODE(st_now.st_mode) != entry.mode:
@@ -497,13 +495,15 @@ class FilesystemCopySandbox:
         path: str,
         entry: Entry,
         st: os.stat_result | None,
-        known: Entry | None,
-        index: _Snapshot | None,
+        known: dict[str, Entry] | None,
         plan: _Plan,
     ) -> None:
         if st is not None:
-            if known is not None and index is not None and is_clean(known, st, index.stamp):
-                current: str | None = known.ref
+            if is_clean(entry, st, plan.target_stamp):
+                return  # not touched since the checkpoint recorded it
+            cached = known.get(name) if known else None
+            if cached is not None and is_clean(cached, st, plan.index_stamp):
+                current: str | None = cached.ref
             elif st.st_size != entry.size:
                 current = None
             else:
@@ -626,14 +626,14 @@ class FilesystemCopySandbox:
 
     # --- storage ---------------------------------------------------------------------------
 
-    def _root_of(self, ref: str) -> str:
+    def _root_of(self, ref: str) -> _Snapshot:
         path = self._checkpoints / check_ref(ref)
         if not path.is_file():
             raise CheckpointMissingError(
                 f"checkpoint {ref} of {self._resource.resource_id} does not exist",
                 "it was dropped or never made here; pick another checkpoint",
             )
-        return check_oid(read_json_object(path).get("root"))
+        return _Snapshot.from_json(read_json_object(path))
 
     def _load_index(self) -> _Snapshot | None:
         """The saved index, or None when it is missing or damaged (then files get re-read)."""
@@ -657,7 +657,7 @@ class FilesystemCopySandbox:
     def _collect_garbage(self) -> None:
         """Delete objects no checkpoint, index or origin needs (skipped if any is unreadable)."""
         keep: set[str] = set()
-        roots = [self._origin.root] + [self._root_of(ref) for ref in self.checkpoints()]
+        roots = [self._origin.root] + [self._root_of(ref).root for ref in self.checkpoints()]
         if self._index is not None:
             roots.append(self._index.root)
         try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import json
 import os
 import re
@@ -35,6 +36,7 @@ from cleveragents_tui.sandbox.base import Change, ChangeKind, CheckpointMissingE
 from cleveragents_tui.sandbox.safety import UnsafeInputError, safe_relative_path
 
 _OID = re.compile(r"^[0-9a-f]{64}$")
+_HEX = "0123456789abcdef"
 _PACK_NAME = re.compile(r"^[0-9a-f]{16}$")
 _PACK_MAGIC = b"CAPACK1\n"
 _IDX_MAGIC = b"CAIDX1\n"
@@ -91,10 +93,11 @@ def check_name(name: object, *, top: bool) -> str:
     first component only, so top-level names go through it directly.
     """
     if (
-        not isinstance(name, str)
-        or not name
-        or name in (".", "..")
-        or any(c in name for c in "/\\\x00")
+        type(name) is not str
+        or name in ("", ".", "..")
+        or "/" in name
+        or "\\" in name
+        or "\x00" in name
     ):
         raise UnsafeInputError(f"name {name!r} is not allowed in a tree", "use a plain file name")
     if top:
@@ -319,6 +322,7 @@ class ObjectStore:
         self._verified: dict[str, tuple[str, int, int, int]] = {}
         self._index: dict[str, tuple[str, int, int]] | None = None
         self._writer: _PackWriter | None = None
+        self._open_packs: OrderedDict[str, io.FileIO] = OrderedDict()
 
     def create(self) -> None:
         self._tmp.mkdir(parents=True, exist_ok=True)
@@ -494,11 +498,7 @@ class ObjectStore:
         packed = self._pack_index().get(oid)
         if packed is not None:
             name, offset, length = packed
-            fd = os.open(self._packs / f"{name}.pack", os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                yield from _pread(fd, offset, length)
-            finally:
-                os.close(fd)
+            yield from _pread(self._pack_file(name).fileno(), offset, length)
             return
         with open(self._loose(oid), "rb") as loose:
             while chunk := loose.read(_CHUNK):
@@ -529,6 +529,16 @@ class ObjectStore:
             raise self._missing(oid, exc) from exc
         if digest.hexdigest() != oid:
             raise self._missing(oid, "content does not match its id")
+
+    def _pack_file(self, name: str) -> io.FileIO:
+        """An open pack (a few stay open: a rollback reads hundreds of objects from each)."""
+        handle = self._open_packs.pop(name, None)
+        if handle is None:
+            handle = io.FileIO(self._packs / f"{name}.pack", "r")
+        self._open_packs[name] = handle
+        if len(self._open_packs) > 16:
+            self._open_packs.popitem(last=False)[1].close()
+        return handle
 
     # --- writing -----------------------------------------------------------------------------
 
@@ -577,6 +587,9 @@ class ObjectStore:
         index = self._pack_index()
         for oid in [oid for oid, row in index.items() if row[0] == name]:
             del index[oid]
+        handle = self._open_packs.pop(name, None)
+        if handle is not None:
+            handle.close()
         (self._packs / f"{name}.idx").unlink(missing_ok=True)
         (self._packs / f"{name}.pack").unlink(missing_ok=True)
 
@@ -688,26 +701,31 @@ def decode_tree(data: bytes, *, top: bool) -> Tree:
         raise UnsafeInputError("tree object has an unknown format", "the checkpoint is damaged")
     tree: Tree = {}
     previous = ""
-    for row in rows:
-        if not isinstance(row, list) or len(row) != 8:
+    for row in rows:  # written for speed: a rollback may read thousands of these
+        if type(row) is not list or len(row) != 8:
             raise UnsafeInputError(f"tree row {row!r} is malformed", "the checkpoint is damaged")
-        name = check_name(row[0], top=top)
+        name, kind, mode, size, mtime, ino, ctime, ref = row
+        check_name(name, top=top)
         if name <= previous:
             raise UnsafeInputError(f"tree lists {name!r} twice or out of order", "damaged tree")
         previous = name
-        kind, ref = row[1], row[7]
-        mode, size, mtime, ino, ctime = (json_int(v, "tree field") for v in row[2:7])
         if kind not in KINDS:
             raise UnsafeInputError(
                 f"{name!r} has kind {kind!r}", "only files, directories and symlinks are allowed"
             )
-        if not 0 <= mode <= 0o777 or size < 0 or ino < 0:
-            raise UnsafeInputError(f"{name!r} has mode {mode:o} or size {size}", "damaged tree")
-        if kind == SYMLINK:
-            if not isinstance(ref, str):
-                raise UnsafeInputError(f"symlink {name!r} has no target", "damaged tree")
-        else:
-            check_oid(ref)
+        if not (
+            type(mode) is int
+            and type(size) is int
+            and type(mtime) is int
+            and type(ino) is int
+            and type(ctime) is int
+            and 0 <= mode <= 0o777
+            and size >= 0
+            and ino >= 0
+        ):
+            raise UnsafeInputError(f"{name!r} has a bad mode, size or time", "damaged tree")
+        if type(ref) is not str or (kind != SYMLINK and (len(ref) != 64 or ref.strip(_HEX))):
+            raise UnsafeInputError(f"{name!r} has reference {ref!r}", "damaged tree")
         tree[name] = Entry(kind, mode, size, mtime, ino, ctime, ref)
     return tree
 
@@ -729,6 +747,10 @@ class Trees:
         else:
             self._cache.move_to_end(key)
         return tree
+
+    def peek(self, oid: str, *, top: bool = False) -> Tree | None:
+        """The tree if it is already parsed in memory, else None (nothing is read)."""
+        return self._cache.get((oid, top))
 
     def save(self, tree: Tree, *, top: bool = False) -> str:
         oid = self.store.put_bytes(encode_tree(tree))

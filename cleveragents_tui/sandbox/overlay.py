@@ -9,7 +9,8 @@ A path is looked up from the top layer down and falls through to the real direct
 
 Layout under ``root/<plan>/<namespace>/<name>/``::
 
-    sandbox.json            strategy, resource, real location, creation time (fs clock)
+    sandbox.json            strategy, resource, real location
+    base.json               lstat of every real path when the sandbox was made (or applied)
     objects/                file contents written through the sandbox
     layers/NNNNNN-xxxxxxxx/ one layer; the name is its checkpoint reference
         log                 the top layer: one JSON record per line, appended per write
@@ -41,6 +42,7 @@ from cleveragents_tui.sandbox.base import (
     SandboxError,
 )
 from cleveragents_tui.sandbox.objects import (
+    DIR_FLAGS,
     DIRECTORY,
     FILE,
     SYMLINK,
@@ -53,7 +55,6 @@ from cleveragents_tui.sandbox.objects import (
     check_link_target,
     check_oid,
     check_ref,
-    fs_now,
     hash_path,
     join_path,
     json_int,
@@ -255,12 +256,11 @@ class OverlaySandbox:
         self._lower = lower
         self._durable = durable
         self._layers_dir = home / "layers"
+        self._base_file = home / "base.json"
         self._store = ObjectStore(home / "objects", durable=durable)
         self._layers: list[_Layer] = []
         self._view: dict[str, Node] = {}
         self._log: BinaryIO | None = None
-        self._stamp = 0
-        self._known: dict[str, int] = {}
         self._discarded = False
 
     # --- lifecycle (called by the strategy) ------------------------------------------------
@@ -268,15 +268,12 @@ class OverlaySandbox:
     def initialise(self) -> None:
         self._layers_dir.mkdir()
         self._store.create()
-        self._stamp = fs_now(self._home / "stamp")
+        write_json(self._base_file, {"v": 1, "paths": self._lower_stats()}, durable=self._durable)
         self._save_meta()
         self._start_layer(0)
 
     def load(self, meta: dict[str, object]) -> None:
-        self._stamp = json_int(meta.get("stamp"), "stamp")
-        known = meta.get("known")
-        if isinstance(known, dict):
-            self._known = {check_entry_path(k): json_int(v, "ctime") for k, v in known.items()}
+        del meta  # everything else is in the layers
         names = sorted(p.name for p in self._layers_dir.iterdir() if not p.name.startswith("."))
         for position, name in enumerate(map(check_ref, names)):
             folder = self._layers_dir / name
@@ -499,7 +496,8 @@ class OverlaySandbox:
         items = self._items({}, self._view)
         if not items:
             return ApplyResult(f"nothing to apply to {self._lower}", ())
-        conflicts = [item.path for item in items if self._foreign(item.path)]
+        base = self._read_base()
+        conflicts = [item.path for item in items if self._foreign(item.path, base)]
         if conflicts:
             shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
             raise SandboxError(
@@ -513,7 +511,13 @@ class OverlaySandbox:
                 if item.new.kind == FILE:
                     self._store.check(item.new.ref)
         apply_items(self._lower, items, self._store, durable=self._durable)
-        self._remember_applied(items)
+        for item in items:
+            st = lstat_path(self._lower, item.path)
+            if st is None:
+                base.pop(item.path, None)
+            else:
+                base[item.path] = _stat_key(st)
+        write_json(self._base_file, {"v": 1, "paths": base}, durable=self._durable)
         self._close_log()
         for layer in self._layers:
             remove_tree(self._layers_dir / layer.name)
@@ -655,27 +659,42 @@ class OverlaySandbox:
                     "nothing was applied; the sandbox's layers are damaged",
                 )
 
-    def _foreign(self, path: str) -> bool:
-        """Changed in the real directory since creation, other than by our own apply."""
+    def _foreign(self, path: str, base: dict[str, list[int]]) -> bool:
+        """Whether the real directory's ``path`` changed since creation (or our last apply)."""
         st = lstat_path(self._lower, path)
-        return (
-            st is not None
-            and st.st_ctime_ns >= self._stamp
-            and self._known.get(path) != st.st_ctime_ns
-        )
+        return (None if st is None else _stat_key(st)) != base.get(path)
 
-    def _remember_applied(self, items: list[Item]) -> None:
-        """Note the ctimes our apply gave, so a later apply does not take them for foreign."""
-        touched: set[str] = set()
-        for item in items:
-            parts = item.path.split("/")
-            touched.update("/".join(parts[:depth]) for depth in range(1, len(parts) + 1))
-        for path in touched:
-            st = lstat_path(self._lower, path)
-            if st is None:
-                self._known.pop(path, None)
-            else:
-                self._known[path] = st.st_ctime_ns
+    def _lower_stats(self) -> dict[str, list[int]]:
+        """lstat of every path of the real directory, so apply can tell what changed there."""
+        found: dict[str, list[int]] = {}
+
+        def visit(fd: int, rel: str) -> None:
+            with os.scandir(fd) as items:
+                for item in items:
+                    path = join_path(rel, item.name)
+                    if not _visible_name(path):
+                        continue
+                    st = item.stat(follow_symlinks=False)
+                    found[path] = _stat_key(st)
+                    if stat.S_ISDIR(st.st_mode):
+                        sub = os.open(item.name, DIR_FLAGS, dir_fd=fd)
+                        try:
+                            visit(sub, path)
+                        finally:
+                            os.close(sub)
+
+        root = os.open(self._lower, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            visit(root, "")
+        finally:
+            os.close(root)
+        return found
+
+    def _read_base(self) -> dict[str, list[int]]:
+        paths = read_json_object(self._base_file).get("paths")
+        if not isinstance(paths, dict):
+            raise CheckpointMissingError(f"{self._base_file} is damaged", "discard the sandbox")
+        return paths
 
     # --- storage ---------------------------------------------------------------------------
 
@@ -747,8 +766,6 @@ class OverlaySandbox:
             "strategy": str(_STRATEGY),
             "resource_id": self._resource.resource_id,
             "location": str(self._lower),
-            "stamp": self._stamp,
-            "known": self._known,
         }
         write_json(self._home / "sandbox.json", meta, durable=self._durable)
 
@@ -774,6 +791,13 @@ def _encode_layer(entries: dict[str, Node]) -> bytes:
 
 def _log_line(path: str, node: Node) -> bytes:
     return json.dumps(_record(path, node), separators=(",", ":")).encode() + b"\n"
+
+
+def _stat_key(st: os.stat_result) -> list[int]:
+    """What must not change for a real path to count as untouched (a folder's times do)."""
+    if stat.S_ISDIR(st.st_mode):
+        return [stat.S_IFMT(st.st_mode), st.st_ino, st.st_mode, 0, 0, 0]
+    return [st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, 0]
 
 
 def _entry(node: Node | None) -> Entry | None:

@@ -543,7 +543,8 @@ def plant(sandbox: FilesystemCopySandbox, trees: list[list[Row]]) -> str:
             fixed.append([*row[:7], ref])
         ids.append(store.put_bytes(json.dumps({"v": 1, "e": fixed}).encode()))
     ref = "900000-0badc0de"
-    (sandbox.workdir.parent / "checkpoints" / ref).write_text(json.dumps({"root": ids[-1]}))
+    checkpoint = {"v": 1, "root": ids[-1], "stamp": 0}
+    (sandbox.workdir.parent / "checkpoints" / ref).write_text(json.dumps(checkpoint))
     return ref
 
 
