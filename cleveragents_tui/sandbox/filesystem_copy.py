@@ -6,7 +6,7 @@ Layout under ``root/<plan>/<namespace>/<name>/``::
                         the real directory when the sandbox was made (or last applied)
     work/               the copy tools work in (``workdir``)
     objects/            blobs and trees (:mod:`.objects`)
-    checkpoints/<ref>   {"root": <tree id>} for each checkpoint
+    checkpoints/<ref>   {"root": <tree id>, "stamp": <fs time of its scan>} per checkpoint
     index               the tree last seen in ``work/`` with its lstat details: the cache
                         that lets a checkpoint skip unchanged files without reading them
 
@@ -340,7 +340,7 @@ class FilesystemCopySandbox:
             raise SandboxError(
                 f"{rel!r} is nested too deeply", f"keep trees under {MAX_DEPTH} levels"
             )
-        before = self.cache_tree(cached, top=not rel)
+        before = self._cache_tree(cached, top=not rel)
         tree: dict[str, Entry] = {}
         same = cached is not None
         with os.scandir(fd) as items:
@@ -360,7 +360,7 @@ class FilesystemCopySandbox:
             return cached
         return self._trees.save(tree, top=not rel)
 
-    def cache_tree(self, oid: str | None, *, top: bool) -> dict[str, Entry]:
+    def _cache_tree(self, oid: str | None, *, top: bool) -> dict[str, Entry]:
         """A tree of the stat cache; a missing or damaged one only means re-reading files."""
         if oid is None:
             return {}
@@ -397,9 +397,9 @@ class FilesystemCopySandbox:
                 target = check_link_target(path, os.readlink(name, dir_fd=fd))
                 return Entry(SYMLINK, 0o777, len(target), 0, 0, 0, target)
         except UnsafeInputError as exc:
-            raise SandboxError(f"cannot checkpoint {path!r}: {exc}", "rename or remove it") from exc
+            raise SandboxError(f"cannot record {path!r}: {exc}", "rename or remove it") from exc
         raise SandboxError(
-            f"cannot checkpoint {path!r}: it is a device, FIFO or socket",
+            f"cannot record {path!r}: it is a device, FIFO or socket",
             "remove it; only files, directories and symlinks are kept",
         )
 
@@ -619,7 +619,7 @@ class FilesystemCopySandbox:
             )
         if old.kind == SYMLINK:
             return readlink_path(self._real, item.path) == old.ref
-        if item.new is None:
+        if item.new is None or item.new.kind != DIRECTORY:  # it goes: nothing foreign inside
             names = list_path(self._real, item.path)
             return all(join_path(item.path, name) in deleted for name in names)
         return True
@@ -657,10 +657,10 @@ class FilesystemCopySandbox:
     def _collect_garbage(self) -> None:
         """Delete objects no checkpoint, index or origin needs (skipped if any is unreadable)."""
         keep: set[str] = set()
-        roots = [self._origin.root] + [self._root_of(ref).root for ref in self.checkpoints()]
-        if self._index is not None:
-            roots.append(self._index.root)
         try:
+            roots = [self._origin.root] + [self._root_of(ref).root for ref in self.checkpoints()]
+            if self._index is not None:
+                roots.append(self._index.root)
             for root in roots:
                 self._trees.reachable(root, keep)
         except (CheckpointMissingError, UnsafeInputError):

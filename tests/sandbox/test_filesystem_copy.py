@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -363,6 +364,17 @@ def test_apply_refuses_to_delete_a_folder_that_gained_files(
     for path in sorted((sandbox.workdir / "docs").iterdir()):
         path.unlink()
     (sandbox.workdir / "docs").rmdir()
+    (real / "docs" / "theirs.txt").write_text("not ours")
+    with pytest.raises(SandboxError, match="docs"):
+        sandbox.apply()
+    assert (real / "docs" / "theirs.txt").read_text() == "not ours"
+
+
+def test_apply_refuses_to_replace_a_folder_that_gained_files(
+    sandbox: FilesystemCopySandbox, real: Path
+) -> None:
+    shutil.rmtree(sandbox.workdir / "docs")
+    (sandbox.workdir / "docs").write_text("a file now")
     (real / "docs" / "theirs.txt").write_text("not ours")
     with pytest.raises(SandboxError, match="docs"):
         sandbox.apply()
