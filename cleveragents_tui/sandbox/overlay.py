@@ -235,7 +235,7 @@ class OverlayStrategy:
                 "check the resource's strategy and location",
             )
         sandbox = OverlaySandbox(resource, home, lower, durable=self._durable)
-        sandbox.load(meta)
+        sandbox.load()
         return sandbox
 
 
@@ -272,8 +272,7 @@ class OverlaySandbox:
         self._save_meta()
         self._start_layer(0)
 
-    def load(self, meta: dict[str, object]) -> None:
-        del meta  # everything else is in the layers
+    def load(self) -> None:
         names = sorted(p.name for p in self._layers_dir.iterdir() if not p.name.startswith("."))
         for position, name in enumerate(map(check_ref, names)):
             folder = self._layers_dir / name
@@ -308,13 +307,15 @@ class OverlaySandbox:
         ``mode`` defaults to the existing file's mode, else 0o644.
         """
         self._alive()
+        if mode is not None:
+            _check_mode(mode)
         self._make_parents(path)
         node = self._find(path)
         if node is not None and node.kind != FILE:
             if node.kind == DIRECTORY:
                 raise IsADirectoryError(errno.EISDIR, "is a directory", path)
             raise SandboxError(f"{path!r} is not a regular file", "delete it first")
-        mode = _check_mode(mode if mode is not None else node.mode if node else 0o644)
+        mode = mode if mode is not None else node.mode if node else 0o644
         self._put(path, Node(FILE, mode, len(data), self._store.put_bytes(data), False))
 
     def delete(self, path: str) -> None:
@@ -337,10 +338,11 @@ class OverlaySandbox:
 
     def make_dirs(self, path: str, mode: int = 0o755) -> None:
         """Create ``path`` and any missing parents (an existing directory is fine)."""
+        _check_mode(mode)
         self._make_parents(path)
         node = self._find(path)
         if node is None:
-            self._put(path, Node(DIRECTORY, _check_mode(mode), 0, "", False))
+            self._put(path, Node(DIRECTORY, mode, 0, "", False))
         elif node.kind != DIRECTORY:
             raise FileExistsError(errno.EEXIST, "exists and is not a directory", path)
 

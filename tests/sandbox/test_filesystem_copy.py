@@ -6,6 +6,8 @@ import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -458,6 +460,30 @@ def test_reopen_in_a_new_object(
     assert again.diff(first, third) == [Change("index-lost.txt", ChangeKind.ADDED)]
     again.rollback(second)
     assert tree_state(work) == later
+
+
+def test_open_a_sandbox_another_process_made(real: Path, tmp_path: Path, plan_id: str) -> None:
+    script = (
+        "import sys; from pathlib import Path\n"
+        "from tests.sandbox.test_filesystem_copy import fs_resource\n"
+        "from cleveragents_tui.sandbox.filesystem_copy import FilesystemCopyStrategy\n"
+        "box = FilesystemCopyStrategy().create(fs_resource(Path(sys.argv[1])), sys.argv[2],"
+        " Path(sys.argv[3]))\n"
+        "print(box.checkpoint())\n"
+        "(box.workdir / 'README.md').write_text('child was here')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(real), plan_id, str(tmp_path / "sandboxes")],
+        capture_output=True,
+        check=True,
+        cwd=Path(__file__).parents[2],
+    )
+    ref = done.stdout.decode().strip()
+    sandbox = FilesystemCopyStrategy().open(fs_resource(real), plan_id, tmp_path / "sandboxes")
+    assert sandbox.checkpoints() == [ref]
+    assert sandbox.changes_since_baseline() == [Change("README.md", ChangeKind.MODIFIED)]
+    sandbox.rollback(ref)
+    assert tree_state(sandbox.workdir) == tree_state(real)
 
 
 def test_create_and_open_refuse_what_they_cannot_do(
