@@ -39,8 +39,9 @@ _OID = re.compile(r"^[0-9a-f]{64}$")
 _HEX = "0123456789abcdef"
 _PACK_NAME = re.compile(r"^[0-9a-f]{16}$")
 _PACK_MAGIC = b"CAPACK1\n"
-_IDX_MAGIC = b"CAIDX1\n"
+_PACK_END = b"CAPACKZ\n"
 _IDX_ROW = struct.Struct("<32sQQ")
+_TRAILER = struct.Struct("<QQ8s")
 _REF = re.compile(r"^[0-9]{6}-[0-9a-f]{8}$")
 _CHUNK = 1 << 20
 _SMALL_FILE = 4 << 20
@@ -294,9 +295,37 @@ class _PackWriter:
         self.entries[oid] = (self.end, len(packed))
         self.end += len(packed)
 
+    def finish(self, *, durable: bool) -> None:
+        """Append the index (id, offset, length per object) and the trailer locating it."""
+        rows = [
+            _IDX_ROW.pack(bytes.fromhex(oid), offset, length)
+            for oid, (offset, length) in self.entries.items()
+        ]
+        _write_all(self.fd, b"".join(rows) + _TRAILER.pack(self.end, len(rows), _PACK_END))
+        if durable:
+            os.fsync(self.fd)
+
     def close(self) -> None:
         os.close(self.fd)
         self.path.unlink(missing_ok=True)
+
+
+def _read_pack_index(path: Path) -> Iterator[tuple[str, int, int]]:
+    """The (id, offset, length) rows at the end of a pack; a damaged pack is refused."""
+    with open(path, "rb") as pack:
+        size = pack.seek(0, os.SEEK_END)
+        if size < len(_PACK_MAGIC) + _TRAILER.size:
+            raise CheckpointMissingError(f"pack {path.name} is truncated", "the sandbox is damaged")
+        pack.seek(size - _TRAILER.size)
+        start, count, end = _TRAILER.unpack(pack.read(_TRAILER.size))
+        if end != _PACK_END or start + count * _IDX_ROW.size + _TRAILER.size != size:
+            raise CheckpointMissingError(f"pack {path.name} is damaged", "the sandbox is damaged")
+        pack.seek(start)
+        rows = pack.read(count * _IDX_ROW.size)
+    for raw, offset, length in _IDX_ROW.iter_unpack(rows):
+        if offset < len(_PACK_MAGIC) or offset + length > start:
+            raise CheckpointMissingError(f"pack {path.name} is damaged", "the sandbox is damaged")
+        yield raw.hex(), offset, length
 
 
 class ObjectStore:
@@ -304,9 +333,9 @@ class ObjectStore:
 
     An object is either *loose* (its own file, ``ab/cdef...``) or in a *pack*: the objects
     put inside one :meth:`batch` (a checkpoint's changed files and trees, or a whole tree
-    when a sandbox is made) are appended to a single file, ``packs/<name>.pack``, with an
-    index of offsets, ``packs/<name>.idx``. Creating a file costs far more than appending
-    to one, so a checkpoint of ten changed files writes four files, not forty.
+    when a sandbox is made) are appended to a single file, ``packs/<name>.pack``, which
+    ends with the index of their offsets. Creating a file costs far more than appending to
+    one, so a checkpoint of ten changed files writes one pack, not thirty files.
     Every read is checked against the object's id, wherever it was stored.
 
     ``durable`` flushes packs, and loose objects at :meth:`sync`, to the disk, so a
@@ -433,7 +462,7 @@ class ObjectStore:
     def sweep(self, keep: set[str]) -> int:
         """Delete every object not in ``keep`` (repacking packs that are partly needed).
 
-        Also removes temporary files and packs whose index was never written (a crash).
+        Also removes temporary files a crash left behind.
         """
         removed = 0
         for fan in os.scandir(self.root):
@@ -450,9 +479,6 @@ class ObjectStore:
             if len(live) < len(rows):
                 self._repack(name, live)
                 removed += len(rows) - len(live)
-        for pack in self._packs.iterdir():
-            if pack.suffix == ".pack" and not pack.with_suffix(".idx").exists():
-                pack.unlink()
         for tmp in self._tmp.iterdir():
             tmp.unlink(missing_ok=True)
         self._verified = {k: v for k, v in self._verified.items() if k in keep}
@@ -481,10 +507,13 @@ class ObjectStore:
     def _pack_index(self) -> dict[str, tuple[str, int, int]]:
         if self._index is None:
             index: dict[str, tuple[str, int, int]] = {}
-            for idx in sorted(self._packs.glob("*.idx")):
-                if _PACK_NAME.match(idx.stem) and idx.with_suffix(".pack").is_file():
-                    for oid, offset, length in _read_idx(idx):
-                        index[oid] = (idx.stem, offset, length)
+            for pack in sorted(self._packs.glob("*.pack")):
+                try:
+                    rows = list(_read_pack_index(pack)) if _PACK_NAME.match(pack.stem) else []
+                except (OSError, CheckpointMissingError):
+                    continue  # its objects count as missing: checkpoints needing them fail verify
+                for oid, offset, length in rows:
+                    index[oid] = (pack.stem, offset, length)
             self._index = index
         return self._index
 
@@ -556,17 +585,11 @@ class ObjectStore:
     def _publish(self, writer: _PackWriter) -> None:
         if not writer.entries:
             return
-        if self._durable:
-            os.fsync(writer.fd)
+        writer.finish(durable=self._durable)
         name = secrets.token_hex(8)
         os.rename(writer.path, self._packs / f"{name}.pack")
-        rows = [
-            _IDX_ROW.pack(bytes.fromhex(oid), offset, length)
-            for oid, (offset, length) in writer.entries.items()
-        ]
-        write_atomic(
-            self._packs / f"{name}.idx", _IDX_MAGIC + b"".join(rows), durable=self._durable
-        )
+        if self._durable:
+            fsync_dir(self._packs)
         index = self._pack_index()
         for oid, (offset, length) in writer.entries.items():
             index[oid] = (name, offset, length)
@@ -590,7 +613,6 @@ class ObjectStore:
         handle = self._open_packs.pop(name, None)
         if handle is not None:
             handle.close()
-        (self._packs / f"{name}.idx").unlink(missing_ok=True)
         (self._packs / f"{name}.pack").unlink(missing_ok=True)
 
     def _missing(self, oid: str, why: object) -> CheckpointMissingError:
@@ -622,15 +644,6 @@ def _pread(fd: int, offset: int, length: int) -> Iterator[bytes]:
         offset += len(data)
         length -= len(data)
         yield data
-
-
-def _read_idx(path: Path) -> Iterator[tuple[str, int, int]]:
-    data = path.read_bytes()
-    body = data[len(_IDX_MAGIC) :]
-    if not data.startswith(_IDX_MAGIC) or len(body) % _IDX_ROW.size:
-        raise CheckpointMissingError(f"pack index {path.name} is damaged", "the sandbox is damaged")
-    for raw, offset, length in _IDX_ROW.iter_unpack(body):
-        yield raw.hex(), offset, length
 
 
 # --- trees -------------------------------------------------------------------------------------

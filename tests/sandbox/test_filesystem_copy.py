@@ -511,21 +511,25 @@ def test_create_and_open_refuse_what_they_cannot_do(
 
 
 def test_verify_detects_missing_and_damaged_objects(sandbox: FilesystemCopySandbox) -> None:
+    first = sandbox.checkpoint()
     packs = sandbox.workdir.parent / "objects" / "packs"
     old = set(packs.glob("*.pack"))
     (sandbox.workdir / "unique.txt").write_text("only in this checkpoint")
     ref = sandbox.checkpoint()
     sandbox.verify(ref)
     (newest,) = set(packs.glob("*.pack")) - old
-    data = bytearray(newest.read_bytes())
-    data[-5] ^= 0xFF
+    pristine = newest.read_bytes()
     newest.chmod(0o644)
-    newest.write_bytes(bytes(data))
-    fresh = FilesystemCopyStrategy(durable=False).open(
-        sandbox.resource, sandbox.workdir.parts[-4], sandbox.workdir.parents[3]
-    )
-    with pytest.raises(CheckpointMissingError):
-        fresh.verify(ref)
+    for damage in (12, -5):  # inside the first object; in the pack's trailer
+        data = bytearray(pristine)
+        data[damage] ^= 0xFF
+        newest.write_bytes(bytes(data))
+        fresh = FilesystemCopyStrategy(durable=False).open(
+            sandbox.resource, sandbox.workdir.parts[-4], sandbox.workdir.parents[3]
+        )
+        with pytest.raises(CheckpointMissingError):
+            fresh.verify(ref)
+        fresh.verify(first)  # the other checkpoint does not need that pack
     with pytest.raises(CheckpointMissingError):
         fresh.verify("999999-deadbeef")
     with pytest.raises(CheckpointMissingError):
