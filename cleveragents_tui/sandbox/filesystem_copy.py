@@ -7,8 +7,9 @@ Layout under ``root/<plan>/<namespace>/<name>/``::
     work/               the copy tools work in (``workdir``)
     objects/            blobs and trees (:mod:`.objects`)
     checkpoints/<ref>   {"root": <tree id>, "stamp": <fs time of its scan>} per checkpoint
-    index               the tree last seen in ``work/`` with its lstat details: the cache
-                        that lets a checkpoint skip unchanged files without reading them
+    index               the tree last seen in ``work/`` with its lstat details (when newer
+                        than the last checkpoint): the cache that lets a checkpoint skip
+                        unchanged files without reading them
 
 A checkpoint walks ``work/`` with ``scandir`` + ``lstat`` and reads only the files whose
 (size, mtime, mode, inode, ctime) differ from the index; unchanged directories keep their
@@ -218,7 +219,8 @@ class FilesystemCopySandbox:
 
     def checkpoint(self) -> str:
         self._alive()
-        snapshot = self._snapshot()
+        snapshot = self._scan(self._work, self._index)
+        self._index = snapshot  # saved as the checkpoint itself (see _load_index)
         ref = new_ref(self._next_seq)
         write_json(self._checkpoints / ref, snapshot.to_json(), durable=self._durable)
         self._next_seq += 1
@@ -636,13 +638,21 @@ class FilesystemCopySandbox:
         return _Snapshot.from_json(read_json_object(path))
 
     def _load_index(self) -> _Snapshot | None:
-        """The saved index, or None when it is missing or damaged (then files get re-read)."""
-        try:
-            snapshot = _Snapshot.from_json(read_json_object(self._home / "index"))
-            self._trees.load(snapshot.root, top=True)
-        except (CheckpointMissingError, UnsafeInputError):
-            return None
-        return snapshot
+        """The latest snapshot of work/: the index file or the newest checkpoint.
+
+        A checkpoint does not rewrite the index file, so whichever scan started last
+        describes work/ best. A stale or missing index only means re-reading files.
+        """
+        found: list[_Snapshot] = []
+        refs = self.checkpoints()
+        for path in [self._home / "index"] + [self._checkpoints / ref for ref in refs[-1:]]:
+            try:
+                snapshot = _Snapshot.from_json(read_json_object(path))
+                self._trees.load(snapshot.root, top=True)
+            except (CheckpointMissingError, UnsafeInputError):
+                continue
+            found.append(snapshot)
+        return max(found, key=lambda snapshot: snapshot.stamp, default=None)
 
     def _save_meta(self) -> None:
         meta = {
