@@ -39,8 +39,10 @@ from cleveragents_tui.sandbox.objects import (
     DIRECTORY,
     FILE,
     MAX_DEPTH,
+    META,
     SYMLINK,
     Entry,
+    Identity,
     Item,
     ObjectStore,
     Trees,
@@ -66,7 +68,6 @@ from cleveragents_tui.sandbox.objects import (
     ref_seq,
     remove_tree,
     resource_directory,
-    sandbox_home,
     write_json,
 )
 from cleveragents_tui.sandbox.safety import UnsafeInputError
@@ -88,40 +89,25 @@ class FilesystemCopyStrategy:
         self._durable = durable
 
     def create(self, resource: Resource, plan_id: str, root: Path) -> FilesystemCopySandbox:
+        """A new sandbox in ``root``, which must be new or empty: the sandbox owns it."""
         _check_strategy(resource)
         real = resource_directory(resource)
-        home = sandbox_home(root, plan_id, resource)
-        if home.exists():
-            raise SandboxError(
-                f"a sandbox of {resource.resource_id} for plan {plan_id} already exists",
-                "open it, or discard it first",
-            )
-        home.mkdir(parents=True)
-        sandbox = FilesystemCopySandbox(resource, home, real, durable=self._durable)
+        identity = Identity.of(_STRATEGY, resource, plan_id, real)
+        identity.claim(root)
+        sandbox = FilesystemCopySandbox(resource, identity, root, real, durable=self._durable)
         try:
             sandbox.initialise()
         except BaseException:
-            remove_tree(home)
+            remove_tree(root)
             raise
         return sandbox
 
     def open(self, resource: Resource, plan_id: str, root: Path) -> FilesystemCopySandbox:
         _check_strategy(resource)
-        home = sandbox_home(root, plan_id, resource)
-        if not (home / "sandbox.json").is_file():
-            raise SandboxError(
-                f"no filesystem_copy sandbox of {resource.resource_id} for plan {plan_id} "
-                f"under {root}",
-                "create it first",
-            )
-        meta = read_json_object(home / "sandbox.json")
         real = resource_directory(resource)
-        if meta.get("strategy") != _STRATEGY or meta.get("location") != str(real):
-            raise SandboxError(
-                f"the sandbox at {home} is not a filesystem_copy sandbox of {real}",
-                "check the resource's strategy and location",
-            )
-        sandbox = FilesystemCopySandbox(resource, home, real, durable=self._durable)
+        identity = Identity.of(_STRATEGY, resource, plan_id, real)
+        meta = identity.check(root)
+        sandbox = FilesystemCopySandbox(resource, identity, root, real, durable=self._durable)
         sandbox.load(meta)
         return sandbox
 
@@ -173,8 +159,11 @@ class _Snapshot:
 class FilesystemCopySandbox:
     """One directory resource's private copy for one plan (see the module docstring)."""
 
-    def __init__(self, resource: Resource, home: Path, real: Path, *, durable: bool) -> None:
+    def __init__(
+        self, resource: Resource, identity: Identity, home: Path, real: Path, *, durable: bool
+    ) -> None:
         self._resource = resource
+        self._identity = identity
         self._home = home
         self._real = real
         self._durable = durable
@@ -289,13 +278,10 @@ class FilesystemCopySandbox:
         return ApplyResult(f"{len(changes)} change(s) copied to {self._real}", changes)
 
     def discard(self) -> None:
-        self._alive()
+        """Remove the sandbox's folder and everything in it (again: nothing to do)."""
+        if self._discarded:
+            return
         remove_tree(self._home)
-        for parent in (self._home.parent, self._home.parent.parent):
-            try:
-                parent.rmdir()
-            except OSError:
-                break
         self._discarded = True
 
     # --- extras ----------------------------------------------------------------------------
@@ -655,14 +641,8 @@ class FilesystemCopySandbox:
         return max(found, key=lambda snapshot: snapshot.stamp, default=None)
 
     def _save_meta(self) -> None:
-        meta = {
-            "v": 1,
-            "strategy": str(_STRATEGY),
-            "resource_id": self._resource.resource_id,
-            "location": str(self._real),
-            "origin": self._origin.to_json(),
-        }
-        write_json(self._home / "sandbox.json", meta, durable=self._durable)
+        meta = self._identity.meta(origin=self._origin.to_json())
+        write_json(self._home / META, meta, durable=self._durable)
 
     def _collect_garbage(self) -> None:
         """Delete objects no checkpoint, index or origin needs (skipped if any is unreadable)."""

@@ -26,6 +26,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import NamedTuple
@@ -230,10 +231,49 @@ def fs_now(stamp: Path) -> int:
         os.close(fd)
 
 
-def sandbox_home(root: Path, plan_id: str, resource: Resource) -> Path:
-    """``root/<plan ULID>/<namespace>/<name>``: both parts of a resource id are safe names."""
-    namespace, name = resource.resource_id.split("/")
-    return root / parse_ulid(plan_id, "plan id") / namespace / name
+META = "sandbox.json"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Whose sandbox a folder holds; kept in its ``sandbox.json`` and checked on open."""
+
+    strategy: str
+    plan_id: str
+    resource_id: str
+    location: str
+
+    @staticmethod
+    def of(strategy: str, resource: Resource, plan_id: str, location: Path) -> Identity:
+        return Identity(
+            strategy, parse_ulid(plan_id, "plan id"), resource.resource_id, str(location)
+        )
+
+    def meta(self, **extra: object) -> dict[str, object]:
+        return {"v": 1, **asdict(self), **extra}
+
+    def claim(self, root: Path) -> None:
+        """Make ``root`` this sandbox's folder: new or empty, one sandbox per folder."""
+        if (root / META).exists():
+            raise SandboxError(
+                f"a sandbox already exists in {root}", "open it, or discard it first"
+            )
+        root.mkdir(parents=True, exist_ok=True)
+        if any(root.iterdir()):
+            raise SandboxError(f"{root} is not empty", "give each sandbox a folder of its own")
+
+    def check(self, root: Path) -> dict[str, object]:
+        """The ``sandbox.json`` in ``root``, refused unless it is this sandbox's."""
+        if not (root / META).is_file():
+            raise SandboxError(f"no {self.strategy} sandbox in {root}", "create it first")
+        meta = read_json_object(root / META)
+        if any(meta.get(key) != value for key, value in asdict(self).items()):
+            raise SandboxError(
+                f"the sandbox in {root} is not the {self.strategy} sandbox of "
+                f"{self.resource_id} at {self.location} for plan {self.plan_id}",
+                "check the folder, the plan and the resource",
+            )
+        return meta
 
 
 def resource_directory(resource: Resource) -> Path:

@@ -45,8 +45,10 @@ from cleveragents_tui.sandbox.objects import (
     DIR_FLAGS,
     DIRECTORY,
     FILE,
+    META,
     SYMLINK,
     Entry,
+    Identity,
     Item,
     ObjectStore,
     apply_items,
@@ -67,7 +69,6 @@ from cleveragents_tui.sandbox.objects import (
     ref_seq,
     remove_tree,
     resource_directory,
-    sandbox_home,
     split_path,
     write_atomic,
     write_json,
@@ -202,39 +203,25 @@ class OverlayStrategy:
         self._durable = durable
 
     def create(self, resource: Resource, plan_id: str, root: Path) -> OverlaySandbox:
+        """A new sandbox in ``root``, which must be new or empty: the sandbox owns it."""
         _check_strategy(resource)
         lower = resource_directory(resource)
-        home = sandbox_home(root, plan_id, resource)
-        if home.exists():
-            raise SandboxError(
-                f"a sandbox of {resource.resource_id} for plan {plan_id} already exists",
-                "open it, or discard it first",
-            )
-        home.mkdir(parents=True)
-        sandbox = OverlaySandbox(resource, home, lower, durable=self._durable)
+        identity = Identity.of(_STRATEGY, resource, plan_id, lower)
+        identity.claim(root)
+        sandbox = OverlaySandbox(resource, identity, root, lower, durable=self._durable)
         try:
             sandbox.initialise()
         except BaseException:
-            remove_tree(home)
+            remove_tree(root)
             raise
         return sandbox
 
     def open(self, resource: Resource, plan_id: str, root: Path) -> OverlaySandbox:
         _check_strategy(resource)
-        home = sandbox_home(root, plan_id, resource)
-        if not (home / "sandbox.json").is_file():
-            raise SandboxError(
-                f"no overlay sandbox of {resource.resource_id} for plan {plan_id} under {root}",
-                "create it first",
-            )
-        meta = read_json_object(home / "sandbox.json")
         lower = resource_directory(resource)
-        if meta.get("strategy") != _STRATEGY or meta.get("location") != str(lower):
-            raise SandboxError(
-                f"the sandbox at {home} is not an overlay sandbox of {lower}",
-                "check the resource's strategy and location",
-            )
-        sandbox = OverlaySandbox(resource, home, lower, durable=self._durable)
+        identity = Identity.of(_STRATEGY, resource, plan_id, lower)
+        identity.check(root)
+        sandbox = OverlaySandbox(resource, identity, root, lower, durable=self._durable)
         sandbox.load()
         return sandbox
 
@@ -250,8 +237,11 @@ def _check_strategy(resource: Resource) -> None:
 class OverlaySandbox:
     """One directory resource seen through copy-on-write layers (see the module docstring)."""
 
-    def __init__(self, resource: Resource, home: Path, lower: Path, *, durable: bool) -> None:
+    def __init__(
+        self, resource: Resource, identity: Identity, home: Path, lower: Path, *, durable: bool
+    ) -> None:
         self._resource = resource
+        self._identity = identity
         self._home = home
         self._lower = lower
         self._durable = durable
@@ -532,14 +522,11 @@ class OverlaySandbox:
         return ApplyResult(f"{len(changes)} change(s) written to {self._lower}", changes)
 
     def discard(self) -> None:
-        self._alive()
+        """Remove the sandbox's folder and everything in it (again: nothing to do)."""
+        if self._discarded:
+            return
         self._close_log()
         remove_tree(self._home)
-        for parent in (self._home.parent, self._home.parent.parent):
-            try:
-                parent.rmdir()
-            except OSError:
-                break
         self._discarded = True
 
     # --- extras ----------------------------------------------------------------------------
@@ -763,13 +750,7 @@ class OverlaySandbox:
         return entries
 
     def _save_meta(self) -> None:
-        meta = {
-            "v": 1,
-            "strategy": str(_STRATEGY),
-            "resource_id": self._resource.resource_id,
-            "location": str(self._lower),
-        }
-        write_json(self._home / "sandbox.json", meta, durable=self._durable)
+        write_json(self._home / META, self._identity.meta(), durable=self._durable)
 
     def _collect_garbage(self) -> None:
         keep: set[str] = set()

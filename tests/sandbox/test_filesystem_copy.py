@@ -257,7 +257,9 @@ def test_large_file_round_trip(sandbox: FilesystemCopySandbox) -> None:
 def test_top_level_git_directory_is_left_alone(real: Path, tmp_path: Path, plan_id: str) -> None:
     (real / ".git").mkdir()
     (real / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-    sandbox = FilesystemCopyStrategy(durable=False).create(fs_resource(real), plan_id, tmp_path)
+    sandbox = FilesystemCopyStrategy(durable=False).create(
+        fs_resource(real), plan_id, tmp_path / "s"
+    )
     assert not (sandbox.workdir / ".git").exists()
     ref = sandbox.checkpoint()
     (sandbox.workdir / ".git").mkdir()
@@ -493,8 +495,14 @@ def test_create_and_open_refuse_what_they_cannot_do(
     root = tmp_path / "sandboxes"
     with pytest.raises(SandboxError, match="already exists"):
         strategy.create(fs_resource(real), plan_id, root)
+    with pytest.raises(SandboxError, match="not the filesystem_copy sandbox of"):
+        strategy.open(fs_resource(real), new_ulid(), root)  # another plan's
     with pytest.raises(SandboxError, match="no filesystem_copy sandbox"):
-        strategy.open(fs_resource(real), new_ulid(), root)
+        strategy.open(fs_resource(real), plan_id, tmp_path / "nothing-here")
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "someone-elses.txt").write_text("x")
+    with pytest.raises(SandboxError, match="not empty"):
+        strategy.create(fs_resource(real), new_ulid(), tmp_path / "busy")
     with pytest.raises(InvalidIdError):
         strategy.create(fs_resource(real), "../escape", root)
     with pytest.raises(SandboxError, match="not a directory"):
@@ -506,11 +514,13 @@ def test_create_and_open_refuse_what_they_cannot_do(
         strategy.create(overlay, new_ulid(), root)
     other = tmp_path / "other"
     other.mkdir()
-    with pytest.raises(SandboxError, match="not a filesystem_copy sandbox of"):
+    with pytest.raises(SandboxError, match="not the filesystem_copy sandbox of"):
         strategy.open(fs_resource(other), plan_id, root)
 
 
-def test_verify_detects_missing_and_damaged_objects(sandbox: FilesystemCopySandbox) -> None:
+def test_verify_detects_missing_and_damaged_objects(
+    sandbox: FilesystemCopySandbox, plan_id: str
+) -> None:
     first = sandbox.checkpoint()
     packs = sandbox.workdir.parent / "objects" / "packs"
     old = set(packs.glob("*.pack"))
@@ -524,9 +534,7 @@ def test_verify_detects_missing_and_damaged_objects(sandbox: FilesystemCopySandb
         data = bytearray(pristine)
         data[damage] ^= 0xFF
         newest.write_bytes(bytes(data))
-        fresh = FilesystemCopyStrategy(durable=False).open(
-            sandbox.resource, sandbox.workdir.parts[-4], sandbox.workdir.parents[3]
-        )
+        fresh = FilesystemCopyStrategy(durable=False).open(sandbox.resource, plan_id, sandbox.home)
         with pytest.raises(CheckpointMissingError):
             fresh.verify(ref)
         fresh.verify(first)  # the other checkpoint does not need that pack

@@ -303,11 +303,11 @@ def sandbox_home(sandbox: OverlaySandbox) -> Path:
 
 
 def sandbox_root(sandbox: OverlaySandbox) -> Path:
-    return sandbox.home.parents[2]
+    return sandbox.home
 
 
 def sandbox_plan(sandbox: OverlaySandbox) -> str:
-    return sandbox.home.parts[-3]
+    return str(json.loads((sandbox.home / "sandbox.json").read_text())["plan_id"])
 
 
 def test_reopen_replays_the_open_layer(sandbox: OverlaySandbox) -> None:
@@ -397,8 +397,10 @@ def test_create_and_open_refuse_what_they_cannot_do(
     root = tmp_path / "sandboxes"
     with pytest.raises(SandboxError, match="already exists"):
         strategy.create(overlay_resource(real), plan_id, root)
-    with pytest.raises(SandboxError, match="no overlay sandbox"):
+    with pytest.raises(SandboxError, match="not the overlay sandbox of"):
         strategy.open(overlay_resource(real), new_ulid(), root)
+    with pytest.raises(SandboxError, match="no overlay sandbox"):
+        strategy.open(overlay_resource(real), plan_id, tmp_path / "nothing-here")
     copy = Resource(
         resource_id="local/files",
         kind="filesystem",
