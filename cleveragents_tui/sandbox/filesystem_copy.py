@@ -1,8 +1,8 @@
 """The filesystem_copy sandbox: a private copy of a directory, checkpointed incrementally.
 
-Layout under ``root/<plan>/<namespace>/<name>/``::
+Layout of the ``root`` folder given to ``create`` (the sandbox owns it)::
 
-    sandbox.json        strategy, resource, real location, and the *origin*: the tree of
+    sandbox.json        plan, strategy, resource, real location, and the *origin*: the tree of
                         the real directory when the sandbox was made (or last applied)
     work/               the copy tools work in (``workdir``)
     objects/            blobs and trees (:mod:`.objects`)
@@ -288,7 +288,7 @@ class FilesystemCopySandbox:
 
     @property
     def home(self) -> Path:
-        """The folder holding everything this sandbox stores (``root/<plan>/<ns>/<name>``)."""
+        """The folder holding everything this sandbox stores (the ``root`` it was made in)."""
         return self._home
 
     def checkpoints(self) -> list[str]:

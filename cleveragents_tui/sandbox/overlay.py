@@ -7,9 +7,9 @@ file (its content is an object in the shared :class:`ObjectStore`), a directory 
 when it replaced something, hiding what is below), a symlink, or a *whiteout* (deleted).
 A path is looked up from the top layer down and falls through to the real directory.
 
-Layout under ``root/<plan>/<namespace>/<name>/``::
+Layout of the ``root`` folder given to ``create`` (the sandbox owns it)::
 
-    sandbox.json            strategy, resource, real location
+    sandbox.json            plan, strategy, resource, real location
     base.json               lstat of every real path when the sandbox was made (or applied)
     objects/                file contents written through the sandbox
     layers/NNNNNN-xxxxxxxx/ one layer; the name is its checkpoint reference
@@ -533,7 +533,7 @@ class OverlaySandbox:
 
     @property
     def home(self) -> Path:
-        """The folder holding everything this sandbox stores (``root/<plan>/<ns>/<name>``)."""
+        """The folder holding everything this sandbox stores (the ``root`` it was made in)."""
         return self._home
 
     def checkpoints(self) -> list[str]:
