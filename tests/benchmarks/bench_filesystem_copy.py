@@ -76,7 +76,7 @@ class Tree:
         self.rng = random.Random(11)
         self.label = f"{files:,} files"
         archive = base / "tree.tar.gz"
-        self.walk = median_of(lambda: walk(self.real), max(repeat, 5))
+        self.walk = median_of(lambda: walk(self.real), 11)
 
         def pack() -> None:
             with tarfile.open(archive, "w:gz") as tar:
@@ -130,7 +130,7 @@ def bench_filesystem_copy(tree: Tree) -> list[Measurement]:
     refs = [sandbox.checkpoint()]
     checkpoint = median_of(
         lambda: refs.append(sandbox.checkpoint()),
-        max(tree.repeat, BACK + 1),
+        BACK + 1,
         setup=lambda: tree.change(write),
     )
     back = refs[-1 - BACK]
@@ -147,7 +147,7 @@ def bench_filesystem_copy(tree: Tree) -> list[Measurement]:
     sandbox.rollback(refs[-1])
     loose = FilesystemCopyStrategy(durable=False).open(tree.resource("filesystem_copy"), plan, root)
     loose.checkpoint()
-    not_durable = median_of(loose.checkpoint, tree.repeat, setup=lambda: tree.change(write))
+    not_durable = median_of(loose.checkpoint, BACK + 1, setup=lambda: tree.change(write))
     group, label = "filesystem_copy", tree.label
     return [
         Measurement(
@@ -185,7 +185,7 @@ def bench_filesystem_copy(tree: Tree) -> list[Measurement]:
 def bench_overlay(tree: Tree) -> list[Measurement]:
     sandbox = OverlayStrategy().create(tree.resource("overlay"), new_ulid(), tree.base / "overlay")
     checkpoint = median_of(
-        sandbox.checkpoint, max(tree.repeat, 5), setup=lambda: tree.change(sandbox.write_bytes)
+        sandbox.checkpoint, BACK + 1, setup=lambda: tree.change(sandbox.write_bytes)
     )
     base = sandbox.checkpoint()
 
