@@ -73,11 +73,13 @@ def _register() -> None:
     from cleveragents_tui.cli.demo import demo_data_command
     from cleveragents_tui.cli.doctor import doctor
     from cleveragents_tui.cli.plan import plan
+    from cleveragents_tui.cli.profile import automation_profile
 
     cli.add_command(plan)
     cli.add_command(db)
     cli.add_command(demo_data_command)
     cli.add_command(doctor)
+    cli.add_command(automation_profile)
 
 
 _register()

@@ -177,9 +177,8 @@ def _profile_name(value: str) -> str:
         return value
     if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", value):
         raise ValueError(
-            f"{value!r} has no namespace: custom profile names are namespace/name "
-            f"(e.g. local/{value}); names without a namespace are reserved for the built-ins "
-            f"({', '.join(BUILTIN_PROFILE_NAMES)})"
+            f"{value!r} has no namespace (names without one are reserved for the built-in "
+            f"profiles); call it e.g. local/{value}"
         )
     raise ValueError(
         f"{value!r} is not a namespace/name (letters, digits, '.', '_', '-'; "

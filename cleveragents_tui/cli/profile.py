@@ -1,0 +1,178 @@
+"""``agents automation-profile ...``: list, show, add and remove automation profiles.
+
+JSON output (``--format=json``): ``cleveragents.automation-profile/1`` for show, add and
+remove (add and remove also carry ``result``), ``cleveragents.automation-profile-list/1``
+for list. Both are described in docs/automation-profiles.md.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import unicodedata
+from pathlib import Path
+
+import click
+
+from cleveragents_tui.automation.profiles import (
+    ProfileRegistry,
+    load_profile_file,
+    profile_document,
+    profile_kind,
+    profile_list_document,
+    profile_summary,
+    threshold_mode,
+)
+from cleveragents_tui.cli.context import CliContext, echo_json, format_option, pass_cli
+from cleveragents_tui.domain.profile import AutomationGuard, AutomationProfile, SafetyProfile
+
+WIDTH = 96
+
+
+def _printable(text: str) -> str:
+    """Drop control characters (terminal escapes) from text that came from a profile file."""
+    return "".join(c for c in text if c in "\n\t" or unicodedata.category(c) != "Cc")
+
+
+def _table(rows: list[tuple[str, ...]], indent: str = "") -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        indent + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
+        for row in rows
+    ]
+
+
+def _cost(value: float | None) -> str:
+    return "no limit" if value is None else f"{value:g} USD"
+
+
+def _safety_rows(safety: SafetyProfile) -> list[tuple[str, str]]:
+    categories = ", ".join(safety.allowed_skill_categories) or "all"
+    return [
+        ("require_sandbox", str(safety.require_sandbox).lower()),
+        ("require_checkpoints", str(safety.require_checkpoints).lower()),
+        ("allow_unsafe_tools", str(safety.allow_unsafe_tools).lower()),
+        ("require_human_approval", str(safety.require_human_approval).lower()),
+        ("allowed_skill_categories", _printable(categories)),
+        ("max_cost_per_plan", _cost(safety.max_cost_per_plan)),
+        ("max_total_cost", _cost(safety.max_total_cost)),
+        ("max_retries_per_step", str(safety.max_retries_per_step)),
+    ]
+
+
+def _guard_rows(guards: AutomationGuard) -> list[tuple[str, str]]:
+    calls = guards.max_tool_calls_per_step
+    allow = guards.tool_allowlist
+    deny = guards.tool_denylist
+    return [
+        ("max_tool_calls_per_step", "unlimited" if calls is None else str(calls)),
+        ("max_total_cost", _cost(guards.max_total_cost)),
+        ("tool_allowlist", "all tools" if allow is None else _printable(", ".join(allow)) or "-"),
+        ("tool_denylist", "none" if deny is None else _printable(", ".join(deny)) or "-"),
+        ("require_approval_for_writes", str(guards.require_approval_for_writes).lower()),
+        ("require_approval_for_apply", str(guards.require_approval_for_apply).lower()),
+    ]
+
+
+def render_profile(profile: AutomationProfile) -> str:
+    lines = [f"{profile.name} ({profile_kind(profile)})"]
+    if profile.description:
+        for paragraph in _printable(profile.description).splitlines():
+            lines += textwrap.wrap(
+                paragraph, WIDTH - 2, initial_indent="  ", subsequent_indent="  "
+            )
+    lines += ["", f"  {profile_summary(profile)}", ""]
+    lines.append("Thresholds: automatic when confidence >= threshold (0.0 always, 1.0 never)")
+    rows: list[tuple[str, ...]] = [("FLAG", "THRESHOLD", "MODE", "GATES")]
+    rows += [
+        (flag.value, str(value), threshold_mode(value), flag.gates)
+        for flag, value in profile.thresholds().items()
+    ]
+    lines += _table(rows, "  ")
+    lines += ["", "Safety"]
+    lines += _table(list(_safety_rows(profile.safety)), "  ")
+    lines += ["", "Guards"]
+    if profile.guards is None:
+        lines.append("  none (every tool call is allowed by the guards)")
+    else:
+        lines += _table(list(_guard_rows(profile.guards)), "  ")
+    return "\n".join(lines)
+
+
+def render_list(profiles: list[AutomationProfile]) -> str:
+    rows: list[tuple[str, ...]] = [("NAME", "KIND", "SUMMARY")]
+    rows += [(p.name, profile_kind(p), profile_summary(p)) for p in profiles]
+    return "\n".join(_table(rows))
+
+
+@click.group("automation-profile")
+def automation_profile() -> None:
+    """Automation profiles: which tasks run automatically and which wait for a person.
+
+    \b
+    Built-in: manual (default), review, supervised, cautious, trusted, auto, ci, full-auto.
+    Custom profiles are namespace/name, added from a YAML file (see profiles/examples/).
+    """
+
+
+@automation_profile.command("list")
+@format_option
+@pass_cli
+def list_(cli: CliContext, local_format: str | None) -> None:
+    """List every profile: built-ins first, then custom ones, each with a one-line summary."""
+    profiles = ProfileRegistry(cli.store).all()
+    if cli.wants_json(local_format):
+        echo_json(profile_list_document(profiles))
+    else:
+        click.echo(render_list(profiles))
+
+
+@automation_profile.command()
+@click.argument("name")
+@format_option
+@pass_cli
+def show(cli: CliContext, name: str, local_format: str | None) -> None:
+    """Show NAME: each threshold with what it gates, the safety profile and the guards."""
+    profile = ProfileRegistry(cli.store).get(name)
+    if cli.wants_json(local_format):
+        echo_json(profile_document(profile))
+    else:
+        click.echo(render_profile(profile))
+
+
+@automation_profile.command()
+@click.option(
+    "--config",
+    "config",
+    required=True,
+    metavar="FILE",
+    type=click.Path(path_type=Path),
+    help="The profile YAML file (see profiles/examples/).",
+)
+@click.option("--replace", is_flag=True, help="Overwrite a custom profile of the same name.")
+@format_option
+@pass_cli
+def add(cli: CliContext, config: Path, replace: bool, local_format: str | None) -> None:
+    """Register the custom profile in FILE (its name must be namespace/name).
+
+    The file is validated first; on any error nothing is registered.
+    """
+    profile = load_profile_file(config)
+    replaced = ProfileRegistry(cli.store).add(profile, replace=replace)
+    result = "replaced" if replaced else "added"
+    if cli.wants_json(local_format):
+        echo_json(profile_document(profile, result))
+    else:
+        click.echo(f"{result} {profile.name}: {profile_summary(profile)}")
+
+
+@automation_profile.command()
+@click.argument("name")
+@format_option
+@pass_cli
+def remove(cli: CliContext, name: str, local_format: str | None) -> None:
+    """Remove the custom profile NAME (built-ins cannot be removed)."""
+    profile = ProfileRegistry(cli.store).remove(name)
+    if cli.wants_json(local_format):
+        echo_json(profile_document(profile, "removed"))
+    else:
+        click.echo(f"removed {profile.name}")
