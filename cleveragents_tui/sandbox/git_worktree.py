@@ -44,9 +44,14 @@ import re
 import secrets
 import shutil
 import subprocess
+import tempfile
+import threading
+import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
@@ -71,15 +76,19 @@ _FSCK = "check the repository with `git fsck`; if it is damaged, discard the san
 # Passed to every git command. Hooks are never ours to run (post-checkout fires on
 # ``worktree add``, reference-transaction on every ref update); an fsmonitor configured for
 # the user's checkout knows nothing of ours; sparse checkout would hide files from the agent;
-# submodule recursion would touch repositories we do not own. The untracked cache only pays
-# off when its flags match ``status -uall``, hence status.showUntrackedFiles.
+# submodule recursion would touch repositories we do not own. Speed: the untracked cache
+# lets status stat folders instead of reading them (only when its flags match ``-uall``,
+# hence status.showUntrackedFiles); the split index makes each of our index writes small
+# (the sandbox's own index; old shared parts expire after an hour, not two weeks).
 _CONFIG = (
     "-c", "core.hooksPath=/dev/null",
     "-c", "core.fsmonitor=false",
-    "-c", "core.untrackedCache=true",
-    "-c", "status.showUntrackedFiles=all",
     "-c", "core.sparseCheckout=false",
     "-c", "submodule.recurse=false",
+    "-c", "core.untrackedCache=true",
+    "-c", "status.showUntrackedFiles=all",
+    "-c", "core.splitIndex=true",
+    "-c", "splitIndex.sharedIndexExpire=1.hour.ago",
 )  # fmt: skip
 
 # Inherited GIT_* variables that may pass through; all others (GIT_DIR, GIT_INDEX_FILE,
@@ -161,21 +170,24 @@ class _Git:
                 capture_output=True,
                 check=False,
             )
-        except FileNotFoundError as exc:
-            if not self.cwd.is_dir():
-                raise SandboxError(
-                    f"{self.subject}: the folder {self.cwd} is missing",
-                    "discard the sandbox and run the plan again",
-                ) from None
-            raise SandboxError(
+        except OSError as exc:
+            raise self.cannot_start(exc) from None
+
+    def cannot_start(self, exc: OSError) -> SandboxError:
+        if not self.cwd.is_dir():
+            return SandboxError(
+                f"{self.subject}: the folder {self.cwd} is missing",
+                "discard the sandbox and run the plan again",
+            )
+        if isinstance(exc, FileNotFoundError):
+            return SandboxError(
                 f"{self.subject}: git is not installed ({exc.strerror})",
                 "install git 2.31 or later and put it on PATH",
-            ) from None
-        except OSError as exc:
-            raise SandboxError(
-                f"{self.subject}: cannot run git in {self.cwd} ({exc.strerror})",
-                "check that the folder exists and is readable",
-            ) from None
+            )
+        return SandboxError(
+            f"{self.subject}: cannot run git in {self.cwd} ({exc.strerror})",
+            "check that the folder exists and is readable",
+        )
 
     def run(self, *args: str, fix: str, stdin: bytes = b"") -> bytes:
         done = self.call(*args, stdin=stdin)
@@ -183,6 +195,76 @@ class _Git:
             reason = _reason(done.stderr, done.returncode)
             raise SandboxError(f"{self.subject}: git {args[0]} failed ({reason})", fix)
         return done.stdout
+
+
+class _Pipe:
+    """One long-running git command answering requests on stdin, one line per answer.
+
+    Starting git costs about 2 ms (more than the work of a ref update); a request to a
+    running ``update-ref --stdin`` or ``hash-object --stdin-paths`` costs about 0.1 ms. A
+    process that dies (git exits on the first error, undoing an open transaction) is
+    reported with its stderr and restarted by the next request.
+    """
+
+    def __init__(self, git: _Git, *args: str) -> None:
+        self._git = git
+        self._args = args
+        self._process: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
+        self._lock = threading.Lock()
+
+    def ask(self, request: bytes, answers: int, fix: str) -> list[bytes]:
+        with self._lock:
+            process = self._process
+            if process is None or process.poll() is not None:
+                process = self._start()
+            assert process.stdin is not None and process.stdout is not None
+            lines: list[bytes] = []
+            try:
+                process.stdin.write(request)
+                process.stdin.flush()
+                lines = [process.stdout.readline() for _ in range(answers)]
+            except OSError:
+                pass
+            if len(lines) == answers and all(line.endswith(b"\n") for line in lines):
+                return [line[:-1] for line in lines]
+            reason = self._stop()
+        raise SandboxError(f"{self._git.subject}: git {self._args[0]} failed ({reason})", fix)
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        self._stop()
+        # stderr goes to a file, not a pipe nobody reads while git runs (a full pipe blocks).
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by _stop)
+        try:
+            self._process = subprocess.Popen(
+                ["git", *_CONFIG, *self._args],
+                cwd=self._git.cwd,
+                env=self._git.env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+            )
+        except OSError as exc:
+            raise self._git.cannot_start(exc) from None
+        return self._process
+
+    def _stop(self) -> str:
+        """End the process (closing stdin is git's cue to exit); what it said on stderr."""
+        process, self._process = self._process, None
+        if process is None:
+            return "not running"
+        assert process.stdin is not None and process.stdout is not None and self._stderr
+        process.stdin.close()
+        returncode = process.wait()
+        process.stdout.close()
+        self._stderr.seek(0)
+        reason = _reason(self._stderr.read(), returncode)
+        self._stderr.close()
+        return reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +366,7 @@ class GitWorktreeSandbox:
         workdir: Path,
         admin_dir: Path,
         base: str,
+        tip: str,
     ) -> None:
         self._resource = resource
         self._names = names
@@ -291,8 +374,26 @@ class GitWorktreeSandbox:
         self._workdir = workdir
         self._admin_dir = admin_dir
         self._base = _sha(base)
+        # The branch's tip as this object last set it: the parent of the next checkpoint.
+        # The branch is a chain of checkpoints; a commit an agent makes inside the sandbox is
+        # captured by the next checkpoint's files but does not stay on the branch.
+        self._tip = _sha(tip)
         env = {**repository.git.env, "GIT_DIR": str(admin_dir), "GIT_WORK_TREE": str(workdir)}
         self._git = _Git(workdir, env, repository.git.subject)
+        self._refs = _Pipe(self._git, "update-ref", "--stdin")
+        # Commit objects are written from a draft file in the root folder, outside the
+        # worktree; one per object, rewritten in place for each commit.
+        self._draft = workdir.parent / f"commit-{secrets.token_hex(4)}.txt"
+        self._objects = _Pipe(
+            _Git(workdir.parent, env, repository.git.subject),
+            "hash-object",
+            "-t",
+            "commit",
+            "-w",
+            "--stdin-paths",
+            "--no-filters",
+        )
+        self._release = weakref.finalize(self, _release, self._draft, self._refs, self._objects)
         self._discarded = False
 
     # ----------------------------------------------------------------- creating, reopening
@@ -327,7 +428,7 @@ class GitWorktreeSandbox:
         )
         added = git.call("worktree", "add", "--quiet", "--", str(workdir), _short(names.branch))
         if added.returncode != 0:
-            git.call("update-ref", "--stdin", stdin=_deletions([names.branch, names.base]))
+            git.call("update-ref", "--stdin", stdin=_deletions([names.branch, names.base]).encode())
             raise SandboxError(
                 f"{subject}: git worktree add failed ({_reason(added.stderr, added.returncode)})",
                 f"check that {root} is writable and that git is 2.31 or later",
@@ -338,7 +439,7 @@ class GitWorktreeSandbox:
                 f"{subject}: git did not register the worktree at {workdir}",
                 "discard the sandbox and check the repository with `git worktree list`",
             )
-        return cls(resource, names, repository, workdir, admin_dir, base)
+        return cls(resource, names, repository, workdir, admin_dir, base, base)
 
     @classmethod
     def open(cls, resource: Resource, plan_id: str, root: Path) -> GitWorktreeSandbox:
@@ -368,7 +469,9 @@ class GitWorktreeSandbox:
                 f"{subject}: the sandbox refs {names.branch} and {names.base} are incomplete",
                 "discard the sandbox and run the plan again",
             )
-        return cls(resource, names, repository, workdir, admin_dir, refs[names.base])
+        return cls(
+            resource, names, repository, workdir, admin_dir, refs[names.base], refs[names.branch]
+        )
 
     # ----------------------------------------------------------------------- properties
 
@@ -395,7 +498,8 @@ class GitWorktreeSandbox:
     def checkpoint(self) -> str:
         self._ensure_live()
         self._ensure_on_branch()
-        tree = self._write_tree() if self._stage() else f"{self._names.branch}^{{tree}}"
+        self._stage()
+        tree = self._write_tree()
         # The Checkpoint-Id line makes every checkpoint a distinct commit, even of an
         # identical state on the same parent in the same second, so dropping one checkpoint
         # (which deletes its ref) never takes another decision's checkpoint with it.
@@ -403,16 +507,13 @@ class GitWorktreeSandbox:
             f"cleveragents checkpoint\n\nPlan: {self._names.plan_id}\n"
             f"Checkpoint-Id: {secrets.token_hex(8)}\n"
         )
-        commit = self._commit(tree, self._names.branch, message)
-        self._git.run(
-            "update-ref",
-            "--stdin",
-            stdin=(
-                f"update {self._names.branch} {commit}\n"
-                f"create {self._names.checkpoint(commit)} {commit}\n"
-            ).encode(),
+        commit = self._commit(tree, self._tip, message)
+        self._update_refs(
+            f"update {self._names.branch} {commit}\n"
+            f"create {self._names.checkpoint(commit)} {commit}\n",
             fix="check that the repository is writable (disk space, permissions)",
         )
+        self._tip = commit
         return commit
 
     def verify(self, ref: str) -> None:
@@ -447,6 +548,7 @@ class GitWorktreeSandbox:
                 f"{self._git.subject}: git reset failed ({_reason(done.stderr, done.returncode)})",
                 f"check that {self._workdir} is writable, then retry the rollback",
             )
+        self._tip = sha
         # Runs after the reset so the .gitignore files of the checkpoint decide what is new.
         self._git.run(
             "clean",
@@ -462,11 +564,8 @@ class GitWorktreeSandbox:
                 f"{self._git.subject}: the base commit {sha} is not a droppable checkpoint",
                 "drop only references returned by checkpoint()",
             )
-        self._git.run(
-            "update-ref",
-            "--stdin",
-            stdin=_deletions([self._names.checkpoint(sha)]),
-            fix="check that the repository is writable",
+        self._update_refs(
+            _deletions([self._names.checkpoint(sha)]), fix="check that the repository is writable"
         )
 
     # -------------------------------------------------------------------------- reading
@@ -543,10 +642,8 @@ class GitWorktreeSandbox:
                 f"{len(changes)} changes made in the sandbox of {self._resource.resource_id}.\n"
             )
             landed = self._commit(tree, self._base, message)
-            self._git.run(
-                "update-ref",
-                "--stdin",
-                stdin=f"create {branch} {landed}\n".encode(),
+            self._update_refs(
+                f"create {branch} {landed}\n",
                 fix=f"the branch {_short(branch)} already exists with other content: "
                 "merge or delete it (git branch -D), then apply again",
             )
@@ -560,6 +657,7 @@ class GitWorktreeSandbox:
         """Remove the worktree and the sandbox's refs; the apply branch, if any, stays."""
         if self._discarded:
             return
+        self._release()
         git = self._repository.git
         removed = git.call("worktree", "remove", "--force", "--", str(self._workdir))
         if removed.returncode != 0:
@@ -576,7 +674,12 @@ class GitWorktreeSandbox:
             fix=_FSCK,
         )
         refs = [check_ref_name(ref) for ref in listed.decode().splitlines()]
-        git.run("update-ref", "--stdin", stdin=_deletions([*refs, self._names.branch]), fix=_FSCK)
+        git.run(
+            "update-ref",
+            "--stdin",
+            stdin=_deletions([*refs, self._names.branch]).encode(),
+            fix=_FSCK,
+        )
         self._discarded = True
 
     # -------------------------------------------------------------------------- helpers
@@ -646,10 +749,16 @@ class GitWorktreeSandbox:
         return _sha(self._git.run("write-tree", fix=_FSCK).decode().strip())
 
     def _commit(self, tree: str, parent: str, message: str) -> str:
-        out = self._git.run(
-            "commit-tree", "--no-gpg-sign", "-p", parent, "-m", message, tree, fix=_FSCK
-        )
-        return _sha(out.decode().strip())
+        """Write a commit object (the format ``git commit-tree`` writes, never signed)."""
+        stamp = f"{IDENTITY[0]} <{IDENTITY[1]}> {int(time.time())} +0000"
+        text = f"tree {tree}\nparent {parent}\nauthor {stamp}\ncommitter {stamp}\n\n{message}"
+        self._draft.write_bytes(text.encode())
+        [sha] = self._objects.ask(self._draft.name.encode() + b"\n", 1, fix=_FSCK)
+        return _sha(sha.decode())
+
+    def _update_refs(self, commands: str, fix: str) -> None:
+        """One atomic ref transaction: all of ``commands`` happen, or none."""
+        self._refs.ask(f"start\n{commands}commit\n".encode(), 2, fix=fix)
 
     def _tree_changes(self, tree: str) -> list[Change]:
         args = ("diff-tree", "-r", "-z", "--no-renames", "--name-status", "--no-ext-diff")
@@ -685,5 +794,12 @@ def _subject(resource: Resource, plan_id: str) -> str:
     return f"git_worktree sandbox of {resource.resource_id} (plan {plan_id})"
 
 
-def _deletions(refs: list[str]) -> bytes:
-    return "".join(f"delete {check_ref_name(ref)}\n" for ref in refs).encode()
+def _deletions(refs: list[str]) -> str:
+    return "".join(f"delete {check_ref_name(ref)}\n" for ref in refs)
+
+
+def _release(draft: Path, *pipes: _Pipe) -> None:
+    """What a sandbox object holds outside git: its long-running processes and draft file."""
+    for pipe in pipes:
+        pipe.close()
+    draft.unlink(missing_ok=True)

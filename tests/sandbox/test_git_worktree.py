@@ -8,6 +8,7 @@ index file (byte for byte), status, branches and working tree are exactly as bef
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import stat
@@ -507,6 +508,51 @@ def test_creating_the_same_sandbox_twice_is_refused(
     assert not (tmp_path / "another-root" / "worktree").exists()
     sandbox.checkpoint()  # the first one is unharmed
     user.check()
+
+
+def git_children() -> list[int]:
+    """Our own child processes running git (Linux /proc)."""
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        name = fields[0].split("(", 1)[1]
+        if name == "git" and int(fields[1].split()[1]) == os.getpid():
+            found.append(int(stat_file.parent.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_no_git_process_or_draft_outlives_the_sandbox_object(
+    resource: Resource, root: Path, tmp_path: Path
+) -> None:
+    before = set(git_children())
+    sandbox = GitWorktreeStrategy().create(resource, PLAN, root)
+    sandbox.checkpoint()
+    assert len(set(git_children()) - before) == 2  # update-ref --stdin, hash-object
+    sandbox.discard()
+    assert set(git_children()) - before == set()
+    other = GitWorktreeStrategy().create(resource, "01HXPLAN0000000000000000BB", tmp_path / "r2")
+    other.checkpoint()
+    del other  # dropped without discard: the finalizer ends the processes
+    gc.collect()
+    assert set(git_children()) - before == set()
+    assert sorted(p.name for p in (tmp_path / "r2").iterdir()) == ["worktree"]
+
+
+def test_a_failed_ref_update_does_not_break_the_next_one(
+    sandbox: GitWorktreeSandbox, repo: Path
+) -> None:
+    (sandbox.workdir / "a.txt").write_text("a\n")
+    sandbox.apply()
+    (sandbox.workdir / "a.txt").write_text("b\n")
+    with pytest.raises(SandboxError, match="already exists"):
+        sandbox.apply()  # the long-running update-ref exits on this error...
+    ref = sandbox.checkpoint()  # ...and the next request starts a new one
+    sandbox.verify(ref)
+    assert git(repo, "rev-parse", sandbox.branch).strip() == ref
 
 
 # ------------------------------------------------------------- verify, drop, missing
