@@ -170,8 +170,16 @@ def _explain(error: ErrorDetails) -> tuple[str, str]:
 
 
 def _validation_error(source: str, exc: ValidationError) -> ProfileError:
-    # An unknown key first: a misspelt threshold also shows up as a missing one.
+    # An unknown key first: a misspelt threshold also shows up as a missing one, which is
+    # then not counted as another problem.
     errors = sorted(exc.errors(include_url=False), key=lambda e: e["type"] != "extra_forbidden")
+    meant = {
+        (*e["loc"][:-1], match)
+        for e in errors
+        if e["type"] == "extra_forbidden"
+        for match in difflib.get_close_matches(str(e["loc"][-1]), _known_keys(e["loc"]), n=1)
+    }
+    errors = [e for e in errors if not (e["type"] == "missing" and tuple(e["loc"]) in meant)]
     first = errors[0]
     message, fix = _explain(first)
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
@@ -360,20 +368,25 @@ class ProfileRegistry:
             custom = AutomationProfileRepository(uow.session).all()
         return [*self.builtins().values(), *custom]
 
-    def add(self, profile: AutomationProfile, *, replace: bool = False) -> bool:
+    def add(
+        self, profile: AutomationProfile, *, replace: bool = False, source: str | None = None
+    ) -> bool:
         """Register a custom profile; True when it replaced one of the same name.
 
         Built-in names cannot be shadowed; an existing name needs ``replace=True``.
+        ``source`` (the file the profile came from) prefixes the messages about its name.
         """
+        where = f"{source}: name: " if source else ""
         if is_builtin_name(profile.name):
             raise ProfileError(
-                f"{profile.name} is a built-in automation profile: built-in profiles cannot be "
-                "shadowed",
+                f"{where}{profile.name} is a built-in automation profile: built-in profiles "
+                "cannot be shadowed",
                 f"name yours namespace/name, e.g. local/{profile.name}",
             )
         if "/" not in profile.name:  # pragma: no cover - the model refuses these already
             raise ProfileError(
-                f"{profile.name!r} has no namespace", "custom profile names are namespace/name"
+                f"{where}{profile.name!r} has no namespace",
+                "custom profile names are namespace/name",
             )
         with self._store.unit_of_work(write=True) as uow:
             repository = AutomationProfileRepository(uow.session)
@@ -393,7 +406,7 @@ class ProfileRegistry:
     def add_from_file(self, path: str | Path, *, replace: bool = False) -> AutomationProfile:
         """Read, validate and register the profile file at ``path``."""
         profile = load_profile_file(path)
-        self.add(profile, replace=replace)
+        self.add(profile, replace=replace, source=str(path))
         return profile
 
     def remove(self, name: str) -> AutomationProfile:

@@ -157,7 +157,7 @@ def add(cli: CliContext, config: Path, replace: bool, local_format: str | None) 
     The file is validated first; on any error nothing is registered.
     """
     profile = load_profile_file(config)
-    replaced = ProfileRegistry(cli.store).add(profile, replace=replace)
+    replaced = ProfileRegistry(cli.store).add(profile, replace=replace, source=str(config))
     result = "replaced" if replaced else "added"
     if cli.wants_json(local_format):
         echo_json(profile_document(profile, result))
