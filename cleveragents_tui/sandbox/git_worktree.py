@@ -11,7 +11,8 @@ can redirect it.
 Refs kept in the user's repository (all removed by :meth:`GitWorktreeSandbox.discard`,
 except the apply branch, which is the deliverable):
 
-- ``refs/heads/cleveragents/<plan_id>``: the sandbox branch; its tip is the current state.
+- ``refs/heads/cleveragents/<plan_id>``: the sandbox branch, checked out in the worktree; its
+  tip is the last checkpoint (or the one rolled back to).
 - ``refs/cleveragents/<plan_id>/base``: the base commit.
 - ``refs/cleveragents/<plan_id>/checkpoints/<sha>``: one per checkpoint, so ``git gc``
   never drops an old attempt and any two can still be diffed. Rolling back moves the branch
@@ -26,11 +27,15 @@ ignored files. A nested git repository that is not ignored cannot be captured, s
 creation time are not part of the sandbox: it starts from the base commit.
 
 Speed: ``git add -A && git commit`` examines every file twice (add, then commit's own index
-refresh) and runs hooks. A checkpoint here examines them once, with ``git status`` and the
-untracked cache (which stats directories instead of reading them), hands only the changed
-paths to ``git update-index``, then writes the commit with ``write-tree``/``commit-tree`` and
-moves both refs in one ``update-ref`` transaction. Rollback is ``reset --hard`` followed by
-``clean -ffd`` (``reset`` alone leaves new files behind). docs/benchmarks.md has the figures.
+refresh), reads every folder, and runs hooks. A checkpoint here examines the files once, with
+``git status`` and the untracked cache (which stats folders instead of reading them), hands
+only the changed paths to ``git update-index``, writes the tree with ``write-tree``, and then
+asks two long-running git processes (``hash-object --stdin-paths`` for the commit object,
+``update-ref --stdin`` for one transaction moving both refs) instead of starting two more.
+The sandbox's index is a split index, so each index write is small. Rollback is
+``reset --hard`` followed by ``clean -ffd`` (``reset`` alone leaves new files behind).
+docs/benchmarks.md has the figures. The long-running processes end with :meth:`discard`, or
+when the sandbox object is garbage-collected; use one sandbox object from one thread at a time.
 
 Every method raises :class:`SandboxError` (or :class:`UnsafeInputError` for hostile input)
 with one line naming the resource and the fix; no traceback from git reaches the user.
@@ -325,14 +330,21 @@ class _Repository:
         if not location.is_dir():
             raise SandboxError(f"{subject}: {location} is not a folder", fix)
         git = _Git(location.resolve(), env, subject)
-        done = git.call("rev-parse", "--path-format=absolute", "--git-common-dir")
+        done = git.call("rev-parse", "--path-format=absolute", "--git-common-dir", "--show-prefix")
         if done.returncode != 0:
             reason = _reason(done.stderr, done.returncode)
             raise SandboxError(
                 f"{subject}: {location} is not a usable git repository ({reason})", fix
             )
-        common_dir = Path(os.fsdecode(done.stdout.strip()))
-        return cls(location=git.cwd, common_dir=common_dir, git=git)
+        common_dir, prefix = (os.fsdecode(line) for line in done.stdout.split(b"\n")[:2])
+        if prefix:
+            # A worktree always holds the whole repository; a sandbox of a subfolder would
+            # checkpoint, roll back and apply more than the resource names.
+            raise SandboxError(
+                f"{subject}: {location} is the subfolder {prefix!r} of a git repository",
+                f"set the location of {resource.resource_id} to the repository's top folder",
+            )
+        return cls(location=git.cwd, common_dir=Path(common_dir), git=git)
 
     def admin_dir(self, workdir: Path) -> Path | None:
         """git's administrative folder for the worktree at ``workdir`` (gitrepository-layout:
@@ -706,8 +718,8 @@ class GitWorktreeSandbox:
         makes git refuse anything that is not one of this sandbox's checkpoints."""
         return self._names.base if sha == self._base else self._names.checkpoint(sha)
 
-    def _stage(self) -> bool:
-        """Bring the sandbox's index up to date with its files; False if nothing changed.
+    def _stage(self) -> None:
+        """Bring the sandbox's index up to date with its files.
 
         ``git status`` (one pass over the files, untracked cache for new ones) names the
         changed paths; only those go to ``update-index``, through stdin, never as arguments.
@@ -743,7 +755,6 @@ class GitWorktreeSandbox:
                     stdin=b"\0".join(paths) + b"\0",
                     fix=f"check that {self._workdir} is readable and the disk is not full",
                 )
-        return bool(entries)
 
     def _write_tree(self) -> str:
         return _sha(self._git.run("write-tree", fix=_FSCK).decode().strip())
@@ -773,7 +784,8 @@ class GitWorktreeSandbox:
         if found is None or found[1] != b"commit":
             return None
         lines = body.partition(b"\n\n")[0].decode().splitlines()
-        if lines[:2] != [f"tree {tree}", f"parent {self._base}"] or lines[2].startswith("parent"):
+        parents = [line for line in lines if line.startswith("parent ")]
+        if lines[:1] != [f"tree {tree}"] or parents != [f"parent {self._base}"]:
             return None
         return header.split()[0].decode()
 

@@ -227,11 +227,13 @@ def test_rollback_restores_the_checkpoint_byte_for_byte(
     before = snapshot(sandbox.workdir)
     ref = sandbox.checkpoint()
     scribble(sandbox.workdir)
+    (sandbox.workdir / "empty" / "folder").mkdir(parents=True)
     assert snapshot(sandbox.workdir) != before
     sandbox.rollback(ref)
     user.check()
     assert snapshot(sandbox.workdir) == before
-    assert not (sandbox.workdir / "fresh").exists()  # the emptied new folder went too
+    assert not (sandbox.workdir / "fresh").exists()  # new folders go too, even empty ones
+    assert not (sandbox.workdir / "empty").exists()
 
 
 def test_rollback_across_several_checkpoints(
@@ -304,6 +306,40 @@ def test_rollback_handles_files_folders_and_symlinks_swapping_places(
     sandbox.rollback(ref)
     assert snapshot(sandbox.workdir) == before
     assert sorted(p.name for p in outside.iterdir()) == ["precious"]
+
+
+ODD_NAMES = [
+    "with space.txt",
+    "ünïcødé.txt",
+    "-rf",
+    "--upload-pack=touch x",
+    'quo"te',
+    "tab\tname",
+    "star*?[a].txt",
+    ":(glob)**",
+    "back\\slash",
+    "line\nbreak",
+]
+
+
+def test_unusual_file_names_round_trip(sandbox: GitWorktreeSandbox, user: UserCheckout) -> None:
+    odd = sandbox.workdir / "odd"
+    odd.mkdir()
+    for name in ODD_NAMES:
+        (odd / name).write_bytes(name.encode())
+    state = snapshot(sandbox.workdir)
+    ref = sandbox.checkpoint()
+    assert sorted(c.path for c in sandbox.diff(sandbox.base, ref)) == sorted(
+        f"odd/{name}" for name in ODD_NAMES
+    )
+    for name in ODD_NAMES[:-2]:  # read() refuses backslashes and line breaks
+        assert sandbox.read(ref, f"odd/{name}") == name.encode()
+    shutil.rmtree(odd)
+    sandbox.rollback(ref)
+    assert snapshot(sandbox.workdir) == state
+    sandbox.rollback(sandbox.base)
+    assert not odd.exists()
+    user.check()
 
 
 def test_ignored_files_are_neither_checkpointed_nor_removed(sandbox: GitWorktreeSandbox) -> None:
@@ -754,6 +790,17 @@ def test_a_location_that_is_not_a_repository_fails_clearly(tmp_path: Path) -> No
         assert "set the location" in message
         assert "\n" not in message
         assert "Traceback" not in message
+
+
+def test_a_location_inside_a_repository_is_refused(repo: Path, tmp_path: Path) -> None:
+    resource = Resource(
+        resource_id="local/sub",
+        kind="git",
+        location=str(repo / "src"),
+        sandbox_strategy=SandboxStrategyName.GIT_WORKTREE,
+    )
+    with pytest.raises(SandboxError, match=r"subfolder 'src/'.*top folder"):
+        GitWorktreeStrategy().create(resource, PLAN, tmp_path / "root")
 
 
 def test_a_repository_without_commits_fails_clearly(tmp_path: Path) -> None:
