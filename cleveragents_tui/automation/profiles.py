@@ -373,7 +373,8 @@ class ProfileRegistry:
     ) -> bool:
         """Register a custom profile; True when it replaced one of the same name.
 
-        Built-in names cannot be shadowed; an existing name needs ``replace=True``.
+        Built-in names cannot be shadowed; an existing name needs ``replace=True`` and no
+        unfinished plan using it (a plan's profile is locked when the plan is created).
         ``source`` (the file the profile came from) prefixes the messages about its name.
         """
         where = f"{source}: name: " if source else ""
@@ -397,6 +398,13 @@ class ProfileRegistry:
                     "pass --replace to overwrite it, or choose another name",
                 )
             if exists:
+                users = repository.unfinished_plans_using(profile.name)
+                if users:  # their profile is locked: replacing it would change them mid-run
+                    raise ProfileError(
+                        f"automation profile {profile.name} is locked to {len(users)} unfinished "
+                        f"plan{'s' if len(users) > 1 else ''} ({', '.join(users[:3])})",
+                        "apply or cancel them first, or add the new version under another name",
+                    )
                 repository.replace(profile)
             else:
                 repository.add(profile)

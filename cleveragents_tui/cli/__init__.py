@@ -69,6 +69,8 @@ def cli(ctx: click.Context, db_url: str | None, output_format: str | None) -> No
 
 
 def _register() -> None:
+    from cleveragents_tui.cli.approvals import approval
+    from cleveragents_tui.cli.config import config
     from cleveragents_tui.cli.db import db
     from cleveragents_tui.cli.demo import demo_data_command
     from cleveragents_tui.cli.doctor import doctor
@@ -80,6 +82,8 @@ def _register() -> None:
     cli.add_command(demo_data_command)
     cli.add_command(doctor)
     cli.add_command(automation_profile)
+    cli.add_command(config)
+    cli.add_command(approval)
 
 
 _register()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cleveragents_tui.domain.ids import Ulid, new_ulid
+from cleveragents_tui.domain.ids import NamespacedName, Ulid, new_ulid
 from cleveragents_tui.domain.text import RequiredText
 from cleveragents_tui.domain.timeutil import UtcDatetime, utc_now
 
@@ -28,3 +29,32 @@ class ToolInvocation(BaseModel):
     side_effects: tuple[RequiredText, ...] = ()
     irreversible: bool = False
     created_at: UtcDatetime = Field(default_factory=utc_now)
+
+
+class ToolCategory(StrEnum):
+    READ = "read"
+    WRITE = "write"
+    COMMAND = "command"
+    DATABASE = "database"
+    NETWORK = "network"
+    VALIDATION = "validation"
+
+
+class ToolSpec(BaseModel):
+    """What a registered tool declares about itself.
+
+    ``checkpointable``: its effects are captured by sandbox checkpoints. ``writes``: it
+    changes a resource. ``irreversible``: its side effects leave the machine and cannot be
+    rolled back. ``unsafe``: blocked unless the safety profile allows unsafe tools.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: NamespacedName
+    category: ToolCategory
+    description: str = ""
+    checkpointable: bool = True
+    writes: bool = False
+    side_effects: tuple[RequiredText, ...] = ()
+    irreversible: bool = False
+    unsafe: bool = False

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from cleveragents_tui.domain.approval import Approval
 from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.decision import ArtifactRef, Decision
@@ -22,6 +23,7 @@ from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.tool import ToolInvocation
 from cleveragents_tui.store.tables import (
+    ApprovalRow,
     CheckpointGroupRow,
     CheckpointMetadataRow,
     CorrectionAttemptRow,
@@ -238,3 +240,16 @@ def correction_from_row(row: CorrectionAttemptRow) -> CorrectionAttempt:
     fields = {c: getattr(row, c) for c in CorrectionAttempt.model_fields}
     fields["report"] = load_json("correction_attempts", key, "report", row.report)
     return _validated("correction_attempts", key, lambda: CorrectionAttempt.model_validate(fields))
+
+
+def approval_to_row(approval: Approval) -> ApprovalRow:
+    data = approval.model_dump(mode="python")
+    data["details"] = dump_json(approval.model_dump(mode="json")["details"])
+    return ApprovalRow(**data)
+
+
+def approval_from_row(row: ApprovalRow) -> Approval:
+    key = row.approval_id
+    fields = {c: getattr(row, c) for c in Approval.model_fields}
+    fields["details"] = load_json("approvals", key, "details", row.details)
+    return _validated("approvals", key, lambda: Approval.model_validate(fields))

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import Select, case, func, select, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
+from cleveragents_tui.domain.approval import Approval, ApprovalAnswer
 from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.decision import Decision
@@ -44,6 +45,7 @@ from cleveragents_tui.store.tables import (
     EventRow,
     PlanRow,
     ResourceRow,
+    SettingRow,
     ToolInvocationRow,
 )
 
@@ -122,6 +124,14 @@ class PlanRepository:
     def all(self) -> list[Plan]:
         rows = self._session.scalars(select(PlanRow).order_by(PlanRow.created_at, PlanRow.plan_id))
         return [mapping.plan_from_row(r) for r in rows]
+
+    def states_for_project(self, project: str) -> dict[str, int]:
+        query = (
+            select(PlanRow.state, func.count())
+            .where(PlanRow.project == project)
+            .group_by(PlanRow.state)
+        )
+        return {state: int(n) for state, n in self._session.execute(query)}
 
     def children(self, plan_id: str) -> list[Plan]:
         rows = self._session.scalars(
@@ -278,6 +288,14 @@ class DecisionRepository:
             .group_by(DecisionRow.decision_type)
         )
         return {t: int(n) for t, n in self._session.execute(query)}
+
+    def type_history(self, decision_type: str) -> tuple[int, int]:
+        """(decisions of this type ever recorded, how many of them were superseded)."""
+        superseded = func.sum(case((DecisionRow.superseded_by.is_not(None), 1), else_=0))
+        row = self._session.execute(
+            select(func.count(), superseded).where(DecisionRow.decision_type == decision_type)
+        ).one()
+        return int(row[0]), int(row[1] or 0)
 
     def next_sequence_number(self, plan_id: str) -> int:
         top = self._session.scalar(
@@ -503,6 +521,38 @@ class ApprovalRepository:
     def __init__(self, session: Session) -> None:
         self._session = session
 
+    def add(self, approval: Approval) -> None:
+        self._session.add(mapping.approval_to_row(approval))
+
+    def get(self, approval_id: str) -> Approval:
+        row = self._session.get(ApprovalRow, approval_id)
+        if row is None:
+            raise NotFoundError(
+                f"approval {approval_id} does not exist", "list them with `agents approvals`"
+            )
+        return mapping.approval_from_row(row)
+
+    def pending(self, plan_id: str | None = None) -> list[Approval]:
+        query = select(ApprovalRow).where(ApprovalRow.answer.is_(None))
+        if plan_id is not None:
+            query = query.where(ApprovalRow.plan_id == plan_id)
+        rows = self._session.scalars(query.order_by(ApprovalRow.requested_at))
+        return [mapping.approval_from_row(r) for r in rows]
+
+    def answer(self, approval_id: str, answer: ApprovalAnswer, by: str, reason: str | None) -> None:
+        """Record the answer once; a second answer is refused."""
+        result = self._session.execute(
+            update(ApprovalRow)
+            .where(ApprovalRow.approval_id == approval_id, ApprovalRow.answer.is_(None))
+            .values(answer=answer.value, answered_by=by, reason=reason, answered_at=utc_now())
+        )
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            self.get(approval_id)  # raises NotFoundError for an unknown id
+            raise ConcurrentChangeError(
+                f"approval {approval_id} was already answered",
+                "see its answer with `agents approvals --all`",
+            )
+
     def pending_counts(self) -> dict[str, int]:
         query = (
             select(ApprovalRow.plan_id, func.count())
@@ -510,6 +560,45 @@ class ApprovalRepository:
             .group_by(ApprovalRow.plan_id)
         )
         return {p: int(n) for p, n in self._session.execute(query)}
+
+
+class SettingRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def get(self, scope: str, key: str) -> object | None:
+        row = self._session.get(SettingRow, (scope, key))
+        return (
+            None
+            if row is None
+            else mapping.load_json("settings", f"{scope}/{key}", "value", row.value)
+        )
+
+    def set(self, scope: str, key: str, value: object) -> None:
+        row = self._session.get(SettingRow, (scope, key))
+        if row is None:
+            self._session.add(
+                SettingRow(
+                    scope=scope, key=key, value=mapping.dump_json(value), updated_at=utc_now()
+                )
+            )
+        else:
+            row.value = mapping.dump_json(value)
+            row.updated_at = utc_now()
+
+    def unset(self, scope: str, key: str) -> bool:
+        row = self._session.get(SettingRow, (scope, key))
+        if row is None:
+            return False
+        self._session.delete(row)
+        return True
+
+    def all(self) -> list[tuple[str, str, object]]:
+        rows = self._session.scalars(select(SettingRow).order_by(SettingRow.scope, SettingRow.key))
+        return [
+            (r.scope, r.key, mapping.load_json("settings", f"{r.scope}/{r.key}", "value", r.value))
+            for r in rows
+        ]
 
 
 class EventRepository:

@@ -262,3 +262,14 @@ class EventRow(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
     __table_args__ = (Index("ix_events_plan_id", "plan_id"),)
+
+
+class SettingRow(Base):
+    """A configuration value; ``scope`` is ``global`` or ``project:<name>``; value is JSON."""
+
+    __tablename__ = "settings"
+
+    scope: Mapped[str] = mapped_column(String(160), primary_key=True)
+    key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)

@@ -8,6 +8,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from cleveragents_tui.store.database import SQLITE_BEGIN
+from cleveragents_tui.store.profile_repository import AutomationProfileRepository
 from cleveragents_tui.store.repositories import (
     ApprovalRepository,
     CheckpointRepository,
@@ -16,6 +17,7 @@ from cleveragents_tui.store.repositories import (
     EventRepository,
     PlanRepository,
     ResourceRepository,
+    SettingRepository,
     ToolInvocationRepository,
 )
 
@@ -43,6 +45,8 @@ class UnitOfWork:
         self.corrections = CorrectionRepository(self.session)
         self.approvals = ApprovalRepository(self.session)
         self.events = EventRepository(self.session)
+        self.settings = SettingRepository(self.session)
+        self.automation_profiles = AutomationProfileRepository(self.session)
         return self
 
     def flush(self) -> None:

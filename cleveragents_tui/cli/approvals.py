@@ -1,0 +1,77 @@
+"""``agents approval``: the queue of pending human decisions."""
+
+from __future__ import annotations
+
+import getpass
+
+import click
+
+from cleveragents_tui.cli.context import CliContext, echo_json, format_option, pass_cli
+from cleveragents_tui.domain.approval import Approval
+from cleveragents_tui.engine.approvals import answer_approval, pending_approvals
+
+
+@click.group()
+def approval() -> None:
+    """List and answer pending approvals (escalations, phase gates, budget pauses, ...)."""
+
+
+@approval.command("list")
+@click.option("--plan", "plan_ref", metavar="PLAN", help="Only this plan's approvals.")
+@format_option
+@pass_cli
+def list_(cli: CliContext, plan_ref: str | None, local_format: str | None) -> None:
+    """Pending approvals, oldest first."""
+    items = pending_approvals(cli.store, plan_ref)
+    if cli.wants_json(local_format):
+        echo_json(
+            {
+                "format": "cleveragents.approvals/1",
+                "approvals": [a.model_dump(mode="json") for a in items],
+            }
+        )
+        return
+    if not items:
+        click.echo("No pending approvals.")
+    for a in items:
+        click.echo(f"{a.approval_id}  {a.kind.value:<12} plan {a.plan_id}  {a.question}")
+        if "confidence" in a.details:
+            click.echo(
+                f"{'':28}confidence {a.details['confidence']} < threshold {a.details['threshold']} "
+                f"({a.details.get('flag')}: {a.details.get('gates')})"
+            )
+
+
+def _answer(
+    cli: CliContext, approval_ref: str, approve: bool, reason: str | None, who: str | None
+) -> Approval:
+    answered = answer_approval(
+        cli.store, approval_ref, approve=approve, by=who or getpass.getuser(), reason=reason
+    )
+    click.echo(f"{answered.approval_id}: {answered.answer} by {answered.answered_by}")
+    return answered
+
+
+who_option = click.option(
+    "--as", "who", metavar="NAME", help="Who answers (default: your user name)."
+)
+
+
+@approval.command()
+@click.argument("approval_ref", metavar="APPROVAL")
+@click.option("--reason", help="Why (recorded with the answer).")
+@who_option
+@pass_cli
+def approve(cli: CliContext, approval_ref: str, reason: str | None, who: str | None) -> None:
+    """Approve APPROVAL."""
+    _answer(cli, approval_ref, True, reason, who)
+
+
+@approval.command()
+@click.argument("approval_ref", metavar="APPROVAL")
+@click.option("--reason", required=True, help="Why (recorded with the answer).")
+@who_option
+@pass_cli
+def deny(cli: CliContext, approval_ref: str, reason: str, who: str | None) -> None:
+    """Deny APPROVAL (a reason is required)."""
+    _answer(cli, approval_ref, False, reason, who)

@@ -1,0 +1,92 @@
+"""``agents config``: settings at global and project scope."""
+
+from __future__ import annotations
+
+import click
+
+from cleveragents_tui.cli.context import CliContext, echo_json, format_option, pass_cli
+from cleveragents_tui.engine import config as settings
+
+project_option = click.option(
+    "--project", metavar="PROJECT", help="Project scope (default: global)."
+)
+
+
+@click.group()
+def config() -> None:
+    """Read and change settings.
+
+    \b
+    Settings:
+      core.automation-profile  automation profile of new plans
+                               (precedence: plan > action > project > global)
+    """
+
+
+@config.command("set")
+@click.argument("key")
+@click.argument("value")
+@project_option
+@pass_cli
+def set_(cli: CliContext, key: str, value: str, project: str | None) -> None:
+    """Set KEY to VALUE, globally or for one project (--project).
+
+    Example: agents config set core.automation-profile cautious --project local/hello-cli
+    """
+    setting = settings.set_setting(cli.store, key, value, project)
+    click.echo(f"{setting.key} = {setting.value} ({setting.scope})")
+
+
+@config.command()
+@click.argument("key")
+@project_option
+@format_option
+@pass_cli
+def get(cli: CliContext, key: str, project: str | None, local_format: str | None) -> None:
+    """Show KEY's value at that scope (nothing set: exit 1)."""
+    setting = settings.get_setting(cli.store, key, project)
+    if cli.wants_json(local_format):
+        echo_json(
+            {
+                "format": "cleveragents.setting/1",
+                "key": key,
+                "scope": setting.scope if setting else None,
+                "value": setting.value if setting else None,
+            }
+        )
+    elif setting is None:
+        click.echo(f"{key} is not set", err=True)
+    else:
+        click.echo(str(setting.value))
+    if setting is None:
+        raise SystemExit(1)
+
+
+@config.command()
+@click.argument("key")
+@project_option
+@pass_cli
+def unset(cli: CliContext, key: str, project: str | None) -> None:
+    """Remove KEY at that scope."""
+    removed = settings.unset_setting(cli.store, key, project)
+    click.echo(f"{key} unset" if removed else f"{key} was not set")
+
+
+@config.command("list")
+@format_option
+@pass_cli
+def list_(cli: CliContext, local_format: str | None) -> None:
+    """Every setting, by scope."""
+    items = settings.list_settings(cli.store)
+    if cli.wants_json(local_format):
+        echo_json(
+            {
+                "format": "cleveragents.settings/1",
+                "settings": [{"scope": s.scope, "key": s.key, "value": s.value} for s in items],
+            }
+        )
+    elif not items:
+        click.echo("No settings. Example: agents config set core.automation-profile cautious")
+    else:
+        for s in items:
+            click.echo(f"{s.scope:<30} {s.key} = {s.value}")

@@ -1,0 +1,69 @@
+"""``agents config``: settings at global and project scope, validated before they are stored."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cleveragents_tui.automation.precedence import GLOBAL_SCOPE, PROFILE_KEY, project_scope
+from cleveragents_tui.automation.profiles import ProfileRegistry
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.store.store import Store
+
+KNOWN_SETTINGS: dict[str, str] = {
+    PROFILE_KEY: "automation profile of new plans (precedence: plan > action > project > global)",
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    scope: str
+    key: str
+    value: object
+
+
+def _scope(project: str | None) -> str:
+    if project is None:
+        return GLOBAL_SCOPE
+    if not project.strip() or "\x00" in project:
+        raise UserError(f"project name {project!r} is not valid", "give the project's name")
+    return project_scope(project)
+
+
+def _check_key(key: str) -> None:
+    if key not in KNOWN_SETTINGS:
+        raise UserError(
+            f"unknown setting {key!r}", f"known settings: {', '.join(sorted(KNOWN_SETTINGS))}"
+        )
+
+
+def set_setting(store: Store, key: str, value: str, project: str | None = None) -> Setting:
+    _check_key(key)
+    scope = _scope(project)
+    if key == PROFILE_KEY:
+        value = ProfileRegistry(store).get(value).name
+    with store.unit_of_work(write=True) as uow:
+        uow.settings.set(scope, key, value)
+        uow.events.append("setting_changed", {"scope": scope, "key": key, "value": value})
+        uow.commit()
+    return Setting(scope, key, value)
+
+
+def get_setting(store: Store, key: str, project: str | None = None) -> Setting | None:
+    _check_key(key)
+    scope = _scope(project)
+    with store.unit_of_work() as uow:
+        value = uow.settings.get(scope, key)
+    return None if value is None else Setting(scope, key, value)
+
+
+def unset_setting(store: Store, key: str, project: str | None = None) -> bool:
+    _check_key(key)
+    with store.unit_of_work(write=True) as uow:
+        removed = uow.settings.unset(_scope(project), key)
+        uow.commit()
+    return removed
+
+
+def list_settings(store: Store) -> list[Setting]:
+    with store.unit_of_work() as uow:
+        return [Setting(scope, key, value) for scope, key, value in uow.settings.all()]

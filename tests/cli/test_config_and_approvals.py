@@ -1,0 +1,85 @@
+"""`agents config` and `agents approval` as a user drives them."""
+
+from __future__ import annotations
+
+import json
+
+from cleveragents_tui.domain.approval import Approval
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.store.store import Store
+from tests.cli.conftest import Run
+
+
+def test_config_set_get_unset_list(run: Run) -> None:
+    assert run("config", "get", "core.automation-profile").exit_code == 1
+    result = run("config", "set", "core.automation-profile", "cautious")
+    assert result.exit_code == 0 and "core.automation-profile = cautious (global)" in result.output
+    run("config", "set", "core.automation-profile", "trusted", "--project", "local/app")
+    assert run("config", "get", "core.automation-profile").output.strip() == "cautious"
+    assert (
+        run("config", "get", "core.automation-profile", "--project", "local/app").output.strip()
+        == "trusted"
+    )
+    listing = json.loads(run("config", "list", "--format=json").output)["settings"]
+    assert {(s["scope"], s["value"]) for s in listing} == {
+        ("global", "cautious"),
+        ("project:local/app", "trusted"),
+    }
+    assert "unset" in run("config", "unset", "core.automation-profile").output
+    assert run("config", "get", "core.automation-profile").exit_code == 1
+
+
+def test_config_refuses_unknown_keys_and_profiles(run: Run) -> None:
+    bad_key = run("config", "set", "core.colour", "blue")
+    assert bad_key.exit_code == 2 and "unknown setting 'core.colour'" in bad_key.stderr
+    bad_profile = run("config", "set", "core.automation-profile", "yolo")
+    assert bad_profile.exit_code == 2 and "yolo" in bad_profile.stderr
+    assert len(bad_profile.stderr.strip().splitlines()) == 1
+    assert run("config", "list").output.startswith("No settings.")
+
+
+def test_approvals_are_listed_answered_once_with_who_and_why(run: Run, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    run("plan", "list")  # creates the database
+    store = Store.open(str(tmp_path / "agents.db"))
+    plan = Plan(action="local/x")
+    approval = Approval(
+        plan_id=plan.plan_id,
+        kind="escalation",
+        question="Send the notification?",
+        details={
+            "flag": "execute_command",
+            "gates": "decisions during Execute",
+            "confidence": 0.41,
+            "threshold": 0.8,
+        },
+    )
+    with store.unit_of_work(write=True) as uow:
+        uow.plans.add(plan)
+        uow.flush()
+        uow.approvals.add(approval)
+        uow.commit()
+    listing = run("approval", "list").output
+    assert approval.approval_id in listing and "confidence 0.41 < threshold 0.8" in listing
+    denied = run(
+        "approval",
+        "deny",
+        approval.approval_id,
+        "--reason",
+        "not before the release",
+        "--as",
+        "maria",
+    )
+    assert denied.exit_code == 0 and "denied by maria" in denied.output
+    again = run("approval", "approve", approval.approval_id)
+    assert again.exit_code == 2 and "already answered" in again.stderr
+    with store.unit_of_work() as uow:
+        answered = uow.approvals.get(approval.approval_id)
+    assert (answered.answer, answered.answered_by, answered.reason) == (
+        "denied",
+        "maria",
+        "not before the release",
+    )
+    assert answered.answered_at is not None
+    assert run("approval", "list").output.strip() == "No pending approvals."
+    assert run("approval", "approve", "not-an-id").exit_code == 2
+    store.close()
