@@ -763,7 +763,13 @@ class GitWorktreeSandbox:
         """Write a commit object (the format ``git commit-tree`` writes, never signed)."""
         stamp = f"{IDENTITY[0]} <{IDENTITY[1]}> {int(time.time())} +0000"
         text = f"tree {tree}\nparent {parent}\nauthor {stamp}\ncommitter {stamp}\n\n{message}"
-        self._draft.write_bytes(text.encode())
+        try:
+            self._draft.write_bytes(text.encode())
+        except OSError as exc:
+            raise SandboxError(
+                f"{self._git.subject}: cannot write {self._draft} ({exc.strerror})",
+                f"check that {self._draft.parent} exists and is writable",
+            ) from None
         [sha] = self._objects.ask(self._draft.name.encode() + b"\n", 1, fix=_FSCK)
         return _sha(sha.decode())
 

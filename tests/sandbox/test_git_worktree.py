@@ -342,6 +342,25 @@ def test_unusual_file_names_round_trip(sandbox: GitWorktreeSandbox, user: UserCh
     user.check()
 
 
+def test_a_submodule_entry_is_kept_as_it_is(repo: Path, resource: Resource, root: Path) -> None:
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{commit},vendor/sub")
+    git(repo, "commit", "-q", "-m", "add a submodule entry")
+    user = UserCheckout(repo)  # after the user's commit
+    sandbox = GitWorktreeStrategy().create(resource, PLAN, root)
+    assert (sandbox.workdir / "vendor" / "sub").is_dir()  # not initialised: an empty folder
+    ref = sandbox.checkpoint()
+    (sandbox.workdir / "a.txt").write_text("a\n")
+    assert [c.path for c in sandbox.changes_since_baseline()] == ["a.txt"]
+    sandbox.rollback(ref)
+    assert sandbox.apply().changes == ()
+    (sandbox.workdir / "a.txt").write_text("a\n")
+    assert [c.path for c in sandbox.apply().changes] == ["a.txt"]
+    tip = git(repo, "rev-parse", f"cleveragents/apply/{PLAN}").strip()
+    assert git(repo, "ls-tree", tip, "vendor/sub").startswith(f"160000 commit {commit}")
+    user.check()
+
+
 def test_ignored_files_are_neither_checkpointed_nor_removed(sandbox: GitWorktreeSandbox) -> None:
     ref = sandbox.checkpoint()
     (sandbox.workdir / "build").mkdir()
