@@ -79,4 +79,5 @@ def decisions(draw: st.DrawFn, plan_id: str, parent_id: str, correctable: str) -
         corrects_decision_id=correctable if is_correction else None,
         correction_reason=draw(st.none() | text) if is_correction else None,
         superseded_by=draw(st.none() | st.just(correctable)),
+        step_key=draw(st.none() | text),
     )

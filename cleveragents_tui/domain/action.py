@@ -44,7 +44,7 @@ class Alternative(_Frozen):
     rationale: Text | None = None
     match: tuple[RequiredText, ...] = ()
     tool_calls: tuple[ToolCall, ...] = ()
-    spawn: NamespacedName | None = None  # for subplan spawns: the child plan's action
+    spawn: tuple[NamespacedName, ...] = ()  # for subplan spawns: the child plans' actions
 
 
 class DecisionPoint(_Frozen):
@@ -53,6 +53,8 @@ class DecisionPoint(_Frozen):
     question: RequiredText
     parent: Key | None = None  # None: under the plan's prompt_definition root
     depends_on: tuple[Key, ...] = ()
+    # Applies only while each named earlier decision has the given chosen option.
+    when: dict[Key, RequiredText] = Field(default_factory=dict)
     alternatives: tuple[Alternative, ...] = Field(min_length=1)
     choose: RequiredText | None = None  # the option chosen without guidance (default: first)
     fallback: RequiredText | None = None  # when guidance matches no alternative (default: choose)
@@ -66,6 +68,9 @@ class DecisionPoint(_Frozen):
         options = [a.option for a in self.alternatives]
         if len(set(options)) != len(options):
             raise ValueError(f"decision {self.key}: alternatives must have distinct options")
+        spawning = self.type in (DecisionType.SUBPLAN_SPAWN, DecisionType.SUBPLAN_PARALLEL_SPAWN)
+        if not spawning and any(a.spawn for a in self.alternatives):
+            raise ValueError(f"decision {self.key}: only subplan spawns may spawn child plans")
         for field in ("choose", "fallback"):
             value = getattr(self, field)
             if value is not None and value not in options:
@@ -105,7 +110,7 @@ class Action(_Frozen):
         for point in self.decisions:
             if point.key in seen:
                 raise ValueError(f"decision key {point.key!r} is used twice")
-            for ref in (point.parent, *point.depends_on):
+            for ref in (point.parent, *point.depends_on, *point.when):
                 if ref is not None and ref not in seen:
                     raise ValueError(
                         f"decision {point.key} refers to {ref!r}, which is not an earlier decision"

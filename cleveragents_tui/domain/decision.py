@@ -97,6 +97,9 @@ class Decision(_Frozen):
     corrects_decision_id: Ulid | None = None
     correction_reason: Text | None = None
     superseded_by: Ulid | None = None
+    # Which decision point of the action produced it (not in the specification's field list:
+    # replays use it to tell a re-made decision from one that is still current).
+    step_key: Text | None = None
 
     @model_validator(mode="before")
     @classmethod

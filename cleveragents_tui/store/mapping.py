@@ -110,6 +110,7 @@ def decision_to_rows(
         corrects_decision_id=decision.corrects_decision_id,
         correction_reason=decision.correction_reason,
         superseded_by=decision.superseded_by,
+        step_key=decision.step_key,
     )
     deps = [
         DecisionDependencyRow(
@@ -176,6 +177,7 @@ def decision_from_row(
         "corrects_decision_id": row.corrects_decision_id,
         "correction_reason": row.correction_reason,
         "superseded_by": row.superseded_by,
+        "step_key": row.step_key,
     }
     return _validated("decisions", key, lambda: Decision.model_validate(fields))
 

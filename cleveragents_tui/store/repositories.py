@@ -25,6 +25,7 @@ from cleveragents_tui.domain.errors import (
     ImmutableRecordError,
     InvalidIdError,
     NotFoundError,
+    StoreCorruptedError,
     WrongPlanError,
 )
 from cleveragents_tui.domain.ids import ULID_LENGTH, is_ulid_prefix, parse_ulid
@@ -38,11 +39,13 @@ from cleveragents_tui.store.tables import (
     ApprovalRow,
     CheckpointGroupRow,
     CheckpointMetadataRow,
+    ContextBlobRow,
     CorrectionAttemptRow,
     DecisionArtifactRow,
     DecisionDependencyRow,
     DecisionRow,
     EventRow,
+    PlanActionRow,
     PlanRow,
     ResourceRow,
     SettingRow,
@@ -296,6 +299,41 @@ class DecisionRepository:
             select(func.count(), superseded).where(DecisionRow.decision_type == decision_type)
         ).one()
         return int(row[0]), int(row[1] or 0)
+
+    def current_steps(self, plan_id: str) -> dict[str, tuple[str, str]]:
+        """step key -> (decision id, chosen option) of the plan's current decisions."""
+        rows = self._session.execute(
+            select(DecisionRow.step_key, DecisionRow.decision_id, DecisionRow.chosen_option)
+            .where(
+                DecisionRow.plan_id == plan_id,
+                DecisionRow.superseded_by.is_(None),
+                DecisionRow.step_key.is_not(None),
+            )
+            .order_by(DecisionRow.sequence_number)
+        )
+        return {str(key): (decision_id, chosen) for key, decision_id, chosen in rows}
+
+    def made_from_actor_checkpoint(
+        self, plan_id: str, thread_id: str, checkpoint_id: str
+    ) -> str | None:
+        """The current decision recorded from this LangGraph checkpoint, if any (a re-run step).
+
+        Checkpoint ids are unique per thread only, so both are matched.
+        """
+        column = DecisionRow.actor_state_ref
+        return self._session.scalar(
+            select(DecisionRow.decision_id).where(
+                DecisionRow.plan_id == plan_id,
+                DecisionRow.superseded_by.is_(None),
+                column.contains(
+                    mapping.dump_json(checkpoint_id).join(('"checkpoint_id":', ",")),
+                    autoescape=True,
+                ),
+                column.contains(
+                    mapping.dump_json(thread_id).join(('"thread_id":', "}")), autoescape=True
+                ),
+            )
+        )
 
     def next_sequence_number(self, plan_id: str) -> int:
         top = self._session.scalar(
@@ -623,3 +661,41 @@ class EventRepository:
                 created_at=utc_now(),
             )
         )
+
+
+class PlanActionRepository:
+    """The action definition each plan was created from."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def save(self, plan_id: str, definition: dict[str, object]) -> None:
+        self._session.add(PlanActionRow(plan_id=plan_id, definition=mapping.dump_json(definition)))
+
+    def get(self, plan_id: str) -> dict[str, object]:
+        row = self._session.get(PlanActionRow, plan_id)
+        if row is None:
+            raise NotFoundError(
+                f"plan {plan_id} has no stored action", "it was not created with `agents plan use`"
+            )
+        loaded = mapping.load_json("plan_actions", plan_id, "definition", row.definition)
+        if not isinstance(loaded, dict):
+            raise StoreCorruptedError(f"plan_actions row {plan_id}: definition is not an object")
+        return loaded
+
+
+class ContextBlobRepository:
+    """Full decision contexts, content-addressed (stored once per distinct context)."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def put(self, context_hash: str, body: str) -> None:
+        if self._session.get(ContextBlobRow, context_hash) is None:
+            self._session.add(
+                ContextBlobRow(context_hash=context_hash, body=body, created_at=utc_now())
+            )
+
+    def get(self, context_hash: str) -> str | None:
+        row = self._session.get(ContextBlobRow, context_hash)
+        return None if row is None else row.body

@@ -89,6 +89,7 @@ class DecisionRow(Base):
     )
     correction_reason: Mapped[str | None] = mapped_column(Text)
     superseded_by: Mapped[str | None] = mapped_column(ULID, ForeignKey("decisions.decision_id"))
+    step_key: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (
         UniqueConstraint("plan_id", "sequence_number", name="uq_decisions_plan_sequence"),
@@ -273,3 +274,22 @@ class SettingRow(Base):
     key: Mapped[str] = mapped_column(String(100), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class PlanActionRow(Base):
+    """The action definition (JSON) a plan was created from."""
+
+    __tablename__ = "plan_actions"
+
+    plan_id: Mapped[str] = mapped_column(ULID, ForeignKey("plans.plan_id"), primary_key=True)
+    definition: Mapped[str] = mapped_column(Text)
+
+
+class ContextBlobRow(Base):
+    """The full context a decision was made in, addressed by its SHA-256."""
+
+    __tablename__ = "context_blobs"
+
+    context_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)

@@ -12,9 +12,11 @@ from cleveragents_tui.store.profile_repository import AutomationProfileRepositor
 from cleveragents_tui.store.repositories import (
     ApprovalRepository,
     CheckpointRepository,
+    ContextBlobRepository,
     CorrectionRepository,
     DecisionRepository,
     EventRepository,
+    PlanActionRepository,
     PlanRepository,
     ResourceRepository,
     SettingRepository,
@@ -46,6 +48,8 @@ class UnitOfWork:
         self.approvals = ApprovalRepository(self.session)
         self.events = EventRepository(self.session)
         self.settings = SettingRepository(self.session)
+        self.plan_actions = PlanActionRepository(self.session)
+        self.contexts = ContextBlobRepository(self.session)
         self.automation_profiles = AutomationProfileRepository(self.session)
         return self
 

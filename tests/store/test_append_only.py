@@ -103,6 +103,7 @@ def test_an_orm_delete_is_refused_too(store: Store) -> None:
         ("chosen_option", "async"),
         ("confidence_score", 0.1),
         ("is_correction", True),
+        ("step_key", "rewritten"),
     ],
 )
 def test_editing_any_other_column_is_refused(store: Store, column: str, value: object) -> None:

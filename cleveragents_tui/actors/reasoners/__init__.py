@@ -1,0 +1,1 @@
+"""Reasoners: the scripted default and the chat reasoner (LangChain)."""

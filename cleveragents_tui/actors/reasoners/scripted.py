@@ -1,0 +1,98 @@
+"""The scripted reasoner: deterministic decisions read from an action file.
+
+It is the embedded default, so every real part (git, files, SQL, LangGraph checkpoints) runs
+without a model. The next decision of a phase is the first decision point of that phase, in
+file order, that
+
+* has no current decision yet (points already decided and not superseded are skipped, so a
+  replay after a correction re-makes only what the correction superseded), and
+* whose ``when`` conditions hold for the current decisions.
+
+Choosing an alternative (docs/actions.md, "How guidance selects an alternative"): without
+guidance for the point, its ``choose`` option (default: the first). With guidance — the
+newest guidance aimed at this point's key, else the newest aimed at ``*`` — each alternative
+scores one per distinct word of its ``match`` list and of its option text (words of three
+letters or more) found in the guidance, case-insensitively; the highest score wins, ties go
+to the earlier alternative. A score of zero everywhere means the guidance matches none:
+the point's ``fallback`` (default: ``choose``) is taken and the guidance is still recorded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+
+from cleveragents_tui.actors.base import ActorState, Proposal, ToolCallRequest
+from cleveragents_tui.domain.action import Action, Alternative, DecisionPoint
+from cleveragents_tui.domain.enums import Phase
+
+_WORD = re.compile(r"[a-z0-9][a-z0-9_-]{2,}")
+
+CurrentSteps = Callable[[], Mapping[str, str]]
+"""Returns step key -> chosen option of the plan's current decisions (read from the store)."""
+
+
+def words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+def guidance_for(key: str, state: ActorState) -> str | None:
+    aimed = [g["text"] for g in state["guidance"] if g.get("key") == key]
+    if aimed:
+        return aimed[-1]
+    general = [g["text"] for g in state["guidance"] if g.get("key") == "*"]
+    return general[-1] if general else None
+
+
+def choose(point: DecisionPoint, guidance: str | None) -> tuple[Alternative, bool]:
+    """The alternative to take, and whether the guidance selected it."""
+    if guidance is None:
+        return point.default, False
+    said = words(guidance)
+    best: Alternative | None = None
+    best_score = 0
+    for alternative in point.alternatives:
+        vocabulary = words(alternative.option)
+        for phrase in alternative.match:
+            vocabulary |= words(phrase)
+        score = len(vocabulary & said)
+        if score > best_score:
+            best, best_score = alternative, score
+    if best is not None:
+        return best, True
+    fallback = point.fallback or point.choose or point.alternatives[0].option
+    return next(a for a in point.alternatives if a.option == fallback), False
+
+
+class ScriptedReasoner:
+    def __init__(self, action: Action, current_steps: CurrentSteps) -> None:
+        self._action = action
+        self._current_steps = current_steps
+
+    def propose(self, state: ActorState, phase: Phase) -> Proposal | None:
+        current = self._current_steps()
+        for point in self._action.decisions:
+            if point.type.phase is not phase or point.key in current:
+                continue
+            if any(current.get(key) != option for key, option in point.when.items()):
+                continue
+            guidance = guidance_for(point.key, state)
+            alternative, guided = choose(point, guidance)
+            return Proposal(
+                key=point.key,
+                decision_type=point.type,
+                question=point.question,
+                chosen_option=alternative.option,
+                alternatives=tuple(a.option for a in point.alternatives if a is not alternative),
+                confidence=alternative.confidence,
+                rationale=alternative.rationale,
+                reasoning=(f"Following the guidance: {guidance}" if guided else None),
+                parent_key=point.parent,
+                depends_on=point.depends_on,
+                tool_calls=tuple(
+                    ToolCallRequest(c.tool, dict(c.arguments)) for c in alternative.tool_calls
+                ),
+                spawn=alternative.spawn,
+                guidance_used=guidance,
+            )
+        return None
