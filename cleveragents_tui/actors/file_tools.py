@@ -1,0 +1,204 @@
+"""The file tools: read, write, edit and delete one file of a sandbox.
+
+They work on any resource with files: a workdir sandbox (git_worktree, filesystem_copy, or
+a ``none`` resource that is a directory) or an overlay sandbox; the path rules are those of
+:mod:`cleveragents_tui.actors.sandbox_files`.
+"""
+
+from __future__ import annotations
+
+from cleveragents_tui.actors.base import ToolContext, ToolOutcome
+from cleveragents_tui.actors.sandbox_files import FileRefused, Kind, SandboxFiles, files_of
+from cleveragents_tui.actors.tool_support import (
+    OUTPUT_LIMIT,
+    Arguments,
+    BuiltinTool,
+    Param,
+    ParamType,
+    open_sandbox,
+    refused,
+    strategy_of,
+    truncate_text,
+)
+from cleveragents_tui.domain.tool import ToolCategory, ToolSpec
+
+EDIT_LIMIT = 8 * 1024 * 1024  # bytes: larger files are rewritten with local/write-file
+
+RESOURCE = Param("resource", ParamType.TEXT, "the resource id (namespace/name) of the plan")
+PATH = Param("path", ParamType.TEXT, "a relative path inside the resource, '/' separated")
+
+
+class _Files:
+    """The sandbox files of one call, and whether the call changed anything."""
+
+    def __init__(self, context: ToolContext, resource_id: str) -> None:
+        self.context = context
+        self.resource_id = resource_id
+        self.changed = False
+        sandbox = open_sandbox(context, resource_id)
+        self.strategy = strategy_of(sandbox)
+        self.files: SandboxFiles | None = files_of(sandbox, self._note)
+
+    def _note(self) -> None:
+        if not self.changed:
+            self.changed = True
+            self.context.sandboxes.note_write(self.resource_id)
+
+    def no_files(self, tool: str) -> ToolOutcome:
+        return refused(
+            f"{tool}: resource {self.resource_id} (strategy {self.strategy}) has no files; "
+            "use local/run-sql for databases"
+        )
+
+    def outcome(self, ok: bool, output: str) -> ToolOutcome:
+        writes = (self.resource_id,) if self.changed else ()
+        if not ok:
+            output = " ".join(output.split())
+        return ToolOutcome(ok=ok, output=output, writes=writes)
+
+
+def _utf8(text: str) -> bytes | None:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
+class ReadFile(BuiltinTool):
+    spec = ToolSpec(
+        name="local/read-file",
+        category=ToolCategory.READ,
+        description="Read a text file of a resource (UTF-8; at most 64 KiB shown).",
+    )
+    params = (RESOURCE, PATH)
+
+    def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
+        call = _Files(context, arguments.text("resource"))
+        if call.files is None:
+            return call.no_files(self.spec.name)
+        path = arguments.text("path")
+        try:
+            data, total = call.files.read(path, OUTPUT_LIMIT)
+        except FileRefused as exc:
+            return call.outcome(False, f"{self.spec.name}: {exc}")
+        text, binary = truncate_text(data, total)
+        if binary:
+            text = (
+                f"[binary file: {total} bytes, shown as UTF-8 with invalid bytes replaced]\n" + text
+            )
+        return call.outcome(True, text)
+
+
+class WriteFile(BuiltinTool):
+    spec = ToolSpec(
+        name="local/write-file",
+        category=ToolCategory.WRITE,
+        description="Write a whole text file (UTF-8), creating parent folders.",
+        writes=True,
+        side_effects=("writes:files",),
+    )
+    params = (
+        RESOURCE,
+        PATH,
+        Param("content", ParamType.TEXT, "the complete new content", empty_ok=True),
+        Param(
+            "executable",
+            ParamType.BOOL,
+            "true: mode 0755, false: mode 0644; omitted: an existing file keeps its mode",
+            required=False,
+        ),
+    )
+
+    def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
+        call = _Files(context, arguments.text("resource"))
+        if call.files is None:
+            return call.no_files(self.spec.name)
+        path = arguments.text("path")
+        data = _utf8(arguments.text("content"))
+        if data is None:
+            return refused(f"{self.spec.name}: content is not valid Unicode (a lone surrogate)")
+        executable = arguments.flag("executable")
+        mode = None if executable is None else 0o755 if executable else 0o644
+        try:
+            created = call.files.write(path, data, mode)
+        except FileRefused as exc:
+            return call.outcome(False, f"{self.spec.name}: {exc}")
+        verb = "created" if created else "wrote"
+        suffix = "" if mode is None else f" (mode {mode:04o})"
+        return call.outcome(True, f"{verb} {path}: {len(data)} bytes{suffix}")
+
+
+class EditFile(BuiltinTool):
+    spec = ToolSpec(
+        name="local/edit-file",
+        category=ToolCategory.WRITE,
+        description="Replace exactly one occurrence of a text in a UTF-8 file.",
+        writes=True,
+        side_effects=("writes:files",),
+    )
+    params = (
+        RESOURCE,
+        PATH,
+        Param("old", ParamType.TEXT, "the text to replace; it must occur exactly once"),
+        Param("new", ParamType.TEXT, "the replacement text", empty_ok=True),
+    )
+
+    def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
+        call = _Files(context, arguments.text("resource"))
+        if call.files is None:
+            return call.no_files(self.spec.name)
+        name, path = self.spec.name, arguments.text("path")
+        old, new = arguments.text("old"), arguments.text("new")
+        try:
+            data, total = call.files.read(path, EDIT_LIMIT + 1)
+            if total > EDIT_LIMIT:
+                return call.outcome(
+                    False, f"{name}: {path} is larger than {EDIT_LIMIT} bytes; use local/write-file"
+                )
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                return call.outcome(False, f"{name}: {path} is not UTF-8 text; nothing changed")
+            count = text.count(old)
+            if count != 1:
+                found = "not found" if count == 0 else f"found {count} times"
+                return call.outcome(
+                    False,
+                    f"{name}: the old text was {found} in {path}; nothing changed "
+                    "(give a text that occurs exactly once, with more context if needed)",
+                )
+            start = text.index(old)
+            updated = text[:start] + new + text[start + len(old) :]
+            encoded = _utf8(updated)
+            if encoded is None:
+                return call.outcome(False, f"{name}: the new text is not valid Unicode")
+            call.files.write(path, encoded, None)
+        except FileRefused as exc:
+            return call.outcome(False, f"{name}: {exc}")
+        line = text.count("\n", 0, start) + 1
+        return call.outcome(True, f"edited {path}: replaced 1 occurrence at line {line}")
+
+
+class DeleteFile(BuiltinTool):
+    spec = ToolSpec(
+        name="local/delete-file",
+        category=ToolCategory.WRITE,
+        description="Delete one file or symlink (never a folder).",
+        writes=True,
+        side_effects=("writes:files",),
+    )
+    params = (RESOURCE, PATH)
+
+    def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
+        call = _Files(context, arguments.text("resource"))
+        if call.files is None:
+            return call.no_files(self.spec.name)
+        path = arguments.text("path")
+        try:
+            call.files.delete(path)
+        except FileRefused as exc:
+            return call.outcome(False, f"{self.spec.name}: {exc}")
+        return call.outcome(True, f"deleted {path}")
+
+
+__all__ = ["DeleteFile", "EditFile", "Kind", "ReadFile", "WriteFile"]
