@@ -21,10 +21,12 @@ except the apply branch, which is the deliverable):
 
 What a checkpoint holds: every tracked and untracked file, with its mode (executable bit,
 symlinks). It does *not* hold ignored files (per the ``.gitignore`` files of the moment),
-empty directories, or the contents of submodules; rollback neither restores nor removes
-ignored files. A nested git repository that is not ignored cannot be captured, so
+empty directories, or the contents of submodules. Rollback neither restores nor removes
+ignored files; it does remove empty directories that are not ignored. A nested git repository that is not ignored cannot be captured, so
 :meth:`GitWorktreeSandbox.checkpoint` refuses it. The user's uncommitted changes at
-creation time are not part of the sandbox: it starts from the base commit.
+creation time are not part of the sandbox: it starts from the base commit. Files are stored
+as ``git add`` stores them, so in a repository with end-of-line conversion or clean/smudge
+filters a rollback writes them back as ``git checkout`` would.
 
 Speed: ``git add -A && git commit`` examines every file twice (add, then commit's own index
 refresh), reads every folder, and runs hooks. A checkpoint here examines the files once, with
