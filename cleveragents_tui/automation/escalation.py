@@ -119,9 +119,15 @@ class AutonomyController:
         )
 
     def evaluate(
-        self, flag: AutomationFlag, profile: AutomationProfile, context: EscalationContext
+        self,
+        flag: AutomationFlag,
+        profile: AutomationProfile,
+        context: EscalationContext,
+        *,
+        kind: ApprovalKind = ApprovalKind.ESCALATION,
+        key: str | None = None,
     ) -> Verdict:
-        """Proceed, or store a pending approval and say so."""
+        """Proceed, or store a pending approval (of ``kind``, tagged ``key``) and say so."""
         factors = self.factors(context)
         confidence = factors.confidence
         threshold = profile.threshold(flag)
@@ -130,9 +136,10 @@ class AutonomyController:
         approval = Approval(
             plan_id=context.plan_id,
             decision_id=context.decision_id,
-            kind=ApprovalKind.ESCALATION,
+            kind=kind,
             question=context.question,
             details={
+                "key": key,
                 "flag": flag.value,
                 "gates": flag.gates,
                 "behaviour": flag.description,

@@ -74,6 +74,7 @@ def _register() -> None:
     from cleveragents_tui.cli.db import db
     from cleveragents_tui.cli.demo import demo_data_command
     from cleveragents_tui.cli.doctor import doctor
+    from cleveragents_tui.cli.lifecycle import demo
     from cleveragents_tui.cli.plan import plan
     from cleveragents_tui.cli.profile import automation_profile
 
@@ -81,6 +82,7 @@ def _register() -> None:
     cli.add_command(db)
     cli.add_command(demo_data_command)
     cli.add_command(doctor)
+    cli.add_command(demo)
     cli.add_command(automation_profile)
     cli.add_command(config)
     cli.add_command(approval)

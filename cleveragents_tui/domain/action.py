@@ -103,6 +103,9 @@ class Action(_Frozen):
     validations: tuple[NamespacedName, ...] = ()
     limits: PlanLimits = PlanLimits()
     decisions: tuple[DecisionPoint, ...] = ()
+    # The actions of child plans its subplan spawns may start, so an action file is
+    # self-contained (and stored whole with the plan).
+    subactions: tuple[Action, ...] = ()
 
     @model_validator(mode="after")
     def _check_rules(self) -> Self:
@@ -116,7 +119,20 @@ class Action(_Frozen):
                         f"decision {point.key} refers to {ref!r}, which is not an earlier decision"
                     )
             seen.add(point.key)
+        names = {a.name for a in self.subactions}
+        if len(names) != len(self.subactions):
+            raise ValueError("subactions must have distinct names")
+        for point in self.decisions:
+            for alternative in point.alternatives:
+                for child in alternative.spawn:
+                    if child not in names:
+                        raise ValueError(
+                            f"decision {point.key} spawns {child}, which is not one of the subactions"
+                        )
         return self
+
+    def subaction(self, name: str) -> Action:
+        return next(a for a in self.subactions if a.name == name)
 
     @property
     def skill_set(self) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from cleveragents_tui.domain.ids import NamespacedName, Ulid, new_ulid
-from cleveragents_tui.domain.text import RequiredText
+from cleveragents_tui.domain.text import RequiredText, Text
 from cleveragents_tui.domain.timeutil import UtcDatetime, utc_now
 
 
@@ -29,6 +29,8 @@ class ToolInvocation(BaseModel):
     side_effects: tuple[RequiredText, ...] = ()
     irreversible: bool = False
     created_at: UtcDatetime = Field(default_factory=utc_now)
+    ok: bool | None = None  # None: not run (recorded before the call) or not known
+    output: Text | None = None
 
 
 class ToolCategory(StrEnum):

@@ -570,6 +570,15 @@ class ApprovalRepository:
             )
         return mapping.approval_from_row(row)
 
+    def for_plan(self, plan_id: str) -> list[Approval]:
+        """Every approval of the plan, answered or not, oldest first."""
+        rows = self._session.scalars(
+            select(ApprovalRow)
+            .where(ApprovalRow.plan_id == plan_id)
+            .order_by(ApprovalRow.requested_at, ApprovalRow.approval_id)
+        )
+        return [mapping.approval_from_row(r) for r in rows]
+
     def pending(self, plan_id: str | None = None) -> list[Approval]:
         query = select(ApprovalRow).where(ApprovalRow.answer.is_(None))
         if plan_id is not None:

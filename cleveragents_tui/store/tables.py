@@ -195,6 +195,8 @@ class ToolInvocationRow(Base):
     side_effects: Mapped[str] = mapped_column(Text)
     irreversible: Mapped[bool] = mapped_column(Boolean)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    ok: Mapped[bool | None] = mapped_column(Boolean)
+    output: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (Index("ix_tool_invocations_decision_id", "decision_id"),)
 

@@ -4,6 +4,7 @@
   be resumed or corrected after a restart with exactly what it started with.
 - ``context_blobs``: the full serialised context of a decision, addressed by its SHA-256
   (``decisions.hot_context_hash``; ``hot_context_ref`` is ``context:<hash>``).
+- ``tool_invocations.ok`` / ``output``: how each call went (output shortened).
 - ``decisions.step_key``: the key of the action's decision point that produced a decision.
   The SQLite append-only trigger lists every column, so it is recreated with this one.
 
@@ -62,6 +63,9 @@ def upgrade() -> None:
         sa.Column("body", sa.Text(), nullable=False),
         sa.Column("created_at", UtcDateTime(), nullable=False),
     )
+    with op.batch_alter_table("tool_invocations") as batch:
+        batch.add_column(sa.Column("ok", sa.Boolean()))
+        batch.add_column(sa.Column("output", sa.Text()))
     if sqlite:
         op.execute("DROP TRIGGER decisions_supersede_only")
         op.execute("ALTER TABLE decisions ADD COLUMN step_key VARCHAR(64)")

@@ -1,0 +1,3 @@
+"""hello-cli: a tiny command line the demo plan extends."""
+
+__version__ = "1.0.0"

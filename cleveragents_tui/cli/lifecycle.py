@@ -1,0 +1,172 @@
+"""``agents plan use/run/resume/pause/cancel/apply`` and ``agents demo``: running plans."""
+
+from __future__ import annotations
+
+import getpass
+import tempfile
+from pathlib import Path
+
+import click
+
+from cleveragents_tui.cli.context import CliContext, echo_json, format_option, pass_cli
+from cleveragents_tui.cli.plan import plan
+from cleveragents_tui.cli.render import plan_heading
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.store.store import Store
+
+
+def _report(store: Store, result: Plan) -> None:
+    from cleveragents_tui.engine.approvals import pending_approvals
+
+    click.echo(plan_heading(result))
+    for approval in pending_approvals(store, result.plan_id):
+        click.echo(
+            f"  waiting for: {approval.question}  (agents approval approve {approval.approval_id})"
+        )
+    if result.state.value == "awaiting_approval" and result.phase.value == "execute":
+        click.echo(
+            f"  review it: agents plan tree {result.plan_id}; land it: agents plan apply {result.plan_id}"
+        )
+
+
+@plan.command()
+@click.argument("action_ref", metavar="ACTION")
+@click.option(
+    "--project", metavar="PROJECT", help="Project the plan belongs to (default: the action's)."
+)
+@click.option(
+    "--automation-profile",
+    "profile",
+    metavar="PROFILE",
+    help="Plan-level profile (highest precedence).",
+)
+@pass_cli
+def use(cli: CliContext, action_ref: str, project: str | None, profile: str | None) -> None:
+    """Create a plan from ACTION (a YAML file or a bundled action) and run it.
+
+    Pre-flight checks run first; the profile is resolved and locked; then the plan runs
+    until its profile asks for a person (an approval) or it is applied.
+    """
+    from cleveragents_tui.engine.actions import load_action
+    from cleveragents_tui.engine.runner import start_plan
+
+    result = start_plan(
+        cli.store, load_action(action_ref), project=project, profile_override=profile
+    )
+    _report(cli.store, result)
+
+
+@plan.command(name="run")
+@click.argument("plan_ref", metavar="PLAN")
+@pass_cli
+def run_(cli: CliContext, plan_ref: str) -> None:
+    """Continue PLAN as far as it can go (after approvals were answered, or a pause)."""
+    from cleveragents_tui.engine.lifecycle import resume_plan
+
+    _report(cli.store, resume_plan(cli.store, plan_ref))
+
+
+@plan.command()
+@click.argument("plan_ref", metavar="PLAN")
+@pass_cli
+def resume(cli: CliContext, plan_ref: str) -> None:
+    """Resume a paused PLAN (same as `plan run`)."""
+    from cleveragents_tui.engine.lifecycle import resume_plan
+
+    _report(cli.store, resume_plan(cli.store, plan_ref))
+
+
+@plan.command()
+@click.argument("plan_ref", metavar="PLAN")
+@pass_cli
+def pause(cli: CliContext, plan_ref: str) -> None:
+    """Pause PLAN; a runner stops before its next decision."""
+    from cleveragents_tui.engine.lifecycle import pause_plan
+
+    _report(cli.store, pause_plan(cli.store, plan_ref))
+
+
+@plan.command()
+@click.argument("plan_ref", metavar="PLAN")
+@pass_cli
+def cancel(cli: CliContext, plan_ref: str) -> None:
+    """Cancel PLAN (its sandboxes stay until discarded; nothing is applied)."""
+    from cleveragents_tui.engine.lifecycle import cancel_plan
+
+    _report(cli.store, cancel_plan(cli.store, plan_ref))
+
+
+@plan.command()
+@click.argument("plan_ref", metavar="PLAN")
+@click.option(
+    "--as", "who", metavar="NAME", help="Who approves the Apply (default: your user name)."
+)
+@pass_cli
+def apply(cli: CliContext, plan_ref: str, who: str | None) -> None:
+    """Approve PLAN's Apply gate and land its changes on the real resources."""
+    from cleveragents_tui.engine.lifecycle import apply_plan
+
+    _report(cli.store, apply_plan(cli.store, plan_ref, who or getpass.getuser()))
+
+
+@click.command()
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(path_type=Path),
+    help="Where to build the demo (a new or empty folder).",
+)
+@click.option(
+    "--automation-profile",
+    "profile",
+    default="auto",
+    show_default=True,
+    help="Profile of the demo plan; `auto` runs it to the Apply gate.",
+)
+@click.option(
+    "--no-tui",
+    is_flag=True,
+    help="Do not open the app (it is not built yet; this is the default for now).",
+)
+@format_option
+@pass_cli
+def demo(
+    cli: CliContext, directory: Path | None, profile: str, no_tui: bool, local_format: str | None
+) -> None:
+    """Build a demo project (git repository, SQLite app database, docs, team chat outbox),
+    run the demo plan on it to the Apply gate, and say what to do next."""
+    from cleveragents_tui.engine.actions import load_action
+    from cleveragents_tui.engine.demo import build_demo
+    from cleveragents_tui.engine.runner import start_plan
+
+    target = directory or Path(tempfile.mkdtemp(prefix="agents-demo-"))
+    environment = build_demo(cli.store, target)
+    if not cli.wants_json(local_format):
+        click.echo(
+            f"Demo project in {environment.directory} (resources {environment.namespace}/...). Running the plan..."
+        )
+    result = start_plan(
+        cli.store, load_action(str(environment.action_file)), profile_override=profile
+    )
+    if cli.wants_json(local_format):
+        echo_json(
+            {
+                "format": "cleveragents.demo/1",
+                "plan_id": result.plan_id,
+                "phase": result.phase.value,
+                "state": result.state.value,
+                "directory": str(environment.directory),
+                "action_file": str(environment.action_file),
+                "database_url": cli.store.engine.url.render_as_string(),
+                "app_database": str(environment.database),
+            }
+        )
+        return
+    _report(cli.store, result)
+    click.echo(
+        "\nNext:\n"
+        f"  agents plan tree {result.plan_id}\n"
+        f"  agents plan explain DECISION\n"
+        f"  agents plan apply {result.plan_id}      # land it (note: the app database's open\n"
+        "                                            #  transaction lives in this process only)\n"
+    )

@@ -1,0 +1,69 @@
+"""Pause, resume, cancel and apply: the control a person has over a running plan."""
+
+from __future__ import annotations
+
+from cleveragents_tui.domain.approval import ApprovalAnswer
+from cleveragents_tui.domain.enums import PlanState
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.engine.runner import PlanRunner, RunOptions
+from cleveragents_tui.store.store import Store
+
+
+def _change(
+    store: Store, plan_ref: str, allowed: tuple[PlanState, ...], state: PlanState, what: str
+) -> Plan:
+    with store.unit_of_work(write=True) as uow:
+        plan = uow.plans.get(uow.plans.resolve(plan_ref))
+        if plan.state not in allowed:
+            raise UserError(
+                f"plan {plan.plan_id} is {plan.state.value}: it cannot be {what}",
+                f"only a plan that is {' or '.join(s.value for s in allowed)} can be {what}",
+            )
+        saved = uow.plans.save(plan.model_copy(update={"state": state, "updated_at": utc_now()}))
+        uow.events.append(f"plan_{what}", {"from": plan.state.value}, plan_id=plan.plan_id)
+        uow.commit()
+    return saved
+
+
+def pause_plan(store: Store, plan_ref: str) -> Plan:
+    """Takes effect between steps: a runner stops before its next decision."""
+    return _change(
+        store,
+        plan_ref,
+        (PlanState.RUNNING, PlanState.CREATED, PlanState.AWAITING_APPROVAL),
+        PlanState.PAUSED,
+        "paused",
+    )
+
+
+def cancel_plan(store: Store, plan_ref: str) -> Plan:
+    open_states = tuple(s for s in PlanState if not s.is_terminal)
+    return _change(store, plan_ref, open_states, PlanState.CANCELLED, "cancelled")
+
+
+def resume_plan(store: Store, plan_ref: str, options: RunOptions | None = None) -> Plan:
+    """Continue a paused plan, or one whose approvals were answered, as far as it can go."""
+    with store.unit_of_work() as uow:
+        plan = uow.plans.get(uow.plans.resolve(plan_ref))
+    if plan.state is PlanState.PAUSED:
+        plan = _change(store, plan.plan_id, (PlanState.PAUSED,), PlanState.RUNNING, "resumed")
+    if plan.state.is_terminal:
+        raise UserError(
+            f"plan {plan.plan_id} is {plan.state.value}", "start a new plan with `agents plan use`"
+        )
+    return PlanRunner(store, plan.plan_id, options).run()
+
+
+def apply_plan(store: Store, plan_ref: str, by: str, options: RunOptions | None = None) -> Plan:
+    """Answer the Apply gate (approved, by ``by``) and land the changes."""
+    with store.unit_of_work(write=True) as uow:
+        plan = uow.plans.get(uow.plans.resolve(plan_ref))
+        for approval in uow.approvals.pending(plan.plan_id):
+            if approval.kind.value == "apply_gate":
+                uow.approvals.answer(
+                    approval.approval_id, ApprovalAnswer.APPROVED, by, "agents plan apply"
+                )
+        uow.commit()
+    return PlanRunner(store, plan.plan_id, options).apply()

@@ -1,0 +1,500 @@
+"""The plan lifecycle (behaviour spec; DESIGN.md sections 5-6).
+
+``created`` → Strategize (read-only: the strategy actor decides, no tool may write) →
+gate → Execute (the execution actor decides and calls tools in the sandboxes; child plans
+run) → gate → Apply (sandboxes land on the real resources) → ``applied``.
+
+Every step the profile does not automate — entering Strategize (``decompose_task``),
+each decision (``edit_code`` / ``execute_command``), Strategize → Execute (``create_tool``),
+spawning child plans (``install_dependency``), Execute → Apply (``select_tool``), a tool call
+a guard escalates — goes through semantic escalation; below the threshold a pending approval
+is stored, the plan waits in ``awaiting_approval``, and ``run`` returns. Answering the
+approval and running again continues from exactly there (the actor resumes from its
+LangGraph checkpoint). ``pause`` and ``cancel`` take effect between steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cleveragents_tui.actors.base import ActorState, Proposal, Reasoner
+from cleveragents_tui.actors.checkpointer import open_checkpointer
+from cleveragents_tui.actors.graphs import Actor
+from cleveragents_tui.actors.reasoners.scripted import ScriptedReasoner
+from cleveragents_tui.actors.tools import ToolRegistry, default_registry
+from cleveragents_tui.automation.escalation import AutonomyController, EscalationContext
+from cleveragents_tui.automation.profiles import ProfileRegistry
+from cleveragents_tui.domain.action import Action
+from cleveragents_tui.domain.approval import Approval, ApprovalAnswer, ApprovalKind
+from cleveragents_tui.domain.decision import ActorStateRef, Decision
+from cleveragents_tui.domain.dependency import DecisionDependency
+from cleveragents_tui.domain.enums import DecisionType, DependencyType, Phase, PlanState
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.profile import AutomationFlag, AutomationProfile, GuardScope
+from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.engine.plans import create_plan
+from cleveragents_tui.engine.recorder import Correction, record_decision
+from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.tool_calls import ToolCallBlocked, ToolExecutor
+from cleveragents_tui.store.store import Store
+
+SCRIPTED_ACTOR = "local/scripted"
+ACTORS = frozenset({SCRIPTED_ACTOR})
+ROOT_KEY = "prompt"
+
+ReasonerFactory = Callable[[Action, Callable[[], dict[str, str]]], Reasoner]
+
+
+class WaitForApproval(Exception):
+    """The step needs a person; the pending approval is stored."""
+
+    def __init__(self, approval: Approval) -> None:
+        self.approval = approval
+        super().__init__(approval.question)
+
+
+class PlanStateError(UserError):
+    """The plan is not in a state that allows what was asked."""
+
+
+@dataclass
+class RunOptions:
+    registry: ToolRegistry | None = None
+    sandbox_base: Path | None = None
+    reasoner_factory: ReasonerFactory | None = None
+    user: str = "agents"
+
+
+def start_plan(
+    store: Store,
+    action: Action,
+    *,
+    project: str | None = None,
+    profile_override: str | None = None,
+    options: RunOptions | None = None,
+) -> Plan:
+    """``agents plan use``: pre-flight, create the plan (profile locked), run it as far as the
+    profile allows."""
+    options = options or RunOptions()
+    registry = options.registry or default_registry()
+    plan, _ = create_plan(
+        store,
+        action,
+        tools=registry,
+        actors=ACTORS,
+        project=project,
+        profile_override=profile_override,
+    )
+    with store.unit_of_work(write=True) as uow:
+        uow.plan_actions.save(plan.plan_id, action.model_dump(mode="json"))
+        uow.commit()
+    return PlanRunner(store, plan.plan_id, options).run()
+
+
+class PlanRunner:
+    def __init__(self, store: Store, plan_id: str, options: RunOptions | None = None) -> None:
+        self.store = store
+        self.plan_id = plan_id
+        self.options = options or RunOptions()
+        self.registry = self.options.registry or default_registry()
+        with store.unit_of_work() as uow:
+            self.action = Action.model_validate(uow.plan_actions.get(plan_id))
+            plan = uow.plans.get(plan_id)
+        self.profile: AutomationProfile = ProfileRegistry(store).get(plan.automation_profile)
+        self.sandboxes = PlanSandboxes(store, plan_id, self.options.sandbox_base)
+        self.escalation = AutonomyController(store)
+        self._correction: Correction | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def plan(self) -> Plan:
+        with self.store.unit_of_work() as uow:
+            return uow.plans.get(self.plan_id)
+
+    def _set(self, **changes: Any) -> Plan:
+        with self.store.unit_of_work(write=True) as uow:
+            plan = uow.plans.get(self.plan_id)
+            saved = uow.plans.save(plan.model_copy(update={**changes, "updated_at": utc_now()}))
+            if "state" in changes or "phase" in changes:
+                uow.events.append(
+                    "plan_state",
+                    {"phase": saved.phase.value, "state": saved.state.value},
+                    plan_id=self.plan_id,
+                )
+            uow.commit()
+        return saved
+
+    def run(self) -> Plan:
+        """Advance the plan as far as the automation profile allows; returns where it stopped."""
+        plan = self.plan()
+        if plan.state.is_terminal:
+            return plan
+        if plan.state is PlanState.PAUSED:
+            return plan
+        if plan.state is PlanState.AWAITING_APPROVAL:
+            if self._pending():
+                return plan
+            plan = self._set(state=PlanState.RUNNING)
+        try:
+            with open_checkpointer(self.store.engine.url) as saver:
+                return self._advance(saver)
+        except WaitForApproval:
+            return self._set(state=PlanState.AWAITING_APPROVAL)
+        except _Denied as denied:
+            with self.store.unit_of_work(write=True) as uow:
+                uow.events.append("plan_cancelled", {"reason": str(denied)}, plan_id=self.plan_id)
+                uow.commit()
+            return self._set(state=PlanState.CANCELLED)
+
+    def _advance(self, saver: Any) -> Plan:
+        plan = self.plan()
+        if plan.phase is Phase.STRATEGIZE:
+            if plan.state is PlanState.CREATED:
+                self._gate(
+                    AutomationFlag.DECOMPOSE_TASK, "Start Strategize for this plan?", "strategize"
+                )
+                self._record_root()
+                plan = self._set(state=PlanState.RUNNING)
+            if not self._run_actor(saver, Phase.STRATEGIZE):
+                return self.plan()
+            self._gate(AutomationFlag.CREATE_TOOL, "Strategy complete. Start Execute?", "execute")
+            plan = self._set(phase=Phase.EXECUTE, state=PlanState.RUNNING)
+        if plan.phase is Phase.EXECUTE and plan.state is not PlanState.COMPLETED:
+            self._ensure_sandboxes()
+            self._run_children()
+            if not self._run_actor(saver, Phase.EXECUTE):
+                return self.plan()
+            plan = self._set(state=PlanState.COMPLETED)
+        if plan.phase is Phase.EXECUTE and plan.state is PlanState.COMPLETED:
+            if self.plan().parent_plan_id is not None:
+                return self.plan()  # a child waits: its parent's Apply lands it
+            self._gate(
+                AutomationFlag.SELECT_TOOL,
+                "Execute complete. Apply the changes?",
+                "apply",
+                kind=ApprovalKind.APPLY_GATE,
+            )
+            return self.apply()
+        return self.plan()
+
+    def _keep_going(self) -> bool:
+        return self.plan().state is PlanState.RUNNING
+
+    # -- gates and approvals ------------------------------------------------------------------
+
+    def _answers(self, kind: ApprovalKind, key: str) -> list[Approval]:
+        with self.store.unit_of_work() as uow:
+            everything = uow.approvals.for_plan(self.plan_id)
+        return [a for a in everything if a.kind is kind and a.details.get("key") == key]
+
+    def _pending(self) -> list[Approval]:
+        with self.store.unit_of_work() as uow:
+            return uow.approvals.pending(self.plan_id)
+
+    def _settled(self, kind: ApprovalKind, key: str) -> bool:
+        """True if a person approved this; raises if denied; WaitForApproval if still pending."""
+        answers = self._answers(kind, key)
+        if not answers:
+            return False
+        latest = answers[-1]
+        if latest.answer is ApprovalAnswer.APPROVED:
+            return True
+        if latest.answer is ApprovalAnswer.DENIED:
+            raise _Denied(
+                f"{latest.question} denied by {latest.answered_by}: {latest.reason or 'no reason'}"
+            )
+        raise WaitForApproval(latest)
+
+    def _gate(
+        self,
+        flag: AutomationFlag,
+        question: str,
+        key: str,
+        kind: ApprovalKind = ApprovalKind.PHASE_GATE,
+        context: EscalationContext | None = None,
+    ) -> None:
+        if self._settled(kind, key):
+            return
+        context = context or EscalationContext(
+            plan_id=self.plan_id, question=question, project=self.plan().project
+        )
+        verdict = self.escalation.evaluate(flag, self.profile, context, kind=kind, key=key)
+        if not verdict.proceed:
+            assert verdict.approval is not None
+            raise WaitForApproval(verdict.approval)
+
+    # -- decisions ------------------------------------------------------------------------
+
+    def _record_root(self) -> Decision:
+        with self.store.unit_of_work() as uow:
+            current = uow.decisions.current_steps(self.plan_id)
+        if ROOT_KEY in current:
+            with self.store.unit_of_work() as uow:
+                return uow.decisions.get(current[ROOT_KEY][0])
+        proposal = Proposal(
+            key=ROOT_KEY,
+            decision_type=DecisionType.PROMPT_DEFINITION,
+            question="What should this plan achieve?",
+            chosen_option=self.action.prompt,
+            rationale=self.action.description or None,
+        )
+        decision = Decision(
+            plan_id=self.plan_id,
+            sequence_number=0,
+            decision_type=DecisionType.PROMPT_DEFINITION,
+            phase=Phase.STRATEGIZE,
+            question=proposal.question,
+            chosen_option=proposal.chosen_option,
+            rationale=proposal.rationale,
+            step_key=ROOT_KEY,
+        )
+        with self.store.unit_of_work(write=True) as uow:
+            uow.decisions.add(decision)
+            uow.commit()
+        return decision
+
+    def _current(self) -> dict[str, tuple[str, str]]:
+        with self.store.unit_of_work() as uow:
+            return uow.decisions.current_steps(self.plan_id)
+
+    def _reasoner(self) -> Reasoner:
+        def chosen() -> dict[str, str]:
+            return {key: option for key, (_, option) in self._current().items()}
+
+        factory = self.options.reasoner_factory
+        return factory(self.action, chosen) if factory else ScriptedReasoner(self.action, chosen)
+
+    def _run_actor(self, saver: Any, phase: Phase) -> bool:
+        reasoner = self._reasoner()
+        executor = ToolExecutor(
+            plan_id=self.plan_id,
+            phase=phase,
+            profile=self.profile,
+            registry=self.registry,
+            sandboxes=self.sandboxes,
+            scope=GuardScope.SUBPLAN if self.plan().parent_plan_id else GuardScope.PLAN,
+            approved=lambda tool: self._settled(ApprovalKind.GUARD, tool),
+        )
+
+        def step(state: ActorState, ref: ActorStateRef) -> dict[str, Any]:
+            return self._step(reasoner, executor, phase, state, ref)
+
+        return Actor(saver, self.plan_id, phase, step).run(self._keep_going)
+
+    def _step(
+        self,
+        reasoner: Reasoner,
+        executor: ToolExecutor,
+        phase: Phase,
+        state: ActorState,
+        ref: ActorStateRef,
+    ) -> dict[str, Any]:
+        proposal = reasoner.propose(state, phase)
+        if proposal is None:
+            return {"done": True, "notes": [*state["notes"], f"{phase.value} complete"]}
+        with self.store.unit_of_work() as uow:
+            redone = uow.decisions.made_from_actor_checkpoint(
+                self.plan_id, ref.thread_id, ref.checkpoint_id
+            )
+        if redone is None:
+            self._gate_decision(phase, proposal, state)
+            current = self._current()
+            parent = current[proposal.parent_key or ROOT_KEY][0]
+            decision = record_decision(
+                self.store,
+                self.sandboxes if phase is Phase.EXECUTE else None,
+                plan_id=self.plan_id,
+                phase=phase,
+                proposal=proposal,
+                parent_id=parent,
+                depends_on=[current[k][0] for k in proposal.depends_on if k in current],
+                actor_ref=ref,
+                context={
+                    "state": dict(state),
+                    "proposal": proposal.key,
+                    "prompt": self.action.prompt,
+                },
+                correction=self._correction,
+            )
+            for number, call in enumerate(proposal.tool_calls):
+                if phase is Phase.STRATEGIZE:
+                    break  # Strategize is read-only: tool calls belong to Execute
+                try:
+                    executor.run(decision, call, number)
+                except ToolCallBlocked as blocked:
+                    approval = self._ask(
+                        ApprovalKind.GUARD,
+                        blocked.tool,
+                        f"Allow {blocked.tool}? {blocked.reason}",
+                        decision.decision_id,
+                    )
+                    raise WaitForApproval(approval) from blocked
+            if proposal.spawn:
+                self._spawn(decision, proposal)
+        note = f"{proposal.key}: {proposal.chosen_option}"
+        return {"position": state["position"] + 1, "notes": [*state["notes"], note]}
+
+    def _gate_decision(self, phase: Phase, proposal: Proposal, state: ActorState) -> None:
+        flag = (
+            AutomationFlag.EDIT_CODE
+            if phase is Phase.STRATEGIZE
+            else AutomationFlag.EXECUTE_COMMAND
+        )
+        tools = tuple(
+            s for s in (self.registry.get(c.tool) for c in proposal.tool_calls) if s is not None
+        )
+        invariants = sum(
+            1
+            for key in self._current()
+            if any(
+                p.key == key and p.type is DecisionType.INVARIANT_ENFORCED
+                for p in self.action.decisions
+            )
+        )
+        context = EscalationContext(
+            plan_id=self.plan_id,
+            question=f"{proposal.question} → {proposal.chosen_option}",
+            decision_type=proposal.decision_type,
+            project=self.plan().project,
+            tools=tools,
+            invariant_count=invariants,
+        )
+        self._gate(
+            flag, context.question, f"decision:{proposal.key}", ApprovalKind.ESCALATION, context
+        )
+        if proposal.spawn:
+            self._gate(
+                AutomationFlag.INSTALL_DEPENDENCY,
+                f"Spawn {', '.join(proposal.spawn)}?",
+                f"spawn:{proposal.key}",
+                ApprovalKind.SPAWN,
+            )
+
+    def _ask(
+        self, kind: ApprovalKind, key: str, question: str, decision_id: str | None = None
+    ) -> Approval:
+        approval = Approval(
+            plan_id=self.plan_id,
+            decision_id=decision_id,
+            kind=kind,
+            question=question,
+            details={"key": key},
+        )
+        with self.store.unit_of_work(write=True) as uow:
+            uow.approvals.add(approval)
+            uow.commit()
+        return approval
+
+    # -- child plans, sandboxes, apply --------------------------------------------------------
+
+    def _spawn(self, decision: Decision, proposal: Proposal) -> None:
+        parent = self.plan()
+        for name in proposal.spawn:
+            child_action = self.action.subaction(name)
+            child, _ = create_plan(
+                self.store,
+                child_action,
+                tools=self.registry,
+                actors=ACTORS,
+                project=parent.project,
+                parent=parent,
+                spawning_decision_id=decision.decision_id,
+            )
+            with self.store.unit_of_work(write=True) as uow:
+                uow.plan_actions.save(child.plan_id, child_action.model_dump(mode="json"))
+                uow.decisions.add_dependency(
+                    DecisionDependency(
+                        upstream_decision_id=decision.decision_id,
+                        downstream_ref=child.plan_id,
+                        dependency_type=DependencyType.PLAN,
+                    )
+                )
+                uow.events.append(
+                    "child_spawned", {"child": child.plan_id, "action": name}, plan_id=self.plan_id
+                )
+                uow.commit()
+
+    def _children(self) -> list[Plan]:
+        with self.store.unit_of_work() as uow:
+            return [c for c in uow.plans.children(self.plan_id) if not c.state.is_terminal]
+
+    def _run_children(self) -> None:
+        """Run child plans to their Apply gate; children of one parallel spawn run concurrently."""
+        waiting = [c for c in self._children() if c.state is not PlanState.COMPLETED]
+        if not waiting:
+            return
+        with ThreadPoolExecutor(
+            max_workers=max(1, len(waiting)), thread_name_prefix="child-plan"
+        ) as pool:
+            results = list(pool.map(self._run_child, waiting))
+        stuck = [p for p in results if p.state is not PlanState.COMPLETED]
+        if stuck:
+            child = stuck[0]
+            approval = self._ask(
+                ApprovalKind.SPAWN,
+                f"child:{child.plan_id}",
+                f"Child plan {child.plan_id} ({child.action}) stopped in {child.state.value}; "
+                "resume it, then approve to continue",
+            )
+            raise WaitForApproval(approval)
+
+    def _run_child(self, child: Plan) -> Plan:
+        options = RunOptions(
+            self.options.registry,
+            self.options.sandbox_base,
+            self.options.reasoner_factory,
+            self.options.user,
+        )
+        return PlanRunner(self.store, child.plan_id, options).run()
+
+    def _ensure_sandboxes(self) -> None:
+        with self.store.unit_of_work() as uow:
+            resources = {r.resource_id: r for r in uow.resources.all()}
+            have = {c.resource_id for c in uow.checkpoints.for_plan(self.plan_id)}
+        for resource_id in self.action.resources:
+            resource = resources[resource_id]
+            root = self.sandboxes.base_dir / self.plan_id
+            exists = (root / resource_id.replace("/", "__")).exists()
+            if resource_id in have or exists:
+                continue
+            self.sandboxes.create(resource)
+
+    def apply(self) -> Plan:
+        """Land every sandbox (this plan's and its completed children's) on the real resources."""
+        plan = self.plan()
+        if plan.phase is not Phase.EXECUTE or plan.state not in (
+            PlanState.COMPLETED,
+            PlanState.AWAITING_APPROVAL,
+            PlanState.RUNNING,
+        ):
+            raise PlanStateError(
+                f"plan {self.plan_id} is {plan.phase.value} · {plan.state.value}, not ready to apply",
+                "run it until Execute completes",
+            )
+        results: list[str] = []
+        for child in self._children():
+            results.extend(PlanRunner(self.store, child.plan_id, self.options).apply_own())
+        results.extend(self.apply_own())
+        with self.store.unit_of_work(write=True) as uow:
+            uow.events.append(
+                "plan_applied", {"results": results}, plan_id=self.plan_id, actor=self.options.user
+            )
+            uow.commit()
+        return self.plan()
+
+    def apply_own(self) -> list[str]:
+        results = []
+        for resource_id in self.action.resources:
+            result = self.sandboxes.get(resource_id).apply()
+            results.append(f"{resource_id}: {result.summary}")
+        self._set(phase=Phase.APPLY, state=PlanState.APPLIED)
+        return results
+
+
+class _Denied(Exception):
+    """A person denied a gate: the plan is cancelled."""
