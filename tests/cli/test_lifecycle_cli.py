@@ -1,0 +1,77 @@
+"""`agents demo`, `plan use`, and the lifecycle commands as a user drives them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import Run
+
+
+@pytest.fixture
+def sandboxes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("AGENTS_SANDBOX_DIR", str(tmp_path / "sandboxes"))
+    return tmp_path / "sandboxes"
+
+
+def test_demo_json_names_the_plan_and_where_everything_is(
+    run: Run, tmp_path: Path, sandboxes: Path
+) -> None:
+    result = run("demo", "--dir", str(tmp_path / "demo"), "--format=json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["format"] == "cleveragents.demo/1"
+    assert (doc["phase"], doc["state"]) == ("execute", "awaiting_approval")
+    assert Path(doc["directory"], "hello-cli", ".git").is_dir()
+    assert doc["database_url"].startswith("sqlite:///")
+    tree = json.loads(run("plan", "tree", doc["plan_id"], "--format=json").output)
+    assert tree["decisions"][0]["decision_type"] == "prompt_definition"
+
+
+def test_demo_refuses_a_folder_that_is_not_empty(run: Run, tmp_path: Path, sandboxes: Path) -> None:
+    folder = tmp_path / "busy"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("mine")
+    result = run("demo", "--dir", str(folder))
+    assert result.exit_code == 2
+    assert "is not empty" in result.stderr
+    assert (folder / "keep.txt").read_text() == "mine"
+
+
+def test_plan_use_with_a_manual_profile_waits_before_strategize(
+    run: Run, tmp_path: Path, sandboxes: Path
+) -> None:
+    demo = json.loads(run("demo", "--dir", str(tmp_path / "demo"), "--format=json").output)
+    action = Path(demo["action_file"])
+    result = run("plan", "use", str(action), "--automation-profile", "manual")
+    assert result.exit_code == 0, result.output
+    first = result.output.splitlines()[0]
+    assert "strategize · awaiting_approval" in first
+    assert "Start Strategize for this plan?" in result.output
+    plan_id = first.split()[1]
+    paused = run("plan", "pause", plan_id)
+    assert "paused" in paused.output.splitlines()[0]
+    again = run("plan", "pause", plan_id)
+    assert again.exit_code == 2 and "cannot be paused" in again.stderr
+    cancelled = run("plan", "cancel", plan_id)
+    assert "cancelled" in cancelled.output.splitlines()[0]
+    resumed = run("plan", "run", plan_id)
+    assert resumed.exit_code == 2 and "is cancelled" in resumed.stderr
+
+
+def test_plan_use_reports_a_failed_preflight_in_one_line(
+    run: Run, tmp_path: Path, sandboxes: Path
+) -> None:
+    action = tmp_path / "bad.yaml"
+    action.write_text("name: local/bad\nprompt: do it\ntools: [local/teleport]\n")
+    result = run("plan", "use", str(action))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "error: pre-flight check 'skill and tool existence' failed: tool local/teleport is not "
+        "registered: register the tool or remove it from the action"
+    )
+    assert "No plans yet" in run("plan", "list").output
+    missing = run("plan", "use", str(tmp_path / "nope.yaml"))
+    assert missing.exit_code == 2 and "no action file or bundled action" in missing.stderr
