@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cleveragents_tui.actors.checkpointer import open_checkpointer
+from cleveragents_tui.actors.checkpointer import actor_database_path, open_checkpointer
 from cleveragents_tui.actors.graphs import Actor
 from cleveragents_tui.domain.enums import CheckpointType, Phase, PlanState
 from cleveragents_tui.engine.actions import load_action
@@ -20,8 +20,9 @@ from cleveragents_tui.store.store import Store
 
 
 @pytest.fixture
-def demo(tmp_path: Path, sqlite_store: Store) -> DemoEnvironment:
-    return build_demo(sqlite_store, tmp_path / "demo")
+def demo(tmp_path: Path, store: Store) -> DemoEnvironment:
+    """The demo on both stores: SQLite (SqliteSaver) and PostgreSQL (PostgresSaver)."""
+    return build_demo(store, tmp_path / "demo")
 
 
 def git(repo: Path, *args: str) -> str:
@@ -36,15 +37,15 @@ def rows(database: Path) -> list[tuple[str, str]]:
 
 
 def test_the_demo_plan_runs_to_the_apply_gate_then_applies(
-    demo: DemoEnvironment, sqlite_store: Store, tmp_path: Path
+    demo: DemoEnvironment, store: Store, tmp_path: Path
 ) -> None:
     options = RunOptions(sandbox_base=tmp_path / "sandboxes")
     head_before = git(demo.repository, "rev-parse", "HEAD")
     plan = start_plan(
-        sqlite_store, load_action(str(demo.action_file)), profile_override="auto", options=options
+        store, load_action(str(demo.action_file)), profile_override="auto", options=options
     )
     assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL)
-    with sqlite_store.unit_of_work() as uow:
+    with store.unit_of_work() as uow:
         decisions = uow.decisions.for_plan(plan.plan_id)
         [child] = uow.plans.children(plan.plan_id)
         [gate] = uow.approvals.pending(plan.plan_id)
@@ -81,9 +82,9 @@ def test_the_demo_plan_runs_to_the_apply_gate_then_applies(
     assert git(demo.repository, "status", "--porcelain") == ""
     assert rows(demo.database) == [("1.0.0", "first release")]
     assert "hello-cli 1.1.0" in (demo.outbox / "outbox.jsonl").read_text()
-    assert run_checks(sqlite_store, tmp_path / "sandboxes").problems == []
+    assert run_checks(store, tmp_path / "sandboxes").problems == []
 
-    runner = PlanRunner(sqlite_store, plan.plan_id, options)
+    runner = PlanRunner(store, plan.plan_id, options)
     applied = runner.apply()
     assert (applied.phase, applied.state) == (Phase.APPLY, PlanState.APPLIED)
     assert rows(demo.database) == [("1.0.0", "first release"), ("1.1.0", "hello NAME command")]
@@ -96,15 +97,21 @@ def test_the_demo_plan_runs_to_the_apply_gate_then_applies(
 
 
 def test_every_execute_decision_can_restore_the_actor_state_it_was_made_from(
-    demo: DemoEnvironment, sqlite_store: Store, tmp_path: Path
+    demo: DemoEnvironment, store: Store, tmp_path: Path
 ) -> None:
     options = RunOptions(sandbox_base=tmp_path / "sandboxes")
     plan = start_plan(
-        sqlite_store, load_action(str(demo.action_file)), profile_override="auto", options=options
+        store, load_action(str(demo.action_file)), profile_override="auto", options=options
     )
-    with sqlite_store.unit_of_work() as uow:
+    with store.unit_of_work() as uow:
         execute = [d for d in uow.decisions.for_plan(plan.plan_id) if d.phase is Phase.EXECUTE]
-    with open_checkpointer(sqlite_store.engine.url) as saver:
+    if store.engine.dialect.name == "postgresql":  # PostgresSaver shares the team database
+        with store.engine.connect() as connection:
+            saved = connection.exec_driver_sql("SELECT count(*) FROM checkpoints").scalar_one()
+        assert saved > len(execute)
+    else:  # SqliteSaver keeps its own file beside the store
+        assert actor_database_path(str(store.engine.url.database)).is_file()
+    with open_checkpointer(store.engine.url) as saver:
         actor = Actor(saver, plan.plan_id, Phase.EXECUTE, lambda state, ref: {})
         for number, decision in enumerate(execute):
             ref = decision.context_snapshot.actor_state_ref
@@ -115,7 +122,7 @@ def test_every_execute_decision_can_restore_the_actor_state_it_was_made_from(
 
 
 def test_strategize_changes_nothing_on_disk_or_in_the_database(
-    demo: DemoEnvironment, sqlite_store: Store, tmp_path: Path
+    demo: DemoEnvironment, store: Store, tmp_path: Path
 ) -> None:
     action = load_action(str(demo.action_file))
     options = RunOptions(sandbox_base=tmp_path / "sandboxes")
@@ -124,7 +131,7 @@ def test_strategize_changes_nothing_on_disk_or_in_the_database(
         for p in demo.directory.rglob("*")
         if p.is_file() and ".git" not in p.parts
     }
-    plan = start_plan(sqlite_store, action, profile_override="supervised", options=options)
+    plan = start_plan(store, action, profile_override="supervised", options=options)
     # supervised: Strategize runs by itself, Execute waits for a person
     assert (plan.phase, plan.state) == (Phase.STRATEGIZE, PlanState.AWAITING_APPROVAL)
     after = {
