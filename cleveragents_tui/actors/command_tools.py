@@ -25,7 +25,6 @@ from cleveragents_tui.actors.tool_support import (
     open_sandbox,
     refused,
     strategy_of,
-    truncate_text,
 )
 from cleveragents_tui.domain.tool import ToolCategory, ToolSpec
 
@@ -73,7 +72,7 @@ class _CommandTool(BuiltinTool):
             reason = exc.strerror or type(exc).__name__
             return refused(f"{name}: cannot run {argv[0]!r}: {reason}")
         writes = changed(context, resource_id) if self.spec.writes else ()
-        text, _ = truncate_text(result.output, len(result.output))
+        text = result.output.decode("utf-8", "replace")  # already bounded by the capture
         if result.timed_out:
             status = f"timed out after {timeout:g} s; the command and its processes were killed"
         elif result.returncode is not None and result.returncode < 0:
