@@ -3,9 +3,10 @@
 Every path is checked first: :func:`safety.safe_relative_path` (no ``..``, no absolute path,
 no NUL, no backslash, not ``.git/...``), no ``.git`` component anywhere, not the sandbox
 itself. On a workdir, :func:`safety.resolve_inside` then refuses a parent symlink leading
-out; the last component is never followed when writing or deleting (``O_NOFOLLOW``, and
-``unlink`` removes a link, not its target), and reading follows it only when it lands inside
-the sandbox. Special files (FIFOs, devices, sockets) are neither read nor written.
+out; a symlink as the last component is refused when writing, removed (not its target) when
+deleting, and followed when reading only if it lands inside the sandbox. Writes go to a new
+file renamed over the target, so a hard link to a file outside is never written through.
+Special files (FIFOs, devices, sockets) are neither read nor written.
 
 ``on_change`` is called as soon as something was changed (before a later step can fail),
 and only then: the tools pass ``note_write`` of the plan's sandboxes.
@@ -13,9 +14,11 @@ and only then: the tools pass ``note_write`` of the plan's sandboxes.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import posixpath
+import secrets
 import stat
 from collections.abc import Callable
 from enum import StrEnum
@@ -29,12 +32,13 @@ from cleveragents_tui.sandbox.safety import UnsafeInputError, resolve_inside, sa
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _WRITE_FLAGS = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _MAX_LINKS = 16
+_TEMP_PREFIX = "cleveragents-write-"
 NEW_FILE_MODE = 0o644
 
 
 class Kind(StrEnum):
     FILE = "file"
-    DIRECTORY = "directory"
+    DIRECTORY = "folder"
     SYMLINK = "symlink"
     OTHER = "special file"
     MISSING = "missing"
@@ -140,31 +144,43 @@ class WorkdirFiles:
         return data, max(st.st_size, len(data))
 
     def write(self, path: str, data: bytes, mode: int | None) -> bool:
+        """Write a new file next to the target, then rename it over the target.
+
+        The rename replaces the directory entry, never the target's content in place: a file
+        that is a hard link to something outside the sandbox is detached, not written through,
+        and a failed write leaves the old content whole.
+        """
         target = self._target(path)
         self._make_parents(target, path)
-        created = not os.path.lexists(target)
+        kind = self.kind(path)
+        if kind is Kind.SYMLINK:
+            raise FileRefused(f"{path} is a symlink (write the file it points to)")
+        if kind is Kind.DIRECTORY:
+            raise FileRefused(f"{path} is a folder")
+        if kind is not Kind.FILE and kind is not Kind.MISSING:
+            raise FileRefused(f"{path} is a {kind}, not a regular file")
+        created = kind is Kind.MISSING
+        if mode is None:
+            mode = NEW_FILE_MODE if created else stat.S_IMODE(os.lstat(target).st_mode)
+        temporary = target.with_name(f".{_TEMP_PREFIX}{secrets.token_hex(8)}")
         try:
-            fd = os.open(target, _WRITE_FLAGS | os.O_CREAT, NEW_FILE_MODE)
+            fd = os.open(temporary, _WRITE_FLAGS | os.O_CREAT | os.O_EXCL, 0o600)
         except OSError as exc:
             raise _refusal(exc, path) from exc
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise FileRefused(f"{path} is a {_kind_of(st.st_mode)}, not a regular file")
-            if created:
-                self._on_change()
-            os.ftruncate(fd, 0)
-            self._on_change()
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            wanted = mode if mode is not None else NEW_FILE_MODE if created else None
-            if wanted is not None and stat.S_IMODE(st.st_mode) != wanted:
-                os.fchmod(fd, wanted)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+            os.replace(temporary, target)
         except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
             raise _refusal(exc, path) from exc
-        finally:
-            os.close(fd)
+        self._on_change()
         return created
 
     def _make_parents(self, target: Path, path: str) -> None:

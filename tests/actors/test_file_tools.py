@@ -300,3 +300,42 @@ def test_symlinks_inside_the_sandbox_are_read(tool_world: ToolWorld, resource_id
     outcome = tool_world.call("local/read-file", {"resource": resource_id, "path": "links/alias"})
     assert outcome.ok, outcome.output
     assert outcome.output == text
+
+
+@pytest.mark.parametrize("resource_id", WORKDIRS)
+def test_a_hard_link_to_a_file_outside_is_not_written_through(
+    tool_world: ToolWorld, resource_id: str
+) -> None:
+    workdir = tool_world.workdir(resource_id)
+    os.link(tool_world.canary, workdir / "hard.txt")
+    write = tool_world.call(
+        "local/write-file", {"resource": resource_id, "path": "hard.txt", "content": "new\n"}
+    )
+    assert write.ok, write.output
+    assert (workdir / "hard.txt").read_text() == "new\n"
+    os.unlink(workdir / "hard.txt")
+    os.link(tool_world.canary, workdir / "hard.txt")
+    edit = tool_world.call(
+        "local/edit-file",
+        {"resource": resource_id, "path": "hard.txt", "old": "never", "new": "always"},
+    )
+    assert edit.ok, edit.output
+    assert (workdir / "hard.txt").read_text() == "canary: must always change\n"
+    assert tool_world.canary.read_text() == CANARY
+    assert not [p for p in workdir.iterdir() if p.name.startswith(".cleveragents-write-")]
+
+
+@pytest.mark.parametrize("resource_id", WORKDIRS)
+def test_special_files_are_neither_read_nor_written(
+    tool_world: ToolWorld, resource_id: str
+) -> None:
+    os.mkfifo(tool_world.workdir(resource_id) / "pipe")
+    read = tool_world.call("local/read-file", {"resource": resource_id, "path": "pipe"})
+    assert not read.ok
+    assert "pipe is a special file, not a regular file" in read.output
+    write = tool_world.call(
+        "local/write-file", {"resource": resource_id, "path": "pipe", "content": "x"}
+    )
+    assert not write.ok
+    assert "pipe is a special file, not a regular file" in write.output
+    assert tool_world.sandboxes.modified() == set()
