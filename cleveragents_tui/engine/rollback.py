@@ -69,8 +69,39 @@ def rollback_targets(
     return targets, sorted(not_rollbackable)
 
 
+def baseline_targets(sandboxes: PlanSandboxes) -> tuple[dict[str, CheckpointMetadata], list[str]]:
+    """Every sandboxed resource's baseline: the state before Execute wrote anything."""
+    with sandboxes.store.unit_of_work() as uow:
+        everything = uow.checkpoints.for_plan(sandboxes.plan_id)
+    targets: dict[str, CheckpointMetadata] = {}
+    not_rollbackable: set[str] = set()
+    for checkpoint in everything:
+        if checkpoint.strategy is SandboxStrategyName.NONE:
+            not_rollbackable.add(checkpoint.resource_id)
+        else:
+            targets.setdefault(checkpoint.resource_id, checkpoint)
+    return targets, sorted(not_rollbackable)
+
+
 def rollback_to_decision(sandboxes: PlanSandboxes, decision_id: str) -> RollbackReport:
     targets, not_rollbackable = rollback_targets(sandboxes, decision_id)
+    return rollback_to(sandboxes, decision_id, targets, not_rollbackable)
+
+
+def rollback_to_baselines(sandboxes: PlanSandboxes, label: str) -> RollbackReport:
+    """Undo all Execute work of the plan (a Strategize decision corrected during Execute)."""
+    targets, not_rollbackable = baseline_targets(sandboxes)
+    return rollback_to(sandboxes, label, targets, not_rollbackable)
+
+
+def rollback_to(
+    sandboxes: PlanSandboxes,
+    label: str,
+    targets: dict[str, CheckpointMetadata],
+    not_rollbackable: list[str],
+) -> RollbackReport:
+    """Roll each resource back to its target checkpoint, all or nothing."""
+    decision_id = label
     opened: dict[str, Sandbox] = {}
     for resource_id, checkpoint in sorted(targets.items(), key=_rollback_order):
         try:
@@ -78,7 +109,7 @@ def rollback_to_decision(sandboxes: PlanSandboxes, decision_id: str) -> Rollback
             sandbox.verify(checkpoint.ref)
         except (CheckpointMissingError, UserError) as exc:
             raise RollbackRefusedError(
-                f"cannot roll {resource_id} back to decision {decision_id}: {exc}",
+                f"cannot roll {resource_id} back to {label}: {exc}",
                 "run `agents doctor`; nothing was changed",
             ) from exc
         opened[resource_id] = sandbox

@@ -187,10 +187,15 @@ class PlanRunner:
 
     # -- gates and approvals ------------------------------------------------------------------
 
+    def _scoped(self, key: str) -> str:
+        """Approvals belong to one attempt: after a correction every gate is asked again."""
+        return f"{key}@{self.plan().attempt}"
+
     def _answers(self, kind: ApprovalKind, key: str) -> list[Approval]:
         with self.store.unit_of_work() as uow:
             everything = uow.approvals.for_plan(self.plan_id)
-        return [a for a in everything if a.kind is kind and a.details.get("key") == key]
+        scoped = self._scoped(key)
+        return [a for a in everything if a.kind is kind and a.details.get("key") == scoped]
 
     def _pending(self) -> list[Approval]:
         with self.store.unit_of_work() as uow:
@@ -223,7 +228,9 @@ class PlanRunner:
         context = context or EscalationContext(
             plan_id=self.plan_id, question=question, project=self.plan().project
         )
-        verdict = self.escalation.evaluate(flag, self.profile, context, kind=kind, key=key)
+        verdict = self.escalation.evaluate(
+            flag, self.profile, context, kind=kind, key=self._scoped(key)
+        )
         if not verdict.proceed:
             assert verdict.approval is not None
             raise WaitForApproval(verdict.approval)
@@ -383,7 +390,7 @@ class PlanRunner:
             decision_id=decision_id,
             kind=kind,
             question=question,
-            details={"key": key},
+            details={"key": self._scoped(key)},
         )
         with self.store.unit_of_work(write=True) as uow:
             uow.approvals.add(approval)

@@ -23,7 +23,7 @@ from cleveragents_tui.store.store import Store
 
 ENV_VAR = "AGENTS_SANDBOX_DIR"
 
-# Imported on first use: the git strategy pulls in GitPython, which read-only paths never need.
+# Imported on first use: read-only paths never need the strategies.
 _STRATEGIES: dict[SandboxStrategyName, tuple[str, str]] = {
     SandboxStrategyName.GIT_WORKTREE: (
         "cleveragents_tui.sandbox.git_worktree",

@@ -50,7 +50,7 @@ def resolve_inside(root: Path, raw: str) -> Path:
 
 def check_sha(value: str) -> str:
     """A full hex object id (SHA-1 or SHA-256), never an abbreviation, ref name or option."""
-    if not _SHA.match(value):
+    if not _SHA.fullmatch(value):
         raise UnsafeInputError(f"{value!r} is not a full git object id", "use the 40-character SHA")
     return value
 
@@ -58,7 +58,7 @@ def check_sha(value: str) -> str:
 def check_ref_name(value: str) -> str:
     """A git ref under ``refs/`` built only of safe parts (no option, no ``..``, no ``@{``)."""
     parts = value.split("/")
-    if len(parts) < 2 or parts[0] != "refs" or not all(_REF_PART.match(p) for p in parts[1:]):
+    if len(parts) < 2 or parts[0] != "refs" or not all(_REF_PART.fullmatch(p) for p in parts[1:]):
         raise UnsafeInputError(
             f"{value!r} is not a ref name this tool creates", "use refs/cleveragents/..."
         )
@@ -73,7 +73,7 @@ def new_savepoint_name() -> str:
 
 def check_savepoint_name(value: str) -> str:
     """Savepoint names are SQL identifiers, never parameters: only ``sp_<hex>`` is accepted."""
-    if not _SAVEPOINT.match(value):
+    if not _SAVEPOINT.fullmatch(value):
         raise UnsafeInputError(
             f"{value!r} is not a savepoint name this tool creates", "use sp_<hex>"
         )
