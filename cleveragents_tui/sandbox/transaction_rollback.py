@@ -11,10 +11,18 @@ and destroys every later one (their references then raise :class:`CheckpointMiss
 
 Things to know (DESIGN.md section 8, ADR-035 "Long-Running Database Transaction Constraint"):
 
-* A savepoint dies with its connection. A state file under ``root`` records the process and a
-  random token; :meth:`TransactionRollbackStrategy.open` in the same process returns the live
-  sandbox, anywhere else it returns one whose :attr:`~TransactionRollbackSandbox.lost` is True
-  and whose checkpoint operations say the transaction was lost and what to do.
+* A savepoint dies with its connection, and the ``agents`` CLI runs each command in its own
+  process (Execute in one, Apply or a correction in a later one). So every statement a tool
+  runs through :meth:`~TransactionRollbackSandbox.execute` is also appended to a statement log
+  (see "Statement log and replay" below); when the sandbox is opened in a later process it is
+  *replayed* there: a new transaction re-runs the logged statements in order and re-creates
+  the savepoints at the same positions with the same names, and the sandbox is live again.
+  A state file under ``root`` records the process, a random token and the checkpoints; a lock
+  file (``flock``) is held by the process that holds the transaction, so two processes never
+  replay the same sandbox. :meth:`TransactionRollbackStrategy.open` in the same process returns
+  the live sandbox; one still held by another running process, or one whose replay failed, is
+  returned with :attr:`~TransactionRollbackSandbox.lost` True, and its checkpoint operations
+  say the transaction was lost, why, and what to do.
 * PostgreSQL keeps at most 64 subtransactions per backend in shared memory; past that every
   session slows down. A sandbox holding more savepoints logs a warning once and reports it in
   :attr:`~TransactionRollbackSandbox.savepoint_warning`.
@@ -26,6 +34,34 @@ Things to know (DESIGN.md section 8, ADR-035 "Long-Running Database Transaction 
 * The long transaction holds its row locks throughout, and a server timeout such as
   ``idle_in_transaction_session_timeout`` ends it: that is reported as a lost transaction.
 
+Statement log and replay: ``statements.jsonl`` under ``root`` (created with mode 0600: the
+SQL and its values may be sensitive) holds one JSON object per line: ``{"savepoint": name}``
+for a checkpoint, ``{"sql", "params", "after", "rowcount"}`` for a statement that succeeded
+(``after`` is the index of the savepoint it follows, -1 before the first; ``rowcount`` the rows
+it changed, when the driver says), or ``{"unreplayable": why, "after"}`` where a statement could
+not be logged exactly. Each append is fsynced before ``execute``/``checkpoint`` return;
+:meth:`~TransactionRollbackSandbox.rollback` cuts the log back to the savepoint (a new file,
+then rename). On SQLite a statement starting with ``SELECT`` is not logged (it cannot change
+anything); on PostgreSQL everything is, because a SELECT may call a function that writes.
+
+* The SQL comes from tools and is replayed as it was run: the text with its ``:name`` binds
+  and the logged values as parameters, never interpolated; transaction-control statements are
+  refused on replay as they were the first time, and savepoint names must be ``sp_<hex>``.
+* Parameters must survive JSON exactly (strings, numbers, booleans, None, lists and mappings
+  of those): values such as bytes, tuples, dates or decimals, and statement objects instead of
+  SQL text, make the log unreplayable from that point (a rollback to an earlier checkpoint
+  makes it replayable again). A log that cannot be written, or a transaction that ended inside
+  its process (a hidden COMMIT, a failed COMMIT, an unexplained end), makes it unreplayable
+  for good; a dropped connection does not (the server rolled the transaction back).
+* Replay fails, and the sandbox is reported lost with the cause in
+  :attr:`~TransactionRollbackSandbox.lost_reason` and in every error, when a statement fails
+  or changes a different number of rows than it did the first time (the target changed
+  meanwhile). A failed replay is rolled back: the target is left as it was. Replay cannot see
+  other differences: a sequence, a default such as ``now()`` or ``random()``, or a concurrent
+  commit on PostgreSQL may give replayed rows other values than the first run had.
+* Apply records ``applying`` (fsynced) in the state file before ``COMMIT``: a process that
+  ends during ``COMMIT`` leaves a sandbox that is never replayed (the outcome is unknown).
+
 Row snapshots: because an older savepoint's state cannot be read without destroying the
 newer ones, the sandbox records the rows of every user table (key -> values) when it
 is created (the baseline) and at each checkpoint. :meth:`diff`, :meth:`read` and
@@ -35,12 +71,15 @@ one has no row identity, so its rows are keyed ``table/~<hash>`` and an update s
 deletion plus one addition. A table created or dropped also yields a ``table`` entry.
 Snapshots cost time and memory in proportion to the database, so they stop above
 ``max_snapshot_rows`` rows: then those calls raise :class:`SandboxError` saying why, while
-checkpoints and rollback keep working.
+checkpoints and rollback keep working. Replay rebuilds the snapshots: the baseline from the
+target as it is when replay starts, and one at each live checkpoint as it is re-created; the
+snapshots of checkpoints rolled back over before the restart are not rebuilt.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -58,6 +97,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, CursorResult, RootTransaction
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
+from sqlalchemy.sql import Select
 from sqlalchemy.sql.base import Executable
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
@@ -77,6 +117,8 @@ from cleveragents_tui.store.database import normalise_url
 log = logging.getLogger(__name__)
 
 STATE_FILE_NAME: Final = "transaction_rollback.json"
+LOG_FILE_NAME: Final = "statements.jsonl"
+LOCK_FILE_NAME: Final = "transaction_rollback.lock"
 POSTGRES_SAVEPOINT_LIMIT: Final = 64
 DEFAULT_MAX_SNAPSHOT_ROWS: Final = 200_000
 SQLITE_BUSY_TIMEOUT_S: Final = 10.0
@@ -90,6 +132,10 @@ _TRANSACTION_CONTROL = re.compile(
     r"^\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*"
     r"(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE|ABORT|START\s+TRANSACTION|PREPARE\s+TRANSACTION)\b",
     re.IGNORECASE | re.DOTALL,
+)
+# A statement that only reads on SQLite (which has no functions that write): not logged.
+_SQLITE_READ = re.compile(
+    r"^\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*SELECT\b", re.IGNORECASE | re.DOTALL
 )
 _LOST_FIX = (
     "discard this sandbox and re-run Execute, or correct the plan with --mode=append "
@@ -146,8 +192,10 @@ class _State:
     token: str
     dialect: str
     created_at: str
-    status: Literal["open", "applied"] = "open"
+    # "applying" while COMMIT runs: a process ending then leaves the outcome unknown.
+    status: Literal["open", "applying", "applied"] = "open"
     savepoints: list[str] = field(default_factory=list)
+    unreplayable: str | None = None  # why the statement log can no longer be replayed
 
     def dump(self) -> str:
         return json.dumps(
@@ -162,6 +210,7 @@ class _State:
                 "created_at": self.created_at,
                 "status": self.status,
                 "savepoints": self.savepoints,
+                "unreplayable": self.unreplayable,
             },
             indent=2,
         )
@@ -177,9 +226,10 @@ class _State:
         try:
             data = json.loads(raw)
             status = data["status"]
-            if data["version"] != _STATE_VERSION or status not in ("open", "applied"):
+            if data["version"] != _STATE_VERSION or status not in ("open", "applying", "applied"):
                 raise ValueError(f"unsupported version or status in {path}")
             savepoints = [check_savepoint_name(str(name)) for name in data["savepoints"]]
+            unreplayable = data.get("unreplayable")
             return cls(
                 resource_id=str(data["resource_id"]),
                 plan_id=str(data["plan_id"]),
@@ -189,6 +239,7 @@ class _State:
                 created_at=str(data["created_at"]),
                 status=status,
                 savepoints=savepoints,
+                unreplayable=None if unreplayable is None else str(unreplayable),
             )
         except (ValueError, KeyError, TypeError, UserError) as exc:
             raise SandboxError(
@@ -196,24 +247,134 @@ class _State:
                 "discard the sandbox and re-run Execute",
             ) from exc
 
-    def save(self, path: Path) -> None:
-        """Write atomically (temporary file + rename); no fsync: a crash loses the transaction
-        anyway, and the file only has to say which process held it."""
+    def save(self, path: Path, *, durable: bool = False) -> None:
+        """Write atomically (temporary file + rename). Without ``durable`` no fsync: the file
+        says which process holds the transaction and which checkpoints are valid, and the
+        statement log (fsynced) holds what replay needs."""
+        if durable:
+            _write_private(path, self.dump().encode("utf-8"))
+            return
         temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         temporary.write_text(self.dump(), "utf-8")
         os.replace(temporary, path)
 
 
-def _process_alive(pid: int) -> bool:
+class _ReplayFailed(Exception):
+    """Replaying the statement log did not reproduce the transaction; the text says why."""
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (best effort: not every file system allows it)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
+        fd = os.open(folder, os.O_RDONLY)
     except OSError:
-        return False
-    return True
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Replace ``path`` atomically by ``data``: a new mode-0600 file, fsync, rename."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.unlink(missing_ok=True)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _append_private(path: Path, data: bytes) -> None:
+    """Append and fsync. Never creates the file: a log deleted meanwhile must not restart."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _log_line(entry: Mapping[str, Any]) -> bytes:
+    return (json.dumps(entry, allow_nan=False) + "\n").encode("ascii")
+
+
+def _try_lock(path: Path) -> int | None:
+    """An exclusive ``flock`` on ``path`` (made 0600 if missing); None when another open
+    file holds it. The lock lasts until the descriptor is closed or the process ends."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_log(path: Path) -> tuple[list[dict[str, Any]], str | None]:
+    """The log's entries, and why it cannot be replayed (None when it can).
+
+    A last line without its newline is a write cut short by the process ending before
+    ``execute`` or ``checkpoint`` returned: it is left out.
+    """
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return [], f"there is no statement log {path}"
+    except OSError as exc:
+        return [], f"cannot read the statement log {path}: {exc}"
+    lines = raw.split(b"\n")
+    if lines[-1]:
+        log.warning("ignoring an incomplete last line of %s", path)
+    entries: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for number, line in enumerate(lines[:-1], start=1):
+        try:
+            entry = json.loads(line)
+            if not isinstance(entry, dict):
+                raise TypeError("not an object")
+            if "savepoint" in entry:
+                name = check_savepoint_name(str(entry["savepoint"]))
+                if name in seen:
+                    raise ValueError(f"savepoint {name} appears twice")
+                seen.add(name)
+            elif "unreplayable" in entry:
+                return [], str(entry["unreplayable"])
+            else:
+                params = entry["params"]
+                if (
+                    not isinstance(entry["sql"], str)
+                    or entry["after"] != len(seen) - 1
+                    or not (
+                        params is None
+                        or isinstance(params, dict)
+                        or (isinstance(params, list) and all(isinstance(p, dict) for p in params))
+                    )
+                    or not isinstance(entry.get("rowcount", 0), int)
+                ):
+                    raise ValueError("unexpected fields")
+            entries.append(entry)
+        except (ValueError, KeyError, TypeError, UserError) as exc:
+            return [], f"line {number} of the statement log {path} is damaged ({exc})"
+    return entries, None
 
 
 def _target_url(resource: Resource) -> URL:
@@ -372,6 +533,10 @@ class TransactionRollbackSandbox:
         self._last_snapshot: Snapshot | None = None
         self._snapshot_off_reason = ""
         self._warned = False
+        # The statement log as written, and the descriptor holding the sandbox's flock.
+        self._entries: list[dict[str, Any]] = []
+        self._log_broken: str | None = state.unreplayable
+        self._lock_fd: int | None = None
 
     # -- properties ------------------------------------------------------------------------
 
@@ -430,8 +595,8 @@ class TransactionRollbackSandbox:
 
     # -- lifecycle (called by the strategy) ------------------------------------------------
 
-    def _start(self, url: URL) -> None:
-        """Connect, begin, take the baseline snapshot, write the state file, register."""
+    def _connect(self, url: URL) -> _Live:
+        """A new engine, connection and open transaction on the target."""
         engine = _make_engine(url, self._plan_id)
         event.listen(engine, "before_cursor_execute", self._guard_statement)
         try:
@@ -440,56 +605,200 @@ class TransactionRollbackSandbox:
                 with self._internal_sql():
                     transaction = connection.begin()
                     connection.exec_driver_sql("SELECT 1")  # PostgreSQL begins lazily
-                self._live = _Live(engine, connection, transaction)
-                if self._max_snapshot_rows == 0:
-                    self._snapshot_off_reason = "row snapshots are off (max_snapshot_rows=0)"
-                else:
-                    self._baseline = self._take_snapshot()
-                    self._snapshot_off_reason = (
-                        f"the database had more than {self._max_snapshot_rows} rows when the "
-                        "sandbox was created, so no row snapshots are taken"
-                    )
-                self._state.save(self._root / STATE_FILE_NAME)
             except BaseException:
-                self._live = None
                 connection.close()
                 raise
-        except SQLAlchemyError as exc:
+        except BaseException:
             engine.dispose()
+            raise
+        return _Live(engine, connection, transaction)
+
+    def _init_snapshots(self) -> None:
+        """Take the baseline snapshot (or say why there is none)."""
+        if self._max_snapshot_rows == 0:
+            self._snapshot_off_reason = "row snapshots are off (max_snapshot_rows=0)"
+            return
+        self._baseline = self._take_snapshot()
+        self._snapshot_off_reason = (
+            f"the database had more than {self._max_snapshot_rows} rows when the "
+            "sandbox was created, so no row snapshots are taken"
+        )
+
+    def _start(self, url: URL) -> None:
+        """Connect, begin, take the baseline snapshot, write an empty log and the state file,
+        register. The strategy has taken the lock already."""
+        try:
+            self._live = self._connect(url)
+        except SQLAlchemyError as exc:
             raise SandboxError(
                 f"cannot open a transaction on {_display(url)} for resource "
                 f"{self._resource.resource_id}: {_first_line(exc)}",
                 "check the resource location, and that the database is reachable and not "
                 "locked by another writer",
             ) from exc
-        except OSError as exc:
-            engine.dispose()
-            raise SandboxError(
-                f"cannot write the sandbox state under {self._root}: {exc}",
-                "check that the folder is writable",
-            ) from exc
-        except BaseException:
-            engine.dispose()
+        try:
+            self._init_snapshots()
+            _write_private(self._log_path, b"")
+            self._state.save(self._root / STATE_FILE_NAME)
+        except BaseException as exc:
+            self._close()
+            if isinstance(exc, SQLAlchemyError):
+                raise SandboxError(
+                    f"cannot read the rows of {_display(url)} for resource "
+                    f"{self._resource.resource_id}: {_first_line(exc)}",
+                    "check that the database is reachable and readable",
+                ) from exc
+            if isinstance(exc, OSError):
+                raise SandboxError(
+                    f"cannot write the sandbox state under {self._root}: {exc}",
+                    "check that the folder is writable",
+                ) from exc
             raise
         with _LIVE_LOCK:
             _LIVE[self._state.token] = self
 
-    def _detach(self, state: _State) -> None:
-        """Make this a sandbox whose transaction this process does not hold."""
+    def _reopen(self, state: _State) -> None:
+        """Open a sandbox this process does not hold: replay it when its process has ended."""
+        self._state = state
         self._stack = list(state.savepoints)
+        self._log_broken = state.unreplayable
         if state.status == "applied":
             self._mark("applied", self._applied_reason(), _APPLIED_FIX)
             return
-        if state.pid != os.getpid() and _process_alive(state.pid):
-            held = (
-                f"is held by process {state.pid}, still running (if that is not the agents "
-                "process that created it, that process ended and its id was reused)"
-            )
-        elif state.pid != os.getpid():
-            held = f"was lost on restart: process {state.pid} that held it has ended"
-        else:
+        if state.pid == os.getpid():
             held = "was lost: this process no longer holds its connection"
-        self._mark("lost", self._lost_reason(held), _LOST_FIX)
+            self._mark("lost", self._lost_reason(held), _LOST_FIX)
+            return
+        try:
+            fd = _try_lock(self._root / LOCK_FILE_NAME)
+        except OSError as exc:
+            raise SandboxError(
+                f"cannot lock the sandbox under {self._root}: {exc}",
+                "check that the folder is writable",
+            ) from exc
+        if fd is None:
+            held = (
+                f"is held by process {state.pid}, still running (another agents process has "
+                "it open: finish or stop that command first)"
+            )
+            self._mark("lost", self._lost_reason(held), _LOST_FIX)
+            return
+        self._lock_fd = fd
+        try:
+            fresh = _State.load(self._root / STATE_FILE_NAME)
+        except SandboxError:
+            self._release_lock()
+            raise
+        if fresh is None:
+            self._release_lock()
+            raise SandboxError(
+                f"the sandbox of {self._resource.resource_id} under {self._root} was "
+                "discarded meanwhile",
+                "re-run Execute",
+            )
+        if fresh.token != state.token:  # another process replayed it and let go meanwhile
+            self._release_lock()
+            self._reopen(fresh)
+            return
+        ended = f"was lost on restart: process {state.pid} that held it has ended"
+        if state.status == "applying":
+            self._release_lock()
+            self._mark(
+                "lost",
+                self._lost_reason(
+                    f"{ended} while committing it, so whether the changes reached the "
+                    "database is unknown"
+                ),
+                "check the database; then discard this sandbox, and re-run Execute or "
+                "correct the plan with --mode=append if the changes are missing",
+            )
+            return
+        entries, problem = _read_log(self._log_path)
+        try:
+            if problem is not None or state.unreplayable is not None:
+                raise _ReplayFailed(
+                    f"its statement log cannot be replayed: {state.unreplayable or problem}"
+                )
+            self._replay(entries)
+        except _ReplayFailed as exc:
+            self._close()
+            self._stack = list(state.savepoints)
+            self._mark("lost", self._lost_reason(f"{ended}, and {exc}"), _LOST_FIX)
+            log.warning("%s", self._unavailable[0] if self._unavailable else exc)
+            return
+        self._state.pid = os.getpid()
+        self._state.token = secrets.token_hex(16)
+        self._save_state()
+        with _LIVE_LOCK:
+            _LIVE[self._state.token] = self
+        warning = self.savepoint_warning
+        if warning is not None:
+            self._warned = True
+            log.warning("%s", warning)
+
+    def _replay(self, entries: list[dict[str, Any]]) -> None:
+        """Re-run ``entries`` in a new transaction; on failure roll it back and raise."""
+        try:
+            url = _target_url(self._resource)
+            self._live = live = self._connect(url)
+        except SandboxError as exc:
+            raise _ReplayFailed(f"its target is unusable: {exc.problem}") from exc
+        except SQLAlchemyError as exc:
+            raise _ReplayFailed(
+                f"a new transaction could not be opened on {_display(url)}: {_first_line(exc)}"
+            ) from exc
+        self._stack = []
+        valid = set(self._state.savepoints)
+        total = sum(1 for entry in entries if "sql" in entry)
+        number = 0
+        doing = "taking the baseline row snapshot"
+        try:
+            self._init_snapshots()
+            for entry in entries:
+                if "savepoint" in entry:
+                    name = check_savepoint_name(entry["savepoint"])
+                    doing = f"re-creating savepoint {name}"
+                    with self._internal_sql():
+                        live.connection.exec_driver_sql(f"SAVEPOINT {self._quoted(live, name)}")
+                    self._stack.append(name)
+                    if name not in valid:  # dropped, or the state file missed it
+                        self._dropped.add(name)
+                        self._gone[name] = "was dropped"
+                    elif self._baseline is not None:
+                        self._snapshots[name] = self._take_snapshot()
+                    else:
+                        self._snapshots[name] = None
+                    continue
+                number += 1
+                sql: str = entry["sql"]
+                doing = f"replaying statement {number} of {total} ({sql.strip()[:80]!r})"
+                result = live.connection.execute(text(sql), entry["params"])
+                try:
+                    expected = entry.get("rowcount")
+                    if expected is not None and result.rowcount != expected:
+                        raise _ReplayFailed(
+                            f"{doing} changed {result.rowcount} rows where it changed "
+                            f"{expected} the first time: the database changed meanwhile"
+                        )
+                finally:
+                    result.close()
+            doing = "checking the replayed transaction"
+            if self._transaction_ended(live):
+                raise _ReplayFailed("a replayed statement ended the transaction")
+        except (SQLAlchemyError, SandboxError, UserError, _ReplayFailed) as exc:
+            with contextlib.suppress(SQLAlchemyError), self._internal_sql():
+                live.transaction.rollback()
+            self._close()
+            self._stack.clear()
+            self._dropped.clear()
+            self._gone.clear()
+            self._snapshots.clear()
+            self._baseline = self._last_snapshot = None
+            if isinstance(exc, _ReplayFailed):
+                raise
+            cause = exc.problem if isinstance(exc, UserError) else _first_line(exc)
+            raise _ReplayFailed(f"{doing} failed: {cause}") from exc
+        self._entries = entries
 
     def _applied_reason(self) -> str:
         return (
@@ -508,17 +817,27 @@ class TransactionRollbackSandbox:
         self._status = status
         self._unavailable = (reason, fix)
 
+    def _release_lock(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)  # releases the flock
+
     def _close(self) -> None:
         live, self._live = self._live, None
         with _LIVE_LOCK:
-            _LIVE.pop(self._state.token, None)
-        if live is None:
-            return
-        with contextlib.suppress(SQLAlchemyError):
-            live.connection.close()
-        live.engine.dispose()
+            if _LIVE.get(self._state.token) is self:
+                del _LIVE[self._state.token]
+        if live is not None:
+            with contextlib.suppress(SQLAlchemyError):
+                live.connection.close()
+            live.engine.dispose()
+        self._release_lock()
 
-    def _lose(self, what_happened: str) -> None:
+    def _lose(self, what_happened: str, *, replayable: bool = False) -> None:
+        """The transaction is gone. Unless the server surely rolled it back (``replayable``),
+        the log is marked unreplayable first: part of it may have been committed."""
+        if not replayable:
+            self._break_log(f"the transaction ended in process {os.getpid()}: {what_happened}")
         self._close()
         reason = self._lost_reason(what_happened)
         self._mark("lost", reason, _LOST_FIX)
@@ -579,7 +898,10 @@ class TransactionRollbackSandbox:
     def _db_error(self, exc: SQLAlchemyError, doing: str) -> SandboxError:
         """The error to raise for a failed statement of ours; a dropped connection loses all."""
         if isinstance(exc, DBAPIError) and exc.connection_invalidated:
-            self._lose(f"the connection dropped during {doing}: {_first_line(exc)}")
+            # The server rolls back a transaction whose connection ended: still replayable.
+            self._lose(
+                f"the connection dropped during {doing}: {_first_line(exc)}", replayable=True
+            )
             reason, fix = self._unavailable or (doing, _LOST_FIX)
             return CheckpointMissingError(reason, fix)
         return SandboxError(
@@ -617,6 +939,100 @@ class TransactionRollbackSandbox:
         if ref in self._stack and ref not in self._dropped:
             return live
         raise self._missing(ref)
+
+    # -- the statement log ----------------------------------------------------------------
+
+    @property
+    def _log_path(self) -> Path:
+        return self._root / LOG_FILE_NAME
+
+    @property
+    def replayable(self) -> str | None:
+        """None while a later process can replay the statement log, else why it cannot."""
+        if self._log_broken is not None:
+            return self._log_broken
+        for entry in self._entries:
+            if "unreplayable" in entry:
+                return str(entry["unreplayable"])
+        return None
+
+    def _break_log(self, why: str) -> None:
+        """The log no longer describes the transaction, for good: record it in the state."""
+        if self._log_broken is not None:
+            return
+        self._log_broken = self._state.unreplayable = why
+        log.warning("the sandbox of %s cannot be replayed: %s", self._resource.resource_id, why)
+        self._save_state()
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        if self._log_broken is not None:
+            return
+        self._entries.append(entry)
+        try:
+            _append_private(self._log_path, _log_line(entry))
+        except OSError as exc:
+            self._break_log(f"writing the statement log {self._log_path} failed: {exc}")
+
+    def _log_statement(
+        self,
+        sql: str | Executable,
+        params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
+        result: CursorResult[Any],
+    ) -> None:
+        """Append a statement that succeeded, or say where the log stops being replayable."""
+        after = len(self._stack) - 1
+        if not isinstance(sql, str):
+            if self.dialect == "sqlite" and isinstance(sql, Select):
+                return
+            self._append(
+                {
+                    "unreplayable": f"a {type(sql).__name__} object was run instead of SQL "
+                    "text, and only SQL text is logged",
+                    "after": after,
+                }
+            )
+            return
+        if self.dialect == "sqlite" and _SQLITE_READ.match(sql):
+            return
+        plain: object
+        if params is None:
+            plain = None
+        elif isinstance(params, Mapping):
+            plain = dict(params)
+        else:
+            plain = [dict(each) for each in params]
+        entry: dict[str, Any] = {"sql": sql, "params": plain, "after": after}
+        if not result.returns_rows and result.rowcount >= 0:
+            entry["rowcount"] = result.rowcount
+        try:
+            exact = json.loads(_log_line(entry)) == entry
+        except (TypeError, ValueError):
+            exact = False
+        if not exact:
+            first = sql.strip()[:80]
+            entry = {
+                "unreplayable": f"statement {first!r} had parameter values that JSON cannot "
+                "carry exactly (only strings, numbers, booleans, None, lists and mappings "
+                "are logged)",
+                "after": after,
+            }
+        self._append(entry)
+
+    def _truncate_log(self, ref: str) -> None:
+        """Cut the log back to savepoint ``ref`` (kept): a new file, then rename."""
+        if self._log_broken is not None:
+            return
+        marks = [i for i, entry in enumerate(self._entries) if entry.get("savepoint") == ref]
+        if not marks:
+            self._break_log(f"savepoint {ref} is missing from the statement log")
+            return
+        del self._entries[marks[0] + 1 :]
+        try:
+            if not self._log_path.is_file():
+                raise FileNotFoundError(f"{self._log_path} was removed")
+            _write_private(self._log_path, b"".join(_log_line(e) for e in self._entries))
+        except OSError as exc:
+            self._break_log(f"rewriting the statement log {self._log_path} failed: {exc}")
 
     def _save_state(self) -> None:
         """Best effort once the database step is done: the file only serves diagnosis."""
@@ -666,6 +1082,7 @@ class TransactionRollbackSandbox:
                 )
                 reason, fix = self._unavailable or ("transaction ended", _LOST_FIX)
                 raise SandboxError(reason, fix)
+            self._log_statement(sql, params, result)
             return result
 
     # -- snapshots -------------------------------------------------------------------------
@@ -773,6 +1190,7 @@ class TransactionRollbackSandbox:
             self._run_internal(live, f"SAVEPOINT {self._quoted(live, name)}", "SAVEPOINT")
             self._stack.append(name)
             self._snapshots[name] = snapshot
+            self._append({"savepoint": name})
             self._save_state()
             warning = self.savepoint_warning
             if warning is not None and not self._warned:
@@ -803,6 +1221,7 @@ class TransactionRollbackSandbox:
                 self._dropped.discard(later)
             del self._stack[index + 1 :]
             self._last_snapshot = self._snapshots.get(ref)
+            self._truncate_log(ref)
             self._save_state()
 
     def diff(self, old_ref: str, new_ref: str) -> list[Change]:
@@ -875,11 +1294,24 @@ class TransactionRollbackSandbox:
                 with contextlib.suppress(SandboxError):
                     changes = tuple(self.changes_since_baseline())
                 live = self._require_live()
+            state_path = self._root / STATE_FILE_NAME
+            self._state.status = "applying"
+            try:
+                self._state.save(state_path, durable=True)
+            except OSError as exc:
+                self._state.status = "open"
+                raise SandboxError(
+                    f"cannot record the apply of {self._resource.resource_id} in {state_path}: "
+                    f"{exc}",
+                    "nothing was committed: make the folder writable, then retry apply",
+                ) from exc
             try:
                 with self._internal_sql():
                     live.transaction.commit()
             except SQLAlchemyError as exc:
+                self._state.status = "open"
                 if not self._transaction_ended(live):
+                    self._save_state()
                     raise SandboxError(
                         f"COMMIT failed on {self._resource.resource_id}: {_first_line(exc)}",
                         "the sandbox is unchanged: retry apply when the database is free",
@@ -892,10 +1324,13 @@ class TransactionRollbackSandbox:
             for name in self.checkpoints:
                 self._gone[name] = "was committed by apply"
             self._stack.clear()
+            self._state.status = "applied"
+            self._save_state()  # before the lock goes, so no other process sees "applying"
+            self._entries.clear()
+            with contextlib.suppress(OSError):
+                self._log_path.unlink(missing_ok=True)  # committed: nothing left to replay
             self._close()
             self._mark("applied", self._applied_reason(), _APPLIED_FIX)
-            self._state.status = "applied"
-            self._save_state()
             if changes is None:
                 detail = "changes not itemised: no row snapshots"
             else:
@@ -908,10 +1343,11 @@ class TransactionRollbackSandbox:
             )
 
     def discard(self) -> None:
-        """``ROLLBACK`` and remove the state file: the target stays as it was. Idempotent.
+        """``ROLLBACK`` and remove the state file, statement log and lock file: the target
+        stays as it was. Idempotent.
 
-        On a sandbox this process does not hold, only the state file goes: a transaction
-        held elsewhere ends with its process, uncommitted.
+        On a sandbox this process does not hold, only the files go: a transaction held
+        elsewhere ends with its process, uncommitted.
         """
         with self._lock:
             live = self._live
@@ -924,8 +1360,10 @@ class TransactionRollbackSandbox:
             self._stack.clear()
             self._snapshots.clear()
             self._baseline = self._last_snapshot = None
+            self._entries.clear()
             self._mark("discarded", "the sandbox was discarded", "create a new sandbox")
-            (self._root / STATE_FILE_NAME).unlink(missing_ok=True)
+            for name in (STATE_FILE_NAME, LOG_FILE_NAME, LOCK_FILE_NAME):
+                (self._root / name).unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 self._root.rmdir()  # only when empty: root may hold other things
 
@@ -964,8 +1402,9 @@ class TransactionRollbackStrategy:
         )
 
     def create(self, resource: Resource, plan_id: str, root: Path) -> TransactionRollbackSandbox:
-        """Open the transaction on the target. Refused while a live sandbox exists at ``root``;
-        a lost, applied or unreadable one there is replaced."""
+        """Open the transaction on the target. Refused while a live sandbox exists at ``root``
+        (this process or another holds its lock); a lost, applied or unreadable one there is
+        replaced, statement log included."""
         url = _target_url(resource)
         state_path = root / STATE_FILE_NAME
         try:
@@ -973,20 +1412,26 @@ class TransactionRollbackStrategy:
         except SandboxError as exc:
             log.warning("replacing a damaged sandbox state: %s", exc)
             existing = None
-        if existing is not None and existing.status == "open":
+
+        def refuse(where: str) -> SandboxError:
+            plan = "" if existing is None else f" for plan {existing.plan_id}"
+            return SandboxError(
+                f"resource {resource.resource_id} already has an open sandbox under {root}"
+                f"{plan}, held by {where}",
+                "apply or discard it first",
+            )
+
+        if existing is not None and existing.status != "applied":
             with _LIVE_LOCK:
-                held_here = existing.token in _LIVE
-            if held_here or (existing.pid != os.getpid() and _process_alive(existing.pid)):
-                where = "this process" if held_here else f"process {existing.pid}"
-                raise SandboxError(
-                    f"resource {resource.resource_id} already has an open sandbox under {root} "
-                    f"for plan {existing.plan_id}, held by {where}",
-                    "apply or discard it first",
-                )
+                if existing.token in _LIVE:
+                    raise refuse("this process")
         try:
             root.mkdir(parents=True, exist_ok=True)
+            lock_fd = _try_lock(root / LOCK_FILE_NAME)
         except OSError as exc:
             raise SandboxError(f"cannot create the sandbox folder {root}: {exc}") from exc
+        if lock_fd is None:
+            raise refuse("another process" if existing is None else f"process {existing.pid}")
         state = _State(
             resource_id=resource.resource_id,
             plan_id=plan_id,
@@ -996,16 +1441,21 @@ class TransactionRollbackStrategy:
             created_at=utc_now().isoformat(),
         )
         sandbox = self._sandbox(resource, plan_id, root, state)
+        sandbox._lock_fd = lock_fd
         try:
             sandbox._start(url)
         except BaseException:
-            with contextlib.suppress(OSError):
-                root.rmdir()  # only when empty
+            sandbox._close()  # releases the lock
+            if existing is None:
+                with contextlib.suppress(OSError):
+                    (root / LOCK_FILE_NAME).unlink(missing_ok=True)
+                    root.rmdir()  # only when empty
             raise
         return sandbox
 
     def open(self, resource: Resource, plan_id: str, root: Path) -> TransactionRollbackSandbox:
-        """The live sandbox when this process holds it, else one that reports it lost."""
+        """The live sandbox when this process holds it; one replayed from its statement log
+        when the process that held it has ended; else one that reports it lost and why."""
         state_path = root / STATE_FILE_NAME
         try:
             state = _State.load(state_path)
@@ -1028,5 +1478,5 @@ class TransactionRollbackStrategy:
         if live is not None:
             return live
         sandbox = self._sandbox(resource, plan_id, root, state)
-        sandbox._detach(state)
+        sandbox._reopen(state)
         return sandbox
