@@ -167,6 +167,6 @@ def demo(
         "\nNext:\n"
         f"  agents plan tree {result.plan_id}\n"
         f"  agents plan explain DECISION\n"
-        f"  agents plan apply {result.plan_id}      # land it (note: the app database's open\n"
-        "                                            #  transaction lives in this process only)\n"
+        f'  agents plan correct DECISION --mode=revert --guidance "..." --dry-run\n'
+        f"  agents plan apply {result.plan_id}      # land it on the demo's real files and database\n"
     )
