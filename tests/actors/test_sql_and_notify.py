@@ -5,9 +5,19 @@ from __future__ import annotations
 import json
 import sqlite3
 from datetime import datetime
+from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
 
+from cleveragents_tui.actors.base import ToolContext
+from cleveragents_tui.actors.tools import default_registry
+from cleveragents_tui.domain.enums import Phase
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.store.store import Store
 from tests.actors.conftest import API, DB, FILES, GIT, LAYERED, OUTBOX, ToolWorld
 
 
@@ -165,3 +175,50 @@ def test_notify_does_not_follow_a_planted_outbox_link(tool_world: ToolWorld) -> 
     assert "cannot open outbox.jsonl" in outcome.output
     assert tool_world.canary.read_text() == before
     assert tool_world.sandboxes.modified() == set()
+
+
+@pytest.mark.postgres
+def test_run_sql_on_postgresql(tmp_path: Path, sqlite_store: Store, postgres_url: str) -> None:
+    engine = create_engine(postgres_url, poolclass=NullPool)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text("CREATE TABLE notes (id serial PRIMARY KEY, body text)"))
+    finally:
+        engine.dispose()
+    resource = Resource(
+        resource_id="local/pg",
+        kind="database",
+        location=postgres_url,
+        sandbox_strategy="transaction_rollback",
+    )
+    plan = Plan(action="local/tools", phase="execute", state="running")
+    with sqlite_store.unit_of_work(write=True) as uow:
+        uow.resources.add(resource)
+        uow.plans.add(plan)
+        uow.commit()
+    sandboxes = PlanSandboxes(sqlite_store, plan.plan_id, tmp_path / "sandboxes")
+    sandbox = sandboxes.create(resource)
+    context = ToolContext(plan.plan_id, Phase.EXECUTE, sandboxes)
+    tool = default_registry().tool("local/run-sql")
+    try:
+        insert = tool.run(
+            context,
+            {
+                "resource": "local/pg",
+                "sql": "INSERT INTO notes (body) VALUES (:body), (:body)",
+                "params": {"body": "x"},
+            },
+        )
+        assert insert.output == "2 row(s) affected"
+        select = tool.run(
+            context, {"resource": "local/pg", "sql": "SELECT id, body FROM notes ORDER BY id"}
+        )
+        assert select.output == '["id", "body"]\n[1, "x"]\n[2, "x"]\n[2 row(s)]'
+        failed = tool.run(context, {"resource": "local/pg", "sql": "SELECT 1/0"})
+        assert not failed.ok
+        assert "division by zero" in failed.output
+        assert "roll back to a checkpoint" in failed.output
+        assert "\n" not in failed.output
+        assert sandboxes.modified() == {"local/pg"}
+    finally:
+        sandbox.discard()
