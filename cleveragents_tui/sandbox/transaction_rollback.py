@@ -771,7 +771,7 @@ class TransactionRollbackSandbox:
                     continue
                 number += 1
                 sql: str = entry["sql"]
-                doing = f"replaying statement {number} of {total} ({sql.strip()[:80]!r})"
+                doing = f"replaying statement {number} of {total} ({' '.join(sql.split())[:80]})"
                 result = live.connection.execute(text(sql), entry["params"])
                 try:
                     expected = entry.get("rowcount")
