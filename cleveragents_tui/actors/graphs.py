@@ -100,6 +100,32 @@ class Actor:
             )
             self.graph.invoke(None, self.config, durability="sync")
 
+    def seed(self, update: dict[str, Any]) -> None:
+        """Start a new actor with ``update`` in its first state (an appended plan's guidance)."""
+        if self.graph.get_state(self.config).values:
+            raise ActorStateMissingError(
+                f"actor {self.config['configurable']['thread_id']} already started"
+            )
+        seeded = cast(ActorState, {**initial_state(self.plan_id, self.phase), **update})
+        self.graph.invoke(seeded, self.config, durability="sync")
+
+    def first_checkpoint(self) -> ActorStateRef | None:
+        """The checkpoint before the actor's first decision (None if it never started)."""
+        first = None
+        for snapshot in self.graph.get_state_history(self.config):
+            if snapshot.next == (NODE,):
+                first = snapshot  # history runs newest to oldest: keep the last seen
+        if first is None:
+            return None
+        configurable = first.config["configurable"]
+        return ActorStateRef(
+            thread_id=configurable["thread_id"],
+            checkpoint_ns=configurable.get("checkpoint_ns", ""),
+            checkpoint_id=configurable["checkpoint_id"],
+            node=NODE,
+            step=first.metadata.get("step") if first.metadata else None,
+        )
+
     def load(self, ref: ActorStateRef) -> ActorState:
         """The state at ``ref``, checked to exist under its own thread."""
         if ref.thread_id != thread_id(self.plan_id, self.phase):

@@ -465,7 +465,7 @@ class PlanRunner:
             have = {c.resource_id for c in uow.checkpoints.for_plan(self.plan_id)}
         for resource_id in self.action.resources:
             resource = resources[resource_id]
-            root = self.sandboxes.base_dir / self.plan_id
+            root = self.sandboxes.base_dir / self.sandboxes.host_plan_id
             exists = (root / resource_id.replace("/", "__")).exists()
             if resource_id in have or exists:
                 continue

@@ -74,6 +74,9 @@ class PlanSandboxes:
         self.store = store
         self.plan_id = plan_id
         self.base_dir = base_dir or sandbox_base_dir()
+        with store.unit_of_work() as uow:
+            # An append-mode corrective plan works in its parent's sandboxes.
+            self.host_plan_id = uow.plan_actions.sandbox_plan(plan_id)
         self._open: dict[str, Sandbox] = {}
         self._written: set[str] = set()
 
@@ -102,13 +105,14 @@ class PlanSandboxes:
         if sandbox is None:
             with self.store.unit_of_work() as uow:
                 resource = uow.resources.get(resource_id)
-            root = sandbox_root(self.base_dir, self.plan_id, resource_id)
+            root = sandbox_root(self.base_dir, self.host_plan_id, resource_id)
             if not root.exists():
                 raise NotFoundError(
                     f"plan {self.plan_id} has no sandbox of {resource_id}",
                     "it was discarded, or the plan ran with another sandbox folder (AGENTS_SANDBOX_DIR)",
                 )
-            sandbox = strategy_for(resource.sandbox_strategy).open(resource, self.plan_id, root)
+            strategy = strategy_for(resource.sandbox_strategy)
+            sandbox = strategy.open(resource, self.host_plan_id, root)
             self._open[resource_id] = sandbox
         return sandbox
 

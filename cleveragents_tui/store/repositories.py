@@ -18,7 +18,7 @@ from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetada
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.dependency import DecisionDependency
-from cleveragents_tui.domain.enums import CheckpointGroupStatus
+from cleveragents_tui.domain.enums import CheckpointGroupStatus, CorrectionStatus, Phase, PlanState
 from cleveragents_tui.domain.errors import (
     AmbiguousIdError,
     ConcurrentChangeError,
@@ -142,6 +142,20 @@ class PlanRepository:
         )
         return [mapping.plan_from_row(r) for r in rows]
 
+    def lock(self, plan_id: str) -> Plan:
+        """Read the plan and hold it for this transaction: PostgreSQL locks the row (NOWAIT:
+        a plan someone else holds fails at once as busy); SQLite's write transaction (BEGIN
+        IMMEDIATE) already excludes every other writer."""
+        query = select(PlanRow).where(PlanRow.plan_id == plan_id)
+        if self._session.get_bind().dialect.name == "postgresql":
+            query = query.with_for_update(nowait=True)
+        row = self._session.scalars(query).first()
+        if row is None:
+            raise NotFoundError(
+                f"plan {plan_id} does not exist", "list plans with `agents plan list`"
+            )
+        return mapping.plan_from_row(row)
+
     def save(self, plan: Plan) -> Plan:
         """Write the plan's mutable fields if nobody else changed it since it was read.
 
@@ -151,8 +165,8 @@ class PlanRepository:
             update(PlanRow)
             .where(PlanRow.plan_id == plan.plan_id, PlanRow.version == plan.version)
             .values(
-                phase=plan.phase.value,
-                state=plan.state.value,
+                phase=Phase(plan.phase).value,  # model_copy does not validate: accept str too
+                state=PlanState(plan.state).value,
                 attempt=plan.attempt,
                 automation_profile=plan.automation_profile,
                 title=plan.title,
@@ -546,6 +560,42 @@ class CorrectionRepository:
     def add(self, correction: CorrectionAttempt) -> None:
         self._session.add(mapping.correction_to_row(correction))
 
+    def get(self, correction_id: str) -> CorrectionAttempt:
+        row = self._session.get(CorrectionAttemptRow, correction_id)
+        if row is None:
+            raise NotFoundError(
+                f"correction {correction_id} does not exist",
+                "see a plan's corrections with `agents plan show`",
+            )
+        return mapping.correction_from_row(row)
+
+    def finish(
+        self,
+        correction_id: str,
+        status: CorrectionStatus,
+        *,
+        report: dict[str, object],
+        replacement: str | None = None,
+        appended: str | None = None,
+    ) -> None:
+        """Record how a running correction ended (once)."""
+        result = self._session.execute(
+            update(CorrectionAttemptRow)
+            .where(
+                CorrectionAttemptRow.correction_id == correction_id,
+                CorrectionAttemptRow.status == CorrectionStatus.RUNNING.value,
+            )
+            .values(
+                status=status.value,
+                report=mapping.dump_json(report),
+                replacement_decision_id=replacement,
+                appended_plan_id=appended,
+                finished_at=utc_now(),
+            )
+        )
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            raise ConcurrentChangeError(f"correction {correction_id} already ended")
+
     def for_plan(self, plan_id: str) -> list[CorrectionAttempt]:
         rows = self._session.scalars(
             select(CorrectionAttemptRow)
@@ -678,8 +728,21 @@ class PlanActionRepository:
     def __init__(self, session: Session) -> None:
         self._session = session
 
-    def save(self, plan_id: str, definition: dict[str, object]) -> None:
-        self._session.add(PlanActionRow(plan_id=plan_id, definition=mapping.dump_json(definition)))
+    def save(
+        self, plan_id: str, definition: dict[str, object], sandbox_plan_id: str | None = None
+    ) -> None:
+        self._session.add(
+            PlanActionRow(
+                plan_id=plan_id,
+                definition=mapping.dump_json(definition),
+                sandbox_plan_id=sandbox_plan_id,
+            )
+        )
+
+    def sandbox_plan(self, plan_id: str) -> str:
+        """Whose sandboxes the plan works in: its own, or its host's."""
+        row = self._session.get(PlanActionRow, plan_id)
+        return plan_id if row is None or row.sandbox_plan_id is None else row.sandbox_plan_id
 
     def get(self, plan_id: str) -> dict[str, object]:
         row = self._session.get(PlanActionRow, plan_id)

@@ -285,6 +285,8 @@ class PlanActionRow(Base):
 
     plan_id: Mapped[str] = mapped_column(ULID, ForeignKey("plans.plan_id"), primary_key=True)
     definition: Mapped[str] = mapped_column(Text)
+    # Set when the plan works in another plan's sandboxes (an append-mode correction).
+    sandbox_plan_id: Mapped[str | None] = mapped_column(ULID)
 
 
 class ContextBlobRow(Base):
