@@ -71,6 +71,7 @@ def cli(ctx: click.Context, db_url: str | None, output_format: str | None) -> No
 def _register() -> None:
     from cleveragents_tui.cli.approvals import approval
     from cleveragents_tui.cli.config import config
+    from cleveragents_tui.cli.correct import correct  # noqa: F401 - registers plan correct/diff
     from cleveragents_tui.cli.db import db
     from cleveragents_tui.cli.demo import demo_data_command
     from cleveragents_tui.cli.doctor import doctor

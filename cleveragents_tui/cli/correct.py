@@ -1,0 +1,206 @@
+"""``agents plan correct`` and ``agents plan diff --correction``."""
+
+from __future__ import annotations
+
+import difflib
+import getpass
+import sys
+
+import click
+
+from cleveragents_tui.cli.context import CliContext, echo_json, format_option, pass_cli
+from cleveragents_tui.cli.plan import plan
+from cleveragents_tui.cli.render import plan_heading
+
+
+def _impact_text(impact: object) -> str:
+    from cleveragents_tui.engine.correction import Impact
+
+    assert isinstance(impact, Impact)
+    lines = [
+        f"Correct decision {impact.decision_id} ({impact.decision_phase.value}) of plan {impact.plan_id}",
+        f"  mode {impact.mode.value} · rollback tier: {impact.tier.value} · attempt {impact.attempt} → {impact.attempt + 1}",
+        f"  guidance: {impact.guidance}",
+        f"  decisions superseded and re-made: {len(impact.affected_decisions)}",
+    ]
+    if impact.phase_change:
+        lines.append(f"  phase: {impact.phase_change[0].value} → {impact.phase_change[1].value}")
+    for child in impact.children:
+        lines.append(
+            f"  child plan {child.plan_id} {child.action} ({child.state.value}): {child.outcome.value}"
+        )
+    lines.append(f"  resources rolled back: {', '.join(impact.rollbackable) or '-'}")
+    lines.append(f"  cannot be rolled back: {', '.join(impact.non_rollbackable) or '-'}")
+    lines.append(f"  unaffected: {', '.join(impact.unaffected) or '-'}")
+    for effect in impact.irreversible:
+        lines.append(f"  irreversible: {effect.tool} ({effect.invocations} invocation(s))")
+    return "\n".join(lines)
+
+
+def _impact_json(impact: object) -> dict[str, object]:
+    from dataclasses import asdict
+
+    data = _plain(asdict(impact))  # type: ignore[call-overload]
+    assert isinstance(data, dict)
+    return {"format": "cleveragents.correction-preview/1", **data}
+
+
+def _plain(value: object) -> object:
+    from enum import Enum
+
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
+@plan.command()
+@click.argument("decision_ref", metavar="DECISION")
+@click.option(
+    "--mode",
+    type=click.Choice(["revert", "append"]),
+    required=True,
+    help="revert: roll back what depended on the decision and replay; append: add a corrective plan.",
+)
+@click.option("--guidance", required=True, help="What the decision should have been.")
+@click.option(
+    "--plan", "plan_ref", metavar="PLAN", help="Fail unless the decision belongs to this plan."
+)
+@click.option("--yes", is_flag=True, help="Confirm every warning (for scripts).")
+@click.option("--dry-run", is_flag=True, help="Print the impact only; change nothing.")
+@click.option(
+    "--as", "who", metavar="NAME", help="Who asks for the correction (default: your user name)."
+)
+@format_option
+@pass_cli
+def correct(
+    cli: CliContext,
+    decision_ref: str,
+    mode: str,
+    guidance: str,
+    plan_ref: str | None,
+    yes: bool,
+    dry_run: bool,
+    who: str | None,
+    local_format: str | None,
+) -> None:
+    """Correct DECISION: preview the impact, confirm the warnings, then roll back and replay
+    (revert) or append a corrective plan (append)."""
+    from cleveragents_tui.domain.enums import CorrectionMode
+    from cleveragents_tui.engine.correction import execute, preview
+
+    impact = preview(cli.store, decision_ref, CorrectionMode(mode), guidance, plan_ref)
+    as_json = cli.wants_json(local_format)
+    if dry_run:
+        if as_json:
+            echo_json(_impact_json(impact))
+        else:
+            click.echo(_impact_text(impact))
+            for warning in impact.warnings:
+                click.echo("\n" + warning)
+        return
+    if not as_json:
+        click.echo(_impact_text(impact))
+    for warning in impact.warnings:
+        if yes:
+            continue
+        click.echo("\n" + warning, err=as_json)
+        if not click.confirm("", default=False, err=as_json):
+            click.echo("Correction cancelled: nothing was changed.", err=True)
+            sys.exit(1)
+    result = execute(cli.store, impact, acknowledged=True, requested_by=who or getpass.getuser())
+    if as_json:
+        echo_json(
+            {
+                "format": "cleveragents.correction/1",
+                "correction": result.correction.model_dump(mode="json"),
+                "plan": result.plan.model_dump(mode="json"),
+            }
+        )
+        return
+    c = result.correction
+    click.echo(f"\ncorrection {c.correction_id}: {c.status.value} (attempt {c.attempt})")
+    if result.report is not None:
+        for r in result.report.resources:
+            click.echo(
+                f"  {r.resource_id}: {r.outcome.value}" + (f" ({r.detail})" if r.detail else "")
+            )
+    click.echo(plan_heading(result.plan))
+    if c.status.value == "succeeded":
+        click.echo(f"compare the attempts: agents plan diff --correction {c.correction_id}")
+    else:
+        sys.exit(1)
+
+
+@plan.command()
+@click.option(
+    "--correction",
+    "correction_ref",
+    metavar="CORRECTION",
+    required=True,
+    help="The correction attempt whose old and new attempts to compare.",
+)
+@click.option("--side-by-side", is_flag=True, help="Two columns instead of a unified diff.")
+@format_option
+@pass_cli
+def diff(
+    cli: CliContext, correction_ref: str, side_by_side: bool, local_format: str | None
+) -> None:
+    """Compare the attempt a correction replaced with the new one: decisions and files."""
+    from cleveragents_tui.engine.diff import correction_diff
+
+    result = correction_diff(cli.store, correction_ref)
+    if cli.wants_json(local_format):
+        echo_json(
+            {
+                "format": "cleveragents.correction-diff/1",
+                "correction": result.correction.model_dump(mode="json"),
+                "superseded": [r.decision_id for r in result.superseded],
+                "replacements": [r.decision_id for r in result.replacements],
+                "resources": [
+                    {
+                        "resource_id": r.resource_id,
+                        "old_ref": r.old_ref,
+                        "new_ref": r.new_ref,
+                        "note": r.note,
+                        "changes": [
+                            {"path": f.change.path, "kind": f.change.kind.value} for f in r.files
+                        ],
+                    }
+                    for r in result.resources
+                ],
+            }
+        )
+        return
+    click.echo(
+        f"correction {result.correction.correction_id} of decision {result.correction.target_decision_id}"
+    )
+    for row in result.superseded:
+        click.echo(f"- {row.decision_type}: {row.chosen_option}")
+    for row in result.replacements:
+        click.echo(f"+ {row.decision_type}: {row.chosen_option}")
+    for resource in result.resources:
+        click.echo(
+            f"\n== {resource.resource_id}" + (f" ({resource.note})" if resource.note else "")
+        )
+        for f in resource.files:
+            old = (f.old or b"").decode("utf-8", "replace").splitlines()
+            new = (f.new or b"").decode("utf-8", "replace").splitlines()
+            if side_by_side:
+                width = 60
+                click.echo(f"--- {f.change.path} ({f.change.kind.value})")
+                for left, right in _pairs(old, new):
+                    click.echo(f"{left[:width]:<{width}} | {right[:width]}")
+            else:
+                for line in difflib.unified_diff(
+                    old, new, f"old/{f.change.path}", f"new/{f.change.path}", lineterm=""
+                ):
+                    click.echo(line)
+
+
+def _pairs(old: list[str], new: list[str]) -> list[tuple[str, str]]:
+    size = max(len(old), len(new))
+    return [(old[i] if i < len(old) else "", new[i] if i < len(new) else "") for i in range(size)]

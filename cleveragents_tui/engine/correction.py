@@ -1,0 +1,627 @@
+"""Correcting a decision: preview the impact, then execute it (ADR-035; DESIGN.md section 5).
+
+``preview`` only reads. It returns an :class:`Impact` — the rollback tier, the affected
+decisions and child plans (with what each will get), the resources rollbackable /
+non-rollbackable / unaffected, the irreversible side effects downstream, the phase change,
+and the warnings worded as the specification words them — or refuses with the reason and
+the options that remain.
+
+``execute`` re-checks that the plan has not changed since the preview (its version), takes
+the plan (one correction or run at a time), cascades to child plans, rolls resources back
+(all or nothing), forks the actor from the decision's LangGraph state with the guidance,
+supersedes the affected subtree with a ``user_intervention`` decision, records the
+correction attempt, and replays: the plan runs again, with the new attempt's gates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from cleveragents_tui.actors.checkpointer import open_checkpointer
+from cleveragents_tui.actors.graphs import Actor
+from cleveragents_tui.domain.approval import ApprovalAnswer
+from cleveragents_tui.domain.checkpoint import CheckpointMetadata
+from cleveragents_tui.domain.correction import CorrectionAttempt
+from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.domain.enums import (
+    CorrectionMode,
+    CorrectionStatus,
+    DecisionType,
+    Phase,
+    PlanState,
+    SandboxStrategyName,
+)
+from cleveragents_tui.domain.errors import ConcurrentChangeError, UserError
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.domain.rollback import RollbackReport
+from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.engine.impact import affected_subtree
+from cleveragents_tui.engine.recorder import Correction
+from cleveragents_tui.engine.rollback import (
+    baseline_targets,
+    rollback_targets,
+    rollback_to,
+)
+from cleveragents_tui.engine.runner import PlanRunner, RunOptions
+from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.store.store import Store
+
+
+class Tier(StrEnum):
+    FULL = "full decision-level"
+    PHASE = "phase-level"
+    NONE = "no rollback"
+
+
+class ChildAction(StrEnum):
+    CANCEL = "cancel"
+    CANCEL_AND_ROLL_BACK = "cancel and roll back its sandbox"
+    REJECT = "reject: already applied"
+
+
+class CorrectionRefusedError(UserError):
+    """The correction cannot be made as asked; nothing was changed."""
+
+
+class StalePreviewError(UserError):
+    """The plan changed after the preview was made."""
+
+
+@dataclass(frozen=True)
+class ChildImpact:
+    plan_id: str
+    action: str
+    phase: Phase
+    state: PlanState
+    outcome: ChildAction
+
+
+@dataclass(frozen=True)
+class IrreversibleEffect:
+    tool: str
+    invocations: int
+    side_effects: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Impact:
+    plan_id: str
+    plan_version: int
+    attempt: int
+    decision_id: str
+    decision_phase: Phase
+    step_key: str | None
+    mode: CorrectionMode
+    guidance: str
+    tier: Tier
+    affected_decisions: tuple[str, ...]
+    children: tuple[ChildImpact, ...]
+    rollbackable: tuple[str, ...]
+    non_rollbackable: tuple[str, ...]
+    unaffected: tuple[str, ...]
+    irreversible: tuple[IrreversibleEffect, ...]
+    phase_change: tuple[Phase, Phase] | None
+    warnings: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class CorrectionResult:
+    correction: CorrectionAttempt
+    plan: Plan
+    report: RollbackReport | None
+
+
+# -- preview ----------------------------------------------------------------------------
+
+
+def preview(
+    store: Store,
+    decision_ref: str,
+    mode: CorrectionMode,
+    guidance: str,
+    plan_ref: str | None = None,
+) -> Impact:
+    """What correcting the decision would do. Changes nothing."""
+    if not guidance.strip():
+        raise CorrectionRefusedError(
+            "the guidance is empty", 'say what the decision should be: --guidance "..."'
+        )
+    with store.unit_of_work() as uow:
+        decision = uow.decisions.get(uow.decisions.resolve(decision_ref))
+        if plan_ref is not None and uow.plans.resolve(plan_ref) != decision.plan_id:
+            raise CorrectionRefusedError(
+                f"decision {decision.decision_id} belongs to plan {decision.plan_id}, not {plan_ref}",
+                f"see that plan's decisions with `agents plan tree {plan_ref}`",
+            )
+        plan = uow.plans.get(decision.plan_id)
+        resources = {r.resource_id: r for r in uow.resources.all()}
+        used = [c.resource_id for c in uow.checkpoints.for_plan(plan.plan_id)]
+        with contextlib.suppress(UserError):  # the resources its action names, used or not
+            named = uow.plan_actions.get(plan.plan_id).get("resources", [])
+            used += [str(r) for r in named] if isinstance(named, list) else []
+    _refuse_if_not_correctable(plan, decision, mode)
+    subtree = affected_subtree(store, decision.decision_id)
+    affected = set(subtree.decisions)
+    phase_change = None
+    if (
+        mode is CorrectionMode.REVERT
+        and decision.phase is Phase.STRATEGIZE
+        and plan.phase is not Phase.STRATEGIZE
+    ):
+        phase_change = (plan.phase, Phase.STRATEGIZE)
+        affected |= _current_execute_decisions(store, plan.plan_id)  # all Execute work goes
+    elif mode is CorrectionMode.REVERT and plan.phase is Phase.APPLY:
+        phase_change = (plan.phase, decision.phase)
+    children = tuple(_child_impact(store, child_id) for child_id in sorted(subtree.plans))
+    for child in children:
+        if child.outcome is ChildAction.REJECT and mode is CorrectionMode.REVERT:
+            raise CorrectionRefusedError(
+                f"child plan {child.plan_id} ({child.action}) spawned under this decision is already applied: "
+                "its changes cannot be reverted by its parent",
+                f"correct the child plan independently, or use --mode=append on {decision.decision_id}",
+            )
+    tier = Tier.FULL
+    rollbackable: tuple[str, ...] = ()
+    non_rollbackable: tuple[str, ...] = ()
+    if mode is CorrectionMode.REVERT and plan.phase is not Phase.STRATEGIZE:
+        sandboxes = PlanSandboxes(store, plan.plan_id)
+        if decision.phase is Phase.EXECUTE:
+            tier = _tier([resources[r] for r in dict.fromkeys(used) if r in resources])
+            if tier is not Tier.FULL:
+                raise CorrectionRefusedError(*_tier_error(decision, tier))
+            targets, marked = rollback_targets(sandboxes, decision.decision_id)
+        else:
+            targets, marked = baseline_targets(sandboxes)
+        rollbackable, non_rollbackable = tuple(sorted(targets)), tuple(marked)
+    touched = set(rollbackable) | set(non_rollbackable)
+    unaffected = tuple(sorted(r for r in dict.fromkeys(used) if r not in touched))
+    irreversible = _irreversible(store, affected) if mode is CorrectionMode.REVERT else ()
+    impact = Impact(
+        plan_id=plan.plan_id,
+        plan_version=plan.version,
+        attempt=plan.attempt,
+        decision_id=decision.decision_id,
+        decision_phase=decision.phase,
+        step_key=decision.step_key,
+        mode=mode,
+        guidance=guidance,
+        tier=tier,
+        affected_decisions=tuple(sorted(affected)),
+        children=children,
+        rollbackable=rollbackable,
+        non_rollbackable=non_rollbackable,
+        unaffected=unaffected,
+        irreversible=irreversible,
+        phase_change=phase_change,
+    )
+    return _with_warnings(impact)
+
+
+def _refuse_if_not_correctable(plan: Plan, decision: Decision, mode: CorrectionMode) -> None:
+    if decision.superseded_by is not None:
+        raise CorrectionRefusedError(
+            f"decision {decision.decision_id} was already superseded by {decision.superseded_by}",
+            "correct the current decision that replaced it",
+        )
+    if decision.decision_type is DecisionType.PROMPT_DEFINITION and mode is CorrectionMode.REVERT:
+        raise CorrectionRefusedError(
+            "the prompt_definition is the plan itself and cannot be reverted",
+            "start a new plan with `agents plan use`, or use --mode=append",
+        )
+    if plan.state is PlanState.CANCELLED:
+        raise CorrectionRefusedError(f"plan {plan.plan_id} is cancelled", "start a new plan")
+    if plan.state is PlanState.APPLIED and mode is CorrectionMode.REVERT:
+        raise CorrectionRefusedError(
+            f"plan {plan.plan_id} is applied: applied changes cannot be reverted",
+            f"use --mode=append to add a corrective plan: agents plan correct {decision.decision_id} "
+            '--mode=append --guidance "..."',
+        )
+    if (
+        plan.phase is Phase.APPLY
+        and plan.state not in (PlanState.CONSTRAINED, PlanState.ERRORED)
+        and mode is CorrectionMode.REVERT
+        and plan.state is not PlanState.APPLIED
+    ):
+        raise CorrectionRefusedError(
+            f"plan {plan.plan_id} is applying right now", "wait for Apply to finish"
+        )
+
+
+def _tier(items: list[Resource]) -> Tier:
+    if not items:
+        return Tier.FULL
+    if all(
+        r.sandbox_strategy is SandboxStrategyName.NONE and not r.checkpoint_enabled for r in items
+    ):
+        return Tier.NONE
+    if any(
+        r.sandbox_strategy is not SandboxStrategyName.NONE and not r.checkpoint_enabled
+        for r in items
+    ):
+        return Tier.PHASE
+    return Tier.FULL
+
+
+def _tier_error(decision: Decision, tier: Tier) -> tuple[str, str]:
+    """Worded like ADR-035's example, listing the options available."""
+    d = decision.decision_id
+    if tier is Tier.NONE:
+        return (
+            f"Decision {d} was made during Execute, but no resource of this plan can be rolled back "
+            "(sandbox strategy none, checkpointing disabled)",
+            f'available options: append a correction: agents plan correct {d} --mode=append --guidance "..."',
+        )
+    return (
+        f"Decision {d} was made during Execute, but checkpointing is disabled for this plan. "
+        "Fine-grained rollback is not available",
+        "available options: revert to Strategize: agents plan correct <strategize_decision_id> --mode=revert; "
+        f'append a correction: agents plan correct {d} --mode=append --guidance "..."; '
+        "re-run with checkpointing: enable sandbox.checkpoint.enabled and re-execute",
+    )
+
+
+def _current_execute_decisions(store: Store, plan_id: str) -> set[str]:
+    with store.unit_of_work() as uow:
+        return {
+            d.decision_id
+            for d in uow.decisions.for_plan(plan_id, include_superseded=False)
+            if d.phase is Phase.EXECUTE
+        }
+
+
+def _child_impact(store: Store, child_id: str) -> ChildImpact:
+    with store.unit_of_work() as uow:
+        child = uow.plans.get(child_id)
+    if child.state is PlanState.APPLIED:
+        outcome = ChildAction.REJECT
+    elif child.state is PlanState.CREATED:
+        outcome = ChildAction.CANCEL
+    else:
+        outcome = ChildAction.CANCEL_AND_ROLL_BACK
+    return ChildImpact(child.plan_id, child.action, child.phase, child.state, outcome)
+
+
+def _irreversible(store: Store, affected: set[str]) -> tuple[IrreversibleEffect, ...]:
+    counts: Counter[str] = Counter()
+    effects: dict[str, tuple[str, ...]] = {}
+    with store.unit_of_work() as uow:
+        for decision_id in sorted(affected):
+            for call in uow.tool_invocations.for_decision(decision_id):
+                if call.irreversible:
+                    counts[call.tool] += 1
+                    effects[call.tool] = call.side_effects
+    return tuple(IrreversibleEffect(t, n, effects[t]) for t, n in sorted(counts.items()))
+
+
+def _with_warnings(impact: Impact) -> Impact:
+    warnings = []
+    if impact.non_rollbackable:
+        listed = "\n".join(f"  - {r}" for r in impact.non_rollbackable)
+        warnings.append(
+            "WARNING: The following resources cannot be rolled back (sandbox strategy: none):\n"
+            f"{listed}\n\nResource changes since this decision will persist.\n"
+            "Proceed with rollback of other resources?"
+        )
+    if impact.irreversible:
+        listed = "\n".join(
+            f"  - {e.tool} ({e.invocations} invocation{'s' if e.invocations != 1 else ''})"
+            + (f" — {', '.join(e.side_effects)}" if e.side_effects else "")
+            for e in impact.irreversible
+        )
+        warnings.append(
+            "WARNING: Rolling back past this decision undoes work that triggered\n"
+            f"irreversible external effects:\n{listed}\n\n"
+            "Sandbox resources can be rolled back, but external effects cannot be undone.\nProceed?"
+        )
+    cancelled = [c for c in impact.children if c.outcome is not ChildAction.REJECT]
+    if cancelled:
+        listed = "\n".join(
+            f"  - {c.plan_id} {c.action} ({c.state.value}): {c.outcome.value}" for c in cancelled
+        )
+        warnings.append(f"WARNING: These child plans will be cancelled:\n{listed}\nProceed?")
+    return Impact(**{**impact.__dict__, "warnings": tuple(warnings)})
+
+
+# -- execute ----------------------------------------------------------------------------
+
+
+def execute(
+    store: Store,
+    impact: Impact,
+    *,
+    acknowledged: bool,
+    requested_by: str,
+    options: RunOptions | None = None,
+) -> CorrectionResult:
+    """Carry out a previewed correction. Warnings must have been acknowledged."""
+    if impact.warnings and not acknowledged:
+        raise CorrectionRefusedError(
+            f"this correction has {len(impact.warnings)} warning(s) to confirm",
+            "confirm them, or pass --yes",
+        )
+    options = options or RunOptions()
+    correction = _take_plan(store, impact, requested_by)
+    try:
+        for child in impact.children:
+            _cancel_child(store, child, options)
+        if impact.mode is CorrectionMode.APPEND:
+            return _append(store, impact, correction, options)
+        return _revert(store, impact, correction, options)
+    except BaseException as exc:
+        _finish(
+            store,
+            correction,
+            CorrectionStatus.FAILED,
+            report={"error": str(exc)},
+            plan_state=PlanState.ERRORED,
+        )
+        raise
+
+
+def _take_plan(store: Store, impact: Impact, requested_by: str) -> CorrectionAttempt:
+    """The database decides who corrects: the plan row is locked (PostgreSQL: FOR UPDATE
+    NOWAIT; SQLite: the write lock of BEGIN IMMEDIATE), its version must be the preview's,
+    and no other correction may be running."""
+    with store.unit_of_work(write=True) as uow:
+        plan = uow.plans.lock(impact.plan_id)
+        running = [
+            c
+            for c in uow.corrections.for_plan(plan.plan_id)
+            if c.status is CorrectionStatus.RUNNING
+        ]
+        if running:
+            raise ConcurrentChangeError(
+                f"plan {plan.plan_id} is busy: correction {running[0].correction_id} is running",
+                "wait for it to finish, then preview again",
+            )
+        if plan.version != impact.plan_version:
+            raise StalePreviewError(
+                f"plan {plan.plan_id} changed since the preview (version {impact.plan_version} → {plan.version})",
+                "preview the correction again",
+            )
+        attempt = plan.attempt + 1
+        correction = CorrectionAttempt(
+            plan_id=plan.plan_id,
+            target_decision_id=impact.decision_id,
+            mode=impact.mode,
+            guidance=impact.guidance,
+            attempt=attempt,
+            requested_by=requested_by,
+        )
+        uow.corrections.add(correction)
+        uow.plans.save(plan.model_copy(update={"attempt": attempt, "updated_at": utc_now()}))
+        for approval in uow.approvals.pending(plan.plan_id):  # gates of the old attempt lapse
+            uow.approvals.answer(
+                approval.approval_id,
+                ApprovalAnswer.DENIED,
+                "correction",
+                f"superseded by correction {correction.correction_id}",
+            )
+        uow.events.append(
+            "correction_started",
+            {"correction_id": correction.correction_id, "mode": impact.mode.value},
+            plan_id=plan.plan_id,
+            actor=requested_by,
+        )
+        uow.commit()
+    return correction
+
+
+def _cancel_child(store: Store, child: ChildImpact, options: RunOptions) -> None:
+    if child.outcome is ChildAction.CANCEL_AND_ROLL_BACK:
+        sandboxes = PlanSandboxes(store, child.plan_id, options.sandbox_base)
+        targets, marked = baseline_targets(sandboxes)
+        report = rollback_to(sandboxes, f"baseline of {child.plan_id}", targets, marked)
+        if not report.succeeded:
+            raise CorrectionRefusedError(
+                f"child plan {child.plan_id} could not be rolled back", "run `agents doctor`"
+            )
+    with store.unit_of_work(write=True) as uow:
+        plan = uow.plans.get(child.plan_id)
+        uow.plans.save(
+            plan.model_copy(update={"state": PlanState.CANCELLED, "updated_at": utc_now()})
+        )
+        uow.events.append("plan_cancelled", {"reason": "parent corrected"}, plan_id=child.plan_id)
+        uow.commit()
+
+
+def _revert(
+    store: Store, impact: Impact, correction: CorrectionAttempt, options: RunOptions
+) -> CorrectionResult:
+    sandboxes = PlanSandboxes(store, impact.plan_id, options.sandbox_base)
+    report: RollbackReport | None = None
+    with store.unit_of_work() as uow:
+        target = uow.decisions.get(impact.decision_id)
+        plan = uow.plans.get(impact.plan_id)
+    if plan.phase is not Phase.STRATEGIZE and (impact.rollbackable or impact.non_rollbackable):
+        if target.phase is Phase.EXECUTE:
+            targets, marked = rollback_targets(sandboxes, target.decision_id)
+        else:
+            targets, marked = baseline_targets(sandboxes)
+        report = rollback_to(sandboxes, target.decision_id, targets, marked)
+        if report.succeeded:
+            _forget_destroyed_savepoints(store, impact.plan_id, targets)
+        if not report.succeeded:
+            _finish(
+                store,
+                correction,
+                CorrectionStatus.FAILED,
+                report=report.model_dump(mode="json"),
+                plan_state=PlanState.ERRORED,
+            )
+            with store.unit_of_work() as uow:
+                failed = uow.corrections.for_plan(impact.plan_id)[-1]
+            return CorrectionResult(failed, _plan(store, impact.plan_id), report)
+    _reasoning_rollback(store, target, impact)
+    guidance = _supersede(store, target, impact)
+    _finish(
+        store,
+        correction,
+        CorrectionStatus.SUCCEEDED,
+        replacement=guidance.decision_id,
+        report=report.model_dump(mode="json") if report else {},
+        plan_state=PlanState.RUNNING,
+        phase=target.phase if impact.phase_change else None,
+    )
+    runner = PlanRunner(store, impact.plan_id, options)
+    runner._correction = Correction(impact.decision_id, impact.guidance)
+    replayed = runner.run()
+    with store.unit_of_work() as uow:
+        done = next(
+            c
+            for c in uow.corrections.for_plan(impact.plan_id)
+            if c.correction_id == correction.correction_id
+        )
+    return CorrectionResult(done, replayed, report)
+
+
+def _forget_destroyed_savepoints(
+    store: Store, plan_id: str, targets: dict[str, CheckpointMetadata]
+) -> None:
+    """``ROLLBACK TO SAVEPOINT`` destroys every later savepoint: mark their rows pruned, so
+    nothing (doctor, a later correction) takes them for live checkpoints. Git and directory
+    checkpoints stay: they hold the old attempt for diffs."""
+    with store.unit_of_work(write=True) as uow:
+        gone: list[str] = []
+        for resource_id, target in targets.items():
+            if target.strategy is not SandboxStrategyName.TRANSACTION_ROLLBACK:
+                continue
+            rows = uow.checkpoints.for_plan(plan_id, resource_id)
+            later = rows[[r.checkpoint_id for r in rows].index(target.checkpoint_id) + 1 :]
+            gone += [r.checkpoint_id for r in later if r.pruned_at is None]
+        uow.checkpoints.mark_pruned(gone)
+        uow.commit()
+
+
+def _reasoning_rollback(store: Store, target: Decision, impact: Impact) -> None:
+    """Fork the actor from the LangGraph state the decision was made from, with the guidance.
+    A Strategize decision corrected during Execute also resets the execution actor."""
+    ref = target.context_snapshot.actor_state_ref
+    with open_checkpointer(store.engine.url) as saver:
+        if ref is not None:
+            actor = Actor(saver, impact.plan_id, target.phase, lambda state, r: {})
+            state = actor.load(ref)
+            key = target.step_key or "*"
+            actor.fork(
+                ref, {"guidance": [*state["guidance"], {"key": key, "text": impact.guidance}]}
+            )
+        if impact.phase_change and impact.phase_change[1] is Phase.STRATEGIZE:
+            execution = Actor(saver, impact.plan_id, Phase.EXECUTE, lambda state, r: {})
+            first = execution.first_checkpoint()
+            if first is not None:
+                execution.fork(first, {"guidance": [{"key": "*", "text": impact.guidance}]})
+
+
+def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
+    with store.unit_of_work(write=True) as uow:
+        sequence = uow.decisions.next_sequence_number(impact.plan_id)
+        guidance = Decision(
+            plan_id=impact.plan_id,
+            parent_decision_id=target.parent_decision_id or target.decision_id,
+            sequence_number=sequence,
+            decision_type=DecisionType.USER_INTERVENTION,
+            phase=target.phase,
+            question=f"Correction of: {target.question}",
+            chosen_option=impact.guidance,
+            alternatives_considered=(target.chosen_option,),
+            is_correction=True,
+            corrects_decision_id=target.decision_id,
+            correction_reason=impact.guidance,
+            step_key=f"correction:{target.step_key or target.decision_id}",
+        )
+        uow.decisions.add(guidance)
+        uow.flush()
+        current = {
+            d.decision_id for d in uow.decisions.for_plan(impact.plan_id, include_superseded=False)
+        }
+        uow.decisions.supersede(
+            [d for d in impact.affected_decisions if d in current], by=guidance.decision_id
+        )
+        uow.commit()
+    return guidance
+
+
+def _append(
+    store: Store, impact: Impact, correction: CorrectionAttempt, options: RunOptions
+) -> CorrectionResult:
+    """History untouched: a corrective child plan runs the action again under the guidance."""
+    from cleveragents_tui.engine.plans import create_plan
+    from cleveragents_tui.engine.runner import ACTORS
+
+    runner = PlanRunner(store, impact.plan_id, options)
+    parent = _plan(store, impact.plan_id)
+    action = runner.action.model_copy(update={"name": runner.action.name})
+    child, _ = create_plan(
+        store,
+        action,
+        tools=runner.registry,
+        actors=ACTORS,
+        project=parent.project,
+        parent=parent,
+        spawning_decision_id=impact.decision_id,
+    )
+    with store.unit_of_work(write=True) as uow:
+        uow.plan_actions.save(
+            child.plan_id, action.model_dump(mode="json"), sandbox_plan_id=parent.plan_id
+        )
+        uow.commit()
+    child_runner = PlanRunner(store, child.plan_id, options)
+    child_runner._correction = Correction(impact.decision_id, impact.guidance)
+    with open_checkpointer(store.engine.url) as saver:
+        for phase in (Phase.STRATEGIZE, Phase.EXECUTE):
+            Actor(saver, child.plan_id, phase, lambda state, r: {}).seed(
+                {"guidance": [{"key": impact.step_key or "*", "text": impact.guidance}]}
+            )
+    child_runner.run()
+    _finish(store, correction, CorrectionStatus.SUCCEEDED, appended=child.plan_id, report={})
+    with store.unit_of_work() as uow:
+        done = next(
+            c
+            for c in uow.corrections.for_plan(impact.plan_id)
+            if c.correction_id == correction.correction_id
+        )
+    return CorrectionResult(done, _plan(store, impact.plan_id), None)
+
+
+def _finish(
+    store: Store,
+    correction: CorrectionAttempt,
+    status: CorrectionStatus,
+    *,
+    report: dict[str, object],
+    replacement: str | None = None,
+    appended: str | None = None,
+    plan_state: PlanState | None = None,
+    phase: Phase | None = None,
+) -> None:
+    with store.unit_of_work(write=True) as uow:
+        uow.corrections.finish(
+            correction.correction_id,
+            status,
+            report=report,
+            replacement=replacement,
+            appended=appended,
+        )
+        if plan_state is not None or phase is not None:
+            plan = uow.plans.get(correction.plan_id)
+            changes: dict[str, object] = {"updated_at": utc_now()}
+            if plan_state is not None:
+                changes["state"] = plan_state
+            if phase is not None:
+                changes["phase"] = phase
+            uow.plans.save(plan.model_copy(update=changes))
+        uow.events.append(
+            "correction_finished",
+            {"correction_id": correction.correction_id, "status": status.value},
+            plan_id=correction.plan_id,
+        )
+        uow.commit()
+
+
+def _plan(store: Store, plan_id: str) -> Plan:
+    with store.unit_of_work() as uow:
+        return uow.plans.get(plan_id)
