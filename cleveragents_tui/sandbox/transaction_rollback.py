@@ -38,8 +38,10 @@ Statement log and replay: ``statements.jsonl`` under ``root`` (created with mode
 SQL and its values may be sensitive) holds one JSON object per line: ``{"savepoint": name}``
 for a checkpoint, ``{"sql", "params", "after", "rowcount"}`` for a statement that succeeded
 (``after`` is the index of the savepoint it follows, -1 before the first; ``rowcount`` the rows
-it changed, when the driver says), or ``{"unreplayable": why, "after"}`` where a statement could
-not be logged exactly. Each append is fsynced before ``execute``/``checkpoint`` return;
+it changed, when the driver says), ``{"failed": error, "after"}`` where a statement failed and
+left a PostgreSQL transaction failed (replay leaves it failed too, so apply still refuses until
+a rollback), or ``{"unreplayable": why, "after"}`` where a statement could not be logged
+exactly. Each append is fsynced before ``execute``/``checkpoint`` return;
 :meth:`~TransactionRollbackSandbox.rollback` cuts the log back to the savepoint (a new file,
 then rename). On SQLite a statement starting with ``SELECT`` is not logged (it cannot change
 anything); on PostgreSQL everything is, because a SELECT may call a function that writes.
@@ -358,6 +360,9 @@ def _read_log(path: Path) -> tuple[list[dict[str, Any]], str | None]:
                 seen.add(name)
             elif "unreplayable" in entry:
                 return [], str(entry["unreplayable"])
+            elif "failed" in entry:
+                if not isinstance(entry["failed"], str) or entry["after"] != len(seen) - 1:
+                    raise ValueError("unexpected fields")
             else:
                 params = entry["params"]
                 if (
@@ -696,7 +701,7 @@ class TransactionRollbackSandbox:
                 "discarded meanwhile",
                 "re-run Execute",
             )
-        if fresh.token != state.token:  # another process replayed it and let go meanwhile
+        if fresh != state:  # another process replayed, applied or changed it meanwhile
             self._release_lock()
             self._reopen(fresh)
             return
@@ -768,6 +773,13 @@ class TransactionRollbackSandbox:
                         self._snapshots[name] = self._take_snapshot()
                     else:
                         self._snapshots[name] = None
+                    continue
+                if "failed" in entry:  # a statement failed here and left PostgreSQL failed
+                    doing = "restoring the failed state of the transaction"
+                    with contextlib.suppress(SQLAlchemyError), self._internal_sql():
+                        live.connection.exec_driver_sql("SELECT 1/0")
+                    if not self._failed(live):
+                        raise _ReplayFailed("the failed state of the transaction was not restored")
                     continue
                 number += 1
                 sql: str = entry["sql"]
@@ -947,7 +959,7 @@ class TransactionRollbackSandbox:
         return self._root / LOG_FILE_NAME
 
     @property
-    def replayable(self) -> str | None:
+    def unreplayable_reason(self) -> str | None:
         """None while a later process can replay the statement log, else why it cannot."""
         if self._log_broken is not None:
             return self._log_broken
@@ -1065,11 +1077,11 @@ class TransactionRollbackSandbox:
             except SQLAlchemyError as exc:
                 if isinstance(exc, DBAPIError) and exc.connection_invalidated:
                     raise self._db_error(exc, "an SQL statement") from exc
-                fix = (
-                    "the PostgreSQL transaction is now failed: roll back to a checkpoint"
-                    if self._failed(live)
-                    else None
-                )
+                fix = None
+                if self._failed(live):
+                    fix = "the PostgreSQL transaction is now failed: roll back to a checkpoint"
+                    # Replay must leave it failed too, until a rollback cuts this line off.
+                    self._append({"failed": _first_line(exc), "after": len(self._stack) - 1})
                 raise SqlStatementError(
                     f"SQL failed in the sandbox of {self._resource.resource_id}: "
                     f"{_first_line(exc)}",

@@ -7,6 +7,7 @@ process opens it again and must find it live, replayed from the statement log.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import stat
@@ -26,6 +27,7 @@ from cleveragents_tui.sandbox.transaction_rollback import (
     STATE_FILE_NAME,
     TransactionRollbackSandbox,
     TransactionRollbackStrategy,
+    _State,
 )
 from tests.sandbox.test_transaction_rollback import PLAN, REPO, Target, _resource, _seed, view
 
@@ -36,7 +38,10 @@ import json, sys
 from pathlib import Path
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.sandbox.transaction_rollback import TransactionRollbackStrategy
+from cleveragents_tui.sandbox.transaction_rollback import (
+    SqlStatementError,
+    TransactionRollbackStrategy,
+)
 
 location, root, plan = sys.argv[1:4]
 operations = json.loads(sys.argv[4])
@@ -67,8 +72,17 @@ for operation, *arguments in operations:
             break
     elif operation == "exec":
         sandbox.execute(*arguments)
+    elif operation == "exec-failing":
+        try:
+            sandbox.execute(*arguments)
+        except SqlStatementError as exc:
+            seen["errors"] = seen.get("errors", []) + [exc.problem]
+        else:
+            raise SystemExit("the statement should have failed")
     elif operation == "exec-bytes":
         sandbox.execute(arguments[0], {"data": bytes.fromhex(arguments[1])})
+    elif operation == "apply":
+        sandbox.apply()
     elif operation == "checkpoint":
         seen["refs"].append(sandbox.checkpoint())
     elif operation == "rollback":
@@ -196,7 +210,7 @@ def test_a_sandbox_is_replayed_after_its_process_ended(
     assert not sandbox.lost
     assert sandbox.status == "open"
     assert sandbox.lost_reason is None
-    assert sandbox.replayable is None
+    assert sandbox.unreplayable_reason is None
     assert sandbox.checkpoints == (first, second)
     assert as_json(view(sandbox)) == at_end
     assert committed_execute_rows(target) == seeded  # replayed inside the new transaction
@@ -372,9 +386,9 @@ def test_a_rollback_over_an_unloggable_statement_makes_the_log_replayable(
     sandbox.execute("INSERT INTO items VALUES (50, 'fig', 1)")
     ref = sandbox.checkpoint()
     sandbox.execute("INSERT INTO notes VALUES (3, :data)", {"data": b"\x00\xff"})
-    assert "JSON cannot carry" in (sandbox.replayable or "")
+    assert "JSON cannot carry" in (sandbox.unreplayable_reason or "")
     sandbox.rollback(ref)
-    assert sandbox.replayable is None
+    assert sandbox.unreplayable_reason is None
     assert [sorted(entry) for entry in log_lines(root)] == [
         ["after", "params", "rowcount", "sql"],
         ["savepoint"],
@@ -498,7 +512,56 @@ def test_a_transaction_ended_by_a_statement_is_never_replayed(
             sandbox.execute("INSERT INTO items VALUES (21, 'x', 1); COMMIT")
         state = json.loads((root / STATE_FILE_NAME).read_text())
         assert "ended it" in state["unreplayable"]
-        assert sandbox.replayable == state["unreplayable"]
+        assert sandbox.unreplayable_reason == state["unreplayable"]
     finally:
         sandbox.discard()
     assert 21 in [row[0] for row in target.committed()["items"]]
+
+
+@pytest.mark.postgres
+def test_a_failed_postgres_transaction_is_still_failed_after_replay(
+    postgres_url: str, root: Path, reopen: Callable[[Target], TransactionRollbackSandbox]
+) -> None:
+    target = _seed(Target(postgres_url, postgres_url, "postgresql"))
+    child = run_process(
+        target,
+        root,
+        ["create"],
+        ["exec", "INSERT INTO items VALUES (50, 'fig', 1)"],
+        ["checkpoint"],
+        ["exec", "INSERT INTO items VALUES (51, 'kiwi', 1)"],
+        ["exec-failing", "INSERT INTO items VALUES (1, 'duplicate', 1)"],
+    )
+    assert len(child["errors"]) == 1
+    (ref,) = child["refs"]
+
+    sandbox = reopen(target)
+
+    assert not sandbox.lost
+    with pytest.raises(SandboxError, match="would only roll back"):
+        sandbox.apply()
+    with pytest.raises(SandboxError, match="failed after an SQL error"):
+        sandbox.checkpoint()
+    sandbox.rollback(ref)
+    assert "failed" not in json.dumps(log_lines(root))
+    sandbox.apply()
+    assert [row[0] for row in target.committed()["items"]] == [1, 2, 3, 50]
+
+
+def test_a_sandbox_applied_while_this_process_waited_is_not_replayed(
+    sqlite_target: Target, root: Path, opened: list[TransactionRollbackSandbox]
+) -> None:
+    """This process read the state before another one applied the sandbox: the state read
+    again under the lock wins, so the changes are not replayed (and committed) twice."""
+    run_process(sqlite_target, root, ["create"], ["exec", "INSERT INTO items VALUES (50, 'x', 1)"])
+    stale = _State.load(root / STATE_FILE_NAME)
+    assert stale is not None
+    run_process(sqlite_target, root, ["open"], ["apply"])
+    resource = _resource(sqlite_target.location)
+    sandbox = TransactionRollbackStrategy()._sandbox(resource, PLAN, root, stale)
+    opened.append(sandbox)
+
+    sandbox._reopen(dataclasses.replace(stale))
+
+    assert sandbox.status == "applied"
+    assert [row[0] for row in sqlite_target.committed()["items"]] == [1, 2, 3, 50]
