@@ -462,7 +462,7 @@ class PlanRunner:
     def _ensure_sandboxes(self) -> None:
         with self.store.unit_of_work() as uow:
             resources = {r.resource_id: r for r in uow.resources.all()}
-            have = {c.resource_id for c in uow.checkpoints.for_plan(self.plan_id)}
+            have = uow.checkpoints.resources_checkpointed(self.plan_id, decision_groups_only=False)
         for resource_id in self.action.resources:
             resource = resources[resource_id]
             root = self.sandboxes.base_dir / self.sandboxes.host_plan_id

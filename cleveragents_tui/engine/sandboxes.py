@@ -122,11 +122,9 @@ class PlanSandboxes:
 
     def modified(self) -> set[str]:
         with self.store.unit_of_work() as uow:
-            checkpointed = {
-                c.resource_id
-                for c in uow.checkpoints.for_plan(self.plan_id)
-                if c.checkpoint_type is not CheckpointType.PRE_WRITE
-            }
+            checkpointed = uow.checkpoints.resources_checkpointed(
+                self.plan_id, decision_groups_only=True
+            )
         return self._written | checkpointed
 
     def open_ids(self) -> Iterable[str]:

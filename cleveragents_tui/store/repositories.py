@@ -493,6 +493,15 @@ class CheckpointRepository:
         )
         return [mapping.checkpoint_from_row(r) for r in rows]
 
+    def resources_checkpointed(self, plan_id: str, *, decision_groups_only: bool) -> set[str]:
+        """The resources with checkpoint rows in the plan (only in decision groups, if asked)."""
+        query = select(CheckpointMetadataRow.resource_id).where(
+            CheckpointMetadataRow.plan_id == plan_id
+        )
+        if decision_groups_only:
+            query = query.where(CheckpointMetadataRow.checkpoint_type != "pre_write")
+        return set(self._session.scalars(query.distinct()))
+
     def all_live(self) -> list[CheckpointMetadata]:
         rows = self._session.scalars(
             select(CheckpointMetadataRow).where(CheckpointMetadataRow.pruned_at.is_(None))

@@ -38,7 +38,7 @@ def test_a_correction_while_another_runs_is_told_the_plan_is_busy(
     first = preview(store, decision_id, CorrectionMode.REVERT, "louder")
     second = preview(store, decision_id, CorrectionMode.REVERT, "quieter")
     _take_plan(store, first, "maria")  # the first correction has the plan
-    with pytest.raises(ConcurrentChangeError, match="is busy: correction .* is running"):
+    with pytest.raises(ConcurrentChangeError, match=r"is busy: correction .* is running"):
         execute(store, second, acknowledged=True, requested_by="li", options=options)
 
 
