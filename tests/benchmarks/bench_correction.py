@@ -114,9 +114,8 @@ def run(quick: bool) -> list[Measurement]:
         whole = time.perf_counter() - start
         calls_before = _calls(store, plan.plan_id)
         with store.unit_of_work() as uow:
-            last = [
-                d for d in uow.decisions.for_plan(plan.plan_id) if d.step_key == f"step-{steps - 1}"
-            ][0]
+            wanted = f"step-{steps - 1}"
+            last = next(d for d in uow.decisions.for_plan(plan.plan_id) if d.step_key == wanted)
         start = time.perf_counter()
         impact = preview(store, last.decision_id, CorrectionMode.REVERT, "make it loud")
         execute(store, impact, acknowledged=True, requested_by="bench", options=options)
