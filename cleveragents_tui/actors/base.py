@@ -54,6 +54,8 @@ class Proposal:
     depends_on: tuple[str, ...] = ()
     tool_calls: tuple[ToolCallRequest, ...] = ()
     spawn: tuple[str, ...] = ()  # child plan actions, for subplan spawns
+    # Execute: the strategy decision (key) whose constraints proved too tight, and why.
+    revise_strategy: str | None = None
     guidance_used: str | None = None  # the correction guidance this choice follows, if any
 
 

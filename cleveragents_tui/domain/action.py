@@ -10,7 +10,7 @@ from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from cleveragents_tui.domain.enums import DecisionType
+from cleveragents_tui.domain.enums import DecisionType, Phase
 from cleveragents_tui.domain.ids import NamespacedName
 from cleveragents_tui.domain.limits import PlanLimits
 from cleveragents_tui.domain.text import RequiredText, Text
@@ -45,6 +45,9 @@ class Alternative(_Frozen):
     match: tuple[RequiredText, ...] = ()
     tool_calls: tuple[ToolCall, ...] = ()
     spawn: tuple[NamespacedName, ...] = ()  # for subplan spawns: the child plans' actions
+    # Execute only: choosing this reports that the strategy decision with this key is too
+    # tight; the plan reverts to Strategize there, with ``rationale`` as the guidance.
+    revise_strategy: Key | None = None
 
 
 class DecisionPoint(_Frozen):
@@ -68,6 +71,12 @@ class DecisionPoint(_Frozen):
         options = [a.option for a in self.alternatives]
         if len(set(options)) != len(options):
             raise ValueError(f"decision {self.key}: alternatives must have distinct options")
+        if self.type.phase is not Phase.EXECUTE and any(
+            a.revise_strategy for a in self.alternatives
+        ):
+            raise ValueError(
+                f"decision {self.key}: only Execute decisions can ask to revise the strategy"
+            )
         spawning = self.type in (DecisionType.SUBPLAN_SPAWN, DecisionType.SUBPLAN_PARALLEL_SPAWN)
         if not spawning and any(a.spawn for a in self.alternatives):
             raise ValueError(f"decision {self.key}: only subplan spawns may spawn child plans")
@@ -122,8 +131,14 @@ class Action(_Frozen):
         names = {a.name for a in self.subactions}
         if len(names) != len(self.subactions):
             raise ValueError("subactions must have distinct names")
+        strategize = {p.key for p in self.decisions if p.type.phase is Phase.STRATEGIZE}
         for point in self.decisions:
             for alternative in point.alternatives:
+                if alternative.revise_strategy and alternative.revise_strategy not in strategize:
+                    raise ValueError(
+                        f"decision {point.key} revises {alternative.revise_strategy}, which is not a "
+                        "Strategize decision of this action"
+                    )
                 for child in alternative.spawn:
                     if child not in names:
                         raise ValueError(

@@ -58,6 +58,15 @@ class WaitForApproval(Exception):
         super().__init__(approval.question)
 
 
+class ReviseStrategy(Exception):
+    """The execution actor found the strategy's constraints too tight (phase reversion)."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        self.key = key
+        self.reason = reason
+        super().__init__(reason)
+
+
 class PlanStateError(UserError):
     """The plan is not in a state that allows what was asked."""
 
@@ -143,6 +152,8 @@ class PlanRunner:
         try:
             with open_checkpointer(self.store.engine.url) as saver:
                 return self._advance(saver)
+        except ReviseStrategy as revise:
+            return self._revert_to_strategize(revise)
         except WaitForApproval:
             return self._set(state=PlanState.AWAITING_APPROVAL)
         except _Denied as denied:
@@ -181,6 +192,30 @@ class PlanRunner:
             )
             return self.apply()
         return self.plan()
+
+    def _revert_to_strategize(self, revise: ReviseStrategy) -> Plan:
+        """Phase reversion: Execute → Strategize at the strategy decision that was too tight,
+        as a correction made by the execution actor (gated by ``delete_content``)."""
+        from cleveragents_tui.domain.enums import CorrectionMode
+        from cleveragents_tui.engine.correction import execute, preview
+
+        try:
+            self._gate(
+                AutomationFlag.DELETE_CONTENT,
+                f"The execution actor reports: {revise.reason}. Revise the strategy?",
+                f"revise:{revise.key}",
+            )
+        except WaitForApproval:
+            return self._set(state=PlanState.AWAITING_APPROVAL)
+        target = self._current()[revise.key][0]
+        impact = preview(self.store, target, CorrectionMode.REVERT, revise.reason)
+        return execute(
+            self.store,
+            impact,
+            acknowledged=True,
+            requested_by="execution actor",
+            options=self.options,
+        ).plan
 
     def _keep_going(self) -> bool:
         return self.plan().state is PlanState.RUNNING
@@ -343,6 +378,11 @@ class PlanRunner:
                     raise WaitForApproval(approval) from blocked
             if proposal.spawn:
                 self._spawn(decision, proposal)
+        if proposal.revise_strategy:  # also when a re-run step finds its decision recorded
+            reason = (
+                proposal.rationale or f"the constraints of {proposal.revise_strategy} are too tight"
+            )
+            raise ReviseStrategy(proposal.revise_strategy, reason)
         note = f"{proposal.key}: {proposal.chosen_option}"
         return {"position": state["position"] + 1, "notes": [*state["notes"], note]}
 

@@ -93,6 +93,7 @@ class ScriptedReasoner:
                     ToolCallRequest(c.tool, dict(c.arguments)) for c in alternative.tool_calls
                 ),
                 spawn=alternative.spawn,
+                revise_strategy=alternative.revise_strategy,
                 guidance_used=guidance,
             )
         return None
