@@ -512,27 +512,47 @@ class PlanRunner:
             self.sandboxes.create(resource)
 
     def apply(self) -> Plan:
-        """Land every sandbox (this plan's and its completed children's) on the real resources."""
+        """Land every sandbox (this plan's and its completed children's) on the real resources.
+
+        A resource that refuses (the real resource changed meanwhile, a conflict) leaves the
+        plan ``constrained`` in Apply; any other failure leaves it ``errored``. Both can be
+        corrected; an applied plan cannot.
+        """
         plan = self.plan()
-        if plan.phase is not Phase.EXECUTE or plan.state not in (
-            PlanState.COMPLETED,
-            PlanState.AWAITING_APPROVAL,
-            PlanState.RUNNING,
-        ):
+        gate_reached = bool(self._answers(ApprovalKind.APPLY_GATE, "apply"))
+        ready = plan.phase is Phase.EXECUTE and (
+            plan.state is PlanState.COMPLETED
+            or (plan.state in (PlanState.AWAITING_APPROVAL, PlanState.RUNNING) and gate_reached)
+        )
+        if not ready:
             raise PlanStateError(
-                f"plan {self.plan_id} is {plan.phase.value} · {plan.state.value}, not ready to apply",
-                "run it until Execute completes",
+                f"plan {self.plan_id} is {plan.phase.value} · {plan.state.value}: Execute has not completed",
+                f"run it until it waits at the Apply gate: agents plan run {self.plan_id}",
             )
         results: list[str] = []
-        for child in self._children():
-            results.extend(PlanRunner(self.store, child.plan_id, self.options).apply_own())
-        results.extend(self.apply_own())
+        try:
+            for child in self._children():
+                results.extend(PlanRunner(self.store, child.plan_id, self.options).apply_own())
+            results.extend(self.apply_own())
+        except UserError as exc:
+            return self._apply_failed(PlanState.CONSTRAINED, str(exc))
+        except Exception as exc:
+            self._apply_failed(PlanState.ERRORED, str(exc))
+            raise
         with self.store.unit_of_work(write=True) as uow:
             uow.events.append(
                 "plan_applied", {"results": results}, plan_id=self.plan_id, actor=self.options.user
             )
             uow.commit()
         return self.plan()
+
+    def _apply_failed(self, state: PlanState, reason: str) -> Plan:
+        with self.store.unit_of_work(write=True) as uow:
+            uow.events.append(
+                "apply_failed", {"state": state.value, "reason": reason}, plan_id=self.plan_id
+            )
+            uow.commit()
+        return self._set(phase=Phase.APPLY, state=state)
 
     def apply_own(self) -> list[str]:
         results = []

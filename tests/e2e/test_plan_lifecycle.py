@@ -145,3 +145,31 @@ def test_strategize_changes_nothing_on_disk_or_in_the_database(
     )
     doc = json.loads(json.dumps([p.name for p in after]))
     assert "app.db" in doc
+
+
+def test_apply_refused_by_a_changed_real_folder_leaves_the_plan_constrained(
+    demo: DemoEnvironment, store: Store, tmp_path: Path
+) -> None:
+    options = RunOptions(sandbox_base=tmp_path / "sandboxes")
+    plan = start_plan(
+        store, load_action(str(demo.action_file)), profile_override="auto", options=options
+    )
+    (demo.docs / "guide.md").write_text("# edited by a person meanwhile\n")  # the child's target
+    result = PlanRunner(store, plan.plan_id, options).apply()
+    assert (result.phase, result.state) == (Phase.APPLY, PlanState.CONSTRAINED)
+    assert (
+        demo.docs / "guide.md"
+    ).read_text() == "# edited by a person meanwhile\n"  # not overwritten
+
+
+def test_apply_before_execute_completes_is_refused(
+    demo: DemoEnvironment, store: Store, tmp_path: Path
+) -> None:
+    from cleveragents_tui.engine.runner import PlanStateError
+
+    options = RunOptions(sandbox_base=tmp_path / "sandboxes")
+    plan = start_plan(
+        store, load_action(str(demo.action_file)), profile_override="supervised", options=options
+    )
+    with pytest.raises(PlanStateError, match="Execute has not completed"):
+        PlanRunner(store, plan.plan_id, options).apply()
