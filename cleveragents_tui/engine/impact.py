@@ -298,13 +298,13 @@ def _plan_rows(
                 d.plan_id.in_(chunk)
             )
         )
-        nodes.extend(rows.tuples())
+        nodes.extend((row[0], row[1], row[2], row[3]) for row in rows)
         edges = connection.execute(
             select(dep.upstream_decision_id, dep.downstream_ref, dep.dependency_type)
             .join(d, d.decision_id == dep.upstream_decision_id)
             .where(d.plan_id.in_(chunk))
         )
-        dependencies.extend(edges.tuples())
+        dependencies.extend((row[0], row[1], row[2]) for row in edges)
     return nodes, dependencies
 
 
@@ -335,14 +335,14 @@ def affected_subtree(store: Store, decision_id: str) -> AffectedSubtree:
         cursor = connection.connection.cursor()
         try:
             cursor.execute(sql, params)
-            refs: list[str] = [row[0] for row in cursor.fetchall()]
+            refs: frozenset[str] = frozenset(row[0] for row in cursor.fetchall())
         finally:
             cursor.close()
-    decisions = frozenset(ref for ref in refs if ref[0] != PLAN_MARK)
+    marked = [ref for ref in refs if ref[0] == PLAN_MARK]
+    decisions = refs.difference(marked) if marked else refs
     if decision_id not in decisions:
         raise NotFoundError(f"decision {decision_id} does not exist", _HOW_TO_LIST)
-    plans = frozenset(ref[1:] for ref in refs if ref[0] == PLAN_MARK)
-    return AffectedSubtree(decisions, plans)
+    return AffectedSubtree(decisions, frozenset(ref[1:] for ref in marked))
 
 
 # Marks a child plan's id among the CTE's rows. ULIDs are Crockford base32 (digits and
