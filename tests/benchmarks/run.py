@@ -38,10 +38,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller inputs, fewer repeats")
     parser.add_argument("names", nargs="*", help="run only these bench modules (e.g. plan_tree)")
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="leave out this module (repeatable)",
+    )
     args = parser.parse_args()
     modules = sorted(p.stem for p in HERE.glob("bench_*.py"))
     if args.names:
         modules = [m for m in modules if m.removeprefix("bench_") in args.names or m in args.names]
+    modules = [m for m in modules if m.removeprefix("bench_") not in args.skip]
     results: list[Measurement] = []
     for name in modules:
         print(f"== {name}", flush=True)
