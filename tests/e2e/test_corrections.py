@@ -234,3 +234,25 @@ def test_append_leaves_history_intact_and_runs_a_corrective_child(
         chosen = {d.step_key: d.chosen_option for d in uow.decisions.for_plan(appended.plan_id)}
     assert appended.parent_plan_id == plan.plan_id
     assert chosen["strategy"] == "A greeter class with a configurable greeting"
+
+
+def test_a_constrained_apply_can_be_corrected_back_into_execute(
+    sqlite_store: Store, demo: DemoEnvironment, options: RunOptions
+) -> None:
+    # Given an Apply that a changed real folder refused (the plan is constrained in Apply)
+    plan = run_demo(sqlite_store, demo, options)
+    keys = decisions_by_key(sqlite_store, plan.plan_id)
+    (demo.docs / "guide.md").write_text("# edited meanwhile\n")
+    constrained = PlanRunner(sqlite_store, plan.plan_id, options).apply()
+    assert (constrained.phase, constrained.state) == (Phase.APPLY, PlanState.CONSTRAINED)
+    # When an Execute decision is reverted
+    impact = preview(sqlite_store, keys["announce"], CorrectionMode.REVERT, "announce it later")
+    assert impact.phase_change == (Phase.APPLY, Phase.EXECUTE)
+    result = execute(sqlite_store, impact, acknowledged=True, requested_by="maria", options=options)
+    # Then the plan is back in Execute, replayed to the Apply gate of the new attempt
+    assert result.correction.status.value == "succeeded"
+    assert (result.plan.phase, result.plan.state, result.plan.attempt) == (
+        Phase.EXECUTE,
+        PlanState.AWAITING_APPROVAL,
+        2,
+    )
