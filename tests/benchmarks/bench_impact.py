@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import random
 import tempfile
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -186,23 +187,18 @@ def pick_targets(bench: BenchPlan, graph: InfluenceGraph, seed: int = 5) -> dict
     for parent in bench.parents:
         depth.append(0 if parent is None else depth[parent] + 1)
     count = len(bench.ids)
-    sized = [
-        (len(graph.affected(bench.ids[n]).decisions), bench.ids[n])
-        for n in range(count)
-        if 3 <= depth[n] <= 5
-    ]
-    rng = random.Random(seed)
-
-    def band(low: float, high: float, take: int) -> list[str]:
-        found = sorted(d for size, d in sized if low * count <= size < high * count)
-        return rng.sample(found, min(take, len(found)))
-
-    biggest = max(sized)[1]
-    return {
-        "typical": band(0.001, 0.01, 10),
-        "large": band(0.01, 0.10, 5),
-        "whole plan": [biggest],
-    }
+    candidates = [n for n in range(count) if 3 <= depth[n] <= 5]
+    bands = {"typical": (0.001, 0.01, 10), "large": (0.01, 0.10, 5)}
+    picked: dict[str, list[str]] = {name: [] for name in bands}
+    for n in random.Random(seed).sample(candidates, len(candidates)):
+        size = len(graph.affected(bench.ids[n]).decisions)
+        for name, (low, high, take) in bands.items():
+            if low * count <= size < high * count and len(picked[name]) < take:
+                picked[name].append(bench.ids[n])
+        if all(len(picked[name]) == take for name, (_, _, take) in bands.items()):
+            break
+    picked["whole plan"] = [bench.ids[candidates[0]]]  # the earliest: it reaches nearly all
+    return picked
 
 
 def _each(action: Callable[[str], object], targets: Sequence[str]) -> Callable[[], None]:
@@ -211,6 +207,17 @@ def _each(action: Callable[[str], object], targets: Sequence[str]) -> Callable[[
             action(target)
 
     return run_all
+
+
+def interleaved(actions: Sequence[Callable[[], None]], repeat: int) -> list[float]:
+    """Best-of timings of actions run in turn, so that a busy spell hits them alike."""
+    best = [float("inf")] * len(actions)
+    for _ in range(repeat):
+        for n, action in enumerate(actions):
+            start = time.perf_counter()
+            action()
+            best[n] = min(best[n], time.perf_counter() - start)
+    return best
 
 
 def run(quick: bool) -> list[Measurement]:
@@ -233,8 +240,13 @@ def run(quick: bool) -> list[Measurement]:
                     if graph.affected(target) != affected_subtree(store, target):
                         raise AssertionError(f"warm and cold differ for {target}")
                 warm = best_of(_each(graph.affected, targets), repeat)
-                cold = best_of(_each(lambda t: affected_subtree(store, t), targets), repeat * 3)
-                cte = best_of(_each(lambda t: plain_cte(store, t), targets), repeat * 3)
+                cold, cte = interleaved(
+                    [
+                        _each(lambda t: affected_subtree(store, t), targets),
+                        _each(lambda t: plain_cte(store, t), targets),
+                    ],
+                    repeat * 3,
+                )
                 results.append(
                     Measurement(
                         GROUP, f"cold affected_subtree ({label})", cold,
