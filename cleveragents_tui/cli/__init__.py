@@ -78,6 +78,7 @@ def _register() -> None:
     from cleveragents_tui.cli.lifecycle import demo
     from cleveragents_tui.cli.plan import plan
     from cleveragents_tui.cli.profile import automation_profile
+    from cleveragents_tui.cli.tui import tui
 
     cli.add_command(plan)
     cli.add_command(db)
@@ -87,6 +88,7 @@ def _register() -> None:
     cli.add_command(automation_profile)
     cli.add_command(config)
     cli.add_command(approval)
+    cli.add_command(tui)
 
 
 _register()

@@ -1,0 +1,38 @@
+"""``agents tui``: open the Textual app (imported lazily: other commands never load Textual)."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from cleveragents_tui.cli.context import CliContext, pass_cli
+
+
+def launch(cli: CliContext, plan_ref: str | None, who: str | None) -> None:
+    """Open the app on the store (and on ``plan_ref``'s plan). The CLI and the TUI are sibling
+    interfaces (import-linter), so the app module is looked up by name at run time."""
+    plan_id = None
+    if plan_ref is not None:
+        from cleveragents_tui.engine.browse import show_plan
+
+        plan_id = show_plan(cli.store, plan_ref).summary.plan.plan_id
+    app_module = importlib.import_module("cleveragents_tui.tui.app")
+    app_module.run_app(cli.store, plan_id=plan_id, user=who)
+
+
+@click.command("tui")
+@click.option("--plan", "plan_ref", metavar="PLAN", help="Open this plan's decision tree.")
+@click.option(
+    "--as",
+    "who",
+    metavar="NAME",
+    help="Who answers approvals and corrects (default: your user name).",
+)
+@pass_cli
+def tui(cli: CliContext, plan_ref: str | None, who: str | None) -> None:
+    """Open the app: plans, decision trees, corrections with impact preview, diffs, approvals.
+
+    Keys: ? help, ctrl+p every action by name, q quit. Use the global --db to choose the database.
+    """
+    launch(cli, plan_ref, who)

@@ -1,0 +1,115 @@
+"""The agents app: plans, decision trees, corrections, diffs, approvals (issue 7).
+
+It calls the engine services only (DESIGN.md section 2). Blocking engine work (a correction,
+a resume, an apply) runs in thread workers, which post messages back; the store is polled
+every :attr:`AgentsApp.poll_seconds` so changes made by other processes show up.
+"""
+
+from __future__ import annotations
+
+import getpass
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.events import Resize
+
+from cleveragents_tui.engine import tui_queries
+from cleveragents_tui.engine.runner import RunOptions
+from cleveragents_tui.store.store import Store
+from cleveragents_tui.tui.commands import AgentsCommands
+from cleveragents_tui.tui.messages import StoreChanged
+from cleveragents_tui.tui.screens.approvals import ApprovalsScreen
+from cleveragents_tui.tui.screens.diff import DiffScreen
+from cleveragents_tui.tui.screens.help import HelpScreen
+from cleveragents_tui.tui.screens.plan_list import PlanListScreen
+from cleveragents_tui.tui.screens.plan_view import PlanScreen
+
+NARROW = 100  # below this width the details go under the tree
+
+
+class AgentsApp(App[None]):
+    CSS_PATH = Path(__file__).with_name("app.tcss")
+    TITLE = "cleveragents"
+    COMMANDS = App.COMMANDS | {AgentsCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit", id="app.quit"),
+        Binding("question_mark", "help", "Help", id="app.help"),
+        Binding("a", "approvals", "Approvals", id="app.approvals"),
+        Binding("t", "toggle_theme", "Light/dark", id="app.theme"),
+        Binding("f5", "refresh_store", "Refresh", id="app.refresh", show=False),
+    ]
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        plan_id: str | None = None,
+        user: str | None = None,
+        run_options: RunOptions | None = None,
+        poll_seconds: float | None = 2.0,
+        theme: str = "textual-dark",
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self.initial_plan = plan_id
+        self.user = user or getpass.getuser()
+        self.run_options = run_options
+        self.poll_seconds = poll_seconds
+        self._fingerprint: tuple[object, ...] | None = None
+        self.initial_theme = theme
+
+    def on_mount(self) -> None:
+        self.theme = self.initial_theme
+        self._fingerprint = tui_queries.fingerprint(self.store)
+        self.push_screen(PlanListScreen())
+        if self.initial_plan:
+            self.open_plan(self.initial_plan)
+        if self.poll_seconds:
+            self.set_interval(self.poll_seconds, self.poll_store)
+
+    def on_resize(self, event: Resize) -> None:
+        self.set_class(event.size.width < NARROW, "-narrow")
+
+    # -- live refresh -------------------------------------------------------------------------
+
+    def poll_store(self) -> bool:
+        """Refresh the screen if the store changed (another process, or this one)."""
+        current = tui_queries.fingerprint(self.store)
+        if current == self._fingerprint:
+            return False
+        self._fingerprint = current
+        for screen in self.screen_stack:
+            if not screen.is_modal:
+                screen.post_message(StoreChanged())
+        return True
+
+    def action_refresh_store(self) -> None:
+        self._fingerprint = None
+        self.poll_store()
+
+    # -- navigation ---------------------------------------------------------------------------
+
+    def open_plan(self, plan_id: str) -> None:
+        self.push_screen(PlanScreen(plan_id))
+
+    def open_diff(self, correction_id: str) -> None:
+        self.push_screen(DiffScreen(correction_id))
+
+    def action_approvals(self) -> None:
+        if not isinstance(self.screen, ApprovalsScreen):
+            self.push_screen(ApprovalsScreen())
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.screen))
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+        if isinstance(self.screen, DiffScreen):
+            self.screen.render_diff()
+
+
+def run_app(store: Store, plan_id: str | None = None, user: str | None = None) -> None:
+    AgentsApp(store, plan_id=plan_id, user=user).run()

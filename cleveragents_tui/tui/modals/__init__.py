@@ -1,0 +1,1 @@
+"""modals of the agents app."""

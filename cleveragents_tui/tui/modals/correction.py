@@ -1,0 +1,88 @@
+"""Correct a decision: the mode and the guidance (then the impact preview)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
+
+from cleveragents_tui.domain.enums import CorrectionMode
+
+
+@dataclass(frozen=True)
+class CorrectionRequest:
+    mode: CorrectionMode
+    guidance: str
+
+
+class CorrectionDialog(ModalScreen[CorrectionRequest | None]):
+    DEFAULT_CSS = """
+    CorrectionDialog { align: center middle; }
+    CorrectionDialog > Vertical {
+        width: 90; max-width: 95%; height: auto; border: thick $accent;
+        background: $surface; padding: 1 2;
+    }
+    CorrectionDialog RadioSet { width: 100%; height: auto; }
+    CorrectionDialog Horizontal { height: auto; align-horizontal: right; margin-top: 1; }
+    CorrectionDialog Button { margin-left: 2; }
+    CorrectionDialog #correction-error { color: $error; height: auto; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="correction.cancel")
+    ]
+
+    def __init__(self, decision_summary: str) -> None:
+        super().__init__()
+        self.summary = decision_summary
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Correct decision", classes="modal-title")
+            yield Static(self.summary, markup=False)
+            yield Label("Mode")
+            with RadioSet(id="mode"):
+                yield RadioButton(
+                    "revert: roll back what depended on it, replay with the guidance",
+                    value=True,
+                    id="mode-revert",
+                )
+                yield RadioButton(
+                    "append: add a corrective child plan, history untouched", id="mode-append"
+                )
+            yield Label("Guidance: what should the decision have been?")
+            yield Input(placeholder="e.g. use a greeter class", id="guidance")
+            yield Static("", id="correction-error", markup=False)
+            with Horizontal():
+                yield Button("Cancel", id="cancel")
+                yield Button("Preview impact", id="preview", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#guidance", Input).focus()
+
+    def _submit(self) -> None:
+        guidance = self.query_one("#guidance", Input).value.strip()
+        if not guidance:
+            self.query_one("#correction-error", Static).update(
+                "The guidance is empty: say what the decision should be."
+            )
+            return
+        append = self.query_one("#mode-append", RadioButton).value
+        mode = CorrectionMode.APPEND if append else CorrectionMode.REVERT
+        self.dismiss(CorrectionRequest(mode, guidance))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._submit()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "preview":
+            self._submit()
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

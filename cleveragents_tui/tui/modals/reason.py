@@ -1,0 +1,46 @@
+"""Ask for a short free-text reason (approvals)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+
+class ReasonModal(ModalScreen[str | None]):
+    """Dismisses with the reason ("" when none was given), or None when cancelled."""
+
+    DEFAULT_CSS = """
+    ReasonModal { align: center middle; }
+    ReasonModal > Vertical {
+        width: 80; max-width: 95%; height: auto; border: thick $accent;
+        background: $surface; padding: 1 2;
+    }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="reason.cancel")
+    ]
+
+    def __init__(self, title: str) -> None:
+        super().__init__()
+        self.title_text = title
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(self.title_text, classes="modal-title", markup=False)
+            yield Input(
+                placeholder="reason (optional), Enter to confirm, Esc to cancel", id="reason"
+            )
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip())
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,160 @@
+"""The correction running: execute() in a thread worker, live progress read from the store,
+and a cancel that pauses the plan (the runner stops before its next decision)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Log, Static
+from textual.worker import Worker, WorkerState
+
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.engine import tui_queries
+from cleveragents_tui.engine.correction import CorrectionResult, Impact, execute
+from cleveragents_tui.engine.lifecycle import pause_plan
+from cleveragents_tui.engine.runner import RunOptions
+from cleveragents_tui.store.store import Store
+
+
+class ReplayModal(ModalScreen[str | None]):
+    """Dismisses with the correction id (to open its diff) or None."""
+
+    DEFAULT_CSS = """
+    ReplayModal { align: center middle; }
+    ReplayModal > Vertical {
+        width: 100; max-width: 98%; height: 80%; border: thick $accent;
+        background: $surface; padding: 0 1;
+    }
+    ReplayModal Log { height: 1fr; }
+    ReplayModal #replay-status { height: auto; }
+    ReplayModal Horizontal { height: auto; align-horizontal: right; }
+    ReplayModal Button { margin-left: 2; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("x", "cancel_replay", "Cancel replay", id="replay.cancel"),
+        Binding("d", "open_diff", "Open diff", id="replay.diff"),
+        Binding("escape", "close", "Close", id="replay.close"),
+    ]
+
+    def __init__(
+        self, store: Store, impact: Impact, user: str, options: RunOptions | None = None
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self.impact = impact
+        self.user = user
+        self.options = options
+        self.result: CorrectionResult | None = None
+        self.error: str | None = None
+        self.cancel_requested = False
+        self._since = tui_queries.last_event_id(store)
+        self._worker: Worker[CorrectionResult] | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Correction running", classes="modal-title", id="replay-title")
+            yield Static("starting…", id="replay-status", markup=False)
+            yield Log(id="replay-log", highlight=False)
+            with Horizontal():
+                yield Button("Cancel replay (x)", id="cancel", variant="error")
+                yield Button("Open diff (d)", id="diff", variant="primary", disabled=True)
+                yield Button("Close (esc)", id="close", disabled=True)
+
+    def on_mount(self) -> None:
+        self._log(f"correcting {self.impact.decision_id} ({self.impact.mode.value})")
+        self._worker = self.run_worker(
+            self._execute, thread=True, exit_on_error=False, name="correction"
+        )
+        self._timer = self.set_interval(0.25, self.refresh_progress)
+
+    def _execute(self) -> CorrectionResult:
+        return execute(
+            self.store, self.impact, acknowledged=True, requested_by=self.user, options=self.options
+        )
+
+    def _log(self, line: str) -> None:
+        self.query_one(Log).write_line(line)
+
+    def refresh_progress(self) -> None:
+        p = tui_queries.progress(self.store, self.impact.plan_id, self._since)
+        for event in p.events:
+            self._since = max(self._since, event.event_id)
+            detail = ", ".join(f"{k}={v}" for k, v in event.payload.items())
+            self._log(f"{event.kind}" + (f" ({detail})" if detail else ""))
+        status = Text()
+        status.append(f"plan {p.phase} · {p.state} · attempt {p.attempt}   ")
+        status.append(
+            f"decisions: {p.current_decisions} current, {p.decisions - p.current_decisions} superseded"
+        )
+        self.query_one("#replay-status", Static).update(status)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker is not self._worker or not event.worker.is_finished:
+            return
+        self._timer.stop()
+        self.refresh_progress()
+        title = self.query_one("#replay-title", Static)
+        if event.state is WorkerState.SUCCESS:
+            result = event.worker.result
+            assert isinstance(result, CorrectionResult)
+            self.result = result
+            c = result.correction
+            self._log(f"correction {c.correction_id}: {c.status.value} (attempt {c.attempt})")
+            if result.report is not None:
+                for r in result.report.resources:
+                    self._log(
+                        f"  rolled back {r.resource_id}: {r.outcome.value}"
+                        + (f" ({r.detail})" if r.detail else "")
+                    )
+            self._log(f"plan is now {result.plan.phase.value} · {result.plan.state.value}")
+            title.update(f"Correction {c.status.value}")
+            self.query_one("#diff", Button).disabled = c.status.value != "succeeded"
+        else:
+            self.error = str(event.worker.error)
+            self._log(f"failed: {self.error}")
+            title.update("Correction failed")
+        self.query_one("#cancel", Button).disabled = True
+        self.query_one("#close", Button).disabled = False
+        self.query_one("#close", Button).focus()
+
+    @property
+    def finished(self) -> bool:
+        return self._worker is not None and self._worker.is_finished
+
+    def action_cancel_replay(self) -> None:
+        if self.finished:
+            return
+        self.cancel_requested = True
+        try:
+            pause_plan(self.store, self.impact.plan_id)
+            self._log(
+                "cancel: plan paused; the replay stops before its next decision. What was "
+                "already rolled back and re-made stays (resume with R, or correct again)."
+            )
+        except UserError as exc:
+            self._log(
+                f"cancel not possible right now ({exc}); the rollback step cannot be "
+                "interrupted: try again in a moment"
+            )
+
+    def action_open_diff(self) -> None:
+        if self.finished and self.result and self.result.correction.status.value == "succeeded":
+            self.dismiss(self.result.correction.correction_id)
+
+    def action_close(self) -> None:
+        if self.finished:
+            self.dismiss(None)
+        else:
+            self.notify("The correction is running: cancel it (x) or wait.", severity="warning")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        {
+            "cancel": self.action_cancel_replay,
+            "diff": self.action_open_diff,
+            "close": self.action_close,
+        }[event.button.id or "close"]()

@@ -1,0 +1,1 @@
+"""screens of the agents app."""

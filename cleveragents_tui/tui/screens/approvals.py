@@ -1,0 +1,122 @@
+"""The queue of pending human decisions: approve or deny, with a reason, recorded with who
+and when."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from cleveragents_tui.domain.approval import Approval
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.engine.approvals import answer_approval, pending_approvals
+from cleveragents_tui.tui.messages import StoreChanged
+from cleveragents_tui.tui.modals.reason import ReasonModal
+from cleveragents_tui.tui.services import services
+
+
+class ApprovalsScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back", id="approvals.back"),
+        Binding("y", "answer(True)", "Approve", id="approvals.approve"),
+        Binding("n", "answer(False)", "Deny", id="approvals.deny"),
+        Binding("enter", "open_plan", "Open plan", id="approvals.open"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.approvals: list[Approval] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="approvals-caption", markup=False)
+        yield DataTable(id="approvals", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="approval-detail", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "approvals"
+        self.query_one(DataTable).add_columns("kind", "plan", "question", "requested")
+        self.refresh_data()
+        self.query_one(DataTable).focus()
+
+    def on_screen_resume(self) -> None:
+        self.refresh_data()
+
+    def on_store_changed(self, _: StoreChanged) -> None:
+        self.refresh_data()
+
+    def refresh_data(self) -> None:
+        self.approvals = pending_approvals(services(self).store)
+        table = self.query_one(DataTable)
+        table.clear()
+        for a in self.approvals:
+            table.add_row(
+                Text(a.kind.value, style="bold yellow"),
+                Text(a.plan_id[:10], style="dim"),
+                Text(a.question),
+                a.requested_at.strftime("%Y-%m-%d %H:%M"),
+                key=a.approval_id,
+            )
+        n = len(self.approvals)
+        self.query_one("#approvals-caption", Static).update(
+            f"{n} pending · y approve · n deny · answered as {services(self).user}"
+            if n
+            else "Nothing waits for you."
+        )
+        self._show_detail()
+
+    def _selected(self) -> Approval | None:
+        row = self.query_one(DataTable).cursor_row
+        return self.approvals[row] if 0 <= row < len(self.approvals) else None
+
+    def _show_detail(self) -> None:
+        a = self._selected()
+        text = Text()
+        if a is not None:
+            text.append(f"{a.approval_id}\n", style="dim")
+            for k, v in a.details.items():
+                text.append(f"{k}: ", style="bold")
+                text.append(f"{v}\n")
+        self.query_one("#approval-detail", Static).update(text)
+
+    def on_data_table_row_highlighted(self, _: DataTable.RowHighlighted) -> None:
+        self._show_detail()
+
+    @work(exclusive=True, group="answer")
+    async def action_answer(self, approve: bool) -> None:
+        a = self._selected()
+        if a is None:
+            return
+        verb = "Approve" if approve else "Deny"
+        reason = await self.app.push_screen_wait(ReasonModal(f"{verb}: {a.question}"))
+        if reason is None:
+            return
+        try:
+            answer_approval(
+                services(self).store,
+                a.approval_id,
+                approve=approve,
+                by=services(self).user,
+                reason=reason or None,
+            )
+        except UserError as exc:
+            self.notify(str(exc), severity="error")
+        else:
+            self.notify(
+                f"{verb.lower()}d as {services(self).user}; resume the plan (R) to continue"
+            )
+        self.refresh_data()
+
+    def action_open_plan(self) -> None:
+        a = self._selected()
+        if a is not None:
+            services(self).open_plan(a.plan_id)
+
+    def on_data_table_row_selected(self, _: DataTable.RowSelected) -> None:
+        self.action_open_plan()

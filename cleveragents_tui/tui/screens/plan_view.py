@@ -1,0 +1,266 @@
+"""One plan: its decision tree beside the selected decision's details, what it is doing
+now, and the controls (correct, diff, pause / cancel / resume / apply)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Tree
+
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.engine import tui_queries
+from cleveragents_tui.engine.approvals import pending_approvals
+from cleveragents_tui.engine.browse import explain_decision, plan_tree, show_plan
+from cleveragents_tui.engine.correction import preview
+from cleveragents_tui.engine.lifecycle import apply_plan, cancel_plan, pause_plan, resume_plan
+from cleveragents_tui.tui.messages import DecisionFailed, DecisionLoaded, StoreChanged
+from cleveragents_tui.tui.modals.confirm import ConfirmModal
+from cleveragents_tui.tui.modals.correction import CorrectionDialog
+from cleveragents_tui.tui.modals.impact import ImpactModal
+from cleveragents_tui.tui.modals.replay import ReplayModal
+from cleveragents_tui.tui.render import explanation, one_line
+from cleveragents_tui.tui.services import services
+from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
+from cleveragents_tui.tui.widgets.decision_tree import MORE, DecisionTree
+from cleveragents_tui.tui.widgets.status_bar import PlanStatus
+
+
+class PlanScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Plans", id="plan.back"),
+        Binding("c", "correct", "Correct", id="plan.correct"),
+        Binding("d", "diff", "Diff", id="plan.diff"),
+        Binding("s", "toggle_superseded", "Superseded", id="plan.superseded"),
+        Binding("u", "goto_parent", "Parent", id="plan.parent"),
+        Binding("n", "goto_next_sibling", "Next sibling", id="plan.next_sibling"),
+        Binding("o", "goto_replaced", "Replaced/replacement", id="plan.replaced"),
+        Binding("P", "pause", "Pause", id="plan.pause", show=False),
+        Binding("X", "cancel_plan", "Cancel plan", id="plan.cancel", show=False),
+        Binding("R", "resume", "Resume", id="plan.resume", show=False),
+        Binding("A", "apply", "Apply", id="plan.apply", show=False),
+    ]
+
+    def __init__(self, plan_id: str) -> None:
+        super().__init__()
+        self.plan_id = plan_id
+        self.show_superseded = False
+        self.plan: Plan | None = None
+        self.detail_for: str | None = None
+
+    @property
+    def store(self):  # type: ignore[no-untyped-def]
+        return services(self).store
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield PlanStatus(id="plan-status")
+        with Horizontal(id="plan-body"):
+            yield DecisionTree(id="tree")
+            yield DecisionDetail(id="detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.refresh_data()
+        self.query_one(DecisionTree).focus()
+
+    def on_screen_resume(self) -> None:
+        self.refresh_data()
+
+    def on_store_changed(self, _: StoreChanged) -> None:
+        self.refresh_data()
+
+    # -- data ---------------------------------------------------------------------------------
+
+    def refresh_data(self) -> None:
+        tree = self.query_one(DecisionTree)
+        data = plan_tree(self.store, self.plan_id, show_superseded=self.show_superseded)
+        self.plan = data.plan
+        self.title = f"plan · {data.plan.action}"
+        hidden = (
+            f" · {data.hidden_superseded} superseded hidden (s)" if data.hidden_superseded else ""
+        )
+        self.sub_title = f"{len(data.lines)} decisions{hidden}"
+        tree.load(data, keep=tree.current)
+        self.refresh_status()
+
+    def refresh_status(self) -> None:
+        if self.plan is None:
+            return
+        pending = len(pending_approvals(self.store, self.plan_id))
+        events = tui_queries.recent_events(self.store, self.plan_id, limit=1)
+        self.query_one(PlanStatus).show(self.plan, pending, events)
+
+    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[str]) -> None:
+        ident = event.node.data
+        if ident and not ident.startswith(MORE):
+            self.load_detail(ident)
+
+    @work(thread=True, exclusive=True, group="detail")
+    def load_detail(self, decision_id: str) -> None:
+        try:
+            e = explain_decision(self.store, decision_id)
+            group = tui_queries.checkpoint_group(self.store, e.plan.plan_id, decision_id)
+        except UserError as exc:
+            self.post_message(DecisionFailed(decision_id, str(exc)))
+            return
+        self.post_message(DecisionLoaded(e, group))
+
+    def on_decision_loaded(self, message: DecisionLoaded) -> None:
+        if message.explanation.decision.decision_id != self.query_one(DecisionTree).current:
+            return  # the cursor moved on meanwhile
+        self.detail_for = message.explanation.decision.decision_id
+        self.query_one(DecisionDetail).show(explanation(message.explanation, message.group))
+
+    def on_decision_failed(self, message: DecisionFailed) -> None:
+        self.notify(message.error, severity="error")
+
+    # -- navigation ---------------------------------------------------------------------------
+
+    def _goto(self, decision_id: str | None, what: str) -> None:
+        tree = self.query_one(DecisionTree)
+        if decision_id is None:
+            self.notify(f"no {what}", severity="warning")
+            return
+        if tree.row(decision_id) is None and not self.show_superseded:
+            self.show_superseded = True
+            self.refresh_data()
+        if not tree.reveal(decision_id):
+            self.notify(f"{what} {decision_id} is not in this plan's tree", severity="warning")
+
+    def action_goto_parent(self) -> None:
+        tree = self.query_one(DecisionTree)
+        self._goto(tree.parent_of(tree.current) if tree.current else None, "parent")
+
+    def action_goto_next_sibling(self) -> None:
+        tree = self.query_one(DecisionTree)
+        self._goto(tree.next_sibling_of(tree.current) if tree.current else None, "next sibling")
+
+    def action_goto_replaced(self) -> None:
+        tree = self.query_one(DecisionTree)
+        row = tree.row(tree.current) if tree.current else None
+        if row is not None and row.is_correction:
+            self._goto(row.corrects_decision_id, "corrected decision")
+        elif row is not None and row.superseded_by:
+            self._goto(row.superseded_by, "replacement")
+        else:
+            self.notify("this decision is neither a correction nor superseded", severity="warning")
+
+    def action_toggle_superseded(self) -> None:
+        self.show_superseded = not self.show_superseded
+        self.refresh_data()
+
+    # -- correction ---------------------------------------------------------------------------
+
+    @work(exclusive=True, group="correct")
+    async def action_correct(self) -> None:
+        tree = self.query_one(DecisionTree)
+        decision_id = tree.current
+        row = tree.row(decision_id) if decision_id else None
+        if decision_id is None or row is None:
+            self.notify("select a decision first", severity="warning")
+            return
+        summary = (
+            f"{row.decision_type} · {row.phase}\n{one_line(row.chosen_option, 80)}\n{decision_id}"
+        )
+        request = await self.app.push_screen_wait(CorrectionDialog(summary))
+        if request is None:
+            return
+        try:
+            impact = preview(self.store, decision_id, request.mode, request.guidance)
+        except UserError as exc:
+            self.notify(str(exc), title="Correction refused", severity="error", timeout=10)
+            return
+        tree.highlight(impact.affected_decisions)
+        try:
+            go = await self.app.push_screen_wait(ImpactModal(impact))
+            for number, warning in enumerate(impact.warnings, 1):
+                if not go:
+                    break
+                go = await self.app.push_screen_wait(
+                    ConfirmModal(warning, title=f"Warning {number} of {len(impact.warnings)}")
+                )
+        finally:
+            tree.highlight(())
+        if not go:
+            self.notify("Correction cancelled: nothing was changed.")
+            return
+        app = services(self)
+        correction_id = await self.app.push_screen_wait(
+            ReplayModal(self.store, impact, app.user, app.run_options)
+        )
+        self.refresh_data()
+        if correction_id:
+            app.open_diff(correction_id)
+
+    def action_diff(self) -> None:
+        details = show_plan(self.store, self.plan_id)
+        done = [c for c in details.corrections if c.status.value == "succeeded"]
+        if not done:
+            self.notify("this plan has no finished correction to compare", severity="warning")
+            return
+        current = self.query_one(DecisionTree).current
+        pick = next(
+            (c for c in done if current in (c.replacement_decision_id, c.target_decision_id)),
+            done[-1],
+        )
+        services(self).open_diff(pick.correction_id)
+
+    # -- control ------------------------------------------------------------------------------
+
+    def _control(self, name: str, fn: object) -> None:
+        try:
+            plan = fn(self.store, self.plan_id)  # type: ignore[operator]
+        except UserError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.notify(f"plan {name}: {plan.state.value}")
+        self.refresh_data()
+
+    def action_pause(self) -> None:
+        self._control("paused", pause_plan)
+
+    @work(exclusive=True, group="control")
+    async def action_cancel_plan(self) -> None:
+        if await self.app.push_screen_wait(
+            ConfirmModal(
+                f"Cancel plan {self.plan_id}? Nothing is applied; this cannot be undone.",
+                title="Cancel plan",
+                yes="Cancel the plan",
+            )
+        ):
+            self._control("cancelled", cancel_plan)
+
+    def action_resume(self) -> None:
+        self.notify("running the plan…")
+        self._run_in_thread("resume")
+
+    @work(exclusive=True, group="control")
+    async def action_apply(self) -> None:
+        if await self.app.push_screen_wait(
+            ConfirmModal(
+                "Approve the Apply gate and land the changes on the real resources?",
+                title="Apply plan",
+                yes="Apply",
+            )
+        ):
+            self._run_in_thread("apply")
+
+    @work(thread=True, exclusive=True, group="run")
+    def _run_in_thread(self, what: str) -> None:
+        app = services(self)
+        try:
+            if what == "apply":
+                plan = apply_plan(self.store, self.plan_id, app.user, app.run_options)
+            else:
+                plan = resume_plan(self.store, self.plan_id, app.run_options)
+        except UserError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        self.app.call_from_thread(self.notify, f"plan {plan.phase.value} · {plan.state.value}")
+        self.post_message(StoreChanged())

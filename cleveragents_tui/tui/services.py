@@ -1,0 +1,24 @@
+"""What screens need from the app, typed (the app module imports the screens, not back)."""
+
+from __future__ import annotations
+
+from typing import Protocol, cast
+
+from textual.dom import DOMNode
+
+from cleveragents_tui.engine.runner import RunOptions
+from cleveragents_tui.store.store import Store
+
+
+class AppServices(Protocol):
+    store: Store
+    user: str
+    run_options: RunOptions | None
+
+    def open_plan(self, plan_id: str) -> None: ...
+
+    def open_diff(self, correction_id: str) -> None: ...
+
+
+def services(node: DOMNode) -> AppServices:
+    return cast(AppServices, node.app)

@@ -1,0 +1,1 @@
+"""widgets of the agents app."""

@@ -1,0 +1,36 @@
+"""What the system is doing right now: the plan's state and its last events."""
+
+from __future__ import annotations
+
+from textual.widgets import Static
+
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.engine.tui_queries import EventView
+from cleveragents_tui.tui.render import plan_heading
+
+
+def _event_line(event: EventView) -> str:
+    detail = ", ".join(f"{k}={v}" for k, v in list(event.payload.items())[:3])
+    who = f" by {event.actor}" if event.actor else ""
+    return f"{event.created_at:%H:%M:%S} {event.kind}{who}" + (f" ({detail})" if detail else "")
+
+
+class PlanStatus(Static):
+    DEFAULT_CSS = """
+    PlanStatus { height: auto; max-height: 4; padding: 0 1; background: $boost; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__("", id=id, markup=False)
+
+    def show(self, plan: Plan, pending: int, events: list[EventView]) -> None:
+        t = plan_heading(plan)
+        if pending:
+            t.append(f" · {pending} approval(s) pending", style="bold yellow")
+        if events:
+            t.append("\nnow: ", style="bold")
+            t.append(_event_line(events[0]), style="dim")
+        self.update(t)
+        self.plain_text = t.plain
+
+    plain_text: str = ""
