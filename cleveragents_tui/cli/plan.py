@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import click
 
 from cleveragents_tui.cli import render
 from cleveragents_tui.cli.context import CliContext, echo_json, format_option, pass_cli
+from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine import browse
 from cleveragents_tui.export import json as export_json
+from cleveragents_tui.export import png as export_png
 
 
 @click.group()
@@ -48,19 +53,82 @@ def show(cli: CliContext, plan_ref: str, local_format: str | None) -> None:
 @click.option(
     "--show-superseded", is_flag=True, help="Include decisions replaced by corrections (marked ✗)."
 )
-@format_option
+@click.option(
+    "--format",
+    "local_format",
+    type=click.Choice(["text", "json", "png"]),
+    default=None,
+    help="Output as text (default), a stable JSON document (see docs/json-formats.md), "
+    "or a PNG image (needs -o).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Write to FILE instead of standard output (required for png).",
+)
+@click.option("--force", is_flag=True, help="Overwrite FILE if it already exists.")
 @pass_cli
-def tree(cli: CliContext, plan_ref: str, show_superseded: bool, local_format: str | None) -> None:
-    """Print the decision tree of PLAN.
+def tree(
+    cli: CliContext,
+    plan_ref: str,
+    show_superseded: bool,
+    local_format: str | None,
+    output: Path | None,
+    force: bool,
+) -> None:
+    """Print the decision tree of PLAN, or write it to a file with -o.
 
     Each line: decision id, tree branch, type, chosen option, confidence, ⟲ when the decision
     has a checkpoint group. ↻ marks a correction, ✗ a superseded decision.
+
+    --format=png -o FILE draws the tree as an image: boxes coloured by phase, corrections
+    outlined in red, superseded decisions faded, checkpoints marked with a diamond.
     """
+    fmt = local_format or cli.output_format or "text"
+    if fmt == "png" and output is None:
+        raise UserError("--format=png needs an output file", "add -o FILE.png")
+    if output is not None:
+        _check_output(output, force)
     result = browse.plan_tree(cli.store, plan_ref, show_superseded=show_superseded)
-    if cli.wants_json(local_format):
-        echo_json(export_json.plan_tree_document(result))
+    if fmt == "png":
+        assert output is not None
+        width, height = export_png.render_tree_png(result, output)
+        click.echo(f"wrote {output} ({width}×{height} px, {len(result.lines)} decisions)")
+        return
+    if fmt == "json":
+        text = json.dumps(export_json.plan_tree_document(result), indent=2, ensure_ascii=False)
     else:
-        click.echo(render.plan_tree(result))
+        text = render.plan_tree(result)
+    if output is None:
+        click.echo(text)
+    else:
+        _write_text(output, text + "\n", force)
+        click.echo(f"wrote {output}")
+
+
+def _check_output(path: Path, force: bool) -> None:
+    """Refuse, before any work, an output file that cannot or should not be written."""
+    parent = path.parent
+    if not parent.is_dir():
+        raise UserError(
+            f"cannot write {path}: the folder {parent} does not exist",
+            "create it first or choose another -o FILE",
+        )
+    if path.is_dir():
+        raise UserError(f"cannot write {path}: it is a folder", "choose a file name for -o")
+    if path.exists() and not force:
+        raise UserError(f"{path} already exists", "pass --force to overwrite it")
+
+
+def _write_text(path: Path, text: str, force: bool) -> None:
+    try:
+        with path.open("w" if force else "x", encoding="utf-8") as fh:
+            fh.write(text)
+    except FileExistsError:
+        raise UserError(f"{path} already exists", "pass --force to overwrite it") from None
 
 
 @plan.command()
