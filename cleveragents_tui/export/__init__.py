@@ -1,1 +1,1 @@
-"""Exports of read models: JSON documents (stable, versioned formats) and, later, PNG."""
+"""Exports of read models: JSON documents (stable, versioned formats) and PNG pictures."""
