@@ -253,9 +253,7 @@ def test_resource_accessibility(resources: dict[str, Resource], tmp_path: Path) 
     gone["local/db"] = resources["local/db"].model_copy(
         update={"location": str(tmp_path / "none.db")}
     )
-    fails(
-        Check.RESOURCE_ACCESSIBILITY, action(), context(gone), "does not exist"
-    )
+    fails(Check.RESOURCE_ACCESSIBILITY, action(), context(gone), "does not exist")
 
 
 def test_checking_a_sqlite_resource_does_not_change_it(resources: dict[str, Resource]) -> None:

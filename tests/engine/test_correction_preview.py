@@ -52,7 +52,10 @@ def test_checkpointing_disabled_gives_the_phase_level_tier_error(world: World) -
         f"Decision {decision.decision_id} was made during Execute, but checkpointing "
         "is disabled for this plan. Fine-grained rollback is not available"
     )
-    assert "revert to Strategize: agents plan correct <strategize_decision_id> --mode=revert" in message
+    assert (
+        "revert to Strategize: agents plan correct <strategize_decision_id> --mode=revert"
+        in message
+    )
     assert f"agents plan correct {decision.decision_id} --mode=append" in message
     assert "re-run with checkpointing" in message
 
