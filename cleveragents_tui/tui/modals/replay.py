@@ -123,6 +123,10 @@ class ReplayModal(ModalScreen[str | None]):
         self.query_one("#close", Button).focus()
 
     @property
+    def worker(self) -> Worker[CorrectionResult] | None:
+        return self._worker
+
+    @property
     def finished(self) -> bool:
         return self._worker is not None and self._worker.is_finished
 
