@@ -101,11 +101,11 @@ class DiffScreen(Screen[None]):
         Binding("v", "toggle_view", "Unified / side by side", id="diff.view"),
     ]
 
-    def __init__(self, correction_id: str) -> None:
+    def __init__(self, correction_id: str, diff: CorrectionDiff | None = None) -> None:
         super().__init__()
         self.correction_id = correction_id
         self.side_by_side = False
-        self.diff: CorrectionDiff | None = None
+        self.diff = diff
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -116,7 +116,8 @@ class DiffScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.title = "diff · old attempt vs new attempt"
-        self.diff = correction_diff(services(self).store, self.correction_id)
+        if self.diff is None:
+            self.diff = correction_diff(services(self).store, self.correction_id)
         self.render_diff()
         self.query_one("#diff-body").focus()
 
