@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import sys
 import tempfile
 from pathlib import Path
 
@@ -126,7 +127,7 @@ def apply(cli: CliContext, plan_ref: str, who: str | None) -> None:
 @click.option(
     "--no-tui",
     is_flag=True,
-    help="Do not open the app (it is not built yet; this is the default for now).",
+    help="Do not open the app afterwards (it opens only when stdout is a terminal).",
 )
 @format_option
 @pass_cli
@@ -134,7 +135,8 @@ def demo(
     cli: CliContext, directory: Path | None, profile: str, no_tui: bool, local_format: str | None
 ) -> None:
     """Build a demo project (git repository, SQLite app database, docs, team chat outbox),
-    run the demo plan on it to the Apply gate, and say what to do next."""
+    run the demo plan on it to the Apply gate, and open the app on it (unless --no-tui,
+    --format=json, or stdout is not a terminal: then say what to do next)."""
     from cleveragents_tui.engine.actions import load_action
     from cleveragents_tui.engine.demo import build_demo
     from cleveragents_tui.engine.runner import start_plan
@@ -170,3 +172,7 @@ def demo(
         f'  agents plan correct DECISION --mode=revert --guidance "..." --dry-run\n'
         f"  agents plan apply {result.plan_id}      # land it on the demo's real files and database\n"
     )
+    if not no_tui and sys.stdout.isatty():
+        from cleveragents_tui.cli.tui import launch
+
+        launch(cli, result.plan_id, None)

@@ -27,6 +27,9 @@ STATE_STYLE = {
 }
 
 
+PHASE_STYLE = {"strategize": "blue", "execute": "magenta", "apply": "green"}
+
+
 def one_line(text: str, limit: int = 60) -> str:
     first = " ".join(text.split())
     return first if len(first) <= limit else first[: limit - 1] + "…"
@@ -52,6 +55,7 @@ def plan_heading(plan: Plan) -> Text:
 
 def tree_label(row: TreeRow, checkpoint: bool, affected: bool) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(f"{row.phase[:1].upper()} ", style=PHASE_STYLE.get(row.phase, "dim"))
     if row.superseded_by:
         t.append(SUPERSEDED, style="red")
     elif row.is_correction:
@@ -62,7 +66,6 @@ def tree_label(row: TreeRow, checkpoint: bool, affected: bool) -> Text:
     t.append(one_line(row.chosen_option, 48), style=style)
     if row.confidence_score is not None:
         t.append(f"  {row.confidence_score:.2f}", style="dim")
-    t.append(f"  {row.phase[:4]}", style="dim italic")
     if checkpoint:
         t.append(CHECKPOINT, style="magenta")
     if affected:

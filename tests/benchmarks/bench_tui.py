@@ -1,0 +1,129 @@
+"""The app, headless: open a plan of 10,000 decisions to a first painted tree, and one cursor
+move in it (paint only, and with the decision's details loaded by their worker).
+
+Baselines measured in the same run: an empty Textual app's first paint, and a cursor move in
+a plain 10-node Textual ``Tree``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+from textual.app import App, ComposeResult
+from textual.widgets import Static, Tree
+
+from cleveragents_tui.store.store import Store
+from cleveragents_tui.tui.app import AgentsApp
+from cleveragents_tui.tui.screens.plan_view import PlanScreen
+from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
+from tests.benchmarks.bench_plan_tree import build_plan
+from tests.benchmarks.harness import Measurement
+
+SIZE = (120, 40)
+
+
+class EmptyApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield Static("hello")
+
+
+class SmallTreeApp(App[None]):
+    def compose(self) -> ComposeResult:
+        tree: Tree[None] = Tree("root")
+        for n in range(10):
+            tree.root.add_leaf(f"node {n}")
+        tree.root.expand()
+        yield tree
+
+
+async def _empty_paint() -> float:
+    start = time.perf_counter()
+    async with EmptyApp().run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        return time.perf_counter() - start
+
+
+async def _small_move() -> float:
+    async with SmallTreeApp().run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        tree = pilot.app.query_one(Tree)
+        tree.focus()
+        await pilot.pause()
+        start = time.perf_counter()
+        tree.action_cursor_down()
+        await pilot.pause()
+        return time.perf_counter() - start
+
+
+async def _plan(store: Store, plan_id: str) -> tuple[float, float, float]:
+    start = time.perf_counter()
+    app = AgentsApp(store, plan_id=plan_id, poll_seconds=None, user="bench")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        first_paint = time.perf_counter() - start
+        assert isinstance(app.screen, PlanScreen)
+        assert app.screen.query_one(DecisionTree).row_count > 0
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        tree = app.screen.query_one(DecisionTree)
+        t0 = time.perf_counter()
+        tree.action_cursor_down()  # the key's action, without the Pilot's own key simulation
+        await pilot.pause()
+        move = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        tree.action_cursor_down()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        move_details = time.perf_counter() - t0
+    return first_paint, move, move_details
+
+
+def run(quick: bool) -> list[Measurement]:
+    count = 2_000 if quick else 10_000
+    repeat = 2 if quick else 5
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "bench.db"
+        plan_id = build_plan(db, count)
+        store = Store.open(str(db))
+        try:
+            asyncio.run(_plan(store, plan_id))  # warm imports and caches
+            runs = [asyncio.run(_plan(store, plan_id)) for _ in range(repeat)]
+        finally:
+            store.close()
+    empty = min(asyncio.run(_empty_paint()) for _ in range(repeat))
+    small = min(asyncio.run(_small_move()) for _ in range(repeat))
+    paint = min(r[0] for r in runs)
+    move = min(r[1] for r in runs)
+    details = min(r[2] for r in runs)
+    return [
+        Measurement(
+            "tui",
+            f"open a plan of {count:,} decisions to a painted tree",
+            paint,
+            "empty Textual app, first paint",
+            empty,
+            "< 1 s",
+            paint < 1.0,
+        ),
+        Measurement(
+            "tui",
+            f"one cursor move in the {count:,}-decision tree",
+            move,
+            "cursor move in a 10-node Tree",
+            small,
+            "< 50 ms",
+            move < 0.05,
+        ),
+        Measurement(
+            "tui",
+            "one cursor move, details loaded (worker)",
+            details,
+            "cursor move in a 10-node Tree",
+            small,
+            "(context)",
+            None,
+        ),
+    ]
