@@ -58,7 +58,13 @@ class DecisionTree(Tree[str]):
         if keep is not None and keep in self._rows:
             self.reveal(keep)
         elif self.root.children:
-            self.move_cursor(self.root.children[0], animate=False)
+            self._move_to(self.root.children[0])
+
+    def _move_to(self, node: TreeNode[str]) -> None:
+        """Textual's move_cursor uses the node's line number, which is stale until the lines
+        are rebuilt after nodes were added or expanded: rebuild them first."""
+        _ = self._tree_lines
+        self.move_cursor(node, animate=False)
 
     def _auto_expand(self) -> None:
         queue = list(self.root.children)
@@ -149,7 +155,7 @@ class DecisionTree(Tree[str]):
                     self._populate(node, ident)
                 node.expand()
             parent_key, parent_node = ident, node
-        self.move_cursor(self._node_of[decision_id], animate=False)
+        self._move_to(self._node_of[decision_id])
         return True
 
     def parent_of(self, decision_id: str) -> str | None:

@@ -1,0 +1,148 @@
+"""The other flows: plan list filter and sort, approvals, live refresh from another
+process, plan control, lazy chunked tree, help and palette."""
+
+from __future__ import annotations
+
+import pytest
+
+from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.domain.enums import DecisionType, PlanState
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.engine.approvals import pending_approvals
+from cleveragents_tui.engine.lifecycle import pause_plan
+from cleveragents_tui.store.store import Store
+from cleveragents_tui.tui.app import AgentsApp
+from cleveragents_tui.tui.modals.confirm import ConfirmModal
+from cleveragents_tui.tui.modals.reason import ReasonModal
+from cleveragents_tui.tui.screens.approvals import ApprovalsScreen
+from cleveragents_tui.tui.screens.help import HelpScreen
+from cleveragents_tui.tui.screens.plan_list import PlanListScreen
+from cleveragents_tui.tui.screens.plan_view import PlanScreen
+from cleveragents_tui.tui.widgets.decision_tree import CHUNK, MORE, DecisionTree
+from cleveragents_tui.tui.widgets.status_bar import PlanStatus
+from tests.tui.conftest import SIZE, DemoPlan
+from tests.tui.fixed_data import CHILD, PLAN, build_fixed, uid
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_plan_list_nests_filters_and_sorts(sqlite_store: Store) -> None:
+    build_fixed(sqlite_store)
+    app = AgentsApp(sqlite_store, user="t", poll_seconds=None)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        assert isinstance(screen, PlanListScreen)
+        assert screen.shown == [PLAN, CHILD, uid(3, "P")]  # the child right under its parent
+        await pilot.press("slash", *"fix-ci", "enter")
+        await pilot.pause()
+        assert screen.shown == [uid(3, "P")]
+        await pilot.press("escape")
+        await pilot.press("o")  # sort by last update, children stay under the parent
+        await pilot.pause()
+        assert screen.sort == "updated" and screen.shown == [uid(3, "P"), PLAN, CHILD]
+
+
+async def test_approve_with_a_reason_records_who_and_when(demo_plan: DemoPlan) -> None:
+    app = demo_plan.app()
+    [gate] = pending_approvals(demo_plan.store, demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(app.screen, ApprovalsScreen)
+        assert [a.approval_id for a in app.screen.approvals] == [gate.approval_id]
+        await pilot.press("y")
+        await pilot.pause()
+        assert isinstance(app.screen, ReasonModal)
+        await pilot.press(*"looks good [ok]", "enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, ApprovalsScreen) and app.screen.approvals == []
+    with demo_plan.store.unit_of_work() as uow:
+        answered = uow.approvals.get(gate.approval_id)
+    assert answered.answer is not None and answered.answer.value == "approved"
+    assert answered.answered_by == "tester" and answered.reason == "looks good [ok]"
+    assert answered.answered_at is not None
+
+
+async def test_changes_by_another_process_show_up(demo_plan: DemoPlan) -> None:
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.poll_store() is False  # nothing changed: no refresh
+        status = app.screen.query_one(PlanStatus)
+        assert "awaiting_approval" in status.plain_text
+        pause_plan(demo_plan.store, demo_plan.plan.plan_id)  # as `agents plan pause` would
+        assert app.poll_store() is True
+        await pilot.pause()
+        assert "paused" in status.plain_text and "plan_paused" in status.plain_text
+
+
+async def test_cancel_plan_asks_first_and_then_cancels(demo_plan: DemoPlan) -> None:
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("X")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmModal)
+        await pilot.press("y")
+        await pilot.pause()
+        assert isinstance(app.screen, PlanScreen)
+    with demo_plan.store.unit_of_work() as uow:
+        assert uow.plans.get(demo_plan.plan.plan_id).state is PlanState.CANCELLED
+
+
+async def test_a_wide_tree_is_filled_in_chunks_and_jumps_load_what_they_need(
+    sqlite_store: Store,
+) -> None:
+    plan = Plan(action="bench/wide")
+    root = Decision(
+        plan_id=plan.plan_id,
+        sequence_number=0,
+        decision_type=DecisionType.PROMPT_DEFINITION,
+        question="q",
+        chosen_option="root",
+    )
+    kids = [
+        Decision(
+            plan_id=plan.plan_id,
+            parent_decision_id=root.decision_id,
+            sequence_number=n,
+            decision_type=DecisionType.STRATEGY_CHOICE,
+            question="q",
+            chosen_option=f"kid {n}",
+        )
+        for n in range(1, 2 * CHUNK + 51)
+    ]
+    with sqlite_store.unit_of_work(write=True) as uow:
+        uow.plans.add(plan)
+        uow.flush()
+        uow.decisions.add_many([root, *kids])
+        uow.commit()
+    app = AgentsApp(sqlite_store, plan_id=plan.plan_id, user="t", poll_seconds=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        tree = app.screen.query_one(DecisionTree)
+        top = tree.root.children[0]
+        assert len(top.children) == CHUNK + 1  # a chunk and a "more" node
+        assert (top.children[-1].data or "").startswith(MORE)
+        assert tree.reveal(kids[-1].decision_id)  # the last one: loads the chunks it needs
+        assert tree.current == kids[-1].decision_id
+        assert len(top.children) == len(kids)
+        await pilot.press("u")
+        assert tree.current == root.decision_id
+        await app.workers.wait_for_complete()
+
+
+async def test_help_lists_the_keys_with_their_ids(demo_plan: DemoPlan) -> None:
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, PlanScreen)
+        await pilot.press("t")
+        assert not app.current_theme.dark
+        await app.workers.wait_for_complete()
