@@ -18,7 +18,7 @@ class ConfirmModal(ModalScreen[bool]):
         width: 90; max-width: 95%; height: auto; max-height: 90%;
         border: thick $warning; background: $surface; padding: 1 2;
     }
-    ConfirmModal #confirm-text { height: auto; max-height: 20; }
+    ConfirmModal #confirm-text { height: auto; max-height: 60vh; }
     ConfirmModal Horizontal { height: auto; align-horizontal: right; margin-top: 1; }
     ConfirmModal Button { margin-left: 2; }
     """

@@ -65,7 +65,7 @@ class ImpactModal(ModalScreen[bool]):
         width: 100; max-width: 98%; height: auto; max-height: 95%;
         border: thick $accent; background: $surface; padding: 0 1;
     }
-    ImpactModal #impact-body { height: auto; max-height: 30; }
+    ImpactModal #impact-body { height: auto; max-height: 65vh; }
     ImpactModal Horizontal { height: auto; align-horizontal: right; }
     ImpactModal Button { margin-left: 2; }
     """

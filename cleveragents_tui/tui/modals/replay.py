@@ -108,7 +108,7 @@ class ReplayModal(ModalScreen[str | None]):
             if result.report is not None:
                 for r in result.report.resources:
                     self._log(
-                        f"  rolled back {r.resource_id}: {r.outcome.value}"
+                        f"  resource {r.resource_id}: {r.outcome.value}"
                         + (f" ({r.detail})" if r.detail else "")
                     )
             self._log(f"plan is now {result.plan.phase.value} · {result.plan.state.value}")
