@@ -63,6 +63,9 @@ def rollback_targets(
     for checkpoint in everything:  # oldest first: the first row of a resource is its baseline
         if checkpoint.strategy is not SandboxStrategyName.NONE:
             baselines.setdefault(checkpoint.resource_id, checkpoint)
+        elif checkpoint.resource_id not in not_rollbackable:
+            # written at some point of the plan (maybe after this decision): its changes stay
+            not_rollbackable.append(checkpoint.resource_id)
     for resource_id, baseline in baselines.items():
         if resource_id not in targets and resource_id not in not_rollbackable:
             targets[resource_id] = baseline

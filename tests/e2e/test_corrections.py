@@ -110,6 +110,9 @@ def test_mid_execute_correction_restores_every_resource_to_the_decision_and_keep
     assert set(impact.affected_decisions) == {before["record"], before["announce"]}
     assert [e.tool for e in impact.irreversible] == ["local/notify"]
     assert any("irreversible external effects" in w for w in impact.warnings)
+    # the team chat was written after `record`: those changes cannot be rolled back
+    assert impact.non_rollbackable == (f"{demo.namespace}/team-chat",)
+    assert any("cannot be rolled back (sandbox strategy: none)" in w for w in impact.warnings)
     with pytest.raises(CorrectionRefusedError, match="warning"):
         execute(sqlite_store, impact, acknowledged=False, requested_by="maria", options=options)
     result = execute(sqlite_store, impact, acknowledged=True, requested_by="maria", options=options)
