@@ -40,6 +40,7 @@ async def test_open_correct_confirm_replay_and_diff(demo_plan: DemoPlan) -> None
 
         # select the Execute decision that wrote the release row; its details load in a worker
         assert tree.reveal(target)
+        await pilot.pause()  # the highlight message starts the details worker
         await app.workers.wait_for_complete()
         await pilot.pause()
         detail = screen.query_one(DecisionDetail).text

@@ -29,6 +29,13 @@ from tests.tui.fixed_data import CHILD, PLAN, T0, build_fixed, uid
 SIZE = (120, 32)
 
 
+async def settle(pilot: Pilot[None]) -> None:
+    """Let the highlight message start the details worker, wait for it, then for its message."""
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
 def _app(store: Store, **kwargs: Any) -> AgentsApp:
     build_fixed(store)
     return AgentsApp(store, user="tester", poll_seconds=None, **kwargs)
@@ -42,8 +49,7 @@ def test_decision_tree(snap_compare: Any, sqlite_store: Store) -> None:
     async def run_before(pilot: Pilot[None]) -> None:
         await pilot.press("s")  # show the superseded branch too
         await pilot.press("down", "down")
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
+        await settle(pilot)
 
     app = _app(sqlite_store, plan_id=PLAN)
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
@@ -82,7 +88,7 @@ def _impact() -> Impact:
 
 def test_impact_modal(snap_compare: Any, sqlite_store: Store) -> None:
     async def run_before(pilot: Pilot[None]) -> None:
-        await pilot.app.workers.wait_for_complete()
+        await settle(pilot)
         from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
 
         pilot.app.screen.query_one(DecisionTree).highlight((uid(9),))
