@@ -176,7 +176,9 @@ def preview(
             targets, marked = rollback_targets(sandboxes, decision.decision_id)
         else:
             targets, marked = baseline_targets(sandboxes)
-        rollbackable, non_rollbackable = tuple(sorted(targets)), tuple(marked)
+        written_later = _none_resources_written(store, affected, resources)
+        rollbackable = tuple(sorted(targets))
+        non_rollbackable = tuple(sorted(set(marked) | written_later))
     touched = set(rollbackable) | set(non_rollbackable)
     unaffected = tuple(sorted(r for r in dict.fromkeys(used) if r not in touched))
     irreversible = _irreversible(store, affected) if mode is CorrectionMode.REVERT else ()
@@ -262,6 +264,22 @@ def _tier_error(decision: Decision, tier: Tier) -> tuple[str, str]:
         f'append a correction: agents plan correct {d} --mode=append --guidance "..."; '
         "re-run with checkpointing: enable sandbox.checkpoint.enabled and re-execute",
     )
+
+
+def _none_resources_written(
+    store: Store, affected: set[str], resources: dict[str, Resource]
+) -> set[str]:
+    """``none`` resources that tool calls of the affected decisions wrote: no checkpoint holds
+    their state, so what those calls did persists."""
+    written: set[str] = set()
+    with store.unit_of_work() as uow:
+        for decision_id in affected:
+            for call in uow.tool_invocations.for_decision(decision_id):
+                name = call.arguments.get("resource")
+                resource = resources.get(name) if isinstance(name, str) else None
+                if resource is not None and resource.sandbox_strategy is SandboxStrategyName.NONE:
+                    written.add(resource.resource_id)
+    return written
 
 
 def _current_execute_decisions(store: Store, plan_id: str) -> set[str]:

@@ -78,7 +78,7 @@ def test_answering_no_cancels_and_yes_corrects(demo_plan: dict[str, str]) -> Non
     refused = CliRunner().invoke(cli, args, input="n\n")
     assert refused.exit_code == 1
     assert "Correction cancelled: nothing was changed." in refused.stderr
-    accepted = CliRunner().invoke(cli, args, input="y\n")
+    accepted = CliRunner().invoke(cli, args, input="y\ny\n")  # two warnings: none + irreversible
     assert accepted.exit_code == 0, accepted.output
     assert "correction " in accepted.output and ": succeeded (attempt 2)" in accepted.output
     correction_id = accepted.output.split("correction ")[-1].split(":")[0].strip()
