@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import importlib
-
 import click
 
 from cleveragents_tui.cli.context import CliContext, pass_cli
 
 
 def launch(cli: CliContext, plan_ref: str | None, who: str | None) -> None:
-    """Open the app on the store (and on ``plan_ref``'s plan). The CLI and the TUI are sibling
-    interfaces (import-linter), so the app module is looked up by name at run time."""
+    """Open the app on the store (and on ``plan_ref``'s plan). Textual is imported here, on
+    demand, so the other commands never load it."""
     plan_id = None
     if plan_ref is not None:
         from cleveragents_tui.engine.browse import show_plan
 
         plan_id = show_plan(cli.store, plan_ref).summary.plan.plan_id
-    app_module = importlib.import_module("cleveragents_tui.tui.app")
-    app_module.run_app(cli.store, plan_id=plan_id, user=who)
+    from cleveragents_tui.tui.app import run_app
+
+    run_app(cli.store, plan_id=plan_id, user=who)
 
 
 @click.command("tui")
