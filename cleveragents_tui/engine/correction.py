@@ -40,6 +40,7 @@ from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.rollback import RollbackReport
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine.impact import affected_subtree
+from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.recorder import Correction
 from cleveragents_tui.engine.rollback import (
     baseline_targets,
@@ -144,7 +145,12 @@ def preview(
             named = uow.plan_actions.get(plan.plan_id).get("resources", [])
             used += [str(r) for r in named] if isinstance(named, list) else []
     _refuse_if_not_correctable(plan, decision, mode)
-    subtree = affected_subtree(store, decision.decision_id)
+    warm = OPEN_GRAPHS.holding(decision.plan_id)  # kept by a long-lived process (the app)
+    subtree = (
+        warm.affected(decision.decision_id)
+        if warm
+        else affected_subtree(store, decision.decision_id)
+    )
     affected = set(subtree.decisions)
     phase_change = None
     if (
@@ -556,10 +562,11 @@ def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
         current = {
             d.decision_id for d in uow.decisions.for_plan(impact.plan_id, include_superseded=False)
         }
-        uow.decisions.supersede(
-            [d for d in impact.affected_decisions if d in current], by=guidance.decision_id
-        )
+        superseded = [d for d in impact.affected_decisions if d in current]
+        uow.decisions.supersede(superseded, by=guidance.decision_id)
         uow.commit()
+    OPEN_GRAPHS.recorded(guidance)
+    OPEN_GRAPHS.superseded(superseded)
     return guidance
 
 

@@ -19,6 +19,7 @@ from cleveragents_tui.domain.decision import ActorStateRef, ContextSnapshot, Dec
 from cleveragents_tui.domain.dependency import DecisionDependency
 from cleveragents_tui.domain.enums import DependencyType, Phase
 from cleveragents_tui.engine.checkpoints import record_execute_decision
+from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
@@ -103,4 +104,5 @@ def record_decision(
             uow.flush()
             alongside(uow)
             uow.commit()
+    OPEN_GRAPHS.recorded(decision, depends_on)
     return decision

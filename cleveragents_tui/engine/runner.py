@@ -37,6 +37,7 @@ from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationFlag, AutomationProfile, GuardScope
 from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.plans import create_plan
 from cleveragents_tui.engine.recorder import Correction, record_decision
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
@@ -298,6 +299,7 @@ class PlanRunner:
         with self.store.unit_of_work(write=True) as uow:
             uow.decisions.add(decision)
             uow.commit()
+        OPEN_GRAPHS.recorded(decision)
         return decision
 
     def _current(self) -> dict[str, tuple[str, str]]:
@@ -465,6 +467,7 @@ class PlanRunner:
                     "child_spawned", {"child": child.plan_id, "action": name}, plan_id=self.plan_id
                 )
                 uow.commit()
+            OPEN_GRAPHS.spawned(decision.decision_id, child.plan_id)
 
     def _children(self) -> list[Plan]:
         with self.store.unit_of_work() as uow:

@@ -18,6 +18,7 @@ from cleveragents_tui.engine import tui_queries
 from cleveragents_tui.engine.approvals import pending_approvals
 from cleveragents_tui.engine.browse import explain_decision, plan_tree, show_plan
 from cleveragents_tui.engine.correction import preview
+from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.lifecycle import apply_plan, cancel_plan, pause_plan, resume_plan
 from cleveragents_tui.tui.messages import DecisionFailed, DecisionLoaded, StoreChanged
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
@@ -68,12 +69,23 @@ class PlanScreen(Screen[None]):
     def on_mount(self) -> None:
         self.refresh_data()
         self.query_one(DecisionTree).focus()
+        self.open_influence_graph()
+
+    def on_unmount(self) -> None:
+        OPEN_GRAPHS.close(self.plan_id)
 
     def on_screen_resume(self) -> None:
         self.refresh_data()
 
     def on_store_changed(self, _: StoreChanged) -> None:
         self.refresh_data()
+        self.open_influence_graph()  # another process changed the store: reload it
+
+    @work(thread=True, exclusive=True, group="graph")
+    def open_influence_graph(self) -> None:
+        """Keep the plan's influence graph in memory while it is shown, so correction
+        previews answer without querying the store (engine/influence.py)."""
+        OPEN_GRAPHS.open(self.store, self.plan_id)
 
     # -- data ---------------------------------------------------------------------------------
 
