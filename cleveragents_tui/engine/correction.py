@@ -477,9 +477,9 @@ def _revert(
                 report=report.model_dump(mode="json"),
                 plan_state=PlanState.ERRORED,
             )
-            with store.unit_of_work() as uow:
-                failed = uow.corrections.for_plan(impact.plan_id)[-1]
-            return CorrectionResult(failed, _plan(store, impact.plan_id), report)
+            return CorrectionResult(
+                _reload(store, correction), _plan(store, impact.plan_id), report
+            )
     _reasoning_rollback(store, target, impact)
     guidance = _supersede(store, target, impact)
     _finish(
@@ -491,16 +491,9 @@ def _revert(
         plan_state=PlanState.RUNNING,
         phase=target.phase if impact.phase_change else None,
     )
-    runner = PlanRunner(store, impact.plan_id, options)
-    runner._correction = Correction(impact.decision_id, impact.guidance)
-    replayed = runner.run()
-    with store.unit_of_work() as uow:
-        done = next(
-            c
-            for c in uow.corrections.for_plan(impact.plan_id)
-            if c.correction_id == correction.correction_id
-        )
-    return CorrectionResult(done, replayed, report)
+    replay = Correction(impact.decision_id, impact.guidance)
+    replayed = PlanRunner(store, impact.plan_id, options, correction=replay).run()
+    return CorrectionResult(_reload(store, correction), replayed, report)
 
 
 def _forget_destroyed_savepoints(
@@ -594,22 +587,15 @@ def _append(
             child.plan_id, action.model_dump(mode="json"), sandbox_plan_id=parent.plan_id
         )
         uow.commit()
-    child_runner = PlanRunner(store, child.plan_id, options)
-    child_runner._correction = Correction(impact.decision_id, impact.guidance)
     with open_checkpointer(store.engine.url) as saver:
         for phase in (Phase.STRATEGIZE, Phase.EXECUTE):
             Actor(saver, child.plan_id, phase, lambda state, r: {}).seed(
                 {"guidance": [{"key": impact.step_key or "*", "text": impact.guidance}]}
             )
-    child_runner.run()
+    replay = Correction(impact.decision_id, impact.guidance)
+    PlanRunner(store, child.plan_id, options, correction=replay).run()
     _finish(store, correction, CorrectionStatus.SUCCEEDED, appended=child.plan_id, report={})
-    with store.unit_of_work() as uow:
-        done = next(
-            c
-            for c in uow.corrections.for_plan(impact.plan_id)
-            if c.correction_id == correction.correction_id
-        )
-    return CorrectionResult(done, _plan(store, impact.plan_id), None)
+    return CorrectionResult(_reload(store, correction), _plan(store, impact.plan_id), None)
 
 
 def _finish(
@@ -645,6 +631,11 @@ def _finish(
             plan_id=correction.plan_id,
         )
         uow.commit()
+
+
+def _reload(store: Store, correction: CorrectionAttempt) -> CorrectionAttempt:
+    with store.unit_of_work() as uow:
+        return uow.corrections.get(correction.correction_id)
 
 
 def _plan(store: Store, plan_id: str) -> Plan:

@@ -40,7 +40,7 @@ from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.plans import create_plan
 from cleveragents_tui.engine.recorder import Correction, record_decision
-from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_root
 from cleveragents_tui.engine.tool_calls import ToolCallBlocked, ToolExecutor
 from cleveragents_tui.store.store import Store
 
@@ -107,7 +107,16 @@ def start_plan(
 
 
 class PlanRunner:
-    def __init__(self, store: Store, plan_id: str, options: RunOptions | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        plan_id: str,
+        options: RunOptions | None = None,
+        *,
+        correction: Correction | None = None,
+    ) -> None:
+        """``correction``: set when replaying after a correction; the decisions made then
+        carry ``is_correction`` and ``corrects_decision_id``."""
         self.store = store
         self.plan_id = plan_id
         self.options = options or RunOptions()
@@ -118,7 +127,7 @@ class PlanRunner:
         self.profile: AutomationProfile = ProfileRegistry(store).get(plan.automation_profile)
         self.sandboxes = PlanSandboxes(store, plan_id, self.options.sandbox_base)
         self.escalation = AutonomyController(store)
-        self._correction: Correction | None = None
+        self._correction = correction
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -273,34 +282,24 @@ class PlanRunner:
 
     # -- decisions ------------------------------------------------------------------------
 
-    def _record_root(self) -> Decision:
-        with self.store.unit_of_work() as uow:
-            current = uow.decisions.current_steps(self.plan_id)
-        if ROOT_KEY in current:
-            with self.store.unit_of_work() as uow:
-                return uow.decisions.get(current[ROOT_KEY][0])
-        proposal = Proposal(
-            key=ROOT_KEY,
-            decision_type=DecisionType.PROMPT_DEFINITION,
-            question="What should this plan achieve?",
-            chosen_option=self.action.prompt,
-            rationale=self.action.description or None,
-        )
+    def _record_root(self) -> None:
+        """The plan's prompt_definition, once."""
+        if ROOT_KEY in self._current():
+            return
         decision = Decision(
             plan_id=self.plan_id,
             sequence_number=0,
             decision_type=DecisionType.PROMPT_DEFINITION,
             phase=Phase.STRATEGIZE,
-            question=proposal.question,
-            chosen_option=proposal.chosen_option,
-            rationale=proposal.rationale,
+            question="What should this plan achieve?",
+            chosen_option=self.action.prompt,
+            rationale=self.action.description or None,
             step_key=ROOT_KEY,
         )
         with self.store.unit_of_work(write=True) as uow:
             uow.decisions.add(decision)
             uow.commit()
         OPEN_GRAPHS.recorded(decision)
-        return decision
 
     def _current(self) -> dict[str, tuple[str, str]]:
         with self.store.unit_of_work() as uow:
@@ -507,12 +506,9 @@ class PlanRunner:
             resources = {r.resource_id: r for r in uow.resources.all()}
             have = uow.checkpoints.resources_checkpointed(self.plan_id, decision_groups_only=False)
         for resource_id in self.action.resources:
-            resource = resources[resource_id]
-            root = self.sandboxes.base_dir / self.sandboxes.host_plan_id
-            exists = (root / resource_id.replace("/", "__")).exists()
-            if resource_id in have or exists:
-                continue
-            self.sandboxes.create(resource)
+            root = sandbox_root(self.sandboxes.base_dir, self.sandboxes.host_plan_id, resource_id)
+            if resource_id not in have and not root.exists():
+                self.sandboxes.create(resources[resource_id])
 
     def apply(self) -> Plan:
         """Land every sandbox (this plan's and its completed children's) on the real resources.
