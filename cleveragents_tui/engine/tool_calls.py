@@ -17,7 +17,7 @@ from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.profile import AutomationProfile, GuardScope
-from cleveragents_tui.domain.tool import ToolInvocation
+from cleveragents_tui.domain.tool import ToolInvocation, ToolSpec
 from cleveragents_tui.engine.checkpoints import pre_write_checkpoint
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
 
@@ -69,7 +69,7 @@ class ToolExecutor:
                 False,
                 f"refused: {spec.name} is unsafe and profile {self._profile.name} blocks unsafe tools",
             )
-            self._record(decision, request, outcome)
+            self._record(decision, spec, request, outcome)
             return outcome
         guard = self._profile.check_guard(
             spec.name, spec.writes, self.cost_usd, calls_this_step, self._scope
@@ -87,11 +87,12 @@ class ToolExecutor:
         self.calls += 1
         self.cost_usd += outcome.cost_usd
         self.tokens += outcome.tokens
-        self._record(decision, request, outcome)
+        self._record(decision, spec, request, outcome)
         return outcome
 
-    def _record(self, decision: Decision, request: ToolCallRequest, outcome: ToolOutcome) -> None:
-        spec = self._registry.tool(request.tool).spec
+    def _record(
+        self, decision: Decision, spec: ToolSpec, request: ToolCallRequest, outcome: ToolOutcome
+    ) -> None:
         invocation = ToolInvocation(
             plan_id=self._plan_id,
             decision_id=decision.decision_id,
