@@ -67,7 +67,8 @@ class PlanScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.refresh_data()
+        # No refresh_data() here: the ScreenResume that follows every push (the first one
+        # included) loads the tree; loading it twice doubled the time to the first paint.
         self.query_one(DecisionTree).focus()
         self.open_influence_graph()
 
