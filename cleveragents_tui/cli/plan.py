@@ -13,6 +13,7 @@ from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine import browse
 from cleveragents_tui.export import json as export_json
 from cleveragents_tui.export import png as export_png
+from cleveragents_tui.export import tree_file
 
 
 @click.group()
@@ -91,7 +92,7 @@ def tree(
     if fmt == "png" and output is None:
         raise UserError("--format=png needs an output file", "add -o FILE.png")
     if output is not None:
-        _check_output(output, force)
+        tree_file.check_output(output, force=force)
     result = browse.plan_tree(cli.store, plan_ref, show_superseded=show_superseded)
     if fmt == "png":
         assert output is not None
@@ -105,30 +106,8 @@ def tree(
     if output is None:
         click.echo(text)
     else:
-        _write_text(output, text + "\n", force)
+        tree_file.write_text(output, text + "\n", force=force)
         click.echo(f"wrote {output}")
-
-
-def _check_output(path: Path, force: bool) -> None:
-    """Refuse, before any work, an output file that cannot or should not be written."""
-    parent = path.parent
-    if not parent.is_dir():
-        raise UserError(
-            f"cannot write {path}: the folder {parent} does not exist",
-            "create it first or choose another -o FILE",
-        )
-    if path.is_dir():
-        raise UserError(f"cannot write {path}: it is a folder", "choose a file name for -o")
-    if path.exists() and not force:
-        raise UserError(f"{path} already exists", "pass --force to overwrite it")
-
-
-def _write_text(path: Path, text: str, force: bool) -> None:
-    try:
-        with path.open("w" if force else "x", encoding="utf-8") as fh:
-            fh.write(text)
-    except FileExistsError:
-        raise UserError(f"{path} already exists", "pass --force to overwrite it") from None
 
 
 @plan.command()

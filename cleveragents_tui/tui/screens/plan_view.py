@@ -3,6 +3,7 @@ now, and the controls (correct, diff, pause / cancel / resume / apply)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 from textual import work
@@ -20,9 +21,11 @@ from cleveragents_tui.engine.browse import explain_decision, plan_tree, show_pla
 from cleveragents_tui.engine.correction import preview
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.lifecycle import apply_plan, cancel_plan, pause_plan, resume_plan
+from cleveragents_tui.export.tree_file import export_tree, format_of
 from cleveragents_tui.tui.messages import DecisionFailed, DecisionLoaded, StoreChanged
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
 from cleveragents_tui.tui.modals.correction import CorrectionDialog
+from cleveragents_tui.tui.modals.export import ExportModal
 from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.modals.replay import ReplayModal
 from cleveragents_tui.tui.render import explanation, one_line
@@ -45,6 +48,7 @@ class PlanScreen(Screen[None]):
         Binding("X", "cancel_plan", "Cancel plan", id="plan.cancel", show=False),
         Binding("R", "resume", "Resume", id="plan.resume", show=False),
         Binding("A", "apply", "Apply", id="plan.apply", show=False),
+        Binding("x", "export", "Export", id="plan.export"),
     ]
 
     def __init__(self, plan_id: str) -> None:
@@ -223,6 +227,41 @@ class PlanScreen(Screen[None]):
             done[-1],
         )
         services(self).open_diff(pick.correction_id)
+
+    # -- export -------------------------------------------------------------------------------
+
+    @work(exclusive=True, group="export")
+    async def action_export(self) -> None:
+        """Write the tree as shown (superseded branches included when they are shown)."""
+        path = await self.app.push_screen_wait(ExportModal(Path(f"plan-{self.plan_id[:10]}.png")))
+        if path is None:
+            return
+        try:
+            format_of(path)
+        except UserError as exc:
+            self.notify(str(exc), title="Export refused", severity="error")
+            return
+        force = False
+        if path.exists():
+            force = await self.app.push_screen_wait(
+                ConfirmModal(f"{path} exists. Replace it?", title="Export", yes="Replace")
+            )
+            if not force:
+                return
+        self.notify(f"exporting to {path}…")
+        self._export_in_thread(path, force)
+
+    @work(thread=True, exclusive=True, group="export-run")
+    def _export_in_thread(self, path: Path, force: bool) -> None:
+        try:
+            tree = plan_tree(self.store, self.plan_id, show_superseded=self.show_superseded)
+            done = export_tree(tree, path, force=force)
+        except (UserError, OSError) as exc:
+            self.app.call_from_thread(
+                self.notify, str(exc), title="Export failed", severity="error"
+            )
+            return
+        self.app.call_from_thread(self.notify, done)
 
     # -- control ------------------------------------------------------------------------------
 

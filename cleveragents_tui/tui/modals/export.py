@@ -1,0 +1,51 @@
+"""Ask where to export the decision tree (the suffix, .json or .png, picks the format)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+
+class ExportModal(ModalScreen[Path | None]):
+    """Dismisses with the file to write, or None when cancelled."""
+
+    DEFAULT_CSS = """
+    ExportModal { align: center middle; }
+    ExportModal > Vertical {
+        width: 90; max-width: 95%; height: auto; border: thick $accent;
+        background: $surface; padding: 1 2;
+    }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="export.cancel")
+    ]
+
+    def __init__(self, default: Path) -> None:
+        super().__init__()
+        self.default = default
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Export the decision tree", classes="modal-title")
+            yield Static(
+                f"A file name ending in .png (an image) or .json (docs/json-formats.md), "
+                f"relative to {Path.cwd()}. Enter to export, Esc to cancel.",
+                markup=False,
+            )
+            yield Input(value=str(self.default), id="export-path")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        self.dismiss(Path(text).expanduser() if text else None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

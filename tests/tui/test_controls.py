@@ -1,0 +1,195 @@
+"""Visibility and control from the app: pause, resume, apply, cancelling a running replay,
+and exporting the tree — each checked in the store (or on disk) afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cleveragents_tui.actors.base import ActorState, Proposal
+from cleveragents_tui.actors.reasoners.scripted import ScriptedReasoner
+from cleveragents_tui.domain.action import Action
+from cleveragents_tui.domain.enums import CorrectionStatus, Phase, PlanState
+from cleveragents_tui.engine.browse import show_plan
+from cleveragents_tui.engine.runner import RunOptions
+from cleveragents_tui.tui.modals.confirm import ConfirmModal
+from cleveragents_tui.tui.modals.export import ExportModal
+from cleveragents_tui.tui.modals.replay import ReplayModal
+from cleveragents_tui.tui.screens.plan_view import PlanScreen
+from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
+from tests.tui.conftest import SIZE, DemoPlan
+
+pytestmark = pytest.mark.anyio
+
+
+def _state(demo_plan: DemoPlan) -> PlanState:
+    return show_plan(demo_plan.store, demo_plan.plan.plan_id).summary.plan.state
+
+
+async def test_pause_then_resume_runs_the_plan_back_to_its_apply_gate(demo_plan: DemoPlan) -> None:
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("P")
+        await pilot.pause()
+        assert _state(demo_plan) is PlanState.PAUSED
+        await pilot.press("R")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, PlanScreen)
+    assert _state(demo_plan) is PlanState.AWAITING_APPROVAL
+
+
+async def test_apply_asks_first_then_lands_the_plan(demo_plan: DemoPlan) -> None:
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("A")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmModal)
+        await pilot.press("n")  # first: say no, nothing happens
+        await pilot.pause()
+        assert _state(demo_plan) is PlanState.AWAITING_APPROVAL
+        await pilot.press("A")
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+    details = show_plan(demo_plan.store, demo_plan.plan.plan_id)
+    assert details.summary.plan.state is PlanState.APPLIED
+    with demo_plan.store.unit_of_work() as uow:
+        approvals = uow.approvals.for_plan(demo_plan.plan.plan_id)
+    [gate] = [a for a in approvals if a.kind.value == "apply_gate"]
+    assert gate.answered_by == "tester"
+    branches = subprocess.run(
+        ["git", "-C", str(demo_plan.env.repository), "branch", "--list", "cleveragents/apply/*"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert demo_plan.plan.plan_id in branches  # the sandbox landed on the real repository
+
+
+class _HeldReasoner:
+    """The scripted reasoner, held before its first Execute proposal until released: the
+    test can then act while the replay is certainly in the middle of its run."""
+
+    def __init__(self, inner: ScriptedReasoner, entered: threading.Event, release: threading.Event):
+        self._inner = inner
+        self._entered = entered
+        self._release = release
+
+    def propose(self, state: ActorState, phase: Phase) -> Proposal | None:
+        if phase is Phase.EXECUTE and not self._release.is_set():
+            self._entered.set()
+            assert self._release.wait(30), "the test never released the reasoner"
+        return self._inner.propose(state, phase)
+
+
+async def test_cancelling_a_running_replay_pauses_the_plan_and_resume_finishes_it(
+    demo_plan: DemoPlan,
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def factory(action: Action, current: Callable[[], dict[str, str]]) -> _HeldReasoner:
+        return _HeldReasoner(ScriptedReasoner(action, current), entered, release)
+
+    held = RunOptions(sandbox_base=demo_plan.options.sandbox_base, reasoner_factory=factory)
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    app.run_options = held
+    target = demo_plan.decision("A row in the releases table")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        app.screen.query_one(DecisionTree).reveal(target)
+        await pilot.press("c", *"record rc1", "enter")
+        await pilot.pause()
+        await pilot.press("y")  # the impact preview
+        await pilot.pause()
+        while isinstance(app.screen, ConfirmModal):  # each warning
+            await pilot.press("y")
+            await pilot.pause()
+        replay = app.screen
+        assert isinstance(replay, ReplayModal) and replay.worker is not None
+        assert await asyncio.to_thread(entered.wait, 30), "the replay never reached Execute"
+        await pilot.press("x")  # cancel while the replay is held mid-run
+        await pilot.pause()
+        assert replay.cancel_requested
+        assert _state(demo_plan) is PlanState.PAUSED
+        release.set()
+        await replay.worker.wait()
+        await pilot.pause()
+        assert replay.finished and replay.result is not None
+        assert replay.result.correction.status is CorrectionStatus.SUCCEEDED
+        assert replay.result.plan.state is PlanState.PAUSED  # stopped, not run to the gate
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("R")  # resume from the plan view
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+    details = show_plan(demo_plan.store, demo_plan.plan.plan_id)
+    assert details.summary.plan.state is PlanState.AWAITING_APPROVAL
+    assert details.summary.plan.attempt == 2
+
+
+@pytest.mark.parametrize("suffix", [".json", ".png"])
+async def test_export_the_tree_from_the_app(
+    demo_plan: DemoPlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("x")
+        await pilot.pause()
+        assert isinstance(app.screen, ExportModal)
+        field = app.screen.query_one("#export-path")
+        field.value = f"tree{suffix}"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        # a second export to the same file asks before replacing it
+        await pilot.press("x")
+        await pilot.pause()
+        app.screen.query_one("#export-path").value = f"tree{suffix}"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmModal)
+        await pilot.press("n")
+        await pilot.pause()
+    written = tmp_path / f"tree{suffix}"
+    if suffix == ".json":
+        document = json.loads(written.read_text("utf-8"))
+        assert document["plan"]["plan_id"] == demo_plan.plan.plan_id
+        assert len(document["decisions"]) == 8
+    else:
+        assert written.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+async def test_export_to_an_unknown_format_is_refused_with_a_message(
+    demo_plan: DemoPlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.chdir(out)
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("x")
+        await pilot.pause()
+        app.screen.query_one("#export-path").value = "tree.svg"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, PlanScreen)
+        messages = [n.message for n in app._notifications]
+        assert any("cannot tell the format of tree.svg" in m for m in messages)
+    assert list(out.iterdir()) == []
