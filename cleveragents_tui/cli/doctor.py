@@ -8,30 +8,41 @@ from dataclasses import asdict
 import click
 
 from cleveragents_tui.cli.context import CliContext, echo_json, format_option, pass_cli
-from cleveragents_tui.engine.doctor import run_checks
+from cleveragents_tui.engine.doctor import repair_corrections, run_checks
 from cleveragents_tui.engine.recovery import recover_pending_groups
 
 
 @click.command()
 @click.option(
-    "--repair", is_flag=True, help="Drop checkpoint groups a crash left pending, then check."
+    "--repair",
+    is_flag=True,
+    help="Drop checkpoint groups a crash left pending and mark corrections it interrupted "
+    "failed, then check. Only while no other agents process runs.",
 )
 @format_option
 @pass_cli
 def doctor(cli: CliContext, repair: bool, local_format: str | None) -> None:
-    """Check the database and the sandboxes; exit 1 if anything is broken.
+    """Check every invariant of the database, the sandboxes and the actor state; exit 1 if
+    anything is broken.
 
-    Reports checkpoint groups left pending by a crash, checkpoints whose git objects,
-    archive objects or savepoints are missing, and stale lock files.
+    Reports checkpoint groups left pending by a crash, Execute decisions without their
+    checkpoint group, gaps in a plan's decisions, broken decision trees and supersessions,
+    applied plans changed afterwards, unfinished or inconsistent corrections, checkpoints
+    whose git objects, archive objects or savepoints are missing, archive objects that do not
+    match their hash, stale lock files, and actor states that do not load
+    (docs/reliability.md).
     """
     repaired = recover_pending_groups(cli.store) if repair else []
+    corrections = repair_corrections(cli.store) if repair else []
     report = run_checks(cli.store)
     if cli.wants_json(local_format):
         echo_json(
             {
                 "format": "cleveragents.doctor/1",
                 "checkpoints_verified": report.checkpoints_verified,
+                "checked": report.checked,
                 "repaired_groups": [asdict(r) for r in repaired],
+                "repaired_corrections": [asdict(c) for c in corrections],
                 "problems": [asdict(p) for p in report.problems],
             }
         )
@@ -41,11 +52,17 @@ def doctor(cli: CliContext, repair: bool, local_format: str | None) -> None:
                 f"repaired: pending group {r.group_id} of plan {r.plan_id} "
                 f"({len(r.dropped)} checkpoint(s) dropped, {len(r.left)} left)"
             )
+        for c in corrections:
+            click.echo(
+                f"repaired: correction {c.correction_id} interrupted by a crash marked failed; "
+                f"plan {c.plan_id} is errored"
+            )
         for p in report.problems:
             click.echo(f"{p.check}: {p.subject}: {p.message} ({p.fix})")
         if not report.problems:
             click.echo(
-                f"ok: {report.checkpoints_verified} checkpoint(s) verified, no problems found"
+                f"ok: {report.checkpoints_verified} checkpoint(s) verified, "
+                f"{sum(report.checked.values())} thing(s) checked, no problems found"
             )
     if report.problems:
         sys.exit(1)

@@ -1,25 +1,42 @@
-"""``agents doctor``: check the store and the sandboxes for broken invariants (like git fsck).
+"""``agents doctor``: the invariant checker's findings, each with what to do about it (like
+git fsck), and the repairs ``--repair`` makes after a crash.
 
-Checks: checkpoint groups left pending by a crash; committed groups without a decision;
-every live checkpoint of a plan still in progress exists in its sandbox (git objects,
-archive objects, savepoints); lock files left behind in sandboxes and in our git worktrees.
+The checks themselves live in :mod:`cleveragents_tui.engine.invariants`, so the doctor, the
+reliability suite and anyone else see the same verdict.
 """
 
 from __future__ import annotations
 
-import time
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from cleveragents_tui.domain.checkpoint import CheckpointMetadata
-from cleveragents_tui.domain.enums import SandboxStrategyName
-from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_base_dir
+from cleveragents_tui.domain.enums import CorrectionStatus, PlanState
+from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.engine.invariants import STALE_LOCK_SECONDS, check_invariants
 from cleveragents_tui.store.store import Store
 
-STALE_LOCK_SECONDS = 600
+__all__ = ["STALE_LOCK_SECONDS", "DoctorReport", "Problem", "repair_corrections", "run_checks"]
+
+_BACKUP = "restore the database from a backup"
+FIXES = {
+    "pending-group": "run `agents doctor --repair` to drop them",
+    "execute-group": _BACKUP,
+    "group-without-decision": _BACKUP,
+    "append-only": "run `agents db upgrade` on a copy, or restore the database from a backup",
+    "context-hash": _BACKUP,
+    "current-tree": _BACKUP,
+    "superseded-by": _BACKUP,
+    "applied-unchanged": _BACKUP,
+    "correction-finished": "make sure no agents process is running, then run "
+    "`agents doctor --repair` to mark it failed (the plan becomes errored)",
+    "checkpoint-missing": "corrections cannot roll back to this checkpoint; restore the sandbox "
+    "folder from a backup or correct with --mode=append",
+    "archive-object": "restore the sandbox folder from a backup; corrections to checkpoints "
+    "that need this object are refused",
+    "stale-lock": "make sure no agents or git process is running, then delete it",
+    "actor-state": "restore the actor checkpoint database from a backup; correct with "
+    "--mode=append",
+}
 
 
 @dataclass(frozen=True)
@@ -34,104 +51,54 @@ class Problem:
 class DoctorReport:
     problems: list[Problem]
     checkpoints_verified: int
+    checked: dict[str, int]
 
 
 def run_checks(store: Store, base_dir: Path | None = None) -> DoctorReport:
-    base = base_dir or sandbox_base_dir()
-    problems: list[Problem] = []
-    with store.unit_of_work() as uow:
-        pending = uow.checkpoints.pending_groups()
-        plans = {p.plan_id: p for p in uow.plans.all()}
-        live = uow.checkpoints.all_live()
-        groups = [g for plan_id in plans for g in uow.checkpoints.groups_for_plan(plan_id)]
-        resources = {r.resource_id: r for r in uow.resources.all()}
-    for group, refs in pending:
-        problems.append(
-            Problem(
-                "pending-group",
-                group.group_id,
-                f"checkpoint group of plan {group.plan_id} was left pending by a crash "
-                f"({len(refs)} checkpoint(s) made)",
-                "run `agents doctor --repair` to drop them",
-            )
-        )
-    for group in groups:
-        if group.status == "committed" and group.decision_id is None:
-            problems.append(
-                Problem(
-                    "group-without-decision",
-                    group.group_id,
-                    "committed group has no decision",
-                    "restore the database from a backup",
+    report = check_invariants(store, base_dir=base_dir)
+    problems = [
+        Problem(v.invariant, v.subject, v.message, FIXES[v.invariant]) for v in report.violations
+    ]
+    missing = sum(1 for p in problems if p.check == "checkpoint-missing")
+    verified = report.checked.get("checkpoint-missing", 0) - missing
+    return DoctorReport(problems, verified, report.checked)
+
+
+@dataclass(frozen=True)
+class RepairedCorrection:
+    correction_id: str
+    plan_id: str
+
+
+def repair_corrections(store: Store) -> list[RepairedCorrection]:
+    """Mark corrections a crash left ``running`` failed, and their plans errored.
+
+    What the correction had done to the resources is unknown, so the plan is errored: a new
+    correction (or `agents plan run`) starts again from recorded checkpoints. Only run this
+    when no agents process is running: a correction still in progress looks the same.
+    """
+    repaired: list[RepairedCorrection] = []
+    with store.unit_of_work(write=True) as uow:
+        for plan in uow.plans.all():
+            for correction in uow.corrections.for_plan(plan.plan_id):
+                if correction.status is not CorrectionStatus.RUNNING:
+                    continue
+                uow.corrections.finish(
+                    correction.correction_id,
+                    CorrectionStatus.FAILED,
+                    report={"error": "interrupted: the process ended before the correction did"},
                 )
-            )
-    verified = _verify_checkpoints(store, base, plans, live, problems)
-    problems.extend(
-        _stale_locks(
-            base,
-            [
-                r.location
-                for r in resources.values()
-                if r.sandbox_strategy is SandboxStrategyName.GIT_WORKTREE
-            ],
-        )
-    )
-    return DoctorReport(problems, verified)
-
-
-def _verify_checkpoints(
-    store: Store,
-    base: Path,
-    plans: dict[str, Plan],
-    live: list[CheckpointMetadata],
-    problems: list[Problem],
-) -> int:
-    by_plan: dict[str, list[CheckpointMetadata]] = defaultdict(list)
-    for checkpoint in live:
-        if checkpoint.rollbackable:
-            by_plan[checkpoint.plan_id].append(checkpoint)
-    verified = 0
-    for plan_id, checkpoints in by_plan.items():
-        plan = plans.get(plan_id)
-        if plan is None or plan.state.is_terminal:
-            continue  # applied or cancelled plans may have discarded their sandboxes
-        sandboxes = PlanSandboxes(store, plan_id, base)
-        for checkpoint in checkpoints:
-            try:
-                sandboxes.get(checkpoint.resource_id).verify(checkpoint.ref)
-                verified += 1
-            except UserError as exc:
-                problems.append(
-                    Problem(
-                        "checkpoint-missing",
-                        f"{checkpoint.resource_id}@{checkpoint.checkpoint_id}",
-                        f"plan {plan_id}: {exc}",
-                        "corrections cannot roll back to this checkpoint; restore the sandbox "
-                        "folder from a backup or correct with --mode=append",
+                uow.plans.save(
+                    uow.plans.get(plan.plan_id).model_copy(
+                        update={"state": PlanState.ERRORED, "updated_at": utc_now()}
                     )
                 )
-    return verified
-
-
-def _stale_locks(base: Path, git_repositories: list[str]) -> list[Problem]:
-    places = [base] + [Path(repo) / ".git" / "worktrees" for repo in git_repositories]
-    now = time.time()
-    problems = []
-    for place in places:
-        if not place.is_dir():
-            continue
-        for lock in place.rglob("*.lock"):
-            try:
-                age = now - lock.lstat().st_mtime
-            except OSError:
-                continue
-            if age > STALE_LOCK_SECONDS:
-                problems.append(
-                    Problem(
-                        "stale-lock",
-                        str(lock),
-                        f"lock file left behind {int(age // 60)} minutes ago",
-                        "make sure no agents or git process is running, then delete it",
-                    )
+                uow.events.append(
+                    "correction_finished",
+                    {"correction_id": correction.correction_id, "status": "failed"},
+                    plan_id=plan.plan_id,
+                    actor="agents doctor --repair",
                 )
-    return problems
+                repaired.append(RepairedCorrection(correction.correction_id, plan.plan_id))
+        uow.commit()
+    return repaired

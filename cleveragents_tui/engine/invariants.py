@@ -1,0 +1,554 @@
+"""The invariant checker: every promise the engine makes about what it stored, checked at once.
+
+``agents doctor`` reports through it, and the reliability suite runs it after every crash and
+every injected fault. Each check examines the store (and the sandboxes and the actor state
+they point at) as it is now and says what is broken; ``checked`` counts what each looked at,
+so a run that found nothing can say how much it looked at.
+
+What each invariant really checks (docs/reliability.md says the same for users):
+
+``pending-group``           no checkpoint group left ``pending`` (a crash between steps 1 and
+                            4 of record_decision; ``agents doctor --repair`` removes them).
+``execute-group``           every Execute decision an actor recorded has exactly one committed
+                            group, and the group's checkpoint rows belong to that decision.
+                            Correction records (``user_intervention``) get none, and plans with
+                            no stored action (imported by ``agents demo-data``) are not run
+                            here, so they are not held to it.
+``group-without-decision``  no committed group without its decision.
+``append-only``             the database triggers that refuse DELETE and every UPDATE but
+                            ``superseded_by`` are installed; each plan's sequence numbers run
+                            0..n-1 without a gap (the engine numbers max+1, so a gap is a
+                            deleted decision); every parent was recorded before its child.
+                            Edits of a stored row cannot be seen after the fact: the decision
+                            row holds no digest of itself. The triggers are what prevent them.
+``context-hash``            every decision's stored context exists and hashes to its
+                            ``hot_context_hash``.
+``current-tree``            the decisions of a plan that are not superseded form one tree:
+                            one root, every parent current too.
+``superseded-by``           every ``superseded_by`` names a correction decision of the same
+                            plan, made by a recorded correction attempt.
+``applied-unchanged``       nothing was recorded for an applied plan after it was applied
+                            (no decision, no checkpoint group, no revert).
+``correction-finished``     no correction attempt still ``running``; a failed one has its
+                            report and left its plan errored (unless the plan moved on later);
+                            a succeeded one names the decision or plan it made.
+``checkpoint-missing``      every live checkpoint of an unfinished plan exists in its sandbox
+                            (git commit and tree, archive trees and objects, savepoints).
+``archive-object``          every object in every archive store matches its hash.
+``stale-lock``              no lock file older than ten minutes in the sandboxes or our git
+                            worktrees.
+``actor-state``             every ``actor_state_ref`` loads from the LangGraph saver, under its
+                            own thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
+
+from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
+from cleveragents_tui.domain.correction import CorrectionAttempt
+from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.domain.enums import (
+    CheckpointGroupStatus,
+    CorrectionMode,
+    CorrectionStatus,
+    DecisionType,
+    Phase,
+    PlanState,
+    SandboxStrategyName,
+)
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_base_dir, sandbox_root
+from cleveragents_tui.store import mapping
+from cleveragents_tui.store.store import Store
+from cleveragents_tui.store.tables import (
+    CheckpointGroupRow,
+    CheckpointMetadataRow,
+    ContextBlobRow,
+    CorrectionAttemptRow,
+    DecisionRow,
+    EventRow,
+    PlanActionRow,
+)
+
+STALE_LOCK_SECONDS = 600
+_TRIGGERS = {
+    "sqlite": {"decisions_no_delete", "decisions_supersede_only"},
+    "postgresql": {"decisions_append_only", "decisions_no_truncate"},
+}
+_ARCHIVE_STRATEGIES = (SandboxStrategyName.FILESYSTEM_COPY, SandboxStrategyName.OVERLAY)
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    subject: str
+    message: str
+
+
+@dataclass(frozen=True)
+class InvariantReport:
+    violations: list[Violation]
+    checked: dict[str, int]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+@dataclass
+class _Stored:
+    """Everything the checks read, loaded in one read transaction (one consistent view)."""
+
+    plans: dict[str, Plan]
+    decisions: list[Decision]
+    groups: list[CheckpointGroup]
+    checkpoints: list[CheckpointMetadata]
+    corrections: list[CorrectionAttempt]
+    run_here: set[str]
+    contexts: dict[str, str]
+    triggers: tuple[set[str], set[str]]  # (expected, present); none expected: cannot ask
+    applied_at: dict[str, datetime]
+    last_event: dict[str, datetime]
+    resources: dict[str, SandboxStrategyName] = field(default_factory=dict)
+    locations: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Findings:
+    violations: list[Violation] = field(default_factory=list)
+    checked: dict[str, int] = field(default_factory=dict)
+
+    def examined(self, invariant: str, things: int = 1) -> None:
+        self.checked[invariant] = self.checked.get(invariant, 0) + things
+
+    def add(self, invariant: str, subject: str, message: str) -> None:
+        self.violations.append(Violation(invariant, subject, message))
+
+
+def check_invariants(store: Store, *, base_dir: Path | None = None) -> InvariantReport:
+    """Check every invariant; ``base_dir`` is the sandbox folder (default: the configured one)."""
+    base = base_dir or sandbox_base_dir()
+    stored = _load(store)
+    found = _Findings()
+    for check in _RECORD_CHECKS:
+        check(stored, found)
+    _check_checkpoints(store, base, stored, found)
+    _check_archive_objects(base, stored, found)
+    _check_stale_locks(base, stored, found)
+    _check_actor_state(store, stored, found)
+    return InvariantReport(found.violations, found.checked)
+
+
+# -- loading ----------------------------------------------------------------------------------
+
+
+def _load(store: Store) -> _Stored:
+    with store.unit_of_work() as uow:
+        s = uow.session
+        plans = {p.plan_id: p for p in uow.plans.all()}
+        decisions = [
+            mapping.decision_from_row(r)
+            for r in s.scalars(
+                select(DecisionRow).order_by(DecisionRow.plan_id, DecisionRow.sequence_number)
+            )
+        ]
+        groups = [mapping.group_from_row(r) for r in s.scalars(select(CheckpointGroupRow))]
+        checkpoints = [
+            mapping.checkpoint_from_row(r) for r in s.scalars(select(CheckpointMetadataRow))
+        ]
+        corrections = [
+            mapping.correction_from_row(r)
+            for r in s.scalars(
+                select(CorrectionAttemptRow).order_by(CorrectionAttemptRow.created_at)
+            )
+        ]
+        run_here = set(s.scalars(select(PlanActionRow.plan_id)))
+        hashes = {d.context_snapshot.hot_context_hash for d in decisions} - {None}
+        contexts = {
+            h: b
+            for h, b in s.execute(select(ContextBlobRow.context_hash, ContextBlobRow.body))
+            if h in hashes
+        }
+        applied_at: dict[str, datetime] = {}
+        last_event: dict[str, datetime] = {}
+        for event in s.execute(
+            select(EventRow.plan_id, EventRow.kind, EventRow.payload, EventRow.created_at)
+            .where(EventRow.plan_id.is_not(None))
+            .order_by(EventRow.event_id)
+        ):
+            plan_id, kind, payload, created = str(event[0]), event[1], event[2], event[3]
+            if kind != "correction_finished":
+                last_event[plan_id] = max(created, last_event.get(plan_id, created))
+            if kind == "plan_state" and plan_id not in applied_at:
+                state = mapping.load_json("events", plan_id, "payload", payload).get("state")
+                if state == PlanState.APPLIED.value:
+                    applied_at[plan_id] = created
+        resources = uow.resources.all()
+        triggers = _triggers(uow.session)
+    return _Stored(
+        plans=plans,
+        decisions=decisions,
+        groups=groups,
+        checkpoints=checkpoints,
+        corrections=corrections,
+        run_here=run_here,
+        contexts=contexts,
+        triggers=triggers,
+        applied_at=applied_at,
+        last_event=last_event,
+        resources={r.resource_id: r.sandbox_strategy for r in resources},
+        locations={r.resource_id: r.location for r in resources},
+    )
+
+
+def _triggers(session: Session) -> tuple[set[str], set[str]]:
+    """(the append-only triggers ``decisions`` must have, those it has)."""
+    dialect = session.get_bind().dialect.name
+    queries = {
+        "sqlite": "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'decisions'",
+        "postgresql": "SELECT tgname FROM pg_trigger "
+        "WHERE tgrelid = 'decisions'::regclass AND NOT tgisinternal",
+    }
+    if dialect not in queries:
+        return set(), set()
+    return _TRIGGERS[dialect], {str(name) for (name,) in session.execute(text(queries[dialect]))}
+
+
+# -- the records ------------------------------------------------------------------------------
+
+
+def _pending_groups(stored: _Stored, found: _Findings) -> None:
+    found.examined("pending-group", len(stored.groups))
+    for group in stored.groups:
+        if group.status is CheckpointGroupStatus.PENDING:
+            found.add(
+                "pending-group",
+                group.group_id,
+                f"checkpoint group of plan {group.plan_id} was left pending by a crash",
+            )
+
+
+def _execute_groups(stored: _Stored, found: _Findings) -> None:
+    committed: dict[str, list[CheckpointGroup]] = defaultdict(list)
+    for group in stored.groups:
+        found.examined("group-without-decision")
+        if group.status is not CheckpointGroupStatus.COMMITTED:
+            continue
+        if group.decision_id is None:
+            found.add("group-without-decision", group.group_id, "committed group has no decision")
+        else:
+            committed[group.decision_id].append(group)
+    by_id = {d.decision_id: d for d in stored.decisions}
+    for decision_id, groups in committed.items():
+        decision = by_id.get(decision_id)
+        if decision is None or decision.plan_id != groups[0].plan_id:
+            found.add(
+                "group-without-decision",
+                groups[0].group_id,
+                f"committed group names decision {decision_id}, which is not in its plan",
+            )
+    group_of = {g.group_id: g for g in stored.groups}
+    for checkpoint in stored.checkpoints:
+        owner = group_of.get(checkpoint.group_id) if checkpoint.group_id else None
+        if owner is not None and owner.decision_id != checkpoint.decision_id:
+            found.add(
+                "execute-group",
+                checkpoint.checkpoint_id,
+                f"checkpoint of {checkpoint.resource_id} is in group {owner.group_id} of decision "
+                f"{owner.decision_id} but names decision {checkpoint.decision_id}",
+            )
+    for decision in stored.decisions:
+        if (
+            decision.phase is not Phase.EXECUTE
+            or decision.decision_type is DecisionType.USER_INTERVENTION
+            or decision.plan_id not in stored.run_here
+        ):
+            continue
+        found.examined("execute-group")
+        groups = committed.get(decision.decision_id, [])
+        if len(groups) != 1:
+            found.add(
+                "execute-group",
+                decision.decision_id,
+                f"Execute decision of plan {decision.plan_id} has {len(groups)} committed "
+                "checkpoint groups, not one",
+            )
+
+
+def _append_only(stored: _Stored, found: _Findings) -> None:
+    expected, present = stored.triggers
+    if expected:
+        found.examined("append-only")
+        missing = sorted(expected - present)
+        if missing:
+            found.add(
+                "append-only",
+                "decisions",
+                f"the append-only triggers {', '.join(missing)} are missing: decisions can be "
+                "deleted or edited",
+            )
+    sequence_of = {d.decision_id: d.sequence_number for d in stored.decisions}
+    by_plan: dict[str, list[Decision]] = defaultdict(list)
+    for decision in stored.decisions:
+        by_plan[decision.plan_id].append(decision)
+    for plan_id, decisions in by_plan.items():
+        found.examined("append-only", len(decisions))
+        numbers = [d.sequence_number for d in decisions]
+        if numbers != list(range(len(numbers))):
+            gaps = sorted(set(range(max(numbers) + 1)) - set(numbers))
+            found.add(
+                "append-only",
+                plan_id,
+                f"decision sequence numbers {', '.join(map(str, gaps[:10]))} are missing: "
+                "decisions were deleted",
+            )
+        for decision in decisions:
+            parent = decision.parent_decision_id
+            if parent is not None and sequence_of.get(parent, -1) >= decision.sequence_number:
+                found.add(
+                    "append-only",
+                    decision.decision_id,
+                    f"its parent {parent} was not recorded before it",
+                )
+
+
+def _context_hashes(stored: _Stored, found: _Findings) -> None:
+    for decision in stored.decisions:
+        digest = decision.context_snapshot.hot_context_hash
+        if digest is None:
+            continue
+        found.examined("context-hash")
+        body = stored.contexts.get(digest)
+        if body is None:
+            problem = "its stored context is missing"
+        elif hashlib.sha256(body.encode("utf-8")).hexdigest() != digest:
+            problem = "its stored context does not match its hash"
+        elif decision.context_snapshot.hot_context_ref not in (None, f"context:{digest}"):
+            problem = (
+                f"hot_context_ref {decision.context_snapshot.hot_context_ref} names another context"
+            )
+        else:
+            continue
+        found.add("context-hash", decision.decision_id, problem)
+
+
+def _current_trees(stored: _Stored, found: _Findings) -> None:
+    current: dict[str, dict[str, Decision]] = defaultdict(dict)
+    for decision in stored.decisions:
+        if decision.superseded_by is None:
+            current[decision.plan_id][decision.decision_id] = decision
+    for plan_id, decisions in current.items():
+        found.examined("current-tree", len(decisions))
+        roots = [d.decision_id for d in decisions.values() if d.parent_decision_id is None]
+        if len(roots) != 1:
+            found.add(
+                "current-tree",
+                plan_id,
+                f"the current decisions have {len(roots)} roots, not one"
+                + (f" ({', '.join(roots[:5])})" if roots else ""),
+            )
+        for decision in decisions.values():
+            parent = decision.parent_decision_id
+            if parent is not None and parent not in decisions:
+                found.add(
+                    "current-tree",
+                    decision.decision_id,
+                    f"current decision hangs under {parent}, which is superseded or missing",
+                )
+
+
+def _superseded_by(stored: _Stored, found: _Findings) -> None:
+    by_id = {d.decision_id: d for d in stored.decisions}
+    targeted = {(c.plan_id, c.target_decision_id) for c in stored.corrections}
+    for decision in stored.decisions:
+        by = decision.superseded_by
+        if by is None:
+            continue
+        found.examined("superseded-by")
+        correction = by_id.get(by)
+        if correction is None or correction.plan_id != decision.plan_id:
+            problem = f"superseded by {by}, which is not a decision of its plan"
+        elif not correction.is_correction:
+            problem = f"superseded by {by}, which is not a correction"
+        elif (decision.plan_id, correction.corrects_decision_id) not in targeted:
+            problem = (
+                f"superseded by {by}, but no correction attempt targets "
+                f"{correction.corrects_decision_id}"
+            )
+        else:
+            continue
+        found.add("superseded-by", decision.decision_id, problem)
+
+
+def _applied_unchanged(stored: _Stored, found: _Findings) -> None:
+    later: dict[str, list[str]] = defaultdict(list)
+
+    def after(plan_id: str, created: datetime, what: str) -> None:
+        applied = stored.applied_at.get(plan_id)
+        if applied is not None and created > applied:
+            later[plan_id].append(what)
+
+    for decision in stored.decisions:
+        after(decision.plan_id, decision.created_at, f"decision {decision.decision_id}")
+    for group in stored.groups:
+        after(group.plan_id, group.created_at, f"checkpoint group {group.group_id}")
+    for correction in stored.corrections:
+        if correction.mode is CorrectionMode.REVERT:
+            after(correction.plan_id, correction.created_at, f"revert {correction.correction_id}")
+    for plan_id, applied in stored.applied_at.items():
+        found.examined("applied-unchanged")
+        plan = stored.plans.get(plan_id)
+        if plan is not None and plan.state is not PlanState.APPLIED:
+            found.add("applied-unchanged", plan_id, f"applied at {applied}, now {plan.state.value}")
+        if later[plan_id]:
+            found.add(
+                "applied-unchanged",
+                plan_id,
+                f"changed after it was applied at {applied}: {', '.join(later[plan_id][:5])}",
+            )
+
+
+def _corrections_finished(stored: _Stored, found: _Findings) -> None:
+    by_id = {d.decision_id: d for d in stored.decisions}
+    for c in stored.corrections:
+        found.examined("correction-finished")
+        problem = None
+        if c.status is CorrectionStatus.RUNNING:
+            problem = "still running: interrupted by a crash, or running in another process now"
+        elif c.status is CorrectionStatus.FAILED:
+            plan = stored.plans.get(c.plan_id)
+            moved_on = c.finished_at is not None and (
+                stored.last_event.get(c.plan_id, c.finished_at) > c.finished_at
+            )
+            if not c.report:
+                problem = "failed without a report of what happened to each resource"
+            elif plan is not None and plan.state is not PlanState.ERRORED and not moved_on:
+                problem = f"failed, but left plan {c.plan_id} {plan.state.value}, not errored"
+        elif c.status is CorrectionStatus.SUCCEEDED:
+            made = by_id.get(c.replacement_decision_id or "")
+            if c.mode is CorrectionMode.REVERT and (made is None or not made.is_correction):
+                problem = "succeeded without the correction decision it records"
+            if c.mode is CorrectionMode.APPEND and c.appended_plan_id not in stored.plans:
+                problem = "succeeded without the plan it appended"
+        if problem is not None:
+            found.add("correction-finished", c.correction_id, f"plan {c.plan_id}: {problem}")
+
+
+_RECORD_CHECKS: tuple[Callable[[_Stored, _Findings], None], ...] = (
+    _pending_groups,
+    _execute_groups,
+    _append_only,
+    _context_hashes,
+    _current_trees,
+    _superseded_by,
+    _applied_unchanged,
+    _corrections_finished,
+)
+
+
+# -- the sandboxes and the actors -------------------------------------------------------------
+
+
+def _check_checkpoints(store: Store, base: Path, stored: _Stored, found: _Findings) -> None:
+    """Every live checkpoint of a plan still in progress exists (applied or cancelled plans
+    may have discarded their sandboxes)."""
+    by_plan: dict[str, list[CheckpointMetadata]] = defaultdict(list)
+    for checkpoint in stored.checkpoints:
+        if checkpoint.rollbackable:
+            by_plan[checkpoint.plan_id].append(checkpoint)
+    for plan_id, checkpoints in by_plan.items():
+        plan = stored.plans.get(plan_id)
+        if plan is None or plan.state.is_terminal:
+            continue
+        sandboxes = PlanSandboxes(store, plan_id, base)
+        for checkpoint in checkpoints:
+            found.examined("checkpoint-missing")
+            try:
+                sandboxes.get(checkpoint.resource_id).verify(checkpoint.ref)
+            except UserError as exc:
+                found.add(
+                    "checkpoint-missing",
+                    f"{checkpoint.resource_id}@{checkpoint.checkpoint_id}",
+                    f"plan {plan_id}: {exc}",
+                )
+
+
+def _check_archive_objects(base: Path, stored: _Stored, found: _Findings) -> None:
+    """Every object of every archive store on disk, reread and hashed."""
+    from cleveragents_tui.sandbox.base import CheckpointMissingError
+    from cleveragents_tui.sandbox.objects import ObjectStore
+
+    for plan_id in stored.plans:
+        for resource_id, strategy in stored.resources.items():
+            if strategy not in _ARCHIVE_STRATEGIES:
+                continue
+            folder = sandbox_root(base, plan_id, resource_id) / "objects"
+            if not folder.is_dir():
+                continue
+            objects = ObjectStore(folder, durable=False)
+            for oid in sorted(objects.oids()):
+                found.examined("archive-object")
+                try:
+                    objects.check(oid)
+                except CheckpointMissingError as exc:
+                    found.add("archive-object", f"{resource_id}:{oid}", f"plan {plan_id}: {exc}")
+
+
+def _check_stale_locks(base: Path, stored: _Stored, found: _Findings) -> None:
+    places = [base] + [
+        Path(stored.locations[r]) / ".git" / "worktrees"
+        for r, strategy in stored.resources.items()
+        if strategy is SandboxStrategyName.GIT_WORKTREE
+    ]
+    now = time.time()
+    for place in places:
+        if not place.is_dir():
+            continue
+        for lock in place.rglob("*.lock"):
+            found.examined("stale-lock")
+            try:
+                age = now - lock.lstat().st_mtime
+            except OSError:
+                continue
+            if age > STALE_LOCK_SECONDS:
+                found.add(
+                    "stale-lock", str(lock), f"lock file left behind {int(age // 60)} minutes ago"
+                )
+
+
+def _check_actor_state(store: Store, stored: _Stored, found: _Findings) -> None:
+    """Each decision's LangGraph checkpoint loads under its own thread (superseded ones too:
+    a fork keeps the old branch in history)."""
+    by_actor: dict[tuple[str, Phase], list[Decision]] = defaultdict(list)
+    for decision in stored.decisions:
+        if decision.context_snapshot.actor_state_ref is not None:
+            by_actor[(decision.plan_id, decision.phase)].append(decision)
+    if not by_actor:
+        return
+    from cleveragents_tui.actors.checkpointer import open_checkpointer
+    from cleveragents_tui.actors.graphs import ROLE, Actor
+
+    with open_checkpointer(store.engine.url) as saver:
+        for (plan_id, phase), decisions in by_actor.items():
+            actor = Actor(saver, plan_id, phase, lambda state, ref: {}) if phase in ROLE else None
+            for decision in decisions:
+                found.examined("actor-state")
+                ref = decision.context_snapshot.actor_state_ref
+                assert ref is not None
+                try:
+                    if actor is None:
+                        raise UserError(f"no actor records {phase.value} decisions")
+                    actor.load(ref)
+                except UserError as exc:
+                    found.add("actor-state", decision.decision_id, str(exc))
