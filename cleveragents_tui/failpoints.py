@@ -1,42 +1,102 @@
 """Named failpoints: places where tests (and the reliability suite) inject a failure.
 
-``AGENTS_FAILPOINTS`` holds comma-separated entries ``name[@detail][=action]``; ``action`` is
-``raise`` (the default: raise :class:`InjectedFault`) or ``kill`` (SIGKILL this process, as a
-crash would). ``detail`` narrows the point to one resource or step, e.g.
-``checkpoint.after_resource@local/db=raise``. With the variable unset a failpoint costs one
-dictionary lookup.
+``AGENTS_FAILPOINTS`` holds comma-separated entries ``name[@detail][#N][=action]``:
+
+- ``name`` is a failpoint (docs/reliability.md lists them all), or ``*`` for every one;
+- ``detail`` narrows it to one resource or step, e.g. ``checkpoint.after_resource@local/db``;
+- ``#N`` fires only at the Nth hit that matches the entry, so ``git.call#3`` fails the third
+  git command and no other, and ``*#40=kill`` kills the process at the 40th failpoint it
+  reaches, whichever that is. Matches are counted from the process start, from the moment
+  a failpoint first sees a new value of the variable, or from :func:`reset` (for a process
+  that sets the variable again to the same value);
+- ``action`` is ``raise`` (the default: raise :class:`InjectedFault`) or ``kill`` (SIGKILL
+  this process, as a crash would).
+
+Every hit is counted (:func:`hits`), so a run without faults tells how many places a loop
+over ``#N`` has to try. With the variable unset a failpoint costs a counter increment and
+one dictionary lookup.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
 
 ENV_VAR = "AGENTS_FAILPOINTS"
+
+_LOCK = threading.Lock()
+_HITS: Counter[str] = Counter()
+_MATCHED: Counter[str] = Counter()  # per entry: hits that matched it (for #N)
+_SEEN = [""]  # the value of the variable the counts in _MATCHED belong to
 
 
 class InjectedFault(RuntimeError):
     """A failure injected on purpose at a named failpoint."""
 
 
-def _parse(raw: str) -> dict[tuple[str, str | None], str]:
-    points: dict[tuple[str, str | None], str] = {}
-    for entry in filter(None, (e.strip() for e in raw.split(","))):
-        spec, _, action = entry.partition("=")
+@dataclass(frozen=True)
+class _Entry:
+    text: str
+    name: str
+    detail: str | None
+    nth: int | None
+    action: str
+
+    def matches(self, name: str, detail: str | None) -> bool:
+        return self.name in ("*", name) and self.detail in (None, detail)
+
+
+@lru_cache(maxsize=8)
+def _parse(raw: str) -> tuple[_Entry, ...]:
+    entries = []
+    for text in filter(None, (e.strip() for e in raw.split(","))):
+        spec, _, action = text.partition("=")
+        spec, _, nth = spec.partition("#")
         name, _, detail = spec.partition("@")
-        points[(name, detail or None)] = action or "raise"
-    return points
+        if action not in ("", "raise", "kill") or (nth and not nth.isdigit()):
+            raise ValueError(f"{ENV_VAR}: cannot read {text!r} (name[@detail][#N][=raise|kill])")
+        entries.append(
+            _Entry(text, name, detail or None, int(nth) if nth else None, action or "raise")
+        )
+    return tuple(entries)
 
 
 def hit(name: str, detail: str | None = None) -> None:
-    """Fail here if ``name`` (optionally narrowed to ``detail``) is switched on."""
+    """Fail here if an entry of ``AGENTS_FAILPOINTS`` matches ``name`` (and ``detail``)."""
     raw = os.environ.get(ENV_VAR)
-    if not raw:
+    with _LOCK:
+        _HITS[name] += 1
+        if not raw:
+            return
+        if raw != _SEEN[0]:
+            _MATCHED.clear()
+            _SEEN[0] = raw
+        fire = None
+        for entry in _parse(raw):
+            if not entry.matches(name, detail):
+                continue
+            _MATCHED[entry.text] += 1
+            if entry.nth is None or entry.nth == _MATCHED[entry.text]:
+                fire = fire or entry
+    if fire is None:
         return
-    points = _parse(raw)
-    action = points.get((name, detail)) or points.get((name, None))
-    if action is None:
-        return
-    if action == "kill":
+    if fire.action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     raise InjectedFault(f"injected fault at {name}" + (f"@{detail}" if detail else ""))
+
+
+def hits() -> dict[str, int]:
+    """How often each failpoint was reached in this process."""
+    with _LOCK:
+        return dict(_HITS)
+
+
+def reset() -> None:
+    """Start counting ``#N`` matches and :func:`hits` again from zero."""
+    with _LOCK:
+        _HITS.clear()
+        _MATCHED.clear()

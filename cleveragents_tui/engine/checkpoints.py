@@ -44,6 +44,7 @@ def record_execute_decision(
     with store.unit_of_work(write=True) as uow:
         uow.checkpoints.add_group(group)
         uow.commit()
+    failpoints.hit("checkpoint.group_pending")
     made: list[tuple[Sandbox, str]] = []
     try:
         rows: list[CheckpointMetadata] = []

@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from cleveragents_tui import failpoints
 from cleveragents_tui.actors.checkpointer import open_checkpointer
 from cleveragents_tui.actors.graphs import Actor
 from cleveragents_tui.domain.approval import ApprovalAnswer
@@ -557,6 +558,7 @@ def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
         }
         superseded = [d for d in impact.affected_decisions if d in current]
         uow.decisions.supersede(superseded, by=guidance.decision_id)
+        failpoints.hit("correction.supersede")
         uow.commit()
     OPEN_GRAPHS.recorded(guidance)
     OPEN_GRAPHS.superseded(superseded)
@@ -630,6 +632,7 @@ def _finish(
             {"correction_id": correction.correction_id, "status": status.value},
             plan_id=correction.plan_id,
         )
+        failpoints.hit("correction.finish", status.value)
         uow.commit()
 
 

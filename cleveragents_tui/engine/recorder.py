@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cleveragents_tui import failpoints
 from cleveragents_tui.actors.base import Proposal
 from cleveragents_tui.domain.decision import ActorStateRef, ContextSnapshot, Decision, ResourceRef
 from cleveragents_tui.domain.dependency import DecisionDependency
@@ -94,6 +95,7 @@ def record_decision(
                 )
             )
 
+    failpoints.hit("record.decision", phase.value)
     if phase is Phase.EXECUTE:
         if sandboxes is None:
             raise ValueError("an Execute decision needs the plan's sandboxes")
@@ -104,5 +106,6 @@ def record_decision(
             uow.flush()
             alongside(uow)
             uow.commit()
+    failpoints.hit("record.recorded", phase.value)
     OPEN_GRAPHS.recorded(decision, depends_on)
     return decision

@@ -117,6 +117,7 @@ def rollback_to(
             ) from exc
         opened[resource_id] = sandbox
     safety = {resource_id: sandbox.checkpoint() for resource_id, sandbox in opened.items()}
+    failpoints.hit("rollback.safety")
     done: list[str] = []
     for resource_id, sandbox in opened.items():
         try:
@@ -158,6 +159,7 @@ def _restore(
     errors: dict[str, str | None] = {}
     for resource_id in touched:
         try:
+            failpoints.hit("rollback.restore", resource_id)
             opened[resource_id].rollback(safety[resource_id])
             errors[resource_id] = None
         except Exception as exc:  # reported per resource; the plan goes to errored

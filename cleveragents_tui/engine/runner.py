@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cleveragents_tui import failpoints
 from cleveragents_tui.actors.base import ActorState, Proposal, Reasoner
 from cleveragents_tui.actors.checkpointer import open_checkpointer
 from cleveragents_tui.actors.graphs import Actor
@@ -556,6 +557,7 @@ class PlanRunner:
     def apply_own(self) -> list[str]:
         results = []
         for resource_id in self.action.resources:
+            failpoints.hit("apply.resource", resource_id)
             result = self.sandboxes.get(resource_id).apply()
             results.append(f"{resource_id}: {result.summary}")
         self._set(phase=Phase.APPLY, state=PlanState.APPLIED)

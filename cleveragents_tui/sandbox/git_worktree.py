@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from cleveragents_tui import failpoints
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.sandbox.base import (
@@ -168,6 +169,7 @@ class _Git:
         self.subject = subject
 
     def call(self, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+        failpoints.hit("git.call", args[0])
         try:
             return subprocess.run(
                 ["git", *_CONFIG, *args],
@@ -221,6 +223,7 @@ class _Pipe:
         self._lock = threading.Lock()
 
     def ask(self, request: bytes, answers: int, fix: str) -> list[bytes]:
+        failpoints.hit("git.call", self._args[0])
         with self._lock:
             process = self._process
             if process is None or process.poll() is not None:

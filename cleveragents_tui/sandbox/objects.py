@@ -31,6 +31,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import NamedTuple
 
+from cleveragents_tui import failpoints
 from cleveragents_tui.domain.ids import parse_ulid
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.sandbox.base import Change, ChangeKind, CheckpointMissingError, SandboxError
@@ -180,6 +181,7 @@ def fsync_dir(path: Path) -> None:
 
 def write_atomic(path: Path, data: bytes, *, durable: bool) -> None:
     """Write ``path`` so readers see the old bytes or the new, never a mix."""
+    failpoints.hit("fs.write", "file")
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
@@ -1064,6 +1066,7 @@ class TreeWriter:
         parent, name = split_path(rel)
         fd = self._dir(parent)
         if write:
+            failpoints.hit("fs.write", "tree")
             self._touched.add(parent)
             if parent not in self._writable:
                 mode = os.fstat(fd).st_mode
