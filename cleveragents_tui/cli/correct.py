@@ -5,12 +5,16 @@ from __future__ import annotations
 import difflib
 import getpass
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from cleveragents_tui.cli.context import CliContext, echo_json, format_option, pass_cli
 from cleveragents_tui.cli.plan import plan
 from cleveragents_tui.cli.render import plan_heading
+
+if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
+    from cleveragents_tui.engine.correction import Impact
 
 
 def _impact_text(impact: object) -> str:
@@ -90,7 +94,7 @@ def correct(
     """Correct DECISION: preview the impact, confirm the warnings, then roll back and replay
     (revert) or append a corrective plan (append)."""
     from cleveragents_tui.domain.enums import CorrectionMode
-    from cleveragents_tui.engine.correction import execute, preview
+    from cleveragents_tui.engine.correction import preview
 
     impact = preview(cli.store, decision_ref, CorrectionMode(mode), guidance, plan_ref)
     as_json = cli.wants_json(local_format)
@@ -102,6 +106,16 @@ def correct(
             for warning in impact.warnings:
                 click.echo("\n" + warning)
         return
+    _confirm_and_execute(cli, impact, yes=yes, who=who, as_json=as_json)
+
+
+def _confirm_and_execute(
+    cli: CliContext, impact: Impact, *, yes: bool, who: str | None, as_json: bool
+) -> None:
+    """Show the impact, ask each warning y/N (unless --yes), run the correction, report it;
+    exit 1 when a warning is declined or the correction did not succeed."""
+    from cleveragents_tui.engine.correction import execute
+
     if not as_json:
         click.echo(_impact_text(impact))
     for warning in impact.warnings:
@@ -133,6 +147,49 @@ def correct(
         click.echo(f"compare the attempts: agents plan diff --correction {c.correction_id}")
     else:
         sys.exit(1)
+
+
+@plan.command("edit-strategy")
+@click.argument("decision_ref", metavar="DECISION")
+@click.option(
+    "--to", "new_strategy", required=True, metavar="TEXT", help="The strategy to take instead."
+)
+@click.option(
+    "--plan", "plan_ref", metavar="PLAN", help="Fail unless the decision belongs to this plan."
+)
+@click.option("--yes", is_flag=True, help="Confirm every warning (for scripts).")
+@click.option("--dry-run", is_flag=True, help="Print the impact only; change nothing.")
+@click.option("--as", "who", metavar="NAME", help="Who edits (default: your user name).")
+@format_option
+@pass_cli
+def edit_strategy(
+    cli: CliContext,
+    decision_ref: str,
+    new_strategy: str,
+    plan_ref: str | None,
+    yes: bool,
+    dry_run: bool,
+    who: str | None,
+    local_format: str | None,
+) -> None:
+    """Edit a strategy decision before Execute starts: DECISION (a Strategize decision of a
+    plan still in Strategize, e.g. waiting at its "Start Execute?" gate) is replaced by TEXT,
+    the strategy actor decides again under it, and the gates are asked again.
+
+    Recorded as a revert correction with TEXT as its guidance, so the old choice stays in the
+    history. After Execute has started use `agents plan correct`, which rolls Execute back.
+    """
+    from cleveragents_tui.engine.strategy import preview_strategy_edit
+
+    impact = preview_strategy_edit(cli.store, decision_ref, new_strategy, plan_ref)
+    as_json = cli.wants_json(local_format)
+    if dry_run:
+        if as_json:
+            echo_json(_impact_json(impact))
+        else:
+            click.echo(_impact_text(impact))
+        return
+    _confirm_and_execute(cli, impact, yes=yes, who=who, as_json=as_json)
 
 
 @plan.command()

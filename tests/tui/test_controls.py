@@ -16,11 +16,16 @@ from cleveragents_tui.actors.base import ActorState, Proposal
 from cleveragents_tui.actors.reasoners.scripted import ScriptedReasoner
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import CorrectionStatus, Phase, PlanState
-from cleveragents_tui.engine.browse import show_plan
-from cleveragents_tui.engine.runner import RunOptions
+from cleveragents_tui.engine.actions import load_action
+from cleveragents_tui.engine.browse import plan_tree, show_plan
+from cleveragents_tui.engine.demo import build_demo
+from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
 from cleveragents_tui.tui.modals.export import ExportModal
+from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.modals.replay import ReplayModal
+from cleveragents_tui.tui.modals.strategy import StrategyDialog
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
 from tests.tui.conftest import SIZE, DemoPlan
@@ -193,3 +198,64 @@ async def test_export_to_an_unknown_format_is_refused_with_a_message(
         messages = [n.message for n in app._notifications]
         assert any("cannot tell the format of tree.svg" in m for m in messages)
     assert list(out.iterdir()) == []
+
+
+@pytest.fixture
+def supervised_plan(tmp_path: Path, sqlite_store: Store, options: RunOptions) -> DemoPlan:
+    """The demo plan under `supervised`: it waits before Execute."""
+    env = build_demo(sqlite_store, tmp_path / "demo")
+    plan = start_plan(
+        sqlite_store,
+        load_action(str(env.action_file)),
+        profile_override="supervised",
+        options=options,
+    )
+    return DemoPlan(sqlite_store, env, plan, options)
+
+
+async def test_edit_the_strategy_before_execute(supervised_plan: DemoPlan) -> None:
+    plain = "A plain function registered in COMMANDS"
+    greeter = "A greeter class with a configurable greeting"
+    app = supervised_plan.app(plan_id=supervised_plan.plan.plan_id)
+    target = supervised_plan.decision(plain)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        app.screen.query_one(DecisionTree).reveal(target)
+        await pilot.press("e")
+        await pilot.pause()
+        assert isinstance(app.screen, StrategyDialog)
+        assert app.screen.alternatives == (greeter,)
+        await pilot.click("#preview")  # take the alternative the actor considered
+        await pilot.pause()
+        assert isinstance(app.screen, ImpactModal)
+        assert app.screen.impact.guidance == greeter
+        assert app.screen.impact.rollbackable == ()  # nothing executed: nothing to roll back
+        await pilot.press("y")
+        await pilot.pause()
+        replay = app.screen
+        assert isinstance(replay, ReplayModal) and replay.worker is not None
+        await replay.worker.wait()
+        await pilot.pause()
+        assert replay.result is not None
+    plan = show_plan(supervised_plan.store, supervised_plan.plan.plan_id).summary.plan
+    assert (plan.phase, plan.state, plan.attempt) == (
+        Phase.STRATEGIZE,
+        PlanState.AWAITING_APPROVAL,
+        2,
+    )
+    current = {
+        line.row.chosen_option for line in plan_tree(supervised_plan.store, plan.plan_id).lines
+    }
+    assert greeter in current and plain not in current
+
+
+async def test_editing_an_execute_decision_as_strategy_is_refused(demo_plan: DemoPlan) -> None:
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        app.screen.query_one(DecisionTree).reveal(demo_plan.decision("A row in the releases table"))
+        await pilot.press("e")
+        await pilot.pause()
+        assert isinstance(app.screen, PlanScreen)  # no dialog: refused with a message
+        assert any("not part of the strategy" in n.message for n in app._notifications)
+    assert show_plan(demo_plan.store, demo_plan.plan.plan_id).corrections == []

@@ -3,6 +3,7 @@ now, and the controls (correct, diff, pause / cancel / resume / apply)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -18,9 +19,10 @@ from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine import tui_queries
 from cleveragents_tui.engine.approvals import pending_approvals
 from cleveragents_tui.engine.browse import explain_decision, plan_tree, show_plan
-from cleveragents_tui.engine.correction import preview
+from cleveragents_tui.engine.correction import Impact, preview
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.lifecycle import apply_plan, cancel_plan, pause_plan, resume_plan
+from cleveragents_tui.engine.strategy import preview_strategy_edit
 from cleveragents_tui.export.tree_file import export_tree, format_of
 from cleveragents_tui.tui.messages import DecisionFailed, DecisionLoaded, StoreChanged
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
@@ -28,6 +30,7 @@ from cleveragents_tui.tui.modals.correction import CorrectionDialog
 from cleveragents_tui.tui.modals.export import ExportModal
 from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.modals.replay import ReplayModal
+from cleveragents_tui.tui.modals.strategy import StrategyDialog
 from cleveragents_tui.tui.render import explanation, one_line
 from cleveragents_tui.tui.services import services
 from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
@@ -39,6 +42,7 @@ class PlanScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Plans", id="plan.back"),
         Binding("c", "correct", "Correct", id="plan.correct"),
+        Binding("e", "edit_strategy", "Edit strategy", id="plan.edit_strategy"),
         Binding("d", "diff", "Diff", id="plan.diff"),
         Binding("s", "toggle_superseded", "Superseded", id="plan.superseded"),
         Binding("u", "goto_parent", "Parent", id="plan.parent"),
@@ -188,8 +192,40 @@ class PlanScreen(Screen[None]):
         request = await self.app.push_screen_wait(CorrectionDialog(summary))
         if request is None:
             return
+        await self._preview_confirm_replay(
+            lambda: preview(self.store, decision_id, request.mode, request.guidance)
+        )
+
+    @work(exclusive=True, group="correct")
+    async def action_edit_strategy(self) -> None:
+        """Before Execute: replace a Strategize decision (engine/strategy.py)."""
+        decision_id = self.query_one(DecisionTree).current
+        if decision_id is None:
+            self.notify("select a strategy decision first", severity="warning")
+            return
         try:
-            impact = preview(self.store, decision_id, request.mode, request.guidance)
+            decision = explain_decision(self.store, decision_id).decision
+            preview_strategy_edit(self.store, decision_id, decision.chosen_option)  # refusals
+        except UserError as exc:
+            self.notify(str(exc), title="Cannot edit the strategy", severity="error", timeout=10)
+            return
+        text = await self.app.push_screen_wait(
+            StrategyDialog(
+                decision.question, decision.chosen_option, decision.alternatives_considered
+            )
+        )
+        if text is None:
+            return
+        await self._preview_confirm_replay(
+            lambda: preview_strategy_edit(self.store, decision_id, text)
+        )
+
+    async def _preview_confirm_replay(self, make_preview: Callable[[], Impact]) -> None:
+        """The impact preview (affected decisions highlighted), each warning y/N, then the
+        replay; opens the diff when it succeeded."""
+        tree = self.query_one(DecisionTree)
+        try:
+            impact = make_preview()
         except UserError as exc:
             self.notify(str(exc), title="Correction refused", severity="error", timeout=10)
             return

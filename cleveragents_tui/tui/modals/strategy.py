@@ -1,0 +1,82 @@
+"""Edit a strategy decision before Execute: pick one of the alternatives the strategy actor
+considered, or type another (then the impact preview, as for any correction)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
+
+
+class StrategyDialog(ModalScreen[str | None]):
+    """Dismisses with the new strategy text, or None when cancelled."""
+
+    DEFAULT_CSS = """
+    StrategyDialog { align: center middle; }
+    StrategyDialog > Vertical {
+        width: 90; max-width: 95%; height: auto; border: thick $accent;
+        background: $surface; padding: 1 2;
+    }
+    StrategyDialog RadioSet { width: 100%; height: auto; }
+    StrategyDialog Horizontal { height: auto; align-horizontal: right; margin-top: 1; }
+    StrategyDialog Button { margin-left: 2; }
+    StrategyDialog #strategy-error { color: $error; height: auto; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="strategy.cancel")
+    ]
+
+    def __init__(self, question: str, chosen: str, alternatives: tuple[str, ...]) -> None:
+        super().__init__()
+        self.question = question
+        self.chosen = chosen
+        self.alternatives = alternatives
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Edit the strategy before Execute", classes="modal-title")
+            yield Static(self.question, markup=False)
+            yield Static(f"now: {self.chosen}", markup=False)
+            if self.alternatives:
+                yield Label("Take instead")
+                with RadioSet(id="alternatives"):
+                    for number, text in enumerate(self.alternatives):
+                        yield RadioButton(text, value=number == 0, id=f"alt-{number}")
+            yield Label("…or describe another strategy (this wins when not empty)")
+            yield Input(placeholder="e.g. a greeter class with one method per language", id="own")
+            yield Static("", id="strategy-error", markup=False)
+            with Horizontal():
+                yield Button("Cancel", id="cancel")
+                yield Button("Preview impact", id="preview", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#alternatives" if self.alternatives else "#own").focus()
+
+    def _submit(self) -> None:
+        own = self.query_one("#own", Input).value.strip()
+        if own:
+            self.dismiss(own)
+            return
+        if self.alternatives:
+            picked = self.query_one(RadioSet).pressed_index
+            self.dismiss(self.alternatives[max(picked, 0)])
+            return
+        self.query_one("#strategy-error", Static).update(
+            "Nothing to take instead: describe the strategy you want."
+        )
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._submit()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "preview":
+            self._submit()
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
