@@ -78,6 +78,7 @@ def _register() -> None:
     from cleveragents_tui.cli.lifecycle import demo
     from cleveragents_tui.cli.plan import plan
     from cleveragents_tui.cli.profile import automation_profile
+    from cleveragents_tui.cli.serve import serve
     from cleveragents_tui.cli.tui import tui
 
     cli.add_command(plan)
@@ -89,6 +90,7 @@ def _register() -> None:
     cli.add_command(config)
     cli.add_command(approval)
     cli.add_command(tui)
+    cli.add_command(serve)
 
 
 _register()

@@ -1,0 +1,111 @@
+"""``agents serve``: the app in the browser, over a hardened textual-serve (docs/web.md).
+
+The server itself (aiohttp, textual-serve) is imported only when it really serves, so the
+other commands never load it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from cleveragents_tui.cli.context import CliContext, pass_cli
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.web.addresses import default_public_url, normalise_public_url
+from cleveragents_tui.web.config import DEFAULT_MAX_SESSIONS, ServeConfig
+from cleveragents_tui.web.credentials import TOKEN_ENV, add_user
+
+
+def _announce(config: ServeConfig, shown_database: str, users: Path | None) -> None:
+    click.echo(
+        f"agents serve: the app on {shown_database} at {config.public_url}/ "
+        f"(listening on {config.host}:{config.port}, up to {config.max_sessions} sessions; "
+        "Ctrl+C stops)"
+    )
+    if users is not None:
+        click.echo(f"users from {users}: each opens {config.public_url}/?token=THEIR_TOKEN")
+    if config.shared_token is not None:
+        click.echo(f"open: {config.public_url}/?token={config.shared_token}", color=False)
+    sys.stdout.flush()  # the URL line is what a script (or a test) waits for
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=8000, show_default=True, help="Port."
+)
+@click.option(
+    "--public-url",
+    metavar="URL",
+    help="The address people open (default http://HOST:PORT); behind a reverse proxy, the "
+    "proxy's address. Browsers' websockets must come from its origin.",
+)
+@click.option(
+    "--token",
+    envvar=TOKEN_ENV,
+    metavar="TOKEN",
+    help=f"The shared access token (default: a new one each start). Env: {TOKEN_ENV} "
+    "(better than the option: other users can read a command line).",
+)
+@click.option(
+    "--users",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Per-user tokens ('NAME sha256:HEX' lines): approvals and corrections are recorded "
+    "under each person's name.",
+)
+@click.option(
+    "--add-user",
+    "new_user",
+    metavar="NAME",
+    help="Add NAME to the --users file with a new token, print their URL, and exit.",
+)
+@click.option(
+    "--max-sessions",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_SESSIONS,
+    show_default=True,
+    help="Browser tabs open at once (each runs its own app process).",
+)
+@pass_cli
+def serve(
+    cli: CliContext,
+    host: str,
+    port: int,
+    public_url: str | None,
+    token: str | None,
+    users: Path | None,
+    new_user: str | None,
+    max_sessions: int,
+) -> None:
+    """Serve the app to browsers: every tab gets the full app on this database (--db).
+
+    \b
+    Access needs a token: the one printed at start (or --token / AGENTS_SERVE_TOKEN), or
+    a person's own from --users FILE. Listening beyond this machine (--host) needs one
+    given on purpose. Use PostgreSQL (--db postgresql://...) for a team. See docs/web.md.
+    """
+    if new_user is not None:
+        if users is None:
+            raise UserError("--add-user needs --users FILE", "name the file to add the user to")
+        address, _ = normalise_public_url(public_url or default_public_url(host, port))
+        user_token = add_user(users, new_user)
+        click.echo(f"added {new_user} to {users}; their address (shown once, keep it private):")
+        click.echo(f"{address}/?token={user_token}")
+        return
+    config = ServeConfig.build(
+        host=host,
+        port=port,
+        database_url=cli.store.engine.url.render_as_string(hide_password=False),
+        public_url=public_url,
+        token=token,
+        users=users,
+        max_sessions=max_sessions,
+    )
+    from cleveragents_tui.web.server import serve as run_server
+
+    shown = cli.store.engine.url.render_as_string(hide_password=True)
+    cli.close()  # each session opens the database itself
+    run_server(config, lambda: _announce(config, shown, users))

@@ -1,0 +1,107 @@
+"""The checks textual-serve does not make, in front of every route (DESIGN.md section 8).
+
+- **Token, then cookie**: ``?token=...`` (the shared token or a user's) is exchanged for a
+  login cookie and the browser is sent back to the same address without it; every other
+  request needs that cookie, the websocket included.
+- **Origin**: the websocket, and any request that is not GET/HEAD/OPTIONS, must come from a
+  page of the public URL's origin, so another site's page cannot drive the app even in a
+  browser that holds the cookie.
+- **Headers**: no framing, no referrer (the first URL carries the token), no caching, and
+  a Content-Security-Policy that allows only this server's scripts and websocket.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+
+from cleveragents_tui.web.config import ServeConfig
+from cleveragents_tui.web.logins import COOKIE, Logins
+
+log = logging.getLogger("agents.serve")
+
+USER_KEY = web.RequestKey("agents_user", str)
+WEBSOCKET_PATH = "/ws"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+NO_LOGIN = (
+    "This agents server needs its access token. Open the address that `agents serve` "
+    "printed (it ends in ?token=...), or ask whoever runs the server for yours."
+)
+REFUSED_KEY = (
+    "That token is not valid for this server (it may have restarted with a new one). "
+    "Open the address that `agents serve` printed, or ask whoever runs the server."
+)
+
+
+def _headers(config: ServeConfig) -> dict[str, str]:
+    websocket_origin = "ws" + config.origin.removeprefix("http")
+    policy = (
+        "default-src 'self'; script-src 'self' 'unsafe-inline'; "
+        "style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; "
+        f"connect-src 'self' {websocket_origin}; frame-ancestors 'none'; base-uri 'none'; "
+        "form-action 'none'"
+    )
+    return {
+        "Content-Security-Policy": policy,
+        "X-Frame-Options": "DENY",
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-store",
+    }
+
+
+def origin_refusal(config: ServeConfig, request: web.Request) -> web.HTTPForbidden:
+    sent = request.headers.get("Origin", "(none)")
+    log.warning("refused %s %s from origin %s", request.method, request.path, sent)
+    return web.HTTPForbidden(
+        text=f"Refused: this request came from the origin {sent}; this server accepts only its "
+        f"own pages, at {config.origin}. Open {config.public_url}/ (behind a reverse proxy, "
+        "start agents serve with --public-url set to the address people open)."
+    )
+
+
+def _login(config: ServeConfig, logins: Logins, request: web.Request, token: str) -> None:
+    known, name = config.credentials.identify(token)
+    if not known:
+        log.warning("refused a wrong token from %s", request.remote)
+        raise web.HTTPUnauthorized(text=REFUSED_KEY)
+    login, user = logins.open(name)
+    log.info("login: %s from %s", user, request.remote)
+    response = web.HTTPSeeOther(request.rel_url.without_query_params("token"))
+    response.set_cookie(
+        COOKIE, login, httponly=True, samesite="Strict", secure=config.secure, path="/"
+    )
+    raise response
+
+
+def guard(config: ServeConfig, logins: Logins) -> Middleware:
+    headers = _headers(config)
+
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        needs_origin = request.path == WEBSOCKET_PATH or request.method not in SAFE_METHODS
+        if needs_origin and request.headers.get("Origin") != config.origin:
+            raise origin_refusal(config, request)
+        token = request.query.get("token")
+        if token is not None:
+            _login(config, logins, request, token)
+        user = logins.user(request.cookies.get(COOKIE))
+        if user is None:
+            raise web.HTTPUnauthorized(text=NO_LOGIN)
+        request[USER_KEY] = user
+        return await handler(request)
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            response = await check(request, handler)
+        except web.HTTPException as refusal:
+            refusal.headers.update(headers)
+            raise
+        if not response.prepared:  # a websocket has sent its headers already
+            response.headers.update(headers)
+        return response
+
+    return middleware

@@ -1,0 +1,149 @@
+"""textual-serve, hardened: the same routes behind :mod:`guard`, a session cap, one app
+process per tab with its user's name, and no access log (the first URL carries a token).
+
+From textual-serve's :class:`Server` this reuses the page, the download route and the
+websocket message loop; the websocket handler is ours (the cap, the per-session user).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import aiohttp_jinja2
+import jinja2
+from aiohttp import web
+from textual_serve.server import Server, to_int
+
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.web.config import ServeConfig
+from cleveragents_tui.web.guard import USER_KEY, WEBSOCKET_PATH, guard
+from cleveragents_tui.web.logins import Logins
+from cleveragents_tui.web.sessions import SessionService, SessionSlots, session_command
+
+log = logging.getLogger("agents.serve")
+
+TEMPLATES = Path(__file__).with_name("templates")
+TITLE = "cleveragents"
+
+
+class AgentsServer(Server):
+    def __init__(self, config: ServeConfig) -> None:
+        super().__init__(
+            session_command(),
+            host=config.host,
+            port=config.port,
+            title=TITLE,
+            public_url=config.public_url,
+            templates_path=TEMPLATES,
+        )
+        self.config = config
+        self.logins = Logins()
+        self.slots = SessionSlots(config.max_sessions)
+
+    def full_message(self) -> str:
+        return (
+            f"All {self.slots.limit} sessions of this agents server are in use "
+            f"(agents serve --max-sessions {self.slots.limit}). Close a tab you no longer "
+            "need, or ask whoever runs the server to raise --max-sessions."
+        )
+
+    def make_app(self) -> web.Application:
+        app = web.Application(middlewares=[guard(self.config, self.logins)])
+        aiohttp_jinja2.setup(
+            app, loader=jinja2.FileSystemLoader(self.templates_path), autoescape=True
+        )
+        app.add_routes(
+            [
+                web.get("/", self.handle_index, name="index"),
+                web.get(WEBSOCKET_PATH, self.handle_websocket, name="websocket"),
+                web.get("/download/{key}", self.handle_download, name="download"),
+                web.static("/static", self.statics_path, name="static"),
+            ]
+        )
+        return app
+
+    async def handle_index(self, request: web.Request) -> web.StreamResponse:
+        if self.slots.full:
+            raise web.HTTPServiceUnavailable(text=self.full_message())
+        if request.host != self.config.origin.split("://", 1)[1]:
+            log.warning(
+                "the page was opened as %s but the public URL is %s: its websocket will be "
+                "refused (set --public-url to the address people open)",
+                request.host,
+                self.config.public_url,
+            )
+        response: web.StreamResponse = await super().handle_index(request)
+        return response
+
+    async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        user = request[USER_KEY]
+        if not self.slots.take():
+            log.warning("refused a session for %s: all %d in use", user, self.slots.limit)
+            raise web.HTTPServiceUnavailable(text=self.full_message())
+        try:
+            return await self._session(request, user)
+        finally:
+            self.slots.release()
+
+    async def _session(self, request: web.Request, user: str) -> web.WebSocketResponse:
+        websocket = web.WebSocketResponse(heartbeat=15)
+        await websocket.prepare(request)
+
+        async def close() -> None:
+            await websocket.close()
+
+        service = SessionService(
+            user=user,
+            database_url=self.config.database_url,
+            write_bytes=websocket.send_bytes,
+            write_str=websocket.send_str,
+            close=close,
+            download_manager=self.download_manager,
+        )
+        width = to_int(request.query.get("width", "80"), 80)
+        height = to_int(request.query.get("height", "24"), 24)
+        log.info("session for %s opened (%d of %d)", user, self.slots.in_use, self.slots.limit)
+        await service.start(width, height)
+        try:
+            await self._process_messages(websocket, service)
+        finally:
+            await service.stop()
+            await websocket.close()
+            log.info("session for %s closed", user)
+        return websocket
+
+    async def start(self) -> web.AppRunner:
+        """Listen (a busy port is a user error); the caller cleans the runner up."""
+        runner = web.AppRunner(self.make_app(), handle_signals=False, access_log=None)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.config.host, self.config.port).start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise UserError(
+                f"cannot listen on {self.config.host}:{self.config.port}: {exc.strerror}",
+                "choose another --port or --host, or stop what is using it",
+            ) from exc
+        return runner
+
+    async def run_until_stopped(self, ready: Callable[[], None]) -> None:
+        """Serve until SIGINT or SIGTERM; then every session's app is told to quit."""
+        runner = await self.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        try:
+            ready()
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+
+def serve(config: ServeConfig, ready: Callable[[], None]) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    asyncio.run(AgentsServer(config).run_until_stopped(ready))
