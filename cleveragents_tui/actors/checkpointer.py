@@ -12,15 +12,31 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from sqlalchemy.engine import URL
 
+from cleveragents_tui import failpoints
+
 
 def strict_serde() -> JsonPlusSerializer:
     return JsonPlusSerializer(pickle_fallback=False)
+
+
+def _with_failpoint(saver: BaseCheckpointSaver[str]) -> BaseCheckpointSaver[str]:
+    """Every checkpoint LangGraph writes goes through ``put``: the ``saver.put`` failpoint."""
+    put = saver.put
+
+    def put_or_fail(*args: Any, **kwargs: Any) -> RunnableConfig:
+        failpoints.hit("saver.put")
+        return put(*args, **kwargs)
+
+    saver.put = put_or_fail  # type: ignore[method-assign]
+    return saver
 
 
 def actor_database_path(store_database: str) -> Path:
@@ -41,7 +57,7 @@ def open_checkpointer(store_url: URL) -> Iterator[BaseCheckpointSaver[str]]:
         try:
             saver = SqliteSaver(connection, serde=strict_serde())
             saver.setup()
-            yield saver
+            yield _with_failpoint(saver)
         finally:
             connection.close()
         return
@@ -55,4 +71,4 @@ def open_checkpointer(store_url: URL) -> Iterator[BaseCheckpointSaver[str]]:
     ) as conn:
         saver_pg = PostgresSaver(conn, serde=strict_serde())
         saver_pg.setup()
-        yield saver_pg
+        yield _with_failpoint(saver_pg)

@@ -7,6 +7,7 @@ from types import TracebackType
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from cleveragents_tui import failpoints
 from cleveragents_tui.store.database import SQLITE_BEGIN
 from cleveragents_tui.store.profile_repository import AutomationProfileRepository
 from cleveragents_tui.store.repositories import (
@@ -57,6 +58,7 @@ class UnitOfWork:
         self.session.flush()
 
     def commit(self) -> None:
+        failpoints.hit("store.commit")
         self.session.commit()
 
     def __exit__(
