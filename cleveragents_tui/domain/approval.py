@@ -19,6 +19,7 @@ class ApprovalKind(StrEnum):
     SPAWN = "spawn"
     BUDGET_PAUSE = "budget_pause"
     GUARD = "guard"  # a tool call an automation guard sent to a human
+    RECONCILE = "reconcile"  # sandbox files changed outside the plan: keep or discard them
 
 
 class ApprovalAnswer(StrEnum):

@@ -40,6 +40,8 @@ from cleveragents_tui.domain.profile import AutomationFlag, AutomationProfile, G
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.plans import create_plan
+from cleveragents_tui.engine.reconcile import Reconciler
+from cleveragents_tui.engine.reconcile import fingerprint as reconcile_fingerprint
 from cleveragents_tui.engine.recorder import Correction, record_decision
 from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_root
 from cleveragents_tui.engine.tool_calls import ToolCallBlocked, ToolExecutor
@@ -162,11 +164,11 @@ class PlanRunner:
             plan = self._set(state=PlanState.RUNNING)
         try:
             with open_checkpointer(self.store.engine.url) as saver:
-                return self._advance(saver)
+                return self._seal_if_stopped(self._advance(saver))
         except ReviseStrategy as revise:
             return self._revert_to_strategize(revise)
         except WaitForApproval:
-            return self._set(state=PlanState.AWAITING_APPROVAL)
+            return self._seal_if_stopped(self._set(state=PlanState.AWAITING_APPROVAL))
         except _Denied as denied:
             with self.store.unit_of_work(write=True) as uow:
                 uow.events.append("plan_cancelled", {"reason": str(denied)}, plan_id=self.plan_id)
@@ -188,6 +190,7 @@ class PlanRunner:
             plan = self._set(phase=Phase.EXECUTE, state=PlanState.RUNNING)
         if plan.phase is Phase.EXECUTE and plan.state is not PlanState.COMPLETED:
             self._ensure_sandboxes()
+            self._reconcile()
             self._run_children()
             if not self._run_actor(saver, Phase.EXECUTE):
                 return self.plan()
@@ -227,6 +230,56 @@ class PlanRunner:
             requested_by="execution actor",
             options=self.options,
         ).plan
+
+    # -- reconciliation (engine/reconcile.py) ---------------------------------------------------
+
+    def _reconciler(self) -> Reconciler:
+        return Reconciler(self.sandboxes, self.action.resources, self.plan().attempt)
+
+    def _seal_if_stopped(self, plan: Plan) -> Plan:
+        """Stopped in Execute (for a person, a pause, the Apply gate): remember the sandboxes
+        as the plan leaves them, so changes made meanwhile by someone else are noticed."""
+        if plan.phase is Phase.EXECUTE and not plan.state.is_terminal:
+            self._reconciler().seal()
+        return plan
+
+    def _reconcile(self) -> None:
+        """Before going on in Execute or applying: files changed outside the plan since it
+        stopped wait for a person — approve keeps them, deny discards them."""
+        reconciler = self._reconciler()
+        changes = reconciler.outside_changes()
+        if not changes:
+            return
+        key = f"reconcile:{reconcile_fingerprint(changes)}"
+        answers = self._answers(ApprovalKind.RECONCILE, key)
+        summaries = [c.summary() for c in changes]
+        if not answers:
+            with self.store.unit_of_work(write=True) as uow:
+                uow.events.append(
+                    "sandbox_changed_outside",
+                    {"changes": summaries, "count": sum(len(c.paths) for c in changes)},
+                    plan_id=self.plan_id,
+                )
+                uow.commit()
+            question = (
+                f"Files changed in the sandbox outside the plan — {'; '.join(summaries)}. "
+                "Approve to keep them (the next checkpoint records them), deny to discard them."
+            )
+            raise WaitForApproval(self._ask(ApprovalKind.RECONCILE, key, question))
+        latest = answers[-1]
+        if latest.answer is None:
+            raise WaitForApproval(latest)
+        if latest.answer is ApprovalAnswer.APPROVED:
+            reconciler.keep()
+            kind = "outside_changes_kept"
+        else:
+            reconciler.discard(changes)
+            kind = "outside_changes_discarded"
+        with self.store.unit_of_work(write=True) as uow:
+            uow.events.append(
+                kind, {"changes": summaries, "by": latest.answered_by}, plan_id=self.plan_id
+            )
+            uow.commit()
 
     def _keep_going(self) -> bool:
         return self.plan().state is PlanState.RUNNING
@@ -529,6 +582,10 @@ class PlanRunner:
                 f"plan {self.plan_id} is {plan.phase.value} · {plan.state.value}: Execute has not completed",
                 f"run it until it waits at the Apply gate: agents plan run {self.plan_id}",
             )
+        try:
+            self._reconcile()
+        except WaitForApproval:
+            return self._set(state=PlanState.AWAITING_APPROVAL)
         results: list[str] = []
         try:
             for child in self._children():

@@ -15,19 +15,23 @@ import pytest
 from cleveragents_tui.actors.base import ActorState, Proposal
 from cleveragents_tui.actors.reasoners.scripted import ScriptedReasoner
 from cleveragents_tui.domain.action import Action
+from cleveragents_tui.domain.approval import ApprovalKind
 from cleveragents_tui.domain.enums import CorrectionStatus, Phase, PlanState
 from cleveragents_tui.engine.actions import load_action
 from cleveragents_tui.engine.browse import plan_tree, show_plan
 from cleveragents_tui.engine.demo import build_demo
 from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.sandboxes import PlanSandboxes
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
 from cleveragents_tui.tui.modals.export import ExportModal
 from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.modals.replay import ReplayModal
 from cleveragents_tui.tui.modals.strategy import StrategyDialog
+from cleveragents_tui.tui.screens.approvals import ApprovalsScreen
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
+from cleveragents_tui.tui.widgets.status_bar import PlanStatus
 from tests.tui.conftest import SIZE, DemoPlan
 
 pytestmark = pytest.mark.anyio
@@ -259,3 +263,60 @@ async def test_editing_an_execute_decision_as_strategy_is_refused(demo_plan: Dem
         assert isinstance(app.screen, PlanScreen)  # no dialog: refused with a message
         assert any("not part of the strategy" in n.message for n in app._notifications)
     assert show_plan(demo_plan.store, demo_plan.plan.plan_id).corrections == []
+
+
+async def test_files_changed_outside_the_plan_are_warned_about_and_can_be_discarded(
+    demo_plan: DemoPlan,
+) -> None:
+    sandboxes = PlanSandboxes(
+        demo_plan.store, demo_plan.plan.plan_id, demo_plan.options.sandbox_base
+    )
+    workdir = sandboxes.get(f"{demo_plan.env.namespace}/hello-cli").workdir
+    assert workdir is not None
+    (workdir / "SCRATCH.md").write_text("someone else's note\n", "utf-8")
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("A", "y")  # apply: it stops and asks instead of landing the file
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, PlanScreen)
+        status = screen.query_one(PlanStatus).plain_text
+        assert "⚠ Files changed in the sandbox outside the plan" in status
+        assert "SCRATCH.md (added)" in status
+        assert any("SCRATCH.md" in n.message for n in app._notifications)
+        await pilot.press("a")  # the approvals queue: deny discards the outside change
+        await pilot.pause()
+        assert isinstance(app.screen, ApprovalsScreen)
+        [asked] = app.screen.approvals
+        assert asked.kind is ApprovalKind.RECONCILE
+        await pilot.press("n")
+        await pilot.pause()
+        await pilot.press(*"not ours", "enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("R")  # resume: the apply approved earlier goes through
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+    assert _state(demo_plan) is PlanState.APPLIED
+    assert not (workdir / "SCRATCH.md").exists()
+    files = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(demo_plan.env.repository),
+            "ls-tree",
+            "-r",
+            "--name-only",
+            f"cleveragents/apply/{demo_plan.plan.plan_id}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert "SCRATCH.md" not in files and "hello_cli/greet.py" in files

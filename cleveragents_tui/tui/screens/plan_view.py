@@ -14,6 +14,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Tree
 
+from cleveragents_tui.domain.approval import ApprovalKind
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine import tui_queries
@@ -61,6 +62,7 @@ class PlanScreen(Screen[None]):
         self.show_superseded = False
         self.plan: Plan | None = None
         self.detail_for: str | None = None
+        self._warned: set[str] = set()  # reconcile approvals already notified
 
     @property
     def store(self):  # type: ignore[no-untyped-def]
@@ -113,9 +115,18 @@ class PlanScreen(Screen[None]):
     def refresh_status(self) -> None:
         if self.plan is None:
             return
-        pending = len(pending_approvals(self.store, self.plan_id))
+        pending = pending_approvals(self.store, self.plan_id)
         events = tui_queries.recent_events(self.store, self.plan_id, limit=1)
         self.query_one(PlanStatus).show(self.plan, pending, events)
+        for approval in pending:
+            if approval.kind is ApprovalKind.RECONCILE and approval.approval_id not in self._warned:
+                self._warned.add(approval.approval_id)
+                self.notify(
+                    approval.question,
+                    title="Sandbox files changed outside the plan",
+                    severity="warning",
+                    timeout=20,
+                )
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[str]) -> None:
         ident = event.node.data

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
+from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.tui_queries import EventView
-from cleveragents_tui.tui.render import plan_heading
+from cleveragents_tui.tui.render import one_line, plan_heading
 
 
 def _event_line(event: EventView) -> str:
@@ -17,16 +18,21 @@ def _event_line(event: EventView) -> str:
 
 class PlanStatus(Static):
     DEFAULT_CSS = """
-    PlanStatus { height: auto; max-height: 4; padding: 0 1; background: $boost; }
+    PlanStatus { height: auto; max-height: 6; padding: 0 1; background: $boost; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id, markup=False)
 
-    def show(self, plan: Plan, pending: int, events: list[EventView]) -> None:
+    def show(self, plan: Plan, pending: list[Approval], events: list[EventView]) -> None:
         t = plan_heading(plan)
         if pending:
-            t.append(f" · {pending} approval(s) pending", style="bold yellow")
+            t.append(f" · {len(pending)} approval(s) pending", style="bold yellow")
+        for approval in pending:
+            if approval.kind is ApprovalKind.RECONCILE:
+                t.append("\n⚠ ", style="bold red")
+                t.append(one_line(approval.question, 300), style="bold")
+                t.append(" — answer it in Approvals (a)", style="italic")
         if events:
             t.append("\nnow: ", style="bold")
             t.append(_event_line(events[0]), style="dim")

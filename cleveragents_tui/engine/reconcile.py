@@ -1,0 +1,195 @@
+"""Reconciliation (behaviour spec, Human-in-the-Loop): detect files that someone else changed
+in a plan's sandboxes while the plan was stopped, and keep or discard them.
+
+When the runner stops in Execute (waiting for an approval, paused, waiting at the Apply
+gate) it *seals* each directory sandbox: a listing of every entry (kind, size, mtime, mode)
+plus a checkpoint of that exact state. Before it goes on — resuming Execute, or applying — it
+compares the folder with the seal. Any difference was made outside the plan (an editor, a
+shell, another tool). The runner then stops with a ``reconcile`` approval that names the
+files: approving keeps them (they are sealed again and the next checkpoint group records
+them), denying discards them (the sandbox is rolled back to the sealed checkpoint).
+
+Scope: sandboxes with a working folder that the plan owns — ``git_worktree`` and
+``filesystem_copy``. ``none`` works on the real resource (no sandbox to protect), ``overlay``
+and ``transaction_rollback`` have no folder that people edit. The listing compares metadata,
+not contents: an edit that keeps a file's size and modification time to the nanosecond is
+not seen. A correction makes a new attempt and rolls sandboxes back itself, so a seal of an
+older attempt is dropped, never compared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from cleveragents_tui.domain.enums import SandboxStrategyName
+from cleveragents_tui.engine.sandboxes import PlanSandboxes
+
+SEAL_FILE = "reconcile.json"
+WATCHED = frozenset({SandboxStrategyName.GIT_WORKTREE, SandboxStrategyName.FILESYSTEM_COPY})
+
+Listing = dict[str, tuple[str, int, int, int]]  # path -> (kind, size, mtime_ns, mode)
+
+
+@dataclass(frozen=True)
+class OutsideChanges:
+    """What changed in one sandbox since it was sealed, paths relative to its folder."""
+
+    resource_id: str
+    added: tuple[str, ...]
+    modified: tuple[str, ...]
+    deleted: tuple[str, ...]
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(sorted((*self.added, *self.modified, *self.deleted)))
+
+    def summary(self, limit: int = 5) -> str:
+        """``R: a.py (modified), b.txt (added) +3 more`` for questions and events."""
+        kinds = {p: "added" for p in self.added}
+        kinds |= {p: "modified" for p in self.modified}
+        kinds |= {p: "deleted" for p in self.deleted}
+        shown = [f"{p} ({kinds[p]})" for p in self.paths[:limit]]
+        more = len(self.paths) - limit
+        return f"{self.resource_id}: {', '.join(shown)}" + (f" +{more} more" if more > 0 else "")
+
+
+def scan(folder: Path) -> Listing:
+    """Every entry under ``folder`` (symlinks not followed). The root's ``.git`` is left out:
+    in a git worktree it is git's link file, not the user's content."""
+    listing: Listing = {}
+    pending = [(folder, "")]
+    while pending:
+        directory, prefix = pending.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if not prefix and entry.name == ".git":
+                    continue
+                path = prefix + entry.name
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
+                    listing[path] = ("dir", 0, 0, stat.S_IMODE(info.st_mode))
+                    pending.append((Path(entry.path), path + "/"))
+                else:
+                    kind = "link" if stat.S_ISLNK(info.st_mode) else "file"
+                    listing[path] = (kind, info.st_size, info.st_mtime_ns, info.st_mode)
+    return listing
+
+
+def compare(resource_id: str, sealed: Listing, now: Listing) -> OutsideChanges | None:
+    added = tuple(sorted(p for p in now if p not in sealed))
+    deleted = tuple(sorted(p for p in sealed if p not in now))
+    modified = tuple(sorted(p for p in now if p in sealed and now[p] != sealed[p]))
+    if not (added or deleted or modified):
+        return None
+    return OutsideChanges(resource_id, added, modified, deleted)
+
+
+def fingerprint(changes: Iterable[OutsideChanges]) -> str:
+    """A short stable id of a set of changes: a new edit asks again, the same one does not."""
+    digest = hashlib.sha256()
+    for change in changes:
+        digest.update(json.dumps([change.resource_id, change.paths]).encode())
+    return digest.hexdigest()[:12]
+
+
+class Reconciler:
+    """The seals of one plan's sandboxes, kept in ``<sandbox base>/<plan>/reconcile.json``."""
+
+    def __init__(self, sandboxes: PlanSandboxes, resource_ids: Iterable[str], attempt: int):
+        self._sandboxes = sandboxes
+        self._resource_ids = tuple(resource_ids)
+        self._attempt = attempt
+        self._file = sandboxes.base_dir / sandboxes.plan_id / SEAL_FILE
+
+    # -- the seal file ----------------------------------------------------------------------
+
+    def _load(self) -> dict[str, dict[str, object]]:
+        """The seals of this attempt; seals of an older attempt are dropped (a correction
+        rolled the sandboxes back since, so they describe nothing current)."""
+        try:
+            data = json.loads(self._file.read_text("utf-8"))
+        except FileNotFoundError:
+            return {}
+        seals: dict[str, dict[str, object]] = data.get("resources", {})
+        if data.get("attempt") != self._attempt:
+            self._drop_refs(seals)
+            self._file.unlink(missing_ok=True)
+            return {}
+        return seals
+
+    def _save(self, seals: dict[str, dict[str, object]]) -> None:
+        self._file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"attempt": self._attempt, "resources": seals}), "utf-8")
+        os.replace(tmp, self._file)
+
+    def _drop_refs(self, seals: dict[str, dict[str, object]]) -> None:
+        for resource_id, seal in seals.items():
+            with contextlib.suppress(Exception):  # a sandbox already discarded: nothing to drop
+                self._sandboxes.get(resource_id).drop_checkpoint(str(seal["ref"]))
+
+    def _watched(self) -> dict[str, Path]:
+        folders = {}
+        for resource_id in self._resource_ids:
+            sandbox = self._sandboxes.get(resource_id)
+            if sandbox.resource.sandbox_strategy in WATCHED and sandbox.workdir is not None:
+                folders[resource_id] = sandbox.workdir
+        return folders
+
+    # -- operations -------------------------------------------------------------------------
+
+    def seal(self) -> None:
+        """Record the sandboxes as the plan leaves them (a checkpoint only where they changed
+        since the last seal)."""
+        seals = self._load()
+        for resource_id, folder in self._watched().items():
+            listing = scan(folder)
+            old = seals.get(resource_id)
+            if old is not None and _listing(old) == listing:
+                continue
+            sandbox = self._sandboxes.get(resource_id)
+            ref = sandbox.checkpoint()
+            if old is not None:
+                sandbox.drop_checkpoint(str(old["ref"]))
+            seals[resource_id] = {"ref": ref, "files": listing}
+        self._save(seals)
+
+    def outside_changes(self) -> list[OutsideChanges]:
+        """What differs from the seals now (empty when nothing was sealed)."""
+        seals = self._load()
+        found = []
+        for resource_id, folder in self._watched().items():
+            seal = seals.get(resource_id)
+            if seal is None:
+                continue
+            change = compare(resource_id, _listing(seal), scan(folder))
+            if change is not None:
+                found.append(change)
+        return found
+
+    def keep(self) -> None:
+        """Accept the outside changes: they become part of the sealed state."""
+        self.seal()
+
+    def discard(self, changes: Iterable[OutsideChanges]) -> None:
+        """Put the changed sandboxes back exactly as sealed."""
+        seals = self._load()
+        for change in changes:
+            self._sandboxes.get(change.resource_id).rollback(str(seals[change.resource_id]["ref"]))
+        # Restored files have new modification times: seal what is there now.
+        for change in changes:
+            seals[change.resource_id]["files"] = scan(self._watched()[change.resource_id])
+        self._save(seals)
+
+
+def _listing(seal: dict[str, object]) -> Listing:
+    files = seal["files"]
+    assert isinstance(files, dict)
+    return {path: tuple(value) for path, value in files.items()}

@@ -1,0 +1,150 @@
+"""Reconciliation: files changed in a sandbox by someone else while the plan waited are
+noticed before the plan goes on, named in an approval, and kept or discarded as answered."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cleveragents_tui.domain.approval import ApprovalAnswer, ApprovalKind
+from cleveragents_tui.domain.enums import CorrectionMode, PlanState
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.engine.actions import load_action
+from cleveragents_tui.engine.approvals import answer_approval, pending_approvals
+from cleveragents_tui.engine.correction import execute, preview
+from cleveragents_tui.engine.demo import DemoEnvironment, build_demo
+from cleveragents_tui.engine.lifecycle import apply_plan, resume_plan
+from cleveragents_tui.engine.reconcile import compare, scan
+from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.tui_queries import recent_events
+from cleveragents_tui.store.store import Store
+
+GREET = "hello_cli/greet.py"
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout
+
+
+@pytest.fixture
+def waiting(tmp_path: Path, sqlite_store: Store) -> tuple[DemoEnvironment, Plan, RunOptions, Path]:
+    """The demo plan waiting at its Apply gate, and the folder of its git sandbox."""
+    env = build_demo(sqlite_store, tmp_path / "demo")
+    options = RunOptions(sandbox_base=tmp_path / "sandboxes")
+    plan = start_plan(
+        sqlite_store, load_action(str(env.action_file)), profile_override="auto", options=options
+    )
+    assert plan.state is PlanState.AWAITING_APPROVAL
+    sandbox = PlanSandboxes(sqlite_store, plan.plan_id, options.sandbox_base)
+    workdir = sandbox.get(f"{env.namespace}/hello-cli").workdir
+    assert workdir is not None
+    return env, plan, options, workdir
+
+
+def _event_kinds(store: Store, plan_id: str) -> list[str]:
+    return [e.kind for e in recent_events(store, plan_id, limit=100)]
+
+
+def _edit_outside(workdir: Path) -> bytes:
+    """What a person does in the sandbox while the plan waits; returns the plan's greet.py."""
+    plans_version = (workdir / GREET).read_bytes()
+    (workdir / GREET).write_text("def hello(name):\n    return 'hacked'\n", "utf-8")
+    (workdir / "notes" / "todo").mkdir(parents=True)
+    (workdir / "notes" / "todo" / "NOTES.md").write_text("remember\n", "utf-8")
+    return plans_version
+
+
+@pytest.mark.parametrize("answer", [ApprovalAnswer.APPROVED, ApprovalAnswer.DENIED])
+def test_changes_made_while_the_plan_waited_are_named_then_kept_or_discarded(
+    waiting: tuple[DemoEnvironment, Plan, RunOptions, Path],
+    sqlite_store: Store,
+    answer: ApprovalAnswer,
+) -> None:
+    env, plan, options, workdir = waiting
+    plans_version = _edit_outside(workdir)
+
+    stopped = apply_plan(sqlite_store, plan.plan_id, "ana", options)
+    assert stopped.state is PlanState.AWAITING_APPROVAL  # not applied: a person decides first
+    [asked] = pending_approvals(sqlite_store, plan.plan_id)
+    assert asked.kind is ApprovalKind.RECONCILE
+    assert f"{GREET} (modified)" in asked.question
+    assert "notes/todo/NOTES.md (added)" in asked.question
+    assert "sandbox_changed_outside" in _event_kinds(sqlite_store, plan.plan_id)
+    assert "cleveragents/apply" not in git(env.repository, "branch", "--list")
+
+    answer_approval(
+        sqlite_store,
+        asked.approval_id,
+        approve=answer is ApprovalAnswer.APPROVED,
+        by="ana",
+        reason="checked it",
+    )
+    applied = resume_plan(sqlite_store, plan.plan_id, options)
+
+    assert applied.state is PlanState.APPLIED
+    branch = f"cleveragents/apply/{plan.plan_id}"
+    landed = git(env.repository, "show", f"{branch}:{GREET}").encode()
+    files = git(env.repository, "ls-tree", "-r", "--name-only", branch).split()
+    if answer is ApprovalAnswer.APPROVED:
+        assert "hacked" in landed.decode() and "notes/todo/NOTES.md" in files
+    else:
+        assert landed == plans_version and "notes/todo/NOTES.md" not in files
+    kinds = _event_kinds(sqlite_store, plan.plan_id)
+    expected = (
+        "outside_changes_kept" if answer is ApprovalAnswer.APPROVED else "outside_changes_discarded"
+    )
+    assert expected in kinds
+
+
+def test_nothing_changed_outside_means_nothing_is_asked(
+    waiting: tuple[DemoEnvironment, Plan, RunOptions, Path], sqlite_store: Store
+) -> None:
+    _, plan, options, _ = waiting
+    assert apply_plan(sqlite_store, plan.plan_id, "ana", options).state is PlanState.APPLIED
+
+
+def test_a_correction_rolling_the_sandbox_back_is_not_taken_for_an_outside_change(
+    waiting: tuple[DemoEnvironment, Plan, RunOptions, Path], sqlite_store: Store
+) -> None:
+    env, plan, options, _ = waiting
+    with sqlite_store.unit_of_work() as uow:
+        target = next(
+            d.decision_id
+            for d in uow.decisions.for_plan(plan.plan_id)
+            if d.step_key == "implement-function"
+        )
+    impact = preview(sqlite_store, target, CorrectionMode.REVERT, "a greeter class")
+    result = execute(sqlite_store, impact, acknowledged=True, requested_by="ana", options=options)
+    assert result.plan.state is PlanState.AWAITING_APPROVAL
+    [gate] = pending_approvals(sqlite_store, plan.plan_id)
+    assert gate.kind is ApprovalKind.APPLY_GATE
+
+
+def test_the_listing_sees_content_mode_symlink_and_folder_changes(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f.txt").write_text("one", "utf-8")
+    (tmp_path / "run.sh").write_text("#!/bin/sh\n", "utf-8")
+    os.symlink("a/f.txt", tmp_path / "link")
+    (tmp_path / ".git").write_text("gitdir: elsewhere\n", "utf-8")
+    sealed = scan(tmp_path)
+    assert ".git" not in sealed
+    assert compare("r/x", sealed, scan(tmp_path)) is None
+
+    (tmp_path / "run.sh").chmod(0o755)
+    (tmp_path / "link").unlink()
+    os.symlink("run.sh", tmp_path / "link")
+    (tmp_path / "a" / "f.txt").unlink()
+    (tmp_path / "a").rmdir()
+    (tmp_path / "b").mkdir()
+    change = compare("r/x", sealed, scan(tmp_path))
+    assert change is not None
+    assert change.added == ("b",)
+    assert change.deleted == ("a", "a/f.txt")
+    assert set(change.modified) >= {"run.sh"}
+    assert change.summary(limit=2).endswith("+3 more")
