@@ -470,6 +470,12 @@ def _revert(
         report = rollback_to(sandboxes, target.decision_id, targets, marked)
         if report.succeeded:
             _forget_destroyed_savepoints(store, impact.plan_id, targets)
+            _progress(
+                store,
+                impact.plan_id,
+                "resources_rolled_back",
+                {"resources": [f"{r.resource_id}: {r.outcome.value}" for r in report.resources]},
+            )
         if not report.succeeded:
             _finish(
                 store,
@@ -483,6 +489,12 @@ def _revert(
             )
     _reasoning_rollback(store, target, impact)
     guidance = _supersede(store, target, impact)
+    _progress(
+        store,
+        impact.plan_id,
+        "decisions_superseded",
+        {"count": len(impact.affected_decisions), "replacement": guidance.decision_id},
+    )
     _finish(
         store,
         correction,
@@ -495,6 +507,14 @@ def _revert(
     replay = Correction(impact.decision_id, impact.guidance)
     replayed = PlanRunner(store, impact.plan_id, options, correction=replay).run()
     return CorrectionResult(_reload(store, correction), replayed, report)
+
+
+def _progress(store: Store, plan_id: str, kind: str, payload: dict[str, object]) -> None:
+    """A step of a running correction, as an event: the app's replay view and every other
+    process watching the store show it as it happens."""
+    with store.unit_of_work(write=True) as uow:
+        uow.events.append(kind, payload, plan_id=plan_id)
+        uow.commit()
 
 
 def _forget_destroyed_savepoints(

@@ -418,6 +418,14 @@ class PlanRunner:
                 },
                 correction=self._correction,
             )
+            if self._correction is not None:  # a replay: show each decision made again
+                with self.store.unit_of_work(write=True) as uow:
+                    uow.events.append(
+                        "decision_remade",
+                        {"key": proposal.key, "chosen": proposal.chosen_option},
+                        plan_id=self.plan_id,
+                    )
+                    uow.commit()
             for number, call in enumerate(proposal.tool_calls):
                 if phase is Phase.STRATEGIZE:
                     break  # Strategize is read-only: tool calls belong to Execute

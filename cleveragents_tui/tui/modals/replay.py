@@ -18,7 +18,24 @@ from cleveragents_tui.engine import tui_queries
 from cleveragents_tui.engine.correction import CorrectionResult, Impact, execute
 from cleveragents_tui.engine.lifecycle import pause_plan
 from cleveragents_tui.engine.runner import RunOptions
+from cleveragents_tui.engine.tui_queries import EventView
 from cleveragents_tui.store.store import Store
+
+
+def describe(event: EventView) -> str:
+    """One log line for an event of the running correction."""
+    payload = event.payload
+    if event.kind == "resources_rolled_back":
+        resources = payload.get("resources")
+        return "rolled back: " + "; ".join(
+            map(str, resources if isinstance(resources, list) else [])
+        )
+    if event.kind == "decisions_superseded":
+        return f"{payload.get('count')} decision(s) superseded; reasoning restored to before it"
+    if event.kind == "decision_remade":
+        return f"re-made {payload.get('key')}: {payload.get('chosen')}"
+    detail = ", ".join(f"{k}={v}" for k, v in payload.items())
+    return event.kind + (f" ({detail})" if detail else "")
 
 
 class ReplayModal(ModalScreen[str | None]):
@@ -52,6 +69,7 @@ class ReplayModal(ModalScreen[str | None]):
         self.result: CorrectionResult | None = None
         self.error: str | None = None
         self.cancel_requested = False
+        self.remade = 0  # decisions re-made so far by the replay
         self._since = tui_queries.last_event_id(store)
         self._worker: Worker[CorrectionResult] | None = None
 
@@ -84,12 +102,13 @@ class ReplayModal(ModalScreen[str | None]):
         p = tui_queries.progress(self.store, self.impact.plan_id, self._since)
         for event in p.events:
             self._since = max(self._since, event.event_id)
-            detail = ", ".join(f"{k}={v}" for k, v in event.payload.items())
-            self._log(f"{event.kind}" + (f" ({detail})" if detail else ""))
+            self.remade += event.kind == "decision_remade"
+            self._log(describe(event))
         status = Text()
         status.append(f"plan {p.phase} · {p.state} · attempt {p.attempt}   ")
         status.append(
-            f"decisions: {p.current_decisions} current, {p.decisions - p.current_decisions} superseded"
+            f"decisions: {p.current_decisions} current, {p.decisions - p.current_decisions} "
+            f"superseded, {self.remade} re-made"
         )
         self.query_one("#replay-status", Static).update(status)
 
