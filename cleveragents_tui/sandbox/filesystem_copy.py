@@ -34,43 +34,38 @@ from cleveragents_tui.sandbox.base import (
     CheckpointMissingError,
     SandboxError,
 )
-from cleveragents_tui.sandbox.objects import (
+from cleveragents_tui.sandbox.changes import Item, apply_items, changes_of
+from cleveragents_tui.sandbox.files import (
     DIR_FLAGS,
-    DIRECTORY,
-    FILE,
+    fs_now,
+    hash_fd,
+    json_int,
+    open_regular,
+    read_json_object,
+    write_json,
+)
+from cleveragents_tui.sandbox.home import META, Identity, resource_directory
+from cleveragents_tui.sandbox.names import (
     MAX_DEPTH,
-    META,
-    SYMLINK,
-    Entry,
-    Identity,
-    Item,
-    ObjectStore,
-    Trees,
-    TreeWriter,
-    apply_items,
-    changes_of,
     check_link_target,
     check_name,
     check_oid,
     check_ref,
-    fs_now,
-    hash_fd,
-    hash_path,
-    is_clean,
     join_path,
-    json_int,
+    new_ref,
+    ref_seq,
+)
+from cleveragents_tui.sandbox.objects import ObjectStore
+from cleveragents_tui.sandbox.safety import UnsafeInputError
+from cleveragents_tui.sandbox.tree_writer import (
+    TreeWriter,
+    hash_path,
     list_path,
     lstat_path,
-    new_ref,
-    open_regular,
-    read_json_object,
     readlink_path,
-    ref_seq,
     remove_tree,
-    resource_directory,
-    write_json,
 )
-from cleveragents_tui.sandbox.safety import UnsafeInputError
+from cleveragents_tui.sandbox.trees import DIRECTORY, FILE, SYMLINK, Entry, Trees, is_clean
 
 _STRATEGY = SandboxStrategyName.FILESYSTEM_COPY
 _GIT = ".git"

@@ -41,39 +41,36 @@ from cleveragents_tui.sandbox.base import (
     CheckpointMissingError,
     SandboxError,
 )
-from cleveragents_tui.sandbox.objects import (
+from cleveragents_tui.sandbox.changes import Item, apply_items, changes_of
+from cleveragents_tui.sandbox.files import (
     DIR_FLAGS,
-    DIRECTORY,
-    FILE,
-    META,
-    SYMLINK,
-    Entry,
-    Identity,
-    Item,
-    ObjectStore,
-    apply_items,
-    changes_of,
+    json_int,
+    read_json_object,
+    write_atomic,
+    write_json,
+)
+from cleveragents_tui.sandbox.home import META, Identity, resource_directory
+from cleveragents_tui.sandbox.names import (
     check_entry_path,
     check_link_target,
     check_oid,
     check_ref,
-    hash_path,
     join_path,
-    json_int,
+    new_ref,
+    ref_seq,
+    split_path,
+)
+from cleveragents_tui.sandbox.objects import ObjectStore
+from cleveragents_tui.sandbox.safety import UnsafeInputError
+from cleveragents_tui.sandbox.tree_writer import (
+    hash_path,
     list_path,
     lstat_path,
-    new_ref,
-    read_json_object,
     read_path,
     readlink_path,
-    ref_seq,
     remove_tree,
-    resource_directory,
-    split_path,
-    write_atomic,
-    write_json,
 )
-from cleveragents_tui.sandbox.safety import UnsafeInputError
+from cleveragents_tui.sandbox.trees import DIRECTORY, FILE, SYMLINK, Entry
 
 _STRATEGY = SandboxStrategyName.OVERLAY
 _WHITEOUT = "w"

@@ -12,21 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError
-from cleveragents_tui.sandbox.objects import (
-    Entry,
-    ObjectStore,
-    TreeWriter,
-    check_entry_path,
-    check_link_target,
-    decode_tree,
-    encode_tree,
-    fs_now,
-    is_clean,
-    lstat_path,
-    read_path,
-    remove_tree,
-)
+from cleveragents_tui.sandbox.files import fs_now
+from cleveragents_tui.sandbox.names import check_entry_path, check_link_target
+from cleveragents_tui.sandbox.objects import ObjectStore
 from cleveragents_tui.sandbox.safety import UnsafeInputError
+from cleveragents_tui.sandbox.tree_writer import TreeWriter, lstat_path, read_path, remove_tree
+from cleveragents_tui.sandbox.trees import Entry, decode_tree, encode_tree, is_clean
 
 
 @pytest.fixture

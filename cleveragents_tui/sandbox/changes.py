@@ -1,0 +1,65 @@
+"""Landing a sandbox's changes on the real directory, path by path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+from cleveragents_tui.sandbox.base import Change, ChangeKind
+from cleveragents_tui.sandbox.objects import ObjectStore
+from cleveragents_tui.sandbox.tree_writer import TreeWriter
+from cleveragents_tui.sandbox.trees import DIRECTORY, FILE, SYMLINK, Entry
+
+
+class Item(NamedTuple):
+    """One path that differs: what the real directory had (``old``) and what it gets (``new``)."""
+
+    path: str
+    old: Entry | None
+    new: Entry | None
+
+
+def _path_of(item: Item) -> str:
+    return item.path
+
+
+def changes_of(items: list[Item]) -> tuple[Change, ...]:
+    """The protocol's view of ``items``, sorted by path."""
+    out = []
+    for item in sorted(items, key=_path_of):
+        if item.old is None:
+            kind = ChangeKind.ADDED
+        elif item.new is None:
+            kind = ChangeKind.DELETED
+        else:
+            kind = ChangeKind.MODIFIED
+        out.append(Change(item.path, kind))
+    return tuple(out)
+
+
+def apply_items(real: Path, items: list[Item], store: ObjectStore, *, durable: bool) -> None:
+    """Make each path of ``real`` what its item says, through a :class:`TreeWriter`.
+
+    Removals go deepest first, creations parents first, and directory modes are set last,
+    deepest first, so a read-only directory is filled before it is closed. A file entry
+    with a recorded mtime gets it back; one without (``mtime_ns == 0``) keeps the time of
+    writing.
+    """
+    with TreeWriter(real, durable=durable) as writer:
+        for item in sorted(items, key=_path_of, reverse=True):
+            old, new = item.old, item.new
+            if old is not None and (new is None or new.kind != old.kind or new.kind == SYMLINK):
+                writer.remove(item.path)
+        modes: list[tuple[str, int]] = []
+        for path, _, new in sorted(items, key=_path_of):
+            if new is None:
+                continue
+            if new.kind == DIRECTORY:
+                writer.make_dir(path)
+                modes.append((path, new.mode))
+            elif new.kind == FILE:
+                writer.write_object(path, store, new, mtime_ns=new.mtime_ns or None)
+            else:
+                writer.symlink(path, new.ref)
+        for path, mode in reversed(modes):
+            writer.set_mode(path, mode)
