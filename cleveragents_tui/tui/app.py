@@ -55,7 +55,7 @@ class AgentsApp(App[None]):
         self.store = store
         self.initial_plan = plan_id
         self.user = user or getpass.getuser()
-        self.run_options = run_options
+        self.run_options = run_options or RunOptions(user=self.user)  # events name who acted
         self.poll_seconds = poll_seconds
         self._fingerprint: tuple[object, ...] | None = None
         self.initial_theme = theme
