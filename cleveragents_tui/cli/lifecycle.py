@@ -61,7 +61,8 @@ def use(cli: CliContext, action_ref: str, project: str | None, profile: str | No
 @click.argument("plan_ref", metavar="PLAN")
 @pass_cli
 def run_(cli: CliContext, plan_ref: str) -> None:
-    """Continue PLAN as far as it can go (after approvals were answered, or a pause)."""
+    """Continue PLAN as far as it can go (after approvals were answered, or a pause); retry
+    an Apply that was refused (constrained) or failed (errored) once the cause is fixed."""
     from cleveragents_tui.engine.lifecycle import resume_plan
 
     _report(cli.store, resume_plan(cli.store, plan_ref))
@@ -71,7 +72,7 @@ def run_(cli: CliContext, plan_ref: str) -> None:
 @click.argument("plan_ref", metavar="PLAN")
 @pass_cli
 def resume(cli: CliContext, plan_ref: str) -> None:
-    """Resume a paused PLAN (same as `plan run`)."""
+    """Resume a paused PLAN, or retry its refused Apply (same as `plan run`)."""
     from cleveragents_tui.engine.lifecycle import resume_plan
 
     _report(cli.store, resume_plan(cli.store, plan_ref))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cleveragents_tui.domain.approval import ApprovalAnswer
-from cleveragents_tui.domain.enums import PlanState
+from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
@@ -44,9 +44,15 @@ def cancel_plan(store: Store, plan_ref: str) -> Plan:
 
 
 def resume_plan(store: Store, plan_ref: str, options: RunOptions | None = None) -> Plan:
-    """Continue a paused plan, or one whose approvals were answered, as far as it can go."""
+    """Continue a paused plan, or one whose approvals were answered, as far as it can go;
+    retry an Apply that was refused (constrained) or failed (errored)."""
     with store.unit_of_work() as uow:
         plan = uow.plans.get(uow.plans.resolve(plan_ref))
+    if plan.phase is Phase.APPLY and plan.state in (PlanState.CONSTRAINED, PlanState.ERRORED):
+        with store.unit_of_work(write=True) as uow:
+            uow.events.append("apply_retried", {"from": plan.state.value}, plan_id=plan.plan_id)
+            uow.commit()
+        return PlanRunner(store, plan.plan_id, options).apply()
     if plan.state is PlanState.PAUSED:
         plan = _change(store, plan.plan_id, (PlanState.PAUSED,), PlanState.RUNNING, "resumed")
     if plan.state.is_terminal:

@@ -585,6 +585,10 @@ class PlanRunner:
             plan.state is PlanState.COMPLETED
             or (plan.state in (PlanState.AWAITING_APPROVAL, PlanState.RUNNING) and gate_reached)
         )
+        # A retry: an Apply that was refused or failed (every sandbox's apply can be repeated).
+        ready = ready or (
+            plan.phase is Phase.APPLY and plan.state in (PlanState.CONSTRAINED, PlanState.ERRORED)
+        )
         if not ready:
             raise PlanStateError(
                 f"plan {self.plan_id} is {plan.phase.value} · {plan.state.value}: Execute has not completed",

@@ -162,6 +162,28 @@ def test_apply_refused_by_a_changed_real_folder_leaves_the_plan_constrained(
     ).read_text() == "# edited by a person meanwhile\n"  # not overwritten
 
 
+def test_a_refused_apply_is_retried_once_the_real_resource_is_put_right(
+    demo: DemoEnvironment, store: Store, tmp_path: Path
+) -> None:
+    from cleveragents_tui.engine.lifecycle import resume_plan
+
+    options = RunOptions(sandbox_base=tmp_path / "sandboxes")
+    plan = start_plan(
+        store, load_action(str(demo.action_file)), profile_override="auto", options=options
+    )
+    guide = demo.docs / "guide.md"
+    original = guide.read_bytes()
+    guide.write_text("# edited by a person meanwhile\n")
+    refused = PlanRunner(store, plan.plan_id, options).apply()
+    assert refused.state is PlanState.CONSTRAINED
+    guide.write_bytes(original)  # the person puts it back
+    retried = resume_plan(store, plan.plan_id, options)
+    assert (retried.phase, retried.state) == (Phase.APPLY, PlanState.APPLIED)
+    assert guide.read_bytes() != original  # the child's change landed this time
+    assert git(demo.repository, "branch", "--list", f"cleveragents/apply/{plan.plan_id}")
+    assert rows(demo.database)[-1][0]  # the release row was committed
+
+
 def test_apply_before_execute_completes_is_refused(
     demo: DemoEnvironment, store: Store, tmp_path: Path
 ) -> None:

@@ -51,7 +51,7 @@ class PlanScreen(Screen[None]):
         Binding("o", "goto_replaced", "Replaced/replacement", id="plan.replaced"),
         Binding("P", "pause", "Pause", id="plan.pause", show=False),
         Binding("X", "cancel_plan", "Cancel plan", id="plan.cancel", show=False),
-        Binding("R", "resume", "Resume", id="plan.resume", show=False),
+        Binding("R", "resume", "Resume/retry", id="plan.resume", show=False),
         Binding("A", "apply", "Apply", id="plan.apply", show=False),
         Binding("x", "export", "Export", id="plan.export"),
     ]
