@@ -7,20 +7,15 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from cleveragents_tui.tui.modals.base import Dialog
 
-class ConfirmModal(ModalScreen[bool]):
+
+class ConfirmModal(Dialog[bool]):
     DEFAULT_CSS = """
-    ConfirmModal { align: center middle; }
-    ConfirmModal > Vertical {
-        width: 90; max-width: 95%; height: auto; max-height: 90%;
-        border: thick $warning; background: $surface; padding: 1 2;
-    }
+    ConfirmModal > Vertical { max-height: 90%; border: thick $warning; }
     ConfirmModal #confirm-text { height: auto; max-height: 60vh; }
-    ConfirmModal Horizontal { height: auto; align-horizontal: right; margin-top: 1; }
-    ConfirmModal Button { margin-left: 2; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer(True)", "Yes", id="confirm.yes"),

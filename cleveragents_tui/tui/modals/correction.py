@@ -8,10 +8,10 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 
 from cleveragents_tui.domain.enums import CorrectionMode
+from cleveragents_tui.tui.modals.base import Dialog
 
 
 @dataclass(frozen=True)
@@ -20,18 +20,7 @@ class CorrectionRequest:
     guidance: str
 
 
-class CorrectionDialog(ModalScreen[CorrectionRequest | None]):
-    DEFAULT_CSS = """
-    CorrectionDialog { align: center middle; }
-    CorrectionDialog > Vertical {
-        width: 90; max-width: 95%; height: auto; border: thick $accent;
-        background: $surface; padding: 1 2;
-    }
-    CorrectionDialog RadioSet { width: 100%; height: auto; }
-    CorrectionDialog Horizontal { height: auto; align-horizontal: right; margin-top: 1; }
-    CorrectionDialog Button { margin-left: 2; }
-    CorrectionDialog #correction-error { color: $error; height: auto; }
-    """
+class CorrectionDialog(Dialog[CorrectionRequest | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="correction.cancel")
     ]
@@ -56,7 +45,7 @@ class CorrectionDialog(ModalScreen[CorrectionRequest | None]):
                 )
             yield Label("Guidance: what should the decision have been?")
             yield Input(placeholder="e.g. use a greeter class", id="guidance")
-            yield Static("", id="correction-error", markup=False)
+            yield Static("", id="correction-error", classes="dialog-error", markup=False)
             with Horizontal():
                 yield Button("Cancel", id="cancel")
                 yield Button("Preview impact", id="preview", variant="primary")

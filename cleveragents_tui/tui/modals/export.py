@@ -8,20 +8,14 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from cleveragents_tui.tui.modals.base import Dialog
 
-class ExportModal(ModalScreen[Path | None]):
+
+class ExportModal(Dialog[Path | None]):
     """Dismisses with the file to write, or None when cancelled."""
 
-    DEFAULT_CSS = """
-    ExportModal { align: center middle; }
-    ExportModal > Vertical {
-        width: 90; max-width: 95%; height: auto; border: thick $accent;
-        background: $surface; padding: 1 2;
-    }
-    """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="export.cancel")
     ]

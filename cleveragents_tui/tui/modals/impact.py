@@ -8,10 +8,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from cleveragents_tui.engine.correction import Impact
+from cleveragents_tui.tui.modals.base import Dialog
 
 
 def impact_text(impact: Impact) -> Text:
@@ -58,16 +58,11 @@ def impact_text(impact: Impact) -> Text:
     return t
 
 
-class ImpactModal(ModalScreen[bool]):
+class ImpactModal(Dialog[bool]):
     DEFAULT_CSS = """
-    ImpactModal { align: center middle; }
-    ImpactModal > Vertical {
-        width: 100; max-width: 98%; height: auto; max-height: 95%;
-        border: thick $accent; background: $surface; padding: 0 1;
-    }
+    ImpactModal > Vertical { width: 100; max-width: 98%; padding: 0 1; }
     ImpactModal #impact-body { height: auto; max-height: 65vh; }
-    ImpactModal Horizontal { height: auto; align-horizontal: right; }
-    ImpactModal Button { margin-left: 2; }
+    ImpactModal Horizontal { margin-top: 0; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,n", "answer(False)", "Cancel", id="impact.cancel"),

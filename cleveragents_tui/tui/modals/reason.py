@@ -7,19 +7,16 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from cleveragents_tui.tui.modals.base import Dialog
 
-class ReasonModal(ModalScreen[str | None]):
+
+class ReasonModal(Dialog[str | None]):
     """Dismisses with the reason ("" when none was given), or None when cancelled."""
 
     DEFAULT_CSS = """
-    ReasonModal { align: center middle; }
-    ReasonModal > Vertical {
-        width: 80; max-width: 95%; height: auto; border: thick $accent;
-        background: $surface; padding: 1 2;
-    }
+    ReasonModal > Vertical { width: 80; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="reason.cancel")

@@ -9,7 +9,6 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Log, Static
 from textual.worker import Worker, WorkerState
 
@@ -20,6 +19,7 @@ from cleveragents_tui.engine.lifecycle import pause_plan
 from cleveragents_tui.engine.runner import RunOptions
 from cleveragents_tui.engine.tui_queries import EventView
 from cleveragents_tui.store.store import Store
+from cleveragents_tui.tui.modals.base import Dialog
 
 
 def describe(event: EventView) -> str:
@@ -38,19 +38,14 @@ def describe(event: EventView) -> str:
     return event.kind + (f" ({detail})" if detail else "")
 
 
-class ReplayModal(ModalScreen[str | None]):
+class ReplayModal(Dialog[str | None]):
     """Dismisses with the correction id (to open its diff) or None."""
 
     DEFAULT_CSS = """
-    ReplayModal { align: center middle; }
-    ReplayModal > Vertical {
-        width: 100; max-width: 98%; height: 80%; border: thick $accent;
-        background: $surface; padding: 0 1;
-    }
+    ReplayModal > Vertical { width: 100; max-width: 98%; height: 80%; padding: 0 1; }
     ReplayModal Log { height: 1fr; }
     ReplayModal #replay-status { height: auto; }
-    ReplayModal Horizontal { height: auto; align-horizontal: right; }
-    ReplayModal Button { margin-left: 2; }
+    ReplayModal Horizontal { margin-top: 0; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("x", "cancel_replay", "Cancel replay", id="replay.cancel"),

@@ -8,24 +8,14 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 
+from cleveragents_tui.tui.modals.base import Dialog
 
-class StrategyDialog(ModalScreen[str | None]):
+
+class StrategyDialog(Dialog[str | None]):
     """Dismisses with the new strategy text, or None when cancelled."""
 
-    DEFAULT_CSS = """
-    StrategyDialog { align: center middle; }
-    StrategyDialog > Vertical {
-        width: 90; max-width: 95%; height: auto; border: thick $accent;
-        background: $surface; padding: 1 2;
-    }
-    StrategyDialog RadioSet { width: 100%; height: auto; }
-    StrategyDialog Horizontal { height: auto; align-horizontal: right; margin-top: 1; }
-    StrategyDialog Button { margin-left: 2; }
-    StrategyDialog #strategy-error { color: $error; height: auto; }
-    """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="strategy.cancel")
     ]
@@ -48,7 +38,7 @@ class StrategyDialog(ModalScreen[str | None]):
                         yield RadioButton(text, value=number == 0, id=f"alt-{number}")
             yield Label("…or describe another strategy (this wins when not empty)")
             yield Input(placeholder="e.g. a greeter class with one method per language", id="own")
-            yield Static("", id="strategy-error", markup=False)
+            yield Static("", id="strategy-error", classes="dialog-error", markup=False)
             with Horizontal():
                 yield Button("Cancel", id="cancel")
                 yield Button("Preview impact", id="preview", variant="primary")

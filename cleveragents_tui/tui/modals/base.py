@@ -1,0 +1,25 @@
+"""The look every dialog of the app shares: a centred box with its buttons on the right.
+Subclasses set only what differs (Textual type selectors match subclasses, and a subclass's
+DEFAULT_CSS wins over its base's)."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from textual.screen import ModalScreen
+
+ResultT = TypeVar("ResultT")
+
+
+class Dialog(ModalScreen[ResultT]):
+    DEFAULT_CSS = """
+    Dialog { align: center middle; }
+    Dialog > Vertical {
+        width: 90; max-width: 95%; height: auto; max-height: 95%;
+        border: thick $accent; background: $surface; padding: 1 2;
+    }
+    Dialog RadioSet { width: 100%; height: auto; }
+    Dialog Horizontal { height: auto; align-horizontal: right; margin-top: 1; }
+    Dialog Button { margin-left: 2; }
+    Dialog .dialog-error { color: $error; height: auto; }
+    """
