@@ -26,7 +26,7 @@ Two deliberate readings of the ADR's reference loop:
 Two ways to compute it, with the same answer:
 
 - :func:`affected_subtree`, the *cold* path for a one-off question (a preview from the CLI):
-  one statement with one recursive CTE, built with SQLAlchemy Core, on SQLite and
+  one statement with one recursive CTE (``store/impact_queries.py``), on SQLite and
   PostgreSQL. Its rows are the affected decisions and the child plans.
 - :class:`InfluenceGraph`, the *warm* path for a plan being run or browsed: the plan's
   influence DAG in memory (a networkx ``DiGraph``), loaded with a few bulk queries and then
@@ -41,39 +41,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-from sqlalchemy import (
-    ColumnElement,
-    Dialect,
-    Select,
-    String,
-    Text,
-    and_,
-    bindparam,
-    case,
-    cast,
-    literal_column,
-    or_,
-    select,
-    true,
-    union_all,
-)
-from sqlalchemy.engine import Connection
-from sqlalchemy.orm import InstrumentedAttribute, aliased
-from sqlalchemy.sql.compiler import SQLCompiler
+from typing import TYPE_CHECKING
 
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.errors import NotFoundError
+from cleveragents_tui.store.impact_queries import (
+    DECISION,
+    PLAN,
+    PLAN_MARK,
+    EdgeRow,
+    NodeRow,
+    affected_refs,
+    influence_rows,
+)
 from cleveragents_tui.store.store import Store
-from cleveragents_tui.store.tables import DecisionDependencyRow, DecisionRow, PlanRow
 
 if TYPE_CHECKING:
     import networkx as nx
 
-DECISION = "decision"
-PLAN = "plan"
-_CHUNK = 500
 _HOW_TO_LIST = "see a plan's decisions with `agents plan tree PLAN`"
 
 
@@ -116,38 +101,19 @@ class InfluenceGraph:
 
     @classmethod
     def load(cls, store: Store, plan_id: str) -> InfluenceGraph:
-        """Read the graph in a few bulk queries, in one transaction (a consistent snapshot):
-        the plan tree, its decisions, the dependency rows leaving them; again only when an
-        influence edge leads into a plan not yet held.
+        """Read the graph in a few bulk queries, in one transaction (a consistent snapshot).
 
         Raises :class:`NotFoundError` when the plan does not exist.
         """
         graph = cls(plan_id)
-        nodes: list[tuple[str, str | None, str, str | None]] = []
-        dependencies: list[tuple[str, str, str]] = []
-        with store.unit_of_work() as uow:
-            connection = uow.session.connection()
-            pending = {plan_id}
-            while pending:
-                plans = _plan_trees(connection, pending) - graph._plans
-                if plan_id not in graph._plans and plan_id not in plans:
-                    raise NotFoundError(
-                        f"plan {plan_id} does not exist", "list plans with `agents plan list`"
-                    )
-                graph._plans |= plans
-                new_nodes, new_dependencies = _plan_rows(connection, plans)
-                nodes += new_nodes
-                dependencies += new_dependencies
-                known = {row[0] for row in nodes}
-                missing = {down for _, down, kind in new_dependencies if kind == DECISION} - known
-                pending = _plans_of(connection, missing) - graph._plans
+        graph._plans, nodes, dependencies = influence_rows(store, plan_id)
         graph._build(nodes, dependencies)
         return graph
 
     def _build(
         self,
-        nodes: list[tuple[str, str | None, str, str | None]],
-        dependencies: list[tuple[str, str, str]],
+        nodes: list[NodeRow],
+        dependencies: list[EdgeRow],
     ) -> None:
         graph = self._graph
         graph.add_nodes_from(
@@ -264,65 +230,7 @@ class InfluenceGraph:
                 nodes[decision_id]["current"] = False
 
 
-def _plan_trees(connection: Connection, roots: Iterable[str]) -> set[str]:
-    """The given plans that exist and all their descendants (``plans.parent_plan_id``)."""
-    found: set[str] = set()
-    ids = sorted(roots)
-    for start in range(0, len(ids), _CHUNK):
-        tree = (
-            select(PlanRow.plan_id)
-            .where(PlanRow.plan_id.in_(ids[start : start + _CHUNK]))
-            .cte("tree", recursive=True)
-        )
-        below = tree.alias("below")
-        tree = tree.union(
-            select(PlanRow.plan_id).join(below, PlanRow.parent_plan_id == below.c.plan_id)
-        )
-        found.update(connection.scalars(select(tree.c.plan_id)))
-    return found
-
-
-def _plan_rows(
-    connection: Connection, plans: Iterable[str]
-) -> tuple[list[tuple[str, str | None, str, str | None]], list[tuple[str, str, str]]]:
-    """The decisions of these plans, and the dependency rows leaving them."""
-    nodes: list[tuple[str, str | None, str, str | None]] = []
-    dependencies: list[tuple[str, str, str]] = []
-    ids = sorted(plans)
-    d = DecisionRow
-    dep = DecisionDependencyRow
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
-        rows = connection.execute(
-            select(d.decision_id, d.parent_decision_id, d.plan_id, d.superseded_by).where(
-                d.plan_id.in_(chunk)
-            )
-        )
-        nodes.extend((row[0], row[1], row[2], row[3]) for row in rows)
-        edges = connection.execute(
-            select(dep.upstream_decision_id, dep.downstream_ref, dep.dependency_type)
-            .join(d, d.decision_id == dep.upstream_decision_id)
-            .where(d.plan_id.in_(chunk))
-        )
-        dependencies.extend((row[0], row[1], row[2]) for row in edges)
-    return nodes, dependencies
-
-
-def _plans_of(connection: Connection, decision_ids: Iterable[str]) -> set[str]:
-    ids = sorted(decision_ids)
-    found: set[str] = set()
-    for start in range(0, len(ids), _CHUNK):
-        found.update(
-            connection.scalars(
-                select(DecisionRow.plan_id)
-                .where(DecisionRow.decision_id.in_(ids[start : start + _CHUNK]))
-                .distinct()
-            )
-        )
-    return found
-
-
-# -- the cold path: one recursive CTE -----------------------------------------------------------
+# -- the cold path: one recursive CTE (store/impact_queries.py) ------------------------------
 
 
 def affected_subtree(store: Store, decision_id: str) -> AffectedSubtree:
@@ -330,113 +238,9 @@ def affected_subtree(store: Store, decision_id: str) -> AffectedSubtree:
 
     Raises :class:`NotFoundError` when no such decision exists.
     """
-    sql, params = _affected_sql(store.engine.dialect, decision_id)
-    with store.engine.connect() as connection:
-        cursor = connection.connection.cursor()
-        try:
-            cursor.execute(sql, params)
-            refs: frozenset[str] = frozenset(row[0] for row in cursor.fetchall())
-        finally:
-            cursor.close()
+    refs = affected_refs(store, decision_id)
     marked = [ref for ref in refs if ref[0] == PLAN_MARK]
     decisions = refs.difference(marked) if marked else refs
     if decision_id not in decisions:
         raise NotFoundError(f"decision {decision_id} does not exist", _HOW_TO_LIST)
     return AffectedSubtree(decisions, frozenset(ref[1:] for ref in marked))
-
-
-# Marks a child plan's id among the CTE's rows. ULIDs are Crockford base32 (digits and
-# capital letters), so no decision id starts with it; a marked id matches no edge either.
-PLAN_MARK = "+"
-_COMPILED: dict[str, SQLCompiler] = {}
-
-
-def _affected_sql(dialect: Dialect, decision_id: str) -> tuple[str, Any]:
-    """The statement compiled once per dialect, and the driver's parameters for it.
-
-    Run on the driver's own cursor: building SQLAlchemy's cache key for a statement of this
-    size, and a result row object per affected decision, costs more than the query itself
-    on a small subtree.
-    """
-    compiled = _COMPILED.get(dialect.name)
-    if compiled is None:
-        compiled = affected_statement(dialect.name).compile(dialect=dialect)
-        if not isinstance(compiled, SQLCompiler):
-            raise TypeError(f"{dialect.name} compiled a SELECT into {type(compiled).__name__}")
-        _COMPILED[dialect.name] = compiled
-    params = compiled.construct_params({"target": decision_id}, escape_names=False)
-    if compiled.positiontup is not None:
-        return compiled.string, tuple(params[name] for name in compiled.positiontup)
-    return compiled.string, params
-
-
-def affected_statement(dialect: str) -> Select[tuple[str]]:
-    """``WITH RECURSIVE affected(ref)``: the target, then transitively what each row leads to.
-
-    The target's row comes from ``decisions`` (no row: no such decision). A row is a
-    decision id, or a child plan's id behind :data:`PLAN_MARK` (a leaf: it matches no edge).
-    ``UNION`` keeps each row once, so a diamond is walked once and a cycle would end.
-
-    The recursive step is the union of the two edge kinds, each an index lookup by the
-    queued id: current structural children (``ix_decisions_parent_decision_id``), and
-    dependency rows (the ``uq_dependency_edge`` index leads with the upstream id) that name
-    a current decision or a child plan. It is written per dialect, as the databases differ:
-
-    - PostgreSQL allows one recursive term: the work table joined to a ``LATERAL``
-      ``UNION ALL`` of the two edge kinds.
-    - SQLite has no ``LATERAL``, and joined to a union of all edges it materialises every
-      edge of the database in each step; instead the edge kinds are two recursive terms of
-      the CTE's compound (SQLite 3.34 or later), evaluated per queued row.
-    """
-
-    def as_text(column: InstrumentedAttribute[str]) -> ColumnElement[str]:
-        # PostgreSQL wants one column type across the CTE's terms; the marked ids are text.
-        return column.expression if dialect == "sqlite" else cast(column, Text)
-
-    anchor = select(as_text(DecisionRow.decision_id).label("ref")).where(
-        DecisionRow.decision_id == bindparam("target", type_=String)
-    )
-    affected = anchor.cte("affected", recursive=True)
-    queued = affected.alias("queued")
-    children = select(as_text(DecisionRow.decision_id).label("ref")).where(
-        DecisionRow.parent_decision_id == queued.c.ref, DecisionRow.superseded_by.is_(None)
-    )
-    dep = DecisionDependencyRow
-    downstream = aliased(DecisionRow, name="downstream")
-    is_plan = dep.dependency_type == _constant(PLAN)
-    dependents = (
-        select(
-            case(
-                (is_plan, _constant(PLAN_MARK) + dep.downstream_ref),
-                else_=as_text(dep.downstream_ref),
-            ).label("ref")
-        )
-        .outerjoin_from(
-            dep,
-            downstream,
-            and_(
-                dep.dependency_type == _constant(DECISION),
-                downstream.decision_id == dep.downstream_ref,
-            ),
-        )
-        .where(
-            dep.upstream_decision_id == queued.c.ref,
-            or_(
-                is_plan,
-                and_(downstream.decision_id.is_not(None), downstream.superseded_by.is_(None)),
-            ),
-        )
-    )
-    if dialect == "sqlite":
-        recursive = affected.union(children, dependents)
-    else:
-        step = union_all(children.correlate(queued), dependents.correlate(queued)).lateral("step")
-        recursive = affected.union(select(step.c.ref).select_from(queued.join(step, true())))
-    return select(recursive.c.ref)
-
-
-def _constant(value: str) -> ColumnElement[str]:
-    """One of our string constants, written into the SQL: no parameter to bind per call."""
-    if value not in (DECISION, PLAN, PLAN_MARK):
-        raise ValueError(f"not a constant of this query: {value!r}")
-    return literal_column(f"'{value}'", String)
