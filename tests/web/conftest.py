@@ -1,0 +1,108 @@
+"""Fixtures for the browser mode: a demo plan in a real database, ``agents serve`` as a
+real process, and Debian's Chromium (missing: skipped locally, a failure under CI=true)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from cleveragents_tui.engine.actions import load_action
+from cleveragents_tui.engine.browse import plan_tree
+from cleveragents_tui.engine.demo import build_demo
+from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.store.store import Store
+from tests.web.browser import CHROMIUM, VIEWPORT, launch
+from tests.web.serve_process import ServeProcess, descendants, free_port, start_serve
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+TOKEN = "test-token-0123456789abcdef"
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        reason = f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)"
+        if IN_CI:
+            pytest.fail(f"CI=true but {reason}", pytrace=False)
+        pytest.skip(reason)
+    with sync_playwright() as playwright:
+        launched = launch(playwright)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A page in its own context: its own cookies, as another person's browser."""
+    context = browser.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
+    yield context.new_page()
+    context.close()
+
+
+@dataclass
+class Demo:
+    """The demo plan run to its Apply gate, on a database the server and the test share."""
+
+    database: str
+    store: Store
+    plan_id: str
+    workdir: Path
+
+    def decision(self, chosen: str) -> tuple[str, int]:
+        """The decision that chose ``chosen``, and its row in the tree (0 = the root)."""
+        lines = plan_tree(self.store, self.plan_id).lines
+        index = next(i for i, line in enumerate(lines) if line.row.chosen_option == chosen)
+        return lines[index].row.decision_id, index
+
+
+def make_demo(database: str, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Demo]:
+    sandboxes = workdir / "sandboxes"
+    monkeypatch.setenv("AGENTS_SANDBOX_DIR", str(sandboxes))  # the server's tabs inherit it
+    store = Store.open(database)
+    env = build_demo(store, workdir / "demo")
+    plan = start_plan(
+        store,
+        load_action(str(env.action_file)),
+        profile_override="auto",
+        options=RunOptions(sandbox_base=sandboxes),
+    )
+    yield Demo(database, store, plan.plan_id, workdir)
+    store.close()
+
+
+@pytest.fixture
+def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Demo]:
+    yield from make_demo(str(tmp_path / "agents.db"), tmp_path, monkeypatch)
+
+
+@dataclass
+class Served:
+    process: ServeProcess
+    base: str  # the public URL, with its trailing slash
+
+    def login(self, token: str = TOKEN) -> str:
+        return f"{self.base}?token={token}"
+
+
+def serve(demo: Demo, *args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
+    """``agents serve`` on the demo's database; stopped with SIGTERM afterwards, which must
+    end every tab's app process too."""
+    port = free_port()
+    process, _ = start_serve(demo.database, port, *args, workdir=demo.workdir, env=env)
+    try:
+        yield Served(process, f"http://127.0.0.1:{port}/")
+    finally:
+        children = descendants(process.process.pid)
+        assert process.stop() == 0, process.stderr()
+        assert not (children & descendants(1)), "app processes outlived agents serve"
+
+
+@pytest.fixture
+def served(demo: Demo) -> Iterator[Served]:
+    """The shared token (given in the environment, as a team would)."""
+    yield from serve(demo, env={"AGENTS_SERVE_TOKEN": TOKEN})
