@@ -9,6 +9,7 @@ the child's environment.
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 import sys
 from collections.abc import Awaitable, Callable
@@ -21,6 +22,7 @@ from cleveragents_tui.web.credentials import TOKEN_ENV
 USER_ENV = "AGENTS_WEB_USER"
 DATABASE_ENV = "AGENTS_DATABASE_URL"
 SESSION_MODULE = "cleveragents_tui.web.session_main"
+QUIT_TIMEOUT = 10.0  # seconds an app gets to quit before it is killed
 
 
 def session_command() -> str:
@@ -73,6 +75,19 @@ class SessionService(AppService):
         )
         self.user = user
         self.database_url = database_url
+
+    async def stop(self) -> None:
+        """Ask the app to quit (textual-serve's stop), then reap its process: no session
+        outlives the server, and no process is left for the event loop to complain about."""
+        await super().stop()
+        process = self._process
+        if process is None or process.returncode is not None:
+            return
+        try:
+            await asyncio.wait_for(process.wait(), QUIT_TIMEOUT)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
 
     def _build_environment(self, width: int = 80, height: int = 24) -> dict[str, str]:
         environment = super()._build_environment(width=width, height=height)
