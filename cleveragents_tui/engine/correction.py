@@ -372,18 +372,20 @@ def execute(
     correction = _take_plan(store, impact, requested_by)
     try:
         for child in impact.children:
-            _cancel_child(store, child, options)
+            if child.outcome is not ChildAction.REJECT:  # an applied child stays applied
+                _cancel_child(store, child, options)
         if impact.mode is CorrectionMode.APPEND:
             return _append(store, impact, correction, options)
         return _revert(store, impact, correction, options)
     except BaseException as exc:
-        _finish(
-            store,
-            correction,
-            CorrectionStatus.FAILED,
-            report={"error": str(exc)},
-            plan_state=PlanState.ERRORED,
-        )
+        if _reload(store, correction).status is CorrectionStatus.RUNNING:  # not in the replay
+            _finish(
+                store,
+                correction,
+                CorrectionStatus.FAILED,
+                report={"error": str(exc)},
+                plan_state=PlanState.ERRORED,
+            )
         raise
 
 
