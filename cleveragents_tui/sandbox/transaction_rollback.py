@@ -35,8 +35,8 @@ Things to know (DESIGN.md section 8, ADR-035 "Long-Running Database Transaction 
   ``idle_in_transaction_session_timeout`` ends it: that is reported as a lost transaction.
 
 Statement log and replay: ``statements.jsonl`` under ``root`` (created with mode 0600: the
-SQL and its values may be sensitive) holds one JSON object per line: ``{"savepoint": name}``
-for a checkpoint, ``{"sql", "params", "after", "rowcount"}`` for a statement that succeeded
+SQL and its values may be sensitive) holds one JSON object per line: ``{"savepoint": name,
+"rows": digest}`` for a checkpoint (``rows`` when row snapshots are on), ``{"sql", "params", "after", "rowcount"}`` for a statement that succeeded
 (``after`` is the index of the savepoint it follows, -1 before the first; ``rowcount`` the rows
 it changed, when the driver says), ``{"failed": error, "after"}`` where a statement failed and
 left a PostgreSQL transaction failed (replay leaves it failed too, so apply still refuses until
@@ -57,10 +57,11 @@ anything); on PostgreSQL everything is, because a SELECT may call a function tha
   for good; a dropped connection does not (the server rolled the transaction back).
 * Replay fails, and the sandbox is reported lost with the cause in
   :attr:`~TransactionRollbackSandbox.lost_reason` and in every error, when a statement fails
-  or changes a different number of rows than it did the first time (the target changed
-  meanwhile). A failed replay is rolled back: the target is left as it was. Replay cannot see
-  other differences: a sequence, a default such as ``now()`` or ``random()``, or a concurrent
-  commit on PostgreSQL may give replayed rows other values than the first run had.
+  or changes a different number of rows than it did the first time, or when the rows at a
+  savepoint differ from the first run (each savepoint line carries a digest of the row
+  snapshot, ``"rows"``: a sequence, a default such as ``now()`` or ``random()``, or a
+  concurrent commit shows there). A failed replay is rolled back: the target is left as it
+  was. Values written after the last savepoint are checked by row count only.
 * Apply records ``applying`` (fsynced) in the state file before ``COMMIT``: a process that
   ends during ``COMMIT`` leaves a sandbox that is never replayed (the outcome is unknown).
 
@@ -174,6 +175,19 @@ class _Table:
 
 # Table path ("name" or "schema.name") -> the table.
 Snapshot = dict[str, _Table]
+
+
+def _snapshot_digest(snapshot: Snapshot) -> str:
+    """A digest of every row of a snapshot, logged with each savepoint: a replay that gives
+    other values (not only other row counts) is caught at the savepoint where they differ."""
+    digest = hashlib.sha256()
+    for path in sorted(snapshot):
+        table = snapshot[path]
+        digest.update(repr((path, table.columns)).encode())
+        for key in sorted(table.rows):
+            digest.update(repr((key, table.rows[key])).encode())
+    return digest.hexdigest()
+
 
 # Sandboxes whose transaction this process holds, by the token in their state file.
 _LIVE: dict[str, TransactionRollbackSandbox] = {}
@@ -770,7 +784,17 @@ class TransactionRollbackSandbox:
                         self._dropped.add(name)
                         self._gone[name] = "was dropped"
                     elif self._baseline is not None:
-                        self._snapshots[name] = self._take_snapshot()
+                        snapshot = self._snapshots[name] = self._take_snapshot()
+                        expected = entry.get("rows")
+                        if snapshot is not None and expected not in (
+                            None,
+                            _snapshot_digest(snapshot),
+                        ):
+                            raise _ReplayFailed(
+                                f"the rows at savepoint {name} differ from the first run (a "
+                                "default such as now() or random(), a sequence, or a commit "
+                                "by someone else): the database changed meanwhile"
+                            )
                     else:
                         self._snapshots[name] = None
                     continue
@@ -1202,7 +1226,10 @@ class TransactionRollbackSandbox:
             self._run_internal(live, f"SAVEPOINT {self._quoted(live, name)}", "SAVEPOINT")
             self._stack.append(name)
             self._snapshots[name] = snapshot
-            self._append({"savepoint": name})
+            entry: dict[str, Any] = {"savepoint": name}
+            if snapshot is not None:
+                entry["rows"] = _snapshot_digest(snapshot)
+            self._append(entry)
             self._save_state()
             warning = self.savepoint_warning
             if warning is not None and not self._warned:

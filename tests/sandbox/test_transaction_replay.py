@@ -323,15 +323,15 @@ def test_a_replay_that_fails_reports_lost_and_changes_nothing(
     assert sandbox.lost
     reason = sandbox.lost_reason or ""
     assert "lost on restart" in reason
-    assert "replaying statement 2 of 2 (INSERT INTO notes VALUES (3, 'third')) failed" in reason
-    assert "notes" in reason.rsplit("failed:", 1)[1]
+    # the rows at the savepoint already differ (the notes table is gone): caught there
+    assert f"the rows at savepoint {ref} differ from the first run" in reason
     for action in (sandbox.verify, sandbox.rollback):
-        with pytest.raises(CheckpointMissingError, match="replaying statement 2") as raised:
+        with pytest.raises(CheckpointMissingError, match="differ from the first run") as raised:
             action(ref)
         assert "--mode=append" in str(raised.value)
-    with pytest.raises(SandboxError, match="replaying statement 2"):
+    with pytest.raises(SandboxError, match="differ from the first run"):
         sandbox.apply()
-    with pytest.raises(SandboxError, match="replaying statement 2"):
+    with pytest.raises(SandboxError, match="differ from the first run"):
         sandbox.checkpoint()
     assert committed_execute_rows(target) == before  # item 50 was rolled back with the replay
     assert 50 not in [row[0] for row in target.committed()["items"]]
@@ -350,6 +350,37 @@ def test_a_statement_that_changes_other_rows_on_replay_fails_it(
 
     assert sandbox.lost
     assert "changed 0 rows where it changed 1 the first time" in (sandbox.lost_reason or "")
+
+
+def test_a_statement_that_fails_on_replay_is_named(
+    target: Target, root: Path, reopen: Callable[[Target], TransactionRollbackSandbox]
+) -> None:
+    run_process(target, root, ["create"], ["exec", "INSERT INTO notes VALUES (3, 'third')"])
+    run_sql(target, "DROP TABLE notes")
+
+    sandbox = reopen(target)
+
+    reason = sandbox.lost_reason or ""
+    assert sandbox.lost
+    assert "replaying statement 1 of 1 (INSERT INTO notes VALUES (3, 'third')) failed" in reason
+    assert "notes" in reason.rsplit("failed:", 1)[1]
+
+
+def test_rows_changed_by_someone_else_fail_the_replay_at_the_savepoint(
+    target: Target, root: Path, reopen: Callable[[Target], TransactionRollbackSandbox]
+) -> None:
+    run_process(
+        target, root, ["create"], ["exec", "UPDATE items SET qty = 7 WHERE id = 1"], ["checkpoint"]
+    )
+    run_sql(target, "UPDATE items SET name = 'changed' WHERE id = 2")  # same row counts
+    theirs = committed_execute_rows(target)
+
+    sandbox = reopen(target)
+
+    assert sandbox.lost
+    assert "rows at savepoint sp_" in (sandbox.lost_reason or "")
+    assert "differ from the first run" in (sandbox.lost_reason or "")
+    assert committed_execute_rows(target) == theirs  # the failed replay was rolled back
 
 
 def test_values_json_cannot_carry_make_the_log_unreplayable(
@@ -391,7 +422,7 @@ def test_a_rollback_over_an_unloggable_statement_makes_the_log_replayable(
     assert sandbox.unreplayable_reason is None
     assert [sorted(entry) for entry in log_lines(root)] == [
         ["after", "params", "rowcount", "sql"],
-        ["savepoint"],
+        ["rows", "savepoint"],
     ]
 
 
@@ -413,6 +444,8 @@ def test_the_log_is_private_and_holds_what_replay_needs(
     if target.dialect == "postgresql":  # a SELECT may call a function that writes
         assert lines[0] == {"sql": "SELECT count(*) FROM items", "params": None, "after": -1}
         lines = lines[1:]
+    rows = lines[1].get("rows", "")
+    assert len(rows) == 64 and int(rows, 16) >= 0  # the digest of the rows at the savepoint
     assert lines == [
         {
             "sql": "INSERT INTO items VALUES (:id, :name, 1)",
@@ -420,11 +453,11 @@ def test_the_log_is_private_and_holds_what_replay_needs(
             "after": -1,
             "rowcount": 1,
         },
-        {"savepoint": ref},
+        {"savepoint": ref, "rows": rows},
         {"sql": "DELETE FROM items WHERE id IN (1, 2)", "params": None, "after": 0, "rowcount": 2},
     ]
     sandbox.rollback(ref)
-    assert log_lines(root)[-1] == {"savepoint": ref}
+    assert log_lines(root)[-1] == {"savepoint": ref, "rows": rows}
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
     assert "url" not in json.loads((root / STATE_FILE_NAME).read_text())
 
