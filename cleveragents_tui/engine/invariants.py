@@ -18,9 +18,10 @@ What each invariant really checks (docs/reliability.md says the same for users):
 ``append-only``             the database triggers that refuse DELETE and every UPDATE but
                             ``superseded_by`` are installed; each plan's sequence numbers run
                             0..n-1 without a gap (the engine numbers max+1, so a gap is a
-                            deleted decision); every parent was recorded before its child.
-                            Edits of a stored row cannot be seen after the fact: the decision
-                            row holds no digest of itself. The triggers are what prevent them.
+                            deleted decision); every parent was recorded before its child;
+                            every row is a valid decision. Other edits of a stored row cannot
+                            be seen after the fact (the row holds no digest of itself): the
+                            triggers are what prevent them.
 ``context-hash``            every decision's stored context exists and hashes to its
                             ``hot_context_hash``.
 ``current-tree``            the decisions of a plan that are not superseded form one tree:
@@ -66,7 +67,7 @@ from cleveragents_tui.domain.enums import (
     PlanState,
     SandboxStrategyName,
 )
-from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.errors import StoreCorruptedError, UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_base_dir, sandbox_root
 from cleveragents_tui.store import mapping
@@ -112,6 +113,7 @@ class _Stored:
 
     plans: dict[str, Plan]
     decisions: list[Decision]
+    invalid: list[tuple[str, str]]  # (decision id, why): rows that are no valid decision
     groups: list[CheckpointGroup]
     checkpoints: list[CheckpointMetadata]
     corrections: list[CorrectionAttempt]
@@ -157,12 +159,15 @@ def _load(store: Store) -> _Stored:
     with store.unit_of_work() as uow:
         s = uow.session
         plans = {p.plan_id: p for p in uow.plans.all()}
-        decisions = [
-            mapping.decision_from_row(r)
-            for r in s.scalars(
-                select(DecisionRow).order_by(DecisionRow.plan_id, DecisionRow.sequence_number)
-            )
-        ]
+        decisions: list[Decision] = []
+        invalid: list[tuple[str, str]] = []
+        for row in s.scalars(
+            select(DecisionRow).order_by(DecisionRow.plan_id, DecisionRow.sequence_number)
+        ):
+            try:
+                decisions.append(mapping.decision_from_row(row))
+            except StoreCorruptedError as exc:
+                invalid.append((row.decision_id, exc.problem))
         groups = [mapping.group_from_row(r) for r in s.scalars(select(CheckpointGroupRow))]
         checkpoints = [
             mapping.checkpoint_from_row(r) for r in s.scalars(select(CheckpointMetadataRow))
@@ -199,6 +204,7 @@ def _load(store: Store) -> _Stored:
     return _Stored(
         plans=plans,
         decisions=decisions,
+        invalid=invalid,
         groups=groups,
         checkpoints=checkpoints,
         corrections=corrections,
@@ -298,6 +304,9 @@ def _append_only(stored: _Stored, found: _Findings) -> None:
                 f"the append-only triggers {', '.join(missing)} are missing: decisions can be "
                 "deleted or edited",
             )
+    for decision_id, why in stored.invalid:
+        found.examined("append-only")
+        found.add("append-only", decision_id, f"the row is not a valid decision: {why}")
     sequence_of = {d.decision_id: d.sequence_number for d in stored.decisions}
     by_plan: dict[str, list[Decision]] = defaultdict(list)
     for decision in stored.decisions:

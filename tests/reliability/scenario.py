@@ -173,6 +173,34 @@ def recover_and_check(folder: str, out: str) -> None:
     )
 
 
+def append_after_apply(folder: str, out: str) -> None:
+    """A child process: apply the plan at its gate, then append a correction to its strategy
+    (above the applied child plan); writes the plans' states and the checker's findings."""
+    work = Work(folder)
+    store, options = work.store(), work.options()
+    plan_id = top_plan(store)
+    assert plan_id is not None
+    apply_plan(store, plan_id, "reliability", options)
+    strategy = _current(store, plan_id, Phase.STRATEGIZE, DecisionType.STRATEGY_CHOICE)
+    impact = correction.preview(store, strategy, CorrectionMode.APPEND, "also a --shout flag")
+    correction.execute(
+        store, impact, acknowledged=True, requested_by="reliability", options=options
+    )
+    with store.unit_of_work() as uow:
+        states = {p.plan_id: p.state.value for p in uow.plans.all()}
+    report = check_invariants(store, base_dir=work.sandboxes)
+    Path(out).write_text(
+        json.dumps(
+            {
+                "children": [c.plan_id for c in impact.children],
+                "states": states,
+                "violations": [v.__dict__ for v in report.violations],
+            }
+        ),
+        encoding="utf-8",
+    )
+
+
 # -- the fault loop ---------------------------------------------------------------------------
 
 
