@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import nox
 
 nox.options.sessions = ["lint", "typecheck", "tests"]
@@ -36,3 +38,19 @@ def bench(session: nox.Session) -> None:
     """Benchmarks; writes their figures, as ratios to same-run baselines, to docs/benchmarks.md."""
     session.install("-e", ".[dev]")
     session.run("python", "-m", "tests.benchmarks.run", *session.posargs)
+
+
+@nox.session
+def soak(session: nox.Session) -> None:
+    """The reliability loops, longer: every failpoint of both stages killed at its first and
+    last hit, every git call of the fault loop failed, and AGENTS_SOAK_ITERATIONS (default
+    25) seeded-random crash points per stage. Figures go to AGENTS_RELIABILITY_FIGURES."""
+    session.install("-e", ".[dev]")
+    iterations = os.environ.get("AGENTS_SOAK_ITERATIONS", "25")
+    session.run(
+        "pytest",
+        "-s",
+        "tests/reliability",
+        *session.posargs,
+        env={"AGENTS_SOAK_ITERATIONS": iterations, "HYPOTHESIS_PROFILE": "soak"},
+    )
