@@ -18,6 +18,8 @@ from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError
 from cleveragents_tui.sandbox.safety import UnsafeInputError
 
 CHUNK = 1 << 20
+# What one read of a file asks for: a read allocates all it asks for, and most files are small.
+STEP = 64 << 10
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -92,7 +94,7 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
 
 def read_all(fd: int) -> bytes:
     chunks = []
-    while chunk := os.read(fd, CHUNK):
+    while chunk := os.read(fd, STEP):
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -100,7 +102,7 @@ def read_all(fd: int) -> bytes:
 def hash_fd(fd: int) -> str:
     """sha256 of what ``fd`` reads to its end, without storing it."""
     digest = hashlib.sha256()
-    while chunk := os.read(fd, CHUNK):
+    while chunk := os.read(fd, STEP):
         digest.update(chunk)
     return digest.hexdigest()
 

@@ -5,8 +5,10 @@ Layout of the ``root`` folder given to ``create`` (the sandbox owns it)::
     sandbox.json        plan, strategy, resource, real location, and the *origin*: the tree of
                         the real directory when the sandbox was made (or last applied)
     work/               the copy tools work in (``workdir``)
-    objects/            blobs and trees (:mod:`.objects`)
-    checkpoints/<ref>   {"root": <tree id>, "stamp": <fs time of its scan>} per checkpoint
+    objects/            blobs and trees (:mod:`.objects`), and the checkpoint records: a
+                        note ``{"checkpoint": <ref>, "root": <tree id>, "stamp": <fs time of
+                        its scan>}`` stored with the checkpoint's objects, in the same write
+                        and the same flush; ``{"drop": <ref>}`` when it is dropped
     index               the tree last seen in ``work/`` with its lstat details (when newer
                         than the last checkpoint): the cache that lets a checkpoint skip
                         unchanged files without reading them
@@ -21,6 +23,8 @@ part of the sandbox: it is neither copied, checkpointed, restored nor applied.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import stat
 from dataclasses import dataclass, field
@@ -163,12 +167,12 @@ class FilesystemCopySandbox:
         self._real = real
         self._durable = durable
         self._work = home / "work"
-        self._checkpoints = home / "checkpoints"
         self._stamp_file = home / "stamp"
         self._store = ObjectStore(home / "objects", durable=durable)
         self._trees = Trees(self._store)
         self._origin = _Snapshot("", 0)
         self._index: _Snapshot | None = None
+        self._records: dict[str, _Snapshot] = {}
         self._next_seq = 1
         self._discarded = False
 
@@ -177,19 +181,16 @@ class FilesystemCopySandbox:
     def initialise(self) -> None:
         """Copy the real directory in: scan it into objects, then restore them into work/."""
         self._work.mkdir()
-        self._checkpoints.mkdir()
         self._store.create()
         self._origin = self._scan(self._real, None)
         self._index = self._restore(self._origin)
-        self._store.sync()
         self._save_meta()
 
     def load(self, meta: dict[str, object]) -> None:
         origin = meta.get("origin")
         self._origin = _Snapshot.from_json(origin if isinstance(origin, dict) else {})
+        self._read_records()
         self._index = self._load_index()
-        refs = self.checkpoints()
-        self._next_seq = ref_seq(refs[-1]) + 1 if refs else 1
 
     # --- the Sandbox protocol --------------------------------------------------------------
 
@@ -203,10 +204,12 @@ class FilesystemCopySandbox:
 
     def checkpoint(self) -> str:
         self._alive()
-        snapshot = self._scan(self._work, self._index)
-        self._index = snapshot  # saved as the checkpoint itself (see _load_index)
         ref = new_ref(self._next_seq)
-        write_json(self._checkpoints / ref, snapshot.to_json(), durable=self._durable)
+        with self._store.batch():  # the record is stored, and flushed, with the objects
+            snapshot = self._scan(self._work, self._index)
+            self._store.add_note(_note(checkpoint=ref, root=snapshot.root, stamp=snapshot.stamp))
+        self._index = snapshot  # the checkpoint is the index now (see _load_index)
+        self._records[ref] = snapshot
         self._next_seq += 1
         return ref
 
@@ -245,10 +248,10 @@ class FilesystemCopySandbox:
 
     def drop_checkpoint(self, ref: str) -> None:
         self._alive()
-        path = self._checkpoints / check_ref(ref)
-        if not path.is_file():
-            raise CheckpointMissingError(f"checkpoint {ref} does not exist", "nothing to drop")
-        path.unlink()
+        self._root_of(ref)
+        with self._store.batch():
+            self._store.add_note(_note(drop=ref))
+        del self._records[ref]
         self._collect_garbage()
 
     def apply(self) -> ApplyResult:
@@ -288,13 +291,7 @@ class FilesystemCopySandbox:
 
     def checkpoints(self) -> list[str]:
         """The references of the checkpoints kept, oldest first."""
-        refs = []
-        for path in self._checkpoints.iterdir():
-            try:
-                refs.append(check_ref(path.name))
-            except CheckpointMissingError:
-                continue
-        return sorted(refs)
+        return sorted(self._records)
 
     # --- scanning --------------------------------------------------------------------------
 
@@ -315,7 +312,6 @@ class FilesystemCopySandbox:
                 )
         finally:
             os.close(fd)
-        self._store.sync()
         return _Snapshot(root, stamp)
 
     def _scan_dir(self, fd: int, rel: str, cached: str | None, stamp: int) -> str:
@@ -364,7 +360,7 @@ class FilesystemCopySandbox:
             if kind == FILE:
                 file_fd = open_regular(fd, name)
                 try:
-                    oid, size = self._store.put_fd(file_fd)
+                    oid, size = self._store.put_fd(file_fd, st.st_size)
                 finally:
                     os.close(file_fd)
                 return Entry(FILE, mode, size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, oid)
@@ -422,7 +418,7 @@ class FilesystemCopySandbox:
         # Nothing else writes work/ during a rollback, so every file is as planned or
         # written now: the stamp taken after the writes makes them trusted by the next scan.
         stamp = fs_now(self._stamp_file)
-        with self._store.batch():
+        with self._store.batch(durable=False):  # only the index needs them: a cache
             root = self._with_stats(target.root, "", seen, _dirs_of(seen))
         snapshot = _Snapshot(root, stamp)
         write_json(self._home / "index", snapshot.to_json(), durable=False)
@@ -610,13 +606,38 @@ class FilesystemCopySandbox:
     # --- storage ---------------------------------------------------------------------------
 
     def _root_of(self, ref: str) -> _Snapshot:
-        path = self._checkpoints / check_ref(ref)
-        if not path.is_file():
+        snapshot = self._records.get(check_ref(ref))
+        if snapshot is None:  # made since this object read the records, by another process?
+            self._store.refresh()
+            self._read_records()
+            snapshot = self._records.get(ref)
+        if snapshot is None:
             raise CheckpointMissingError(
                 f"checkpoint {ref} of {self._resource.resource_id} does not exist",
                 "it was dropped or never made here; pick another checkpoint",
             )
-        return _Snapshot.from_json(read_json_object(path))
+        return snapshot
+
+    def _read_records(self) -> None:
+        """The checkpoints kept: every checkpoint note without a drop note."""
+        made: dict[str, _Snapshot] = {}
+        dropped: set[str] = set()
+        for note in self._store.notes():
+            read = _read_note(note)
+            if read is None:
+                continue
+            ref, snapshot = read
+            self._next_seq = max(self._next_seq, ref_seq(ref) + 1)
+            if snapshot is None:
+                dropped.add(ref)
+            else:
+                made[ref] = snapshot
+        self._records = {ref: made[ref] for ref in made.keys() - dropped}
+
+    def _keep_note(self, note: bytes) -> bool:
+        """What garbage collection keeps: drop notes, and the records of kept checkpoints."""
+        read = _read_note(note)
+        return read is None or read[1] is None or read[0] in self._records
 
     def _load_index(self) -> _Snapshot | None:
         """The latest snapshot of work/: the index file or the newest checkpoint.
@@ -625,15 +646,18 @@ class FilesystemCopySandbox:
         describes work/ best. A stale or missing index only means re-reading files.
         """
         found: list[_Snapshot] = []
-        refs = self.checkpoints()
-        for path in [self._home / "index"] + [self._checkpoints / ref for ref in refs[-1:]]:
+        with contextlib.suppress(CheckpointMissingError, UnsafeInputError):
+            found.append(_Snapshot.from_json(read_json_object(self._home / "index")))
+        if self._records:
+            found.append(self._records[max(self._records)])
+        usable = []
+        for snapshot in found:
             try:
-                snapshot = _Snapshot.from_json(read_json_object(path))
                 self._trees.load(snapshot.root, top=True)
             except (CheckpointMissingError, UnsafeInputError):
                 continue
-            found.append(snapshot)
-        return max(found, key=lambda snapshot: snapshot.stamp, default=None)
+            usable.append(snapshot)
+        return max(usable, key=lambda snapshot: snapshot.stamp, default=None)
 
     def _save_meta(self) -> None:
         meta = self._identity.meta(origin=self._origin.to_json())
@@ -643,20 +667,37 @@ class FilesystemCopySandbox:
         """Delete objects no checkpoint, index or origin needs (skipped if any is unreadable)."""
         keep: set[str] = set()
         try:
-            roots = [self._origin.root] + [self._root_of(ref).root for ref in self.checkpoints()]
+            roots = [self._origin.root] + [snapshot.root for snapshot in self._records.values()]
             if self._index is not None:
                 roots.append(self._index.root)
             for root in roots:
                 self._trees.reachable(root, keep)
         except (CheckpointMissingError, UnsafeInputError):
             return
-        self._store.sweep(keep)
+        self._store.sweep(keep, self._keep_note)
 
     def _alive(self) -> None:
         if self._discarded:
             raise SandboxError(
                 f"the sandbox of {self._resource.resource_id} was discarded", "create a new one"
             )
+
+
+def _note(**fields: object) -> bytes:
+    return json.dumps({"v": 1, **fields}, sort_keys=True).encode()
+
+
+def _read_note(note: bytes) -> tuple[str, _Snapshot | None] | None:
+    """(ref, its snapshot) of a checkpoint note, (ref, None) of a drop note, None otherwise."""
+    try:
+        doc = json.loads(note)
+        if not isinstance(doc, dict) or doc.get("v") != 1:
+            return None
+        if "drop" in doc:
+            return check_ref(str(doc["drop"])), None
+        return check_ref(str(doc.get("checkpoint"))), _Snapshot.from_json(doc)
+    except (ValueError, CheckpointMissingError, UnsafeInputError):
+        return None
 
 
 def _required(st: os.stat_result | None, path: str) -> os.stat_result:

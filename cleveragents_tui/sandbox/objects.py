@@ -1,4 +1,13 @@
-"""The object store of the filesystem_copy and overlay sandboxes (see :class:`ObjectStore`)."""
+"""The object store of the filesystem_copy and overlay sandboxes (see :class:`ObjectStore`).
+
+Layout of the store's folder::
+
+    packs/<name>.log    journals: the batches of one store object, appended (:mod:`.packs`)
+    packs/<name>.pack   packs written whole: a batch too large for a journal (a sandbox
+                        being made), or what :meth:`ObjectStore.sweep` kept of another file
+    ab/cdef...          loose objects: files of 4 MiB or more, and objects put outside a batch
+    tmp/                files being written
+"""
 
 from __future__ import annotations
 
@@ -6,88 +15,53 @@ import errno
 import hashlib
 import io
 import os
-import re
 import secrets
-import struct
+import weakref
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from cleveragents_tui.sandbox.base import CheckpointMissingError
-from cleveragents_tui.sandbox.files import CHUNK, fsync_dir, read_all, write_all
+from cleveragents_tui.sandbox.files import CHUNK, STEP, fsync_dir, write_all
 from cleveragents_tui.sandbox.names import check_oid
+from cleveragents_tui.sandbox.packs import (
+    JOURNAL_LIMIT,
+    MAGIC,
+    NAME,
+    Journal,
+    PendingBatch,
+    Segment,
+    read_journal,
+    read_pack,
+    write_pack,
+)
 
-_PACK_NAME = re.compile(r"^[0-9a-f]{16}$")
-_PACK_MAGIC = b"CAPACK1\n"
-_PACK_END = b"CAPACKZ\n"
-_IDX_ROW = struct.Struct("<32sQQ")
-_TRAILER = struct.Struct("<QQ8s")
 _SMALL_FILE = 4 << 20
 _MAX_TREE_BYTES = 256 << 20
 
 
-class _PackWriter:
-    """The objects of one batch, appended to one temporary file that becomes a pack."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
-        write_all(self.fd, _PACK_MAGIC)
-        self.end = len(_PACK_MAGIC)
-        self.entries: dict[str, tuple[int, int]] = {}
-
-    def add(self, oid: str, packed: bytes) -> None:
-        write_all(self.fd, packed)
-        self.entries[oid] = (self.end, len(packed))
-        self.end += len(packed)
-
-    def finish(self, *, durable: bool) -> None:
-        """Append the index (id, offset, length per object) and the trailer locating it."""
-        rows = [
-            _IDX_ROW.pack(bytes.fromhex(oid), offset, length)
-            for oid, (offset, length) in self.entries.items()
-        ]
-        write_all(self.fd, b"".join(rows) + _TRAILER.pack(self.end, len(rows), _PACK_END))
-        if durable:
-            os.fsync(self.fd)
-
-    def close(self) -> None:
-        os.close(self.fd)
-        self.path.unlink(missing_ok=True)
-
-
-def _read_pack_index(path: Path) -> Iterator[tuple[str, int, int]]:
-    """The (id, offset, length) rows at the end of a pack; a damaged pack is refused."""
-    with open(path, "rb") as pack:
-        size = pack.seek(0, os.SEEK_END)
-        if size < len(_PACK_MAGIC) + _TRAILER.size:
-            raise CheckpointMissingError(f"pack {path.name} is truncated", "the sandbox is damaged")
-        pack.seek(size - _TRAILER.size)
-        start, count, end = _TRAILER.unpack(pack.read(_TRAILER.size))
-        if end != _PACK_END or start + count * _IDX_ROW.size + _TRAILER.size != size:
-            raise CheckpointMissingError(f"pack {path.name} is damaged", "the sandbox is damaged")
-        pack.seek(start)
-        rows = pack.read(count * _IDX_ROW.size)
-    for raw, offset, length in _IDX_ROW.iter_unpack(rows):
-        if offset < len(_PACK_MAGIC) or offset + length > start:
-            raise CheckpointMissingError(f"pack {path.name} is damaged", "the sandbox is damaged")
-        yield raw.hex(), offset, length
+def _keep_every_note(note: bytes) -> bool:
+    return True
 
 
 class ObjectStore:
     """Immutable blobs named by the sha256 of their content, zlib-compressed on disk.
 
-    An object is either *loose* (its own file, ``ab/cdef...``) or in a *pack*: the objects
-    put inside one :meth:`batch` (a checkpoint's changed files and trees, or a whole tree
-    when a sandbox is made) are appended to a single file, ``packs/<name>.pack``, which
-    ends with the index of their offsets. Creating a file costs far more than appending to
-    one, so a checkpoint of ten changed files writes one pack, not thirty files.
+    An object is either *loose* (its own file, ``ab/cdef...``) or in a pack file. The
+    objects put inside one :meth:`batch` (a checkpoint's changed files and trees), and the
+    notes added to it (:meth:`add_note`: the checkpoint's record), become one segment of
+    this object's journal: creating files costs far more than appending to one, so a
+    checkpoint of ten changed files appends once, instead of writing thirty files.
     Every read is checked against the object's id, wherever it was stored.
 
-    ``durable`` flushes packs, and loose objects at :meth:`sync`, to the disk, so a
-    checkpoint reference handed to the database never outlives what it names.
+    ``durable`` flushes each batch to the disk before the batch ends (one ``fdatasync`` of
+    the journal; loose objects first, so a note never reaches the disk before an object it
+    names), so a checkpoint reference handed to the database never outlives what it names.
+    Loose objects put outside a batch are flushed by :meth:`sync`.
+
+    One store object writes a folder at a time (the plan lock sees to that); others may read.
     """
 
     def __init__(self, root: Path, *, durable: bool) -> None:
@@ -98,31 +72,52 @@ class ObjectStore:
         self._pending: list[Path] = []
         self._verified: dict[str, tuple[str, int, int, int]] = {}
         self._index: dict[str, tuple[str, int, int]] | None = None
-        self._writer: _PackWriter | None = None
+        self._notes: list[tuple[str, bytes]] = []
+        self._batch: PendingBatch | None = None
+        self._journal: Journal | None = None
         self._open_packs: OrderedDict[str, io.FileIO] = OrderedDict()
+        self._finalizer: weakref.finalize[[], ObjectStore] | None = None
 
     def create(self) -> None:
         self._tmp.mkdir(parents=True, exist_ok=True)
         self._packs.mkdir(exist_ok=True)
 
     @contextmanager
-    def batch(self) -> Iterator[None]:
-        """Objects put inside go to one pack, published when the block ends without error."""
-        if self._writer is not None:
+    def batch(self, *, durable: bool | None = None) -> Iterator[None]:
+        """Objects put inside, and notes added, are stored together when the block ends
+        without error (nothing of them when it raises). ``durable=False`` skips the flush
+        for a batch whose loss a crash may cause (a cache); None means the store's setting."""
+        if self._batch is not None:
             yield
             return
-        writer = self._writer = _PackWriter(self._tmp / f"{secrets.token_hex(8)}.pack")
+        batch = self._batch = PendingBatch(self._tmp)
         try:
             yield
-            self._publish(writer)
+            self._publish(batch, self._durable if durable is None else durable)
         finally:
-            self._writer = None
-            writer.close()
+            self._batch = None
+            batch.close()
+
+    def add_note(self, note: bytes) -> None:
+        """Store ``note`` with the objects of the open batch (read back by :meth:`notes`)."""
+        if self._batch is None:
+            raise RuntimeError("add_note needs an open batch")
+        self._batch.notes.append(note)
+
+    def notes(self) -> list[bytes]:
+        """Every note stored, oldest first within each pack file."""
+        self._pack_index()
+        return [note for _, note in self._notes]
+
+    def refresh(self) -> None:
+        """Forget what was read of the pack files, to see what another process added."""
+        self._index = None
+        self._notes = []
 
     def has(self, oid: str) -> bool:
         check_oid(oid)
-        writer = self._writer
-        if (writer is not None and oid in writer.entries) or oid in self._pack_index():
+        batch = self._batch
+        if (batch is not None and oid in batch.entries) or oid in self._pack_index():
             return True
         return os.path.exists(self._loose(oid))
 
@@ -132,13 +127,19 @@ class ObjectStore:
             self._put_packed(oid, zlib.compress(data, 1))
         return oid
 
-    def put_fd(self, fd: int) -> tuple[str, int]:
-        """Store what ``fd`` reads; returns (object id, size). Large files are streamed."""
-        first = os.read(fd, _SMALL_FILE)
-        if len(first) < _SMALL_FILE:
-            rest = read_all(fd)
-            data = first + rest if rest else first
-            return self.put_bytes(data), len(data)
+    def put_fd(self, fd: int, size_hint: int = 0) -> tuple[str, int]:
+        """Store what ``fd`` reads; returns (object id, size). Files of 4 MiB or more are
+        streamed into a loose object. ``size_hint`` (the size lstat gave) sizes the reads:
+        a read allocates the whole size asked for, which costs more than reading 2 KiB."""
+        step = min(size_hint + 1, STEP) if size_hint else STEP
+        pieces: list[bytes] = []
+        total = 0
+        while total < _SMALL_FILE and (piece := os.read(fd, step)):
+            pieces.append(piece)
+            total += len(piece)
+        first = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        if total < _SMALL_FILE:
+            return self.put_bytes(first), total
         digest = hashlib.sha256(first)
         packer = zlib.compressobj(1)
         size = len(first)
@@ -154,7 +155,7 @@ class ObjectStore:
             os.close(tmp_fd)
         oid = digest.hexdigest()
         if self.has(oid):
-            tmp.unlink()
+            os.unlink(tmp)
         else:
             self._link(oid, tmp)
         return oid, size
@@ -207,8 +208,9 @@ class ObjectStore:
                 found.update(fan.name + item.name for item in os.scandir(fan.path))
         return found
 
-    def sweep(self, keep: set[str]) -> int:
-        """Delete every object not in ``keep`` (repacking packs that are partly needed).
+    def sweep(self, keep: set[str], keep_note: Callable[[bytes], bool] = _keep_every_note) -> int:
+        """Delete every object not in ``keep`` and every note ``keep_note`` rejects (pack
+        files partly needed are rewritten); returns how many objects went.
 
         Also removes temporary files a crash left behind.
         """
@@ -219,13 +221,17 @@ class ObjectStore:
                     if fan.name + item.name not in keep:
                         os.unlink(item.path)
                         removed += 1
-        by_pack: dict[str, list[tuple[str, int, int]]] = {}
+        self._pending = [path for path in self._pending if path.parent.name + path.name in keep]
+        by_file: dict[str, tuple[list[tuple[str, int, int]], list[bytes]]] = {}
         for oid, (name, offset, length) in self._pack_index().items():
-            by_pack.setdefault(name, []).append((oid, offset, length))
-        for name, rows in by_pack.items():
+            by_file.setdefault(name, ([], []))[0].append((oid, offset, length))
+        for name, note in self._notes:
+            by_file.setdefault(name, ([], []))[1].append(note)
+        for name, (rows, notes) in by_file.items():
             live = [row for row in rows if row[0] in keep]
-            if len(live) < len(rows):
-                self._repack(name, live)
+            kept = [note for note in notes if keep_note(note)]
+            if len(live) < len(rows) or len(kept) < len(notes):
+                self._repack(name, live, kept)
                 removed += len(rows) - len(live)
         for tmp in self._tmp.iterdir():
             tmp.unlink(missing_ok=True)
@@ -234,14 +240,14 @@ class ObjectStore:
 
     # --- where objects live ------------------------------------------------------------------
 
-    def _loose(self, oid: str) -> Path:
-        return self.root / oid[:2] / oid[2:]
+    def _loose(self, oid: str) -> str:
+        return f"{self.root}/{oid[:2]}/{oid[2:]}"
 
     def _location(self, oid: str) -> tuple[str, int, int, int] | None:
         """Where ``oid`` is: ("", ...) pending in the open batch, a pack and offset, or a file."""
         check_oid(oid)
-        writer = self._writer
-        if writer is not None and oid in writer.entries:
+        batch = self._batch
+        if batch is not None and oid in batch.entries:
             return ("", 0, 0, 0)
         packed = self._pack_index().get(oid)
         if packed is not None:
@@ -253,24 +259,41 @@ class ObjectStore:
         return "loose", st.st_size, st.st_mtime_ns, st.st_ino
 
     def _pack_index(self) -> dict[str, tuple[str, int, int]]:
+        """Every packed object's (file, offset, length), read once; notes alongside."""
         if self._index is None:
             index: dict[str, tuple[str, int, int]] = {}
-            for pack in sorted(self._packs.glob("*.pack")):
-                try:
-                    rows = list(_read_pack_index(pack)) if _PACK_NAME.match(pack.stem) else []
-                except (OSError, CheckpointMissingError):
-                    continue  # its objects count as missing: checkpoints needing them fail verify
-                for oid, offset, length in rows:
-                    index[oid] = (pack.stem, offset, length)
-            self._index = index
+            notes: list[tuple[str, bytes]] = []
+            names = [p.name for p in self._packs.iterdir()] if self._packs.is_dir() else []
+            for name in sorted(filter(NAME.match, names)):
+                self._take(name, self._read_segments(name), index, notes)
+            self._index, self._notes = index, notes
         return self._index
+
+    def _read_segments(self, name: str) -> list[Segment]:
+        try:
+            if name.endswith(".log"):
+                return read_journal(self._packs / name)
+            return read_pack(self._packs / name)
+        except (OSError, CheckpointMissingError):
+            return []  # its objects count as missing: checkpoints needing them fail verify
+
+    @staticmethod
+    def _take(
+        name: str,
+        segments: list[Segment],
+        index: dict[str, tuple[str, int, int]],
+        notes: list[tuple[str, bytes]],
+    ) -> None:
+        for segment in segments:
+            for oid, offset, length in segment.rows:
+                index[oid] = (name, offset, length)
+            notes.extend((name, note) for note in segment.notes)
 
     def _compressed(self, oid: str) -> Iterator[bytes]:
         check_oid(oid)
-        writer = self._writer
-        if writer is not None and oid in writer.entries:
-            offset, length = writer.entries[oid]
-            yield from _pread(writer.fd, offset, length)
+        batch = self._batch
+        if batch is not None and oid in batch.entries:
+            yield batch.read(oid)
             return
         packed = self._pack_index().get(oid)
         if packed is not None:
@@ -311,7 +334,7 @@ class ObjectStore:
         """An open pack (a few stay open: a rollback reads hundreds of objects from each)."""
         handle = self._open_packs.pop(name, None)
         if handle is None:
-            handle = io.FileIO(self._packs / f"{name}.pack", "r")
+            handle = io.FileIO(self._packs / name, "r")
         self._open_packs[name] = handle
         if len(self._open_packs) > 16:
             self._open_packs.popitem(last=False)[1].close()
@@ -320,8 +343,8 @@ class ObjectStore:
     # --- writing -----------------------------------------------------------------------------
 
     def _put_packed(self, oid: str, packed: bytes) -> None:
-        if self._writer is not None:
-            self._writer.add(oid, packed)
+        if self._batch is not None:
+            self._batch.add(oid, packed)
             return
         fd, tmp = self._new_tmp()
         try:
@@ -330,38 +353,60 @@ class ObjectStore:
             os.close(fd)
         self._link(oid, tmp)
 
-    def _publish(self, writer: _PackWriter) -> None:
-        if not writer.entries:
+    def _publish(self, batch: PendingBatch, durable: bool) -> None:
+        """Store a finished batch: appended to the journal, or a pack of its own if large."""
+        if not batch.entries and not batch.notes:
             return
-        writer.finish(durable=self._durable)
-        name = secrets.token_hex(8)
-        os.rename(writer.path, self._packs / f"{name}.pack")
-        if self._durable:
-            fsync_dir(self._packs)
+        if durable:
+            self.sync()
+        if batch.spill is not None:
+            name = batch.finish_pack(self._packs, durable=durable)
+            start = len(MAGIC)
+        else:
+            segment = batch.segment()
+            journal = self._journal
+            if journal is None or journal.end + len(segment) > JOURNAL_LIMIT:
+                journal = self._new_journal()
+            start = journal.append(segment, durable=durable)
+            name = journal.name
         index = self._pack_index()
-        for oid, (offset, length) in writer.entries.items():
+        for oid, (offset, length) in batch.located(start).items():
             index[oid] = (name, offset, length)
             self._verified[oid] = (name, offset, length, 0)
+        self._notes.extend((name, note) for note in batch.notes)
 
-    def _repack(self, name: str, live: list[tuple[str, int, int]]) -> None:
-        """Replace pack ``name`` by one holding only ``live`` (copied, not recompressed)."""
-        if live:
-            source = os.open(self._packs / f"{name}.pack", os.O_RDONLY | os.O_CLOEXEC)
-            writer = _PackWriter(self._tmp / f"{secrets.token_hex(8)}.pack")
-            try:
-                for oid, offset, length in live:
-                    writer.add(oid, b"".join(_pread(source, offset, length)))
-                self._publish(writer)
-            finally:
-                os.close(source)
-                writer.close()
+    def _new_journal(self) -> Journal:
+        self._close_journal()
+        journal = self._journal = Journal(self._packs)
+        self._finalizer = weakref.finalize(self, journal.close)
+        return journal
+
+    def _close_journal(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()
+        self._journal = self._finalizer = None
+
+    def _repack(self, name: str, live: list[tuple[str, int, int]], notes: list[bytes]) -> None:
+        """Replace pack file ``name`` by a pack of only ``live`` (copied, not recompressed)
+        and ``notes``; the old file goes once the new one is on the disk."""
         index = self._pack_index()
+        if live or notes:
+            source = self._pack_file(name).fileno()
+            objects = [(oid, b"".join(_pread(source, at, n))) for oid, at, n in live]
+            new, located = write_pack(self._tmp, self._packs, objects, notes, durable=self._durable)
+            for oid, (offset, length) in located.items():
+                index[oid] = (new, offset, length)
+                self._verified[oid] = (new, offset, length, 0)
+            self._notes.extend((new, note) for note in notes)
         for oid in [oid for oid, row in index.items() if row[0] == name]:
             del index[oid]
+        self._notes = [(file, note) for file, note in self._notes if file != name]
         handle = self._open_packs.pop(name, None)
         if handle is not None:
             handle.close()
-        (self._packs / f"{name}.pack").unlink(missing_ok=True)
+        if self._journal is not None and self._journal.name == name:
+            self._close_journal()
+        (self._packs / name).unlink(missing_ok=True)
 
     def _missing(self, oid: str, why: object) -> CheckpointMissingError:
         return CheckpointMissingError(
@@ -369,19 +414,19 @@ class ObjectStore:
             "the checkpoint cannot be used; roll back to another one",
         )
 
-    def _new_tmp(self) -> tuple[int, Path]:
-        tmp = self._tmp / secrets.token_hex(8)
+    def _new_tmp(self) -> tuple[int, str]:
+        tmp = f"{self._tmp}/{secrets.token_hex(8)}"
         return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444), tmp
 
-    def _link(self, oid: str, tmp: Path) -> None:
+    def _link(self, oid: str, tmp: str) -> None:
         final = self._loose(oid)
         try:
             os.rename(tmp, final)
         except FileNotFoundError:
-            final.parent.mkdir(exist_ok=True)
+            os.makedirs(os.path.dirname(final), exist_ok=True)
             os.rename(tmp, final)
         if self._durable:
-            self._pending.append(final)
+            self._pending.append(Path(final))
 
 
 def _pread(fd: int, offset: int, length: int) -> Iterator[bytes]:

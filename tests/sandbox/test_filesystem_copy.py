@@ -15,6 +15,7 @@ import pytest
 from cleveragents_tui.domain.errors import InvalidIdError
 from cleveragents_tui.domain.ids import new_ulid
 from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.sandbox import packs
 from cleveragents_tui.sandbox.base import (
     Change,
     ChangeKind,
@@ -435,6 +436,81 @@ def test_drop_checkpoint_keeps_the_others_valid(sandbox: FilesystemCopySandbox) 
         sandbox.drop_checkpoint(refs[1])
 
 
+def test_drops_are_recorded_and_their_objects_collected(
+    sandbox: FilesystemCopySandbox, real: Path, tmp_path: Path, plan_id: str
+) -> None:
+    work = sandbox.workdir
+    first = sandbox.checkpoint()
+    (work / "only-in-second.bin").write_bytes(os.urandom(300))
+    second = sandbox.checkpoint()
+    blob = sandbox._trees.lookup(sandbox._root_of(second).root, "only-in-second.bin")
+    assert blob is not None
+    sandbox.rollback(first)  # else work/ (the index) still needs the file
+    sandbox.drop_checkpoint(second)
+    reopened = FilesystemCopyStrategy(durable=False).open(
+        fs_resource(real), plan_id, tmp_path / "sandboxes"
+    )
+    assert reopened.checkpoints() == [first]
+    with pytest.raises(CheckpointMissingError):
+        reopened.verify(second)
+    assert blob.ref not in ObjectStore(sandbox.home / "objects", durable=False).oids()
+    third = reopened.checkpoint()  # a new reference, never the dropped one again
+    assert third > second
+
+
+def test_a_checkpoint_cut_short_by_a_crash_is_not_listed(
+    sandbox: FilesystemCopySandbox, real: Path, tmp_path: Path, plan_id: str
+) -> None:
+    work = sandbox.workdir
+    first = sandbox.checkpoint()
+    state = tree_state(work)
+    (journal,) = (sandbox.home / "objects" / "packs").glob("*.log")
+    size = journal.stat().st_size
+    mess_up(work)
+    cut = sandbox.checkpoint()
+    journal.chmod(0o644)
+    with open(journal, "r+b") as handle:  # the disk kept only part of the last append
+        handle.truncate(size + 40)
+    reopened = FilesystemCopyStrategy(durable=False).open(
+        fs_resource(real), plan_id, tmp_path / "sandboxes"
+    )
+    assert reopened.checkpoints() == [first]
+    with pytest.raises(CheckpointMissingError):
+        reopened.rollback(cut)
+    reopened.rollback(first)
+    assert tree_state(work) == state
+    mess_up(work)
+    again = reopened.checkpoint()
+    reopened.rollback(first)
+    reopened.rollback(again)
+    assert reopened.checkpoints() == [first, again]
+
+
+def test_a_durable_checkpoint_flushes_once(
+    real: Path, tmp_path: Path, plan_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The objects and the record of a checkpoint reach the disk in one fdatasync."""
+    sandbox = FilesystemCopyStrategy().create(fs_resource(real), plan_id, tmp_path / "sandboxes")
+    sandbox.checkpoint()
+    flushes: list[str] = []
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+
+    def fsync(fd: int) -> None:
+        flushes.append("fsync")
+        real_fsync(fd)
+
+    def fdatasync(fd: int) -> None:
+        flushes.append("fdatasync")
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(packs, "_fdatasync", fdatasync)
+    for step in range(3):
+        (sandbox.workdir / "README.md").write_text(f"step {step}\n")
+        sandbox.checkpoint()
+    assert flushes == ["fdatasync"] * 3
+
+
 def test_reopen_in_a_new_object(
     sandbox: FilesystemCopySandbox, real: Path, tmp_path: Path, plan_id: str
 ) -> None:
@@ -522,22 +598,22 @@ def test_verify_detects_missing_and_damaged_objects(
     sandbox: FilesystemCopySandbox, plan_id: str
 ) -> None:
     first = sandbox.checkpoint()
-    packs = sandbox.workdir.parent / "objects" / "packs"
-    old = set(packs.glob("*.pack"))
+    # One journal per sandbox object: each checkpoint appends its objects and record to it.
+    (journal,) = (sandbox.home / "objects" / "packs").glob("*.log")
+    before = journal.stat().st_size
     (sandbox.workdir / "unique.txt").write_text("only in this checkpoint")
     ref = sandbox.checkpoint()
     sandbox.verify(ref)
-    (newest,) = set(packs.glob("*.pack")) - old
-    pristine = newest.read_bytes()
-    newest.chmod(0o644)
-    for damage in (12, -5):  # inside the first object; in the pack's trailer
+    pristine = journal.read_bytes()
+    journal.chmod(0o644)
+    for damage in (before + 2, -5):  # inside the checkpoint's first object; in its trailer
         data = bytearray(pristine)
         data[damage] ^= 0xFF
-        newest.write_bytes(bytes(data))
+        journal.write_bytes(bytes(data))
         fresh = FilesystemCopyStrategy(durable=False).open(sandbox.resource, plan_id, sandbox.home)
         with pytest.raises(CheckpointMissingError):
             fresh.verify(ref)
-        fresh.verify(first)  # the other checkpoint does not need that pack
+        fresh.verify(first)  # the other checkpoint does not need that part of the journal
     with pytest.raises(CheckpointMissingError):
         fresh.verify("999999-deadbeef")
     with pytest.raises(CheckpointMissingError):
@@ -572,12 +648,18 @@ Row = list[object]
 
 
 def plant(sandbox: FilesystemCopySandbox, trees: list[list[Row]]) -> str:
-    """Store hand-written tree objects (the last is the root) and a checkpoint naming it.
+    """Store hand-written tree objects (the last is the root) and a checkpoint naming it,
+    as another process would (the sandbox object finds it when asked for it).
 
     A row is [name, kind, mode, size, mtime_ns, ino, ctime_ns, ref]; a ref of the form
     ``@n`` names the n-th tree of ``trees``, ``=text`` a blob with that content.
     """
     store = ObjectStore(sandbox.workdir.parent / "objects", durable=False)
+    with store.batch():
+        return _plant(store, trees)
+
+
+def _plant(store: ObjectStore, trees: list[list[Row]]) -> str:
     ids: list[str] = []
     for rows in trees:
         fixed = []
@@ -593,8 +675,7 @@ def plant(sandbox: FilesystemCopySandbox, trees: list[list[Row]]) -> str:
             fixed.append([*row[:7], ref])
         ids.append(store.put_bytes(json.dumps({"v": 1, "e": fixed}).encode()))
     ref = "900000-0badc0de"
-    checkpoint = {"v": 1, "root": ids[-1], "stamp": 0}
-    (sandbox.workdir.parent / "checkpoints" / ref).write_text(json.dumps(checkpoint))
+    store.add_note(json.dumps({"v": 1, "checkpoint": ref, "root": ids[-1], "stamp": 0}).encode())
     return ref
 
 

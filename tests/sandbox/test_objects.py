@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cleveragents_tui.sandbox import packs
 from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError
 from cleveragents_tui.sandbox.files import fs_now
 from cleveragents_tui.sandbox.names import check_entry_path, check_link_target
@@ -45,15 +46,117 @@ def test_put_and_read_round_trip_and_deduplicate(store: ObjectStore) -> None:
     store.check(oid)
 
 
-def test_a_batch_writes_one_pack(store: ObjectStore) -> None:
+def journals(store: ObjectStore) -> list[Path]:
+    return sorted((store.root / "packs").glob("*.log"))
+
+
+def test_batches_append_to_one_journal(store: ObjectStore) -> None:
     with store.batch():
         ids = [store.put_bytes(f"object {n}".encode()) for n in range(50)]
         assert store.read_bytes(ids[3]) == b"object 3"  # readable before it is published
+        store.add_note(b"first")
+    with store.batch():
+        more = store.put_bytes(b"second batch")
+        store.add_note(b"second")
     assert loose_files(store) == []
-    assert len(list((store.root / "packs").glob("*.pack"))) == 1
-    fresh = ObjectStore(store.root, durable=False)
+    assert len(journals(store)) == 1
+    assert list((store.root / "packs").glob("*.pack")) == []
+    fresh = ObjectStore(store.root, durable=True)
     assert [fresh.read_bytes(oid) for oid in ids] == [f"object {n}".encode() for n in range(50)]
-    assert fresh.oids() == set(ids)
+    assert fresh.oids() == {*ids, more}
+    assert fresh.notes() == [b"first", b"second"]
+    with fresh.batch():
+        fresh.add_note(b"third")
+    assert len(journals(store)) == 2  # another store object writes a journal of its own
+    assert sorted(ObjectStore(store.root, durable=False).notes()) == [b"first", b"second", b"third"]
+
+
+def test_a_large_batch_becomes_a_pack_of_its_own(
+    store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(packs, "SPILL", 100)
+    with store.batch():
+        ids = [store.put_bytes(os.urandom(64)) for _ in range(5)]
+        assert store.read_bytes(ids[0]) and store.read_bytes(ids[-1])  # spilled and not
+        store.add_note(b"big")
+    assert journals(store) == []
+    assert len(list((store.root / "packs").glob("*.pack"))) == 1
+    assert list((store.root / "tmp").iterdir()) == []
+    fresh = ObjectStore(store.root, durable=False)
+    for oid in ids:
+        fresh.check(oid)
+    assert fresh.notes() == [b"big"]
+
+
+def test_a_durable_batch_is_one_flush(store: ObjectStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loose objects, then the journal once; its folder only when the journal is new."""
+    flushed: list[str] = []
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+
+    def fsync(fd: int) -> None:
+        flushed.append("fsync " + os.readlink(f"/proc/self/fd/{fd}").rsplit("/", 2)[-2])
+        real_fsync(fd)
+
+    def fdatasync(fd: int) -> None:
+        flushed.append("fdatasync " + os.readlink(f"/proc/self/fd/{fd}").rsplit(".", 1)[-1])
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    monkeypatch.setattr(packs, "_fdatasync", fdatasync)
+    for n in range(3):
+        with store.batch():
+            store.put_bytes(f"small {n}".encode())
+            store.add_note(b"record")
+    assert flushed == ["fdatasync log", "fsync objects", "fdatasync log", "fdatasync log"]
+    flushed.clear()
+    big = store.root.parent / "big"
+    big.write_bytes(os.urandom(1 << 16) * 80)  # 5 MiB: a loose object
+    fd = os.open(big, os.O_RDONLY)
+    try:
+        with store.batch():
+            store.put_fd(fd)
+            store.add_note(b"record")
+    finally:
+        os.close(fd)
+    assert flushed[-1] == "fdatasync log"  # after the loose object and its folders
+    assert len(flushed) > 1 and all(f.startswith("fsync") for f in flushed[:-1])
+
+
+def test_a_torn_journal_end_is_skipped(store: ObjectStore) -> None:
+    with store.batch():
+        kept = store.put_bytes(b"acknowledged")
+        store.add_note(b"kept")
+    (journal,) = journals(store)
+    size = journal.stat().st_size
+    with store.batch():
+        torn = store.put_bytes(b"never acknowledged")
+        store.add_note(b"torn")
+    journal.chmod(0o644)
+    with open(journal, "r+b") as handle:  # a crash in the middle of the second append
+        handle.truncate(size + 20)
+    fresh = ObjectStore(store.root, durable=False)
+    assert fresh.notes() == [b"kept"]
+    fresh.check(kept)
+    assert not fresh.has(torn)
+    with fresh.batch():
+        again = fresh.put_bytes(b"after the crash")
+    assert ObjectStore(store.root, durable=False).has(again)
+
+
+def test_a_damaged_segment_is_stepped_over(store: ObjectStore) -> None:
+    sizes = []
+    for n in range(3):
+        with store.batch():
+            store.put_bytes(f"batch {n}".encode())
+            store.add_note(f"note {n}".encode())
+        sizes.append(journals(store)[0].stat().st_size)
+    (journal,) = journals(store)
+    data = bytearray(journal.read_bytes())
+    data[sizes[0] + 3] ^= 0xFF  # inside the second batch
+    journal.chmod(0o644)
+    journal.write_bytes(bytes(data))
+    assert ObjectStore(store.root, durable=False).notes() == [b"note 0", b"note 2"]
 
 
 def test_a_failed_batch_leaves_nothing(store: ObjectStore) -> None:
@@ -115,16 +218,23 @@ def test_another_objects_content_under_an_id_is_refused(store: ObjectStore) -> N
 def test_sweep_keeps_what_is_needed_and_repacks(store: ObjectStore) -> None:
     with store.batch():
         packed = [store.put_bytes(f"p{n}".encode()) for n in range(10)]
+        store.add_note(b"keep me")
+        store.add_note(b"drop me")
     loose = [store.put_bytes(f"l{n}".encode()) for n in range(3)]
     keep = {packed[0], packed[5], loose[1]}
-    assert store.sweep(keep) == 10
+    assert store.sweep(keep, lambda note: note != b"drop me") == 10
     assert store.oids() == keep
     fresh = ObjectStore(store.root, durable=False)
     assert fresh.oids() == keep
+    assert fresh.notes() == [b"keep me"]
     for oid in keep:
         fresh.check(oid)
     assert len(list((store.root / "packs").glob("*.pack"))) == 1
-    assert store.sweep(set()) == 3
+    assert journals(store) == []
+    with store.batch():  # the journal was rewritten: later batches start a new one
+        later = store.put_bytes(b"later")
+    assert ObjectStore(store.root, durable=False).has(later)
+    assert store.sweep(set()) == 4
     assert store.oids() == set()
 
 
