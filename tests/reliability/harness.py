@@ -92,10 +92,20 @@ class Worker:
         self.path = root / f"worker{number}" / "work"
         self._saved = root / f"worker{number}" / "saved"
         self._server = _server(number)
+        self.run_hits: dict[str, int] = {}
 
     def reset(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
         self.path.mkdir(parents=True)
+
+    def prepare(self) -> None:
+        """Run the demo plan to its Apply gate and save that state as ``gate``; its failpoint
+        hits are ``run_hits``."""
+        self.reset()
+        code, acks = self.run_stage("run", None)
+        assert code == 0 and acks[-1] == ["done"], acks
+        self.save("gate")
+        self.run_hits = hits_of(acks)
 
     def save(self, name: str) -> None:
         shutil.copytree(self.path, self._saved / name, symlinks=True)

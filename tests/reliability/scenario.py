@@ -21,6 +21,7 @@ influence graphs get), ``correction <id> <status>``, ``applied <plan>``.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -31,6 +32,8 @@ import traceback
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy.orm import configure_mappers
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.domain.decision import Decision
@@ -315,8 +318,27 @@ def snapshot(folder: str, which: str, out: str) -> None:
     Path(out).write_text(json.dumps(resources(work, store, plan_id)), encoding="utf-8")
 
 
+# Modules the engine imports on first use: imported by the server once, not by each child.
+_PRELOAD = (
+    "alembic.command",
+    "cleveragents_tui.actors.command_tools",
+    "cleveragents_tui.actors.file_tools",
+    "cleveragents_tui.actors.notify_tool",
+    "cleveragents_tui.actors.sql_tool",
+    "cleveragents_tui.sandbox.filesystem_copy",
+    "cleveragents_tui.sandbox.git_worktree",
+    "cleveragents_tui.sandbox.none",
+    "cleveragents_tui.sandbox.overlay",
+    "cleveragents_tui.sandbox.transaction_rollback",
+    "langchain_core.tracers.stdout",
+)
+
+
 def serve() -> None:
     """The fork server loop (see the module docstring)."""
+    for module in _PRELOAD:
+        importlib.import_module(module)
+    configure_mappers()
     for line in sys.stdin:
         name, *args = json.loads(line)
         pid = os.fork()

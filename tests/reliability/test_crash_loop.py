@@ -24,7 +24,6 @@ acknowledged must be in the store, no invariant may be violated, and the plan mu
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any
 
 from tests.reliability import scenario
@@ -32,11 +31,9 @@ from tests.reliability.harness import (
     KILLED,
     Worker,
     hits_of,
-    on_each,
     record_figures,
     share,
     soak_iterations,
-    workers,
 )
 
 SEED = 9
@@ -86,17 +83,9 @@ def crash(worker: Worker, job: tuple[str, str]) -> dict[str, Any]:
     return {**result, "acks": len(acks), "known": known, "problem": problem}
 
 
-def test_sigkill_at_every_failpoint_and_at_random_points_loses_nothing(tmp_path: Path) -> None:
-    team = workers(tmp_path)
-
-    def dry_run(worker: Worker) -> dict[str, int]:
-        worker.reset()
-        code, acks = worker.run_stage("run", None)
-        assert code == 0 and acks[-1] == ["done"], acks
-        worker.save("gate")
-        return hits_of(acks)
-
-    run_hits = on_each(team, dry_run)[0]
+def test_sigkill_at_every_failpoint_and_at_random_points_loses_nothing(team: list[Worker]) -> None:
+    run_hits = team[0].run_hits
+    team[0].restore("gate")
     code, acks = team[0].run_stage("correct", None)
     assert code == 0 and acks[-1] == ["done"], acks
     correct_hits = hits_of(acks)

@@ -36,7 +36,6 @@ from tests.reliability.harness import (
     record_figures,
     share,
     soak_iterations,
-    workers,
 )
 
 KINDS = {"git.call": "parent", "fs.write": "child", "store.commit": "child", "saver.put": "child"}
@@ -105,18 +104,13 @@ def judge(
 
 
 def test_every_external_call_failing_leaves_a_completed_or_a_clean_failed_correction(
-    tmp_path: Path,
+    team: list[Worker],
 ) -> None:
-    team = workers(tmp_path)
     references: dict[Path, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {}
 
     def prepare(worker: Worker) -> None:
-        """The gate state, and per correction the resources before it and the outcome of
-        it without faults (each worker's own: its folder has its own paths and ids)."""
-        worker.reset()
-        code, acks = worker.run_stage("run", None)
-        assert code == 0 and acks[-1] == ["done"], acks
-        worker.save("gate")
+        """Per correction, the resources before it and the outcome of it without faults
+        (each worker's own: its folder has its own paths and ids)."""
         references[worker.path] = {}
         for which in sorted(set(KINDS.values())):
             worker.restore("gate")

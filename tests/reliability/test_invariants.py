@@ -279,14 +279,11 @@ def test_the_doctor_json_names_what_it_checked(world: World, tmp_path: Path) -> 
     assert '"checked"' in result.output and '"repaired_corrections": []' in result.output
 
 
-def test_an_append_correction_leaves_an_applied_child_plan_applied(tmp_path: Path) -> None:
+def test_an_append_correction_leaves_an_applied_child_plan_applied(team: list[Worker]) -> None:
     """Found by the checker (applied-unchanged): appending a correction above a child plan
     that its parent's Apply had applied used to mark the child cancelled."""
-    worker = Worker(tmp_path, 0)
-    worker.reset()
-    code, acks = worker.run_stage("run", None)
-    assert code == 0 and acks[-1] == ["done"], acks
-    result = worker.in_child(scenario.append_after_apply)
+    team[0].restore("gate")
+    result = team[0].in_child(scenario.append_after_apply)
     [child] = result["children"]
     assert result["states"][child] == "applied"
     assert result["violations"] == []
