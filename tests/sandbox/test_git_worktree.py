@@ -383,6 +383,157 @@ def test_rollback_to_the_base(sandbox: GitWorktreeSandbox, repo: Path) -> None:
     assert sandbox.changes_since_baseline() == []
 
 
+# ------------------------------------------------ rollback: every kind of change, both ways
+
+
+def folders(root: Path) -> set[str]:
+    """Every real folder under ``root`` (not .git, not links to folders), empty ones too."""
+    return {
+        (Path(folder) / name).relative_to(root).as_posix()
+        for folder, dirnames, _ in os.walk(root)
+        for name in dirnames
+        if not (Path(folder) == root and name == ".git")
+        and stat.S_ISDIR((Path(folder) / name).lstat().st_mode)
+    }
+
+
+def parents(files: Snapshot) -> set[str]:
+    """The folders that hold ``files``: after a rollback, exactly the folders there are."""
+    return {path.rsplit("/", depth)[0] for path in files for depth in range(1, path.count("/") + 1)}
+
+
+def assert_consistent(sandbox: GitWorktreeSandbox, ref: str) -> None:
+    """HEAD is our branch at ``ref``, and index, HEAD and files agree (nothing untracked)."""
+    work = sandbox.workdir
+    assert git(work, "symbolic-ref", "HEAD").strip() == sandbox.branch
+    assert git(work, "rev-parse", "HEAD").strip() == ref
+    assert git(work, "status", "--porcelain=v1", "-z", "--untracked-files=all") == ""
+
+
+def swap_file_and_folder(work: Path) -> None:
+    (work / "src" / "pkg" / "deep" / "data.json").unlink()
+    (work / "src" / "pkg" / "deep").rmdir()
+    (work / "src" / "pkg" / "deep").write_text("a file where a folder was\n")
+    (work / "README.md").unlink()
+    (work / "README.md").mkdir()
+    (work / "README.md" / "nested" / "more").mkdir(parents=True)
+    (work / "README.md" / "nested" / "more" / "x.txt").write_text("deep inside\n")
+
+
+def swap_links(work: Path) -> None:
+    (work / "link.py").unlink()
+    (work / "link.py").symlink_to("README.md")  # retargeted
+    (work / "dangling").unlink()
+    (work / "dangling").write_text("a file where a dangling link was\n")
+    (work / "assets" / "logo.bin").unlink()
+    (work / "assets" / "logo.bin").symlink_to("../bin")  # a file becomes a link to a folder
+    (work / "bin-link").symlink_to("bin")
+
+
+def delete_and_add_back(work: Path) -> None:
+    (work / "src" / "pkg" / "mod.py").unlink()
+    (work / "src" / "pkg" / "mod.py").write_text("def f():\n    return 1\n")  # same bytes
+    (work / "bin" / "run.sh").unlink()
+    (work / "bin" / "run.sh").write_text("#!/bin/sh\necho other\n")  # other bytes, not +x
+    (work / "assets" / "logo.bin").unlink()
+    (work / "assets").rmdir()
+    (work / "assets").mkdir()
+    (work / "assets" / "logo.bin").write_bytes(BINARY)
+
+
+def nested_new_folders(work: Path) -> None:
+    deep = work / "new" / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    (deep / "leaf.txt").write_text("leaf\n")
+    (work / "new" / "a" / "side.bin").write_bytes(b"\x00\x01")
+    (work / "src" / "pkg" / "deep" / "deeper" / "deepest").mkdir(parents=True)
+    (work / "src" / "pkg" / "deep" / "deeper" / "deepest" / "x.txt").write_text("x\n")
+    (work / "empty" / "nothing" / "here").mkdir(parents=True)
+
+
+def odd_names(work: Path) -> None:
+    odd = work / "odd dir" / "-sub"
+    odd.mkdir(parents=True)
+    for name in ODD_NAMES:
+        (odd / name).write_bytes(name.encode())
+    (work / "--leading").write_text("dashes\n")
+    (work / "new\nline").mkdir()
+    (work / "new\nline" / "in folder.txt").write_text("x\n")
+    (work / "README.md").rename(work / "READ ME.md")
+
+
+def edit_what_target_and_tip_share(work: Path) -> None:
+    """Changes the tip→target diff knows nothing of (the files are the same in both)."""
+    (work / "src" / "pkg" / "deep" / "data.json").write_text("{}\n")
+    (work / "bin" / "run.sh").chmod(0o644)  # git keeps the executable bit, not the rest
+    (work / "stray.txt").write_text("untracked\n")
+
+
+def stage_without_checkpoint(work: Path) -> None:
+    (work / "staged.py").write_text("x = 1\n")
+    (work / "README.md").write_text("staged edit\n")
+    git(work, "add", "staged.py", "README.md")
+    (work / "README.md").write_text("and edited again\n")
+    git(work, "rm", "-q", "--cached", "src/pkg/mod.py")
+
+
+def ignore_rules_change(work: Path) -> None:
+    (work / ".gitignore").write_text("*.log\nbuild/\n*.tmp\n")
+    (work / "scratch.tmp").write_text("ignored now, not at the target\n")
+    (work / "kept.log").write_text("ignored at both\n")
+
+
+EDITS: dict[str, Callable[[Path], None]] = {
+    "mode only, both ways": lambda work: (
+        (work / "README.md").chmod(0o755),
+        (work / "bin" / "run.sh").chmod(0o644),
+    ),
+    "files and folders swap places": swap_file_and_folder,
+    "symlinks retargeted and retyped": swap_links,
+    "deleted then added back": delete_and_add_back,
+    "untracked files in nested new folders": nested_new_folders,
+    "spaces, line breaks, leading dashes": odd_names,
+    "edits to what target and tip share": edit_what_target_and_tip_share,
+    "staged in the sandbox, not checkpointed": stage_without_checkpoint,
+    "ignore rules change": ignore_rules_change,
+    "everything at once": scribble,
+}
+# Ignored when it was checkpointed: rolling forward does not bring it back.
+NOT_CHECKPOINTED = {"ignore rules change": {"scratch.tmp"}}
+# Ignored by the target's rules as well: rolling back leaves it alone.
+STILL_IGNORED = {"ignore rules change": {"kept.log"}}
+
+
+@pytest.mark.parametrize("checkpointed", [False, True], ids=["uncheckpointed", "checkpointed"])
+@pytest.mark.parametrize("edit", sorted(EDITS))
+def test_rollback_undoes_every_kind_of_change(
+    sandbox: GitWorktreeSandbox, user: UserCheckout, edit: str, checkpointed: bool
+) -> None:
+    work = sandbox.workdir
+    (work / "build").mkdir()
+    (work / "build" / "out.o").write_bytes(b"ignored, never touched")
+    (work / "debug.log").write_text("ignored\n")
+    target = sandbox.checkpoint()
+    before = snapshot(work)
+    EDITS[edit](work)
+    after = snapshot(work)
+    assert after != before or folders(work) != parents(before)
+    later = sandbox.checkpoint() if checkpointed else None
+    sandbox.rollback(target)
+    expected = before | {path: after[path] for path in STILL_IGNORED.get(edit, ())}
+    assert snapshot(work) == expected
+    assert folders(work) == parents(expected)  # new folders gone, even empty ones
+    assert_consistent(sandbox, target)
+    if later is not None:  # and forward again, over the same paths the other way
+        sandbox.rollback(later)
+        gone = NOT_CHECKPOINTED.get(edit, set())
+        expected = {path: entry for path, entry in after.items() if path not in gone}
+        assert snapshot(work) == expected
+        assert folders(work) == parents(expected)
+        assert_consistent(sandbox, later)
+    user.check()
+
+
 # ---------------------------------------------------------------- diff, read, baseline
 
 
