@@ -43,6 +43,9 @@ KNOWN = {
     "half-made-sandbox": "engine/runner.py _ensure_sandboxes: a crash while a sandbox is being "
     "made leaves its folder without a baseline checkpoint; the runner sees the folder, does "
     "not make the sandbox again, and opening it fails, so the plan cannot resume",
+    "half-applied-plan": "engine/runner.py apply: a crash between two resources of Apply "
+    "leaves the first ones landed (a database sandbox committed, so its savepoints are "
+    "gone) and the plan not applied; resuming ends constrained (checkpoint-missing)",
 }
 
 
@@ -73,9 +76,14 @@ def crash(worker: Worker, job: tuple[str, str]) -> dict[str, Any]:
     resumed = str(result["resumed_state"])
     known = None
     problem = None
+    violations = result["violations"]
     if resumed.startswith("resume failed") and "create" in resumed and "sandbox" in resumed:
         known = "half-made-sandbox"
-    elif result["violations"] or lost or resumed.startswith("resume failed"):
+    elif violations and all(
+        v["invariant"] == "checkpoint-missing" and "was applied" in v["message"] for v in violations
+    ):
+        known = "half-applied-plan"
+    if lost or (known is None and (violations or resumed.startswith("resume failed"))):
         problem = (
             f"{stage} {point} ({len(acks)} acks): violations {result['violations']}, "
             f"lost {lost}, resumed: {resumed}"
