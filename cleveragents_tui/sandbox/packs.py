@@ -241,11 +241,17 @@ def write_pack(
 class Journal:
     """One store object's append-only pack file, ``packs/<name>.log``.
 
-    Durability with one flush per batch: the segment is written at the end of the file and
-    ``fdatasync`` returns once the bytes and the new file size (the metadata needed to read
-    them) are on the disk. The file's own directory entry is flushed once, with its first
-    segment. So a batch is durable after one flush, where a new file needs two (its content,
-    then the directory that names it) and a separate checkpoint file two more.
+    Durability with one flush per batch. What a checkpoint needs on the disk before its
+    reference is handed out: its objects, its record, and a name leading to them. A new
+    file needs two flushes for that (its content, then the folder that names it), and the
+    record in a file of its own two more. Here the segment (objects and record together) is
+    written at the end of a file that is already named on the disk, and ``fdatasync``
+    returns once those bytes and the new file size (the metadata needed to read them back)
+    are there; the folder entry is flushed once, with the first segment. ``syncfs`` would
+    also be one call, but it waits for every dirty page of the whole filesystem, other
+    programs' too. Fewer than one flush cannot survive a power cut. A crash during a write
+    leaves at most a torn last segment, which readers skip (its batch was never
+    acknowledged); the next store object writes a journal of its own.
     """
 
     def __init__(self, packs: Path) -> None:
