@@ -88,6 +88,7 @@ _TRIGGERS = {
     "postgresql": {"decisions_append_only", "decisions_no_truncate"},
 }
 _ARCHIVE_STRATEGIES = (SandboxStrategyName.FILESYSTEM_COPY, SandboxStrategyName.OVERLAY)
+_CHUNK = 500  # ids per IN (...) query
 
 
 @dataclass(frozen=True)
@@ -122,8 +123,8 @@ class _Stored:
     triggers: tuple[set[str], set[str]]  # (expected, present); none expected: cannot ask
     applied_at: dict[str, datetime]
     last_event: dict[str, datetime]
-    resources: dict[str, SandboxStrategyName] = field(default_factory=dict)
-    locations: dict[str, str] = field(default_factory=dict)
+    resources: dict[str, SandboxStrategyName]
+    locations: dict[str, str]
 
 
 @dataclass
@@ -179,12 +180,13 @@ def _load(store: Store) -> _Stored:
             )
         ]
         run_here = set(s.scalars(select(PlanActionRow.plan_id)))
-        hashes = {d.context_snapshot.hot_context_hash for d in decisions} - {None}
-        contexts = {
-            h: b
-            for h, b in s.execute(select(ContextBlobRow.context_hash, ContextBlobRow.body))
-            if h in hashes
-        }
+        hashes = sorted({d.context_snapshot.hot_context_hash or "" for d in decisions} - {""})
+        contexts: dict[str, str] = {}
+        for start in range(0, len(hashes), _CHUNK):
+            query = select(ContextBlobRow.context_hash, ContextBlobRow.body).where(
+                ContextBlobRow.context_hash.in_(hashes[start : start + _CHUNK])
+            )
+            contexts.update({h: b for h, b in s.execute(query)})
         applied_at: dict[str, datetime] = {}
         last_event: dict[str, datetime] = {}
         for event in s.execute(

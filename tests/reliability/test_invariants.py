@@ -18,10 +18,12 @@ from cleveragents_tui.domain.checkpoint import CheckpointGroup
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.decision import ActorStateRef, ContextSnapshot, Decision
 from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, Phase, PlanState
+from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine.checkpoints import record_execute_decision
 from cleveragents_tui.engine.doctor import repair_corrections
 from cleveragents_tui.engine.invariants import InvariantReport, check_invariants
+from cleveragents_tui.store.store import Store
 from tests.engine.conftest import FILES, World
 from tests.reliability import scenario
 from tests.reliability.harness import Worker
@@ -287,3 +289,33 @@ def test_an_append_correction_leaves_an_applied_child_plan_applied(team: list[Wo
     [child] = result["children"]
     assert result["states"][child] == "applied"
     assert result["violations"] == []
+
+
+def test_sqlite_and_postgresql_both_report_a_missing_append_only_trigger(
+    store: Store, tmp_path: Path
+) -> None:
+    plan = Plan(action="local/triggers", phase="strategize", state="running")
+    root = Decision(
+        plan_id=plan.plan_id,
+        sequence_number=0,
+        decision_type="prompt_definition",
+        phase=Phase.STRATEGIZE,
+        question="goal?",
+        chosen_option="keep history",
+    )
+    with store.unit_of_work(write=True) as uow:
+        uow.plans.add(plan)
+        uow.flush()
+        uow.decisions.add(root)
+        uow.commit()
+    report = check_invariants(store, base_dir=tmp_path)
+    assert report.ok and report.checked["append-only"] == 2  # the triggers, one decision
+    dialect = store.engine.dialect.name
+    trigger = "decisions_no_delete" if dialect == "sqlite" else "decisions_append_only"
+    with store.unit_of_work(write=True) as uow:
+        uow.session.execute(
+            text(f"DROP TRIGGER {trigger}" + ("" if dialect == "sqlite" else " ON decisions"))
+        )
+        uow.commit()
+    [violation] = check_invariants(store, base_dir=tmp_path).violations
+    assert violation.invariant == "append-only" and trigger in violation.message
