@@ -88,11 +88,12 @@ def repair_corrections(store: Store) -> list[RepairedCorrection]:
                     CorrectionStatus.FAILED,
                     report={"error": "interrupted: the process ended before the correction did"},
                 )
-                uow.plans.save(
-                    uow.plans.get(plan.plan_id).model_copy(
-                        update={"state": PlanState.ERRORED, "updated_at": utc_now()}
+                if not plan.state.is_terminal:  # an applied plan (append mode) stays applied
+                    uow.plans.save(
+                        plan.model_copy(
+                            update={"state": PlanState.ERRORED, "updated_at": utc_now()}
+                        )
                     )
-                )
                 uow.events.append(
                     "correction_finished",
                     {"correction_id": correction.correction_id, "status": "failed"},

@@ -31,7 +31,8 @@ What each invariant really checks (docs/reliability.md says the same for users):
 ``applied-unchanged``       nothing was recorded for an applied plan after it was applied
                             (no decision, no checkpoint group, no revert).
 ``correction-finished``     no correction attempt still ``running``; a failed one has its
-                            report and left its plan errored (unless the plan moved on later);
+                            report and left its plan errored (unless the plan moved on later,
+                            or is applied or cancelled);
                             a succeeded one names the decision or plan it made.
 ``checkpoint-missing``      every live checkpoint of an unfinished plan exists in its sandbox
                             (git commit and tree, archive trees and objects, savepoints).
@@ -444,7 +445,12 @@ def _corrections_finished(stored: _Stored, found: _Findings) -> None:
             )
             if not c.report:
                 problem = "failed without a report of what happened to each resource"
-            elif plan is not None and plan.state is not PlanState.ERRORED and not moved_on:
+            elif (
+                plan is not None
+                and plan.state is not PlanState.ERRORED
+                and not plan.state.is_terminal  # an applied plan stays applied
+                and not moved_on
+            ):
                 problem = f"failed, but left plan {c.plan_id} {plan.state.value}, not errored"
         elif c.status is CorrectionStatus.SUCCEEDED:
             made = by_id.get(c.replacement_decision_id or "")

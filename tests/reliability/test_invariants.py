@@ -225,6 +225,31 @@ def test_a_correction_left_running_is_reported_then_repaired(world: World) -> No
     assert broken(world) == {"correction-finished"}
 
 
+def test_repairing_an_interrupted_append_to_an_applied_plan_leaves_it_applied(
+    world: World,
+) -> None:
+    with world.store.unit_of_work(write=True) as uow:
+        plan = uow.plans.get(world.plan.plan_id)
+        uow.plans.save(plan.model_copy(update={"phase": Phase.APPLY, "state": PlanState.APPLIED}))
+        uow.events.append(
+            "plan_state", {"phase": "apply", "state": "applied"}, plan_id=plan.plan_id
+        )
+        uow.corrections.add(
+            CorrectionAttempt(
+                plan_id=plan.plan_id,
+                target_decision_id=world.root.decision_id,
+                mode=CorrectionMode.APPEND,
+                attempt=2,
+            )
+        )
+        uow.commit()
+    assert broken(world) == {"correction-finished"}
+    assert len(repair_corrections(world.store)) == 1
+    with world.store.unit_of_work() as uow:
+        assert uow.plans.get(world.plan.plan_id).state is PlanState.APPLIED
+    assert broken(world) == set()
+
+
 def test_an_archive_object_that_does_not_match_its_hash(world: World) -> None:
     big = bytes(range(256)) * 20_000  # 5 MB: stored as a loose object, not in a pack
     world.write_file(FILES, "docs/big.bin", "")
