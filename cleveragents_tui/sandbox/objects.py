@@ -85,8 +85,8 @@ class ObjectStore:
     @contextmanager
     def batch(self, *, durable: bool | None = None) -> Iterator[None]:
         """Objects put inside, and notes added, are stored together when the block ends
-        without error (nothing of them when it raises). ``durable=False`` skips the flush
-        for a batch whose loss a crash may cause (a cache); None means the store's setting."""
+        without error (nothing of them when it raises). ``durable=False`` skips the flush,
+        for what a crash may lose (a cache); None means the store's setting."""
         if self._batch is not None:
             yield
             return
