@@ -11,7 +11,7 @@ import re
 import secrets
 
 from cleveragents_tui.sandbox.base import CheckpointMissingError
-from cleveragents_tui.sandbox.safety import UnsafeInputError, safe_relative_path
+from cleveragents_tui.sandbox.safety import UnsafeInputError, check_component, safe_relative_path
 
 _OID = re.compile(r"^[0-9a-f]{64}$")
 _REF = re.compile(r"^[0-9]{6}-[0-9a-f]{8}$")
@@ -50,8 +50,9 @@ def check_name(name: object, *, top: bool) -> str:
 
     Joined under parents that passed this check, a deeper name gives a path that
     :func:`safe_relative_path` accepts exactly when the name is non-empty and has no ``/``,
-    NUL or backslash and is not ``.`` or ``..``; its ``.git`` and ``~`` rules concern the
-    first component only, so top-level names go through it directly.
+    NUL or backslash, is not ``.`` or ``..`` and passes :func:`check_component` (encodable,
+    at most 255 bytes); its ``.git`` and ``~`` rules concern the first component only, so
+    top-level names go through it directly.
     """
     if (
         type(name) is not str
@@ -61,6 +62,7 @@ def check_name(name: object, *, top: bool) -> str:
         or "\x00" in name
     ):
         raise UnsafeInputError(f"name {name!r} is not allowed in a tree", "use a plain file name")
+    check_component(name)
     if top:
         safe_relative_path(name)
     return name

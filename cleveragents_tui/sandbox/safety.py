@@ -5,6 +5,7 @@ Text from users, agents, archives and manifests goes through here first (DESIGN.
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 from pathlib import Path, PurePosixPath
@@ -19,6 +20,26 @@ class UnsafeInputError(UserError):
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _SAVEPOINT = re.compile(r"^sp_[0-9a-f]{16,32}$")
 _REF_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+NAME_MAX = 255  # bytes in one path component (Linux, macOS, Windows: at most this)
+
+
+def check_component(name: str) -> str:
+    """One path component the filesystem can hold: encodable, at most :data:`NAME_MAX` bytes.
+
+    Anything else would fail in the middle of a write (``ENAMETOOLONG``, a lone surrogate
+    that cannot be encoded) instead of being refused before the first one.
+    """
+    try:
+        encoded = os.fsencode(name)
+    except UnicodeError:
+        raise UnsafeInputError(
+            f"name {name!r} cannot be a file name", "use a name of valid characters"
+        ) from None
+    if len(encoded) > NAME_MAX:
+        raise UnsafeInputError(
+            f"name {name[:40]!r}... is longer than {NAME_MAX} bytes", "use a shorter name"
+        )
+    return name
 
 
 def safe_relative_path(raw: str) -> PurePosixPath:
@@ -34,6 +55,8 @@ def safe_relative_path(raw: str) -> PurePosixPath:
         raise UnsafeInputError(
             f"path {raw!r} points into git's own metadata", "use a working-tree path"
         )
+    for part in path.parts:
+        check_component(part)
     return path
 
 
