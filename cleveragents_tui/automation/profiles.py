@@ -123,7 +123,8 @@ def _known_keys(loc: tuple[int | str, ...]) -> list[str]:
 def _where(loc: tuple[int | str, ...]) -> str:
     text = ""
     for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        name = str(part) if str(part).isprintable() else repr(part)  # a key with a newline
+        text += f"[{part}]" if isinstance(part, int) else (f".{name}" if text else name)
     return text or "profile"
 
 
@@ -195,6 +196,13 @@ def parse_profile_yaml(text: str, source: str) -> AutomationProfile:
         data = yaml.load(text, Loader=_ProfileLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise _yaml_error(source, exc) from None
+    except ValueError as exc:  # a value YAML matched but cannot build: 2024-13-45, a huge int
+        raise ProfileError(
+            f"{source}: a value cannot be read ({_one_line(str(exc))})",
+            "check the numbers and dates in the file",
+        ) from None
+    except RecursionError:
+        raise ProfileError(f"{source}: nested too deeply to read", SCHEMA_FIX) from None
     if data is None:
         raise ProfileError(
             f"{source}: the file is empty",

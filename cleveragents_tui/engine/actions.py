@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -26,10 +27,34 @@ def bundled_actions() -> dict[str, Path]:
     return found
 
 
+class _ActionLoader(yaml.SafeLoader):
+    """``yaml.safe_load``, refusing aliases: an alias repeats a value without repeating its
+    text, so a few hundred bytes can stand for gigabytes once the action is stored with its
+    plan (a "billion laughs"). Action files have no use for them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event: Any = self.peek_event()  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None, None, "anchors and aliases (*name) are not supported", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long for the filesystem, a NUL byte
+        return False
+
+
 def load_action(ref: str) -> Action:
     """``ref`` is an action file (YAML) or the name of a bundled action."""
-    path = Path(ref).expanduser()
-    if not path.is_file():
+    try:
+        path = Path(ref).expanduser()
+    except RuntimeError:  # ~user of a user that does not exist
+        path = Path(ref)
+    if not _is_file(path):
         bundled = bundled_actions()
         if ref not in bundled:
             known = ", ".join(sorted(bundled)) or "none"
@@ -38,12 +63,20 @@ def load_action(ref: str) -> Action:
             )
         path = bundled[ref]
     try:
-        raw = yaml.safe_load(path.read_text("utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raw = yaml.load(path.read_text("utf-8"), Loader=_ActionLoader)  # noqa: S506 - a SafeLoader
+    except OSError as exc:
+        raise UserError(
+            f"{path}: cannot be read ({exc.strerror or exc})", "check the path and permissions"
+        ) from exc
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: not UTF-8, an int too long
         first = str(exc).strip().splitlines()[0]
         raise UserError(
             f"{path}: not valid YAML ({first})", "fix the action file (docs/actions.md)"
         ) from exc
+    except RecursionError:
+        raise UserError(
+            f"{path}: nested too deeply to read", "fix the action file (docs/actions.md)"
+        ) from None
     if not isinstance(raw, dict):
         raise UserError(f"{path}: an action file is a mapping", "see docs/actions.md")
     return parse_action(raw)
