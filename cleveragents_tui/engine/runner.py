@@ -15,6 +15,7 @@ LangGraph checkpoint). ``pause`` and ``cancel`` take effect between steps.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from cleveragents_tui import failpoints
-from cleveragents_tui.actors.base import ActorState, Proposal, Reasoner
+from cleveragents_tui.actors.base import ActorState, Proposal, Reasoner, ToolCallRequest
 from cleveragents_tui.actors.checkpointer import open_checkpointer
 from cleveragents_tui.actors.graphs import Actor
 from cleveragents_tui.actors.reasoners.scripted import ScriptedReasoner
@@ -391,14 +392,19 @@ class PlanRunner:
         state: ActorState,
         ref: ActorStateRef,
     ) -> dict[str, Any]:
-        proposal = reasoner.propose(state, phase)
-        if proposal is None:
-            return {"done": True, "notes": [*state["notes"], f"{phase.value} complete"]}
         with self.store.unit_of_work() as uow:
             redone = uow.decisions.made_from_actor_checkpoint(
                 self.plan_id, ref.thread_id, ref.checkpoint_id
             )
-        if redone is None:
+        if redone is not None:
+            # The step ran before and recorded its decision, then stopped (a guard, a failed
+            # call, a crash): finish what the decision called for; do not ask again.
+            proposal = self._resume_step(executor, phase, redone)
+        else:
+            found = reasoner.propose(state, phase)
+            if found is None:
+                return {"done": True, "notes": [*state["notes"], f"{phase.value} complete"]}
+            proposal = found
             self._gate_decision(phase, proposal, state)
             current = self._current()
             parent = current[proposal.parent_key or ROOT_KEY][0]
@@ -415,6 +421,7 @@ class PlanRunner:
                     "state": dict(state),
                     "proposal": proposal.key,
                     "prompt": self.action.prompt,
+                    **_what_follows(proposal),
                 },
                 correction=self._correction,
             )
@@ -426,9 +433,58 @@ class PlanRunner:
                         plan_id=self.plan_id,
                     )
                     uow.commit()
+            self._finish_step(executor, phase, proposal, decision, calls_done=0, spawned=False)
+        if proposal.revise_strategy:  # also when a re-run step finds its decision recorded
+            reason = (
+                proposal.rationale or f"the constraints of {proposal.revise_strategy} are too tight"
+            )
+            raise ReviseStrategy(proposal.revise_strategy, reason)
+        note = f"{proposal.key}: {proposal.chosen_option}"
+        return {"position": state["position"] + 1, "notes": [*state["notes"], note]}
+
+    def _resume_step(self, executor: ToolExecutor, phase: Phase, decision_id: str) -> Proposal:
+        """Run the tool calls of a recorded decision that have no record yet, and its spawns
+        if they did not happen; returns the proposal as it was recorded (from the decision
+        and what its stored context says follows it)."""
+        with self.store.unit_of_work() as uow:
+            decision = uow.decisions.get(decision_id)
+            body = uow.contexts.get(decision.context_snapshot.hot_context_hash or "")
+            calls_done = len(uow.tool_invocations.for_decision(decision_id))
+            spawned = any(
+                c.spawning_decision_id == decision_id for c in uow.plans.children(self.plan_id)
+            )
+        follows = json.loads(body) if body else {}
+        proposal = Proposal(
+            key=decision.step_key or "",
+            decision_type=decision.decision_type,
+            question=decision.question,
+            chosen_option=decision.chosen_option,
+            rationale=decision.rationale,
+            tool_calls=tuple(
+                ToolCallRequest(call["tool"], call["arguments"])
+                for call in follows.get("tool_calls", [])
+            ),
+            spawn=tuple(follows.get("spawn", [])),
+            revise_strategy=follows.get("revise_strategy"),
+        )
+        self._finish_step(executor, phase, proposal, decision, calls_done, spawned)
+        return proposal
+
+    def _finish_step(
+        self,
+        executor: ToolExecutor,
+        phase: Phase,
+        proposal: Proposal,
+        decision: Decision,
+        calls_done: int,
+        spawned: bool,
+    ) -> None:
+        """The tool calls of a recorded decision (from ``calls_done`` on: calls run in order,
+        each recorded as it ends), then its spawns."""
+        if phase is Phase.EXECUTE:  # Strategize is read-only: tool calls belong to Execute
             for number, call in enumerate(proposal.tool_calls):
-                if phase is Phase.STRATEGIZE:
-                    break  # Strategize is read-only: tool calls belong to Execute
+                if number < calls_done:
+                    continue
                 try:
                     executor.run(decision, call, number)
                 except ToolCallBlocked as blocked:
@@ -439,15 +495,8 @@ class PlanRunner:
                         decision.decision_id,
                     )
                     raise WaitForApproval(approval) from blocked
-            if proposal.spawn:
-                self._spawn(decision, proposal)
-        if proposal.revise_strategy:  # also when a re-run step finds its decision recorded
-            reason = (
-                proposal.rationale or f"the constraints of {proposal.revise_strategy} are too tight"
-            )
-            raise ReviseStrategy(proposal.revise_strategy, reason)
-        note = f"{proposal.key}: {proposal.chosen_option}"
-        return {"position": state["position"] + 1, "notes": [*state["notes"], note]}
+        if proposal.spawn and not spawned:
+            self._spawn(decision, proposal)
 
     def _gate_decision(self, phase: Phase, proposal: Proposal, state: ActorState) -> None:
         flag = (
@@ -631,6 +680,19 @@ class PlanRunner:
             results.append(f"{resource_id}: {result.summary}")
         self._set(phase=Phase.APPLY, state=PlanState.APPLIED)
         return results
+
+
+def _what_follows(proposal: Proposal) -> dict[str, Any]:
+    """What a decision calls for after it is recorded, kept in its stored context, so that a
+    run stopped between the decision and these can finish them without asking the reasoner
+    again (which may decide otherwise, or, scripted, skip a point already decided)."""
+    return {
+        "tool_calls": [
+            {"tool": call.tool, "arguments": dict(call.arguments)} for call in proposal.tool_calls
+        ],
+        "spawn": list(proposal.spawn),
+        "revise_strategy": proposal.revise_strategy,
+    }
 
 
 class _Denied(Exception):

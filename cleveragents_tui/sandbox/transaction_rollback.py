@@ -1319,8 +1319,17 @@ class TransactionRollbackSandbox:
                 self._save_state()
 
     def apply(self) -> ApplyResult:
-        """``COMMIT``: the changes land on the target and the sandbox is finished."""
+        """``COMMIT``: the changes land on the target and the sandbox is finished.
+
+        Applying again after a commit returns at once, so an Apply of several resources
+        that was interrupted between two of them can simply be run again."""
         with self._lock:
+            if self._status == "applied":
+                return ApplyResult(
+                    f"already committed: the changes of {self._resource.resource_id} are in "
+                    "the real database",
+                    (),
+                )
             live = self._require_live()
             if self._failed(live):
                 raise SandboxError(

@@ -265,6 +265,11 @@ def test_apply_commits_for_everyone(
     assert reopened.status == "applied"
     with pytest.raises(CheckpointMissingError, match="committed"):
         reopened.verify(ref)
+    # applying again (a resumed Apply of several resources) commits nothing twice
+    for again in (sandbox, reopened):
+        repeated = again.apply()
+        assert repeated.summary.startswith("already committed") and repeated.changes == ()
+    assert target.committed() == expected
 
 
 def test_discard_leaves_the_target_as_it_was(
