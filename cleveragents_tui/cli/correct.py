@@ -114,7 +114,7 @@ def _confirm_and_execute(
 ) -> None:
     """Show the impact, ask each warning y/N (unless --yes), run the correction, report it;
     exit 1 when a warning is declined or the correction did not succeed."""
-    from cleveragents_tui.engine.correction import execute
+    from cleveragents_tui.engine.correction import CorrectionIncompleteError, execute
 
     if not as_json:
         click.echo(_impact_text(impact))
@@ -125,7 +125,13 @@ def _confirm_and_execute(
         if not click.confirm("", default=False, err=as_json):
             click.echo("Correction cancelled: nothing was changed.", err=True)
             sys.exit(1)
-    result = execute(cli.store, impact, acknowledged=True, requested_by=who or getpass.getuser())
+    try:
+        result = execute(
+            cli.store, impact, acknowledged=True, requested_by=who or getpass.getuser()
+        )
+    except CorrectionIncompleteError as exc:
+        click.echo(f"correction failed: {exc}", err=True)
+        sys.exit(1)
     if as_json:
         echo_json(
             {

@@ -461,6 +461,7 @@ def _revert(
 ) -> CorrectionResult:
     sandboxes = PlanSandboxes(store, impact.plan_id, options.sandbox_base)
     report: RollbackReport | None = None
+    targets: dict[str, CheckpointMetadata] = {}
     with store.unit_of_work() as uow:
         target = uow.decisions.get(impact.decision_id)
         plan = uow.plans.get(impact.plan_id)
@@ -470,14 +471,6 @@ def _revert(
         else:
             targets, marked = baseline_targets(sandboxes)
         report = rollback_to(sandboxes, target.decision_id, targets, marked)
-        if report.succeeded:
-            _forget_destroyed_savepoints(store, impact.plan_id, targets)
-            _progress(
-                store,
-                impact.plan_id,
-                "resources_rolled_back",
-                {"resources": [f"{r.resource_id}: {r.outcome.value}" for r in report.resources]},
-            )
         if not report.succeeded:
             _finish(
                 store,
@@ -489,26 +482,75 @@ def _revert(
             return CorrectionResult(
                 _reload(store, correction), _plan(store, impact.plan_id), report
             )
-    _reasoning_rollback(store, target, impact)
-    guidance = _supersede(store, target, impact)
-    _progress(
-        store,
-        impact.plan_id,
-        "decisions_superseded",
-        {"count": len(impact.affected_decisions), "replacement": guidance.decision_id},
-    )
-    _finish(
-        store,
-        correction,
-        CorrectionStatus.SUCCEEDED,
-        replacement=guidance.decision_id,
-        report=report.model_dump(mode="json") if report else {},
-        plan_state=PlanState.RUNNING,
-        phase=target.phase if impact.phase_change else None,
-    )
+    _carry_forward(store, impact, correction, target, report, targets)
     replay = Correction(impact.decision_id, impact.guidance)
     replayed = PlanRunner(store, impact.plan_id, options, correction=replay).run()
     return CorrectionResult(_reload(store, correction), replayed, report)
+
+
+FORWARD_ATTEMPTS = 3
+
+
+class CorrectionIncompleteError(RuntimeError):
+    """The resources were rolled back but the correction could not be completed."""
+
+
+def _carry_forward(
+    store: Store,
+    impact: Impact,
+    correction: CorrectionAttempt,
+    target: Decision,
+    report: RollbackReport | None,
+    targets: dict[str, CheckpointMetadata],
+) -> None:
+    """Everything after the resources are rolled back: forget the savepoints the rollback
+    destroyed, restore the reasoning, supersede, record the success.
+
+    There is no way back from here: ``ROLLBACK TO SAVEPOINT`` cannot be undone, so a
+    database rolled back cannot be put back as it was. The correction is carried forward
+    instead: every step is idempotent, and one that fails (a database commit, the LangGraph
+    saver) is tried again, up to :data:`FORWARD_ATTEMPTS` times in all.
+    """
+    problem: Exception | None = None
+    for _ in range(FORWARD_ATTEMPTS):
+        try:
+            if report is not None:
+                _forget_destroyed_savepoints(store, impact.plan_id, targets)
+                _progress(
+                    store,
+                    impact.plan_id,
+                    "resources_rolled_back",
+                    {
+                        "resources": [
+                            f"{r.resource_id}: {r.outcome.value}" for r in report.resources
+                        ]
+                    },
+                )
+            _reasoning_rollback(store, target, impact)
+            guidance = _supersede(store, target, impact)
+            _progress(
+                store,
+                impact.plan_id,
+                "decisions_superseded",
+                {"count": len(impact.affected_decisions), "replacement": guidance.decision_id},
+            )
+            _finish(
+                store,
+                correction,
+                CorrectionStatus.SUCCEEDED,
+                replacement=guidance.decision_id,
+                report=report.model_dump(mode="json") if report else {},
+                plan_state=PlanState.RUNNING,
+                phase=target.phase if impact.phase_change else None,
+            )
+            return
+        except Exception as exc:
+            problem = exc
+    raise CorrectionIncompleteError(
+        f"the resources were rolled back to decision {target.decision_id}, but completing the "
+        f"correction failed {FORWARD_ATTEMPTS} times: {problem}; correct the decision again, "
+        "or run `agents doctor`"
+    ) from problem
 
 
 def _progress(store: Store, plan_id: str, kind: str, payload: dict[str, object]) -> None:
@@ -557,6 +599,12 @@ def _reasoning_rollback(store: Store, target: Decision, impact: Impact) -> None:
 
 
 def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
+    """Record the guidance and mark the affected decisions; when an earlier try already did
+    (its commit went through), return what it recorded."""
+    with store.unit_of_work() as uow:
+        now = uow.decisions.get(target.decision_id)
+        if now.superseded_by is not None:
+            return uow.decisions.get(now.superseded_by)
     with store.unit_of_work(write=True) as uow:
         sequence = uow.decisions.next_sequence_number(impact.plan_id)
         guidance = Decision(
