@@ -617,9 +617,17 @@ class PlanRunner:
             resources = {r.resource_id: r for r in uow.resources.all()}
             have = uow.checkpoints.resources_checkpointed(self.plan_id, decision_groups_only=False)
         for resource_id in self.action.resources:
+            if resource_id in have:
+                continue
+            resource = resources[resource_id]
             root = sandbox_root(self.sandboxes.base_dir, self.sandboxes.host_plan_id, resource_id)
-            if resource_id not in have and not root.exists():
-                self.sandboxes.create(resources[resource_id])
+            if root.exists():
+                own = self.sandboxes.host_plan_id == self.plan_id
+                if not (own and resource.rollbackable):
+                    continue  # made (a none sandbox has no baseline), or the host plan's
+                # Its baseline checkpoint was never recorded: a crash while it was made.
+                self.sandboxes.clear_interrupted(resource)
+            self.sandboxes.create(resource)
 
     def apply(self) -> Plan:
         """Land every sandbox (this plan's and its completed children's) on the real resources.

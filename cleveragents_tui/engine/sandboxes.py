@@ -9,14 +9,16 @@ resource was first written means going back to that baseline.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 from collections.abc import Iterable
 from importlib import import_module
 from pathlib import Path
 
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.enums import CheckpointType, SandboxStrategyName
-from cleveragents_tui.domain.errors import NotFoundError
+from cleveragents_tui.domain.errors import NotFoundError, UserError
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.sandbox.base import Sandbox, SandboxStrategy
 from cleveragents_tui.store.store import Store
@@ -98,6 +100,20 @@ class PlanSandboxes:
                 uow.checkpoints.add(baseline)
                 uow.commit()
         return sandbox
+
+    def clear_interrupted(self, resource: Resource) -> None:
+        """Remove what a crash left while this plan's sandbox of ``resource`` was being made
+        (its baseline checkpoint was never recorded), so it can be made again."""
+        root = sandbox_root(self.base_dir, self.plan_id, resource.resource_id)
+        strategy = strategy_for(resource.sandbox_strategy)
+        with contextlib.suppress(UserError):  # it may be too incomplete to open
+            strategy.open(resource, self.plan_id, root).discard()
+        if resource.sandbox_strategy is SandboxStrategyName.GIT_WORKTREE:
+            from cleveragents_tui.sandbox.git_worktree import GitWorktreeSandbox
+
+            GitWorktreeSandbox.clear_leftovers(resource, self.plan_id, root)
+        shutil.rmtree(root, ignore_errors=True)
+        self._open.pop(resource.resource_id, None)
 
     def get(self, resource_id: str) -> Sandbox:
         """The open sandbox of ``resource_id``, reopening one made earlier if needed."""

@@ -490,6 +490,30 @@ class GitWorktreeSandbox:
             resource, names, repository, workdir, admin_dir, refs[names.base], refs[names.branch]
         )
 
+    @classmethod
+    def clear_leftovers(cls, resource: Resource, plan_id: str, root: Path) -> None:
+        """Remove what an interrupted :meth:`create` left (a crash between its steps): the
+        worktree if git registered it, and the sandbox's refs, so it can be made again. The
+        apply branch is never touched."""
+        names = _Names.for_plan(plan_id)
+        repository = _Repository.find(resource, _subject(resource, plan_id), _base_env())
+        git = repository.git
+        workdir = root.resolve() / WORKTREE_DIRNAME
+        if repository.admin_dir(workdir) is not None:
+            git.call("worktree", "remove", "--force", "--", str(workdir))
+        if workdir.exists():
+            shutil.rmtree(workdir)
+        git.run("worktree", "prune", fix=_FSCK)
+        listed = git.run(
+            "for-each-ref", "--format=%(refname)", names.checkpoints, names.base, fix=_FSCK
+        )
+        refs = [check_ref_name(ref) for ref in listed.decode().splitlines()]
+        branch = git.call("rev-parse", "--verify", "--quiet", names.branch)
+        if branch.returncode == 0:
+            refs.append(names.branch)
+        if refs:
+            git.run("update-ref", "--stdin", stdin=_deletions(refs).encode(), fix=_FSCK)
+
     # ----------------------------------------------------------------------- properties
 
     @property

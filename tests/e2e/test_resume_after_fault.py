@@ -103,3 +103,18 @@ def test_a_tool_call_a_guard_held_runs_once_it_is_approved(
         calls = uow.tool_invocations.for_decision(announce.decision_id)
     assert [c.tool for c in calls] == ["local/notify"]
     assert len(list(env.outbox.glob("*"))) == 1  # sent exactly once
+
+
+@pytest.mark.parametrize("fault", ["git.call@worktree#1", "git.call@update-ref#1"])
+def test_a_sandbox_left_half_made_is_made_again_on_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
+    """The git sandbox's creation stops between its refs and its worktree (or before its
+    baseline): resuming clears what it left and makes it again."""
+    clean = _run_demo(tmp_path / "clean", None, monkeypatch)
+    faulted = _run_demo(tmp_path / "faulted", f"{fault}=raise", monkeypatch)
+    try:
+        assert _calls_by_step(faulted) == _calls_by_step(clean)
+    finally:
+        clean.close()
+        faulted.close()
