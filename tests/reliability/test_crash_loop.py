@@ -39,14 +39,6 @@ from tests.reliability.harness import (
 SEED = 9
 RANDOM_KILLS_PER_STAGE = 1
 SANDBOX_MAKING = ("git.call", "fs.write")  # the run stage's first of these make sandboxes
-KNOWN = {
-    "half-made-sandbox": "engine/runner.py _ensure_sandboxes: a crash while a sandbox is being "
-    "made leaves its folder without a baseline checkpoint; the runner sees the folder, does "
-    "not make the sandbox again, and opening it fails, so the plan cannot resume",
-    "half-applied-plan": "engine/runner.py apply: a crash between two resources of Apply "
-    "leaves the first ones landed (a database sandbox committed, so its savepoints are "
-    "gone) and the plan not applied; resuming ends constrained (checkpoint-missing)",
-}
 
 
 def crash_points(stage: str, hits: dict[str, int], rng: random.Random) -> list[tuple[str, str]]:
@@ -74,21 +66,13 @@ def crash(worker: Worker, job: tuple[str, str]) -> dict[str, Any]:
     result = worker.in_child(scenario.recover_and_check)
     lost = worker.unacknowledged(acks)
     resumed = str(result["resumed_state"])
-    known = None
     problem = None
-    violations = result["violations"]
-    if resumed.startswith("resume failed") and "create" in resumed and "sandbox" in resumed:
-        known = "half-made-sandbox"
-    elif violations and all(
-        v["invariant"] == "checkpoint-missing" and "was applied" in v["message"] for v in violations
-    ):
-        known = "half-applied-plan"
-    if lost or (known is None and (violations or resumed.startswith("resume failed"))):
+    if lost or result["violations"] or resumed.startswith("resume failed"):
         problem = (
             f"{stage} {point} ({len(acks)} acks): violations {result['violations']}, "
             f"lost {lost}, resumed: {resumed}"
         )
-    return {**result, "acks": len(acks), "known": known, "problem": problem}
+    return {**result, "acks": len(acks), "problem": problem}
 
 
 def test_sigkill_at_every_failpoint_and_at_random_points_loses_nothing(team: list[Worker]) -> None:
@@ -104,7 +88,6 @@ def test_sigkill_at_every_failpoint_and_at_random_points_loses_nothing(team: lis
     points = crash_points("run", run_hits, rng) + crash_points("correct", correct_hits, rng)
     results = share(team, points, crash)
     failures = [r["problem"] for r in results if r["problem"]]
-    known = [r["known"] for r in results if r["known"]]
     record_figures(
         "crash_loop",
         crash_points=len(points),
@@ -114,7 +97,6 @@ def test_sigkill_at_every_failpoint_and_at_random_points_loses_nothing(team: lis
             r.get("recovered_groups", 0) + r.get("recovered_corrections", 0) for r in results
         ),
         things_checked=sum(r.get("checked", 0) for r in results),
-        known_bugs={name: known.count(name) for name in KNOWN},
         violations=len(failures),
     )
     assert failures == [], "\n".join(failures)
