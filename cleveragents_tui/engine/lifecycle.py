@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shlex
+
 from cleveragents_tui.domain.approval import ApprovalAnswer
-from cleveragents_tui.domain.enums import Phase, PlanState
+from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
@@ -53,6 +55,8 @@ def resume_plan(store: Store, plan_ref: str, options: RunOptions | None = None) 
             uow.events.append("apply_retried", {"from": plan.state.value}, plan_id=plan.plan_id)
             uow.commit()
         return PlanRunner(store, plan.plan_id, options).apply()
+    if plan.state is PlanState.ERRORED:
+        _refuse_after_an_unfinished_correction(store, plan)
     if plan.state is PlanState.PAUSED:
         plan = _change(store, plan.plan_id, (PlanState.PAUSED,), PlanState.RUNNING, "resumed")
     if plan.state.is_terminal:
@@ -60,6 +64,33 @@ def resume_plan(store: Store, plan_ref: str, options: RunOptions | None = None) 
             f"plan {plan.plan_id} is {plan.state.value}", "start a new plan with `agents plan use`"
         )
     return PlanRunner(store, plan.plan_id, options).run()
+
+
+def _refuse_after_an_unfinished_correction(store: Store, plan: Plan) -> None:
+    """A revert correction that ended with an error (not a clean, restored rollback: a crash,
+    or a failure after its resources were rolled back) may have left the resources rolled
+    back under decisions that are still current. Running on would build on, or apply, that
+    state; running the same correction again is what finishes it."""
+    with store.unit_of_work() as uow:
+        corrections = uow.corrections.for_plan(plan.plan_id)
+        if not corrections:
+            return
+        last = corrections[-1]
+        target = uow.decisions.get(last.target_decision_id)
+    unfinished = (
+        last.status is CorrectionStatus.FAILED
+        and last.mode is CorrectionMode.REVERT
+        and "error" in last.report
+        and target.superseded_by is None
+    )
+    if unfinished:
+        raise UserError(
+            f"plan {plan.plan_id} errored in correction {last.correction_id} "
+            f"({last.report['error']}); its resources may be rolled back under decisions "
+            "that are still current",
+            f"run the correction again: agents plan correct {target.decision_id} "
+            f"--mode=revert --guidance {shlex.quote(last.guidance)}",
+        )
 
 
 def apply_plan(store: Store, plan_ref: str, by: str, options: RunOptions | None = None) -> Plan:

@@ -11,11 +11,13 @@ import pytest
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, PlanState
+from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.actions import load_action
 from cleveragents_tui.engine.browse import show_plan
 from cleveragents_tui.engine.correction import CorrectionIncompleteError, execute, preview
 from cleveragents_tui.engine.demo import DemoEnvironment, build_demo
+from cleveragents_tui.engine.lifecycle import resume_plan
 from cleveragents_tui.engine.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 
@@ -82,3 +84,29 @@ def test_a_step_that_keeps_failing_is_reported_with_what_was_rolled_back(
         check=True,
     ).stdout
     assert "cleveragents/apply" not in branches  # nothing landed anywhere
+
+
+def test_a_plan_left_errored_mid_correction_is_not_run_on_but_the_correction_is_run_again(
+    waiting: tuple[DemoEnvironment, Plan, RunOptions],
+    sqlite_store: Store,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, plan, options = waiting
+    monkeypatch.setenv(failpoints.ENV_VAR, "correction.supersede=raise")
+    failpoints.reset()
+    with pytest.raises(CorrectionIncompleteError):
+        _correct(sqlite_store, plan, options)
+    monkeypatch.delenv(failpoints.ENV_VAR)
+    failpoints.reset()
+
+    with pytest.raises(UserError, match="run the correction again: agents plan correct") as refused:
+        resume_plan(sqlite_store, plan.plan_id, options)
+    assert "--guidance 'a greeter class'" in str(refused.value)
+
+    _correct(sqlite_store, plan, options)  # what the message says to do
+    details = show_plan(sqlite_store, plan.plan_id)
+    assert [c.status for c in details.corrections] == [
+        CorrectionStatus.FAILED,
+        CorrectionStatus.SUCCEEDED,
+    ]
+    assert details.summary.plan.state is PlanState.AWAITING_APPROVAL
