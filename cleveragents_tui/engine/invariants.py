@@ -525,6 +525,10 @@ def _check_archive_objects(base: Path, stored: _Stored, found: _Findings) -> Non
                     found.add("archive-object", f"{resource_id}:{oid}", f"plan {plan_id}: {exc}")
 
 
+# A database sandbox's lock file: its presence is not a lock (see transaction_rollback).
+FLOCK_FILE = "transaction_rollback.lock"
+
+
 def _check_stale_locks(base: Path, stored: _Stored, found: _Findings) -> None:
     places = [base] + [
         Path(stored.locations[r]) / ".git" / "worktrees"
@@ -536,6 +540,8 @@ def _check_stale_locks(base: Path, stored: _Stored, found: _Findings) -> None:
         if not place.is_dir():
             continue
         for lock in place.rglob("*.lock"):
+            if lock.name == FLOCK_FILE:
+                continue  # held with flock(): the file stays; the lock goes with its process
             found.examined("stale-lock")
             try:
                 age = now - lock.lstat().st_mtime

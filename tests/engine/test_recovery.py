@@ -83,8 +83,12 @@ def test_doctor_reports_a_missing_checkpoint_and_a_stale_lock(world: World) -> N
     world.sandboxes.get(FILES).drop_checkpoint(checkpoint.ref)  # as if its objects were lost
     lock = world.base / "index.lock"
     lock.write_text("")
+    flock = world.base / "some_plan" / "local__db" / "transaction_rollback.lock"
+    flock.parent.mkdir(parents=True)
+    flock.write_text("")  # a database sandbox's flock file: present for as long as it lives
     old = time.time() - STALE_LOCK_SECONDS - 60
     os.utime(lock, (old, old))
+    os.utime(flock, (old, old))
 
     result = CliRunner().invoke(
         cli,
@@ -93,5 +97,5 @@ def test_doctor_reports_a_missing_checkpoint_and_a_stale_lock(world: World) -> N
     )
     assert result.exit_code == 1
     checks = sorted(line.split(":")[0] for line in result.output.splitlines())
-    assert checks == ["checkpoint-missing", "stale-lock"]
+    assert checks == ["checkpoint-missing", "stale-lock"]  # the flock file is not reported
     assert f"{FILES}@{checkpoint.checkpoint_id}" in result.output
