@@ -35,7 +35,10 @@ only the changed paths to ``git update-index``, writes the tree with ``write-tre
 asks two long-running git processes (``hash-object --stdin-paths`` for the commit object,
 ``update-ref --stdin`` for one transaction moving both refs) instead of starting two more.
 The sandbox's index is a split index, so each index write is small. Rollback is
-``reset --hard`` followed by ``clean -ffd`` (``reset`` alone leaves new files behind).
+``checkout --force -B <our branch> <checkpoint>`` (what ``reset --hard`` does, with the
+files examined in parallel) followed by ``clean -ffd`` (new files would stay behind). It
+examines every tracked file: only that shows edits made since the last checkpoint (a
+rollback touching only the paths the target and the tip differ in would miss them).
 docs/benchmarks.md has the figures. The long-running processes end with :meth:`discard`, or
 when the sandbox object is garbage-collected; use one sandbox object from one thread at a time.
 
@@ -87,13 +90,15 @@ _FSCK = "check the repository with `git fsck`; if it is damaged, discard the san
 # submodule recursion would touch repositories we do not own. Speed: the untracked cache
 # lets status stat folders instead of reading them (only when its flags match ``-uall``,
 # hence status.showUntrackedFiles); the split index makes each of our index writes small
-# (the sandbox's own index; old shared parts expire after an hour, not two weeks).
+# (the sandbox's own index; old shared parts expire after an hour, not two weeks); the
+# index preload examines the files in parallel (status, checkout).
 _CONFIG = (
     "-c", "core.hooksPath=/dev/null",
     "-c", "core.fsmonitor=false",
     "-c", "core.sparseCheckout=false",
     "-c", "submodule.recurse=false",
     "-c", "core.untrackedCache=true",
+    "-c", "core.preloadIndex=true",
     "-c", "status.showUntrackedFiles=all",
     "-c", "core.splitIndex=true",
     "-c", "splitIndex.sharedIndexExpire=1.hour.ago",
@@ -582,15 +587,20 @@ class GitWorktreeSandbox:
         sha = _sha(ref)
         name = self._ref_for(sha)
         self._ensure_on_branch()
-        done = self._git.call("reset", "--hard", "--quiet", name, "--")
+        # What reset --hard does (files, index and our branch to the checkpoint; untracked
+        # files in the way overwritten), but checkout examines the files with the index
+        # preload, in parallel, where reset looks at them one after the other.
+        branch = _short(self._names.branch)
+        done = self._git.call("checkout", "--quiet", "--force", "-B", branch, name, "--")
         if done.returncode != 0:
             self.verify(sha)
             raise SandboxError(
-                f"{self._git.subject}: git reset failed ({_reason(done.stderr, done.returncode)})",
+                f"{self._git.subject}: git checkout failed "
+                f"({_reason(done.stderr, done.returncode)})",
                 f"check that {self._workdir} is writable, then retry the rollback",
             )
         self._tip = sha
-        # Runs after the reset so the .gitignore files of the checkpoint decide what is new.
+        # Runs after the checkout so the .gitignore files of the checkpoint decide what is new.
         self._git.run(
             "clean",
             "-ffdq",
