@@ -60,7 +60,8 @@ def test_the_edit_replaces_the_strategy_and_asks_the_execute_gate_again(
     assert (after["phase"], after["state"], after["attempt"]) == (
         "strategize",
         "awaiting_approval",
-    ) + (2,)
+        2,
+    )
     current = _decisions(run, supervised["plan"])
     assert CLASS in current and PLAIN not in current  # decided again under the edit
     history = json.loads(

@@ -112,7 +112,7 @@ def test_nothing_changed_outside_means_nothing_is_asked(
 def test_a_correction_rolling_the_sandbox_back_is_not_taken_for_an_outside_change(
     waiting: tuple[DemoEnvironment, Plan, RunOptions, Path], sqlite_store: Store
 ) -> None:
-    env, plan, options, _ = waiting
+    _, plan, options, _ = waiting
     with sqlite_store.unit_of_work() as uow:
         target = next(
             d.decision_id
