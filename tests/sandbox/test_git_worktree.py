@@ -534,6 +534,28 @@ def test_rollback_undoes_every_kind_of_change(
     user.check()
 
 
+def test_rollback_ends_an_unfinished_merge_of_the_agent(
+    sandbox: GitWorktreeSandbox, user: UserCheckout
+) -> None:
+    work = sandbox.workdir
+    target = sandbox.checkpoint()
+    before = snapshot(work)
+    (work / "README.md").write_text("ours\n")
+    git(work, "commit", "-q", "-am", "ours")
+    git(work, "checkout", "-q", "-b", "agent-side", target)
+    (work / "README.md").write_text("theirs\n")
+    git(work, "commit", "-q", "-am", "theirs")
+    git(work, "checkout", "-q", sandbox.branch.removeprefix("refs/heads/"))
+    merged = subprocess.run(["git", "merge", "agent-side"], cwd=work, capture_output=True)
+    assert merged.returncode != 0  # a conflict: unmerged index entries, MERGE_HEAD
+    sandbox.rollback(target)
+    assert snapshot(work) == before
+    assert_consistent(sandbox, target)
+    assert not Path(git(work, "rev-parse", "--git-path", "MERGE_HEAD").strip()).exists()
+    git(work, "branch", "-q", "-D", "agent-side")  # the agent's own branch, not ours to remove
+    user.check()
+
+
 # ---------------------------------------------------------------- diff, read, baseline
 
 
