@@ -3,8 +3,8 @@
 Layout of the store's folder::
 
     packs/<name>.log    journals: the batches of one store object, appended (:mod:`.packs`)
-    packs/<name>.pack   packs written whole: a batch too large for a journal (a sandbox
-                        being made), or what :meth:`ObjectStore.sweep` kept of another file
+    packs/<name>.pack   packs written whole: a batch of more than 1 MiB (a sandbox being
+                        made), or what :meth:`ObjectStore.sweep` kept of another file
     ab/cdef...          loose objects: files of 4 MiB or more, and objects put outside a batch
     tmp/                files being written
 """
@@ -30,6 +30,7 @@ from cleveragents_tui.sandbox.packs import (
     JOURNAL_LIMIT,
     MAGIC,
     NAME,
+    SEGMENT_LIMIT,
     Journal,
     PendingBatch,
     Segment,
@@ -359,7 +360,7 @@ class ObjectStore:
             return
         if durable:
             self.sync()
-        if batch.spill is not None:
+        if batch.size > SEGMENT_LIMIT:
             name = batch.finish_pack(self._packs, durable=durable)
             start = len(MAGIC)
         else:

@@ -41,6 +41,9 @@ _AFTER_CRC = 12  # the CRC and the mark: the CRC covers the segment up to itself
 # A batch keeps its objects in memory up to this size; past it they go to a temporary file
 # that becomes a pack of its own (a sandbox being made stores a whole tree in one batch).
 SPILL = 8 << 20
+# A batch larger than this becomes a pack of its own too: readers check the CRC of every
+# journal segment, and a pack (read by its index alone) opens faster than a large journal.
+SEGMENT_LIMIT = 1 << 20
 # A journal is closed, and a new one started, once it holds this much.
 JOURNAL_LIMIT = 64 << 20
 _fdatasync = getattr(os, "fdatasync", os.fsync)
@@ -176,6 +179,11 @@ class PendingBatch:
         self._memory[oid] = packed
         if self._size > SPILL:
             self._spill()
+
+    @property
+    def size(self) -> int:
+        """The bytes of its objects."""
+        return self._size
 
     def read(self, oid: str) -> bytes:
         """The compressed bytes of an object of this batch."""

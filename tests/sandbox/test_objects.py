@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cleveragents_tui.sandbox import packs
+from cleveragents_tui.sandbox import objects, packs
 from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError
 from cleveragents_tui.sandbox.files import fs_now
 from cleveragents_tui.sandbox.names import check_entry_path, check_link_target
@@ -71,13 +71,16 @@ def test_batches_append_to_one_journal(store: ObjectStore) -> None:
     assert sorted(ObjectStore(store.root, durable=False).notes()) == [b"first", b"second", b"third"]
 
 
+@pytest.mark.parametrize("spilled", [False, True], ids=["in memory", "spilled to a file"])
 def test_a_large_batch_becomes_a_pack_of_its_own(
-    store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+    store: ObjectStore, monkeypatch: pytest.MonkeyPatch, spilled: bool
 ) -> None:
-    monkeypatch.setattr(packs, "SPILL", 100)
+    monkeypatch.setattr(objects, "SEGMENT_LIMIT", 100)
+    if spilled:
+        monkeypatch.setattr(packs, "SPILL", 100)
     with store.batch():
         ids = [store.put_bytes(os.urandom(64)) for _ in range(5)]
-        assert store.read_bytes(ids[0]) and store.read_bytes(ids[-1])  # spilled and not
+        assert store.read_bytes(ids[0]) and store.read_bytes(ids[-1])
         store.add_note(b"big")
     assert journals(store) == []
     assert len(list((store.root / "packs").glob("*.pack"))) == 1
