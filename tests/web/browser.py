@@ -58,6 +58,12 @@ CAPTURE_TERMINALS = """
     const t = terminal();
     return row < 0 ? null : [row, rows[row].indexOf(needle), t.rows, t.cols];
   };
+  window.__agentsColors = (needle, offset) => {  // [fg, bg] of a cell, relative to a text
+    const at = window.__agentsCellOf(needle);
+    if (!at) return null;
+    const cell = terminal().buffer.active.getLine(at[0]).getCell(at[1] + offset);
+    return cell ? [cell.getFgColor(), cell.getBgColor()] : null;
+  };
 })();
 """
 
@@ -89,19 +95,21 @@ class Terminal:
     def text(self) -> str:
         return str(self.page.evaluate("() => window.__agentsScreen()"))
 
-    def _wait(self, script: str, needles: tuple[str, ...], what: str) -> str:
+    def wait_until(self, script: str, arg: object, what: str) -> str:
+        """Wait until the JavaScript predicate ``script(arg)`` holds (it may use
+        ``window.__agentsScreen()`` and ``window.__agentsColors(needle, offset)``)."""
         try:
-            self.page.wait_for_function(script, arg=list(needles), timeout=TIMEOUT_MS)
+            self.page.wait_for_function(script, arg=arg, timeout=TIMEOUT_MS)
         except PlaywrightTimeout:
-            raise AssertionError(f"{what} {needles!r}; the screen shows:\n{self.text()}") from None
+            raise AssertionError(f"{what}; the screen shows:\n{self.text()}") from None
         return self.text()
 
     def wait_for(self, *needles: str) -> str:
         """Wait until every needle is on the screen; return the screen's text."""
-        return self._wait(SHOWS_ALL, needles, "the screen never showed")
+        return self.wait_until(SHOWS_ALL, list(needles), f"the screen never showed {needles!r}")
 
     def wait_gone(self, *needles: str) -> str:
-        return self._wait(SHOWS_NONE, needles, "the screen kept showing")
+        return self.wait_until(SHOWS_NONE, list(needles), f"the screen kept showing {needles!r}")
 
     def click(self, needle: str) -> None:
         """Click the middle of the first cell of ``needle``, as a person would.
@@ -116,6 +124,14 @@ class Terminal:
             box["x"] + (column + 0.5) * box["width"] / columns,
             box["y"] + (row + 0.5) * box["height"] / rows,
         )
+
+    def colors(self, needle: str, offset: int = 0) -> tuple[int, int]:
+        """The (foreground, background) colours of the cell ``offset`` cells from where
+        ``needle`` starts: the only trace of some states (a pressed radio button, a
+        focused widget) on a terminal screen."""
+        found = self.page.evaluate("([n, o]) => window.__agentsColors(n, o)", [needle, offset])
+        assert found is not None, f"{needle!r} is not on the screen:\n{self.text()}"
+        return int(found[0]), int(found[1])
 
     def press(self, *keys: str) -> None:
         for key in keys:

@@ -4,12 +4,12 @@ real process, and Debian's Chromium (missing: skipped locally, a failure under C
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
 from cleveragents_tui.engine.actions import load_action
 from cleveragents_tui.engine.browse import plan_tree
@@ -23,8 +23,10 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 TOKEN = "test-token-0123456789abcdef"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """One Chromium per module: Playwright's sync API keeps an event loop running on this
+    thread, which other modules' asyncio tests (and asyncio.run) must not find."""
     if not CHROMIUM.exists():
         reason = f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)"
         if IN_CI:
@@ -37,11 +39,22 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    """A page in its own context: its own cookies, as another person's browser."""
-    context = browser.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
-    yield context.new_page()
-    context.close()
+def new_page(browser: Browser) -> Iterator[Callable[[], Page]]:
+    """Pages, each in its own context: its own cookies, as another person's browser."""
+    contexts: list[BrowserContext] = []
+
+    def make() -> Page:
+        contexts.append(browser.new_context(viewport=VIEWPORT))  # type: ignore[arg-type]
+        return contexts[-1].new_page()
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def page(new_page: Callable[[], Page]) -> Page:
+    return new_page()
 
 
 @dataclass
@@ -98,7 +111,8 @@ def serve(demo: Demo, *args: str, env: dict[str, str] | None = None) -> Iterator
         yield Served(process, f"http://127.0.0.1:{port}/")
     finally:
         children = descendants(process.process.pid)
-        assert process.stop() == 0, process.stderr()
+        code = process.stop()
+        assert code == 0, process.stderr()
         assert not (children & descendants(1)), "app processes outlived agents serve"
 
 

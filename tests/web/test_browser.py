@@ -19,6 +19,7 @@ from cleveragents_tui.engine.correction import preview
 from cleveragents_tui.web.credentials import add_user
 from tests.web.browser import Terminal
 from tests.web.conftest import Demo, Served, serve
+from tests.web.flows import choose_append, confirm_impact, give_guidance
 
 # Append a corrective child plan instead of the docs one: the spawned docs plan is cancelled
 # (a warning to confirm) and its files rolled back. (A revert of the demo's Execute decisions
@@ -58,17 +59,10 @@ def test_correct_a_decision_in_the_browser(
     terminal.wait_for(f"subplan_spawn · strategize · #{decisions[target].sequence_number}")
 
     terminal.press("c")
-    terminal.click("append: add a corrective child plan")  # the mode
-    terminal.click("e.g. use a greeter class")  # the guidance field
-    terminal.type(GUIDANCE)
-    terminal.wait_for(GUIDANCE)
-    terminal.press("Enter")
-    terminal.wait_for("Impact preview", "append")  # focus on Cancel: y goes on
-    terminal.press("y")
-    count = len(expected.warnings)
-    for number in range(1, count + 1):
-        terminal.wait_for(f"Warning {number} of {count}")
-        terminal.press("y")
+    choose_append(terminal)
+    give_guidance(terminal, GUIDANCE)
+    terminal.wait_for("Impact preview", "append")
+    confirm_impact(terminal, len(expected.warnings))
     screen = terminal.wait_for("Correction succeeded")
     assert "correction_finished" in screen
 

@@ -8,6 +8,7 @@ import asyncio
 import shlex
 import sys
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import aiohttp
@@ -80,9 +81,14 @@ async def logged_in(server: AgentsServer, token: str = TOKEN) -> aiohttp.ClientS
     return session
 
 
-def websocket(session: aiohttp.ClientSession, server: AgentsServer, origin: str | None = None):  # type: ignore[no-untyped-def]
+@asynccontextmanager
+async def websocket(
+    session: aiohttp.ClientSession, server: AgentsServer, origin: str | None = None
+) -> AsyncIterator[aiohttp.ClientWebSocketResponse]:
     headers = {"Origin": origin if origin is not None else server.config.origin}
-    return session.ws_connect(f"{base(server)}/ws?width=100&height=30", headers=headers)
+    url = f"{base(server)}/ws?width=100&height=30"
+    async with session.ws_connect(url, headers=headers) as ws:
+        yield ws
 
 
 async def first_frame(ws: aiohttp.ClientWebSocketResponse) -> bytes:
