@@ -213,21 +213,21 @@ def _load_action_file(folder: Path, content: bytes) -> Any:
     return result
 
 
-@fuzz(150)
+@fuzz(100)
 @given(content=st.binary(max_size=400))
 def test_action_files_of_random_bytes(content: bytes) -> None:
     with fresh() as scratch:
         _load_action_file(scratch, content)
 
 
-@fuzz(200)
+@fuzz(150)
 @given(tokens=st.lists(st.sampled_from(YAML_TOKENS), max_size=30))
 def test_action_files_of_random_yaml(tokens: list[str]) -> None:
     with fresh() as scratch:
         _load_action_file(scratch, "".join(tokens).encode("utf-8", "surrogatepass"))
 
 
-@fuzz(150)
+@fuzz(100)
 @given(document=documents)
 def test_action_files_of_random_documents(document: Any) -> None:
     with fresh() as scratch:
@@ -261,14 +261,14 @@ def _load_profile_file(folder: Path, content: bytes) -> Any:
     return result
 
 
-@fuzz(150)
+@fuzz(100)
 @given(content=st.binary(max_size=400))
 def test_profile_files_of_random_bytes(content: bytes) -> None:
     with fresh() as scratch:
         _load_profile_file(scratch, content)
 
 
-@fuzz(150)
+@fuzz(100)
 @given(
     tokens=st.lists(st.sampled_from([*YAML_TOKENS, "edit_code: 0.5\n", "safety:\n"]), max_size=30)
 )
@@ -527,7 +527,7 @@ def _content(root: Path) -> dict[str, tuple[object, ...]]:
     return state
 
 
-@fuzz(120)
+@fuzz(100)
 @given(trees=hostile_trees())
 def test_hostile_checkpoint_trees(trees: list[list[Row]]) -> None:
     with fresh() as scratch:
@@ -759,7 +759,7 @@ def layer_records(draw: st.DrawFn, store: ObjectStore) -> list[object]:
     return rows
 
 
-@fuzz(100)
+@fuzz(80)
 @given(data=st.data())
 def test_hostile_overlay_layers(data: st.DataObject) -> None:
     with fresh() as scratch:
