@@ -63,6 +63,14 @@ def origin_refusal(config: ServeConfig, request: web.Request) -> web.HTTPForbidd
     )
 
 
+def _same_address_without_token(request: web.Request) -> str:
+    """A relative reference (``./NAME?QUERY``): it keeps the host the browser used and any
+    path prefix a reverse proxy adds in front of ours."""
+    url = request.rel_url.without_query_params("token")
+    name = url.path.rsplit("/", 1)[-1]
+    return f"./{name}" + (f"?{url.query_string}" if url.query_string else "")
+
+
 def _login(config: ServeConfig, logins: Logins, request: web.Request, token: str) -> None:
     known, name = config.credentials.identify(token)
     if not known:
@@ -70,7 +78,7 @@ def _login(config: ServeConfig, logins: Logins, request: web.Request, token: str
         raise web.HTTPUnauthorized(text=REFUSED_KEY)
     login, user = logins.open(name)
     log.info("login: %s from %s", user, request.remote)
-    response = web.HTTPSeeOther(request.rel_url.without_query_params("token"))
+    response = web.HTTPSeeOther(_same_address_without_token(request))
     response.set_cookie(
         COOKIE, login, httponly=True, samesite="Strict", secure=config.secure, path="/"
     )

@@ -126,7 +126,7 @@ async def test_the_token_becomes_a_strict_http_only_cookie(server: AgentsServer)
         url = f"{base(server)}/?fontsize=14&token={TOKEN}"
         async with session.get(url, allow_redirects=False) as response:
             assert response.status == 303
-            assert response.headers["Location"] == "/?fontsize=14"  # the token leaves the URL
+            assert response.headers["Location"] == "./?fontsize=14"  # the token leaves the URL
             cookie = response.cookies[COOKIE]
             assert cookie["httponly"] and cookie["samesite"] == "Strict" and cookie["path"] == "/"
             assert not cookie["secure"]  # http://127.0.0.1: a Secure cookie would never return
@@ -235,3 +235,26 @@ def test_the_session_environment_names_the_user_and_hides_the_token(
     assert environment["AGENTS_DATABASE_URL"] == "postgresql+psycopg://u:secret@db/agents"
     assert environment["COLUMNS"] == "120"
     assert service.command == session_command()
+
+
+async def test_the_public_url_decides_the_origin(database: str) -> None:
+    """Served as http://localhost:PORT (as a reverse proxy's address would be): pages of
+    that origin may open the websocket; the same server's bare address may not."""
+    port = free_port()
+    config = ServeConfig.build(
+        host="127.0.0.1",
+        port=port,
+        database_url=database,
+        token=TOKEN,
+        public_url=f"http://localhost:{port}",
+    )
+    async for server in running(config):
+        async with await logged_in(server) as session:
+            async with session.get(f"{base(server)}/") as page:
+                assert f"ws://localhost:{port}/ws" in await page.text()
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                async with websocket(session, server, origin=f"http://127.0.0.1:{port}"):
+                    pass
+            assert refused.value.status == 403
+            async with websocket(session, server) as ws:
+                assert await first_frame(ws)
