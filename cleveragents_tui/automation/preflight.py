@@ -73,10 +73,18 @@ def parse_action(raw: Mapping[str, Any] | Action) -> Action:
         return Action.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "action"
+        # Keys come from the file: repr() keeps a key holding a newline on one line.
+        where = ".".join(p if _plain_key(p) else repr(p) for p in map(str, first["loc"]))
+        message = " ".join(str(first["msg"]).split())
         raise PreflightError(
-            Check.ACTION_SCHEMA, f"{where}: {first['msg']}", "fix the action file (docs/actions.md)"
+            Check.ACTION_SCHEMA,
+            f"{where or 'action'}: {message}",
+            "fix the action file (docs/actions.md)",
         ) from exc
+
+
+def _plain_key(part: str) -> bool:
+    return part.isprintable() and "." not in part and part.strip() == part and part != ""
 
 
 def run_preflight(raw: Mapping[str, Any] | Action, context: PreflightContext) -> list[CheckResult]:

@@ -163,7 +163,12 @@ def preview(
         affected |= _current_execute_decisions(store, plan.plan_id)  # all Execute work goes
     elif mode is CorrectionMode.REVERT and plan.phase is Phase.APPLY:
         phase_change = (plan.phase, decision.phase)
-    children = tuple(_child_impact(store, child_id) for child_id in sorted(subtree.plans))
+    # Append leaves history untouched: the child plans under the decision go on as they are.
+    children = (
+        tuple(_child_impact(store, child_id) for child_id in sorted(subtree.plans))
+        if mode is CorrectionMode.REVERT
+        else ()
+    )
     for child in children:
         if child.outcome is ChildAction.REJECT and mode is CorrectionMode.REVERT:
             raise CorrectionRefusedError(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
-from cleveragents_tui.domain.enums import CheckpointType, Phase, SandboxStrategyName
+from cleveragents_tui.domain.enums import CheckpointType, DecisionType, Phase, SandboxStrategyName
 from cleveragents_tui.domain.errors import UserError, WrongPlanError
 from cleveragents_tui.domain.rollback import ResourceOutcome, ResourceRollback, RollbackReport
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
@@ -46,6 +46,12 @@ def rollback_targets(
             )
         group = uow.checkpoints.for_decision(decision_id)
         everything = uow.checkpoints.for_plan(sandboxes.plan_id)
+    guidance = decision.decision_type is DecisionType.USER_INTERVENTION
+    if not group and guidance and decision.corrects_decision_id:
+        # A correction's guidance decision has no group of its own: it was recorded right
+        # after the resources were rolled back to the decision it corrects, so that
+        # decision's checkpoints are the state it was made in.
+        return rollback_targets(sandboxes, decision.corrects_decision_id)
     targets: dict[str, CheckpointMetadata] = {}
     not_rollbackable: list[str] = []
     for checkpoint in group:

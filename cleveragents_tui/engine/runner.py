@@ -658,7 +658,10 @@ class PlanRunner:
         results: list[str] = []
         try:
             for child in self._children():
-                results.extend(PlanRunner(self.store, child.plan_id, self.options).apply_own())
+                runner = PlanRunner(self.store, child.plan_id, self.options)
+                # An appended plan works in this plan's sandboxes: they land below, once.
+                shared = runner.sandboxes.host_plan_id != child.plan_id
+                results.extend(runner.apply_own(land=not shared))
             results.extend(self.apply_own())
         except UserError as exc:
             return self._apply_failed(PlanState.CONSTRAINED, str(exc))
@@ -680,7 +683,12 @@ class PlanRunner:
             uow.commit()
         return self._set(phase=Phase.APPLY, state=state)
 
-    def apply_own(self) -> list[str]:
+    def apply_own(self, *, land: bool = True) -> list[str]:
+        """Land this plan's sandboxes (unless ``land`` is False: they are its host's, which
+        lands them) and mark the plan applied."""
+        if not land:
+            self._set(phase=Phase.APPLY, state=PlanState.APPLIED)
+            return [f"{self.plan_id}: landed with the sandboxes of {self.sandboxes.host_plan_id}"]
         results = []
         for resource_id in self.action.resources:
             failpoints.hit("apply.resource", resource_id)

@@ -133,15 +133,27 @@ class PlanSandboxes:
         return sandbox
 
     def note_write(self, resource_id: str) -> None:
-        """Tools call this when they write to a resource: it joins every later checkpoint group."""
+        """Tools call this when they write to a resource: it joins every later checkpoint
+        group. The first write of each resource is also stored (a ``resource_written``
+        event), so a decision recorded by another process after a restart still includes
+        it — otherwise a revert to that decision would take the resource back to baseline."""
+        if resource_id in self._written:
+            return
         self._written.add(resource_id)
+        with self.store.unit_of_work(write=True) as uow:
+            uow.events.append("resource_written", {"resource": resource_id}, plan_id=self.plan_id)
+            uow.commit()
 
     def modified(self) -> set[str]:
+        """Written by a tool (in this process or, stored, in another one), or already in a
+        decision's checkpoint group."""
         with self.store.unit_of_work() as uow:
             checkpointed = uow.checkpoints.resources_checkpointed(
                 self.plan_id, decision_groups_only=True
             )
-        return self._written | checkpointed
+            stored = uow.events.payloads(self.plan_id, "resource_written")
+        recorded = {str(p["resource"]) for p in stored if "resource" in p}
+        return self._written | checkpointed | recorded
 
     def open_ids(self) -> Iterable[str]:
         return tuple(self._open)

@@ -713,6 +713,16 @@ class EventRepository:
     def __init__(self, session: Session) -> None:
         self._session = session
 
+    def payloads(self, plan_id: str, kind: str) -> list[dict[str, object]]:
+        """The payloads of one plan's events of one kind, oldest first."""
+        rows = self._session.scalars(
+            select(EventRow.payload)
+            .where(EventRow.plan_id == plan_id, EventRow.kind == kind)
+            .order_by(EventRow.event_id)
+        )
+        loaded = [mapping.load_json("events", plan_id, "payload", raw) for raw in rows]
+        return [payload for payload in loaded if isinstance(payload, dict)]
+
     def append(
         self,
         kind: str,
