@@ -185,7 +185,10 @@ def append_after_apply(folder: str, out: str) -> None:
     assert plan_id is not None
     apply_plan(store, plan_id, "reliability", options)
     strategy = _current(store, plan_id, Phase.STRATEGIZE, DecisionType.STRATEGY_CHOICE)
+    with store.unit_of_work() as uow:
+        spawned = [c.plan_id for c in uow.plans.children(plan_id)]  # before the append
     impact = correction.preview(store, strategy, CorrectionMode.APPEND, "also a --shout flag")
+    assert impact.children == ()  # an append cancels no child plan
     correction.execute(
         store, impact, acknowledged=True, requested_by="reliability", options=options
     )
@@ -195,7 +198,7 @@ def append_after_apply(folder: str, out: str) -> None:
     Path(out).write_text(
         json.dumps(
             {
-                "children": [c.plan_id for c in impact.children],
+                "children": spawned,
                 "states": states,
                 "violations": [v.__dict__ for v in report.violations],
             }
