@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
+from cleveragents_tui.actors.tools import default_registry
 from cleveragents_tui.engine.actions import load_action
 from cleveragents_tui.engine.browse import plan_tree
 from cleveragents_tui.engine.demo import build_demo
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.plans import create_plan
+from cleveragents_tui.engine.runner import ACTORS, RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from tests.web.browser import CHROMIUM, VIEWPORT, launch
 from tests.web.serve_process import ServeProcess, descendants, free_port, start_serve
@@ -59,7 +61,7 @@ def page(new_page: Callable[[], Page]) -> Page:
 
 @dataclass
 class Demo:
-    """The demo plan run to its Apply gate, on a database the server and the test share."""
+    """The demo plan, on a database the server and the test share."""
 
     database: str
     store: Store
@@ -72,19 +74,33 @@ class Demo:
         index = next(i for i, line in enumerate(lines) if line.row.chosen_option == chosen)
         return lines[index].row.decision_id, index
 
+    def sequence(self, decision_id: str) -> int:
+        """Its number, as the details pane shows it (``TYPE · PHASE · #N``)."""
+        with self.store.unit_of_work() as uow:
+            return uow.decisions.get(decision_id).sequence_number
 
-def make_demo(database: str, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Demo]:
+
+def make_demo(
+    database: str, workdir: Path, monkeypatch: pytest.MonkeyPatch, *, run: bool = True
+) -> Iterator[Demo]:
+    """The demo plan, run to its Apply gate — or only created (``run=False``), for a
+    browser tab to run it (``R``)."""
     sandboxes = workdir / "sandboxes"
     monkeypatch.setenv("AGENTS_SANDBOX_DIR", str(sandboxes))  # the server's tabs inherit it
     store = Store.open(database)
-    env = build_demo(store, workdir / "demo")
-    plan = start_plan(
-        store,
-        load_action(str(env.action_file)),
-        profile_override="auto",
-        options=RunOptions(sandbox_base=sandboxes),
-    )
-    yield Demo(database, store, plan.plan_id, workdir)
+    action = load_action(str(build_demo(store, workdir / "demo").action_file))
+    if run:
+        options = RunOptions(sandbox_base=sandboxes)
+        plan_id = start_plan(store, action, profile_override="auto", options=options).plan_id
+    else:
+        plan, _ = create_plan(
+            store, action, tools=default_registry(), actors=ACTORS, profile_override="auto"
+        )
+        with store.unit_of_work(write=True) as uow:  # what start_plan stores before it runs
+            uow.plan_actions.save(plan.plan_id, action.model_dump(mode="json"))
+            uow.commit()
+        plan_id = plan.plan_id
+    yield Demo(database, store, plan_id, workdir)
     store.close()
 
 

@@ -1,5 +1,5 @@
-"""The main flow in a real Chromium, as a person drives it: log in with the printed URL,
-open the demo plan from the list with the keyboard, walk the tree to an Execute decision,
+"""The main flow in a real Chromium, as a person drives it: log in with the printed URL, open
+the plan from the list with the keyboard and run it, walk the tree to an Execute decision,
 correct it, confirm the warnings, watch the replay finish — reading the terminal the page
 shows — then check the engine's state in the store, including who did it."""
 
@@ -7,72 +7,83 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page
 
 from cleveragents_tui.domain.approval import ApprovalAnswer
-from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus
+from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, DecisionType
 from cleveragents_tui.engine.approvals import pending_approvals
 from cleveragents_tui.engine.browse import show_plan
 from cleveragents_tui.engine.correction import preview
 from cleveragents_tui.web.credentials import add_user
 from tests.web.browser import Terminal
-from tests.web.conftest import Demo, Served, serve
-from tests.web.flows import choose_append, confirm_impact, give_guidance
+from tests.web.conftest import Demo, Served, make_demo, serve
+from tests.web.flows import confirm_impact, give_guidance
 
-# Append a corrective child plan instead of the docs one: the spawned docs plan is cancelled
-# (a warning to confirm) and its files rolled back. (A revert of the demo's Execute decisions
-# would roll back its SQLite app database, whose savepoint lives in the process that ran the
-# plan: from any other process, a browser tab included, that rollback fails; see the report.)
-SPAWN = "Spawn a child plan for the user guide"
-GUIDANCE = "no separate docs plan: a README section"
+# The announcement: reverting it rolls back the repository and the app database, and warns
+# twice (the team chat cannot be rolled back; the notification was irreversible). The app
+# database's sandbox keeps its savepoints in the process that ran the plan, so the tab runs
+# the plan itself (R) before correcting it; see docs/web.md.
+NOTIFY = "Notify #hello-cli"
+GUIDANCE = "announce it in #releases"
 
 
 @pytest.fixture
-def alice(demo: Demo) -> Iterator[tuple[Served, str]]:
+def created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Demo]:
+    """The demo plan, created but not run."""
+    yield from make_demo(str(tmp_path / "agents.db"), tmp_path, monkeypatch, run=False)
+
+
+@pytest.fixture
+def alice(created: Demo) -> Iterator[tuple[Served, str]]:
     """A server with a users file: alice's own token, and no shared one."""
-    users = demo.workdir / "team.users"
+    users = created.workdir / "team.users"
     token = add_user(users, "alice")
-    for served in serve(demo, "--users", str(users)):
+    for served in serve(created, "--users", str(users)):
         yield served, token
 
 
-def test_correct_a_decision_in_the_browser(
-    demo: Demo, alice: tuple[Served, str], page: Page
+def test_run_and_correct_a_plan_in_the_browser(
+    created: Demo, alice: tuple[Served, str], page: Page
 ) -> None:
-    served, token = alice
-    target, row = demo.decision(SPAWN)
-    expected = preview(demo.store, target, CorrectionMode.APPEND, GUIDANCE)  # pure reading
+    demo, (served, token) = created, alice
     terminal = Terminal(page)
 
     terminal.open(served.login(token))
     assert page.url == served.base  # the token was swapped for a cookie and left the URL
-    terminal.wait_for("2 of 2 plans", "add-greeting", "awaiting_approval")
+    terminal.wait_for("1 of 1 plans", "add-greeting", "created")
+    terminal.press("Enter")  # the only plan is selected: open it
+    terminal.wait_for("0 decisions")
+    terminal.press("R")  # run it, in this tab's process
+    terminal.wait_for("8 decisions", "awaiting_approval", "prompt_definition · strategize")
 
-    terminal.press("Enter")  # the demo plan is selected: open it
-    with demo.store.unit_of_work() as uow:
-        decisions = {d.decision_id: d for d in uow.decisions.for_plan(demo.plan_id)}
-    root = min(decisions.values(), key=lambda d: d.sequence_number)
-    terminal.wait_for("8 decisions", f"prompt_definition · strategize · #{root.sequence_number}")
-    terminal.press(*["ArrowDown"] * row)  # from the root, down the tree to the spawn
-    terminal.wait_for(f"subplan_spawn · strategize · #{decisions[target].sequence_number}")
-
-    terminal.press("c")
-    choose_append(terminal)
+    target, row = demo.decision(NOTIFY)
+    expected = preview(demo.store, target, CorrectionMode.REVERT, GUIDANCE)  # pure reading
+    assert len(expected.warnings) == 2
+    terminal.press(*["ArrowDown"] * row)  # from the root, down the tree to the announcement
+    terminal.wait_for(f"tool_invocation · execute · #{demo.sequence(target)}")
+    terminal.press("c")  # revert is the default mode
     give_guidance(terminal, GUIDANCE)
-    terminal.wait_for("Impact preview", "append")
+    terminal.wait_for("Impact preview", "demo-")  # resources listed
     confirm_impact(terminal, len(expected.warnings))
     screen = terminal.wait_for("Correction succeeded")
-    assert "correction_finished" in screen
+    assert "correction_finished" in screen and "rolled_back" in screen
 
     details = show_plan(demo.store, demo.plan_id)
     [correction] = details.corrections
     assert correction.status is CorrectionStatus.SUCCEEDED
+    assert correction.mode is CorrectionMode.REVERT
     assert correction.target_decision_id == target and correction.guidance == GUIDANCE
-    assert correction.mode is CorrectionMode.APPEND
     assert correction.requested_by == "alice"  # the web user, from the users file
     assert details.summary.plan.attempt == 2
+    with demo.store.unit_of_work() as uow:
+        replaced = uow.decisions.get(target)
+        assert replaced.superseded_by == correction.replacement_decision_id
+        guidance = uow.decisions.get(replaced.superseded_by or "")
+    assert guidance.decision_type is DecisionType.USER_INTERVENTION
+    assert guidance.chosen_option == GUIDANCE
 
 
 def test_approve_in_the_browser_records_the_web_session(
