@@ -87,7 +87,7 @@ TALLY: Counter[str] = Counter()
 # Known problems outside the files this suite may fix, each with a strict xfail case below.
 # engine's action schema errors (automation/preflight.py parse_action) join the location of
 # the error with str(), so a key holding a newline makes the message two lines.
-PREFLIGHT_LOCATION_UNESCAPED = True
+PREFLIGHT_LOCATION_UNESCAPED = False
 
 
 def attempt(target: str, call: Callable[[], Any]) -> Any:
