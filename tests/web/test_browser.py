@@ -24,8 +24,8 @@ from tests.web.flows import confirm_impact, give_guidance
 
 # The announcement: reverting it rolls back the repository and the app database, and warns
 # twice (the team chat cannot be rolled back; the notification was irreversible). The app
-# database's sandbox keeps its savepoints in the process that ran the plan, so the tab runs
-# the plan itself (R) before correcting it; see docs/web.md.
+# database's transaction sandbox is held by the process that ran the plan: had this (still
+# running) test process run it, no tab could roll it back. So the tab runs the plan (R).
 NOTIFY = "Notify #hello-cli"
 GUIDANCE = "announce it in #releases"
 
