@@ -64,7 +64,7 @@ class Credentials:
     entries: tuple[tuple[bytes, str | None], ...]
 
     def identify(self, token: str) -> tuple[bool, str | None]:
-        """``(known, name)``: every entry is compared, whatever matches first."""
+        """``(known, name)``: every entry is compared, also after a match (no early exit)."""
         presented = digest(token)
         known, name = False, None
         for stored, owner in self.entries:

@@ -30,7 +30,7 @@ NO_LOGIN = (
     "This agents server needs its access token. Open the address that `agents serve` "
     "printed (it ends in ?token=...), or ask whoever runs the server for yours."
 )
-REFUSED_KEY = (
+WRONG_ACCESS = (
     "That token is not valid for this server (it may have restarted with a new one). "
     "Open the address that `agents serve` printed, or ask whoever runs the server."
 )
@@ -75,7 +75,7 @@ def _login(config: ServeConfig, logins: Logins, request: web.Request, token: str
     known, name = config.credentials.identify(token)
     if not known:
         log.warning("refused a wrong token from %s", request.remote)
-        raise web.HTTPUnauthorized(text=REFUSED_KEY)
+        raise web.HTTPUnauthorized(text=WRONG_ACCESS)
     login, user = logins.open(name)
     log.info("login: %s from %s", user, request.remote)
     response = web.HTTPSeeOther(_same_address_without_token(request))
