@@ -410,6 +410,11 @@ def _take_plan(store: Store, impact: Impact, requested_by: str) -> CorrectionAtt
                 f"plan {plan.plan_id} is busy: correction {running[0].correction_id} is running",
                 "wait for it to finish, then preview again",
             )
+        if plan.phase is Phase.APPLY and plan.state is PlanState.RUNNING:
+            raise ConcurrentChangeError(
+                f"plan {plan.plan_id} is busy: it is being applied",
+                "wait for the Apply to finish; an applied plan takes --mode=append corrections",
+            )
         if plan.version != impact.plan_version:
             raise StalePreviewError(
                 f"plan {plan.plan_id} changed since the preview (version {impact.plan_version} → {plan.version})",

@@ -50,7 +50,11 @@ def resume_plan(store: Store, plan_ref: str, options: RunOptions | None = None) 
     retry an Apply that was refused (constrained) or failed (errored)."""
     with store.unit_of_work() as uow:
         plan = uow.plans.get(uow.plans.resolve(plan_ref))
-    if plan.phase is Phase.APPLY and plan.state in (PlanState.CONSTRAINED, PlanState.ERRORED):
+    if plan.phase is Phase.APPLY and plan.state in (
+        PlanState.CONSTRAINED,
+        PlanState.ERRORED,
+        PlanState.RUNNING,  # an Apply a crash interrupted
+    ):
         with store.unit_of_work(write=True) as uow:
             uow.events.append("apply_retried", {"from": plan.state.value}, plan_id=plan.plan_id)
             uow.commit()

@@ -34,8 +34,14 @@ from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.approval import Approval, ApprovalAnswer, ApprovalKind
 from cleveragents_tui.domain.decision import ActorStateRef, Decision
 from cleveragents_tui.domain.dependency import DecisionDependency
-from cleveragents_tui.domain.enums import DecisionType, DependencyType, Phase, PlanState
-from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.enums import (
+    CorrectionStatus,
+    DecisionType,
+    DependencyType,
+    Phase,
+    PlanState,
+)
+from cleveragents_tui.domain.errors import ConcurrentChangeError, UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationFlag, AutomationProfile, GuardScope
 from cleveragents_tui.domain.timeutil import utc_now
@@ -178,6 +184,8 @@ class PlanRunner:
 
     def _advance(self, saver: Any) -> Plan:
         plan = self.plan()
+        if plan.phase is Phase.APPLY and plan.state is PlanState.RUNNING:
+            return self.apply()  # an Apply a crash interrupted: land the rest
         if plan.phase is Phase.STRATEGIZE:
             if plan.state is PlanState.CREATED:
                 self._gate(
@@ -642,9 +650,11 @@ class PlanRunner:
             plan.state is PlanState.COMPLETED
             or (plan.state in (PlanState.AWAITING_APPROVAL, PlanState.RUNNING) and gate_reached)
         )
-        # A retry: an Apply that was refused or failed (every sandbox's apply can be repeated).
+        # A retry: an Apply that was refused, failed, or interrupted by a crash (every
+        # sandbox's apply can be repeated).
         ready = ready or (
-            plan.phase is Phase.APPLY and plan.state in (PlanState.CONSTRAINED, PlanState.ERRORED)
+            plan.phase is Phase.APPLY
+            and plan.state in (PlanState.CONSTRAINED, PlanState.ERRORED, PlanState.RUNNING)
         )
         if not ready:
             raise PlanStateError(
@@ -655,6 +665,7 @@ class PlanRunner:
             self._reconcile()
         except WaitForApproval:
             return self._set(state=PlanState.AWAITING_APPROVAL)
+        self._take_for_apply(plan.attempt)
         results: list[str] = []
         try:
             for child in self._children():
@@ -674,6 +685,40 @@ class PlanRunner:
             )
             uow.commit()
         return self.plan()
+
+    def _take_for_apply(self, attempt: int) -> None:
+        """Mark the plan as being applied (Apply · running), under the plan-row lock: a
+        correction that is running, or that made a new attempt since this Apply was
+        approved, makes it refuse; a correction that starts now is refused as busy."""
+        with self.store.unit_of_work(write=True) as uow:
+            plan = uow.plans.lock(self.plan_id)
+            running = [
+                c
+                for c in uow.corrections.for_plan(self.plan_id)
+                if c.status is CorrectionStatus.RUNNING
+            ]
+            if running:
+                raise ConcurrentChangeError(
+                    f"plan {self.plan_id} is busy: correction {running[0].correction_id} is running",
+                    "wait for it to finish; its new attempt asks for the Apply gate again",
+                )
+            if plan.attempt != attempt:
+                raise ConcurrentChangeError(
+                    f"plan {self.plan_id} changed: a correction made attempt {plan.attempt} "
+                    "since this Apply was approved",
+                    f"answer the new attempt's Apply gate: agents plan run {self.plan_id}",
+                )
+            uow.plans.save(
+                plan.model_copy(
+                    update={
+                        "phase": Phase.APPLY,
+                        "state": PlanState.RUNNING,
+                        "updated_at": utc_now(),
+                    }
+                )
+            )
+            uow.events.append("apply_started", {"attempt": attempt}, plan_id=self.plan_id)
+            uow.commit()
 
     def _apply_failed(self, state: PlanState, reason: str) -> Plan:
         with self.store.unit_of_work(write=True) as uow:

@@ -439,11 +439,6 @@ def test_two_processes_let_go_of_a_correction_at_once(
 # --- a correction and an apply -----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Apply does not take the plan: a correction runs and replays under it, and Apply "
-    "then lands the new attempt nobody approved (engine/runner.py apply, engine/lifecycle.py)",
-)
 def test_a_correction_while_another_process_applies_is_refused(
     world: World, workers: tuple[Worker, Worker]
 ) -> None:
@@ -457,16 +452,17 @@ def test_a_correction_while_another_process_applies_is_refused(
         first.start("apply", plan_id, pause=("apply.resource", None, (1,)))
         first.expect("paused", "apply.resource")
         second.start("correct", steps["three"], "louder")
-        second.expect("previewed")  # (a preview only reads)
-        second.send("go")
-        answer = second.receive()
+        answer = second.receive()  # refused at the preview: the plan is being applied
+        if answer[0] == "previewed":  # or previewed first, then refused when it starts
+            second.send("go")
+            answer = second.receive()
         _outcome("correction vs held apply", answer)
         first.send("release")
         applied = first.receive()
         _outcome("held apply", applied)
         FIGURES["races"] += 1
         assert answer[0] == "refused", (answer, applied)
-        assert "busy" in _refusal(answer)
+        assert "busy" in _refusal(answer) or "applying right now" in _refusal(answer)
         assert applied == ("ok", "applied")
         assert world.decisions(plan_id) == before
         world.check()
