@@ -393,8 +393,8 @@ class FilesystemCopySandbox:
             self._plan_dir(fd, "", target.root, index.root if index else None, plan)
         finally:
             os.close(fd)
-        for oid in plan.needed:
-            self._store.check(oid)
+        for oid, size in plan.needed.items():
+            self._store.check(oid, size)
         seen = dict(plan.kept)
         with TreeWriter(self._work, durable=False) as writer:
             for action, path, entry in plan.ops:

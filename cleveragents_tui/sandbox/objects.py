@@ -72,6 +72,7 @@ class ObjectStore:
         self._packs = root / "packs"
         self._pending: list[Path] = []
         self._verified: dict[str, tuple[str, int, int, int]] = {}
+        self._sizes: dict[str, int] = {}  # content sizes of the objects verified
         self._index: dict[str, tuple[str, int, int]] | None = None
         self._notes: list[tuple[str, bytes]] = []
         self._batch: PendingBatch | None = None
@@ -174,8 +175,10 @@ class ObjectStore:
         if written != size:
             raise self._missing(oid, "shorter than recorded")
 
-    def check(self, oid: str) -> None:
-        """Raise CheckpointMissingError unless the object exists and matches its id.
+    def check(self, oid: str, size: int | None = None) -> None:
+        """Raise CheckpointMissingError unless the object exists, matches its id, and (given
+        ``size``) holds that many bytes — so a tree that lies about a size is refused before
+        a restore changes anything.
 
         Objects never change once written, so one whose file (or place in a pack) is the
         same as when it was last hashed in this process is not read again.
@@ -183,9 +186,13 @@ class ObjectStore:
         key = self._location(oid)
         if key is None:
             raise self._missing(oid, "not stored")
-        if key[0] and self._verified.get(oid) != key:
-            self.read_bytes(oid, limit=1 << 62)
+        if not key[0]:
+            return  # pending in the open batch: this store wrote it just now
+        if self._verified.get(oid) != key or oid not in self._sizes:
+            self._sizes[oid] = len(self.read_bytes(oid, limit=1 << 62))
             self._verified[oid] = key
+        if size is not None and self._sizes[oid] != size:
+            raise self._missing(oid, f"{self._sizes[oid]} bytes where the tree records {size}")
 
     def sync(self) -> None:
         """Flush loose objects written since the last call to the disk (durable stores only)."""
@@ -237,6 +244,7 @@ class ObjectStore:
         for tmp in self._tmp.iterdir():
             tmp.unlink(missing_ok=True)
         self._verified = {k: v for k, v in self._verified.items() if k in keep}
+        self._sizes = {k: v for k, v in self._sizes.items() if k in keep}
         return removed
 
     # --- where objects live ------------------------------------------------------------------

@@ -742,7 +742,14 @@ class OverlaySandbox:
         for line in path.read_bytes().splitlines(keepends=True):
             if not line.endswith(b"\n"):
                 break
-            record_path, node = _parse_record(json.loads(line))
+            try:
+                record = json.loads(line)
+            except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+                raise UnsafeInputError(
+                    f"a line of the layer log {path} is not a record ({exc})",
+                    "the layer is damaged: discard the sandbox",
+                ) from exc
+            record_path, node = _parse_record(record)
             put_node(entries, record_path, node, strict=True)
         return entries
 
