@@ -289,14 +289,19 @@ def lstat_path(root: Path, rel: str) -> os.stat_result | None:
         os.close(fd)
 
 
-def read_path(root: Path, rel: str) -> bytes:
-    """The bytes of regular file ``rel`` under ``root``, following no symlink."""
+def _open_path_file(root: Path, rel: str) -> int:
+    """A descriptor of regular file ``rel`` under ``root``, following no symlink."""
     parent, name = split_path(rel)
     fd = open_path_dir(root, parent)
     try:
-        file_fd = open_regular(fd, name)
+        return open_regular(fd, name)
     finally:
         os.close(fd)
+
+
+def read_path(root: Path, rel: str) -> bytes:
+    """The bytes of regular file ``rel`` under ``root``, following no symlink."""
+    file_fd = _open_path_file(root, rel)
     try:
         return read_all(file_fd)
     finally:
@@ -304,12 +309,7 @@ def read_path(root: Path, rel: str) -> bytes:
 
 
 def hash_path(root: Path, rel: str) -> str:
-    parent, name = split_path(rel)
-    fd = open_path_dir(root, parent)
-    try:
-        file_fd = open_regular(fd, name)
-    finally:
-        os.close(fd)
+    file_fd = _open_path_file(root, rel)
     try:
         return hash_fd(file_fd)
     finally:
