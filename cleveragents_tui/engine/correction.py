@@ -711,6 +711,7 @@ def _finish(
             "correction_finished",
             {"correction_id": correction.correction_id, "status": status.value},
             plan_id=correction.plan_id,
+            actor=correction.requested_by,  # other tabs' status lines say who corrected
         )
         failpoints.hit("correction.finish", status.value)
         uow.commit()
