@@ -97,16 +97,22 @@ def correct(
     from cleveragents_tui.engine.correction import preview
 
     impact = preview(cli.store, decision_ref, CorrectionMode(mode), guidance, plan_ref)
-    as_json = cli.wants_json(local_format)
-    if dry_run:
-        if as_json:
-            echo_json(_impact_json(impact))
-        else:
-            click.echo(_impact_text(impact))
-            for warning in impact.warnings:
-                click.echo("\n" + warning)
-        return
-    _confirm_and_execute(cli, impact, yes=yes, who=who, as_json=as_json)
+    _dry_run_or_execute(cli, impact, dry_run=dry_run, yes=yes, who=who, fmt=local_format)
+
+
+def _dry_run_or_execute(
+    cli: CliContext, impact: Impact, *, dry_run: bool, yes: bool, who: str | None, fmt: str | None
+) -> None:
+    """``--dry-run``: print the impact and its warnings; otherwise confirm and run it."""
+    as_json = cli.wants_json(fmt)
+    if not dry_run:
+        _confirm_and_execute(cli, impact, yes=yes, who=who, as_json=as_json)
+    elif as_json:
+        echo_json(_impact_json(impact))
+    else:
+        click.echo(_impact_text(impact))
+        for warning in impact.warnings:
+            click.echo("\n" + warning)
 
 
 def _confirm_and_execute(
@@ -188,14 +194,7 @@ def edit_strategy(
     from cleveragents_tui.engine.strategy import preview_strategy_edit
 
     impact = preview_strategy_edit(cli.store, decision_ref, new_strategy, plan_ref)
-    as_json = cli.wants_json(local_format)
-    if dry_run:
-        if as_json:
-            echo_json(_impact_json(impact))
-        else:
-            click.echo(_impact_text(impact))
-        return
-    _confirm_and_execute(cli, impact, yes=yes, who=who, as_json=as_json)
+    _dry_run_or_execute(cli, impact, dry_run=dry_run, yes=yes, who=who, fmt=local_format)
 
 
 @plan.command()

@@ -400,14 +400,10 @@ def _take_plan(store: Store, impact: Impact, requested_by: str) -> CorrectionAtt
     and no other correction may be running."""
     with store.unit_of_work(write=True) as uow:
         plan = uow.plans.lock(impact.plan_id)
-        running = [
-            c
-            for c in uow.corrections.for_plan(plan.plan_id)
-            if c.status is CorrectionStatus.RUNNING
-        ]
-        if running:
+        running = uow.corrections.running(plan.plan_id)
+        if running is not None:
             raise ConcurrentChangeError(
-                f"plan {plan.plan_id} is busy: correction {running[0].correction_id} is running",
+                f"plan {plan.plan_id} is busy: correction {running.correction_id} is running",
                 "wait for it to finish, then preview again",
             )
         if plan.phase is Phase.APPLY and plan.state is PlanState.RUNNING:

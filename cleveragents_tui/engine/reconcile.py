@@ -181,11 +181,11 @@ class Reconciler:
     def discard(self, changes: Iterable[OutsideChanges]) -> None:
         """Put the changed sandboxes back exactly as sealed."""
         seals = self._load()
+        folders = self._watched()
         for change in changes:
             self._sandboxes.get(change.resource_id).rollback(str(seals[change.resource_id]["ref"]))
-        # Restored files have new modification times: seal what is there now.
-        for change in changes:
-            seals[change.resource_id]["files"] = scan(self._watched()[change.resource_id])
+            # Restored files have new modification times: seal what is there now.
+            seals[change.resource_id]["files"] = scan(folders[change.resource_id])
         self._save(seals)
 
 

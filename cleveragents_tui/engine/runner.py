@@ -35,7 +35,6 @@ from cleveragents_tui.domain.approval import Approval, ApprovalAnswer, ApprovalK
 from cleveragents_tui.domain.decision import ActorStateRef, Decision
 from cleveragents_tui.domain.dependency import DecisionDependency
 from cleveragents_tui.domain.enums import (
-    CorrectionStatus,
     DecisionType,
     DependencyType,
     Phase,
@@ -692,14 +691,10 @@ class PlanRunner:
         approved, makes it refuse; a correction that starts now is refused as busy."""
         with self.store.unit_of_work(write=True) as uow:
             plan = uow.plans.lock(self.plan_id)
-            running = [
-                c
-                for c in uow.corrections.for_plan(self.plan_id)
-                if c.status is CorrectionStatus.RUNNING
-            ]
-            if running:
+            running = uow.corrections.running(self.plan_id)
+            if running is not None:
                 raise ConcurrentChangeError(
-                    f"plan {self.plan_id} is busy: correction {running[0].correction_id} is running",
+                    f"plan {self.plan_id} is busy: correction {running.correction_id} is running",
                     "wait for it to finish; its new attempt asks for the Apply gate again",
                 )
             if plan.attempt != attempt:

@@ -12,6 +12,7 @@ this service refuses and says so, so that "edit before Execute" never hides a ro
 
 from __future__ import annotations
 
+from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import CorrectionMode, Phase
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine.correction import Impact, preview
@@ -22,11 +23,9 @@ class StrategyEditRefusedError(UserError):
     """The decision is not a strategy decision that can still be edited before Execute."""
 
 
-def preview_strategy_edit(
-    store: Store, decision_ref: str, new_strategy: str, plan_ref: str | None = None
-) -> Impact:
-    """The impact of replacing Strategize decision ``decision_ref`` with ``new_strategy``
-    (run it with ``engine.correction.execute``). Changes nothing."""
+def editable_strategy_decision(store: Store, decision_ref: str) -> Decision:
+    """The Strategize decision ``decision_ref`` names, if its plan has not started Execute;
+    :class:`StrategyEditRefusedError` otherwise."""
     with store.unit_of_work() as uow:
         decision = uow.decisions.get(uow.decisions.resolve(decision_ref))
         plan = uow.plans.get(decision.plan_id)
@@ -46,4 +45,13 @@ def preview_strategy_edit(
             "only be edited before Execute starts",
             correct_instead + " (that rolls back what Execute did)",
         )
+    return decision
+
+
+def preview_strategy_edit(
+    store: Store, decision_ref: str, new_strategy: str, plan_ref: str | None = None
+) -> Impact:
+    """The impact of replacing Strategize decision ``decision_ref`` with ``new_strategy``
+    (run it with ``engine.correction.execute``). Changes nothing."""
+    decision = editable_strategy_decision(store, decision_ref)
     return preview(store, decision.decision_id, CorrectionMode.REVERT, new_strategy, plan_ref)

@@ -613,6 +613,16 @@ class CorrectionRepository:
         )
         return [mapping.correction_from_row(r) for r in rows]
 
+    def running(self, plan_id: str) -> CorrectionAttempt | None:
+        """The plan's correction still running, if any (there is at most one)."""
+        row = self._session.scalars(
+            select(CorrectionAttemptRow).where(
+                CorrectionAttemptRow.plan_id == plan_id,
+                CorrectionAttemptRow.status == CorrectionStatus.RUNNING.value,
+            )
+        ).first()
+        return None if row is None else mapping.correction_from_row(row)
+
 
 class ApprovalRepository:
     def __init__(self, session: Session) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from textual.screen import ModalScreen
+from textual.widgets import Button, Input
 
 ResultT = TypeVar("ResultT")
 
@@ -23,3 +24,24 @@ class Dialog(ModalScreen[ResultT]):
     Dialog Button { margin-left: 2; }
     Dialog .dialog-error { color: $error; height: auto; }
     """
+
+
+class FormDialog(Dialog[ResultT | None]):
+    """A dialog that asks for input: Enter in a field or the ``#preview`` button submits
+    (:meth:`submit`, which dismisses with the result or shows what is missing); any other
+    button, or Esc through ``action_cancel``, dismisses with None."""
+
+    def submit(self) -> None:
+        raise NotImplementedError
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.submit()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "preview":
+            self.submit()
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 
 from cleveragents_tui.domain.enums import CorrectionMode
-from cleveragents_tui.tui.modals.base import Dialog
+from cleveragents_tui.tui.modals.base import FormDialog
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class CorrectionRequest:
     guidance: str
 
 
-class CorrectionDialog(Dialog[CorrectionRequest | None]):
+class CorrectionDialog(FormDialog[CorrectionRequest]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="correction.cancel")
     ]
@@ -53,7 +53,7 @@ class CorrectionDialog(Dialog[CorrectionRequest | None]):
     def on_mount(self) -> None:
         self.query_one("#guidance", Input).focus()
 
-    def _submit(self) -> None:
+    def submit(self) -> None:
         guidance = self.query_one("#guidance", Input).value.strip()
         if not guidance:
             self.query_one("#correction-error", Static).update(
@@ -63,15 +63,3 @@ class CorrectionDialog(Dialog[CorrectionRequest | None]):
         append = self.query_one("#mode-append", RadioButton).value
         mode = CorrectionMode.APPEND if append else CorrectionMode.REVERT
         self.dismiss(CorrectionRequest(mode, guidance))
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self._submit()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "preview":
-            self._submit()
-        else:
-            self.dismiss(None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

@@ -10,10 +10,10 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 
-from cleveragents_tui.tui.modals.base import Dialog
+from cleveragents_tui.tui.modals.base import FormDialog
 
 
-class StrategyDialog(Dialog[str | None]):
+class StrategyDialog(FormDialog[str]):
     """Dismisses with the new strategy text, or None when cancelled."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -46,7 +46,7 @@ class StrategyDialog(Dialog[str | None]):
     def on_mount(self) -> None:
         self.query_one("#alternatives" if self.alternatives else "#own").focus()
 
-    def _submit(self) -> None:
+    def submit(self) -> None:
         own = self.query_one("#own", Input).value.strip()
         if own:
             self.dismiss(own)
@@ -58,15 +58,3 @@ class StrategyDialog(Dialog[str | None]):
         self.query_one("#strategy-error", Static).update(
             "Nothing to take instead: describe the strategy you want."
         )
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self._submit()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "preview":
-            self._submit()
-        else:
-            self.dismiss(None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

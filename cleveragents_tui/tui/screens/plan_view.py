@@ -23,7 +23,7 @@ from cleveragents_tui.engine.browse import explain_decision, plan_tree, show_pla
 from cleveragents_tui.engine.correction import Impact, preview
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.lifecycle import apply_plan, cancel_plan, pause_plan, resume_plan
-from cleveragents_tui.engine.strategy import preview_strategy_edit
+from cleveragents_tui.engine.strategy import editable_strategy_decision, preview_strategy_edit
 from cleveragents_tui.export.tree_file import export_tree, format_of
 from cleveragents_tui.tui.messages import DecisionFailed, DecisionLoaded, StoreChanged
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
@@ -215,8 +215,7 @@ class PlanScreen(Screen[None]):
             self.notify("select a strategy decision first", severity="warning")
             return
         try:
-            decision = explain_decision(self.store, decision_id).decision
-            preview_strategy_edit(self.store, decision_id, decision.chosen_option)  # refusals
+            decision = editable_strategy_decision(self.store, decision_id)
         except UserError as exc:
             self.notify(str(exc), title="Cannot edit the strategy", severity="error", timeout=10)
             return
