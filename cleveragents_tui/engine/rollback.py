@@ -128,9 +128,11 @@ def rollback_to(
     for resource_id, sandbox in opened.items():
         try:
             failpoints.hit("rollback.resource", resource_id)
-            sandbox.rollback(targets[resource_id].ref)
+            # Nothing was written since the safety checkpoint: the strategy may roll back
+            # from it, touching only what differs (git_worktree does).
+            sandbox.rollback(targets[resource_id].ref, current=safety[resource_id])
         except Exception as exc:
-            restored = _restore(opened, safety, [*done, resource_id])
+            restored = _restore(opened, safety, {r: targets[r].ref for r in done}, resource_id)
             return RollbackReport(
                 decision_id=decision_id,
                 resources=(
@@ -159,14 +161,16 @@ def _rollback_order(item: tuple[str, CheckpointMetadata]) -> tuple[bool, str]:
 
 
 def _restore(
-    opened: dict[str, Sandbox], safety: dict[str, str], touched: list[str]
+    opened: dict[str, Sandbox], safety: dict[str, str], done: dict[str, str], failed: str
 ) -> dict[str, str | None]:
-    """Put each touched resource back to its safety checkpoint: resource -> error or None."""
+    """Put back to its safety checkpoint each resource rolled back (``done``: resource ->
+    the checkpoint it now holds) and the one that failed part way (its state unknown):
+    resource -> error or None."""
     errors: dict[str, str | None] = {}
-    for resource_id in touched:
+    for resource_id in [*done, failed]:
         try:
             failpoints.hit("rollback.restore", resource_id)
-            opened[resource_id].rollback(safety[resource_id])
+            opened[resource_id].rollback(safety[resource_id], current=done.get(resource_id))
             errors[resource_id] = None
         except Exception as exc:  # reported per resource; the plan goes to errored
             errors[resource_id] = str(exc)

@@ -68,8 +68,14 @@ class Sandbox(Protocol):
         """Raise CheckpointMissingError unless ``ref`` exists and is intact."""
         ...
 
-    def rollback(self, ref: str) -> None:
-        """Make the sandbox exactly equal to checkpoint ``ref`` (new items removed, deleted back)."""
+    def rollback(self, ref: str, *, current: str | None = None) -> None:
+        """Make the sandbox exactly equal to checkpoint ``ref`` (new items removed, deleted back).
+
+        ``current``, when given, is a checkpoint the caller took of the sandbox's present
+        state a moment ago, with nothing written since (the rollback protocol's safety
+        checkpoint). A strategy may then change only what differs between the two
+        checkpoints instead of examining everything; the result must be the same.
+        """
         ...
 
     def diff(self, old_ref: str, new_ref: str) -> list[Change]:

@@ -69,7 +69,15 @@ from cleveragents_tui.sandbox.tree_writer import (
     readlink_path,
     remove_tree,
 )
-from cleveragents_tui.sandbox.trees import DIRECTORY, FILE, SYMLINK, Entry, Trees, is_clean
+from cleveragents_tui.sandbox.trees import (
+    DIRECTORY,
+    FILE,
+    LINK_MODE,
+    SYMLINK,
+    Entry,
+    Trees,
+    is_clean,
+)
 
 _STRATEGY = SandboxStrategyName.FILESYSTEM_COPY
 _GIT = ".git"
@@ -217,7 +225,7 @@ class FilesystemCopySandbox:
         self._alive()
         self._trees.verify(self._root_of(ref).root)
 
-    def rollback(self, ref: str) -> None:
+    def rollback(self, ref: str, *, current: str | None = None) -> None:
         """Make work/ equal to checkpoint ``ref``, touching only what differs.
 
         Everything is planned and every needed object checked before the first change, so
@@ -258,11 +266,13 @@ class FilesystemCopySandbox:
         """Copy what changed in work/ since the origin to the real directory.
 
         Refused, with nothing written, when a path to be written or deleted changed in the
-        real directory since the sandbox was made. Afterwards the origin is the real
-        directory as it now is, so a second apply finds nothing to do.
+        real directory since the sandbox was made. Afterwards the origin is the snapshot
+        just applied, so a second apply finds nothing to do, and what others changed
+        elsewhere in the real directory is neither taken in nor undone by a later apply.
         """
         self._alive()
-        items = self._items(self._origin.root, self._snapshot().root)
+        snapshot = self._snapshot()
+        items = self._items(self._origin.root, snapshot.root)
         if not items:
             return ApplyResult(f"nothing to apply to {self._real}", ())
         self._check_real(items)
@@ -270,7 +280,9 @@ class FilesystemCopySandbox:
             if item.new is not None and item.new.kind == FILE:
                 self._store.check(item.new.ref)
         apply_items(self._real, items, self._store, durable=self._durable)
-        self._origin = self._scan(self._real, self._origin)
+        # The real folder now holds this snapshot at every path the sandbox manages. Not a
+        # rescan of it: that would take in (or trip over) what others put elsewhere in it.
+        self._origin = snapshot
         self._save_meta()
         changes = changes_of(items)
         return ApplyResult(f"{len(changes)} change(s) copied to {self._real}", changes)
@@ -374,7 +386,7 @@ class FilesystemCopySandbox:
                 return Entry(DIRECTORY, mode, 0, 0, 0, 0, oid)
             if kind == SYMLINK:
                 target = check_link_target(path, os.readlink(name, dir_fd=fd))
-                return Entry(SYMLINK, 0o777, len(target), 0, 0, 0, target)
+                return Entry(SYMLINK, LINK_MODE, len(target), 0, 0, 0, target)
         except UnsafeInputError as exc:
             raise SandboxError(f"cannot record {path!r}: {exc}", "rename or remove it") from exc
         raise SandboxError(

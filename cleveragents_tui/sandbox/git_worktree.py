@@ -34,12 +34,14 @@ refresh), reads every folder, and runs hooks. A checkpoint here examines the fil
 only the changed paths to ``git update-index``, writes the tree with ``write-tree``, and then
 asks two long-running git processes (``hash-object --stdin-paths`` for the commit object,
 ``update-ref --stdin`` for one transaction moving both refs) instead of starting two more.
-The sandbox's index is a split index, so each index write is small. Rollback is
-``checkout --force -B <our branch> <checkpoint>`` (what ``reset --hard`` does, with the
-files examined in parallel) followed by ``clean -ffd`` (new files would stay behind). It
-examines every tracked file: only that shows edits made since the last checkpoint (a
-rollback touching only the paths the target and the tip differ in would miss them).
-docs/benchmarks.md has the figures. The long-running processes end with :meth:`discard`, or
+The sandbox's index is a split index, so each index write is small. Rollback has two
+paths. From any state it is ``checkout --force -B <our branch> <checkpoint>`` (what
+``reset --hard`` does, with the files examined in parallel) followed by ``clean -ffd`` (new
+files would stay behind): it examines every tracked file, as only that shows edits made
+since the last checkpoint. The rollback protocol takes a safety checkpoint just before it
+rolls back, and passes it as ``current``: then nothing was edited since, and
+``read-tree -m -u`` writes only the paths the two checkpoints differ in (see
+:meth:`GitWorktreeSandbox._roll_from`). docs/benchmarks.md has the figures. The long-running processes end with :meth:`discard`, or
 when the sandbox object is garbage-collected; use one sandbox object from one thread at a time.
 
 Every method raises :class:`SandboxError` (or :class:`UnsafeInputError` for hostile input)
@@ -186,6 +188,35 @@ class _Git:
             )
         except OSError as exc:
             raise self.cannot_start(exc) from None
+
+    def call_together(self, *commands: tuple[str, ...]) -> list[subprocess.CompletedProcess[bytes]]:
+        """Run ``commands`` at the same time and wait for all; the caller makes sure they do
+        not write the same files. Every failpoint is passed before the first one starts, so
+        an injected fault never leaves one running alone."""
+        for args in commands:
+            failpoints.hit("git.call", args[0])
+        started: list[subprocess.Popen[bytes]] = []
+        try:
+            for args in commands:
+                started.append(
+                    subprocess.Popen(
+                        ["git", *_CONFIG, *args],
+                        cwd=self.cwd,
+                        env=self.env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                    )
+                )
+        except OSError as exc:
+            for process in started:
+                process.communicate()
+            raise self.cannot_start(exc) from None
+        results = []
+        for process in started:
+            out, err = process.communicate()
+            results.append(subprocess.CompletedProcess(process.args, process.returncode, out, err))
+        return results
 
     def cannot_start(self, exc: OSError) -> SandboxError:
         if not self.cwd.is_dir():
@@ -417,6 +448,8 @@ class GitWorktreeSandbox:
         )
         self._release = weakref.finalize(self, _release, self._draft, self._refs, self._objects)
         self._discarded = False
+        # The index file as this object's last checkpoint or rollback left it (see _roll_from).
+        self._index_seen: tuple[int, int, int] | None = None
 
     # ----------------------------------------------------------------- creating, reopening
 
@@ -560,6 +593,7 @@ class GitWorktreeSandbox:
             fix="check that the repository is writable (disk space, permissions)",
         )
         self._tip = commit
+        self._index_seen = self._index_stamp()
         return commit
 
     def verify(self, ref: str) -> None:
@@ -582,14 +616,20 @@ class GitWorktreeSandbox:
                 "roll back to another decision, or correct the plan with --mode=append",
             )
 
-    def rollback(self, ref: str) -> None:
+    def rollback(self, ref: str, *, current: str | None = None) -> None:
         self._ensure_live()
         sha = _sha(ref)
-        name = self._ref_for(sha)
         self._ensure_on_branch()
-        # What reset --hard does (files, index and our branch to the checkpoint; untracked
-        # files in the way overwritten), but checkout examines the files with the index
-        # preload, in parallel, where reset looks at them one after the other.
+        if current is None or not self._roll_from(_sha(current), sha):
+            self._roll_fully(sha)
+        self._index_seen = self._index_stamp()
+
+    def _roll_fully(self, sha: str) -> None:
+        """What ``reset --hard`` + ``clean -ffd`` do, from any state of the worktree."""
+        name = self._ref_for(sha)
+        # Files, index and our branch to the checkpoint, untracked files in the way
+        # overwritten; checkout examines the files with the index preload, in parallel,
+        # where reset looks at them one after the other.
         branch = _short(self._names.branch)
         done = self._git.call("checkout", "--quiet", "--force", "-B", branch, name, "--")
         if done.returncode != 0:
@@ -601,11 +641,65 @@ class GitWorktreeSandbox:
             )
         self._tip = sha
         # Runs after the checkout so the .gitignore files of the checkpoint decide what is new.
+        self._clean()
+
+    def _roll_from(self, current: str, target: str) -> bool:
+        """Roll back from checkpoint ``current``, which the caller says the worktree holds
+        (the rollback protocol's safety checkpoint, taken just now): only the paths the two
+        trees differ in are examined and written. False, with nothing changed, when that
+        cannot be trusted or git refuses; the caller then rolls back fully.
+
+        Trusted only when ``current`` is the last checkpoint this object took or rolled to
+        and the index is the file it left (nothing staged since), so the index holds
+        ``current``'s tree with fresh file times. ``read-tree -m -u <target>`` then keeps
+        every entry the target shares without looking at its file (the index's cache tree
+        lets it skip whole unchanged folders), writes only the rest, and refuses if a file
+        it must write was edited; ``reset --hard`` would examine every file. Two read-only
+        commands run beside it, so that ``clean`` (a walk
+        of every folder) runs only when it has something to do: ``diff-tree`` names the
+        changed paths (a ``.gitignore`` among them changes what ``clean`` takes) and
+        ``ls-files --others --directory`` lists what ``clean`` would take, which in the
+        state ``current`` can only be empty folders (every other untracked file is in the
+        checkpoint). See :func:`_needs_clean` for what it may see of ``read-tree`` at work.
+        """
+        stamp = self._index_stamp()
+        if current != self._tip or stamp is None or stamp != self._index_seen:
+            return False
+        old, new = self._ref_for(current), self._ref_for(target)
+        update, changed, untracked = self._git.call_together(
+            ("read-tree", "-m", "-u", new),
+            ("diff-tree", "-r", "-z", "--name-only", "--no-renames", old, new, "--"),
+            ("ls-files", "-z", "--others", "--directory", "--exclude-standard"),
+        )
+        if update.returncode != 0:
+            return False
+        self._update_refs(
+            f"update {self._names.branch} {target}\n",
+            fix="check that the repository is writable, then retry the rollback",
+        )
+        self._tip = target
+        if (
+            changed.returncode != 0
+            or untracked.returncode != 0
+            or _needs_clean(self._workdir, changed.stdout, untracked.stdout)
+        ):
+            self._clean()
+        return True
+
+    def _clean(self) -> None:
         self._git.run(
             "clean",
             "-ffdq",
             fix=f"check that {self._workdir} is writable, then retry the rollback",
         )
+
+    def _index_stamp(self) -> tuple[int, int, int] | None:
+        """Identity of the worktree's index file: every index write replaces it."""
+        try:
+            found = (self._admin_dir / "index").stat()
+        except OSError:
+            return None
+        return found.st_ino, found.st_size, found.st_mtime_ns
 
     def drop_checkpoint(self, ref: str) -> None:
         self._ensure_live()
@@ -849,6 +943,45 @@ class GitWorktreeStrategy:
 
 def _subject(resource: Resource, plan_id: str) -> str:
     return f"git_worktree sandbox of {resource.resource_id} (plan {plan_id})"
+
+
+def _needs_clean(workdir: Path, changed: bytes, untracked: bytes) -> bool:
+    """Whether ``clean`` has work after a rollback from a fresh checkpoint (``_roll_from``).
+
+    ``changed`` is the ``diff-tree -z --name-only`` output of the two checkpoints,
+    ``untracked`` the ``ls-files -z --others --directory`` output taken while ``read-tree``
+    was writing, so it may list a file ``read-tree`` had just written, or a folder holding
+    only such files; those are explained by ``changed``. An entry nothing explains is an
+    empty folder (or what only a changed ``.gitignore`` would expose): ``clean`` runs. A
+    folder that also holds written files is searched for empty folders once ``read-tree``
+    is done.
+    """
+    paths = set(filter(None, changed.split(b"\0")))
+    if any(os.path.basename(path) == b".gitignore" for path in paths):
+        return True
+    return not all(
+        _written_by_read_tree(workdir, entry, paths)
+        for entry in filter(None, untracked.split(b"\0"))
+    )
+
+
+def _written_by_read_tree(workdir: Path, entry: bytes, changed: set[bytes]) -> bool:
+    if not entry.endswith(b"/"):
+        return entry in changed
+    if not any(path.startswith(entry) for path in changed):
+        return False
+    return not _holds_empty_folder(os.path.join(os.fsencode(workdir), entry))
+
+
+def _holds_empty_folder(folder: bytes) -> bool:
+    """Whether ``folder`` is, or holds, a folder with nothing in it but empty folders."""
+    try:
+        with os.scandir(folder) as entries:
+            found = list(entries)
+    except OSError:
+        return True  # cannot tell: let clean decide
+    subfolders = [entry.path for entry in found if entry.is_dir(follow_symlinks=False)]
+    return not found or any(_holds_empty_folder(path) for path in subfolders)
 
 
 def _deletions(refs: list[str]) -> str:

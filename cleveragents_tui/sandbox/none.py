@@ -70,7 +70,7 @@ class NoneSandbox:
                 "pick a checkpoint recorded for this resource",
             )
 
-    def rollback(self, ref: str) -> None:
+    def rollback(self, ref: str, *, current: str | None = None) -> None:
         self.verify(ref)
         raise SandboxError(
             f"resource {self._resource.resource_id} cannot be rolled back (sandbox strategy: "

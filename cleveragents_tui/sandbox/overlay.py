@@ -419,7 +419,7 @@ class OverlaySandbox:
                 if node.kind == FILE:
                     self._store.check(node.ref)
 
-    def rollback(self, ref: str) -> None:
+    def rollback(self, ref: str, *, current: str | None = None) -> None:
         """Delete the layers above ``ref`` and start an empty one on top."""
         self._alive()
         position = self._position(ref)

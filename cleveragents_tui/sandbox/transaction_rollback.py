@@ -1246,7 +1246,7 @@ class TransactionRollbackSandbox:
                 self._run_internal(live, "SELECT 1", "checking the connection")
             self._require_checkpoint(ref)
 
-    def rollback(self, ref: str) -> None:
+    def rollback(self, ref: str, *, current: str | None = None) -> None:
         """``ROLLBACK TO SAVEPOINT``: ``ref`` stays valid, every later savepoint is gone."""
         with self._lock:
             live = self._require_checkpoint(ref)

@@ -28,6 +28,7 @@ FILE = "f"
 DIRECTORY = "d"
 SYMLINK = "l"
 KINDS = frozenset({FILE, DIRECTORY, SYMLINK})
+LINK_MODE = 0o777  # the mode every symlink is recorded with: links have no mode of their own
 
 
 class Entry(NamedTuple):
@@ -120,6 +121,9 @@ def decode_tree(data: bytes, *, top: bool) -> Tree:
             raise UnsafeInputError(f"{name!r} has a bad mode, size or time", "damaged tree")
         if type(ref) is not str or (kind != SYMLINK and (len(ref) != 64 or ref.strip(_HEX))):
             raise UnsafeInputError(f"{name!r} has reference {ref!r}", "damaged tree")
+        if kind == SYMLINK and mode != LINK_MODE:
+            # Links have no mode of their own: one recorded otherwise could not be restored.
+            raise UnsafeInputError(f"symlink {name!r} has mode {mode:o}", "damaged tree")
         tree[name] = Entry(kind, mode, size, mtime, ino, ctime, ref)
     return tree
 

@@ -6,10 +6,14 @@ of it (``cp -a``), in the same run, on the same changes:
 
 - checkpoint, with 10 files changed since the last one, against ``git add -A`` then
   ``git commit -q -m ...`` (two git processes, what a script would run);
-- rollback to the checkpoint 10 decisions back (about 100 files differ) against
-  ``git reset --hard <commit>`` alone, although that leaves new files behind and our rollback
-  also removes them; and, for reference, against the same work through the CLI,
-  ``git reset --hard && git clean -ffd``.
+- rollback to the checkpoint 10 decisions back (about 100 files differ) as the engine runs
+  it: from the safety checkpoint the rollback protocol takes just before (untimed here, as
+  the baseline has none), against ``git reset --hard <commit>`` alone, although that leaves
+  new files behind and our rollback also removes them;
+- for reference, the rollback with no fresh checkpoint to start from (``checkout --force``
+  + ``clean``: reconciliation's discard, the restore of a resource that failed part way)
+  against ``git reset --hard && git clean -ffd``, and the safety checkpoint plus the
+  rollback against saving by hand first: ``git add -A && git commit && git reset --hard``.
 
 Quick mode skips the 50,000-file tree.
 """
@@ -157,26 +161,62 @@ def measure_rollback(
         git(copy, "commit", "-q", "-m", "decision")
         their_commits.append(git(copy, "rev-parse", "HEAD").strip())
     os.sync()
+    safety: list[str] = []
+
+    def at_the_tip_with_a_safety_checkpoint() -> None:
+        sandbox.rollback(ours_refs[-1])
+        safety[:] = [sandbox.checkpoint()]
+
+    def their_tip() -> None:
+        git(copy, "reset", "--hard", "-q", their_commits[-1])
 
     def reset_and_clean() -> None:
         git(copy, "reset", "--hard", "-q", their_commits[0])
         git(copy, "clean", "-ffdq")
 
-    ours, reset, both = interleaved(
+    def save_then_reset() -> None:
+        git(copy, "add", "-A")
+        git(copy, "commit", "-q", "--allow-empty", "-m", "safety")
+        git(copy, "reset", "--hard", "-q", their_commits[0])
+
+    def checkpoint_then_rollback() -> None:
+        sandbox.rollback(ours_refs[0], current=sandbox.checkpoint())
+
+    ours, reset, full, both, engine, by_hand = interleaved(
         [
-            (lambda: sandbox.rollback(ours_refs[-1]), lambda: sandbox.rollback(ours_refs[0])),
             (
-                lambda: git(copy, "reset", "--hard", "-q", their_commits[-1]),
-                lambda: git(copy, "reset", "--hard", "-q", their_commits[0]),
+                at_the_tip_with_a_safety_checkpoint,
+                lambda: sandbox.rollback(ours_refs[0], current=safety[0]),
             ),
-            (lambda: git(copy, "reset", "--hard", "-q", their_commits[-1]), reset_and_clean),
+            (their_tip, lambda: git(copy, "reset", "--hard", "-q", their_commits[0])),
+            (lambda: sandbox.rollback(ours_refs[-1]), lambda: sandbox.rollback(ours_refs[0])),
+            (their_tip, reset_and_clean),
+            (lambda: sandbox.rollback(ours_refs[-1]), checkpoint_then_rollback),
+            (their_tip, save_then_reset),
         ],
         repeat,
     )
     name = f"rollback {BACK} decisions back ({files:,} files)"
     return [
         Measurement(GROUP, name, ours, "git reset --hard", reset, "≤ 1.0× baseline", ours <= reset),
-        Measurement(GROUP, name, ours, "git reset --hard && git clean -ffd", both, "—", None),
+        Measurement(
+            GROUP,
+            f"{name}, no fresh checkpoint (checkout --force + clean)",
+            full,
+            "git reset --hard && git clean -ffd",
+            both,
+            "—",
+            None,
+        ),
+        Measurement(
+            GROUP,
+            f"{name}, safety checkpoint included",
+            engine,
+            "git add -A && git commit && git reset --hard",
+            by_hand,
+            "—",
+            None,
+        ),
     ]
 
 

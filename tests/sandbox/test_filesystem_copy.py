@@ -395,6 +395,24 @@ def test_apply_accepts_a_touched_but_unchanged_real_file(
     assert (real / "README.md").read_text() == "mine\n"
 
 
+def test_a_later_apply_leaves_what_others_changed_elsewhere(
+    sandbox: FilesystemCopySandbox, real: Path
+) -> None:
+    """Someone edits a file the plan never touches; neither apply undoes it, and the file
+    they add next to it (a FIFO, which a sandbox cannot record) does not stop them."""
+    (real / "README.md").write_text("someone else\n")
+    os.mkfifo(real / "their-pipe")
+    (sandbox.workdir / "new.txt").write_text("first\n")
+    assert [c.path for c in sandbox.apply().changes] == ["new.txt"]
+    (sandbox.workdir / "new.txt").write_text("second\n")
+    (sandbox.workdir / "more.txt").write_text("more\n")
+    assert [c.path for c in sandbox.apply().changes] == ["more.txt", "new.txt"]
+    assert (real / "new.txt").read_text() == "second\n"
+    assert (real / "README.md").read_text() == "someone else\n"
+    assert stat.S_ISFIFO((real / "their-pipe").lstat().st_mode)
+    assert sandbox.apply().changes == ()
+
+
 def test_discard_removes_the_sandbox_only(
     sandbox: FilesystemCopySandbox, real: Path, tmp_path: Path
 ) -> None:

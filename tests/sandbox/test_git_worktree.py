@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from cleveragents_tui import failpoints
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.sandbox.base import (
@@ -504,10 +505,16 @@ NOT_CHECKPOINTED = {"ignore rules change": {"scratch.tmp"}}
 STILL_IGNORED = {"ignore rules change": {"kept.log"}}
 
 
-@pytest.mark.parametrize("checkpointed", [False, True], ids=["uncheckpointed", "checkpointed"])
+# How the rollback learns the state it starts from: not at all (the edits were never
+# checkpointed), not at all although they were, or from the checkpoint just taken, as the
+# rollback protocol's safety checkpoint is (only the paths the two trees differ in change).
+HOW = ["uncheckpointed", "checkpointed", "from the safety checkpoint"]
+
+
+@pytest.mark.parametrize("how", HOW)
 @pytest.mark.parametrize("edit", sorted(EDITS))
 def test_rollback_undoes_every_kind_of_change(
-    sandbox: GitWorktreeSandbox, user: UserCheckout, edit: str, checkpointed: bool
+    sandbox: GitWorktreeSandbox, user: UserCheckout, edit: str, how: str
 ) -> None:
     work = sandbox.workdir
     (work / "build").mkdir()
@@ -518,19 +525,87 @@ def test_rollback_undoes_every_kind_of_change(
     EDITS[edit](work)
     after = snapshot(work)
     assert after != before or folders(work) != parents(before)
-    later = sandbox.checkpoint() if checkpointed else None
-    sandbox.rollback(target)
+    later = sandbox.checkpoint() if how != "uncheckpointed" else None
+    fresh = how == "from the safety checkpoint"
+    sandbox.rollback(target, current=later if fresh else None)
     expected = before | {path: after[path] for path in STILL_IGNORED.get(edit, ())}
     assert snapshot(work) == expected
     assert folders(work) == parents(expected)  # new folders gone, even empty ones
     assert_consistent(sandbox, target)
     if later is not None:  # and forward again, over the same paths the other way
-        sandbox.rollback(later)
+        sandbox.rollback(later, current=target if fresh else None)
         gone = NOT_CHECKPOINTED.get(edit, set())
         expected = {path: entry for path, entry in after.items() if path not in gone}
         assert snapshot(work) == expected
         assert folders(work) == parents(expected)
         assert_consistent(sandbox, later)
+    user.check()
+
+
+def only_git(monkeypatch: pytest.MonkeyPatch, *refused: str) -> None:
+    """Make the named git commands fail (an injected fault) for the rest of the test."""
+    monkeypatch.setenv(failpoints.ENV_VAR, ",".join(f"git.call@{name}" for name in refused))
+    failpoints.reset()
+
+
+def test_rollback_from_the_safety_checkpoint_writes_only_what_differs(
+    sandbox: GitWorktreeSandbox, user: UserCheckout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = sandbox.workdir
+    target = sandbox.checkpoint()
+    before = snapshot(work)
+    scribble(work)
+    safety = sandbox.checkpoint()
+    untouched = (work / ".gitignore").stat().st_ino
+    only_git(monkeypatch, "checkout", "clean")  # neither the full rollback nor clean runs
+    sandbox.rollback(target, current=safety)
+    assert snapshot(work) == before
+    assert (work / ".gitignore").stat().st_ino == untouched
+    assert_consistent(sandbox, target)
+    user.check()
+
+
+def test_rollback_from_a_checkpoint_that_is_not_the_present_state_checks_everything(
+    sandbox: GitWorktreeSandbox, user: UserCheckout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``current`` the object cannot vouch for is not trusted: an older checkpoint, or
+    the index changed since (an agent's ``git add``); then every file is examined."""
+    work = sandbox.workdir
+    target = sandbox.checkpoint()
+    before = snapshot(work)
+    (work / "README.md").write_text("first\n")
+    older = sandbox.checkpoint()
+    (work / "README.md").write_text("second\n")
+    (work / "staged.txt").write_text("added by the agent\n")
+    newest = sandbox.checkpoint()
+    (work / "src" / "pkg" / "deep" / "data.json").write_text("edited after the checkpoint\n")
+    git(work, "add", "src/pkg/deep/data.json")
+    only_git(monkeypatch, "read-tree")
+    sandbox.rollback(target, current=newest)  # index changed since `newest`
+    assert snapshot(work) == before
+    assert_consistent(sandbox, target)
+    sandbox.rollback(newest)
+    (work / "src" / "pkg" / "deep" / "data.json").write_text("edited after the checkpoint\n")
+    sandbox.rollback(target, current=older)  # not the last checkpoint
+    assert snapshot(work) == before
+    assert_consistent(sandbox, target)
+    user.check()
+
+
+def test_rollback_from_the_safety_checkpoint_falls_back_when_git_finds_an_edit(
+    sandbox: GitWorktreeSandbox, user: UserCheckout
+) -> None:
+    """An edit after the safety checkpoint to a path the two checkpoints differ in makes
+    ``read-tree`` refuse; the full rollback then runs and the result is still exact."""
+    work = sandbox.workdir
+    target = sandbox.checkpoint()
+    before = snapshot(work)
+    (work / "README.md").write_text("checkpointed\n")
+    safety = sandbox.checkpoint()
+    (work / "README.md").write_text("written after the safety checkpoint\n")
+    sandbox.rollback(target, current=safety)
+    assert snapshot(work) == before
+    assert_consistent(sandbox, target)
     user.check()
 
 
