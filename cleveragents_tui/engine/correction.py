@@ -40,6 +40,7 @@ from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.rollback import RollbackReport
 from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.engine import run_lease
 from cleveragents_tui.engine.impact import affected_subtree
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.recorder import Correction
@@ -49,7 +50,7 @@ from cleveragents_tui.engine.rollback import (
     rollback_to,
 )
 from cleveragents_tui.engine.runner import PlanRunner, RunOptions
-from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_base_dir
 from cleveragents_tui.store.store import Store
 
 
@@ -374,6 +375,16 @@ def execute(
             "confirm them, or pass --yes",
         )
     options = options or RunOptions()
+    # Held from before the plan is taken to the end of the replay, so a runner in another
+    # process never advances the plan under the correction (nor the correction under it).
+    base = options.sandbox_base or sandbox_base_dir()
+    with run_lease.holding(base, impact.plan_id, "correcting"):
+        return _execute(store, impact, requested_by, options)
+
+
+def _execute(
+    store: Store, impact: Impact, requested_by: str, options: RunOptions
+) -> CorrectionResult:
     correction = _take_plan(store, impact, requested_by)
     try:
         for child in impact.children:

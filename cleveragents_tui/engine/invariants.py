@@ -70,6 +70,7 @@ from cleveragents_tui.domain.enums import (
 )
 from cleveragents_tui.domain.errors import StoreCorruptedError, UserError
 from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.engine.run_lease import RUNNER_LOCK
 from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_base_dir, sandbox_root
 from cleveragents_tui.store import mapping
 from cleveragents_tui.store.store import Store
@@ -525,8 +526,9 @@ def _check_archive_objects(base: Path, stored: _Stored, found: _Findings) -> Non
                     found.add("archive-object", f"{resource_id}:{oid}", f"plan {plan_id}: {exc}")
 
 
-# A database sandbox's lock file: its presence is not a lock (see transaction_rollback).
-FLOCK_FILE = "transaction_rollback.lock"
+# Files held with flock(): their presence is not a lock, and the lock goes with its process
+# (a database sandbox's, see transaction_rollback; a plan runner's, see run_lease).
+FLOCK_FILES = frozenset({"transaction_rollback.lock", RUNNER_LOCK})
 
 
 def _check_stale_locks(base: Path, stored: _Stored, found: _Findings) -> None:
@@ -540,8 +542,8 @@ def _check_stale_locks(base: Path, stored: _Stored, found: _Findings) -> None:
         if not place.is_dir():
             continue
         for lock in place.rglob("*.lock"):
-            if lock.name == FLOCK_FILE:
-                continue  # held with flock(): the file stays; the lock goes with its process
+            if lock.name in FLOCK_FILES:
+                continue
             found.examined("stale-lock")
             try:
                 age = now - lock.lstat().st_mtime

@@ -44,6 +44,7 @@ from cleveragents_tui.domain.errors import ConcurrentChangeError, UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationFlag, AutomationProfile, GuardScope
 from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.engine import run_lease
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.plans import create_plan
 from cleveragents_tui.engine.reconcile import Reconciler
@@ -158,7 +159,12 @@ class PlanRunner:
         return saved
 
     def run(self) -> Plan:
-        """Advance the plan as far as the automation profile allows; returns where it stopped."""
+        """Advance the plan as far as the automation profile allows; returns where it stopped.
+        Refused (PlanBusyError) while another runner advances it."""
+        with run_lease.holding(self.sandboxes.base_dir, self.plan_id, "running"):
+            return self._run()
+
+    def _run(self) -> Plan:
         plan = self.plan()
         if plan.state.is_terminal:
             return plan
@@ -641,8 +647,13 @@ class PlanRunner:
 
         A resource that refuses (the real resource changed meanwhile, a conflict) leaves the
         plan ``constrained`` in Apply; any other failure leaves it ``errored``. Both can be
-        corrected; an applied plan cannot.
+        corrected; an applied plan cannot. Refused (PlanBusyError) while another runner
+        advances the plan.
         """
+        with run_lease.holding(self.sandboxes.base_dir, self.plan_id, "applying"):
+            return self._apply()
+
+    def _apply(self) -> Plan:
         plan = self.plan()
         gate_reached = bool(self._answers(ApprovalKind.APPLY_GATE, "apply"))
         ready = plan.phase is Phase.EXECUTE and (

@@ -646,21 +646,21 @@ class GitWorktreeSandbox:
     def _roll_from(self, current: str, target: str) -> bool:
         """Roll back from checkpoint ``current``, which the caller says the worktree holds
         (the rollback protocol's safety checkpoint, taken just now): only the paths the two
-        trees differ in are examined and written. False, with nothing changed, when that
-        cannot be trusted or git refuses; the caller then rolls back fully.
+        trees differ in are examined and written. False when that cannot be trusted or git
+        refuses; the caller then rolls back fully (which starts from any state).
 
         Trusted only when ``current`` is the last checkpoint this object took or rolled to
         and the index is the file it left (nothing staged since), so the index holds
         ``current``'s tree with fresh file times. ``read-tree -m -u <target>`` then keeps
         every entry the target shares without looking at its file (the index's cache tree
-        lets it skip whole unchanged folders), writes only the rest, and refuses if a file
-        it must write was edited; ``reset --hard`` would examine every file. Two read-only
-        commands run beside it, so that ``clean`` (a walk
-        of every folder) runs only when it has something to do: ``diff-tree`` names the
-        changed paths (a ``.gitignore`` among them changes what ``clean`` takes) and
-        ``ls-files --others --directory`` lists what ``clean`` would take, which in the
-        state ``current`` can only be empty folders (every other untracked file is in the
-        checkpoint). See :func:`_needs_clean` for what it may see of ``read-tree`` at work.
+        lets it skip whole unchanged folders), writes only the rest, and refuses, before
+        writing anything, if a file it must write was edited; ``reset --hard`` would examine
+        every file. Two read-only commands run beside it, so that ``clean`` (a walk of every
+        folder) runs only when it has something to do: ``diff-tree`` names the changed paths
+        (a ``.gitignore`` among them changes what ``clean`` takes) and ``ls-files --others
+        --directory`` lists what ``clean`` would take, which in the state ``current`` can
+        only be empty folders (every other untracked file is in the checkpoint). See
+        :func:`_needs_clean` for what it may see of ``read-tree`` at work.
         """
         stamp = self._index_stamp()
         if current != self._tip or stamp is None or stamp != self._index_seen:

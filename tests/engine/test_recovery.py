@@ -6,11 +6,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from click.testing import CliRunner
 
 from cleveragents_tui.cli import cli
+from cleveragents_tui.engine import run_lease
 from cleveragents_tui.engine.doctor import STALE_LOCK_SECONDS, run_checks
 from cleveragents_tui.engine.recovery import recover_pending_groups
 from cleveragents_tui.failpoints import ENV_VAR
@@ -36,7 +38,7 @@ print("NOT KILLED")
 """
 
 
-def test_a_crash_before_commit_leaves_a_pending_group_that_recovery_removes(world: World) -> None:
+def _crash_while_recording(world: World) -> None:
     db = str(world.store.engine.url.database)
     env = {**os.environ, ENV_VAR: "checkpoint.before_commit=kill"}
     result = subprocess.run(
@@ -55,6 +57,10 @@ def test_a_crash_before_commit_leaves_a_pending_group_that_recovery_removes(worl
         timeout=120,
     )
     assert result.returncode == -signal.SIGKILL, result.stdout + result.stderr
+
+
+def test_a_crash_before_commit_leaves_a_pending_group_that_recovery_removes(world: World) -> None:
+    _crash_while_recording(world)
     with world.store.unit_of_work() as uow:
         [(group, refs)] = uow.checkpoints.pending_groups()
     assert [resource for resource, _ in refs] == [FILES]
@@ -70,6 +76,29 @@ def test_a_crash_before_commit_leaves_a_pending_group_that_recovery_removes(worl
             uow.decisions.next_sequence_number(world.plan.plan_id) == 1
         )  # the decision never landed
     assert run_checks(world.store, world.base).problems == []
+
+
+def test_recovery_leaves_the_group_of_a_plan_a_live_runner_holds(world: World) -> None:
+    """A group a running process is recording is pending too: repair waits for that run."""
+    _crash_while_recording(world)
+    held, release = threading.Event(), threading.Event()
+
+    def run_elsewhere() -> None:
+        with run_lease.holding(world.base, world.plan.plan_id, "running"):
+            held.set()
+            release.wait()
+
+    runner = threading.Thread(target=run_elsewhere)
+    runner.start()
+    try:
+        held.wait()
+        assert recover_pending_groups(world.store, world.base) == []
+        with world.store.unit_of_work() as uow:
+            assert len(uow.checkpoints.pending_groups()) == 1
+    finally:
+        release.set()
+        runner.join()
+    assert len(recover_pending_groups(world.store, world.base)) == 1
 
 
 def test_doctor_reports_a_missing_checkpoint_and_a_stale_lock(world: World) -> None:

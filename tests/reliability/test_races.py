@@ -264,10 +264,12 @@ def _serve(conn: Connection, url: str, base: str) -> None:
 class Worker:
     """One process with its own store; every answer is awaited at most :data:`TIMEOUT`."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, base: Path | None = None) -> None:
+        """``base``: its own sandbox folder, as a process on another machine sharing the
+        database would have (then the run lease in the folder does not keep it out)."""
         self.conn, child = CONTEXT.Pipe()
         self.process = CONTEXT.Process(
-            target=_serve, args=(child, world.url, str(world.base)), daemon=True
+            target=_serve, args=(child, world.url, str(base or world.base)), daemon=True
         )
         self.process.start()
         child.close()
@@ -347,12 +349,12 @@ def test_while_a_process_is_inside_its_correction_another_correction_and_apply_a
         first.expect("paused", "rollback.safety")
         second.send("go")
         refused = second.receive()
-        assert _outcome("correction vs held correction", refused) == "ConcurrentChangeError"
-        assert "is busy: correction" in _refusal(refused)
+        assert _outcome("correction vs held correction", refused) == "PlanBusyError"
+        assert f"is busy: process {first.process.pid} is correcting it" in _refusal(refused)
         second.start("apply", plan_id)
         refused = second.receive()
-        _outcome("apply vs held correction", refused)
-        _refusal(refused)  # (worded "Execute has not completed", not "busy")
+        assert _outcome("apply vs held correction", refused) == "PlanBusyError"
+        assert "is correcting it" in _refusal(refused)
         first.send("release")
         assert first.expect("ok")[1] == "succeeded"
         _outcome("held correction", ("ok",))
@@ -375,10 +377,22 @@ def test_a_correction_while_another_process_is_taking_the_plan(
     locked FOR UPDATE; SQLite: the write lock). Process 2's correction: PostgreSQL refuses at
     once (NOWAIT) with "another process is changing this database right now"; on SQLite it
     waits for the lock (busy timeout), so process 1 is let go first and process 2 then finds
-    its correction running: "is busy"."""
-    first, second = workers
+    its correction running: "is busy". Process 2 has a sandbox folder of its own, as on
+    another machine sharing the database: on one machine the run lease in the shared folder
+    refuses it before it reaches the database (the test above)."""
+    first, _ = workers
+    second = Worker(world, base=world.base.parent / "another-machine")
     postgres = "://" in db_url
     plan_id, _ = world.plan_at_apply_gate()
+    try:
+        _race_for_the_plan_lock(world, first, second, plan_id, postgres)
+    finally:
+        second.close()
+
+
+def _race_for_the_plan_lock(
+    world: World, first: Worker, second: Worker, plan_id: str, postgres: bool
+) -> None:
     for race in range(REPEAT):
         steps = world.steps(plan_id)
         first.start("correct", steps["two"], "louder", pause=("store.commit", None, (1,)))

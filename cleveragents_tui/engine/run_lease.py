@@ -1,0 +1,95 @@
+"""One runner per plan at a time, across processes and threads.
+
+Two runners advancing the same plan (the app's run key pressed while ``agents plan run``
+works in a terminal, or two browser tabs) would both record decisions and both land the
+sandboxes. The database cannot tell whether a plan left *running* has a live runner or was
+stopped by a crash; the kernel can: a runner holds ``flock`` on
+``<sandboxes>/<plan>/runner.lock`` while it advances the plan, and the lock goes with its
+process, so a crash never leaves a plan held. The file says which process holds it and what
+it does (running, applying, correcting or repairing the plan), for the message only. Within
+a process the lease is re-entrant on the thread that holds it (a correction replays the
+plan; a run finishes an Apply a crash interrupted) and refused to other threads.
+
+``doctor --repair`` takes it too: a checkpoint group a live runner is recording is pending
+as well, and is left to that runner.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from cleveragents_tui.domain.errors import ConcurrentChangeError
+
+RUNNER_LOCK = "runner.lock"
+DOINGS = ("running", "applying", "correcting", "repairing")
+
+
+class PlanBusyError(ConcurrentChangeError):
+    """Another runner (process or thread) is advancing the plan."""
+
+
+@dataclass
+class _Held:
+    thread: int
+    doing: str
+    fd: int
+    depth: int
+
+
+_GUARD = threading.Lock()
+_HELD: dict[Path, _Held] = {}
+
+
+@contextmanager
+def holding(base_dir: Path, plan_id: str, doing: str) -> Iterator[None]:
+    """Hold ``plan_id`` for this thread while the block runs, or raise PlanBusyError.
+    ``doing`` (one of :data:`DOINGS`) is what others are told."""
+    path = (base_dir / plan_id / RUNNER_LOCK).absolute()
+    me = threading.get_ident()
+    with _GUARD:
+        held = _HELD.get(path)
+        if held is None:
+            held = _HELD[path] = _Held(me, doing, _take(path, plan_id, doing), 0)
+        elif held.thread != me:
+            raise _busy(plan_id, f"another task of this process is {held.doing} it")
+        held.depth += 1
+    try:
+        yield
+    finally:
+        with _GUARD:
+            held.depth -= 1
+            if held.depth == 0:
+                del _HELD[path]
+                os.close(held.fd)  # closing the last descriptor drops the flock
+
+
+def _take(path: Path, plan_id: str, doing: str) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid, _, what = os.pread(fd, 64, 0).decode("ascii", "replace").strip().partition(" ")
+        os.close(fd)
+        who = f"process {pid}" if pid.isdigit() else "another process"
+        raise _busy(plan_id, f"{who} is {what if what in DOINGS else 'running'} it") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()} {doing}\n".encode("ascii"), 0)
+    return fd
+
+
+def _busy(plan_id: str, who: str) -> PlanBusyError:
+    return PlanBusyError(
+        f"plan {plan_id} is busy: {who}",
+        f"wait for that to end (`agents plan pause {plan_id}` stops a run after its current "
+        "step), then try again",
+    )
