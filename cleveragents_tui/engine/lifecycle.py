@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import shlex
+from contextlib import AbstractContextManager
 
 from cleveragents_tui.domain.approval import ApprovalAnswer
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.engine import run_lease
 from cleveragents_tui.engine.runner import PlanRunner, RunOptions
+from cleveragents_tui.engine.sandboxes import sandbox_base_dir
 from cleveragents_tui.store.store import Store
 
 
@@ -47,9 +50,20 @@ def cancel_plan(store: Store, plan_ref: str) -> Plan:
 
 def resume_plan(store: Store, plan_ref: str, options: RunOptions | None = None) -> Plan:
     """Continue a paused plan, or one whose approvals were answered, as far as it can go;
-    retry an Apply that was refused (constrained) or failed (errored)."""
+    retry an Apply that was refused (constrained) or failed (errored). Refused, with nothing
+    changed, while another runner holds the plan."""
     with store.unit_of_work() as uow:
         plan = uow.plans.get(uow.plans.resolve(plan_ref))
+    with _holding(plan.plan_id, options, "running"):
+        return _resume(store, plan, options)
+
+
+def _holding(plan_id: str, options: RunOptions | None, doing: str) -> AbstractContextManager[None]:
+    base = (options.sandbox_base if options else None) or sandbox_base_dir()
+    return run_lease.holding(base, plan_id, doing)
+
+
+def _resume(store: Store, plan: Plan, options: RunOptions | None) -> Plan:
     if plan.phase is Phase.APPLY and plan.state in (
         PlanState.CONSTRAINED,
         PlanState.ERRORED,
@@ -98,9 +112,17 @@ def _refuse_after_an_unfinished_correction(store: Store, plan: Plan) -> None:
 
 
 def apply_plan(store: Store, plan_ref: str, by: str, options: RunOptions | None = None) -> Plan:
-    """Answer the Apply gate (approved, by ``by``) and land the changes."""
+    """Answer the Apply gate (approved, by ``by``) and land the changes. Refused, with the
+    gate left unanswered, while another runner holds the plan."""
+    with store.unit_of_work() as uow:
+        plan_id = uow.plans.resolve(plan_ref)
+    with _holding(plan_id, options, "applying"):
+        return _answer_and_apply(store, plan_id, by, options)
+
+
+def _answer_and_apply(store: Store, plan_id: str, by: str, options: RunOptions | None) -> Plan:
     with store.unit_of_work(write=True) as uow:
-        plan = uow.plans.get(uow.plans.resolve(plan_ref))
+        plan = uow.plans.get(plan_id)
         for approval in uow.approvals.pending(plan.plan_id):
             if approval.kind.value == "apply_gate":
                 uow.approvals.answer(

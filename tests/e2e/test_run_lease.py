@@ -20,7 +20,7 @@ from cleveragents_tui.engine.actions import load_action
 from cleveragents_tui.engine.correction import execute, preview
 from cleveragents_tui.engine.demo import build_demo
 from cleveragents_tui.engine.doctor import run_checks
-from cleveragents_tui.engine.lifecycle import resume_plan
+from cleveragents_tui.engine.lifecycle import apply_plan, resume_plan
 from cleveragents_tui.engine.run_lease import PlanBusyError
 from cleveragents_tui.engine.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
@@ -60,6 +60,7 @@ class Demo:
                 plan.state,
                 len(uow.decisions.for_plan(self.plan_id)),
                 len(uow.corrections.for_plan(self.plan_id)),
+                [a.approval_id for a in uow.approvals.pending(self.plan_id)],
             )
 
 
@@ -90,6 +91,8 @@ def test_a_run_while_another_process_runs_the_plan_is_refused(
     before = demo.footprint()
     with pytest.raises(PlanBusyError, match=rf"is busy: process {holder.pid} is running it"):
         resume_plan(demo.store, demo.plan_id, demo.options)
+    with pytest.raises(PlanBusyError, match="is running it"):  # the Apply gate stays open
+        apply_plan(demo.store, demo.plan_id, "li", demo.options)
     impact = preview(demo.store, demo.announce, CorrectionMode.REVERT, "louder")
     with pytest.raises(PlanBusyError, match="agents plan pause"):
         execute(demo.store, impact, acknowledged=True, requested_by="li", options=demo.options)
