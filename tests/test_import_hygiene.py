@@ -1,4 +1,5 @@
-"""The read-only CLI path must start fast: it imports neither Textual nor LangGraph."""
+"""Start-up stays fast: the read-only CLI path imports neither Textual nor LangGraph, and the
+app (each browser tab of `agents serve` starts one) imports LangGraph only to run a plan."""
 
 from __future__ import annotations
 
@@ -38,3 +39,15 @@ def test_read_only_cli_imports_neither_textual_nor_langgraph(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr
     heavy = result.stdout.strip().splitlines()[-1]
     assert heavy == "HEAVY:", heavy
+
+
+def test_the_app_imports_langgraph_only_to_run_a_plan() -> None:
+    probe = (
+        "import sys, cleveragents_tui.tui.app; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('langgraph', 'langchain_core')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from cleveragents_tui import failpoints
-from cleveragents_tui.actors.checkpointer import open_checkpointer
-from cleveragents_tui.actors.graphs import Actor
 from cleveragents_tui.domain.approval import ApprovalAnswer
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.correction import CorrectionAttempt
@@ -599,6 +597,9 @@ def _forget_destroyed_savepoints(
 def _reasoning_rollback(store: Store, target: Decision, impact: Impact) -> None:
     """Fork the actor from the LangGraph state the decision was made from, with the guidance.
     A Strategize decision corrected during Execute also resets the execution actor."""
+    from cleveragents_tui.actors.checkpointer import open_checkpointer  # see runner._run_actor
+    from cleveragents_tui.actors.graphs import Actor
+
     ref = target.context_snapshot.actor_state_ref
     with open_checkpointer(store.engine.url) as saver:
         if ref is not None:
@@ -656,6 +657,8 @@ def _append(
     store: Store, impact: Impact, correction: CorrectionAttempt, options: RunOptions
 ) -> CorrectionResult:
     """History untouched: a corrective child plan runs the action again under the guidance."""
+    from cleveragents_tui.actors.checkpointer import open_checkpointer  # see runner._run_actor
+    from cleveragents_tui.actors.graphs import Actor
     from cleveragents_tui.engine.plans import create_plan
     from cleveragents_tui.engine.runner import ACTORS
 

@@ -24,8 +24,6 @@ from typing import Any
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.actors.base import ActorState, Proposal, Reasoner, ToolCallRequest
-from cleveragents_tui.actors.checkpointer import open_checkpointer
-from cleveragents_tui.actors.graphs import Actor
 from cleveragents_tui.actors.reasoners.scripted import ScriptedReasoner
 from cleveragents_tui.actors.tools import ToolRegistry, default_registry
 from cleveragents_tui.automation.escalation import AutonomyController, EscalationContext
@@ -175,6 +173,8 @@ class PlanRunner:
                 return plan
             plan = self._set(state=PlanState.RUNNING)
         try:
+            from cleveragents_tui.actors.checkpointer import open_checkpointer  # see _run_actor
+
             with open_checkpointer(self.store.engine.url) as saver:
                 return self._seal_if_stopped(self._advance(saver))
         except ReviseStrategy as revise:
@@ -394,6 +394,11 @@ class PlanRunner:
 
         def step(state: ActorState, ref: ActorStateRef) -> dict[str, Any]:
             return self._step(reasoner, executor, phase, state, ref)
+
+        # langgraph is imported when a plan first runs, not with this module: the app (and
+        # each browser tab of `agents serve`) imports the engine to browse plans, and
+        # langgraph with langchain_core is most of that import's time.
+        from cleveragents_tui.actors.graphs import Actor
 
         return Actor(saver, self.plan_id, phase, step).run(self._keep_going)
 
