@@ -44,6 +44,7 @@ from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.recorder import Correction
 from cleveragents_tui.engine.rollback import (
     baseline_targets,
+    check_targets,
     rollback_targets,
     rollback_to,
 )
@@ -383,6 +384,10 @@ def execute(
 def _execute(
     store: Store, impact: Impact, requested_by: str, options: RunOptions
 ) -> CorrectionResult:
+    sandboxes = PlanSandboxes(store, impact.plan_id, options.sandbox_base)
+    planned = _revert_targets(store, impact, sandboxes)
+    if planned is not None:  # refused here, before the plan is taken, if one cannot be reached
+        check_targets(sandboxes, impact.decision_id, planned[0])
     correction = _take_plan(store, impact, requested_by)
     try:
         for child in impact.children:
@@ -390,7 +395,7 @@ def _execute(
                 _cancel_child(store, child, options)
         if impact.mode is CorrectionMode.APPEND:
             return _append(store, impact, correction, options)
-        return _revert(store, impact, correction, options)
+        return _revert(store, impact, correction, options, sandboxes)
     except BaseException as exc:
         if _reload(store, correction).status is CorrectionStatus.RUNNING:  # not in the replay
             _finish(
@@ -471,20 +476,39 @@ def _cancel_child(store: Store, child: ChildImpact, options: RunOptions) -> None
         uow.commit()
 
 
+def _revert_targets(
+    store: Store, impact: Impact, sandboxes: PlanSandboxes
+) -> tuple[dict[str, CheckpointMetadata], list[str]] | None:
+    """What a revert rolls back (resource -> checkpoint, and the resources it cannot), or
+    None when it rolls back no resource (an append, a plan still in Strategize)."""
+    if impact.mode is not CorrectionMode.REVERT:
+        return None
+    if not (impact.rollbackable or impact.non_rollbackable):
+        return None
+    with store.unit_of_work() as uow:
+        target = uow.decisions.get(impact.decision_id)
+        plan = uow.plans.get(impact.plan_id)
+    if plan.phase is Phase.STRATEGIZE:
+        return None
+    if target.phase is Phase.EXECUTE:
+        return rollback_targets(sandboxes, target.decision_id)
+    return baseline_targets(sandboxes)
+
+
 def _revert(
-    store: Store, impact: Impact, correction: CorrectionAttempt, options: RunOptions
+    store: Store,
+    impact: Impact,
+    correction: CorrectionAttempt,
+    options: RunOptions,
+    sandboxes: PlanSandboxes,
 ) -> CorrectionResult:
-    sandboxes = PlanSandboxes(store, impact.plan_id, options.sandbox_base)
     report: RollbackReport | None = None
     targets: dict[str, CheckpointMetadata] = {}
     with store.unit_of_work() as uow:
         target = uow.decisions.get(impact.decision_id)
-        plan = uow.plans.get(impact.plan_id)
-    if plan.phase is not Phase.STRATEGIZE and (impact.rollbackable or impact.non_rollbackable):
-        if target.phase is Phase.EXECUTE:
-            targets, marked = rollback_targets(sandboxes, target.decision_id)
-        else:
-            targets, marked = baseline_targets(sandboxes)
+    planned = _revert_targets(store, impact, sandboxes)
+    if planned is not None:
+        targets, marked = planned
         report = rollback_to(sandboxes, target.decision_id, targets, marked)
         if not report.succeeded:
             _finish(

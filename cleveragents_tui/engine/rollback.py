@@ -111,17 +111,7 @@ def rollback_to(
 ) -> RollbackReport:
     """Roll each resource back to its target checkpoint, all or nothing."""
     decision_id = label
-    opened: dict[str, Sandbox] = {}
-    for resource_id, checkpoint in sorted(targets.items(), key=_rollback_order):
-        try:
-            sandbox = sandboxes.get(resource_id)
-            sandbox.verify(checkpoint.ref)
-        except (CheckpointMissingError, UserError) as exc:
-            raise RollbackRefusedError(
-                f"cannot roll {resource_id} back to {label}: {exc}",
-                "run `agents doctor`; nothing was changed",
-            ) from exc
-        opened[resource_id] = sandbox
+    opened = check_targets(sandboxes, label, targets)
     safety = {resource_id: sandbox.checkpoint() for resource_id, sandbox in opened.items()}
     failpoints.hit("rollback.safety")
     done: list[str] = []
@@ -153,6 +143,26 @@ def rollback_to(
     return RollbackReport(
         decision_id=decision_id, resources=(*outcomes, *_markers(not_rollbackable))
     )
+
+
+def check_targets(
+    sandboxes: PlanSandboxes, label: str, targets: dict[str, CheckpointMetadata]
+) -> dict[str, Sandbox]:
+    """Open every target's sandbox and check its checkpoint is there (in rollback order);
+    RollbackRefusedError, with nothing changed, for the first that is not (a checkpoint
+    gone, a database transaction another live process holds)."""
+    opened: dict[str, Sandbox] = {}
+    for resource_id, checkpoint in sorted(targets.items(), key=_rollback_order):
+        try:
+            sandbox = sandboxes.get(resource_id)
+            sandbox.verify(checkpoint.ref)
+        except (CheckpointMissingError, UserError) as exc:
+            raise RollbackRefusedError(
+                f"cannot roll {resource_id} back to {label}: {exc}",
+                "run `agents doctor`; nothing was changed",
+            ) from exc
+        opened[resource_id] = sandbox
+    return opened
 
 
 def _rollback_order(item: tuple[str, CheckpointMetadata]) -> tuple[bool, str]:
