@@ -205,9 +205,14 @@ def paused_at(conn: Connection, pause: Pause | None) -> Iterator[None]:
 
 
 def _correct(
-    store: Store, options: RunOptions, conn: Connection, decision_id: str, guidance: str
+    store: Store,
+    options: RunOptions,
+    conn: Connection,
+    decision_id: str,
+    guidance: str,
+    mode: str = "revert",
 ) -> str:
-    impact = preview(store, decision_id, CorrectionMode.REVERT, guidance)
+    impact = preview(store, decision_id, CorrectionMode(mode), guidance)
     conn.send(("previewed",))
     assert conn.recv() == ("go",)
     result = execute(store, impact, acknowledged=True, requested_by=f"pid {os.getpid()}",
@@ -378,8 +383,9 @@ def test_a_correction_while_another_process_is_taking_the_plan(
     once (NOWAIT) with "another process is changing this database right now"; on SQLite it
     waits for the lock (busy timeout), so process 1 is let go first and process 2 then finds
     its correction running: "is busy". Process 2 has a sandbox folder of its own, as on
-    another machine sharing the database: on one machine the run lease in the shared folder
-    refuses it before it reaches the database (the test above)."""
+    another machine sharing the database (on one machine the run lease in the shared folder
+    refuses it before it reaches the database: the test above), and appends (a revert would
+    first find it cannot reach the sandboxes to roll back, and be refused for that)."""
     first, _ = workers
     second = Worker(world, base=world.base.parent / "another-machine")
     postgres = "://" in db_url
@@ -396,7 +402,7 @@ def _race_for_the_plan_lock(
     for race in range(REPEAT):
         steps = world.steps(plan_id)
         first.start("correct", steps["two"], "louder", pause=("store.commit", None, (1,)))
-        second.start("correct", steps["two"], "quieter")
+        second.start("correct", steps["two"], "quieter", "append")
         first.expect("previewed")
         second.expect("previewed")
         first.send("go")
