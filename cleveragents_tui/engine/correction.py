@@ -49,7 +49,7 @@ from cleveragents_tui.engine.rollback import (
     rollback_to,
 )
 from cleveragents_tui.engine.runner import PlanRunner, RunOptions
-from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_base_dir
+from cleveragents_tui.engine.sandboxes import PlanSandboxes
 from cleveragents_tui.store.store import Store
 
 
@@ -376,8 +376,7 @@ def execute(
     options = options or RunOptions()
     # Held from before the plan is taken to the end of the replay, so a runner in another
     # process never advances the plan under the correction (nor the correction under it).
-    base = options.sandbox_base or sandbox_base_dir()
-    with run_lease.holding(base, impact.plan_id, "correcting"):
+    with run_lease.holding(options.sandbox_base, impact.plan_id, "correcting"):
         return _execute(store, impact, requested_by, options)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from contextlib import AbstractContextManager
+from pathlib import Path
 
 from cleveragents_tui.domain.approval import ApprovalAnswer
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phase, PlanState
@@ -12,7 +12,6 @@ from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine import run_lease
 from cleveragents_tui.engine.runner import PlanRunner, RunOptions
-from cleveragents_tui.engine.sandboxes import sandbox_base_dir
 from cleveragents_tui.store.store import Store
 
 
@@ -54,13 +53,12 @@ def resume_plan(store: Store, plan_ref: str, options: RunOptions | None = None) 
     changed, while another runner holds the plan."""
     with store.unit_of_work() as uow:
         plan = uow.plans.get(uow.plans.resolve(plan_ref))
-    with _holding(plan.plan_id, options, "running"):
+    with run_lease.holding(_sandbox_base(options), plan.plan_id, "running"):
         return _resume(store, plan, options)
 
 
-def _holding(plan_id: str, options: RunOptions | None, doing: str) -> AbstractContextManager[None]:
-    base = (options.sandbox_base if options else None) or sandbox_base_dir()
-    return run_lease.holding(base, plan_id, doing)
+def _sandbox_base(options: RunOptions | None) -> Path | None:
+    return options.sandbox_base if options else None
 
 
 def _resume(store: Store, plan: Plan, options: RunOptions | None) -> Plan:
@@ -116,7 +114,7 @@ def apply_plan(store: Store, plan_ref: str, by: str, options: RunOptions | None 
     gate left unanswered, while another runner holds the plan."""
     with store.unit_of_work() as uow:
         plan_id = uow.plans.resolve(plan_ref)
-    with _holding(plan_id, options, "applying"):
+    with run_lease.holding(_sandbox_base(options), plan_id, "applying"):
         return _answer_and_apply(store, plan_id, by, options)
 
 

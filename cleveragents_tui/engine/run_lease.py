@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cleveragents_tui.domain.errors import ConcurrentChangeError
+from cleveragents_tui.engine.sandboxes import sandbox_base_dir
 
 RUNNER_LOCK = "runner.lock"
 DOINGS = ("running", "applying", "correcting", "repairing")
@@ -47,10 +48,11 @@ _HELD: dict[Path, _Held] = {}
 
 
 @contextmanager
-def holding(base_dir: Path, plan_id: str, doing: str) -> Iterator[None]:
+def holding(base_dir: Path | None, plan_id: str, doing: str) -> Iterator[None]:
     """Hold ``plan_id`` for this thread while the block runs, or raise PlanBusyError.
-    ``doing`` (one of :data:`DOINGS`) is what others are told."""
-    path = (base_dir / plan_id / RUNNER_LOCK).absolute()
+    ``base_dir`` is the sandbox folder (None: the default one); ``doing`` (one of
+    :data:`DOINGS`) is what others are told."""
+    path = ((base_dir or sandbox_base_dir()) / plan_id / RUNNER_LOCK).absolute()
     me = threading.get_ident()
     with _GUARD:
         held = _HELD.get(path)
