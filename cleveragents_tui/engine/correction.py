@@ -394,7 +394,7 @@ def _execute(
                 _cancel_child(store, child, options)
         if impact.mode is CorrectionMode.APPEND:
             return _append(store, impact, correction, options)
-        return _revert(store, impact, correction, options, sandboxes)
+        return _revert(store, impact, correction, options, sandboxes, planned)
     except BaseException as exc:
         if _reload(store, correction).status is CorrectionStatus.RUNNING:  # not in the replay
             _finish(
@@ -500,12 +500,14 @@ def _revert(
     correction: CorrectionAttempt,
     options: RunOptions,
     sandboxes: PlanSandboxes,
+    planned: tuple[dict[str, CheckpointMetadata], list[str]] | None,
 ) -> CorrectionResult:
+    """``planned``: what ``_revert_targets`` found before the plan was taken (the preview's
+    plan version, checked when it was taken, vouches that it still holds)."""
     report: RollbackReport | None = None
     targets: dict[str, CheckpointMetadata] = {}
     with store.unit_of_work() as uow:
         target = uow.decisions.get(impact.decision_id)
-    planned = _revert_targets(store, impact, sandboxes)
     if planned is not None:
         targets, marked = planned
         report = rollback_to(sandboxes, target.decision_id, targets, marked)

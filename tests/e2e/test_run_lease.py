@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +14,6 @@ from click.testing import CliRunner
 
 from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.enums import CorrectionMode
-from cleveragents_tui.engine import run_lease
 from cleveragents_tui.engine.actions import load_action
 from cleveragents_tui.engine.correction import execute, preview
 from cleveragents_tui.engine.demo import build_demo
@@ -24,6 +22,7 @@ from cleveragents_tui.engine.lifecycle import apply_plan, resume_plan
 from cleveragents_tui.engine.run_lease import PlanBusyError
 from cleveragents_tui.engine.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
+from tests.support.run_lease import held_by_another_thread
 
 HOLD = """
 import sys
@@ -114,28 +113,11 @@ def test_a_runner_killed_by_a_crash_leaves_the_plan_free(
 
 
 def test_another_thread_is_refused_and_the_holding_thread_may_nest(demo: Demo) -> None:
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        # nested, as a correction's replay runs the plan inside the correction
-        with (
-            run_lease.holding(demo.base, demo.plan_id, "correcting"),
-            run_lease.holding(demo.base, demo.plan_id, "running"),
-        ):
-            held.set()
-            release.wait()
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    try:
-        held.wait()
+    with held_by_another_thread(demo.base, demo.plan_id, "correcting", "running"):
         before = demo.footprint()
         with pytest.raises(PlanBusyError, match="another task of this process is correcting it"):
             resume_plan(demo.store, demo.plan_id, demo.options)
         assert demo.footprint() == before
-    finally:
-        release.set()
-        thread.join()
     resume_plan(demo.store, demo.plan_id, demo.options)
 
 

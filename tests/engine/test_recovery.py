@@ -6,17 +6,16 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 from click.testing import CliRunner
 
 from cleveragents_tui.cli import cli
-from cleveragents_tui.engine import run_lease
 from cleveragents_tui.engine.doctor import STALE_LOCK_SECONDS, run_checks
 from cleveragents_tui.engine.recovery import recover_pending_groups
 from cleveragents_tui.failpoints import ENV_VAR
 from tests.engine.conftest import FILES, World
+from tests.support.run_lease import held_by_another_thread
 
 CRASHING_RECORD = """
 import sys
@@ -81,23 +80,10 @@ def test_a_crash_before_commit_leaves_a_pending_group_that_recovery_removes(worl
 def test_recovery_leaves_the_group_of_a_plan_a_live_runner_holds(world: World) -> None:
     """A group a running process is recording is pending too: repair waits for that run."""
     _crash_while_recording(world)
-    held, release = threading.Event(), threading.Event()
-
-    def run_elsewhere() -> None:
-        with run_lease.holding(world.base, world.plan.plan_id, "running"):
-            held.set()
-            release.wait()
-
-    runner = threading.Thread(target=run_elsewhere)
-    runner.start()
-    try:
-        held.wait()
+    with held_by_another_thread(world.base, world.plan.plan_id, "running"):
         assert recover_pending_groups(world.store, world.base) == []
         with world.store.unit_of_work() as uow:
             assert len(uow.checkpoints.pending_groups()) == 1
-    finally:
-        release.set()
-        runner.join()
     assert len(recover_pending_groups(world.store, world.base)) == 1
 
 
