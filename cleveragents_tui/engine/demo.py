@@ -63,6 +63,8 @@ def build_demo(store: Store, directory: Path) -> DemoEnvironment:
     namespace = f"demo-{secrets.token_hex(3)}"
     repository = directory / "hello-cli"
     shutil.copytree(data_path(*PROJECT), repository)
+    # As in any Python project: the test runs' bytecode is never part of an applied branch.
+    (repository / ".gitignore").write_text("__pycache__/\n*.pyc\n", encoding="utf-8")
     _git(repository, "init", "-q", "-b", "main")
     _git(repository, "add", "-A")
     _git(repository, "commit", "-q", "-m", "hello-cli 1.0.0")

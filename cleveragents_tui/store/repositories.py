@@ -561,6 +561,27 @@ class ToolInvocationRepository:
         )
         return [mapping.invocation_from_row(r) for r in rows]
 
+    def of_current_decisions_after(
+        self, plan_id: str, sequence_number: int
+    ) -> list[tuple[int, ToolInvocation]]:
+        """The tool calls of the plan's current decisions recorded after ``sequence_number``,
+        with their decision's sequence number, in the order they were made."""
+        rows = self._session.execute(
+            select(DecisionRow.sequence_number, ToolInvocationRow)
+            .join(DecisionRow, DecisionRow.decision_id == ToolInvocationRow.decision_id)
+            .where(
+                DecisionRow.plan_id == plan_id,
+                DecisionRow.superseded_by.is_(None),
+                DecisionRow.sequence_number > sequence_number,
+            )
+            .order_by(
+                DecisionRow.sequence_number,
+                ToolInvocationRow.created_at,
+                ToolInvocationRow.invocation_id,
+            )
+        )
+        return [(sequence, mapping.invocation_from_row(row)) for sequence, row in rows]
+
 
 class CorrectionRepository:
     def __init__(self, session: Session) -> None:
@@ -587,7 +608,16 @@ class CorrectionRepository:
         replacement: str | None = None,
         appended: str | None = None,
     ) -> None:
-        """Record how a running correction ended (once)."""
+        """Record how a running correction ended (once). Snapshots recorded for its diff
+        while it ran (``record_snapshots``) stay in the report."""
+        kept = self._session.scalar(
+            select(CorrectionAttemptRow.report).where(
+                CorrectionAttemptRow.correction_id == correction_id
+            )
+        )
+        loaded = mapping.load_json("correction_attempts", correction_id, "report", kept)
+        if isinstance(loaded, dict) and "snapshots" in loaded and "snapshots" not in report:
+            report = {**report, "snapshots": loaded["snapshots"]}
         result = self._session.execute(
             update(CorrectionAttemptRow)
             .where(
@@ -604,6 +634,22 @@ class CorrectionRepository:
         )
         if result.rowcount != 1:  # type: ignore[attr-defined]
             raise ConcurrentChangeError(f"correction {correction_id} already ended")
+
+    def record_snapshots(self, correction_id: str, snapshots: dict[str, object]) -> bool:
+        """Keep the snapshots a correction's diff compares in its report, once: a
+        correction's diff never changes afterwards. False when they were already there."""
+        row = self._session.get(CorrectionAttemptRow, correction_id)
+        if row is None:
+            raise NotFoundError(
+                f"correction {correction_id} does not exist",
+                "see a plan's corrections with `agents plan show`",
+            )
+        report = mapping.load_json("correction_attempts", correction_id, "report", row.report)
+        report = report if isinstance(report, dict) else {}
+        if "snapshots" in report:
+            return False
+        row.report = mapping.dump_json({**report, "snapshots": snapshots})
+        return True
 
     def for_plan(self, plan_id: str) -> list[CorrectionAttempt]:
         rows = self._session.scalars(

@@ -7,8 +7,6 @@ tests/engine/test_checkpoint_groups.py).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from cleveragents_tui.domain.enums import CorrectionMode, Phase, PlanState
@@ -21,24 +19,13 @@ from cleveragents_tui.engine.correction import (
     execute,
     preview,
 )
-from cleveragents_tui.engine.demo import DemoEnvironment, build_demo
+from cleveragents_tui.engine.demo import DemoEnvironment
 from cleveragents_tui.engine.doctor import run_checks
 from cleveragents_tui.engine.plans import change_profile
 from cleveragents_tui.engine.runner import PlanRunner, RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 
 GREETER = "use a greeter class so we can add languages"
-
-
-@pytest.fixture
-def options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunOptions:
-    monkeypatch.setenv("AGENTS_SANDBOX_DIR", str(tmp_path / "sandboxes"))
-    return RunOptions(sandbox_base=tmp_path / "sandboxes")
-
-
-@pytest.fixture
-def demo(tmp_path: Path, sqlite_store: Store) -> DemoEnvironment:
-    return build_demo(sqlite_store, tmp_path / "demo")
 
 
 def run_demo(

@@ -1,0 +1,82 @@
+"""Later decisions whose work a revert's rollback erases: they are re-made.
+
+A revert rolls every sandboxed resource of the plan back to the corrected decision's
+checkpoint group (or, for a resource first written after it, to its baseline). That erases
+what every later decision wrote to those resources, including decisions outside the
+affected subtree that the tree would otherwise still show as current and done. The rule
+(docs/corrections.md, "What a revert keeps"): every current decision recorded after the
+corrected one that wrote to a rolled-back resource is superseded and made again, in its
+original order, on top of the rolled-back state — and so is everything that depended on it.
+
+Re-making rather than re-applying the old tool calls: those calls were made against a state
+that no longer exists (an edit's old text may be gone, a row's id may differ), and a
+re-made decision is recorded and shown in the tree, so the tree always describes exactly
+what the sandboxes hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.domain.enums import DecisionType
+from cleveragents_tui.store.store import Store
+
+
+@dataclass(frozen=True)
+class RemadeDecision:
+    """A current decision outside the affected subtree that a revert re-makes, because it
+    wrote to ``resources``, which the revert rolls back to before it."""
+
+    decision_id: str
+    step_key: str | None
+    chosen_option: str
+    resources: tuple[str, ...]
+
+
+def later_writers(
+    store: Store,
+    target: Decision,
+    rolled_back: Iterable[str],
+    affected: set[str],
+    subtree_of: Callable[[str], Iterable[str]],
+) -> tuple[tuple[RemadeDecision, ...], set[str]]:
+    """The decisions a revert of ``target`` re-makes because the rollback erases their writes,
+    and the decisions that depended on them (``subtree_of``: the affected subtree of one
+    decision). Decisions already in ``affected`` are left out of both."""
+    rolled = set(rolled_back)
+    if not rolled:
+        return (), set()
+    with store.unit_of_work() as uow:
+        owner = target
+        if (
+            target.decision_type is DecisionType.USER_INTERVENTION
+            and target.corrects_decision_id is not None
+        ):
+            # A correction's guidance decision restores the state of the decision it
+            # corrected (engine/rollback.py): what was written after that is erased.
+            owner = uow.decisions.get(target.corrects_decision_id)
+        calls = uow.tool_invocations.of_current_decisions_after(
+            owner.plan_id, owner.sequence_number
+        )
+        written: dict[str, set[str]] = {}
+        for _, call in calls:
+            resource = call.arguments.get("resource")
+            if call.side_effects and isinstance(resource, str) and resource in rolled:
+                written.setdefault(call.decision_id, set()).add(resource)
+        writers = [d for d in written if d not in affected]
+        decisions = {d: uow.decisions.get(d) for d in writers}
+    remade = tuple(
+        RemadeDecision(
+            decision_id=d,
+            step_key=decisions[d].step_key,
+            chosen_option=decisions[d].chosen_option,
+            resources=tuple(sorted(written[d])),
+        )
+        for d in writers
+    )
+    followers: set[str] = set()
+    for decision_id in writers:
+        followers.update(subtree_of(decision_id))
+    return remade, followers - affected
