@@ -29,6 +29,7 @@ def _impact_text(impact: object) -> str:
     ]
     if impact.phase_change:
         lines.append(f"  phase: {impact.phase_change[0].value} → {impact.phase_change[1].value}")
+    lines += _alternatives_text(impact)
     for child in impact.children:
         lines.append(
             f"  child plan {child.plan_id} {child.action} ({child.state.value}): {child.outcome.value}"
@@ -39,6 +40,28 @@ def _impact_text(impact: object) -> str:
     for effect in impact.irreversible:
         lines.append(f"  irreversible: {effect.tool} ({effect.invocations} invocation(s))")
     return "\n".join(lines)
+
+
+def _alternatives_text(impact: Impact) -> list[str]:
+    """The corrected decision's alternatives, numbered, and which one the replay takes."""
+    found = impact.alternatives
+    if found is None:
+        return []
+    lines = [f"  alternatives of step {found.key}:"]
+    lines += [f"    {n}. {option}" for n, option in enumerate(found.options, 1)]
+    if found.selected is not None:
+        how = "chosen with --choose" if found.chosen else "selected by the guidance"
+        lines.append(f"  the replay takes {found.selected} ({how})")
+        return lines
+    lines.append(
+        "  the guidance selects none of them: the replay would make the same choice again "
+        f"({found.fallback}); name one with --choose N"
+    )
+    lines += [
+        f"  it selects {e.option!r} of {e.key} ({e.decision_id}): correct that decision instead"
+        for e in found.elsewhere
+    ]
+    return lines
 
 
 def _impact_json(impact: object) -> dict[str, object]:
@@ -71,6 +94,13 @@ def _plain(value: object) -> object:
 )
 @click.option("--guidance", required=True, help="What the decision should have been.")
 @click.option(
+    "--choose",
+    type=int,
+    metavar="N",
+    help="Take alternative N (1-based, as --dry-run lists them) instead of the one the guidance "
+    "selects; needed when the guidance selects none.",
+)
+@click.option(
     "--plan", "plan_ref", metavar="PLAN", help="Fail unless the decision belongs to this plan."
 )
 @click.option("--yes", is_flag=True, help="Confirm every warning (for scripts).")
@@ -85,6 +115,7 @@ def correct(
     decision_ref: str,
     mode: str,
     guidance: str,
+    choose: int | None,
     plan_ref: str | None,
     yes: bool,
     dry_run: bool,
@@ -96,15 +127,22 @@ def correct(
     from cleveragents_tui.domain.enums import CorrectionMode
     from cleveragents_tui.engine.correction import preview
 
-    impact = preview(cli.store, decision_ref, CorrectionMode(mode), guidance, plan_ref)
+    impact = preview(cli.store, decision_ref, CorrectionMode(mode), guidance, plan_ref, choose)
     _dry_run_or_execute(cli, impact, dry_run=dry_run, yes=yes, who=who, fmt=local_format)
 
 
 def _dry_run_or_execute(
     cli: CliContext, impact: Impact, *, dry_run: bool, yes: bool, who: str | None, fmt: str | None
 ) -> None:
-    """``--dry-run``: print the impact and its warnings; otherwise confirm and run it."""
+    """``--dry-run``: print the impact and its warnings; otherwise confirm and run it —
+    refused (exit 2, nothing changed) while the guidance selects none of the alternatives
+    and none was named with --choose."""
     as_json = cli.wants_json(fmt)
+    found = impact.alternatives
+    if not dry_run and found is not None and found.selected is None:
+        from cleveragents_tui.engine.guidance import refusal
+
+        raise refusal(impact.decision_id, impact.guidance, found)
     if not dry_run:
         _confirm_and_execute(cli, impact, yes=yes, who=who, as_json=as_json)
     elif as_json:
@@ -167,6 +205,12 @@ def _confirm_and_execute(
     "--to", "new_strategy", required=True, metavar="TEXT", help="The strategy to take instead."
 )
 @click.option(
+    "--choose",
+    type=int,
+    metavar="N",
+    help="Take alternative N (1-based, as --dry-run lists them); needed when TEXT selects none.",
+)
+@click.option(
     "--plan", "plan_ref", metavar="PLAN", help="Fail unless the decision belongs to this plan."
 )
 @click.option("--yes", is_flag=True, help="Confirm every warning (for scripts).")
@@ -178,6 +222,7 @@ def edit_strategy(
     cli: CliContext,
     decision_ref: str,
     new_strategy: str,
+    choose: int | None,
     plan_ref: str | None,
     yes: bool,
     dry_run: bool,
@@ -193,7 +238,7 @@ def edit_strategy(
     """
     from cleveragents_tui.engine.strategy import preview_strategy_edit
 
-    impact = preview_strategy_edit(cli.store, decision_ref, new_strategy, plan_ref)
+    impact = preview_strategy_edit(cli.store, decision_ref, new_strategy, plan_ref, choose)
     _dry_run_or_execute(cli, impact, dry_run=dry_run, yes=yes, who=who, fmt=local_format)
 
 

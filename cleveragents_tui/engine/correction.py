@@ -39,6 +39,7 @@ from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.rollback import RollbackReport
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine import run_lease
+from cleveragents_tui.engine.guidance import Alternatives, alternatives_for
 from cleveragents_tui.engine.impact import affected_subtree
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.recorder import Correction
@@ -108,6 +109,9 @@ class Impact:
     irreversible: tuple[IrreversibleEffect, ...]
     phase_change: tuple[Phase, Phase] | None
     warnings: tuple[str, ...] = field(default=())
+    # the corrected decision's alternatives and the one the replay takes (engine/guidance.py);
+    # None for a decision the scripted reasoner did not make
+    alternatives: Alternatives | None = None
 
 
 @dataclass(frozen=True)
@@ -126,8 +130,10 @@ def preview(
     mode: CorrectionMode,
     guidance: str,
     plan_ref: str | None = None,
+    choose: int | None = None,
 ) -> Impact:
-    """What correcting the decision would do. Changes nothing."""
+    """What correcting the decision would do. Changes nothing. ``choose``: the alternative
+    (1-based) the replay takes, named by the user instead of selected by the guidance."""
     if not guidance.strip():
         raise CorrectionRefusedError(
             "the guidance is empty", 'say what the decision should be: --guidance "..."'
@@ -146,6 +152,7 @@ def preview(
             named = uow.plan_actions.get(plan.plan_id).get("resources", [])
             used += [str(r) for r in named] if isinstance(named, list) else []
     _refuse_if_not_correctable(plan, decision, mode)
+    found = alternatives_for(store, decision, guidance, choose)
     warm = OPEN_GRAPHS.holding(decision.plan_id)  # kept by a long-lived process (the app)
     subtree = (
         warm.affected(decision.decision_id)
@@ -211,6 +218,7 @@ def preview(
         unaffected=unaffected,
         irreversible=irreversible,
         phase_change=phase_change,
+        alternatives=found,
     )
     return _with_warnings(impact)
 
@@ -630,15 +638,21 @@ def _reasoning_rollback(store: Store, target: Decision, impact: Impact) -> None:
         if ref is not None:
             actor = Actor(saver, impact.plan_id, target.phase, lambda state, r: {})
             state = actor.load(ref)
-            key = target.step_key or "*"
-            actor.fork(
-                ref, {"guidance": [*state["guidance"], {"key": key, "text": impact.guidance}]}
-            )
+            entry = _guidance_entry(target.step_key or "*", impact)
+            actor.fork(ref, {"guidance": [*state["guidance"], entry]})
         if impact.phase_change and impact.phase_change[1] is Phase.STRATEGIZE:
             execution = Actor(saver, impact.plan_id, Phase.EXECUTE, lambda state, r: {})
             first = execution.first_checkpoint()
             if first is not None:
                 execution.fork(first, {"guidance": [{"key": "*", "text": impact.guidance}]})
+
+
+def _guidance_entry(key: str, impact: Impact) -> dict[str, str]:
+    """The guidance for the actor, with the alternative the preview said the replay takes
+    pinned (``choose``), so the scripted reasoner takes exactly that one."""
+    entry = {"key": key, "text": impact.guidance}
+    option = impact.alternatives.option if impact.alternatives else None
+    return entry if option is None else {**entry, "choose": option}
 
 
 def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
@@ -707,7 +721,7 @@ def _append(
     with open_checkpointer(store.engine.url) as saver:
         for phase in (Phase.STRATEGIZE, Phase.EXECUTE):
             Actor(saver, child.plan_id, phase, lambda state, r: {}).seed(
-                {"guidance": [{"key": impact.step_key or "*", "text": impact.guidance}]}
+                {"guidance": [_guidance_entry(impact.step_key or "*", impact)]}
             )
     replay = Correction(impact.decision_id, impact.guidance)
     PlanRunner(store, child.plan_id, options, correction=replay).run()

@@ -49,9 +49,16 @@ def editable_strategy_decision(store: Store, decision_ref: str) -> Decision:
 
 
 def preview_strategy_edit(
-    store: Store, decision_ref: str, new_strategy: str, plan_ref: str | None = None
+    store: Store,
+    decision_ref: str,
+    new_strategy: str,
+    plan_ref: str | None = None,
+    choose: int | None = None,
 ) -> Impact:
     """The impact of replacing Strategize decision ``decision_ref`` with ``new_strategy``
-    (run it with ``engine.correction.execute``). Changes nothing."""
+    (run it with ``engine.correction.execute``). Changes nothing. ``choose``: as for
+    ``preview``."""
     decision = editable_strategy_decision(store, decision_ref)
-    return preview(store, decision.decision_id, CorrectionMode.REVERT, new_strategy, plan_ref)
+    return preview(
+        store, decision.decision_id, CorrectionMode.REVERT, new_strategy, plan_ref, choose
+    )

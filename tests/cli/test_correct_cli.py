@@ -74,6 +74,8 @@ def test_answering_no_cancels_and_yes_corrects(demo_plan: dict[str, str]) -> Non
         "--mode=revert",
         "--guidance",
         "record rc1",
+        "--choose",  # the one alternative: guidance alone cannot change it
+        "1",
     ]
     refused = CliRunner().invoke(cli, args, input="n\n")
     assert refused.exit_code == 1
@@ -120,3 +122,62 @@ def test_errors_are_one_line(run: Run, demo_plan: dict[str, str]) -> None:
     refused = run("plan", "correct", root, "--mode=revert", "--guidance", "x")
     assert refused.exit_code == 2 and "prompt_definition" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def _sqlite_dump(db: str) -> list[str]:
+    import sqlite3
+
+    with sqlite3.connect(db) as connection:
+        return list(connection.iterdump())
+
+
+def test_guidance_that_selects_no_alternative_is_refused_and_changes_nothing(
+    run: Run, demo_plan: dict[str, str]
+) -> None:
+    """Finding 3 of issue 14: the implementation choice has one alternative; a Greeter class
+    is the strategy's to choose. Refused in one line naming both ways out; nothing changed."""
+    tree = json.loads(run("plan", "tree", demo_plan["plan"], "--format=json").output)
+    [implement] = [
+        d["decision_id"] for d in tree["decisions"] if d["decision_type"] == "implementation_choice"
+    ]
+    before = _sqlite_dump(demo_plan["db"])
+    guidance = "use a Greeter class in hello_cli/greeter.py"
+    args = ("plan", "correct", implement, "--mode=revert", "--guidance", guidance)
+    refused = run(*args, "--yes")
+    assert refused.exit_code == 2, refused.output
+    [line] = refused.stderr.strip().splitlines()
+    assert "selects none of the alternatives of step implement-function" in line
+    assert "1. hello_cli/greet.py with a hello() function" in line
+    assert "--choose 1" in line
+    assert f"correct decision {demo_plan['strategy']} (strategy) instead" in line
+    assert _sqlite_dump(demo_plan["db"]) == before
+
+    dry = run(*args, "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "alternatives of step implement-function:\n    1. hello_cli/greet.py" in dry.output
+    assert "the guidance selects none of them" in dry.output
+    preview = json.loads(run(*args, "--dry-run", "--format=json").output)
+    assert preview["alternatives"]["options"] == ["hello_cli/greet.py with a hello() function"]
+    assert preview["alternatives"]["selected"] is None
+    assert _sqlite_dump(demo_plan["db"]) == before
+
+
+def test_choose_replays_with_the_named_alternative(
+    run: Run, demo_plan: dict[str, str], tmp_path: Path
+) -> None:
+    """Guidance that names neither strategy, with --choose 2: the greeter class is what the
+    replay makes — in the tree and in the sandbox's files."""
+    args = ("plan", "correct", demo_plan["strategy"], "--mode=revert", "--yes")
+    refused = run(*args, "--guidance", "make it easier to extend")
+    assert refused.exit_code == 2 and "--choose N (1-2)" in refused.stderr
+    dry = run(*args, "--guidance", "make it easier to extend", "--choose", "2", "--dry-run")
+    assert "the replay takes 2 (chosen with --choose)" in dry.output
+    result = run(*args, "--guidance", "make it easier to extend", "--choose", "2")
+    assert result.exit_code == 0, result.output
+    tree = json.loads(run("plan", "tree", demo_plan["plan"], "--format=json").output)
+    current = {d["decision_type"]: d["chosen_option"] for d in tree["decisions"]}
+    assert current["strategy_choice"] == "A greeter class with a configurable greeting"
+    assert current["implementation_choice"] == "hello_cli/greet.py with a Greeter class"
+    [hello_cli] = (tmp_path / "sandboxes" / demo_plan["plan"]).glob("*__hello-cli")
+    greet = (hello_cli / "worktree" / "hello_cli" / "greet.py").read_text()  # a git worktree
+    assert "class Greeter:" in greet and "def hello(" not in greet

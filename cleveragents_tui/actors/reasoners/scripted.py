@@ -10,11 +10,16 @@ file order, that
 
 Choosing an alternative (docs/actions.md, "How guidance selects an alternative"): without
 guidance for the point, its ``choose`` option (default: the first). With guidance — the
-newest guidance aimed at this point's key, else the newest aimed at ``*`` — each alternative
-scores one per distinct word of its ``match`` list and of its option text (words of three
-letters or more) found in the guidance, case-insensitively; the highest score wins, ties go
-to the earlier alternative. A score of zero everywhere means the guidance matches none:
-the point's ``fallback`` (default: ``choose``) is taken and the guidance is still recorded.
+newest guidance aimed at this point's key, else the newest aimed at ``*`` — an alternative
+the user named (the guidance entry's ``choose``, set by ``agents plan correct --choose`` or
+the app's pick) is taken as is. Otherwise each alternative scores one per distinct word of
+its ``match`` list and of its option text (words of three letters or more) found in the
+guidance, case-insensitively, counting only words that not every alternative has (a word
+all of them share tells them apart no more than no word; a point with one alternative is
+never selected by guidance); the highest score wins, ties go to the earlier alternative. A
+score of zero everywhere means the guidance selects none: the point's ``fallback``
+(default: ``choose``) is taken and the guidance is still recorded. A correction's preview
+says so first (engine/guidance.py), and ``agents plan correct`` refuses it.
 """
 
 from __future__ import annotations
@@ -36,32 +41,65 @@ def words(text: str) -> set[str]:
     return set(_WORD.findall(text.lower()))
 
 
-def guidance_for(key: str, state: ActorState) -> str | None:
-    aimed = [g["text"] for g in state["guidance"] if g.get("key") == key]
+def guidance_for(key: str, state: ActorState) -> dict[str, str] | None:
+    """The guidance entry that applies to the point: the newest aimed at its key, else the
+    newest aimed at the whole plan (``*``)."""
+    aimed = [g for g in state["guidance"] if g.get("key") == key]
     if aimed:
         return aimed[-1]
-    general = [g["text"] for g in state["guidance"] if g.get("key") == "*"]
+    general = [g for g in state["guidance"] if g.get("key") == "*"]
     return general[-1] if general else None
 
 
-def choose(point: DecisionPoint, guidance: str | None) -> tuple[Alternative, bool]:
-    """The alternative to take, and whether the guidance selected it."""
-    if guidance is None:
-        return point.default, False
-    said = words(guidance)
+def _vocabulary(alternative: Alternative) -> set[str]:
+    vocabulary = words(alternative.option)
+    for phrase in alternative.match:
+        vocabulary |= words(phrase)
+    return vocabulary
+
+
+def select(point: DecisionPoint, guidance: str) -> Alternative | None:
+    """The alternative the guidance selects, or None when it selects none."""
+    vocabularies = [_vocabulary(a) for a in point.alternatives]
+    shared = set.intersection(*vocabularies)  # words every alternative has tell none apart
+    said = words(guidance) - shared
     best: Alternative | None = None
     best_score = 0
-    for alternative in point.alternatives:
-        vocabulary = words(alternative.option)
-        for phrase in alternative.match:
-            vocabulary |= words(phrase)
+    for alternative, vocabulary in zip(point.alternatives, vocabularies, strict=True):
         score = len(vocabulary & said)
         if score > best_score:
             best, best_score = alternative, score
-    if best is not None:
-        return best, True
-    fallback = point.fallback or point.choose or point.alternatives[0].option
-    return next(a for a in point.alternatives if a.option == fallback), False
+    return best
+
+
+def fallback(point: DecisionPoint) -> Alternative:
+    """What the point takes when guidance selects none of its alternatives."""
+    option = point.fallback or point.choose or point.alternatives[0].option
+    return next(a for a in point.alternatives if a.option == option)
+
+
+def choose(point: DecisionPoint, entry: Mapping[str, str] | None) -> tuple[Alternative, bool]:
+    """The alternative to take, and whether the guidance (or the user's pick) selected it."""
+    if entry is None:
+        return point.default, False
+    named = entry.get("choose")
+    picked = next((a for a in point.alternatives if a.option == named), None)
+    if picked is not None:
+        return picked, True
+    selected = select(point, entry["text"])
+    if selected is not None:
+        return selected, True
+    return fallback(point), False
+
+
+def _reasoning(
+    entry: Mapping[str, str] | None, alternative: Alternative, guided: bool
+) -> str | None:
+    if entry is None or not guided:
+        return None
+    if entry.get("choose") == alternative.option:
+        return f"The alternative the user chose, with the guidance: {entry['text']}"
+    return f"Following the guidance: {entry['text']}"
 
 
 class ScriptedReasoner:
@@ -76,8 +114,9 @@ class ScriptedReasoner:
                 continue
             if any(current.get(key) != option for key, option in point.when.items()):
                 continue
-            guidance = guidance_for(point.key, state)
-            alternative, guided = choose(point, guidance)
+            entry = guidance_for(point.key, state)
+            guidance = entry["text"] if entry else None
+            alternative, guided = choose(point, entry)
             return Proposal(
                 key=point.key,
                 decision_type=point.type,
@@ -86,7 +125,7 @@ class ScriptedReasoner:
                 alternatives=tuple(a.option for a in point.alternatives if a is not alternative),
                 confidence=alternative.confidence,
                 rationale=alternative.rationale,
-                reasoning=(f"Following the guidance: {guidance}" if guided else None),
+                reasoning=_reasoning(entry, alternative, guided),
                 parent_key=point.parent,
                 depends_on=point.depends_on,
                 tool_calls=tuple(
