@@ -58,8 +58,9 @@ async def test_open_correct_confirm_replay_and_diff(demo_plan: DemoPlan) -> None
         impact = app.screen.impact
         assert target in impact.affected_decisions
         assert tree.affected == frozenset(impact.affected_decisions)
-        assert app.screen.focused is not None and app.screen.focused.id == "cancel"
-        await pilot.press("y")
+        # the step has one alternative: guidance cannot select it, so the user picks it
+        assert app.screen.focused is not None and app.screen.focused.id == "alternatives"
+        await pilot.press("1", "y")
         await pilot.pause()
 
         # each warning in a y/N modal, the focus on No
@@ -124,7 +125,7 @@ async def test_answering_no_to_a_warning_changes_nothing(demo_plan: DemoPlan) ->
         screen.query_one(DecisionTree).reveal(target)
         await pilot.press("c", *"record rc1", "enter")
         await pilot.pause()
-        await pilot.press("y")  # impact: go on
+        await pilot.press("1", "y")  # impact: take the one alternative, go on
         await pilot.pause()
         assert isinstance(app.screen, ConfirmModal)
         await pilot.press("enter")  # Enter on the focused No

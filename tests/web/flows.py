@@ -46,8 +46,11 @@ def give_guidance(terminal: Terminal, guidance: str) -> None:
 
 
 def confirm_impact(terminal: Terminal, warnings: int) -> None:
-    """The impact preview, then each warning: y to each (their focus starts on No)."""
-    terminal.wait_for("Impact preview")
+    """The impact preview, then each warning: y to each (their focus starts on No). The
+    decisions these flows correct have one alternative, which guidance cannot select: the
+    preview needs it picked (1) before it goes on."""
+    terminal.wait_for("Impact preview", "1. ")
+    terminal.press("1")
     terminal.press("y")
     for number in range(1, warnings + 1):
         terminal.wait_for(f"Warning {number} of {warnings}")

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, Static
+from textual.widgets import Button, Label, RadioButton, RadioSet, Static
 
 from cleveragents_tui.engine.correction import Impact
+from cleveragents_tui.engine.guidance import with_choice
 from cleveragents_tui.tui.modals.base import Dialog
 
 
@@ -59,6 +61,10 @@ def impact_text(impact: Impact) -> Text:
 
 
 class ImpactModal(Dialog[bool]):
+    """Dismisses with True to go on, with :attr:`impact` holding the alternative picked here
+    (for a decision of the scripted reasoner: a pick is needed when the guidance selects
+    none — engine/guidance.py)."""
+
     DEFAULT_CSS = """
     ImpactModal > Vertical { width: 100; max-width: 98%; padding: 0 1; }
     ImpactModal #impact-body { height: auto; max-height: 65vh; }
@@ -67,6 +73,7 @@ class ImpactModal(Dialog[bool]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,n", "answer(False)", "Cancel", id="impact.cancel"),
         Binding("y", "answer(True)", "Correct", id="impact.correct"),
+        *(Binding(str(n), f"pick({n})", show=False) for n in range(1, 10)),
     ]
 
     def __init__(self, impact: Impact) -> None:
@@ -78,15 +85,65 @@ class ImpactModal(Dialog[bool]):
             yield Static("Impact preview", classes="modal-title")
             with VerticalScroll(id="impact-body"):
                 yield Static(impact_text(self.impact), id="impact-text", markup=False)
+                yield from self._alternatives()
             with Horizontal():
                 yield Button("Correct… (y)", id="go", variant="warning")
                 yield Button("Cancel (N)", id="cancel", variant="primary")
 
+    def _alternatives(self) -> ComposeResult:
+        """The corrected decision's alternatives, the one the replay takes pressed."""
+        found = self.impact.alternatives
+        if found is None:
+            return
+        yield Label(f"Alternatives of step {found.key} — the replay takes the one pressed (1-9)")
+        with RadioSet(id="alternatives"):
+            for number, option in enumerate(found.options, 1):
+                yield RadioButton(f"{number}. {option}", value=number == found.selected)
+        notice = ""
+        if found.selected is None:
+            notice = (
+                "The guidance selects none of these: the replay would make the same choice "
+                "again. Pick the one to take."
+            )
+            notice += "".join(
+                f"\nIt selects {e.option!r} of {e.key} ({e.decision_id}): to take that, "
+                "correct that decision instead."
+                for e in found.elsewhere
+            )
+        yield Static(notice, id="impact-pick", classes="dialog-error", markup=False)
+
+    def _needs_pick(self) -> bool:
+        found = self.impact.alternatives
+        return found is not None and found.selected is None
+
     def on_mount(self) -> None:
-        self.query_one("#cancel", Button).focus()
+        self.query_one("#alternatives" if self._needs_pick() else "#cancel").focus()
+
+    def on_radio_set_changed(self, event: RadioSet.Changed) -> None:
+        found = self.impact.alternatives
+        if (
+            found is not None
+            and event.radio_set.id == "alternatives"
+            and event.index + 1 != found.selected
+        ):
+            picked = with_choice(found, event.index + 1)
+            self.impact = replace(self.impact, alternatives=picked)
+            self.query_one("#impact-pick", Static).update("")
+
+    def action_pick(self, number: int) -> None:
+        buttons = list(self.query("#alternatives RadioButton").results(RadioButton))
+        if 1 <= number <= len(buttons):
+            buttons[number - 1].value = True
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "go")
+        self.action_answer(event.button.id == "go")
 
     def action_answer(self, yes: bool) -> None:
+        if yes and self._needs_pick():
+            self.query_one("#impact-pick", Static).update(
+                "Pick the alternative to take first (its number, or select it): the guidance "
+                "selects none of them."
+            )
+            self.query_one("#alternatives").focus()
+            return
         self.dismiss(yes)

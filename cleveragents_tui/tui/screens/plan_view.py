@@ -241,7 +241,9 @@ class PlanScreen(Screen[None]):
             return
         tree.highlight(impact.affected_decisions)
         try:
-            go = await self.app.push_screen_wait(ImpactModal(impact))
+            preview_modal = ImpactModal(impact)
+            go = await self.app.push_screen_wait(preview_modal)
+            impact = preview_modal.impact  # with the alternative picked there, if any
             for number, warning in enumerate(impact.warnings, 1):
                 if not go:
                     break
