@@ -15,6 +15,7 @@ from cleveragents_tui.cli.render import plan_heading
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
     from cleveragents_tui.engine.correction import Impact
+    from cleveragents_tui.engine.diff import ResourceDiff
 
 
 def _impact_text(impact: object) -> str:
@@ -256,56 +257,99 @@ def edit_strategy(
 def diff(
     cli: CliContext, correction_ref: str, side_by_side: bool, local_format: str | None
 ) -> None:
-    """Compare the attempt a correction replaced with the new one: decisions and files."""
-    from cleveragents_tui.engine.diff import correction_diff
+    """Compare the attempt a correction replaced with the new one: decisions and files.
+
+    The snapshots compared were recorded by the correction itself (docs/corrections.md,
+    "Diffs"), so a correction's diff is the same whenever it is asked for."""
+    from cleveragents_tui.engine.diff import (
+        AT_DECISION,
+        FINAL,
+        NO_AT_DECISION,
+        correction_diff,
+        printable,
+    )
 
     result = correction_diff(cli.store, correction_ref)
     if cli.wants_json(local_format):
+        report = {k: v for k, v in result.correction.report.items() if k != "snapshots"}
         echo_json(
             {
                 "format": "cleveragents.correction-diff/1",
-                "correction": result.correction.model_dump(mode="json"),
+                "correction": {**result.correction.model_dump(mode="json"), "report": report},
                 "superseded": [r.decision_id for r in result.superseded],
                 "replacements": [r.decision_id for r in result.replacements],
-                "resources": [
-                    {
-                        "resource_id": r.resource_id,
-                        "old_ref": r.old_ref,
-                        "new_ref": r.new_ref,
-                        "note": r.note,
-                        "changes": [
-                            {"path": f.change.path, "kind": f.change.kind.value} for f in r.files
-                        ],
-                    }
-                    for r in result.resources
-                ],
+                "note": result.note,
+                "resources": _json_resources(result.final),
+                "at_decision": (
+                    None if result.at_decision is None else _json_resources(result.at_decision)
+                ),
             }
         )
         return
+    c = result.correction
     click.echo(
-        f"correction {result.correction.correction_id} of decision {result.correction.target_decision_id}"
+        f"correction {c.correction_id} of decision {c.target_decision_id} · {c.mode.value} · "
+        f"{c.status.value} · attempt {c.attempt}"
     )
+    click.echo(printable(f"guidance: {c.guidance}"))
     for row in result.superseded:
-        click.echo(f"- {row.decision_type}: {row.chosen_option}")
+        click.echo(printable(f"- {row.decision_type}: {row.chosen_option}"))
     for row in result.replacements:
-        click.echo(f"+ {row.decision_type}: {row.chosen_option}")
-    for resource in result.resources:
-        click.echo(
-            f"\n== {resource.resource_id}" + (f" ({resource.note})" if resource.note else "")
-        )
-        for f in resource.files:
-            old = (f.old or b"").decode("utf-8", "replace").splitlines()
-            new = (f.new or b"").decode("utf-8", "replace").splitlines()
-            if side_by_side:
-                width = 60
-                click.echo(f"--- {f.change.path} ({f.change.kind.value})")
-                for left, right in _pairs(old, new):
-                    click.echo(f"{left[:width]:<{width}} | {right[:width]}")
-            else:
-                for line in difflib.unified_diff(
-                    old, new, f"old/{f.change.path}", f"new/{f.change.path}", lineterm=""
-                ):
-                    click.echo(line)
+        click.echo(printable(f"+ {row.decision_type}: {row.chosen_option}"))
+    if result.note:
+        click.echo(printable(f"\n({result.note})"))
+    elif result.at_decision is None:
+        click.echo(f"\n({NO_AT_DECISION})")
+    sections = [] if result.at_decision is None else [(AT_DECISION, result.at_decision)]
+    for title, resources in [*sections, (FINAL, result.final)]:
+        click.echo(f"\n### {title}")
+        if not resources:
+            click.echo("(no resource was rolled back by this correction)")
+        for resource in resources:
+            _echo_resource(resource, side_by_side)
+
+
+def _json_resources(resources: list[ResourceDiff]) -> list[dict[str, object]]:
+    return [
+        {
+            "resource_id": r.resource_id,
+            "old_ref": r.old_ref,
+            "new_ref": r.new_ref,
+            "note": r.note,
+            "changes": [
+                {"path": f.change.path, "kind": f.change.kind.value, "summary": f.summary}
+                for f in r.files
+            ],
+        }
+        for r in resources
+    ]
+
+
+def _echo_resource(resource: ResourceDiff, side_by_side: bool) -> None:
+    """One resource's changed files: never raw bytes, never a control character."""
+    from cleveragents_tui.engine.diff import printable
+
+    note = f" ({resource.note})" if resource.note else ""
+    click.echo(printable(f"\n== {resource.resource_id}{note}"))
+    click.echo(f"   {resource.old_ref[:12] or '-'} → {resource.new_ref[:12] or '-'}")
+    if not resource.files and not resource.note:
+        click.echo("   (no file changed)")
+    for f in resource.files:
+        path = printable(f.change.path)
+        if f.summary is not None:
+            click.echo(f"--- {path} ({f.change.kind.value})")
+            click.echo(f"  ({f.summary})")
+            continue
+        old = [printable(line) for line in (f.old or "").splitlines()]
+        new = [printable(line) for line in (f.new or "").splitlines()]
+        if side_by_side:
+            width = 60
+            click.echo(f"--- {path} ({f.change.kind.value})")
+            for left, right in _pairs(old, new):
+                click.echo(f"{left[:width]:<{width}} | {right[:width]}")
+        else:
+            for line in difflib.unified_diff(old, new, f"old/{path}", f"new/{path}", lineterm=""):
+                click.echo(line)
 
 
 def _pairs(old: list[str], new: list[str]) -> list[tuple[str, str]]:

@@ -40,6 +40,7 @@ from cleveragents_tui.domain.rollback import RollbackReport
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine import run_lease
 from cleveragents_tui.engine.guidance import Alternatives, alternatives_for
+from cleveragents_tui.engine.diff import old_attempt_points, record_snapshots
 from cleveragents_tui.engine.impact import affected_subtree
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.recorder import Correction
@@ -516,8 +517,10 @@ def _revert(
     targets: dict[str, CheckpointMetadata] = {}
     with store.unit_of_work() as uow:
         target = uow.decisions.get(impact.decision_id)
+    points: dict[str, str] | None = None  # the old attempt's, for the diff (engine/diff.py)
     if planned is not None:
         targets, marked = planned
+        points = old_attempt_points(store, target.decision_id, targets)
         report = rollback_to(sandboxes, target.decision_id, targets, marked)
         if not report.succeeded:
             _finish(
@@ -532,7 +535,11 @@ def _revert(
             )
     _carry_forward(store, impact, correction, target, report, targets)
     replay = Correction(impact.decision_id, impact.guidance)
-    replayed = PlanRunner(store, impact.plan_id, options, correction=replay).run()
+    try:
+        replayed = PlanRunner(store, impact.plan_id, options, correction=replay).run()
+    finally:
+        # the state the replay stopped in: the new attempt's side of the diff
+        record_snapshots(store, correction.correction_id, report, points, options.sandbox_base)
     return CorrectionResult(_reload(store, correction), replayed, report)
 
 

@@ -88,6 +88,9 @@ async def test_open_correct_confirm_replay_and_diff(demo_plan: DemoPlan) -> None
         await pilot.press("d")
         await pilot.pause()
         assert isinstance(app.screen, DiffScreen)
+        assert app.screen.loader is not None  # the diff loads in a thread worker
+        await app.screen.loader.wait()
+        await pilot.pause()
         diff = app.screen.diff
         assert diff is not None
         assert [r.decision_id for r in diff.superseded if r.decision_id == target] == [target]

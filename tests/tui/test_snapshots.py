@@ -112,20 +112,28 @@ def _diff() -> CorrectionDiff:
         created_at=T0,
         finished_at=T0,
     )
-    old = b'def hello(name):\n    return f"Hello, {name}!"\n'
-    new = b'class Greeter:\n    def hello(self, name):\n        return f"Hello, {name}!"\n'
+    old = 'def hello(name):\n    return f"Hello, {name}!"\n'
+    new = 'class Greeter:\n    def hello(self, name):\n        return f"Hello, {name}!"\n'
+    greet = FileDiff(Change("hello_cli/greet.py", ChangeKind.MODIFIED), old, new)
+    binary = FileDiff(
+        Change("hello_cli/logo.bin", ChangeKind.ADDED),
+        None,
+        None,
+        "binary file: contents not shown (absent → 1,024 bytes)",
+    )
     return CorrectionDiff(
         correction=correction,
         superseded=[],
         replacements=[],
-        resources=[
+        at_decision=[ResourceDiff("demo/hello-cli", "d" * 40, "e" * 40, [greet])],
+        final=[
+            ResourceDiff("demo/hello-cli", "a" * 40, "b" * 40, [greet, binary]),
             ResourceDiff(
-                "demo/hello-cli",
-                "a" * 40,
-                "b" * 40,
-                [FileDiff(Change("hello_cli/greet.py", ChangeKind.MODIFIED), old, new)],
+                "demo/docs",
+                "c" * 12,
+                "",
+                note="the new attempt's state could not be recorded: the sandbox was discarded",
             ),
-            ResourceDiff("demo/docs", "c" * 12, "", note="no checkpoint of the new attempt yet"),
         ],
     )
 

@@ -1,5 +1,6 @@
 """Old attempt vs new attempt of a correction: which decisions changed, and per resource and
-per file the changes, unified or side by side, syntax coloured."""
+per file the changes — at the corrected decision and in the final states, as the correction
+recorded them (engine/diff.py) — unified or side by side, syntax coloured."""
 
 from __future__ import annotations
 
@@ -10,13 +11,25 @@ from rich.console import Group, RenderableType
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
+from textual.worker import Worker
 
-from cleveragents_tui.engine.diff import CorrectionDiff, FileDiff, correction_diff
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.engine.diff import (
+    AT_DECISION,
+    FINAL,
+    NO_AT_DECISION,
+    CorrectionDiff,
+    FileDiff,
+    ResourceDiff,
+    correction_diff,
+    printable,
+)
 from cleveragents_tui.tui.render import one_line
 from cleveragents_tui.tui.services import services
 
@@ -39,20 +52,12 @@ def _lexer(path: str) -> str:
     return LEXERS.get(path[dot:].lower(), "text") if dot >= 0 else "text"
 
 
-def _text(data: bytes | None) -> str | None:
-    if data is None:
-        return ""
-    if b"\0" in data[:8000]:
-        return None
-    return data.decode("utf-8", errors="replace")
-
-
 def file_diff(f: FileDiff, side_by_side: bool, theme: str) -> RenderableType:
-    path = f.change.path
+    path = printable(f.change.path)
     head = Text(f"{f.change.kind.value}  {path}", style="bold")
-    old, new = _text(f.old), _text(f.new)
-    if old is None or new is None:
-        return Group(head, Text("  (binary file: contents not shown)", style="dim"))
+    if f.summary is not None:  # a binary or very large file (engine/diff.py)
+        return Group(head, Text(f"  ({f.summary})", style="dim"))
+    old, new = printable(f.old or ""), printable(f.new or "")
     if not side_by_side:
         lines = difflib.unified_diff(
             old.splitlines(keepends=True),
@@ -84,7 +89,7 @@ def decisions_text(d: CorrectionDiff) -> Text:
     )
     if c.requested_by:
         t.append(f" · by {c.requested_by}")
-    t.append(f"\nguidance: {c.guidance}\n\n")
+    t.append(f"\nguidance: {printable(c.guidance)}\n\n")
     t.append("decisions changed\n", style="bold")
     for row in d.superseded:
         t.append(f"- {row.decision_type}: {one_line(row.chosen_option, 90)}\n", style="red")
@@ -106,6 +111,7 @@ class DiffScreen(Screen[None]):
         self.correction_id = correction_id
         self.side_by_side = False
         self.diff = diff
+        self.loader: Worker[None] | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -116,29 +122,58 @@ class DiffScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.title = "diff · old attempt vs new attempt"
-        if self.diff is None:
-            self.diff = correction_diff(services(self).store, self.correction_id)
-        self.render_diff()
         self.query_one("#diff-body").focus()
+        if self.diff is None:
+            self.query_one("#diff-decisions", Static).update(Text("loading…", style="dim"))
+            self.loader = self.load_diff()
+        else:
+            self.render_diff()
+
+    @work(thread=True, exclusive=True, group="diff")
+    def load_diff(self) -> None:
+        """Read the diff the correction recorded, off the event loop."""
+        try:
+            diff = correction_diff(services(self).store, self.correction_id)
+        except UserError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        self.app.call_from_thread(self._show, diff)
+
+    def _show(self, diff: CorrectionDiff) -> None:
+        self.diff = diff
+        self.render_diff()
 
     def render_diff(self) -> None:
-        assert self.diff is not None
+        if self.diff is None:
+            return  # still loading
         self.sub_title = "side by side" if self.side_by_side else "unified"
         self.query_one("#diff-decisions", Static).update(decisions_text(self.diff))
         theme = "ansi_dark" if self.app.current_theme.dark else "ansi_light"
         parts: list[RenderableType] = []
-        for r in self.diff.resources:
-            head = Text(f"\n== {r.resource_id}", style="bold magenta")
-            if r.note:
-                head.append(f"  ({r.note})", style="dim")
-            parts.append(head)
-            parts.append(Text(f"   {r.old_ref[:12]} → {r.new_ref[:12] or '-'}", style="dim"))
-            if not r.files and not r.note:
-                parts.append(Text("   (no file changed)", style="dim"))
-            parts.extend(file_diff(f, self.side_by_side, theme) for f in r.files)
-        if not self.diff.resources:
-            parts.append(Text("\nno resource was rolled back by this correction", style="dim"))
+        if self.diff.note:
+            parts.append(Text(f"\n{printable(self.diff.note)}", style="dim"))
+        elif self.diff.at_decision is None:
+            parts.append(Text(f"\n{NO_AT_DECISION}", style="dim"))
+        sections = [] if self.diff.at_decision is None else [(AT_DECISION, self.diff.at_decision)]
+        for title, resources in [*sections, (FINAL, self.diff.final)]:
+            parts.append(Text(f"\n{title}", style="bold underline"))
+            parts.extend(self._resource(r, theme) for r in resources)
+            if not resources:
+                parts.append(Text("no resource was rolled back by this correction", style="dim"))
         self.query_one("#diff-files", Static).update(Group(*parts))
+
+    def _resource(self, r: ResourceDiff, theme: str) -> RenderableType:
+        head = Text(f"\n== {r.resource_id}", style="bold magenta")
+        if r.note:
+            head.append(f"  ({printable(r.note)})", style="dim")
+        parts: list[RenderableType] = [
+            head,
+            Text(f"   {r.old_ref[:12] or '-'} → {r.new_ref[:12] or '-'}", style="dim"),
+        ]
+        if not r.files and not r.note:
+            parts.append(Text("   (no file changed)", style="dim"))
+        parts.extend(file_diff(f, self.side_by_side, theme) for f in r.files)
+        return Group(*parts)
 
     def action_toggle_view(self) -> None:
         self.side_by_side = not self.side_by_side

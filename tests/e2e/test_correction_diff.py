@@ -1,0 +1,177 @@
+"""A correction's diff tells the truth and never changes (issue 14, finding 2).
+
+On the demo's real resources: a revert's diff (`agents plan diff --correction` and the
+engine call the app's `d` makes) compares the snapshots the correction recorded — what the
+sandbox held before the correction against what it holds when the replay stops, and the
+state right after the corrected decision in both attempts — and stays the same after another
+correction and an Apply. Binary files are summarised, control characters never reach the
+terminal.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from cleveragents_tui.cli import cli
+from cleveragents_tui.domain.enums import PlanState
+from cleveragents_tui.engine.actions import load_action
+from cleveragents_tui.engine.demo import DemoEnvironment
+from cleveragents_tui.engine.diff import CorrectionDiff, FileDiff, correction_diff
+from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.store.store import Store
+
+GREET = "hello_cli/greet.py"
+DOCUMENTED = 'def hello(name: str) -> str:\n    """Greet NAME."""\n    return f"Hello, {name}!"\n'
+
+
+def _agents(store: Store, *args: str) -> Result:
+    result = CliRunner().invoke(
+        cli, ["--db", str(store.engine.url.database), *args], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def _action_with_a_documented_hello(demo: DemoEnvironment, folder: Path) -> Path:
+    """The demo action, whose implementation step also offers a hello() with a docstring
+    (chosen by guidance that says "docstring"): a revert of that step changes the code."""
+    doc = yaml.safe_load(demo.action_file.read_text())
+    step = next(d for d in doc["decisions"] if d["key"] == "implement-function")
+    plain = step["alternatives"][0]
+    write, edit = plain["tool_calls"]
+    step["alternatives"].append(
+        {
+            "option": "hello_cli/greet.py with a documented hello() function",
+            "confidence": 0.5,
+            "match": ["docstring", "documented"],
+            "tool_calls": [
+                {**write, "arguments": {**write["arguments"], "content": DOCUMENTED}},
+                copy.deepcopy(edit),  # no YAML alias: actions refuse them
+            ],
+        }
+    )
+    path = folder / "documented.action.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def _current(store: Store, plan_id: str, key: str) -> str:
+    with store.unit_of_work() as uow:
+        return next(
+            d.decision_id
+            for d in uow.decisions.for_plan(plan_id, include_superseded=False)
+            if d.step_key == key
+        )
+
+
+def _correct(store: Store, decision_id: str, guidance: str, *extra: str) -> str:
+    out = _agents(
+        store, "plan", "correct", decision_id, "--mode=revert", "--guidance", guidance, "--yes", *extra
+    ).output
+    assert ": succeeded (attempt" in out, out
+    return out.split("compare the attempts: agents plan diff --correction ")[1].strip()
+
+
+def _file(diff: list, resource_id: str, path: str) -> FileDiff:  # type: ignore[type-arg]
+    resource = next(r for r in diff if r.resource_id == resource_id)
+    return next(f for f in resource.files if f.change.path == path)
+
+
+def _frozen(d: CorrectionDiff) -> object:
+    """What a diff shows: the decisions (id, type, choice) and both comparisons."""
+    return (
+        [(r.decision_id, r.decision_type, r.chosen_option) for r in d.superseded],
+        [(r.decision_id, r.decision_type, r.chosen_option) for r in d.replacements],
+        d.at_decision,
+        d.final,
+        d.note,
+    )
+
+
+def test_a_revert_diff_shows_what_differed_and_is_the_same_after_a_later_correction_and_apply(
+    sqlite_store: Store, demo: DemoEnvironment, options: RunOptions, tmp_path: Path
+) -> None:
+    # Given the demo plan (with a documented alternative for its implementation) at Apply
+    action = load_action(str(_action_with_a_documented_hello(demo, tmp_path)))
+    plan = start_plan(sqlite_store, action, profile_override="auto", options=options)
+    assert plan.state is PlanState.AWAITING_APPROVAL
+    hello_cli = next(r for r in action.resources if r.endswith("/hello-cli"))
+    worktree = PlanSandboxes(sqlite_store, plan.plan_id, options.sandbox_base).get(hello_cli)
+    assert worktree.workdir is not None
+    before = (worktree.workdir / GREET).read_text()
+    assert '"""Greet NAME."""' not in before
+
+    # When the implementation decision is reverted with guidance that picks the docstring
+    correction = _correct(
+        sqlite_store, _current(sqlite_store, plan.plan_id, "implement-function"), "add a docstring"
+    )
+    after = (worktree.workdir / GREET).read_text()
+    assert after == DOCUMENTED  # the sandbox holds the new code
+
+    # Then the diff compares what the sandbox held before with what it holds now ...
+    first = correction_diff(sqlite_store, correction)
+    final = _file(first.final, hello_cli, GREET)
+    assert (final.old, final.new, final.summary) == (before, after, None)
+    # ... and, at the corrected decision, the old code right after it against the new one
+    assert first.at_decision is not None
+    at = _file(first.at_decision, hello_cli, GREET)
+    assert (at.old, at.new) == (before, DOCUMENTED)
+    shown = _agents(sqlite_store, "plan", "diff", "--correction", correction).output
+    assert shown.count('+    """Greet NAME."""') == 2  # in both comparisons
+    assert "- implementation_choice: hello_cli/greet.py with a hello() function" in shown
+    assert "+ implementation_choice: hello_cli/greet.py with a documented hello() function" in shown
+
+    # When another correction replays the plan again, and the plan is then applied
+    _correct(sqlite_store, _current(sqlite_store, plan.plan_id, "record"), "record it", "--choose", "1")
+    _agents(sqlite_store, "plan", "apply", plan.plan_id)
+
+    # Then the first correction's diff is exactly what it was
+    assert _agents(sqlite_store, "plan", "diff", "--correction", correction).output == shown
+    assert _frozen(correction_diff(sqlite_store, correction)) == _frozen(first)
+    doc = json.loads(
+        _agents(sqlite_store, "plan", "diff", "--correction", correction, "--format=json").output
+    )
+    assert [c["path"] for c in doc["at_decision"][0]["changes"]] == [GREET]
+    assert "snapshots" not in doc["correction"]["report"]  # the contents are not repeated
+
+
+@pytest.mark.parametrize("side_by_side", [False, True])
+def test_binary_files_are_summarised_and_control_characters_never_reach_the_terminal(
+    sqlite_store: Store, demo: DemoEnvironment, options: RunOptions, side_by_side: bool
+) -> None:
+    # Given the demo plan at Apply, whose sandbox holds a compiled file and a text file with
+    # terminal escape sequences (as test runs and tools leave them)
+    plan = start_plan(
+        sqlite_store, load_action(str(demo.action_file)), profile_override="auto", options=options
+    )
+    hello_cli = next(r for r in load_action(str(demo.action_file)).resources if "hello-cli" in r)
+    folder = PlanSandboxes(sqlite_store, plan.plan_id, options.sandbox_base).get(hello_cli).workdir
+    assert folder is not None
+    pyc = b"\xa7\r\r\n\x00\x00\x00\x00\x1b[2J\x07" + bytes(range(256))
+    (folder / "hello_cli" / "banner.bin").write_bytes(pyc)
+    (folder / "NOTES.txt").write_text("plain line\n\x1b[31mred\x1b[0m and a bell\x07\n")
+
+    # When the strategy is reverted (Execute rolls back: both files go)
+    correction = _correct(
+        sqlite_store, _current(sqlite_store, plan.plan_id, "strategy"), "use a greeter class"
+    )
+    args = ["plan", "diff", "--correction", correction]
+    shown = _agents(sqlite_store, *args, *(["--side-by-side"] if side_by_side else [])).output
+
+    # Then the binary file is one summary line, and no control character is printed
+    assert "hello_cli/banner.bin (deleted)" in shown
+    assert f"(binary file: contents not shown ({len(pyc)} bytes → absent))" in shown
+    assert "\\x1b[31mred\\x1b[0m and a bell\\x07" in shown  # escaped, visible
+    assert not [c for c in shown if ord(c) < 32 and c not in "\n\t"]
+    assert "\x7f" not in shown
+    diff = correction_diff(sqlite_store, correction)
+    summary = _file(diff.final, hello_cli, "hello_cli/banner.bin")
+    assert (summary.old, summary.new) == (None, None)
+    assert summary.summary is not None and summary.summary.startswith("binary file")
