@@ -193,6 +193,11 @@ def _confirm_and_execute(
             click.echo(
                 f"  {r.resource_id}: {r.outcome.value}" + (f" ({r.detail})" if r.detail else "")
             )
+    if c.report.get("replay") == "failed":  # the correction is made, its replay stopped
+        click.echo(
+            f"  {c.report['error']}; the decisions stay corrected: fix the cause, then go on "
+            f"with `agents plan run {c.plan_id}`"
+        )
     click.echo(plan_heading(result.plan))
     if c.status.value == "succeeded":
         click.echo(f"compare the attempts: agents plan diff --correction {c.correction_id}")

@@ -17,10 +17,15 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from pydantic import ValidationError
+
 from cleveragents_tui import failpoints
+from cleveragents_tui.automation.profiles import ProfileRegistry
+from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.approval import ApprovalAnswer
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.correction import CorrectionAttempt
@@ -153,6 +158,7 @@ def preview(
             named = uow.plan_actions.get(plan.plan_id).get("resources", [])
             used += [str(r) for r in named] if isinstance(named, list) else []
     _refuse_if_not_correctable(plan, decision, mode)
+    _refuse_if_not_replayable(store, plan)
     found = alternatives_for(store, decision, guidance, choose)
     warm = OPEN_GRAPHS.holding(decision.plan_id)  # kept by a long-lived process (the app)
     subtree = (
@@ -236,7 +242,10 @@ def _refuse_if_not_correctable(plan: Plan, decision: Decision, mode: CorrectionM
             "start a new plan with `agents plan use`, or use --mode=append",
         )
     if plan.state is PlanState.CANCELLED:
-        raise CorrectionRefusedError(f"plan {plan.plan_id} is cancelled", "start a new plan")
+        raise CorrectionRefusedError(
+            f"plan {plan.plan_id} is cancelled: a cancelled plan cannot be corrected",
+            "start a new plan of its action with `agents plan use ACTION`",
+        )
     if plan.state is PlanState.APPLIED and mode is CorrectionMode.REVERT:
         raise CorrectionRefusedError(
             f"plan {plan.plan_id} is applied: applied changes cannot be reverted",
@@ -252,6 +261,44 @@ def _refuse_if_not_correctable(plan: Plan, decision: Decision, mode: CorrectionM
         raise CorrectionRefusedError(
             f"plan {plan.plan_id} is applying right now", "wait for Apply to finish"
         )
+
+
+def replay_blocker(store: Store, plan_id: str) -> tuple[str, str] | None:
+    """Why the plan cannot be run again, as (problem, fix), or None when it can.
+
+    Every correction ends in a run (a revert replays the plan, an append runs a child plan
+    of the same action), so a plan that cannot run cannot be corrected at all: this is asked
+    before anything changes. It loads what :class:`PlanRunner` loads to start: the stored
+    action (a recorded sample loaded by `agents demo-data` has none) and the profile.
+    """
+    with store.unit_of_work() as uow:
+        plan = uow.plans.get(plan_id)
+        try:
+            definition = uow.plan_actions.get(plan_id)
+        except UserError:
+            return (
+                f"plan {plan_id} cannot be corrected: it has no stored action to replay (a "
+                "recorded sample, as `agents demo-data` loads, or a plan not started with "
+                "`agents plan use`), so neither a revert nor an append can run",
+                "try corrections on a plan that runs: `agents demo` builds one, or start a plan "
+                "with `agents plan use ACTION`",
+            )
+    try:
+        Action.model_validate(definition)
+        ProfileRegistry(store).get(plan.automation_profile)
+    except (UserError, ValidationError) as exc:
+        problem = exc.problem if isinstance(exc, UserError) else f"{exc.error_count()} error(s)"
+        return (
+            f"plan {plan_id} cannot be corrected: it cannot be run again ({problem})",
+            "start a new plan with `agents plan use ACTION`",
+        )
+    return None
+
+
+def _refuse_if_not_replayable(store: Store, plan: Plan) -> None:
+    blocker = replay_blocker(store, plan.plan_id)
+    if blocker is not None:
+        raise CorrectionRefusedError(*blocker)
 
 
 def _tier(items: list[Resource]) -> Tier:
@@ -405,7 +452,7 @@ def _execute(
             return _append(store, impact, correction, options)
         return _revert(store, impact, correction, options, sandboxes, planned)
     except BaseException as exc:
-        if _reload(store, correction).status is CorrectionStatus.RUNNING:  # not in the replay
+        if _reload(store, correction).status is CorrectionStatus.RUNNING:  # ended unrecorded
             _finish(
                 store,
                 correction,
@@ -423,7 +470,21 @@ def _take_plan(store: Store, impact: Impact, requested_by: str) -> CorrectionAtt
     with store.unit_of_work(write=True) as uow:
         plan = uow.plans.lock(impact.plan_id)
         running = uow.corrections.running(plan.plan_id)
-        if running is not None:
+        replaying = _REPLAYING.get()
+        if running is not None and replaying and running.correction_id == replaying.correction_id:
+            uow.corrections.finish(  # its replay reached this correction: it is done
+                running.correction_id,
+                CorrectionStatus.SUCCEEDED,
+                report=replaying.report,
+                replacement=replaying.replacement,
+            )
+            uow.events.append(
+                "correction_finished",
+                {"correction_id": running.correction_id, "status": "succeeded"},
+                plan_id=plan.plan_id,
+                actor=running.requested_by,
+            )
+        elif running is not None:
             raise ConcurrentChangeError(
                 f"plan {plan.plan_id} is busy: correction {running.correction_id} is running",
                 "wait for it to finish, then preview again",
@@ -533,14 +594,73 @@ def _revert(
             return CorrectionResult(
                 _reload(store, correction), _plan(store, impact.plan_id), report
             )
-    _carry_forward(store, impact, correction, target, report, targets)
+    guidance = _carry_forward(store, impact, correction, target, report, targets)
+    recorded = _Replaying(
+        correction.correction_id,
+        guidance.decision_id,
+        report.model_dump(mode="json") if report else {},
+    )
     replay = Correction(impact.decision_id, impact.guidance)
+    token = _REPLAYING.set(recorded)
     try:
         replayed = PlanRunner(store, impact.plan_id, options, correction=replay).run()
+    except Exception as exc:  # the correction is made, its replay is not: say so
+        if _reload(store, correction).status is not CorrectionStatus.RUNNING:
+            raise  # a correction the replay started took over, and failed
+        _finish(
+            store,
+            correction,
+            CorrectionStatus.FAILED,
+            report={**recorded.report, "error": f"its replay failed: {exc}", "replay": "failed"},
+            replacement=guidance.decision_id,
+            plan_state=PlanState.ERRORED,
+        )
+        return CorrectionResult(_reload(store, correction), _plan(store, impact.plan_id), report)
     finally:
+        _REPLAYING.reset(token)
         # the state the replay stopped in: the new attempt's side of the diff
         record_snapshots(store, correction.correction_id, report, points, options.sandbox_base)
+    _finish_replayed(store, correction, recorded)
     return CorrectionResult(_reload(store, correction), replayed, report)
+
+
+@dataclass(frozen=True)
+class _Replaying:
+    """A revert whose replay is running in this thread: what its success records."""
+
+    correction_id: str
+    replacement: str
+    report: dict[str, object]
+
+
+# Set while a revert's replay runs in this context. A phase reversion during the replay
+# starts a correction of its own (PlanRunner._revert_to_strategize): the replay got as far
+# as a gate the execution actor raised, so _take_plan finishes this one then.
+_REPLAYING: ContextVar[_Replaying | None] = ContextVar("replaying_correction", default=None)
+
+
+def _finish_replayed(store: Store, correction: CorrectionAttempt, done: _Replaying) -> None:
+    """Record the success once the replay stopped where a run stops (a gate, a pause, the
+    end): a commit that fails is tried again, like every step past the rollback."""
+    problem: Exception | None = None
+    for _ in range(FORWARD_ATTEMPTS):
+        if _reload(store, correction).status is not CorrectionStatus.RUNNING:
+            return  # finished when a correction its replay started took the plan
+        try:
+            _finish(
+                store,
+                correction,
+                CorrectionStatus.SUCCEEDED,
+                replacement=done.replacement,
+                report={**_reload(store, correction).report, **done.report},  # kept: snapshots
+            )
+            return
+        except Exception as exc:
+            problem = exc
+    raise CorrectionIncompleteError(
+        f"the correction was replayed, but recording it failed {FORWARD_ATTEMPTS} times: "
+        f"{problem}; run `agents doctor`"
+    ) from problem
 
 
 FORWARD_ATTEMPTS = 3
@@ -557,9 +677,11 @@ def _carry_forward(
     target: Decision,
     report: RollbackReport | None,
     targets: dict[str, CheckpointMetadata],
-) -> None:
-    """Everything after the resources are rolled back: forget the savepoints the rollback
-    destroyed, restore the reasoning, supersede, record the success.
+) -> Decision:
+    """Everything after the resources are rolled back, up to the replay: forget the
+    savepoints the rollback destroyed, restore the reasoning, supersede, and set the plan
+    running again (the correction stays running until its replay has stopped: a replay
+    that fails must not leave it recorded as succeeded). Returns the guidance decision.
 
     There is no way back from here: ``ROLLBACK TO SAVEPOINT`` cannot be undone, so a
     database rolled back cannot be put back as it was. The correction is carried forward
@@ -589,16 +711,9 @@ def _carry_forward(
                 "decisions_superseded",
                 {"count": len(impact.affected_decisions), "replacement": guidance.decision_id},
             )
-            _finish(
-                store,
-                correction,
-                CorrectionStatus.SUCCEEDED,
-                replacement=guidance.decision_id,
-                report=report.model_dump(mode="json") if report else {},
-                plan_state=PlanState.RUNNING,
-                phase=target.phase if impact.phase_change else None,
-            )
-            return
+            phase = target.phase if impact.phase_change else None
+            _set_plan(store, impact.plan_id, PlanState.RUNNING, phase)
+            return guidance
         except Exception as exc:
             problem = exc
     raise CorrectionIncompleteError(
@@ -770,6 +885,16 @@ def _finish(
             actor=correction.requested_by,  # other tabs' status lines say who corrected
         )
         failpoints.hit("correction.finish", status.value)
+        uow.commit()
+
+
+def _set_plan(store: Store, plan_id: str, state: PlanState, phase: Phase | None) -> None:
+    with store.unit_of_work(write=True) as uow:
+        plan = uow.plans.get(plan_id)
+        changes: dict[str, object] = {"state": state, "updated_at": utc_now()}
+        if phase is not None:
+            changes["phase"] = phase
+        uow.plans.save(plan.model_copy(update=changes))
         uow.commit()
 
 

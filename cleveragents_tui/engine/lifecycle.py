@@ -49,8 +49,9 @@ def cancel_plan(store: Store, plan_ref: str) -> Plan:
 
 def resume_plan(store: Store, plan_ref: str, options: RunOptions | None = None) -> Plan:
     """Continue a paused plan, or one whose approvals were answered, as far as it can go;
-    retry an Apply that was refused (constrained) or failed (errored). Refused, with nothing
-    changed, while another runner holds the plan."""
+    retry an Apply that was refused (constrained) or failed (errored), or a run that failed
+    (errored: a correction's replay, say). Refused, with nothing changed, while another
+    runner holds the plan."""
     with store.unit_of_work() as uow:
         plan = uow.plans.get(uow.plans.resolve(plan_ref))
     with run_lease.holding(_sandbox_base(options), plan.plan_id, "running"):
@@ -73,6 +74,8 @@ def _resume(store: Store, plan: Plan, options: RunOptions | None) -> Plan:
         return PlanRunner(store, plan.plan_id, options).apply()
     if plan.state is PlanState.ERRORED:
         _refuse_after_an_unfinished_correction(store, plan)
+        # e.g. a correction whose replay failed: the correction is made, the run goes on
+        plan = _change(store, plan.plan_id, (PlanState.ERRORED,), PlanState.RUNNING, "resumed")
     if plan.state is PlanState.PAUSED:
         plan = _change(store, plan.plan_id, (PlanState.PAUSED,), PlanState.RUNNING, "resumed")
     if plan.state.is_terminal:

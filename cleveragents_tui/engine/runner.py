@@ -704,11 +704,18 @@ class PlanRunner:
     def _take_for_apply(self, attempt: int) -> None:
         """Mark the plan as being applied (Apply · running), under the plan-row lock: a
         correction that is running, or that made a new attempt since this Apply was
-        approved, makes it refuse; a correction that starts now is refused as busy."""
+        approved, makes it refuse; a correction that starts now is refused as busy. The
+        correction this runner replays is running until its replay stops: an automatic Apply
+        at the end of the replay is part of it."""
         with self.store.unit_of_work(write=True) as uow:
             plan = uow.plans.lock(self.plan_id)
             running = uow.corrections.running(self.plan_id)
-            if running is not None:
+            replaying = (
+                self._correction is not None
+                and running is not None
+                and running.target_decision_id == self._correction.corrects_decision_id
+            )
+            if running is not None and not replaying:
                 raise ConcurrentChangeError(
                     f"plan {self.plan_id} is busy: correction {running.correction_id} is running",
                     "wait for it to finish; its new attempt asks for the Apply gate again",

@@ -125,6 +125,8 @@ class ReplayModal(Dialog[str | None]):
                         f"  resource {r.resource_id}: {r.outcome.value}"
                         + (f" ({r.detail})" if r.detail else "")
                     )
+            if c.report.get("replay") == "failed":  # made, but its replay stopped
+                self._log(f"{c.report['error']}: the decisions stay corrected; go on with R")
             self._log(f"plan is now {result.plan.phase.value} · {result.plan.state.value}")
             title.update(f"Correction {c.status.value}")
             self.query_one("#diff", Button).disabled = c.status.value != "succeeded"
