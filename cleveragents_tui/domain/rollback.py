@@ -13,6 +13,7 @@ class ResourceOutcome(StrEnum):
     RESTORED = "restored"
     UNTOUCHED = "untouched"
     NOT_ROLLBACKABLE = "not_rollbackable"
+    RECREATED = "recreated"
 
 
 class ResourceRollback(BaseModel):
@@ -22,7 +23,8 @@ class ResourceRollback(BaseModel):
     ``rolled_back``: now at the target. ``failed``: its rollback (or its restore) failed.
     ``restored``: rolled back, then put back as it was because another resource failed.
     ``untouched``: never reached because an earlier resource failed. ``not_rollbackable``:
-    a resource with sandbox strategy none.
+    a resource with sandbox strategy none. ``recreated``: a sandbox without checkpoints
+    (checkpointing off), discarded and made anew from the real resource.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -42,7 +44,11 @@ class RollbackReport(BaseModel):
 
     @property
     def succeeded(self) -> bool:
-        ok = (ResourceOutcome.ROLLED_BACK, ResourceOutcome.NOT_ROLLBACKABLE)
+        ok = (
+            ResourceOutcome.ROLLED_BACK,
+            ResourceOutcome.RECREATED,
+            ResourceOutcome.NOT_ROLLBACKABLE,
+        )
         return all(r.outcome in ok for r in self.resources)
 
     def outcome_of(self, resource_id: str) -> ResourceOutcome:

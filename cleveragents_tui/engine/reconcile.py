@@ -9,6 +9,11 @@ shell, another tool). The runner then stops with a ``reconcile`` approval that n
 files: approving keeps them (they are sealed again and the next checkpoint group records
 them), denying discards them (the sandbox is rolled back to the sealed checkpoint).
 
+The seal always describes the sandbox as the plan last left it: whenever the plan writes
+(after each tool call in a sealed sandbox, so also before an Apply that follows in the same
+run), the runner seals that sandbox again (``refresh``). Only edits made outside the plan
+differ from it.
+
 Scope: sandboxes with a working folder that the plan owns — ``git_worktree`` and
 ``filesystem_copy``. ``none`` works on the real resource (no sandbox to protect), ``overlay``
 and ``transaction_rollback`` have no folder that people edit. The listing compares metadata,
@@ -135,9 +140,9 @@ class Reconciler:
             with contextlib.suppress(Exception):  # a sandbox already discarded: nothing to drop
                 self._sandboxes.get(resource_id).drop_checkpoint(str(seal["ref"]))
 
-    def _watched(self) -> dict[str, Path]:
+    def _watched(self, resource_ids: Iterable[str] | None = None) -> dict[str, Path]:
         folders = {}
-        for resource_id in self._resource_ids:
+        for resource_id in self._resource_ids if resource_ids is None else resource_ids:
             sandbox = self._sandboxes.get(resource_id)
             if sandbox.resource.sandbox_strategy in WATCHED and sandbox.workdir is not None:
                 folders[resource_id] = sandbox.workdir
@@ -150,16 +155,35 @@ class Reconciler:
         since the last seal)."""
         seals = self._load()
         for resource_id, folder in self._watched().items():
-            listing = scan(folder)
-            old = seals.get(resource_id)
-            if old is not None and _listing(old) == listing:
-                continue
-            sandbox = self._sandboxes.get(resource_id)
-            ref = sandbox.checkpoint()
-            if old is not None:
-                sandbox.drop_checkpoint(str(old["ref"]))
-            seals[resource_id] = {"ref": ref, "files": listing}
+            self._seal_one(seals, resource_id, folder)
         self._save(seals)
+
+    def refresh(self, resource_ids: Iterable[str]) -> None:
+        """The plan wrote to these resources: seal again, as they are now, those that are
+        sealed, so the plan's own writes are never taken for someone else's. Nothing is
+        sealed before the plan first stops, so a run that never stopped pays nothing."""
+        seals = self._load()
+        sealed = [r for r in dict.fromkeys(resource_ids) if r in seals and r in self._resource_ids]
+        changed = False
+        for resource_id, folder in self._watched(sealed).items():
+            changed |= self._seal_one(seals, resource_id, folder)
+        if changed:
+            self._save(seals)
+
+    def _seal_one(
+        self, seals: dict[str, dict[str, object]], resource_id: str, folder: Path
+    ) -> bool:
+        """Seal one folder as it is; False when it is as sealed already."""
+        listing = scan(folder)
+        old = seals.get(resource_id)
+        if old is not None and _listing(old) == listing:
+            return False
+        sandbox = self._sandboxes.get(resource_id)
+        ref = sandbox.checkpoint()
+        if old is not None:
+            sandbox.drop_checkpoint(str(old["ref"]))
+        seals[resource_id] = {"ref": ref, "files": listing}
+        return True
 
     def outside_changes(self) -> list[OutsideChanges]:
         """What differs from the seals now (empty when nothing was sealed)."""

@@ -6,14 +6,21 @@ their safety checkpoints. The report says per resource what happened. Safety che
 kept: they hold the attempt being replaced, for diffs.
 
 Targets: each rollbackable checkpoint of the decision's group; and for every other sandboxed
-resource of the plan (not yet written when the decision was recorded), its baseline.
+resource of the plan (not yet written when the decision was recorded), its baseline. Undoing
+all Execute work (the phase-level tier: a Strategize decision corrected later) also takes
+the sandboxes that have no checkpoints (checkpointing off): they are made anew from the real
+resources (``recreate_targets``).
 
 Order matters: ``ROLLBACK TO SAVEPOINT`` destroys every later savepoint, the safety one
 included, so a database rolled back cannot be put back. Database (``transaction_rollback``)
-resources therefore go last: when anything else fails they have not been touched.
+resources therefore go last: when anything else fails they have not been touched. A sandbox
+made anew cannot be put back either: those go after every other resource and before the
+databases.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
@@ -92,6 +99,33 @@ def baseline_targets(sandboxes: PlanSandboxes) -> tuple[dict[str, CheckpointMeta
     return targets, sorted(not_rollbackable)
 
 
+def recreate_targets(sandboxes: PlanSandboxes) -> tuple[list[str], list[str]]:
+    """The plan's sandboxed resources whose checkpointing is off: no checkpoint holds their
+    state before Execute, so undoing all Execute work makes their sandboxes anew from the real
+    resources. Returns (to make anew, cannot be undone): a plan working in its host's
+    sandboxes (an appended plan) must not discard them, so there they cannot be undone."""
+    with sandboxes.store.unit_of_work() as uow:
+        resources = {r.resource_id: r for r in uow.resources.all()}
+        try:
+            named = uow.plan_actions.get(sandboxes.plan_id).get("resources", [])
+        except UserError:  # a plan without a stored action has no sandboxes
+            named = []
+    if not isinstance(named, list):
+        named = []
+    unchecked = sorted(
+        {
+            resource.resource_id
+            for resource in (resources.get(str(r)) for r in named)
+            if resource is not None
+            and resource.sandbox_strategy.rollbackable
+            and not resource.checkpoint_enabled
+        }
+    )
+    if sandboxes.host_plan_id != sandboxes.plan_id:
+        return [], unchecked
+    return unchecked, []
+
+
 def rollback_to_decision(sandboxes: PlanSandboxes, decision_id: str) -> RollbackReport:
     targets, not_rollbackable = rollback_targets(sandboxes, decision_id)
     return rollback_to(sandboxes, decision_id, targets, not_rollbackable)
@@ -100,7 +134,8 @@ def rollback_to_decision(sandboxes: PlanSandboxes, decision_id: str) -> Rollback
 def rollback_to_baselines(sandboxes: PlanSandboxes, label: str) -> RollbackReport:
     """Undo all Execute work of the plan (a Strategize decision corrected during Execute)."""
     targets, not_rollbackable = baseline_targets(sandboxes)
-    return rollback_to(sandboxes, label, targets, not_rollbackable)
+    recreate, shared = recreate_targets(sandboxes)
+    return rollback_to(sandboxes, label, targets, [*not_rollbackable, *shared], recreate)
 
 
 def rollback_to(
@@ -108,25 +143,42 @@ def rollback_to(
     label: str,
     targets: dict[str, CheckpointMetadata],
     not_rollbackable: list[str],
+    recreate: Sequence[str] = (),
 ) -> RollbackReport:
-    """Roll each resource back to its target checkpoint, all or nothing."""
+    """Roll each resource back to its target checkpoint, and make each sandbox of
+    ``recreate`` anew from its real resource; all or nothing, except that a sandbox made anew
+    cannot be put back (so those go after every other one that can, before the databases)."""
     decision_id = label
-    opened = check_targets(sandboxes, label, targets)
+    opened = check_targets(sandboxes, label, targets, recreate)
     safety = {resource_id: sandbox.checkpoint() for resource_id, sandbox in opened.items()}
     failpoints.hit("rollback.safety")
+    databases = [r for r in opened if _is_database(targets[r])]
+    steps = [
+        *((r, False) for r in opened if r not in databases),
+        *((r, True) for r in recreate),
+        *((r, False) for r in databases),
+    ]
     done: list[str] = []
-    for resource_id, sandbox in opened.items():
+    remade: list[str] = []
+    for resource_id, anew in steps:
         try:
+            if anew:
+                failpoints.hit("rollback.recreate", resource_id)
+                sandboxes.recreate(resource_id)
+                remade.append(resource_id)
+                continue
             failpoints.hit("rollback.resource", resource_id)
             # Nothing was written since the safety checkpoint: the strategy may roll back
             # from it, touching only what differs (git_worktree does).
-            sandbox.rollback(targets[resource_id].ref, current=safety[resource_id])
+            opened[resource_id].rollback(targets[resource_id].ref, current=safety[resource_id])
         except Exception as exc:
-            restored = _restore(opened, safety, {r: targets[r].ref for r in done}, resource_id)
+            part_way = None if anew else resource_id
+            restored = _restore(opened, safety, {r: targets[r].ref for r in done}, part_way)
             return RollbackReport(
                 decision_id=decision_id,
                 resources=(
-                    *_failure_outcomes(opened, targets, safety, done, resource_id, exc, restored),
+                    *_failure_outcomes(opened, targets, safety, done, part_way, exc, restored),
+                    *_recreate_outcomes(recreate, remade, resource_id if anew else None, exc),
                     *_markers(not_rollbackable),
                 ),
             )
@@ -141,16 +193,25 @@ def rollback_to(
         for r in done
     ]
     return RollbackReport(
-        decision_id=decision_id, resources=(*outcomes, *_markers(not_rollbackable))
+        decision_id=decision_id,
+        resources=(
+            *outcomes,
+            *_recreate_outcomes(recreate, remade, None, None),
+            *_markers(not_rollbackable),
+        ),
     )
 
 
 def check_targets(
-    sandboxes: PlanSandboxes, label: str, targets: dict[str, CheckpointMetadata]
+    sandboxes: PlanSandboxes,
+    label: str,
+    targets: dict[str, CheckpointMetadata],
+    recreate: Sequence[str] = (),
 ) -> dict[str, Sandbox]:
-    """Open every target's sandbox and check its checkpoint is there (in rollback order);
-    RollbackRefusedError, with nothing changed, for the first that is not (a checkpoint
-    gone, a database transaction another live process holds)."""
+    """Open every target's sandbox and check its checkpoint is there (in rollback order),
+    and open every sandbox to make anew; RollbackRefusedError, with nothing changed, for the
+    first that is not (a checkpoint gone, a database transaction another live process
+    holds)."""
     opened: dict[str, Sandbox] = {}
     for resource_id, checkpoint in sorted(targets.items(), key=_rollback_order):
         try:
@@ -162,22 +223,40 @@ def check_targets(
                 "run `agents doctor`; nothing was changed",
             ) from exc
         opened[resource_id] = sandbox
+    for resource_id in recreate:
+        try:
+            lost = getattr(sandboxes.get(resource_id), "lost_reason", None)
+        except UserError as exc:
+            lost = str(exc)
+        if lost:  # a database sandbox another live process holds is not ours to discard
+            raise RollbackRefusedError(
+                f"cannot make the sandbox of {resource_id} anew for {label}: {lost}",
+                "run `agents doctor`; nothing was changed",
+            )
     return opened
 
 
 def _rollback_order(item: tuple[str, CheckpointMetadata]) -> tuple[bool, str]:
     resource_id, checkpoint = item
-    return checkpoint.strategy is SandboxStrategyName.TRANSACTION_ROLLBACK, resource_id
+    return _is_database(checkpoint), resource_id
+
+
+def _is_database(checkpoint: CheckpointMetadata) -> bool:
+    """``ROLLBACK TO SAVEPOINT`` cannot be undone: these resources go last."""
+    return checkpoint.strategy is SandboxStrategyName.TRANSACTION_ROLLBACK
 
 
 def _restore(
-    opened: dict[str, Sandbox], safety: dict[str, str], done: dict[str, str], failed: str
+    opened: dict[str, Sandbox],
+    safety: dict[str, str],
+    done: dict[str, str],
+    failed: str | None,
 ) -> dict[str, str | None]:
     """Put back to its safety checkpoint each resource rolled back (``done``: resource ->
-    the checkpoint it now holds) and the one that failed part way (its state unknown):
-    resource -> error or None."""
+    the checkpoint it now holds) and the one that failed part way, if any (its state
+    unknown): resource -> error or None."""
     errors: dict[str, str | None] = {}
-    for resource_id in [*done, failed]:
+    for resource_id in [*done, *([failed] if failed else [])]:
         try:
             failpoints.hit("rollback.restore", resource_id)
             opened[resource_id].rollback(safety[resource_id], current=done.get(resource_id))
@@ -187,12 +266,32 @@ def _restore(
     return errors
 
 
+def _recreate_outcomes(
+    recreate: Sequence[str], remade: list[str], failed: str | None, error: Exception | None
+) -> list[ResourceRollback]:
+    """A sandbox made anew holds the real resource as it is now; one that failed is in an
+    unknown state; one not reached is as it was."""
+    outcomes = []
+    for resource_id in recreate:
+        if resource_id in remade:
+            outcome = ResourceOutcome.RECREATED
+            detail = "made anew from the real resource (it has no checkpoints)" + (
+                "; the work it held cannot be put back" if error is not None else ""
+            )
+        elif resource_id == failed:
+            outcome, detail = ResourceOutcome.FAILED, f"making the sandbox anew failed: {error}"
+        else:
+            outcome, detail = ResourceOutcome.UNTOUCHED, None
+        outcomes.append(ResourceRollback(resource_id=resource_id, outcome=outcome, detail=detail))
+    return outcomes
+
+
 def _failure_outcomes(
     opened: dict[str, Sandbox],
     targets: dict[str, CheckpointMetadata],
     safety: dict[str, str],
     done: list[str],
-    failed: str,
+    failed: str | None,
     error: Exception,
     restore_errors: dict[str, str | None],
 ) -> list[ResourceRollback]:

@@ -102,8 +102,8 @@ class PlanSandboxes:
         return sandbox
 
     def clear_interrupted(self, resource: Resource) -> None:
-        """Remove what a crash left while this plan's sandbox of ``resource`` was being made
-        (its baseline checkpoint was never recorded), so it can be made again."""
+        """Remove this plan's sandbox of ``resource``, whole or what a crash left while it was
+        being made (its baseline checkpoint was never recorded), so it can be made again."""
         root = sandbox_root(self.base_dir, self.plan_id, resource.resource_id)
         strategy = strategy_for(resource.sandbox_strategy)
         with contextlib.suppress(UserError):  # it may be too incomplete to open
@@ -114,6 +114,15 @@ class PlanSandboxes:
             GitWorktreeSandbox.clear_leftovers(resource, self.plan_id, root)
         shutil.rmtree(root, ignore_errors=True)
         self._open.pop(resource.resource_id, None)
+
+    def recreate(self, resource_id: str) -> Sandbox:
+        """Discard this plan's sandbox of ``resource_id`` and make it anew from the real
+        resource: how a sandbox without checkpoints (checkpointing off) goes back to its
+        state before Execute."""
+        with self.store.unit_of_work() as uow:
+            resource = uow.resources.get(resource_id)
+        self.clear_interrupted(resource)
+        return self.create(resource)
 
     def get(self, resource_id: str) -> Sandbox:
         """The open sandbox of ``resource_id``, reopening one made earlier if needed."""

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from cleveragents_tui.automation.profiles import ProfileRegistry
 from cleveragents_tui.domain.approval import ApprovalAnswer, ApprovalKind
 from cleveragents_tui.domain.enums import CorrectionMode, PlanState
 from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.profile import AutomationGuard
 from cleveragents_tui.engine.actions import load_action
 from cleveragents_tui.engine.approvals import answer_approval, pending_approvals
 from cleveragents_tui.engine.correction import execute, preview
@@ -148,3 +150,70 @@ def test_the_listing_sees_content_mode_symlink_and_folder_changes(tmp_path: Path
     assert change.deleted == ("a", "a/f.txt")
     assert set(change.modified) >= {"run.sh"}
     assert change.summary(limit=2).endswith("+3 more")
+
+
+@pytest.fixture
+def guarded(tmp_path: Path, sqlite_store: Store) -> tuple[DemoEnvironment, Plan, RunOptions, Path]:
+    """The demo plan under a profile whose Apply needs no approval (ci), paused by a guard
+    at its test run: the sandbox is sealed with the command and the test written, and the
+    run that follows the approval goes on to an automatic Apply."""
+    ci = ProfileRegistry(sqlite_store).get("ci")
+    guard = AutomationGuard(tool_denylist=("local/run-tests",))
+    ProfileRegistry(sqlite_store).add(
+        ci.model_copy(update={"name": "team/guarded-ci", "guards": guard})
+    )
+    env = build_demo(sqlite_store, tmp_path / "demo")
+    options = RunOptions(sandbox_base=tmp_path / "sandboxes")
+    plan = start_plan(
+        sqlite_store,
+        load_action(str(env.action_file)),
+        profile_override="team/guarded-ci",
+        options=options,
+    )
+    [asked] = pending_approvals(sqlite_store, plan.plan_id)
+    assert asked.kind is ApprovalKind.GUARD
+    workdir = (
+        PlanSandboxes(sqlite_store, plan.plan_id, options.sandbox_base)
+        .get(f"{env.namespace}/hello-cli")
+        .workdir
+    )
+    assert workdir is not None
+    answer_approval(sqlite_store, asked.approval_id, approve=True, by="ana")
+    return env, plan, options, workdir
+
+
+def test_the_plans_own_writes_after_a_guard_are_not_taken_for_outside_changes(
+    guarded: tuple[DemoEnvironment, Plan, RunOptions, Path], sqlite_store: Store
+) -> None:
+    env, plan, options, _ = guarded
+    # The approved run writes (the tests leave __pycache__ behind, a database row, a
+    # notification) and goes on to Apply on its own: nothing is asked about its own work.
+    applied = resume_plan(sqlite_store, plan.plan_id, options)
+    assert applied.state is PlanState.APPLIED, pending_approvals(sqlite_store, plan.plan_id)
+    assert "sandbox_changed_outside" not in _event_kinds(sqlite_store, plan.plan_id)
+    files = git(
+        env.repository, "ls-tree", "-r", "--name-only", f"cleveragents/apply/{plan.plan_id}"
+    )
+    assert "tests/test_hello.py" in files.split()
+
+
+def test_an_outside_edit_is_still_named_alone_and_kept_through_the_automatic_apply(
+    guarded: tuple[DemoEnvironment, Plan, RunOptions, Path], sqlite_store: Store
+) -> None:
+    env, plan, options, workdir = guarded
+    (workdir / "NOTES.md").write_text("edited by ana while the plan waited\n", "utf-8")
+
+    stopped = resume_plan(sqlite_store, plan.plan_id, options)
+    assert stopped.state is PlanState.AWAITING_APPROVAL
+    [asked] = pending_approvals(sqlite_store, plan.plan_id)
+    assert asked.kind is ApprovalKind.RECONCILE
+    assert asked.question.count("(added)") == 1 and "NOTES.md (added)" in asked.question
+    answer_approval(sqlite_store, asked.approval_id, approve=True, by="ana")
+
+    applied = resume_plan(sqlite_store, plan.plan_id, options)
+    assert applied.state is PlanState.APPLIED, pending_approvals(sqlite_store, plan.plan_id)
+    assert _event_kinds(sqlite_store, plan.plan_id).count("sandbox_changed_outside") == 1
+    files = git(
+        env.repository, "ls-tree", "-r", "--name-only", f"cleveragents/apply/{plan.plan_id}"
+    )
+    assert {"NOTES.md", "tests/test_hello.py"} <= set(files.split())

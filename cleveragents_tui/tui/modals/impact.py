@@ -44,7 +44,7 @@ def impact_text(impact: Impact) -> Text:
         t.append(f"{child.outcome.value}\n", style="yellow")
     t.append("\nresources\n", style="bold")
     t.append("  rolled back        ")
-    t.append(", ".join(impact.rollbackable) or "-", style="green")
+    t.append(", ".join(impact.rolled_back()) or "-", style="green")
     t.append("\n  cannot roll back   ")
     t.append(", ".join(impact.non_rollbackable) or "-", style="bold red")
     t.append("\n  unaffected         ")

@@ -1,0 +1,298 @@
+"""One oracle for every correction (issue 14): *the applied result of a corrected plan equals
+the applied result of a fresh plan of the same action whose decisions take the corrected
+choices from the start* (unaffected decisions keep their choices).
+
+Each example draws a random action (tests/reliability/oracle_world.py: 5–30 decision points,
+random parents and influence edges, Execute alternatives that create, modify, delete and
+rename files, write bytes that are not text, flip the executable bit, make symlinks and empty
+folders, and insert, update and delete rows of an AUTOINCREMENT table) over four real
+resources — git_worktree, filesystem_copy, overlay and a SQLite transaction_rollback — writes
+it as an action file and runs it with the scripted reasoner to its Apply gate. Then:
+
+- **one correction**: revert a random current decision to another of its alternatives
+  (guidance that names that alternative's ``match`` word), apply;
+- **two corrections** in a row, each of a random current decision;
+- **a replayed decision**: the second correction targets a decision the first one re-made;
+
+and the corrected plan is applied. The tree must say what the correction promised (the
+corrected point took the alternative the guidance names; every decision the preview did not
+list as affected is still current with its choice), and the oracle is then checked: the
+same action, each point's ``choose`` set to the option the corrected tree shows, is run as a
+fresh plan on fresh copies of the original resources and applied, and both applied results
+are compared byte for byte — the applied git branch's tree (paths, modes, blob bytes, link
+targets), the filesystem_copy and overlay folders (paths, bytes, modes, link targets, empty
+folders) — and row for row (every table in rowid order, ``sqlite_sequence`` and the schema).
+
+**Append** has its own oracle, from the target of docs/corrections.md "Append" (issue 14: a
+corrective child plan starts from the parent's current state and runs only the corrective
+work the guidance asks for, never re-running the parent's action): appending guidance that
+selects alternative X of an Execute point, then applying, lands what a fresh plan lands whose
+action is the parent's (with the parent's choices) followed by one more Execute point whose
+only alternative makes X's tool calls — X's work on top of the parent's result. (For a
+Strategize point the action file names no corrective work, so appends target Execute points.)
+
+Settings: the ``ci`` profile is derandomized with no example database (the same examples
+every run) and small actions (5–8 points) to stay within a few minutes on two cores;
+``HYPOTHESIS_PROFILE=soak`` (``nox -s soak``) runs five times the examples, random, with
+actions of 5–30 points. The figures (examples, divergences) go to
+``correction_oracle_<scenario>.json`` (tests.reliability.harness.record_figures).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cleveragents_tui import failpoints
+from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phase, PlanState
+from cleveragents_tui.engine.actions import load_action
+from cleveragents_tui.engine.correction import execute, preview
+from cleveragents_tui.engine.lifecycle import apply_plan
+from cleveragents_tui.engine.runner import start_plan
+from tests.reliability.harness import record_figures
+from tests.reliability.oracle_world import (
+    Side,
+    actions,
+    differences,
+    is_execute,
+    match_word,
+    with_choices,
+)
+
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+SOAK = PROFILE == "soak"
+MAX_POINTS = 30 if SOAK else 8
+# Examples per scenario in CI (≥ 200 in all); the soak profile runs five times as many.
+EXAMPLES = {"one": 80, "two": 50, "replayed": 40, "append": 30}
+FIGURES: dict[str, Counter[str]] = {name: Counter() for name in EXAMPLES}
+
+
+def oracle_settings(scenario: str) -> settings:
+    return settings(
+        max_examples=EXAMPLES[scenario] * (5 if SOAK else 1),
+        derandomize=not SOAK,
+        database=None,
+        deadline=None,
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.filter_too_much,
+        ],
+        print_blob=True,
+    )
+
+
+@pytest.fixture(autouse=True)
+def _no_failpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(failpoints.ENV_VAR, raising=False)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _figures() -> Iterator[None]:
+    yield
+    for scenario, counts in FIGURES.items():
+        if counts:
+            record_figures(f"correction_oracle_{scenario}", profile=PROFILE, **counts)
+
+
+@contextmanager
+def example_folder() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="agents-oracle-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def as_action_file(folder: Path, definition: dict[str, Any]) -> Any:
+    """Written as YAML and read back as `agents plan use FILE` reads it."""
+    path = folder / f"action-{len(list(folder.glob('action-*.yaml')))}.yaml"
+    path.write_text(yaml.safe_dump(definition, sort_keys=False), encoding="utf-8")
+    return load_action(str(path))
+
+
+def run_to_apply_gate(side: Side, folder: Path, definition: dict[str, Any]) -> str:
+    plan = start_plan(
+        side.store,
+        as_action_file(folder, definition),
+        profile_override="auto",
+        options=side.options,
+    )
+    assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL), (
+        f"the plan stopped at {plan.phase.value} · {plan.state.value}, not at its Apply gate"
+    )
+    return plan.plan_id
+
+
+def apply(side: Side, plan_id: str) -> None:
+    plan = apply_plan(side.store, plan_id, "oracle", side.options)
+    assert plan.state is PlanState.APPLIED, f"Apply ended {plan.phase.value} · {plan.state.value}"
+
+
+def correct(
+    side: Side,
+    plan_id: str,
+    definition: dict[str, Any],
+    draw: Callable[[st.SearchStrategy[Any]], Any],
+    mode: CorrectionMode = CorrectionMode.REVERT,
+    among: Callable[[Any], bool] = lambda decision: True,
+) -> tuple[str, str, str]:
+    """Correct a random current decision (one ``among`` allows) to another of its
+    alternatives; returns (key, the option chosen before, the option the guidance names).
+    Checks what the tree shows afterwards against what the preview promised."""
+    before = side.current(plan_id)
+    candidates = sorted(k for k, d in before.items() if among(d))
+    key = draw(st.sampled_from(candidates))
+    point = next(p for p in definition["decisions"] if p["key"] == key)
+    others = [a for a in point["alternatives"] if a["option"] != before[key].chosen_option]
+    wanted = draw(st.sampled_from(others))
+    letter = wanted["option"].rsplit(" ", 1)[-1]
+    guidance = f"take {match_word(key, letter)} instead"
+    impact = preview(side.store, before[key].decision_id, mode, guidance)
+    done = execute(
+        side.store, impact, acknowledged=True, requested_by="oracle", options=side.options
+    )
+    assert done.correction.status is CorrectionStatus.SUCCEEDED, done.correction
+    if mode is CorrectionMode.REVERT:
+        plan = done.plan
+        assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL), (
+            f"after correcting {key} the plan is {plan.phase.value} · {plan.state.value}"
+        )
+        after = side.current(plan_id)
+        assert after[key].chosen_option == wanted["option"], (
+            f"guidance {guidance!r} made {key} choose {after[key].chosen_option!r}"
+        )
+        affected = set(impact.affected_decisions)
+        kept = {k: d.decision_id for k, d in before.items() if d.decision_id not in affected}
+        assert kept == {k: after[k].decision_id for k in kept if k in after}, (
+            "a decision the preview did not list as affected was re-made or lost"
+        )
+    return key, before[key].chosen_option, wanted["option"]
+
+
+def check_oracle(
+    scenario: str,
+    definition: dict[str, Any],
+    corrected: Side,
+    fresh_definition: dict[str, Any],
+    folder: Path,
+    story: list[str],
+) -> None:
+    """Run the fresh plan on fresh copies, apply it, compare the applied results."""
+    fresh = Side.make(folder / "fresh")
+    try:
+        apply(fresh, run_to_apply_gate(fresh, folder, fresh_definition))
+        found = differences(corrected.applied(), fresh.applied())
+    finally:
+        fresh.close()
+    FIGURES[scenario]["examples"] += 1
+    if found:
+        FIGURES[scenario]["divergences"] += 1
+    assert not found, "\n".join(
+        [
+            "the corrected plan's applied result differs from the fresh plan's:",
+            *story,
+            *found,
+            "action:",
+            yaml.safe_dump(definition, sort_keys=False),
+        ]
+    )
+
+
+def revert_scenario(scenario: str, data: st.DataObject) -> None:
+    definition = data.draw(actions(max_points=MAX_POINTS), label="action")
+    with example_folder() as folder:
+        side = Side.make(folder / "corrected")
+        try:
+            plan_id = run_to_apply_gate(side, folder, definition)
+            story = []
+            first = correct(side, plan_id, definition, data.draw)
+            story.append("corrected {} from {!r} to {!r}".format(*first))
+            if scenario == "two":
+                second = correct(side, plan_id, definition, data.draw)
+                story.append("then corrected {} from {!r} to {!r}".format(*second))
+            elif scenario == "replayed":
+                second = correct(
+                    side, plan_id, definition, data.draw, among=lambda d: d.is_correction
+                )
+                story.append("then corrected the re-made {} from {!r} to {!r}".format(*second))
+            chosen = {k: d.chosen_option for k, d in side.current(plan_id).items()}
+            apply(side, plan_id)
+            check_oracle(
+                scenario, definition, side, with_choices(definition, chosen), folder, story
+            )
+        finally:
+            side.close()
+
+
+@oracle_settings("one")
+@given(data=st.data())
+def test_one_correction_lands_what_a_fresh_plan_lands(data: st.DataObject) -> None:
+    revert_scenario("one", data)
+
+
+@oracle_settings("two")
+@given(data=st.data())
+def test_two_corrections_land_what_a_fresh_plan_lands(data: st.DataObject) -> None:
+    revert_scenario("two", data)
+
+
+@oracle_settings("replayed")
+@given(data=st.data())
+def test_correcting_a_replayed_decision_lands_what_a_fresh_plan_lands(
+    data: st.DataObject,
+) -> None:
+    revert_scenario("replayed", data)
+
+
+@oracle_settings("append")
+@given(data=st.data())
+def test_append_lands_the_parent_and_the_corrective_work(data: st.DataObject) -> None:
+    definition = data.draw(actions(max_points=MAX_POINTS), label="action")
+    with example_folder() as folder:
+        side = Side.make(folder / "corrected")
+        try:
+            plan_id = run_to_apply_gate(side, folder, definition)
+            chosen = {k: d.chosen_option for k, d in side.current(plan_id).items()}
+            execute_keys = {p["key"] for p in definition["decisions"] if is_execute(p)}
+            key, _, option = correct(
+                side,
+                plan_id,
+                definition,
+                data.draw,
+                mode=CorrectionMode.APPEND,
+                among=lambda d: d.step_key in execute_keys,
+            )
+            apply(side, plan_id)
+            point = next(p for p in definition["decisions"] if p["key"] == key)
+            work = next(a for a in point["alternatives"] if a["option"] == option)
+            parent = with_choices(definition, chosen)
+            fresh = {
+                **parent,
+                "decisions": [
+                    *parent["decisions"],
+                    {
+                        "key": "corrective",
+                        "type": "implementation_choice",
+                        "question": f"The corrective work on {key}",
+                        "alternatives": [
+                            {"option": "the corrective work", "tool_calls": work["tool_calls"]}
+                        ],
+                    },
+                ],
+            }
+            story = [f"appended guidance choosing {option!r} at {key}"]
+            check_oracle("append", definition, side, fresh, folder, story)
+        finally:
+            side.close()
