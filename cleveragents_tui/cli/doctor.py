@@ -8,7 +8,7 @@ from dataclasses import asdict
 import click
 
 from cleveragents_tui.cli.context import CliContext, echo_json, format_option, pass_cli
-from cleveragents_tui.engine.doctor import repair_corrections, run_checks
+from cleveragents_tui.engine.doctor import repair_corrections, repair_left_running, run_checks
 from cleveragents_tui.engine.recovery import recover_pending_groups
 
 
@@ -16,8 +16,9 @@ from cleveragents_tui.engine.recovery import recover_pending_groups
 @click.option(
     "--repair",
     is_flag=True,
-    help="Drop checkpoint groups a crash left pending and mark corrections it interrupted "
-    "failed, then check. Only while no other agents process runs.",
+    help="Drop checkpoint groups a crash left pending, mark corrections it interrupted "
+    "failed and plans no process runs any more paused, then check. Only while no other "
+    "agents process runs.",
 )
 @format_option
 @pass_cli
@@ -27,13 +28,15 @@ def doctor(cli: CliContext, repair: bool, local_format: str | None) -> None:
 
     Reports checkpoint groups left pending by a crash, Execute decisions without their
     checkpoint group, gaps in a plan's decisions, broken decision trees and supersessions,
-    applied plans changed afterwards, unfinished or inconsistent corrections, checkpoints
+    applied plans changed afterwards, unfinished or inconsistent corrections, plans left
+    running with no process running them, checkpoints
     whose git objects, archive objects or savepoints are missing, archive objects that do not
     match their hash, stale lock files, and actor states that do not load
     (docs/reliability.md).
     """
     repaired = recover_pending_groups(cli.store) if repair else []
     corrections = repair_corrections(cli.store) if repair else []
+    paused = repair_left_running(cli.store) if repair else []
     report = run_checks(cli.store)
     if cli.wants_json(local_format):
         echo_json(
@@ -43,6 +46,7 @@ def doctor(cli: CliContext, repair: bool, local_format: str | None) -> None:
                 "checked": report.checked,
                 "repaired_groups": [asdict(r) for r in repaired],
                 "repaired_corrections": [asdict(c) for c in corrections],
+                "repaired_plans": paused,
                 "problems": [asdict(p) for p in report.problems],
             }
         )
@@ -56,6 +60,11 @@ def doctor(cli: CliContext, repair: bool, local_format: str | None) -> None:
             click.echo(
                 f"repaired: correction {c.correction_id} interrupted by a crash marked failed; "
                 f"plan {c.plan_id} is errored"
+            )
+        for plan_id in paused:
+            click.echo(
+                f"repaired: plan {plan_id}, left running with no process running it, marked "
+                f"paused (go on with `agents plan run {plan_id}`)"
             )
         for p in report.problems:
             click.echo(f"{p.check}: {p.subject}: {p.message} ({p.fix})")

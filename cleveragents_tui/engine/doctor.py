@@ -7,15 +7,25 @@ reliability suite and anyone else see the same verdict.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from cleveragents_tui.domain.enums import CorrectionStatus, PlanState
+from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.timeutil import utc_now
-from cleveragents_tui.engine.invariants import STALE_LOCK_SECONDS, check_invariants
+from cleveragents_tui.engine import run_lease
+from cleveragents_tui.engine.invariants import STALE_LOCK_SECONDS, check_invariants, run_by_parent
 from cleveragents_tui.store.store import Store
 
-__all__ = ["STALE_LOCK_SECONDS", "DoctorReport", "Problem", "repair_corrections", "run_checks"]
+__all__ = [
+    "STALE_LOCK_SECONDS",
+    "DoctorReport",
+    "Problem",
+    "repair_corrections",
+    "repair_left_running",
+    "run_checks",
+]
 
 _BACKUP = "restore the database from a backup"
 FIXES = {
@@ -36,6 +46,8 @@ FIXES = {
     "stale-lock": "make sure no agents or git process is running, then delete it",
     "actor-state": "restore the actor checkpoint database from a backup; correct with "
     "--mode=append",
+    "left-running": "go on with `agents plan run PLAN` (it resumes from its last recorded "
+    "decision), or run `agents doctor --repair` to mark it paused",
 }
 
 
@@ -103,3 +115,51 @@ def repair_corrections(store: Store) -> list[RepairedCorrection]:
                 repaired.append(RepairedCorrection(correction.correction_id, plan.plan_id))
         uow.commit()
     return repaired
+
+
+def repair_left_running(store: Store, base_dir: Path | None = None) -> list[str]:
+    """Mark plans a dead run left ``running`` paused; returns their ids.
+
+    Paused is what such a plan is: nothing advances it until someone resumes it (`agents
+    plan run`, or R in the app), which goes on from its last recorded decision (and runs on
+    the child plans its run left running: they stay as they are). Each plan is
+    held (its run lease) while it is repaired, so a live runner's plan is left alone; one
+    that a runner on another machine advances (a shared PostgreSQL database) only stops
+    before its next decision, as a pause would.
+    """
+    repaired: list[str] = []
+    with store.unit_of_work() as uow:
+        plans = {p.plan_id: p for p in uow.plans.all()}
+    running = [
+        p.plan_id
+        for p in plans.values()
+        if p.state is PlanState.RUNNING and not run_by_parent(p, plans)
+    ]
+    for plan_id in running:
+        with (
+            contextlib.suppress(run_lease.PlanBusyError),
+            run_lease.holding(base_dir, plan_id, "repairing"),
+        ):
+            if _pause_left_running(store, plan_id):
+                repaired.append(plan_id)
+    return repaired
+
+
+def _pause_left_running(store: Store, plan_id: str) -> bool:
+    with store.unit_of_work(write=True) as uow:
+        plan = uow.plans.get(plan_id)
+        try:
+            uow.plan_actions.get(plan_id)
+        except UserError:
+            return False  # never run (a recorded sample): its state is a recorded one
+        if plan.state is not PlanState.RUNNING or uow.corrections.running(plan_id) is not None:
+            return False
+        uow.plans.save(plan.model_copy(update={"state": PlanState.PAUSED, "updated_at": utc_now()}))
+        uow.events.append(
+            "plan_paused",
+            {"from": "running", "reason": "no process was running it"},
+            plan_id=plan_id,
+            actor="agents doctor --repair",
+        )
+        uow.commit()
+    return True

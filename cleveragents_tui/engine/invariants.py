@@ -41,6 +41,13 @@ What each invariant really checks (docs/reliability.md says the same for users):
                             worktrees.
 ``actor-state``             every ``actor_state_ref`` loads from the LangGraph saver, under its
                             own thread.
+``left-running``            no plan is ``running`` (in any phase) without a live runner (the
+                            flock of its ``runner.lock``, see run_lease) or a running
+                            correction: a run that died (a crash, an error) left it so, and
+                            nothing will advance it. Plans with no stored action are never
+                            run, and a child plan is run on by its parent's run (the parent
+                            stands for it until it has finished Execute): neither is held
+                            to it.
 """
 
 from __future__ import annotations
@@ -70,6 +77,7 @@ from cleveragents_tui.domain.enums import (
 )
 from cleveragents_tui.domain.errors import StoreCorruptedError, UserError
 from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.engine import run_lease
 from cleveragents_tui.engine.run_lease import RUNNER_LOCK
 from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_base_dir, sandbox_root
 from cleveragents_tui.store import mapping
@@ -152,6 +160,7 @@ def check_invariants(store: Store, *, base_dir: Path | None = None) -> Invariant
     _check_archive_objects(base, stored, found)
     _check_stale_locks(base, stored, found)
     _check_actor_state(store, stored, found)
+    _check_left_running(store, base, stored, found)
     return InvariantReport(found.violations, found.checked)
 
 
@@ -553,6 +562,49 @@ def _check_stale_locks(base: Path, stored: _Stored, found: _Findings) -> None:
                 found.add(
                     "stale-lock", str(lock), f"lock file left behind {int(age // 60)} minutes ago"
                 )
+
+
+def run_by_parent(plan: Plan, plans: dict[str, Plan]) -> bool:
+    """Whether the plan's parent runs it on: a child plan is advanced by its parent's run
+    (PlanRunner._run_children) until the parent has finished Execute, so resuming the
+    parent resumes it; the parent stands for it."""
+    parent = plans.get(plan.parent_plan_id or "")
+    return parent is not None and not (
+        parent.state.is_terminal or parent.state is PlanState.COMPLETED
+    )
+
+
+def is_left_running(store: Store, base: Path, plan_id: str) -> bool:
+    """Whether the plan is ``running`` now with no live runner and no running correction.
+    The lock is probed first and the plan read after: a runner sets a plan running only
+    while it holds the lock, and leaves it otherwise before it lets go."""
+    if run_lease.is_held(base, plan_id):
+        return False
+    with store.unit_of_work() as uow:
+        plan = uow.plans.get(plan_id)
+        return plan.state is PlanState.RUNNING and uow.corrections.running(plan_id) is None
+
+
+def _check_left_running(store: Store, base: Path, stored: _Stored, found: _Findings) -> None:
+    """A plan ``running`` that no process advances (a running correction is reported by
+    ``correction-finished``; the crash that interrupted it left the plan running too)."""
+    running = [
+        p
+        for p in stored.plans.values()
+        if p.plan_id in stored.run_here
+        and p.state is PlanState.RUNNING
+        and not run_by_parent(p, stored.plans)
+    ]
+    found.examined("left-running", len(running))
+    for plan in running:
+        if not is_left_running(store, base, plan.plan_id):
+            continue
+        found.add(
+            "left-running",
+            plan.plan_id,
+            f"plan {plan.plan_id} is {plan.phase.value} · running, but no process is running "
+            "it: the run stopped (a crash or an error) without recording where",
+        )
 
 
 def _check_actor_state(store: Store, stored: _Stored, found: _Findings) -> None:

@@ -71,6 +71,27 @@ def holding(base_dir: Path | None, plan_id: str, doing: str) -> Iterator[None]:
                 os.close(held.fd)  # closing the last descriptor drops the flock
 
 
+def is_held(base_dir: Path | None, plan_id: str) -> bool:
+    """Whether a live runner (this process or another) holds ``plan_id`` now. ``doctor``
+    asks it of plans left running; the probe takes the lock for an instant, so a runner
+    starting at that very instant is told the plan is busy, as with any other holder."""
+    path = ((base_dir or sandbox_base_dir()) / plan_id / RUNNER_LOCK).absolute()
+    with _GUARD:
+        if path in _HELD:
+            return True
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False  # never run here: no runner ever held it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing drops the probe's own lock
+    return False
+
+
 def _take(path: Path, plan_id: str, doing: str) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)

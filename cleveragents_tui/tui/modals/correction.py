@@ -25,14 +25,24 @@ class CorrectionDialog(FormDialog[CorrectionRequest]):
         Binding("escape", "cancel", "Cancel", id="correction.cancel")
     ]
 
-    def __init__(self, decision_summary: str) -> None:
+    def __init__(self, decision_summary: str, blocked: tuple[str, str] | None = None) -> None:
+        """``blocked``: (problem, fix) when the plan cannot be corrected at all (it cannot be
+        replayed): said up front, and there is nothing to preview."""
         super().__init__()
         self.summary = decision_summary
+        self.blocked = blocked
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Correct decision", classes="modal-title")
             yield Static(self.summary, markup=False)
+            if self.blocked is not None:
+                yield Static(
+                    f"Cannot be corrected: {self.blocked[0]}.\n{self.blocked[1]}.",
+                    id="correction-blocked",
+                    classes="dialog-error",
+                    markup=False,
+                )
             yield Label("Mode")
             with RadioSet(id="mode"):
                 yield RadioButton(
@@ -48,12 +58,19 @@ class CorrectionDialog(FormDialog[CorrectionRequest]):
             yield Static("", id="correction-error", classes="dialog-error", markup=False)
             with Horizontal():
                 yield Button("Cancel", id="cancel")
-                yield Button("Preview impact", id="preview", variant="primary")
+                yield Button(
+                    "Preview impact",
+                    id="preview",
+                    variant="primary",
+                    disabled=self.blocked is not None,
+                )
 
     def on_mount(self) -> None:
         self.query_one("#guidance", Input).focus()
 
     def submit(self) -> None:
+        if self.blocked is not None:
+            return  # the reason is shown; only Cancel is left
         guidance = self.query_one("#guidance", Input).value.strip()
         if not guidance:
             self.query_one("#correction-error", Static).update(

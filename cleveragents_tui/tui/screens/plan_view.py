@@ -3,6 +3,7 @@ now, and the controls (correct, diff, pause / cancel / resume / apply)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
@@ -20,7 +21,7 @@ from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine import tui_queries
 from cleveragents_tui.engine.approvals import pending_approvals
 from cleveragents_tui.engine.browse import explain_decision, plan_tree, show_plan
-from cleveragents_tui.engine.correction import Impact, preview
+from cleveragents_tui.engine.correction import Impact, preview, replay_blocker
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.lifecycle import apply_plan, cancel_plan, pause_plan, resume_plan
 from cleveragents_tui.engine.strategy import editable_strategy_decision, preview_strategy_edit
@@ -200,7 +201,8 @@ class PlanScreen(Screen[None]):
         summary = (
             f"{row.decision_type} · {row.phase}\n{one_line(row.chosen_option, 80)}\n{decision_id}"
         )
-        request = await self.app.push_screen_wait(CorrectionDialog(summary))
+        blocked = await asyncio.to_thread(replay_blocker, self.store, self.plan_id)
+        request = await self.app.push_screen_wait(CorrectionDialog(summary, blocked))
         if request is None:
             return
         await self._preview_confirm_replay(
