@@ -276,11 +276,12 @@ def diff(
 
     result = correction_diff(cli.store, correction_ref)
     if cli.wants_json(local_format):
-        report = {k: v for k, v in result.correction.report.items() if k != "snapshots"}
+        from cleveragents_tui.export.json import correction_json
+
         echo_json(
             {
                 "format": "cleveragents.correction-diff/1",
-                "correction": {**result.correction.model_dump(mode="json"), "report": report},
+                "correction": correction_json(result.correction),
                 "superseded": [r.decision_id for r in result.superseded],
                 "replacements": [r.decision_id for r in result.replacements],
                 "note": result.note,

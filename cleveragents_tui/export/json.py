@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.views import (
     DecisionExplanation,
@@ -49,8 +50,16 @@ def plan_document(details: PlanDetails) -> dict[str, Any]:
         "decisions_by_type": dict(sorted(details.decisions_by_type.items())),
         "checkpoint_count": details.checkpoint_count,
         "children": [plan_json(c) for c in details.children],
-        "corrections": [c.model_dump(mode="json") for c in details.corrections],
+        "corrections": [correction_json(c) for c in details.corrections],
     }
+
+
+def correction_json(correction: CorrectionAttempt) -> dict[str, Any]:
+    """A correction attempt; its report without the snapshots its diff compares (file
+    contents: `agents plan diff` shows them)."""
+    data = correction.model_dump(mode="json")
+    data["report"] = {k: v for k, v in correction.report.items() if k != "snapshots"}
+    return data
 
 
 def tree_row_json(row: TreeRow) -> dict[str, Any]:

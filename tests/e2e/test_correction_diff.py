@@ -22,7 +22,7 @@ from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.enums import PlanState
 from cleveragents_tui.engine.actions import load_action
 from cleveragents_tui.engine.demo import DemoEnvironment
-from cleveragents_tui.engine.diff import CorrectionDiff, FileDiff, correction_diff
+from cleveragents_tui.engine.diff import CorrectionDiff, FileDiff, ResourceDiff, correction_diff
 from cleveragents_tui.engine.runner import RunOptions, start_plan
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
 from cleveragents_tui.store.store import Store
@@ -73,13 +73,21 @@ def _current(store: Store, plan_id: str, key: str) -> str:
 
 def _correct(store: Store, decision_id: str, guidance: str, *extra: str) -> str:
     out = _agents(
-        store, "plan", "correct", decision_id, "--mode=revert", "--guidance", guidance, "--yes", *extra
+        store,
+        "plan",
+        "correct",
+        decision_id,
+        "--mode=revert",
+        "--guidance",
+        guidance,
+        "--yes",
+        *extra,
     ).output
     assert ": succeeded (attempt" in out, out
     return out.split("compare the attempts: agents plan diff --correction ")[1].strip()
 
 
-def _file(diff: list, resource_id: str, path: str) -> FileDiff:  # type: ignore[type-arg]
+def _file(diff: list[ResourceDiff], resource_id: str, path: str) -> FileDiff:
     resource = next(r for r in diff if r.resource_id == resource_id)
     return next(f for f in resource.files if f.change.path == path)
 
@@ -129,7 +137,9 @@ def test_a_revert_diff_shows_what_differed_and_is_the_same_after_a_later_correct
     assert "+ implementation_choice: hello_cli/greet.py with a documented hello() function" in shown
 
     # When another correction replays the plan again, and the plan is then applied
-    _correct(sqlite_store, _current(sqlite_store, plan.plan_id, "record"), "record it", "--choose", "1")
+    _correct(
+        sqlite_store, _current(sqlite_store, plan.plan_id, "record"), "record it", "--choose", "1"
+    )
     _agents(sqlite_store, "plan", "apply", plan.plan_id)
 
     # Then the first correction's diff is exactly what it was
@@ -140,6 +150,10 @@ def test_a_revert_diff_shows_what_differed_and_is_the_same_after_a_later_correct
     )
     assert [c["path"] for c in doc["at_decision"][0]["changes"]] == [GREET]
     assert "snapshots" not in doc["correction"]["report"]  # the contents are not repeated
+    shown_plan = json.loads(
+        _agents(sqlite_store, "plan", "show", plan.plan_id, "--format=json").output
+    )
+    assert all("snapshots" not in c["report"] for c in shown_plan["corrections"])
 
 
 @pytest.mark.parametrize("side_by_side", [False, True])
@@ -154,8 +168,8 @@ def test_binary_files_are_summarised_and_control_characters_never_reach_the_term
     hello_cli = next(r for r in load_action(str(demo.action_file)).resources if "hello-cli" in r)
     folder = PlanSandboxes(sqlite_store, plan.plan_id, options.sandbox_base).get(hello_cli).workdir
     assert folder is not None
-    pyc = b"\xa7\r\r\n\x00\x00\x00\x00\x1b[2J\x07" + bytes(range(256))
-    (folder / "hello_cli" / "banner.bin").write_bytes(pyc)
+    compiled = b"\xa7\r\r\n\x00\x00\x00\x00\x1b[2J\x07" + bytes(range(256))
+    (folder / "hello_cli" / "banner.bin").write_bytes(compiled)
     (folder / "NOTES.txt").write_text("plain line\n\x1b[31mred\x1b[0m and a bell\x07\n")
 
     # When the strategy is reverted (Execute rolls back: both files go)
@@ -167,7 +181,7 @@ def test_binary_files_are_summarised_and_control_characters_never_reach_the_term
 
     # Then the binary file is one summary line, and no control character is printed
     assert "hello_cli/banner.bin (deleted)" in shown
-    assert f"(binary file: contents not shown ({len(pyc)} bytes → absent))" in shown
+    assert f"(binary file: contents not shown ({len(compiled)} bytes → absent))" in shown
     assert "\\x1b[31mred\\x1b[0m and a bell\\x07" in shown  # escaped, visible
     assert not [c for c in shown if ord(c) < 32 and c not in "\n\t"]
     assert "\x7f" not in shown
