@@ -35,7 +35,7 @@ def _impact_text(impact: object) -> str:
         lines.append(
             f"  child plan {child.plan_id} {child.action} ({child.state.value}): {child.outcome.value}"
         )
-    lines.append(f"  resources rolled back: {', '.join(impact.rollbackable) or '-'}")
+    lines.append(f"  resources rolled back: {', '.join(impact.rolled_back()) or '-'}")
     lines.append(f"  cannot be rolled back: {', '.join(impact.non_rollbackable) or '-'}")
     lines.append(f"  unaffected: {', '.join(impact.unaffected) or '-'}")
     for effect in impact.irreversible:

@@ -52,6 +52,7 @@ from cleveragents_tui.engine.recorder import Correction
 from cleveragents_tui.engine.rollback import (
     baseline_targets,
     check_targets,
+    recreate_targets,
     rollback_targets,
     rollback_to,
 )
@@ -118,6 +119,14 @@ class Impact:
     # the corrected decision's alternatives and the one the replay takes (engine/guidance.py);
     # None for a decision the scripted reasoner did not make
     alternatives: Alternatives | None = None
+    # phase-level tier: sandboxes without checkpoints (checkpointing off) the revert discards
+    # and makes anew from the real resources (engine/rollback.py); listed in rollbackable too
+    recreated: tuple[str, ...] = field(default=())
+
+    def rolled_back(self) -> tuple[str, ...]:
+        """The resources rolled back, as the preview names them: ``ID (recreated)`` for a
+        sandbox made anew."""
+        return tuple(f"{r} (recreated)" if r in self.recreated else r for r in self.rollbackable)
 
 
 @dataclass(frozen=True)
@@ -160,6 +169,8 @@ def preview(
     _refuse_if_not_correctable(plan, decision, mode)
     _refuse_if_not_replayable(store, plan)
     found = alternatives_for(store, decision, guidance, choose)
+    # The tier the plan's resources allow (ADR-035), named for every correction.
+    tier = _tier([resources[r] for r in dict.fromkeys(used) if r in resources])
     warm = OPEN_GRAPHS.holding(decision.plan_id)  # kept by a long-lived process (the app)
     subtree = (
         warm.affected(decision.decision_id)
@@ -190,20 +201,21 @@ def preview(
                 "its changes cannot be reverted by its parent",
                 f"correct the child plan independently, or use --mode=append on {decision.decision_id}",
             )
-    tier = Tier.FULL
+    recreated: tuple[str, ...] = ()
     rollbackable: tuple[str, ...] = ()
     non_rollbackable: tuple[str, ...] = ()
     if mode is CorrectionMode.REVERT and plan.phase is not Phase.STRATEGIZE:
         sandboxes = PlanSandboxes(store, plan.plan_id)
         if decision.phase is Phase.EXECUTE:
-            tier = _tier([resources[r] for r in dict.fromkeys(used) if r in resources])
             if tier is not Tier.FULL:
                 raise CorrectionRefusedError(*_tier_error(decision, tier))
             targets, marked = rollback_targets(sandboxes, decision.decision_id)
-        else:
+        else:  # all Execute work goes: baselines, and sandboxes without checkpoints made anew
             targets, marked = baseline_targets(sandboxes)
+            made_anew, shared = recreate_targets(sandboxes)
+            recreated, marked = tuple(made_anew), [*marked, *shared]
         written_later = _none_resources_written(store, affected, resources)
-        rollbackable = tuple(sorted(targets))
+        rollbackable = tuple(sorted({*targets, *recreated}))
         non_rollbackable = tuple(sorted(set(marked) | written_later))
     touched = set(rollbackable) | set(non_rollbackable)
     unaffected = tuple(sorted(r for r in dict.fromkeys(used) if r not in touched))
@@ -226,6 +238,7 @@ def preview(
         irreversible=irreversible,
         phase_change=phase_change,
         alternatives=found,
+        recreated=recreated,
     )
     return _with_warnings(impact)
 
@@ -442,7 +455,7 @@ def _execute(
     sandboxes = PlanSandboxes(store, impact.plan_id, options.sandbox_base)
     planned = _revert_targets(store, impact, sandboxes)
     if planned is not None:  # refused here, before the plan is taken, if one cannot be reached
-        check_targets(sandboxes, impact.decision_id, planned[0])
+        check_targets(sandboxes, impact.decision_id, planned[0], impact.recreated)
     correction = _take_plan(store, impact, requested_by)
     try:
         for child in impact.children:
@@ -582,7 +595,7 @@ def _revert(
     if planned is not None:
         targets, marked = planned
         points = old_attempt_points(store, target.decision_id, targets)
-        report = rollback_to(sandboxes, target.decision_id, targets, marked)
+        report = rollback_to(sandboxes, target.decision_id, targets, marked, impact.recreated)
         if not report.succeeded:
             _finish(
                 store,

@@ -504,7 +504,7 @@ class PlanRunner:
                 if number < calls_done:
                     continue
                 try:
-                    executor.run(decision, call, number)
+                    outcome = executor.run(decision, call, number)
                 except ToolCallBlocked as blocked:
                     approval = self._ask(
                         ApprovalKind.GUARD,
@@ -513,6 +513,11 @@ class PlanRunner:
                         decision.decision_id,
                     )
                     raise WaitForApproval(approval) from blocked
+                # The plan's own writes are part of the sealed state (even a call that
+                # declares no writes, such as tests leaving __pycache__ behind).
+                named = call.arguments.get("resource")
+                written = [*outcome.writes, *([named] if isinstance(named, str) else [])]
+                self._reconciler().refresh(written)
         if proposal.spawn and not spawned:
             self._spawn(decision, proposal)
 
