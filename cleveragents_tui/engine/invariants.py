@@ -80,6 +80,7 @@ from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine import run_lease
 from cleveragents_tui.engine.run_lease import RUNNER_LOCK
 from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_base_dir, sandbox_root
+from cleveragents_tui.sandbox import transaction_handover
 from cleveragents_tui.store import mapping
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.tables import (
@@ -499,19 +500,21 @@ def _check_checkpoints(store: Store, base: Path, stored: _Stored, found: _Findin
         if plan is None or plan.state.is_terminal:
             continue
         sandboxes = PlanSandboxes(store, plan_id, base)
-        for checkpoint in checkpoints:
-            found.examined("checkpoint-missing")
-            try:
-                sandbox = sandboxes.get(checkpoint.resource_id)
-                if getattr(sandbox, "status", None) == "applied":
-                    continue  # landed by an Apply still under way: its savepoints went with it
-                sandbox.verify(checkpoint.ref)
-            except UserError as exc:
-                found.add(
-                    "checkpoint-missing",
-                    f"{checkpoint.resource_id}@{checkpoint.checkpoint_id}",
-                    f"plan {plan_id}: {exc}",
-                )
+        # A database sandbox taken to verify it is handed back when the check ends.
+        with transaction_handover.pinned(sandboxes.base_dir / sandboxes.host_plan_id):
+            for checkpoint in checkpoints:
+                found.examined("checkpoint-missing")
+                try:
+                    sandbox = sandboxes.get(checkpoint.resource_id)
+                    if getattr(sandbox, "status", None) == "applied":
+                        continue  # landed by an Apply still under way: its savepoints went
+                    sandbox.verify(checkpoint.ref)
+                except UserError as exc:
+                    found.add(
+                        "checkpoint-missing",
+                        f"{checkpoint.resource_id}@{checkpoint.checkpoint_id}",
+                        f"plan {plan_id}: {exc}",
+                    )
 
 
 def _check_archive_objects(base: Path, stored: _Stored, found: _Findings) -> None:

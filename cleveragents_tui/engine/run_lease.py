@@ -12,6 +12,11 @@ plan; a run finishes an Apply a crash interrupted) and refused to other threads.
 
 ``doctor --repair`` takes it too: a checkpoint group a live runner is recording is pending
 as well, and is left to that runner.
+
+While held, the lease pins the plan's sandbox folder (``sandbox/transaction_handover.py``):
+when this process lets go of the plan, it first hands over the database sandboxes it holds,
+so a correction from any other process (a browser tab) can roll them back while this one
+sits idle.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from pathlib import Path
 
 from cleveragents_tui.domain.errors import ConcurrentChangeError
 from cleveragents_tui.engine.sandboxes import sandbox_base_dir
+from cleveragents_tui.sandbox import transaction_handover
 
 RUNNER_LOCK = "runner.lock"
 DOINGS = ("running", "applying", "correcting", "repairing")
@@ -62,7 +68,9 @@ def holding(base_dir: Path | None, plan_id: str, doing: str) -> Iterator[None]:
             raise _busy(plan_id, f"another task of this process is {held.doing} it")
         held.depth += 1
     try:
-        yield
+        # Released before the lease: whoever takes the plan next finds its databases free.
+        with transaction_handover.pinned(path.parent):
+            yield
     finally:
         with _GUARD:
             held.depth -= 1

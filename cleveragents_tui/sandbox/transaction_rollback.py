@@ -20,9 +20,13 @@ Things to know (DESIGN.md section 8, ADR-035 "Long-Running Database Transaction 
   A state file under ``root`` records the process, a random token and the checkpoints; a lock
   file (``flock``) is held by the process that holds the transaction, so two processes never
   replay the same sandbox. :meth:`TransactionRollbackStrategy.open` in the same process returns
-  the live sandbox; one still held by another running process, or one whose replay failed, is
-  returned with :attr:`~TransactionRollbackSandbox.lost` True, and its checkpoint operations
-  say the transaction was lost, why, and what to do.
+  the same object; one whose replay failed is returned with
+  :attr:`~TransactionRollbackSandbox.lost` True, and its checkpoint operations say the
+  transaction was lost, why, and what to do. A process holds the transaction only while it
+  uses it and then hands it over (:meth:`~TransactionRollbackSandbox.hand_over`; the protocol
+  is in ``transaction_handover.py``): a *released* sandbox is taken by its next use, in any
+  process, by replaying the log; one another process holds at that moment says so and is
+  tried again at the next use.
 * PostgreSQL keeps at most 64 subtransactions per backend in shared memory; past that every
   session slows down. A sandbox holding more savepoints logs a warning once and reports it in
   :attr:`~TransactionRollbackSandbox.savepoint_warning`.
@@ -107,6 +111,7 @@ from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.sandbox import transaction_handover
 from cleveragents_tui.sandbox.base import (
     ApplyResult,
     Change,
@@ -162,7 +167,7 @@ _PG_TABLES = text(
     """
 )
 
-Status = Literal["open", "lost", "applied", "discarded"]
+Status = Literal["open", "released", "lost", "applied", "discarded"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,9 +194,8 @@ def _snapshot_digest(snapshot: Snapshot) -> str:
     return digest.hexdigest()
 
 
-# Sandboxes whose transaction this process holds, by the token in their state file.
-_LIVE: dict[str, TransactionRollbackSandbox] = {}
-_LIVE_LOCK = threading.Lock()
+# Connections a forked child inherited from its parent: kept, never used nor closed there.
+_FORKED: list[_Live] = []
 
 
 class SqlStatementError(SandboxError):
@@ -212,6 +216,7 @@ class _State:
     status: Literal["open", "applying", "applied"] = "open"
     savepoints: list[str] = field(default_factory=list)
     unreplayable: str | None = None  # why the statement log can no longer be replayed
+    released: bool = False  # handed over by ``pid``: the next user replays the log
 
     def dump(self) -> str:
         return json.dumps(
@@ -227,6 +232,7 @@ class _State:
                 "status": self.status,
                 "savepoints": self.savepoints,
                 "unreplayable": self.unreplayable,
+                "released": self.released,
             },
             indent=2,
         )
@@ -256,6 +262,7 @@ class _State:
                 status=status,
                 savepoints=savepoints,
                 unreplayable=None if unreplayable is None else str(unreplayable),
+                released=bool(data.get("released", False)),
             )
         except (ValueError, KeyError, TypeError, UserError) as exc:
             raise SandboxError(
@@ -572,9 +579,20 @@ class TransactionRollbackSandbox:
         return self._plan_id
 
     @property
+    def root(self) -> Path:
+        return self._root
+
+    @property
     def status(self) -> Status:
-        """``open`` (live in this process), ``lost``, ``applied`` or ``discarded``."""
+        """``open`` (live in this process), ``released`` (no transaction here: the next use
+        replays the statement log; see transaction_handover.py), ``lost``, ``applied`` or
+        ``discarded``."""
         return self._status
+
+    @property
+    def held(self) -> bool:
+        """Whether this process holds the sandbox's transaction now."""
+        return self._status == "open" and self._live is not None
 
     @property
     def lost(self) -> bool:
@@ -673,21 +691,33 @@ class TransactionRollbackSandbox:
                     "check that the folder is writable",
                 ) from exc
             raise
-        with _LIVE_LOCK:
-            _LIVE[self._state.token] = self
+        transaction_handover.register(self)
 
     def _reopen(self, state: _State) -> None:
-        """Open a sandbox this process does not hold: replay it when its process has ended."""
+        """Open a sandbox this process has no object for, and take it (:meth:`_acquire`)
+        unless it was applied, or this process held it and lost its connection."""
+        with self._lock:
+            self._reopen_locked(state)
+
+    def _reopen_locked(self, state: _State) -> None:
         self._state = state
         self._stack = list(state.savepoints)
         self._log_broken = state.unreplayable
         if state.status == "applied":
             self._mark("applied", self._applied_reason(), _APPLIED_FIX)
             return
-        if state.pid == os.getpid():
+        if state.pid == os.getpid() and not state.released:
             held = "was lost: this process no longer holds its connection"
             self._mark("lost", self._lost_reason(held), _LOST_FIX)
             return
+        self._status = "released"
+        self._acquire()
+
+    def _acquire(self) -> None:
+        """Take a released sandbox: its lock, then a replay of its statement log as it is on
+        disk now (another process may have rolled it back and gone on since). Leaves it
+        ``open``; or ``released`` with the reason when another process holds it (the next
+        use tries again); or ``lost``, ``applied`` or ``discarded``."""
         try:
             fd = _try_lock(self._root / LOCK_FILE_NAME)
         except OSError as exc:
@@ -696,11 +726,19 @@ class TransactionRollbackSandbox:
                 "check that the folder is writable",
             ) from exc
         if fd is None:
-            held = (
-                f"is held by process {state.pid}, still running (another agents process has "
-                "it open: finish or stop that command first)"
+            holder = "another process"
+            with contextlib.suppress(SandboxError):
+                current = _State.load(self._root / STATE_FILE_NAME)
+                if current is not None:
+                    holder = f"process {current.pid}"
+            self._unavailable = (
+                f"the database transaction of the sandbox of {self._resource.resource_id} "
+                f"(plan {self._plan_id}) is held by {holder}, which is using "
+                "it now (running, applying or correcting the plan), or keeps it because its "
+                "statement log cannot be replayed",
+                "wait for that to finish, then try again (a process hands the sandbox over "
+                "when its run, Apply or correction ends)",
             )
-            self._mark("lost", self._lost_reason(held), _LOST_FIX)
             return
         self._lock_fd = fd
         try:
@@ -710,17 +748,27 @@ class TransactionRollbackSandbox:
             raise
         if fresh is None:
             self._release_lock()
-            raise SandboxError(
-                f"the sandbox of {self._resource.resource_id} under {self._root} was "
-                "discarded meanwhile",
+            self._mark(
+                "discarded",
+                f"the sandbox of {self._resource.resource_id} under {self._root} was discarded",
                 "re-run Execute",
             )
-        if fresh != state:  # another process replayed, applied or changed it meanwhile
-            self._release_lock()
-            self._reopen(fresh)
             return
-        ended = f"was lost on restart: process {state.pid} that held it has ended"
-        if state.status == "applying":
+        ours = fresh.token == self._state.token  # no other process held it since
+        known, kept = self.checkpoints, dict(self._snapshots) if ours else {}
+        self._state, self._log_broken = fresh, fresh.unreplayable
+        self._stack = list(fresh.savepoints)
+        self._dropped, self._snapshots, self._entries = set(), {}, []
+        self._baseline = self._last_snapshot = None
+        if fresh.status == "applied":
+            self._release_lock()
+            self._mark("applied", self._applied_reason(), _APPLIED_FIX)
+            return
+        if fresh.released:
+            ended = f"was handed over by process {fresh.pid}"
+        else:
+            ended = f"was lost on restart: process {fresh.pid} that held it has ended"
+        if fresh.status == "applying":
             self._release_lock()
             self._mark(
                 "lost",
@@ -734,26 +782,65 @@ class TransactionRollbackSandbox:
             return
         entries, problem = _read_log(self._log_path)
         try:
-            if problem is not None or state.unreplayable is not None:
+            if problem is not None or fresh.unreplayable is not None:
                 raise _ReplayFailed(
-                    f"its statement log cannot be replayed: {state.unreplayable or problem}"
+                    f"its statement log cannot be replayed: {fresh.unreplayable or problem}"
                 )
             self._replay(entries)
         except _ReplayFailed as exc:
             self._close()
-            self._stack = list(state.savepoints)
+            self._stack = list(fresh.savepoints)
             self._mark("lost", self._lost_reason(f"{ended}, and {exc}"), _LOST_FIX)
             log.warning("%s", self._unavailable[0] if self._unavailable else exc)
             return
+        for ref in known:
+            if ref not in self.checkpoints:
+                self._gone.setdefault(ref, "was rolled back or dropped by another process")
+        for ref, snapshot in kept.items():  # rolled back over: not rebuilt by the replay
+            self._snapshots.setdefault(ref, snapshot)
         self._state.pid = os.getpid()
         self._state.token = secrets.token_hex(16)
+        self._state.released = False
         self._save_state()
-        with _LIVE_LOCK:
-            _LIVE[self._state.token] = self
+        self._status, self._unavailable = "open", None
+        transaction_handover.register(self)
         warning = self.savepoint_warning
-        if warning is not None:
+        if warning is not None and not self._warned:
             self._warned = True
             log.warning("%s", warning)
+
+    def hand_over(self) -> bool:
+        """Let go of the transaction so that any process (this one included) can take the
+        sandbox by replaying its statement log: record it in the state file, roll the
+        transaction back (its statements are all in the fsynced log), close the connection,
+        release the lock. False, holding on, when the log cannot be replayed (the open
+        transaction is then the only copy of the work). See transaction_handover.py."""
+        with self._lock:
+            if not self.held:
+                return True
+            if self.unreplayable_reason is not None:
+                return False
+            try:
+                live = self._require_live()
+            except SandboxError:
+                return True  # its transaction ended: lost, nothing left to hold
+            self._state.released = True
+            self._save_state()
+            with contextlib.suppress(SQLAlchemyError), self._internal_sql():
+                live.transaction.rollback()
+            self._close()
+            self._status, self._unavailable = "released", None
+            return True
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: drop the parent's lock (this copy of it) and connection unused."""
+        self._lock = threading.RLock()
+        live, self._live = self._live, None
+        if live is not None:
+            _FORKED.append(live)  # closing it here would end the parent's connection
+        self._release_lock()
+        if self._status == "open":
+            self._status, self._unavailable = "released", None
 
     def _replay(self, entries: list[dict[str, Any]]) -> None:
         """Re-run ``entries`` in a new transaction; on failure roll it back and raise."""
@@ -860,9 +947,6 @@ class TransactionRollbackSandbox:
 
     def _close(self) -> None:
         live, self._live = self._live, None
-        with _LIVE_LOCK:
-            if _LIVE.get(self._state.token) is self:
-                del _LIVE[self._state.token]
         if live is not None:
             with contextlib.suppress(SQLAlchemyError):
                 live.connection.close()
@@ -924,6 +1008,8 @@ class TransactionRollbackSandbox:
         return self.dialect == "postgresql" and self._pg_status(live) == _PG_INERROR
 
     def _require_live(self, error: type[SandboxError] = SandboxError) -> _Live:
+        if self._status == "released":
+            self._acquire()
         if self._live is not None and self._transaction_ended(self._live):
             self._lose("the connection or its transaction ended")
         if self._live is None:
@@ -1192,6 +1278,8 @@ class TransactionRollbackSandbox:
     def _snapshot_at(self, ref: str) -> Snapshot:
         check_savepoint_name(ref)
         with self._lock:
+            if self._status == "released":
+                self._acquire()
             if self._live is None or ref not in self._snapshots:
                 raise self._missing(ref)
             snapshot = self._snapshots[ref]
@@ -1312,6 +1400,10 @@ class TransactionRollbackSandbox:
         transaction, because ``RELEASE SAVEPOINT`` would release every later one too."""
         check_savepoint_name(ref)
         with self._lock:
+            if self._status == "released":
+                self._acquire()
+                if self._status == "released":  # another process holds it: not ours to change
+                    return
             self._snapshots.pop(ref, None)
             if ref in self._stack and ref not in self._dropped:
                 self._dropped.add(ref)
@@ -1324,6 +1416,8 @@ class TransactionRollbackSandbox:
         Applying again after a commit returns at once, so an Apply of several resources
         that was interrupted between two of them can simply be run again."""
         with self._lock:
+            if self._status == "released":
+                self._acquire()
             if self._status == "applied":
                 return ApplyResult(
                     f"already committed: the changes of {self._resource.resource_id} are in "
@@ -1469,10 +1563,9 @@ class TransactionRollbackStrategy:
                 "apply or discard it first",
             )
 
-        if existing is not None and existing.status != "applied":
-            with _LIVE_LOCK:
-                if existing.token in _LIVE:
-                    raise refuse("this process")
+        current = transaction_handover.registered(root)
+        if isinstance(current, TransactionRollbackSandbox) and current.held:
+            raise refuse("this process")
         try:
             root.mkdir(parents=True, exist_ok=True)
             lock_fd = _try_lock(root / LOCK_FILE_NAME)
@@ -1521,10 +1614,14 @@ class TransactionRollbackStrategy:
                 f"{state.plan_id}, not to {resource.resource_id} of plan {plan_id}",
                 "open the sandbox folder of this resource and plan",
             )
-        with _LIVE_LOCK:
-            live = _LIVE.get(state.token)
-        if live is not None:
-            return live
+        current = transaction_handover.registered(root)
+        if (
+            isinstance(current, TransactionRollbackSandbox)
+            and current.status in ("open", "released")
+            and current.plan_id == plan_id
+        ):
+            return current  # one object per sandbox in a process: see transaction_handover
         sandbox = self._sandbox(resource, plan_id, root, state)
+        transaction_handover.register(sandbox)
         sandbox._reopen(state)
         return sandbox
