@@ -23,9 +23,10 @@ from tests.web.conftest import Demo, Served, make_demo, serve
 from tests.web.flows import confirm_impact, give_guidance
 
 # The announcement: reverting it rolls back the repository and the app database, and warns
-# twice (the team chat cannot be rolled back; the notification was irreversible). The app
-# database's transaction sandbox is held by the process that ran the plan: had this (still
-# running) test process run it, no tab could roll it back. So the tab runs the plan (R).
+# twice (the team chat cannot be rolled back; the notification was irreversible). The tab
+# runs the plan (R) itself, as a user would; a plan another live process ran could be
+# corrected too (that process hands the app database's sandbox over when its run ends:
+# tests/e2e/test_correction_concurrency.py).
 NOTIFY = "Notify #hello-cli"
 GUIDANCE = "announce it in #releases"
 
