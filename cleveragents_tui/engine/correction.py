@@ -613,7 +613,10 @@ def _revert(
         guidance.decision_id,
         report.model_dump(mode="json") if report else {},
     )
-    replay = Correction(impact.decision_id, impact.guidance)
+    def snapshot() -> None:  # the state the replay stopped in: the new attempt's side
+        record_snapshots(store, correction.correction_id, report, points, options.sandbox_base)
+
+    replay = Correction(impact.decision_id, impact.guidance, before_apply=snapshot)
     token = _REPLAYING.set(recorded)
     try:
         replayed = PlanRunner(store, impact.plan_id, options, correction=replay).run()
@@ -631,8 +634,7 @@ def _revert(
         return CorrectionResult(_reload(store, correction), _plan(store, impact.plan_id), report)
     finally:
         _REPLAYING.reset(token)
-        # the state the replay stopped in: the new attempt's side of the diff
-        record_snapshots(store, correction.correction_id, report, points, options.sandbox_base)
+        snapshot()  # once: nothing more if an automatic Apply took it already
     _finish_replayed(store, correction, recorded)
     return CorrectionResult(_reload(store, correction), replayed, report)
 

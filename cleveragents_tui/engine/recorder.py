@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from cleveragents_tui import failpoints
@@ -28,10 +28,13 @@ from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 @dataclass(frozen=True)
 class Correction:
-    """Set on decisions a correction's replay makes."""
+    """Set on decisions a correction's replay makes. ``before_apply``: called when the
+    replay reaches an Apply that needs nobody's approval, before anything lands (the
+    correction records its diff there: docs/corrections.md, "Diffs")."""
 
     corrects_decision_id: str
     reason: str | None
+    before_apply: Callable[[], None] | None = field(default=None, compare=False)
 
 
 def context_digest(context: Mapping[str, Any]) -> tuple[str, str]:

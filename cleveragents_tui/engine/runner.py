@@ -218,6 +218,8 @@ class PlanRunner:
                 "apply",
                 kind=ApprovalKind.APPLY_GATE,
             )
+            if self._correction is not None and self._correction.before_apply is not None:
+                self._correction.before_apply()  # a replay going on through Apply
             return self.apply()
         return self.plan()
 

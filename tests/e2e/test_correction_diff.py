@@ -19,10 +19,12 @@ import yaml
 from click.testing import CliRunner, Result
 
 from cleveragents_tui.cli import cli
-from cleveragents_tui.domain.enums import PlanState
+from cleveragents_tui.domain.enums import CorrectionMode, PlanState
 from cleveragents_tui.engine.actions import load_action
+from cleveragents_tui.engine.correction import execute, preview
 from cleveragents_tui.engine.demo import DemoEnvironment
 from cleveragents_tui.engine.diff import CorrectionDiff, FileDiff, ResourceDiff, correction_diff
+from cleveragents_tui.engine.plans import change_profile
 from cleveragents_tui.engine.runner import RunOptions, start_plan
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
 from cleveragents_tui.store.store import Store
@@ -189,3 +191,25 @@ def test_binary_files_are_summarised_and_control_characters_never_reach_the_term
     summary = _file(diff.final, hello_cli, "hello_cli/banner.bin")
     assert (summary.old, summary.new) == (None, None)
     assert summary.summary is not None and summary.summary.startswith("binary file")
+
+
+def test_a_replay_that_goes_on_through_apply_records_its_diff_before_apply_lands(
+    sqlite_store: Store, demo: DemoEnvironment, options: RunOptions
+) -> None:
+    # Given the demo plan at its Apply gate, switched to a profile that applies by itself
+    action = load_action(str(demo.action_file))
+    plan = start_plan(sqlite_store, action, profile_override="auto", options=options)
+    change_profile(sqlite_store, plan.plan_id, "full-auto")
+    app_db = next(r for r in action.resources if r.endswith("/app-db"))
+
+    # When the release row is reverted with other values: the replay runs on and applies
+    record = _current(sqlite_store, plan.plan_id, "record")
+    impact = preview(sqlite_store, record, CorrectionMode.REVERT, "record it again", choose=1)
+    result = execute(sqlite_store, impact, acknowledged=True, requested_by="maria", options=options)
+    assert result.plan.state is PlanState.APPLIED
+
+    # Then the database's side of the diff was read before the transaction was committed
+    diff = correction_diff(sqlite_store, result.correction.correction_id)
+    database = next(r for r in diff.final if r.resource_id == app_db)
+    assert database.note is None, database.note
+    assert database.new_ref and database.old_ref
