@@ -207,5 +207,5 @@ def decision_explanation(e: DecisionExplanation) -> str:
             _field("reason", d.correction_reason),
         ]
     if e.superseded_by is not None:
-        lines += ["", _field("superseded by", _decision_ref(e.superseded_by))]
+        lines += ["", f"superseded by {_decision_ref(e.superseded_by)}"]  # the replacement
     return "\n".join(lines)

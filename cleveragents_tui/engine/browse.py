@@ -6,6 +6,7 @@ These must stay fast to import and run: the read-only CLI goes through here.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 from cleveragents_tui.domain.errors import WrongPlanError
 from cleveragents_tui.domain.views import (
@@ -56,17 +57,30 @@ def show_plan(store: Store, plan_ref: str) -> PlanDetails:
 
 
 def plan_tree(store: Store, plan_ref: str, show_superseded: bool = False) -> PlanTree:
-    """The plan's decisions in tree order (children by sequence number)."""
+    """The plan's decisions in tree order (children by sequence number); a superseded one
+    names the decision that replaced it (``DecisionRepository.replacements``)."""
     with store.unit_of_work() as uow:
         plan = uow.plans.get(uow.plans.resolve(plan_ref))
         rows = uow.decisions.tree_rows(plan.plan_id, include_superseded=True)
         with_checkpoints = uow.checkpoints.decisions_with_checkpoints(plan.plan_id)
+        visible = [r for r in rows if r.superseded_by is None]
+        if show_superseded and len(visible) < len(rows):
+            rows = _replaced(rows, uow.decisions.replacements(plan.plan_id))
     hidden = 0
     if not show_superseded:
-        visible = [r for r in rows if r.superseded_by is None]
         hidden = len(rows) - len(visible)
         rows = visible
     return PlanTree(plan, show_superseded, layout_tree(rows), hidden, with_checkpoints)
+
+
+def _replaced(rows: list[TreeRow], replacements: dict[str, str]) -> list[TreeRow]:
+    """``rows`` with each superseded one naming the decision that replaced it."""
+    return [
+        replace(r, superseded_by=replacements.get(r.decision_id, r.superseded_by))
+        if r.superseded_by is not None
+        else r
+        for r in rows
+    ]
 
 
 def layout_tree(rows: list[TreeRow]) -> list[TreeLine]:
@@ -109,12 +123,18 @@ def explain_decision(
         parent = (
             uow.decisions.get(decision.parent_decision_id) if decision.parent_decision_id else None
         )
-        replacement = uow.decisions.get(decision.superseded_by) if decision.superseded_by else None
+        children = uow.decisions.children_rows(decision.decision_id)
+        superseded = decision.superseded_by or any(c.superseded_by for c in children)
+        replacements = uow.decisions.replacements(decision.plan_id) if superseded else {}
+        replacement = None
+        if decision.superseded_by is not None:
+            replacement = uow.decisions.get(replacements[decision.decision_id])
+            decision = decision.model_copy(update={"superseded_by": replacement.decision_id})
         return DecisionExplanation(
             decision=decision,
             plan=plan,
             parent=parent,
-            children=uow.decisions.children_rows(decision.decision_id),
+            children=_replaced(children, replacements),
             dependents=list(decision.downstream_decision_ids),
             depends_on=uow.decisions.depends_on(decision.decision_id),
             tool_invocations=uow.tool_invocations.for_decision(decision.decision_id),

@@ -155,6 +155,9 @@ def preview(
         )
     with store.unit_of_work() as uow:
         decision = uow.decisions.get(uow.decisions.resolve(decision_ref))
+        if decision.superseded_by is not None:  # refused below, naming what replaced it
+            replaced_by = uow.decisions.replacements(decision.plan_id)[decision.decision_id]
+            decision = decision.model_copy(update={"superseded_by": replaced_by})
         if plan_ref is not None and uow.plans.resolve(plan_ref) != decision.plan_id:
             raise CorrectionRefusedError(
                 f"decision {decision.decision_id} belongs to plan {decision.plan_id}, not {plan_ref}",

@@ -6,6 +6,7 @@ Decisions are append-only: :class:`DecisionRepository` can add them and set
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -285,6 +286,74 @@ class DecisionRepository:
         if not include_superseded:
             query = query.where(DecisionRow.superseded_by.is_(None))
         return _tree_rows(self._session, query)
+
+    def replacements(self, plan_id: str) -> dict[str, str]:
+        """Superseded decision id -> the decision that replaced it, as users are shown it.
+
+        The column ``superseded_by`` holds the correction (``user_intervention``) decision
+        that superseded the decision: it is written once, when the correction supersedes,
+        before the replay has re-made anything (the append-only triggers allow no later
+        change). The decision that replaced it is resolved here, on read, as the first of
+        the plan's decisions recorded after that correction that is
+
+        1. at the same step key (the decision made again); else
+        2. for the corrected decision itself, a decision of the same type that corrects it
+           (``corrects_decision_id``: a recorded plan whose decisions have no step keys); else
+        3. at a step new since the correction, of the same type, under a decision of the same
+           step (the step taken in its place: ``implement-class`` for ``implement-function``
+           once the strategy became a class).
+
+        With none of these, the correction itself is named.
+        """
+        rows = self._session.execute(
+            select(
+                DecisionRow.decision_id,
+                DecisionRow.parent_decision_id,
+                DecisionRow.decision_type,
+                DecisionRow.step_key,
+                DecisionRow.sequence_number,
+                DecisionRow.corrects_decision_id,
+                DecisionRow.superseded_by,
+            )
+            .where(DecisionRow.plan_id == plan_id)
+            .order_by(DecisionRow.sequence_number)
+        ).all()
+        sequence = {r.decision_id: r.sequence_number for r in rows}
+        step = {r.decision_id: r.step_key for r in rows}
+        Made = list[tuple[int, str]]  # (sequence number, decision id), in sequence order
+        at_step: dict[str, Made] = defaultdict(list)
+        correcting: dict[tuple[str, str], Made] = defaultdict(list)
+        new_steps: dict[tuple[str, str | None], Made] = defaultdict(list)
+        for r in rows:
+            entry = (r.sequence_number, r.decision_id)
+            if r.corrects_decision_id is not None and r.decision_type != "user_intervention":
+                correcting[(r.corrects_decision_id, r.decision_type)].append(entry)
+            if r.step_key is None:
+                continue
+            if r.step_key not in at_step:  # the step's first decision
+                new_steps[(r.decision_type, step.get(r.parent_decision_id or ""))].append(entry)
+            at_step[r.step_key].append(entry)
+        replaced: dict[str, str] = {}
+        for r in rows:
+            if r.superseded_by is None:
+                continue
+            replaced[r.decision_id] = r.superseded_by
+            correction = sequence.get(r.superseded_by)
+            if correction is None:
+                continue
+            candidates = (
+                at_step.get(r.step_key or "", []),
+                correcting.get((r.decision_id, r.decision_type), []),
+                new_steps.get((r.decision_type, step.get(r.parent_decision_id or "")), [])
+                if r.step_key is not None
+                else [],
+            )
+            for made in candidates:
+                after = bisect_right(made, correction, key=lambda m: m[0])
+                if after < len(made):
+                    replaced[r.decision_id] = made[after][1]
+                    break
+        return replaced
 
     def children_rows(self, decision_id: str) -> list[TreeRow]:
         query = _tree_row_query().where(DecisionRow.parent_decision_id == decision_id)

@@ -181,3 +181,43 @@ def test_choose_replays_with_the_named_alternative(
     [hello_cli] = (tmp_path / "sandboxes" / demo_plan["plan"]).glob("*__hello-cli")
     greet = (hello_cli / "worktree" / "hello_cli" / "greet.py").read_text()  # a git worktree
     assert "class Greeter:" in greet and "def hello(" not in greet
+
+
+def test_superseded_by_names_the_decision_that_replaced_it(
+    run: Run, demo_plan: dict[str, str]
+) -> None:
+    """Finding 9 of issue 14: not the correction (user_intervention) decision."""
+    result = run(
+        "plan",
+        "correct",
+        demo_plan["strategy"],
+        "--mode=revert",
+        "--yes",
+        "--guidance",
+        "use a greeter class so we can add languages",
+    )
+    assert result.exit_code == 0, result.output
+    tree = json.loads(
+        run("plan", "tree", demo_plan["plan"], "--show-superseded", "--format=json").output
+    )
+    rows = tree["decisions"]
+    current = {d["chosen_option"]: d["decision_id"] for d in rows if d["superseded_by"] is None}
+    replaced_by = {d["chosen_option"]: d["superseded_by"] for d in rows if d["superseded_by"]}
+    greeter = current["A greeter class with a configurable greeting"]
+    assert replaced_by["A plain function registered in COMMANDS"] == greeter
+    # re-made at the same step; and the step taken in place of one whose `when:` no longer holds
+    assert replaced_by["A row in the releases table"] == current["A row in the releases table"]
+    assert (
+        replaced_by["hello_cli/greet.py with a hello() function"]
+        == current["hello_cli/greet.py with a Greeter class"]
+    )
+
+    explained = json.loads(run("plan", "explain", demo_plan["strategy"], "--format=json").output)
+    assert explained["decision"]["superseded_by"] == greeter
+    text = run("plan", "explain", demo_plan["strategy"]).output
+    assert (
+        f"superseded by {greeter}  strategy_choice: A greeter class with a configurable greeting"
+        in text
+    )
+    refused = run("plan", "correct", demo_plan["strategy"], "--mode=revert", "--guidance", "x")
+    assert refused.exit_code == 2 and f"already superseded by {greeter}" in refused.stderr

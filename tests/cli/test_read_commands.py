@@ -126,7 +126,9 @@ def test_explain_lists_irreversible_tool_invocations_and_supersession(
     notify = run("plan", "explain", sample["notify"]).output
     assert "local/send-notification  (external:email)  ⚠ irreversible" in notify
     superseded = run("plan", "explain", sample["superseded"]).output
-    assert "superseded by" in superseded and "user_intervention" in superseded
+    # by the decision that replaced it, not by the correction that superseded it (issue 14)
+    assert "superseded by " in superseded
+    assert "strategy_choice: An async handler on the existing event loop" in superseded
 
 
 def test_explain_json_carries_the_full_decision(run: Run, sample: dict[str, str]) -> None:

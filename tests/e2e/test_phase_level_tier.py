@@ -6,6 +6,7 @@ resource; the preview names the tier and lists that resource as rolled back (rec
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -244,3 +245,61 @@ def test_a_sandbox_that_cannot_be_made_anew_leaves_every_resource_as_it_was(
     for resource_id, written in ((DOCS, "function.md"), (REPO, "greet.py")):
         workdir = sandboxes.get(resource_id).workdir
         assert workdir is not None and (workdir / written).exists()
+
+
+def test_folder_overlay_and_database_sandboxes_without_checkpoints_are_made_anew(
+    tmp_path: Path, sqlite_store: Store, options: RunOptions
+) -> None:
+    folder, overlay, database = tmp_path / "folder", tmp_path / "overlay", tmp_path / "app.db"
+    for real in (folder, overlay):
+        real.mkdir()
+        (real / "kept.txt").write_text("kept\n")
+    with sqlite3.connect(database) as connection:
+        connection.execute("CREATE TABLE t (id INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT)")
+    connection.close()
+    strategies = {"folder": "filesystem_copy", "overlay": "overlay", "db": "transaction_rollback"}
+    locations = {"folder": folder, "overlay": overlay, "db": database}
+    with sqlite_store.unit_of_work(write=True) as uow:
+        for name, strategy in strategies.items():
+            uow.resources.add(
+                Resource(
+                    resource_id=f"local/{name}",
+                    kind="database" if name == "db" else "filesystem",
+                    location=str(locations[name]),
+                    sandbox_strategy=strategy,
+                    checkpoint_enabled=False,
+                )
+            )
+        uow.commit()
+
+    def work(tag: str) -> list[dict[str, Any]]:
+        sql = {"sql": "INSERT INTO t (v) VALUES (:v)", "params": {"v": tag}}
+        return [
+            write("local/folder", f"{tag}.txt"),
+            write("local/overlay", f"{tag}.txt"),
+            {"tool": "local/run-sql", "arguments": {"resource": "local/db", **sql}},
+        ]
+
+    definition = action().model_dump(mode="json")
+    definition["resources"] = [f"local/{name}" for name in strategies]
+    definition["decisions"][1]["alternatives"][0]["tool_calls"] = work("function")
+    definition["decisions"][2]["alternatives"][0]["tool_calls"] = work("class")
+    del definition["decisions"][3]  # the note goes to the git repository of the other tests
+    plan = start_plan(
+        sqlite_store, Action.model_validate(definition), profile_override="auto", options=options
+    )
+    with sqlite_store.unit_of_work() as uow:
+        strategy = next(d for d in uow.decisions.for_plan(plan.plan_id) if d.step_key == "strategy")
+
+    impact = preview(sqlite_store, strategy.decision_id, CorrectionMode.REVERT, CLASS)
+    assert impact.tier is Tier.PHASE
+    assert impact.recreated == impact.rollbackable == ("local/db", "local/folder", "local/overlay")
+    execute(sqlite_store, impact, acknowledged=True, requested_by="ana", options=options)
+    assert apply_plan(sqlite_store, plan.plan_id, "ana", options).state is PlanState.APPLIED
+
+    for real in (folder, overlay):
+        assert sorted(p.name for p in real.iterdir()) == ["class.txt", "kept.txt"]
+    with sqlite3.connect(database) as connection:
+        assert connection.execute("SELECT id, v FROM t").fetchall() == [(1, "class")]
+        assert connection.execute("SELECT seq FROM sqlite_sequence").fetchall() == [(1,)]
+    connection.close()
