@@ -289,9 +289,9 @@ def test_folder_overlay_and_database_sandboxes_without_checkpoints_are_made_anew
         sqlite_store, Action.model_validate(definition), profile_override="auto", options=options
     )
     with sqlite_store.unit_of_work() as uow:
-        strategy = next(d for d in uow.decisions.for_plan(plan.plan_id) if d.step_key == "strategy")
+        chosen = next(d for d in uow.decisions.for_plan(plan.plan_id) if d.step_key == "strategy")
 
-    impact = preview(sqlite_store, strategy.decision_id, CorrectionMode.REVERT, CLASS)
+    impact = preview(sqlite_store, chosen.decision_id, CorrectionMode.REVERT, CLASS)
     assert impact.tier is Tier.PHASE
     assert impact.recreated == impact.rollbackable == ("local/db", "local/folder", "local/overlay")
     execute(sqlite_store, impact, acknowledged=True, requested_by="ana", options=options)
