@@ -44,8 +44,8 @@ from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.rollback import RollbackReport
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine import run_lease
-from cleveragents_tui.engine.guidance import Alternatives, alternatives_for
 from cleveragents_tui.engine.diff import old_attempt_points, record_snapshots
+from cleveragents_tui.engine.guidance import Alternatives, alternatives_for
 from cleveragents_tui.engine.impact import affected_subtree
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.recorder import Correction
