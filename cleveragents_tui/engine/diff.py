@@ -49,6 +49,8 @@ from cleveragents_tui.store.store import Store
 
 # A side larger than this is summarised, not kept: the report lives in the database.
 TEXT_LIMIT = 1_000_000
+# The text one correction keeps in all; past it, the other files are listed, not read.
+TOTAL_LIMIT = 20_000_000
 # What git calls binary: a NUL in the first 8000 bytes.
 _BINARY_PROBE = 8000
 # The two comparisons, as the CLI and the app title them.
@@ -164,6 +166,7 @@ def record_snapshots(
         _state_after(decisions, rows, remade.sequence_number) if remade is not None else None
     )
     sandboxes = PlanSandboxes(store, correction.plan_id, sandbox_base)
+    budget = _Budget(TOTAL_LIMIT)
     final: list[dict[str, Any]] = []
     at_decision: list[dict[str, Any]] = []
     for entry in rollback.resources if rollback is not None else ():
@@ -180,13 +183,15 @@ def record_snapshots(
             at_decision.append(_stored(ResourceDiff(resource_id, old_point, "", note=note)))
             continue
         try:
-            final.append(_stored(_compare(sandbox, resource_id, safety, now)))
+            final.append(_stored(_compare(sandbox, resource_id, safety, now, budget)))
             # a resource the next decision has no checkpoint of was not written since the
             # rollback: it is still at the rollback's target
             new_point = (
                 now if new_state is None else new_state.get(resource_id, entry.target_ref or now)
             )
-            at_decision.append(_stored(_compare(sandbox, resource_id, old_point, new_point)))
+            at_decision.append(
+                _stored(_compare(sandbox, resource_id, old_point, new_point, budget))
+            )
         finally:
             with contextlib.suppress(UserError):  # only read here: the diff keeps the contents
                 sandbox.drop_checkpoint(now)
@@ -227,22 +232,37 @@ def _state_after(
     }
 
 
-def _compare(sandbox: Sandbox, resource_id: str, old_ref: str, new_ref: str) -> ResourceDiff:
+@dataclass
+class _Budget:
+    """The text a correction may still keep (bytes)."""
+
+    left: int
+
+
+def _compare(
+    sandbox: Sandbox, resource_id: str, old_ref: str, new_ref: str, budget: _Budget
+) -> ResourceDiff:
     try:
         files = [
-            _file(c, sandbox.read(old_ref, c.path), sandbox.read(new_ref, c.path))
-            for c in sandbox.diff(old_ref, new_ref)
+            _file(sandbox, c, old_ref, new_ref, budget) for c in sandbox.diff(old_ref, new_ref)
         ]
     except UserError as exc:
         return ResourceDiff(resource_id, old_ref, new_ref, note=str(exc))
     return ResourceDiff(resource_id, old_ref, new_ref, files)
 
 
-def _file(change: Change, old: bytes | None, new: bytes | None) -> FileDiff:
+def _file(
+    sandbox: Sandbox, change: Change, old_ref: str, new_ref: str, budget: _Budget
+) -> FileDiff:
+    if budget.left <= 0:
+        kept = f"contents not kept: the diff already holds {TOTAL_LIMIT:,} bytes of text"
+        return FileDiff(change, None, None, kept)
+    old, new = sandbox.read(old_ref, change.path), sandbox.read(new_ref, change.path)
     if _binary(old) or _binary(new):
         return FileDiff(change, None, None, f"binary file: contents not shown ({_sizes(old, new)})")
     if len(old or b"") > TEXT_LIMIT or len(new or b"") > TEXT_LIMIT:
         return FileDiff(change, None, None, f"large file: contents not shown ({_sizes(old, new)})")
+    budget.left -= len(old or b"") + len(new or b"")
     return FileDiff(change, _decoded(old), _decoded(new))
 
 

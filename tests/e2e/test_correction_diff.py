@@ -20,6 +20,7 @@ from click.testing import CliRunner, Result
 
 from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.enums import CorrectionMode, PlanState
+from cleveragents_tui.engine import diff as diff_module
 from cleveragents_tui.engine.actions import load_action
 from cleveragents_tui.engine.correction import execute, preview
 from cleveragents_tui.engine.demo import DemoEnvironment
@@ -213,3 +214,34 @@ def test_a_replay_that_goes_on_through_apply_records_its_diff_before_apply_lands
     database = next(r for r in diff.final if r.resource_id == app_db)
     assert database.note is None, database.note
     assert database.new_ref and database.old_ref
+
+
+def test_a_diff_past_its_size_limit_lists_the_other_files_without_their_contents(
+    sqlite_store: Store,
+    demo: DemoEnvironment,
+    options: RunOptions,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a correction that keeps at most a few bytes of text for its diff
+    monkeypatch.setattr(diff_module, "TOTAL_LIMIT", 1)
+    plan = start_plan(
+        sqlite_store, load_action(str(demo.action_file)), profile_override="auto", options=options
+    )
+    folder = (
+        PlanSandboxes(sqlite_store, plan.plan_id, options.sandbox_base)
+        .get(next(r for r in load_action(str(demo.action_file)).resources if "hello-cli" in r))
+        .workdir
+    )
+    assert folder is not None
+    for name in ("a.txt", "b.txt"):  # files the rollback takes away
+        (folder / name).write_text(f"{name}\n")
+    # When the strategy is reverted (greet.py changes, the two files go)
+    correction = _correct(
+        sqlite_store, _current(sqlite_store, plan.plan_id, "strategy"), "use a greeter class"
+    )
+    # Then the first file's text is kept, and the others are listed with a summary only
+    files = [f for r in correction_diff(sqlite_store, correction).final for f in r.files]
+    assert files[0].summary is None and files[0].old == "a.txt\n"
+    assert files[1:] and all(
+        f.summary == "contents not kept: the diff already holds 1 bytes of text" for f in files[1:]
+    )
