@@ -8,7 +8,7 @@ holds the file's write lock). So the transaction is held only while it is used:
 
 * **In use** means: while this process holds the plan's run lease (``engine/run_lease.py``:
   running, applying, correcting, repairing), or while a short read pins the plan's sandbox
-  folder (:func:`pinned`: a correction diff, the invariant checker). The run lease pins
+  folder (:func:`pinned`: the invariant checker of ``agents doctor``). The run lease pins
   ``<sandboxes>/<plan>`` for as long as it is held.
 * **Handing over**: when the last pin of a folder ends, every sandbox this process holds
   that no pin still covers is handed over
