@@ -634,11 +634,12 @@ def _revert(
             replacement=guidance.decision_id,
             plan_state=PlanState.ERRORED,
         )
-        return CorrectionResult(_reload(store, correction), _plan(store, impact.plan_id), report)
-    finally:
+        replayed = _plan(store, impact.plan_id)
+    else:
+        _finish_replayed(store, correction, recorded)
+    finally:  # after the outcome is recorded: what fails here does not change it
         _REPLAYING.reset(token)
         snapshot()  # once: nothing more if an automatic Apply took it already
-    _finish_replayed(store, correction, recorded)
     return CorrectionResult(_reload(store, correction), replayed, report)
 
 

@@ -41,10 +41,10 @@ from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, Phase, P
 from cleveragents_tui.engine import correction
 from cleveragents_tui.engine.actions import load_action
 from cleveragents_tui.engine.demo import build_demo
-from cleveragents_tui.engine.doctor import repair_corrections
+from cleveragents_tui.engine.doctor import repair_corrections, repair_left_running
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.invariants import check_invariants
-from cleveragents_tui.engine.lifecycle import apply_plan
+from cleveragents_tui.engine.lifecycle import apply_plan, resume_plan
 from cleveragents_tui.engine.recovery import recover_pending_groups
 from cleveragents_tui.engine.runner import PlanRunner, RunOptions, start_plan
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
@@ -153,12 +153,16 @@ def recover_and_check(folder: str, out: str) -> None:
     store, options = work.store(), work.options()
     groups = recover_pending_groups(store, work.sandboxes)
     corrections = repair_corrections(store)
+    paused = repair_left_running(store, work.sandboxes)  # a run the kill stopped
     first = check_invariants(store, base_dir=work.sandboxes)
     plan_id = top_plan(store)
     state = None
     if plan_id is not None:
         try:
-            state = PlanRunner(store, plan_id, options).run().state.value
+            if plan_id in paused:  # what a user does next: `agents plan run`
+                state = resume_plan(store, plan_id, options).state.value
+            else:
+                state = PlanRunner(store, plan_id, options).run().state.value
         except Exception as exc:  # reported, the parent fails the test with it
             state = f"resume failed: {type(exc).__name__}: {exc}"
     again = check_invariants(store, base_dir=work.sandboxes)
@@ -287,9 +291,12 @@ def fault_correction(folder: str, which: str, failpoint: str, out: str) -> None:
     with store.unit_of_work() as uow:
         attempts = uow.corrections.for_plan(plan_id)
         state = uow.plans.get(plan_id).state
-    resumed = state is PlanState.RUNNING  # the replay stopped halfway: run the plan on
+    # The correction was made but its replay stopped halfway: recorded failed with the plan
+    # errored (or a plan left running): run it on, as the correction's message says.
+    replay_failed = bool(attempts) and attempts[-1].report.get("replay") == "failed"
+    resumed = state is PlanState.RUNNING or replay_failed
     if resumed:
-        state = PlanRunner(store, plan_id, options).run().state
+        state = resume_plan(store, plan_id, options).state
     report = check_invariants(store, base_dir=work.sandboxes)
     Path(out).write_text(
         json.dumps(

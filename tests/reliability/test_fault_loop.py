@@ -8,8 +8,9 @@ every N, the correction runs again from the same state with the Nth call of one 
 (``git.call#N=raise``). Each must end in one of:
 
 - **completed**: the correction succeeded, and the plan and every resource are as after the
-  correction without a fault (if the fault hit the replay after the correction was recorded,
-  running the plan on finishes it);
+  correction without a fault; or the fault hit its replay: the correction is recorded failed
+  ("its replay failed", the plan errored, the decisions corrected), and running the plan on
+  (`agents plan run`, as its message says) ends where the correction without a fault does;
 - **failed cleanly**: the correction failed (or was refused), the plan is errored or
   untouched, no decision was superseded, and every resource is as it was before: files byte
   for byte, database rows, the tree of the sandbox's git HEAD, the user's own HEAD.
@@ -68,7 +69,10 @@ def judge(
     how = f"{result['status']}, plan {result['plan_state']}, error {result['error']}"
     if result["violations"]:
         return "broken", f"{how}: invariants violated: {result['violations']}"
-    if result["status"] == "succeeded" and result["plan_state"] == after["plan_state"]:
+    replayed = result["status"] == "succeeded" or (
+        result["status"] == "failed" and result["resumed"]
+    )
+    if replayed and result["plan_state"] == after["plan_state"]:
         outcome = "completed after resuming" if result["resumed"] else "completed"
         if result["resources"] == after["resources"]:
             return outcome, None
