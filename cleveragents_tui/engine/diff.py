@@ -66,6 +66,10 @@ NO_AT_DECISION = (
     "the corrected decision is not an Execute decision: it did no work of its own, so only "
     "the final states are compared"
 )
+_RECREATED = (
+    "its sandbox has no checkpoints and was made anew from the real resource: the old "
+    "attempt's state was not kept"
+)
 # C0 and C1 control characters but tab and newline: shown escaped, never sent to a terminal.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -170,6 +174,9 @@ def record_snapshots(
     final: list[dict[str, Any]] = []
     at_decision: list[dict[str, Any]] = []
     for entry in rollback.resources if rollback is not None else ():
+        if entry.outcome is ResourceOutcome.RECREATED:  # phase-level tier: nothing to compare
+            final.append(_stored(ResourceDiff(entry.resource_id, "", "", note=_RECREATED)))
+            continue
         if entry.outcome is not ResourceOutcome.ROLLED_BACK or entry.safety_ref is None:
             continue
         resource_id, safety = entry.resource_id, entry.safety_ref

@@ -245,3 +245,21 @@ def test_a_diff_past_its_size_limit_lists_the_other_files_without_their_contents
     assert files[1:] and all(
         f.summary == "contents not kept: the diff already holds 1 bytes of text" for f in files[1:]
     )
+
+
+def test_a_sandbox_made_anew_by_the_phase_level_tier_says_its_old_state_was_not_kept(
+    tmp_path: Path, sqlite_store: Store, options: RunOptions
+) -> None:
+    from tests.e2e.test_phase_level_tier import CLASS, DOCS, REPO, at_apply_gate, register
+
+    # Given a plan whose repository sandbox has no checkpoints (checkpointing off)
+    register(sqlite_store, tmp_path, repo_checkpoints=False)
+    _, keys = at_apply_gate(sqlite_store, options)
+    # When its strategy is corrected (the sandbox is made anew from the real repository)
+    impact = preview(sqlite_store, keys["strategy"], CorrectionMode.REVERT, CLASS)
+    result = execute(sqlite_store, impact, acknowledged=True, requested_by="ana", options=options)
+    # Then the diff says so for it, and compares the other resource as usual
+    diff = correction_diff(sqlite_store, result.correction.correction_id)
+    by_id = {r.resource_id: r for r in diff.final}
+    assert "made anew" in (by_id[REPO].note or "")
+    assert by_id[DOCS].note is None and by_id[DOCS].files
