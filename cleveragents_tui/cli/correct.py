@@ -22,6 +22,8 @@ def _impact_text(impact: object) -> str:
     from cleveragents_tui.engine.correction import Impact
 
     assert isinstance(impact, Impact)
+    if impact.append is not None:
+        return _append_text(impact)
     lines = [
         f"Correct decision {impact.decision_id} ({impact.decision_phase.value}) of plan {impact.plan_id}",
         f"  mode {impact.mode.value} · rollback tier: {impact.tier.value} · attempt {impact.attempt} → {impact.attempt + 1}",
@@ -40,6 +42,27 @@ def _impact_text(impact: object) -> str:
     lines.append(f"  unaffected: {', '.join(impact.unaffected) or '-'}")
     for effect in impact.irreversible:
         lines.append(f"  irreversible: {effect.tool} ({effect.invocations} invocation(s))")
+    return "\n".join(lines)
+
+
+def _append_text(impact: Impact) -> str:
+    """An append supersedes nothing and rolls nothing back: it says what the appended plan
+    will do instead, and which irreversible effects that work repeats."""
+    from cleveragents_tui.cli.render import append_lines
+
+    assert impact.append is not None
+    lines = [
+        f"Append to decision {impact.decision_id} ({impact.decision_phase.value}) of plan {impact.plan_id}",
+        f"  mode append · attempt {impact.attempt} → {impact.attempt + 1}",
+        f"  guidance: {impact.guidance}",
+        "  decisions superseded: none (history untouched; nothing is rolled back)",
+        *_alternatives_text(impact),
+        *append_lines(impact.plan_id, impact.append),
+    ]
+    lines += [
+        f"  irreversible, repeated: {e.tool} ({e.invocations} invocation(s))"
+        for e in impact.irreversible
+    ]
     return "\n".join(lines)
 
 
@@ -199,10 +222,22 @@ def _confirm_and_execute(
             f"with `agents plan run {c.plan_id}`"
         )
     click.echo(plan_heading(result.plan))
+    if c.appended_plan_id is not None:
+        _echo_appended(cli, c.appended_plan_id)
     if c.status.value == "succeeded":
         click.echo(f"compare the attempts: agents plan diff --correction {c.correction_id}")
     else:
         sys.exit(1)
+
+
+def _echo_appended(cli: CliContext, plan_id: str) -> None:
+    """Where the appended plan stopped, and how to land it when it lands on its own."""
+    with cli.store.unit_of_work() as uow:
+        appended = uow.plans.get(plan_id)
+        gated = any(a.kind.value == "apply_gate" for a in uow.approvals.pending(plan_id))
+    click.echo("appended " + plan_heading(appended))
+    if gated:
+        click.echo(f"  land it: agents plan apply {plan_id}")
 
 
 @plan.command("edit-strategy")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.plan import Plan
@@ -12,6 +13,9 @@ from cleveragents_tui.domain.views import (
     PlanSummary,
     PlanTree,
 )
+
+if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
+    from cleveragents_tui.engine.append import AppendPlan
 
 SUPERSEDED_MARK = "✗ "
 CORRECTION_MARK = "↻ "
@@ -209,3 +213,31 @@ def decision_explanation(e: DecisionExplanation) -> str:
     if e.superseded_by is not None:
         lines += ["", f"superseded by {_decision_ref(e.superseded_by)}"]  # the replacement
     return "\n".join(lines)
+
+
+def append_lines(plan_id: str, appended: AppendPlan) -> list[str]:
+    """What an append will do (``agents plan correct --mode=append``): the appended plan's
+    decisions, the sandboxes it works in, and how it lands."""
+    lines = ["  appended plan: a corrective child plan of this plan that makes"]
+    if not appended.predicted:
+        lines.append("    the corrective work its actor decides under the guidance")
+    elif not appended.steps:
+        lines.append("    no decision: the action has no decision point for this decision")
+    for n, step in enumerate(appended.steps, 1):
+        work = [*step.tool_calls, *(f"spawns {s}" for s in step.spawns)]
+        lines.append(
+            f"    {n}. {step.key} ({step.phase.value}): {one_line(step.chosen_option)}"
+            + (f" — {', '.join(work)}" if work else "")
+        )
+    if appended.sandbox_host is not None:
+        lines.append(
+            f"  works in: the sandboxes of plan {appended.sandbox_host}, on top of what they "
+            "hold now; lands once, with that plan's Apply"
+        )
+    else:
+        lines.append(
+            f"  works in: sandboxes of its own, made from the real resources (plan {plan_id} "
+            "is applied); lands on its own Apply, on its own branch"
+        )
+    lines.append(f"  resources: {', '.join(appended.resources) or '-'}")
+    return lines

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from pydantic import ValidationError
@@ -44,6 +44,7 @@ from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.rollback import RollbackReport
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine import run_lease
+from cleveragents_tui.engine.append import AppendPlan, plan_append, start_appended
 from cleveragents_tui.engine.diff import old_attempt_points, record_snapshots
 from cleveragents_tui.engine.guidance import Alternatives, alternatives_for
 from cleveragents_tui.engine.impact import affected_subtree
@@ -119,6 +120,8 @@ class Impact:
     # the corrected decision's alternatives and the one the replay takes (engine/guidance.py);
     # None for a decision the scripted reasoner did not make
     alternatives: Alternatives | None = None
+    # append mode: the appended plan's decisions, sandboxes and landing (engine/append.py)
+    append: AppendPlan | None = None
     # phase-level tier: sandboxes without checkpoints (checkpointing off) the revert discards
     # and makes anew from the real resources (engine/rollback.py); listed in rollbackable too
     recreated: tuple[str, ...] = field(default=())
@@ -174,6 +177,9 @@ def preview(
     found = alternatives_for(store, decision, guidance, choose)
     # The tier the plan's resources allow (ADR-035), named for every correction.
     tier = _tier([resources[r] for r in dict.fromkeys(used) if r in resources])
+    if mode is CorrectionMode.APPEND:
+        appended = _append_impact(store, plan, decision, guidance, found)
+        return _with_warnings(replace(appended, tier=tier))
     warm = OPEN_GRAPHS.holding(decision.plan_id)  # kept by a long-lived process (the app)
     subtree = (
         warm.affected(decision.decision_id)
@@ -244,6 +250,42 @@ def preview(
         recreated=recreated,
     )
     return _with_warnings(impact)
+
+
+def _append_impact(
+    store: Store, plan: Plan, decision: Decision, guidance: str, found: Alternatives | None
+) -> Impact:
+    """An append supersedes nothing, cancels nothing, rolls nothing back: its impact is the
+    appended plan (engine/append.py) and the irreversible effects its work repeats."""
+    if plan.phase is Phase.STRATEGIZE:
+        raise CorrectionRefusedError(
+            f"plan {plan.plan_id} is still in Strategize: nothing has run that a corrective "
+            "plan could build on",
+            f'correct the decision itself: agents plan correct {decision.decision_id} --mode=revert --guidance "..."',
+        )
+    appended = plan_append(store, plan, decision, guidance, found.option if found else None)
+    counts = Counter(c.tool for c in appended.irreversible_calls)
+    effects = {c.tool: c.side_effects for c in appended.irreversible_calls}
+    return Impact(
+        plan_id=plan.plan_id,
+        plan_version=plan.version,
+        attempt=plan.attempt,
+        decision_id=decision.decision_id,
+        decision_phase=decision.phase,
+        step_key=decision.step_key,
+        mode=CorrectionMode.APPEND,
+        guidance=guidance,
+        tier=Tier.FULL,
+        affected_decisions=(),
+        children=(),
+        rollbackable=(),
+        non_rollbackable=(),
+        unaffected=(),
+        irreversible=tuple(IrreversibleEffect(t, n, effects[t]) for t, n in sorted(counts.items())),
+        phase_change=None,
+        alternatives=found,
+        append=appended,
+    )
 
 
 def _refuse_if_not_correctable(plan: Plan, decision: Decision, mode: CorrectionMode) -> None:
@@ -415,7 +457,11 @@ def _with_warnings(impact: Impact) -> Impact:
             for e in impact.irreversible
         )
         warnings.append(
-            "WARNING: Rolling back past this decision undoes work that triggered\n"
+            "WARNING: The appended plan repeats work that triggers\n"
+            f"irreversible external effects:\n{listed}\n\n"
+            "They happen again, and cannot be undone.\nProceed?"
+            if impact.mode is CorrectionMode.APPEND
+            else "WARNING: Rolling back past this decision undoes work that triggered\n"
             f"irreversible external effects:\n{listed}\n\n"
             "Sandbox resources can be rolled back, but external effects cannot be undone.\nProceed?"
         )
@@ -836,38 +882,20 @@ def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
 def _append(
     store: Store, impact: Impact, correction: CorrectionAttempt, options: RunOptions
 ) -> CorrectionResult:
-    """History untouched: a corrective child plan runs the action again under the guidance."""
-    from cleveragents_tui.actors.checkpointer import open_checkpointer  # see runner._run_actor
-    from cleveragents_tui.actors.graphs import Actor
-    from cleveragents_tui.engine.plans import create_plan
-    from cleveragents_tui.engine.runner import ACTORS
-
-    runner = PlanRunner(store, impact.plan_id, options)
-    parent = _plan(store, impact.plan_id)
-    action = runner.action.model_copy(update={"name": runner.action.name})
-    child, _ = create_plan(
-        store,
-        action,
-        tools=runner.registry,
-        actors=ACTORS,
-        project=parent.project,
-        parent=parent,
-        spawning_decision_id=impact.decision_id,
-    )
-    with store.unit_of_work(write=True) as uow:
-        uow.plan_actions.save(
-            child.plan_id, action.model_dump(mode="json"), sandbox_plan_id=parent.plan_id
-        )
-        uow.commit()
-    with open_checkpointer(store.engine.url) as saver:
-        for phase in (Phase.STRATEGIZE, Phase.EXECUTE):
-            Actor(saver, child.plan_id, phase, lambda state, r: {}).seed(
-                {"guidance": [_guidance_entry(impact.step_key or "*", impact)]}
-            )
-    replay = Correction(impact.decision_id, impact.guidance)
-    PlanRunner(store, child.plan_id, options, correction=replay).run()
+    """History untouched: a corrective child plan runs only the corrective work, on top of
+    the plan's current state (engine/append.py). Then a plan that was waiting in Execute
+    goes on, as after a revert, to its new attempt's gates (the old attempt's lapsed); any
+    other plan stays as it is (an applied one: the appended plan lands on its own)."""
+    with store.unit_of_work() as uow:
+        target = uow.decisions.get(impact.decision_id)
+    chosen = impact.alternatives.option if impact.alternatives else None
+    child = start_appended(store, impact.plan_id, target, impact.guidance, chosen, options)
     _finish(store, correction, CorrectionStatus.SUCCEEDED, appended=child.plan_id, report={})
-    return CorrectionResult(_reload(store, correction), _plan(store, impact.plan_id), None)
+    plan = _plan(store, impact.plan_id)
+    waiting = (PlanState.AWAITING_APPROVAL, PlanState.COMPLETED)
+    if plan.phase is Phase.EXECUTE and plan.state in waiting:
+        plan = PlanRunner(store, impact.plan_id, options).run()
+    return CorrectionResult(_reload(store, correction), plan, None)
 
 
 def _finish(

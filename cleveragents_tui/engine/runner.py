@@ -210,7 +210,7 @@ class PlanRunner:
                 return self.plan()
             plan = self._set(state=PlanState.COMPLETED)
         if plan.phase is Phase.EXECUTE and plan.state is PlanState.COMPLETED:
-            if self.plan().parent_plan_id is not None:
+            if self._landed_by_parent():
                 return self.plan()  # a child waits: its parent's Apply lands it
             self._gate(
                 AutomationFlag.SELECT_TOOL,
@@ -690,11 +690,7 @@ class PlanRunner:
         self._take_for_apply(plan.attempt)
         results: list[str] = []
         try:
-            for child in self._children():
-                runner = PlanRunner(self.store, child.plan_id, self.options)
-                # An appended plan works in this plan's sandboxes: they land below, once.
-                shared = runner.sandboxes.host_plan_id != child.plan_id
-                results.extend(runner.apply_own(land=not shared))
+            results.extend(self._land_children())
             results.extend(self.apply_own())
         except UserError as exc:
             return self._apply_failed(PlanState.CONSTRAINED, str(exc))
@@ -752,6 +748,26 @@ class PlanRunner:
             )
             uow.commit()
         return self._set(phase=Phase.APPLY, state=state)
+
+    def _landed_by_parent(self) -> bool:
+        """A child plan is landed by its parent's Apply, unless the parent has already been
+        applied (a plan appended to an applied plan): then it goes to its own Apply gate."""
+        parent_id = self.plan().parent_plan_id
+        if parent_id is None:
+            return False
+        with self.store.unit_of_work() as uow:
+            return uow.plans.get(parent_id).state is not PlanState.APPLIED
+
+    def _land_children(self) -> list[str]:
+        """Land the open child plans, and theirs (an appended plan's spawns), before this one.
+        An appended plan works in this plan's sandboxes: they land once, with this plan's."""
+        results: list[str] = []
+        for child in self._children():
+            runner = PlanRunner(self.store, child.plan_id, self.options)
+            results.extend(runner._land_children())
+            shared = runner.sandboxes.host_plan_id != child.plan_id
+            results.extend(runner.apply_own(land=not shared))
+        return results
 
     def apply_own(self, *, land: bool = True) -> list[str]:
         """Land this plan's sandboxes (unless ``land`` is False: they are its host's, which

@@ -207,7 +207,10 @@ def test_an_applied_child_rejects_the_parents_revert_but_allows_append(
     impact = preview(
         sqlite_store, keys["docs"], CorrectionMode.APPEND, "also document the version command"
     )
-    assert impact.affected_decisions  # shown, but history is left intact
+    # history is left intact: an append supersedes nothing; the appended plan re-makes the
+    # spawn (and spawns the docs child again) — it does not re-run the plan's action
+    assert impact.affected_decisions == () and impact.children == ()
+    assert impact.append is not None and [s.key for s in impact.append.steps] == ["docs"]
 
 
 def test_append_leaves_history_intact_and_runs_a_corrective_child(

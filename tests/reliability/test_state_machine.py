@@ -635,6 +635,8 @@ class CorrectionMachine(RuleBasedStateMachine):
             len(self.model.appended) < MAX_APPENDS
             # late in a plan's life: it costs a child plan (and see APPLY_AFTER_APPEND_CONFLICTS)
             and (self.model.applied or self.model.errored or len(self.model.at) >= 3)
+            # a corrective plan builds on what the plan did: refused while it is in Strategize
+            and self.model.phase is not Phase.STRATEGIZE
         )
     )
     @rule(data=st.data(), guidance=st.sampled_from(GUIDANCE))
@@ -847,6 +849,7 @@ def test_append_leaves_child_plans_alone(machine: CorrectionMachine) -> None:
     machine.spawn_child(_Script(root, []))
     [child] = machine.model.children
     spawner = machine.model.children[child]
+    machine.enter_execute()  # an append builds on what the plan did: refused in Strategize
     impact = preview(machine.store, spawner, CorrectionMode.APPEND, "also add a changelog")
     execute(machine.store, impact, acknowledged=True, requested_by="maria", options=machine.options)
     with machine.store.unit_of_work() as uow:

@@ -17,6 +17,8 @@ from cleveragents_tui.tui.modals.base import Dialog
 
 
 def impact_text(impact: Impact) -> Text:
+    if impact.append is not None:
+        return append_text(impact)
     t = Text()
     t.append(f"Correct decision {impact.decision_id}", style="bold")
     t.append(f" ({impact.decision_phase.value}) of plan {impact.plan_id}\n")
@@ -50,6 +52,51 @@ def impact_text(impact: Impact) -> Text:
     t.append("\n  unaffected         ")
     t.append(", ".join(impact.unaffected) or "-", style="dim")
     t.append("\n\nirreversible effects\n", style="bold")
+    if not impact.irreversible:
+        t.append("  -\n", style="dim")
+    for effect in impact.irreversible:
+        effects = f" — {', '.join(effect.side_effects)}" if effect.side_effects else ""
+        t.append(f"  ⚠ {effect.tool} ({effect.invocations} invocation(s)){effects}\n", style="red")
+    if impact.warnings:
+        t.append(f"\n{len(impact.warnings)} warning(s) to confirm next.\n", style="bold yellow")
+    return t
+
+
+def append_text(impact: Impact) -> Text:
+    """An append supersedes nothing and rolls nothing back: what the appended plan will
+    make, where it works, how it lands, and the irreversible effects its work repeats."""
+    appended = impact.append
+    assert appended is not None
+    t = Text()
+    t.append(f"Append to decision {impact.decision_id}", style="bold")
+    t.append(f" ({impact.decision_phase.value}) of plan {impact.plan_id}\n")
+    t.append("attempt ", style="bold")
+    t.append(f"{impact.attempt} → {impact.attempt + 1}\n")
+    t.append("guidance ", style="bold")
+    t.append(f"{impact.guidance}\n")
+    t.append("\nno decision superseded, nothing rolled back: history untouched\n", style="bold")
+    t.append("\nthe appended plan makes\n", style="bold")
+    if not appended.predicted:
+        t.append("  the corrective work its actor decides under the guidance\n", style="dim")
+    elif not appended.steps:
+        t.append("  no decision: the action has no decision point for this one\n", style="dim")
+    for n, step in enumerate(appended.steps, 1):
+        t.append(f"  {n}. {step.key} ({step.phase.value}): {step.chosen_option}")
+        work = [*step.tool_calls, *(f"spawns {s}" for s in step.spawns)]
+        t.append(f" — {', '.join(work)}\n" if work else "\n", style="dim")
+    t.append("\nworks in\n", style="bold")
+    if appended.sandbox_host is not None:
+        t.append(
+            f"  the sandboxes of plan {appended.sandbox_host}, on top of what they hold now; "
+            "it lands once, with that plan's Apply\n"
+        )
+    else:
+        t.append(
+            "  sandboxes of its own, made from the real resources (the plan is applied); "
+            "it lands on its own Apply, on its own branch\n"
+        )
+    t.append(f"  {', '.join(appended.resources) or '-'}\n", style="dim")
+    t.append("\nirreversible effects it repeats\n", style="bold")
     if not impact.irreversible:
         t.append("  -\n", style="dim")
     for effect in impact.irreversible:

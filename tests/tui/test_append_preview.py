@@ -1,0 +1,65 @@
+"""The app's append preview says what an append does (issue 14, finding 5): no decision
+superseded, the appended plan's decisions, the sandboxes it works in — then the append runs
+only that work."""
+
+from __future__ import annotations
+
+import pytest
+
+from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus
+from cleveragents_tui.tui.modals.correction import CorrectionDialog
+from cleveragents_tui.tui.modals.impact import ImpactModal
+from cleveragents_tui.tui.modals.replay import ReplayModal
+from cleveragents_tui.tui.screens.plan_view import PlanScreen
+from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
+from tests.tui.conftest import SIZE, DemoPlan
+
+pytestmark = pytest.mark.anyio
+
+STRATEGY = "A plain function registered in COMMANDS"
+
+
+async def test_the_append_preview_names_the_appended_plans_work(demo_plan: DemoPlan) -> None:
+    app = demo_plan.app()
+    target = demo_plan.decision(STRATEGY)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("enter")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, PlanScreen)
+        tree = screen.query_one(DecisionTree)
+        assert tree.reveal(target)
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.press("c")
+        await pilot.pause()
+        dialog = app.screen
+        assert isinstance(dialog, CorrectionDialog)
+        await pilot.click("#mode-append")
+        dialog.query_one("#guidance").focus()
+        await pilot.press(*"use a greeter class")
+        await pilot.press("enter")
+        await pilot.pause()
+        modal = app.screen
+        assert isinstance(modal, ImpactModal)
+        assert modal.impact.mode is CorrectionMode.APPEND
+        shown = str(modal.query_one("#impact-text").render())
+        assert "no decision superseded" in shown and "superseded and re-made" not in shown
+        assert "strategy (strategize): A greeter class with a configurable greeting" in shown
+        assert "implement-class (execute)" in shown and "local/write-file" in shown
+        assert f"the sandboxes of plan {demo_plan.plan.plan_id}" in shown
+        assert tree.affected == frozenset()  # nothing in the tree is superseded
+        await pilot.press("y")
+        await pilot.pause()
+        replay = app.screen
+        assert isinstance(replay, ReplayModal) and replay.worker is not None
+        await replay.worker.wait()
+        await pilot.pause()
+        assert replay.result is not None
+        assert replay.result.correction.status is CorrectionStatus.SUCCEEDED
+        appended = replay.result.correction.appended_plan_id
+    assert appended is not None
+    with demo_plan.store.unit_of_work() as uow:
+        made = set(uow.decisions.current_steps(appended))
+    assert made == {"prompt", "strategy", "implement-class"}
