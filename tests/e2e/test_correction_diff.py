@@ -130,8 +130,12 @@ def test_a_revert_diff_shows_what_differed_and_is_the_same_after_a_later_correct
     first = correction_diff(sqlite_store, correction)
     final = _file(first.final, hello_cli, GREET)
     assert (final.old, final.new, final.summary) == (before, after, None)
-    # ... and, at the corrected decision, the old code right after it against the new one
+    # ... and, at the corrected decision, the old code right after it against the new one;
+    # nothing else differs (app.py and the test are the same in both attempts)
     assert first.at_decision is not None
+    for compared in (first.final, first.at_decision):
+        code = next(r for r in compared if r.resource_id == hello_cli)
+        assert [f.change.path for f in code.files] == [GREET]
     at = _file(first.at_decision, hello_cli, GREET)
     assert (at.old, at.new) == (before, DOCUMENTED)
     shown = _agents(sqlite_store, "plan", "diff", "--correction", correction).output
