@@ -142,22 +142,29 @@ class ImpactModal(Dialog[bool]):
         found = self.impact.alternatives
         if found is None:
             return
-        yield Label(f"Alternatives of step {found.key} — the replay takes the one pressed (1-9)")
+        yield Label(
+            f"Alternatives of step {found.key} — the replay takes the one pressed "
+            "(select it, or press its number)"
+        )
         with RadioSet(id="alternatives"):
             for number, option in enumerate(found.options, 1):
                 yield RadioButton(f"{number}. {option}", value=number == found.selected)
-        notice = ""
-        if found.selected is None:
-            notice = (
-                "The guidance selects none of these: the replay would make the same choice "
-                "again. Pick the one to take."
-            )
-            notice += "".join(
+        notice = self._notice("Pick the one to take.") if found.selected is None else ""
+        yield Static(notice, id="impact-pick", classes="dialog-error", markup=False)
+
+    def _notice(self, ask: str) -> str:
+        """Why a pick is needed, ``ask``, and the decisions to correct instead, if any."""
+        found = self.impact.alternatives
+        elsewhere = found.elsewhere if found else ()
+        return (
+            "The guidance selects none of these: the replay would make the same choice again. "
+            + ask
+            + "".join(
                 f"\nIt selects {e.option!r} of {e.key} ({e.decision_id}): to take that, "
                 "correct that decision instead."
-                for e in found.elsewhere
+                for e in elsewhere
             )
-        yield Static(notice, id="impact-pick", classes="dialog-error", markup=False)
+        )
 
     def _needs_pick(self) -> bool:
         found = self.impact.alternatives
@@ -188,8 +195,7 @@ class ImpactModal(Dialog[bool]):
     def action_answer(self, yes: bool) -> None:
         if yes and self._needs_pick():
             self.query_one("#impact-pick", Static).update(
-                "Pick the alternative to take first (its number, or select it): the guidance "
-                "selects none of them."
+                self._notice("Pick the alternative to take first: select it, or press its number.")
             )
             self.query_one("#alternatives").focus()
             return
