@@ -3,7 +3,6 @@ now, and the controls (correct, diff, pause / cancel / resume / apply)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
@@ -201,7 +200,7 @@ class PlanScreen(Screen[None]):
         summary = (
             f"{row.decision_type} · {row.phase}\n{one_line(row.chosen_option, 80)}\n{decision_id}"
         )
-        blocked = await asyncio.to_thread(replay_blocker, self.store, self.plan_id)
+        blocked = replay_blocker(self.store, self.plan_id)  # a read, as the preview below
         request = await self.app.push_screen_wait(CorrectionDialog(summary, blocked))
         if request is None:
             return
