@@ -21,12 +21,13 @@ from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, Phase, P
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine.checkpoints import record_execute_decision
-from cleveragents_tui.engine.doctor import repair_corrections
+from cleveragents_tui.engine.doctor import repair_corrections, repair_left_running
 from cleveragents_tui.engine.invariants import InvariantReport, check_invariants
 from cleveragents_tui.store.store import Store
 from tests.engine.conftest import FILES, World
 from tests.reliability import scenario
 from tests.reliability.harness import Worker
+from tests.support.run_lease import held_by_another_thread
 
 
 def check(world: World) -> InvariantReport:
@@ -44,11 +45,46 @@ def add(world: World, *decisions: Decision) -> None:
         uow.commit()
 
 
-def run_here(world: World) -> None:
-    """Give the plan a stored action: a plan run by this engine, held to every rule."""
+def run_here(world: World, state: PlanState = PlanState.AWAITING_APPROVAL) -> None:
+    """Give the plan a stored action: a plan run by this engine, held to every rule, and
+    stopped where a run stops (a gate) unless ``state`` says otherwise."""
     with world.store.unit_of_work(write=True) as uow:
         uow.plan_actions.save(world.plan.plan_id, {"name": "local/groups"})
+        plan = uow.plans.get(world.plan.plan_id)
+        uow.plans.save(plan.model_copy(update={"state": state}))
         uow.commit()
+
+
+def test_a_plan_left_running_without_a_runner_is_reported_then_repaired(world: World) -> None:
+    assert broken(world) == set()  # never run here (no stored action): its state is recorded
+    run_here(world, PlanState.RUNNING)
+    [violation] = check(world).violations
+    assert (violation.invariant, violation.subject) == ("left-running", world.plan.plan_id)
+    with held_by_another_thread(world.base, world.plan.plan_id, "running"):
+        assert broken(world) == set()  # a live runner holds it
+        assert repair_left_running(world.store, world.base) == []
+    child = Plan(
+        action="local/child",
+        phase="execute",
+        state="running",
+        parent_plan_id=world.plan.plan_id,
+        spawning_decision_id=world.root.decision_id,
+    )
+    with world.store.unit_of_work(write=True) as uow:
+        uow.plans.add(child)
+        uow.flush()
+        uow.plan_actions.save(child.plan_id, {"name": "local/child"})
+        uow.commit()
+    [violation] = check(world).violations  # the child: its parent's run runs it on
+    assert violation.subject == world.plan.plan_id
+    assert repair_left_running(world.store, world.base) == [world.plan.plan_id]
+    with world.store.unit_of_work() as uow:
+        assert uow.plans.get(world.plan.plan_id).state is PlanState.PAUSED
+        assert uow.plans.get(child.plan_id).state is PlanState.RUNNING
+    assert broken(world) == set()
+    sql(world, "UPDATE plans SET state = 'completed' WHERE plan_id = :p", p=world.plan.plan_id)
+    [violation] = check(world).violations  # a parent past Execute no longer runs it
+    assert (violation.invariant, violation.subject) == ("left-running", child.plan_id)
 
 
 def sql(world: World, statement: str, **values: object) -> None:
