@@ -1,0 +1,639 @@
+"""A SQLite database sandbox that any process can roll back exactly: a copy of the file.
+
+The ``transaction_rollback`` strategy's savepoints live in one connection of one process, so
+every later process (each CLI command is one) had to *replay* a statement log, and a
+database whose rows are not deterministic (``CURRENT_TIMESTAMP``, a trigger writing
+``datetime('now')``, ``random()``) replayed to other rows: corrections were refused and
+Apply landed nothing. For a SQLite target the sandbox is therefore a copy of the database
+file, and a checkpoint a copy of that copy: what the plan produced is kept as the bytes
+SQLite wrote, never re-computed.
+
+Files under ``root`` (mode 0600 when created: the rows may be sensitive):
+
+* ``baseline.db``: the target as it was when the sandbox was made (SQLite's backup API,
+  a consistent copy even while others write to the target, WAL or not);
+* ``work.db``: where tools run their SQL (:meth:`SqliteCopySandbox.execute`), each
+  statement committed in the copy at once, so no transaction outlives a call and nothing
+  needs handing over between processes;
+* ``checkpoints/<ref>.db``: one backup of ``work.db`` per checkpoint (``ref`` is
+  ``sp_<hex>``, like a savepoint name); :meth:`~SqliteCopySandbox.rollback` copies it back;
+* ``sqlite_copy.json``: the state (resource, plan, valid checkpoints, open or applied);
+* ``sqlite_copy.flock``: held with ``flock`` during each operation, so a checkpoint or a
+  rollback never copies a half-written file while another process runs a statement.
+
+Apply (``sqlite_land.py``) writes the difference between ``baseline.db`` and ``work.db``
+into the target in one transaction, after checking that nothing the plan changed was
+changed in the target meanwhile; on a conflict or error nothing lands and Apply fails.
+Rolling back over a checkpoint keeps the later checkpoints' files (for diffs) until they
+are dropped; after Apply every checkpoint is refused, as a committed savepoint is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from sqlalchemy import Connection, Engine, create_engine, text
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import StaticPool
+
+from cleveragents_tui.domain.enums import SandboxStrategyName
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.sandbox.base import (
+    ApplyResult,
+    Change,
+    CheckpointMissingError,
+    SandboxError,
+)
+from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
+from cleveragents_tui.sandbox.sqlite_land import (
+    BUSY_TIMEOUT_S,
+    LandConflictError,
+    land,
+    q,
+    virtual_tables,
+)
+from cleveragents_tui.sandbox.transaction_rollback import (
+    _TRANSACTION_CONTROL,
+    DEFAULT_MAX_SNAPSHOT_ROWS,
+    Snapshot,
+    SqlStatementError,
+    _compare,
+    _first_line,
+    _path_part,
+    _render_row,
+    _Table,
+    _target_url,
+)
+
+STATE_FILE_NAME: Final = "sqlite_copy.json"
+LOCK_FILE_NAME: Final = "sqlite_copy.flock"
+BASELINE: Final = "baseline.db"
+WORK: Final = "work.db"
+CHECKPOINTS: Final = "checkpoints"
+_STATE_VERSION: Final = 1
+# ATTACH would let a tool write to a file outside the sandbox (the real database included).
+_ATTACH = re.compile(
+    r"^\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*(ATTACH|DETACH)\b", re.IGNORECASE | re.DOTALL
+)
+_DISCARDED_FIX = "re-run Execute"
+_APPLIED_FIX = "correct the plan with --mode=append (compensating changes)"
+
+
+@dataclass
+class _State:
+    resource_id: str
+    plan_id: str
+    created_at: str
+    status: Literal["open", "applied"] = "open"
+    checkpoints: list[str] = field(default_factory=list)
+
+    def dump(self) -> bytes:
+        return json.dumps(
+            {
+                "version": _STATE_VERSION,
+                "strategy": "sqlite_copy",
+                "resource_id": self.resource_id,
+                "plan_id": self.plan_id,
+                "created_at": self.created_at,
+                "status": self.status,
+                "checkpoints": self.checkpoints,
+            },
+            indent=2,
+        ).encode("utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> _State | None:
+        try:
+            raw = path.read_text("utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise SandboxError(f"cannot read sandbox state {path}: {exc}") from exc
+        try:
+            data = json.loads(raw)
+            if data["version"] != _STATE_VERSION or data["status"] not in ("open", "applied"):
+                raise ValueError("unsupported version or status")
+            return cls(
+                resource_id=str(data["resource_id"]),
+                plan_id=str(data["plan_id"]),
+                created_at=str(data["created_at"]),
+                status=data["status"],
+                checkpoints=[check_savepoint_name(str(ref)) for ref in data["checkpoints"]],
+            )
+        except (ValueError, KeyError, TypeError, UserError) as exc:
+            raise SandboxError(
+                f"the sandbox state file {path} is damaged ({exc})",
+                "discard the sandbox and re-run Execute",
+            ) from exc
+
+    def save(self, path: Path) -> None:
+        """Atomically (temporary file, fsync, rename): the state names the valid checkpoints."""
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, self.dump())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+
+
+def copy_database(source: Path, destination: Path) -> None:
+    """A consistent copy of the SQLite database ``source`` (SQLite's backup API), written as
+    a single file in rollback-journal mode, readable by its owner only."""
+    destination.unlink(missing_ok=True)
+    os.close(os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    reader = sqlite3.connect(source, timeout=BUSY_TIMEOUT_S)
+    try:
+        writer = sqlite3.connect(destination, timeout=BUSY_TIMEOUT_S)
+        try:
+            reader.backup(writer)
+            writer.execute("PRAGMA journal_mode = DELETE")
+        finally:
+            writer.close()
+    finally:
+        reader.close()
+
+
+def _restore(source: Path, destination: Path) -> None:
+    """Copy checkpoint ``source`` over the live copy ``destination``, in one SQLite
+    transaction of the destination: a reader in any process sees the old or the new rows."""
+    reader = sqlite3.connect(source, timeout=BUSY_TIMEOUT_S)
+    try:
+        writer = sqlite3.connect(destination, timeout=BUSY_TIMEOUT_S)
+        try:
+            reader.backup(writer)
+        finally:
+            writer.close()
+    finally:
+        reader.close()
+
+
+def snapshot(path: Path, max_rows: int) -> Snapshot | None:
+    """Every table's rows of the copy ``path`` keyed as ``transaction_rollback`` keys them
+    (primary key, else ``~hash``); None above ``max_rows`` rows."""
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    try:
+        names = [
+            row[0]
+            for row in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
+            )
+        ]
+        result: Snapshot = {}
+        remaining = max_rows
+        for name in names:
+            info = connection.execute(f"PRAGMA table_info({q(name)})").fetchall()
+            pk = [row[1] for row in sorted(info, key=lambda r: r[5]) if row[5] > 0]
+            cursor = connection.execute(f"SELECT * FROM {q(name)}")  # noqa: S608
+            columns = tuple(d[0] for d in cursor.description)
+            positions = [columns.index(column) for column in pk]
+            rows: dict[str, tuple[Any, ...]] = {}
+            for values in cursor:
+                remaining -= 1
+                if remaining < 0:
+                    return None
+                if positions:
+                    rows[",".join(_path_part(values[i]) for i in positions)] = tuple(values)
+                    continue
+                digest = hashlib.blake2b(repr(values).encode(), digest_size=8).hexdigest()
+                key, duplicate = f"~{digest}", 1
+                while key in rows:
+                    duplicate += 1
+                    key = f"~{digest}#{duplicate}"
+                rows[key] = tuple(values)
+            result[_path_part(name)] = _Table(columns, rows)
+        return result
+    finally:
+        connection.close()
+
+
+@dataclass
+class ReadResult:
+    """A statement's outcome, read whole inside the operation (the parts of a SQLAlchemy
+    result that ``local/run-sql`` uses)."""
+
+    returns_rows: bool
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+    rowcount: int
+
+    def keys(self) -> tuple[str, ...]:
+        return self.columns
+
+    def fetchmany(self, size: int) -> list[tuple[Any, ...]]:
+        taken, self.rows = self.rows[:size], self.rows[size:]
+        return taken
+
+    def close(self) -> None:
+        self.rows = []
+
+
+class SqliteCopySandbox:
+    """A SQLite target's sandbox as a copy of its file; checkpoints are copies of the copy.
+
+    Keeps no transaction between calls: every process sees and changes the same files, one
+    operation at a time (``flock``). ``workdir`` is None: tools reach it through SQL.
+    """
+
+    def __init__(
+        self, resource: Resource, plan_id: str, root: Path, target: Path, max_rows: int
+    ) -> None:
+        """Made by :class:`SqliteCopyStrategy`."""
+        self._resource = resource
+        self._plan_id = plan_id
+        self._root = root
+        self._target = target
+        self._max_rows = max_rows
+        self._lock = threading.RLock()
+        self._engine: Engine | None = None
+        self._connection: Connection | None = None
+
+    @property
+    def resource(self) -> Resource:
+        return self._resource
+
+    @property
+    def workdir(self) -> Path | None:
+        return None
+
+    @property
+    def plan_id(self) -> str:
+        return self._plan_id
+
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    @property
+    def dialect(self) -> str:
+        return "sqlite"
+
+    # -- files and locking -----------------------------------------------------------------
+
+    def _checkpoint_path(self, ref: str) -> Path:
+        return self._root / CHECKPOINTS / f"{check_savepoint_name(ref)}.db"
+
+    @contextlib.contextmanager
+    def _operation(self) -> Iterator[_State]:
+        """This process's lock, then the folder's ``flock``; yields the current state."""
+        with self._lock:
+            try:
+                fd = os.open(self._root / LOCK_FILE_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as exc:
+                raise SandboxError(
+                    f"the sandbox of {self._resource.resource_id} under {self._root} is gone "
+                    f"({exc.strerror})",
+                    _DISCARDED_FIX,
+                ) from exc
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                state = _State.load(self._root / STATE_FILE_NAME)
+                if state is None:
+                    raise SandboxError(
+                        f"the sandbox of {self._resource.resource_id} under {self._root} was "
+                        "discarded",
+                        _DISCARDED_FIX,
+                    )
+                yield state
+            finally:
+                os.close(fd)  # releases the flock
+
+    def _applied(self) -> SandboxError:
+        return CheckpointMissingError(
+            f"the sandbox of {self._resource.resource_id} was applied: its changes are in the "
+            "real database",
+            _APPLIED_FIX,
+        )
+
+    def _live(self) -> Connection:
+        if self._connection is None:
+            self._engine = create_engine(
+                f"sqlite:///{self._root / WORK}",
+                poolclass=StaticPool,
+                isolation_level="AUTOCOMMIT",
+                connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False},
+            )
+            self._connection = self._engine.connect()
+        return self._connection
+
+    def _close(self) -> None:
+        connection, self._connection = self._connection, None
+        engine, self._engine = self._engine, None
+        if connection is not None:
+            with contextlib.suppress(SQLAlchemyError):
+                connection.close()
+        if engine is not None:
+            engine.dispose()
+
+    # -- the tool-facing API ---------------------------------------------------------------
+
+    def execute(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    ) -> ReadResult:
+        """Run one statement in the copy, committed there at once (``:name`` binds).
+
+        Transaction control and ATTACH/DETACH are refused: checkpoints, rollback and apply
+        belong to the sandbox, and an attached file would be written outside it.
+        """
+        if not isinstance(sql, str):
+            raise SqlStatementError(
+                f"only SQL text runs in the sandbox of {self._resource.resource_id}",
+                "pass the statement as text",
+            )
+        if _TRANSACTION_CONTROL.match(sql) or _ATTACH.match(sql):
+            first = sql.strip().splitlines()[0][:80]
+            raise SqlStatementError(
+                f"statement {first!r} refused in the sandbox of {self._resource.resource_id}",
+                "the sandbox owns its database: checkpoints, rollback, apply and discard go "
+                "through the plan, and no other database may be attached",
+            )
+        with self._operation() as state:
+            if state.status == "applied":
+                raise self._applied()
+            try:
+                result = self._live().execute(text(sql), params)
+            except SQLAlchemyError as exc:
+                raise SqlStatementError(
+                    f"SQL failed in the sandbox of {self._resource.resource_id}: {_first_line(exc)}"
+                ) from exc
+            try:
+                # Read every row now: an unfinished statement would hold the copy (and, with
+                # RETURNING, its write) past this operation's lock.
+                return ReadResult(
+                    result.returns_rows,
+                    tuple(result.keys()) if result.returns_rows else (),
+                    [tuple(row) for row in result] if result.returns_rows else [],
+                    result.rowcount,
+                )
+            finally:
+                result.close()
+
+    # -- the Sandbox protocol --------------------------------------------------------------
+
+    def checkpoint(self) -> str:
+        """A copy of the working copy; returns its reference (``sp_<hex>``)."""
+        with self._operation() as state:
+            if state.status == "applied":
+                raise self._applied()
+            ref = new_savepoint_name()
+            path = self._checkpoint_path(ref)
+            try:
+                path.parent.mkdir(mode=0o700, exist_ok=True)
+                copy_database(self._root / WORK, path)
+                state.checkpoints.append(ref)
+                state.save(self._root / STATE_FILE_NAME)
+            except (OSError, sqlite3.Error) as exc:
+                path.unlink(missing_ok=True)
+                raise SandboxError(
+                    f"cannot checkpoint {self._resource.resource_id} under {self._root}: {exc}",
+                    "check the free space and that the folder is writable",
+                ) from exc
+            return ref
+
+    def _require(self, state: _State, ref: str) -> Path:
+        if state.status == "applied":
+            raise self._applied()
+        path = self._checkpoint_path(ref)
+        if ref not in state.checkpoints or not path.is_file():
+            raise CheckpointMissingError(
+                f"checkpoint {ref} of resource {self._resource.resource_id} is not a "
+                "checkpoint of this sandbox (dropped, or its copy is missing)",
+                "pick a checkpoint of the current attempt",
+            )
+        return path
+
+    def verify(self, ref: str) -> None:
+        """Valid while its copy exists and SQLite finds it intact."""
+        with self._operation() as state:
+            path = self._require(state, ref)
+            try:
+                connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+                try:
+                    verdict = connection.execute("PRAGMA quick_check").fetchone()[0]
+                finally:
+                    connection.close()
+            except sqlite3.Error as exc:
+                verdict = str(exc)
+            if verdict != "ok":
+                raise CheckpointMissingError(
+                    f"checkpoint {ref} of resource {self._resource.resource_id} is damaged: "
+                    f"{verdict}",
+                    "roll back to an earlier checkpoint",
+                )
+
+    def rollback(self, ref: str, *, current: str | None = None) -> None:
+        """Copy checkpoint ``ref`` back over the working copy; ``ref`` stays valid, and so do
+        later checkpoints' files until they are dropped."""
+        del current
+        with self._operation() as state:
+            path = self._require(state, ref)
+            try:
+                _restore(path, self._root / WORK)
+            except sqlite3.Error as exc:
+                raise SandboxError(
+                    f"cannot roll {self._resource.resource_id} back to {ref}: {exc}",
+                    "retry; the working copy is either as it was or as the checkpoint",
+                ) from exc
+
+    def _snapshot(self, path: Path, what: str) -> Snapshot:
+        taken = snapshot(path, self._max_rows)
+        if taken is None:
+            raise SandboxError(
+                f"cannot list the rows of {self._resource.resource_id} at {what}: more than "
+                f"{self._max_rows} rows",
+                "compare the database copies under the sandbox folder with sqlite3",
+            )
+        return taken
+
+    def _snapshot_at(self, state: _State, ref: str) -> Snapshot:
+        path = self._checkpoint_path(ref)
+        if ref not in state.checkpoints or not path.is_file():
+            raise CheckpointMissingError(
+                f"checkpoint {ref} of resource {self._resource.resource_id} was dropped",
+                "pick a checkpoint of the current attempt",
+            )
+        return self._snapshot(path, f"checkpoint {ref}")
+
+    def diff(self, old_ref: str, new_ref: str) -> list[Change]:
+        """Row changes between two checkpoints (also after Apply: the copies stay)."""
+        with self._operation() as state:
+            return _compare(self._snapshot_at(state, old_ref), self._snapshot_at(state, new_ref))
+
+    def read(self, ref: str, path: str) -> bytes | None:
+        """Row ``table/key`` at checkpoint ``ref`` as UTF-8 JSON; None when absent."""
+        with self._operation() as state:
+            taken = self._snapshot_at(state, ref)
+        table_path, separator, key = path.partition("/")
+        table = taken.get(table_path)
+        if table is None or not separator:
+            return None
+        row = table.rows.get(key)
+        return None if row is None else _render_row(table.columns, row)
+
+    def changes_since_baseline(self) -> list[Change]:
+        """Row changes of the working copy against the target at creation."""
+        with self._operation():
+            return _compare(
+                self._snapshot(self._root / BASELINE, "creation"),
+                self._snapshot(self._root / WORK, "present"),
+            )
+
+    def drop_checkpoint(self, ref: str) -> None:
+        """Forget ``ref`` and delete its copy; idempotent."""
+        check_savepoint_name(ref)
+        with self._operation() as state:
+            if ref in state.checkpoints:
+                state.checkpoints.remove(ref)
+                state.save(self._root / STATE_FILE_NAME)
+            self._checkpoint_path(ref).unlink(missing_ok=True)
+
+    def apply(self) -> ApplyResult:
+        """Land the rows and schema the plan produced in the target, in one transaction, or
+        raise leaving the target as it was (``sqlite_land.py``). Applying again is a no-op."""
+        with self._operation() as state:
+            if state.status == "applied":
+                return ApplyResult(
+                    f"already applied: the changes of {self._resource.resource_id} are in the "
+                    "real database",
+                    (),
+                )
+            changes: tuple[Change, ...] = ()
+            with contextlib.suppress(SandboxError):
+                changes = tuple(
+                    _compare(
+                        self._snapshot(self._root / BASELINE, "creation"),
+                        self._snapshot(self._root / WORK, "present"),
+                    )
+                )
+            self._close()
+            try:
+                landed = land(self._target, self._root / BASELINE, self._root / WORK)
+            except LandConflictError as exc:
+                raise SandboxError(
+                    f"nothing was applied to {self._resource.resource_id}: {exc}",
+                    "correct the plan against the database as it is now, or discard the "
+                    "sandbox and re-run Execute",
+                ) from exc
+            except sqlite3.Error as exc:
+                raise SandboxError(
+                    f"nothing was applied to {self._resource.resource_id}: SQLite refused "
+                    f"the change: {exc}",
+                    "retry apply when the database is free, or fix what SQLite names",
+                ) from exc
+            state.status = "applied"
+            state.save(self._root / STATE_FILE_NAME)
+            tables = {change.path.partition("/")[0] for change in changes}
+            how = "were already there" if landed.already else f"{landed.rows} rows written"
+            return ApplyResult(
+                summary=f"landed the sandbox of {self._resource.resource_id} in one "
+                f"transaction ({len(changes)} changes in {len(tables)} tables; {how})",
+                changes=changes,
+            )
+
+    def discard(self) -> None:
+        """Remove the copies and the state; the target is untouched. Idempotent."""
+        with self._lock:
+            self._close()
+            for name in (STATE_FILE_NAME, BASELINE, WORK, f"{WORK}-journal", LOCK_FILE_NAME):
+                (self._root / name).unlink(missing_ok=True)
+            shutil.rmtree(self._root / CHECKPOINTS, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                self._root.rmdir()  # only when empty: root may hold other things
+
+
+def is_copy_sandbox(root: Path) -> bool:
+    """Whether ``root`` holds a :class:`SqliteCopySandbox` (its state file)."""
+    return (root / STATE_FILE_NAME).is_file()
+
+
+class SqliteCopyStrategy:
+    """Makes :class:`SqliteCopySandbox` objects for SQLite targets (``database.py`` picks)."""
+
+    name: SandboxStrategyName = SandboxStrategyName.TRANSACTION_ROLLBACK
+
+    def __init__(self, *, max_snapshot_rows: int = DEFAULT_MAX_SNAPSHOT_ROWS) -> None:
+        self.max_snapshot_rows = max_snapshot_rows
+
+    def _target(self, resource: Resource) -> Path:
+        url = _target_url(resource)
+        if url.get_backend_name() != "sqlite" or not url.database:
+            raise SandboxError(
+                f"resource {resource.resource_id} is not a SQLite database file",
+                "use the transaction_rollback sandbox for other databases",
+            )
+        return Path(url.database)
+
+    def create(self, resource: Resource, plan_id: str, root: Path) -> SqliteCopySandbox:
+        """Copy the target into ``root``. Refused while an open sandbox is there."""
+        target = self._target(resource)
+        existing = _State.load(root / STATE_FILE_NAME) if is_copy_sandbox(root) else None
+        if existing is not None and existing.status == "open":
+            raise SandboxError(
+                f"resource {resource.resource_id} already has an open sandbox under {root} "
+                f"for plan {existing.plan_id}",
+                "apply or discard it first",
+            )
+        sandbox = SqliteCopySandbox(resource, plan_id, root, target, self.max_snapshot_rows)
+        sandbox.discard()
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            copy_database(target, root / BASELINE)
+            with contextlib.closing(sqlite3.connect(root / BASELINE)) as connection:
+                virtual = virtual_tables(connection)
+            if virtual:
+                raise SandboxError(
+                    f"resource {resource.resource_id} has virtual tables "
+                    f"({', '.join(virtual)}), which a database copy cannot land row by row",
+                    "give the resource the sandbox strategy none, or drop the virtual tables",
+                )
+            shutil.copyfile(root / BASELINE, root / WORK)
+            os.chmod(root / WORK, 0o600)
+            state = _State(resource.resource_id, plan_id, utc_now().isoformat())
+            state.save(root / STATE_FILE_NAME)  # last: a sandbox without it was never made
+        except (OSError, sqlite3.Error) as exc:
+            sandbox.discard()
+            raise SandboxError(
+                f"cannot copy the database {target} of resource {resource.resource_id} "
+                f"into {root}: {_first_line(exc)}",
+                "check that the database is readable and the sandbox folder has free space",
+            ) from exc
+        except BaseException:
+            sandbox.discard()
+            raise
+        return sandbox
+
+    def open(self, resource: Resource, plan_id: str, root: Path) -> SqliteCopySandbox:
+        """The sandbox ``create`` made (in any process)."""
+        state = _State.load(root / STATE_FILE_NAME)
+        if state is None:
+            raise SandboxError(
+                f"no database sandbox of {resource.resource_id} for plan {plan_id} under {root}",
+                "it was discarded or never created: re-run Execute",
+            )
+        if state.resource_id != resource.resource_id or state.plan_id != plan_id:
+            raise SandboxError(
+                f"the sandbox under {root} belongs to {state.resource_id} of plan "
+                f"{state.plan_id}, not to {resource.resource_id} of plan {plan_id}",
+                "open the sandbox folder of this resource and plan",
+            )
+        return SqliteCopySandbox(
+            resource, plan_id, root, self._target(resource), self.max_snapshot_rows
+        )
