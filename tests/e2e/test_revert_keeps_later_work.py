@@ -57,8 +57,9 @@ def test_reverting_the_implementation_re_makes_the_later_test_and_release_row(
     before = decisions_by_key(sqlite_store, plan.plan_id)
     # When its implementation_choice is reverted, the preview names the later decisions
     # whose work the rollback erases
+    # (its point has one alternative: the user names it, as `--choose 1` does)
     impact = preview(
-        sqlite_store, before["implement-function"], CorrectionMode.REVERT, SAME_FUNCTION
+        sqlite_store, before["implement-function"], CorrectionMode.REVERT, SAME_FUNCTION, choose=1
     )
     assert [(r.step_key, r.resources) for r in impact.remade] == [
         ("test", (f"{demo.namespace}/hello-cli",)),
