@@ -19,10 +19,13 @@ except the apply branch, which is the deliverable):
   but leaves these refs alone; the checkpoint commits form a tree of attempts.
 - ``refs/heads/cleveragents/apply/<plan_id>``: what :meth:`GitWorktreeSandbox.apply` made.
 
-What a checkpoint holds: every tracked and untracked file, with its mode (executable bit,
-symlinks). It does *not* hold ignored files (per the ``.gitignore`` files of the moment),
-empty directories, or the contents of submodules. Rollback neither restores nor removes
-ignored files; it does remove empty directories that are not ignored. A nested git repository that is not ignored cannot be captured, so
+What a checkpoint holds: its commit, every tracked and untracked file with git's mode
+(executable bit, symlinks); and beside it, in ``<root>/blind-spots``, a record of what git
+does not keep (:mod:`.git_blind_spots`): every folder (empty ones too) and ignored file
+(per the ``.gitignore`` files of the moment), and every permission bit. A rollback restores
+both, so the worktree is what it was, folder for folder and bit for bit. Not kept: the
+contents of submodules (git keeps their commit), sockets, FIFOs and devices. An ignored
+nested repository is kept as ignored files; one that is not ignored cannot be captured, so
 :meth:`GitWorktreeSandbox.checkpoint` refuses it. The user's uncommitted changes at
 creation time are not part of the sandbox: it starts from the base commit. Files are stored
 as ``git add`` stores them, so in a repository with end-of-line conversion or clean/smudge
@@ -75,6 +78,7 @@ from cleveragents_tui.sandbox.base import (
     CheckpointMissingError,
     SandboxError,
 )
+from cleveragents_tui.sandbox.git_blind_spots import DIRNAME, LIST_IGNORED, BlindSpots, Record
 from cleveragents_tui.sandbox.safety import (
     UnsafeInputError,
     check_ref_name,
@@ -420,6 +424,7 @@ class GitWorktreeSandbox:
         admin_dir: Path,
         base: str,
         tip: str,
+        spots: BlindSpots | None,
     ) -> None:
         self._resource = resource
         self._names = names
@@ -450,6 +455,9 @@ class GitWorktreeSandbox:
         self._discarded = False
         # The index file as this object's last checkpoint or rollback left it (see _roll_from).
         self._index_seen: tuple[int, int, int] | None = None
+        # What git does not keep (empty folders, ignored files, permission bits), recorded
+        # beside each checkpoint; None for a sandbox made before such records were kept.
+        self._spots = spots
 
     # ----------------------------------------------------------------- creating, reopening
 
@@ -494,7 +502,10 @@ class GitWorktreeSandbox:
                 f"{subject}: git did not register the worktree at {workdir}",
                 "discard the sandbox and check the repository with `git worktree list`",
             )
-        return cls(resource, names, repository, workdir, admin_dir, base, base)
+        spots = BlindSpots.create(root.resolve() / DIRNAME, workdir)
+        sandbox = cls(resource, names, repository, workdir, admin_dir, base, base, spots)
+        spots.record(base, spots.scan(sandbox._git.run(*LIST_IGNORED, fix=_FSCK), None))
+        return sandbox
 
     @classmethod
     def open(cls, resource: Resource, plan_id: str, root: Path) -> GitWorktreeSandbox:
@@ -524,8 +535,16 @@ class GitWorktreeSandbox:
                 f"{subject}: the sandbox refs {names.branch} and {names.base} are incomplete",
                 "discard the sandbox and run the plan again",
             )
+        spots = BlindSpots.open(root.resolve() / DIRNAME, workdir)
         return cls(
-            resource, names, repository, workdir, admin_dir, refs[names.base], refs[names.branch]
+            resource,
+            names,
+            repository,
+            workdir,
+            admin_dir,
+            refs[names.base],
+            refs[names.branch],
+            spots,
         )
 
     @classmethod
@@ -541,6 +560,7 @@ class GitWorktreeSandbox:
             git.call("worktree", "remove", "--force", "--", str(workdir))
         if workdir.exists():
             shutil.rmtree(workdir)
+        shutil.rmtree(root.resolve() / DIRNAME, ignore_errors=True)
         git.run("worktree", "prune", fix=_FSCK)
         listed = git.run(
             "for-each-ref", "--format=%(refname)", names.checkpoints, names.base, fix=_FSCK
@@ -577,7 +597,8 @@ class GitWorktreeSandbox:
     def checkpoint(self) -> str:
         self._ensure_live()
         self._ensure_on_branch()
-        self._stage()
+        listing = self._stage(list_ignored=self._spots is not None)
+        scanned = self._scan(listing)
         tree = self._write_tree()
         # The Checkpoint-Id line makes every checkpoint a distinct commit, even of an
         # identical state on the same parent in the same second, so dropping one checkpoint
@@ -587,6 +608,8 @@ class GitWorktreeSandbox:
             f"Checkpoint-Id: {secrets.token_hex(8)}\n"
         )
         commit = self._commit(tree, self._tip, message)
+        if self._spots is not None and scanned is not None:
+            self._spots.record(commit, scanned)
         self._update_refs(
             f"update {self._names.branch} {commit}\n"
             f"create {self._names.checkpoint(commit)} {commit}\n",
@@ -615,13 +638,26 @@ class GitWorktreeSandbox:
                 f"{self._git.subject}: checkpoint {sha} is gone ({name} or its objects are missing)",
                 "roll back to another decision, or correct the plan with --mode=append",
             )
+        if self._spots is not None:
+            self._spots.verify(sha)
 
     def rollback(self, ref: str, *, current: str | None = None) -> None:
         self._ensure_live()
         sha = _sha(ref)
         self._ensure_on_branch()
-        if current is None or not self._roll_from(_sha(current), sha):
+        spots = self._spots
+        target = spots.load(sha) if spots is not None else None
+        written = None if current is None else self._roll_from(_sha(current), sha, target)
+        if written is None:
             self._roll_fully(sha)
+        if spots is not None and target is not None:
+            # Then what git does not keep: from the fresh checkpoint's record when the
+            # rollback started from it, else from a scan of what the full rollback left.
+            if written is None:
+                listing = self._git.run(*LIST_IGNORED, fix=_FSCK)
+                spots.restore(spots.scan(listing, spots.load(self._base)), target, None)
+            else:
+                spots.restore(spots.load(_sha(current or "")), target, written)
         self._index_seen = self._index_stamp()
 
     def _roll_fully(self, sha: str) -> None:
@@ -643,11 +679,12 @@ class GitWorktreeSandbox:
         # Runs after the checkout so the .gitignore files of the checkpoint decide what is new.
         self._clean()
 
-    def _roll_from(self, current: str, target: str) -> bool:
+    def _roll_from(self, current: str, target: str, record: Record | None) -> list[str] | None:
         """Roll back from checkpoint ``current``, which the caller says the worktree holds
         (the rollback protocol's safety checkpoint, taken just now): only the paths the two
         trees differ in are examined and written. False when that cannot be trusted or git
-        refuses; the caller then rolls back fully (which starts from any state).
+        refuses; the caller then rolls back fully (which starts from any state). Else the
+        paths the two trees differ in: what git wrote.
 
         Trusted only when ``current`` is the last checkpoint this object took or rolled to
         and the index is the file it left (nothing staged since), so the index holds
@@ -664,27 +701,46 @@ class GitWorktreeSandbox:
         """
         stamp = self._index_stamp()
         if current != self._tip or stamp is None or stamp != self._index_seen:
-            return False
+            return None
         old, new = self._ref_for(current), self._ref_for(target)
+        diff = ("diff-tree", "-r", "-z", "--name-only", "--no-renames", old, new, "--")
+        if self._spots is not None and record is not None:
+            # The records of the two states say what else differs; clean has no work here:
+            # in the state ``current`` the only untracked paths are its recorded folders.
+            have = self._spots.load(current)
+            if not self._spots.can_start_from(have, record):
+                return None
+            self._spots.clear_ignored(have, record)  # none is in the way of read-tree
+            update, changed = self._git.call_together(("read-tree", "-m", "-u", new), diff)
+            if update.returncode != 0:
+                return None
+            self._moved_to(target)
+            if changed.returncode != 0:
+                return None  # what git wrote is unknown: the full rollback finds out
+            return [os.fsdecode(path) for path in changed.stdout.split(b"\0") if path]
         update, changed, untracked = self._git.call_together(
             ("read-tree", "-m", "-u", new),
-            ("diff-tree", "-r", "-z", "--name-only", "--no-renames", old, new, "--"),
+            diff,
             ("ls-files", "-z", "--others", "--directory", "--exclude-standard"),
         )
         if update.returncode != 0:
-            return False
-        self._update_refs(
-            f"update {self._names.branch} {target}\n",
-            fix="check that the repository is writable, then retry the rollback",
-        )
-        self._tip = target
+            return None
+        self._moved_to(target)
         if (
             changed.returncode != 0
             or untracked.returncode != 0
             or _needs_clean(self._workdir, changed.stdout, untracked.stdout)
         ):
             self._clean()
-        return True
+        return []
+
+    def _moved_to(self, target: str) -> None:
+        """Our branch to ``target``, whose files the worktree and index now hold."""
+        self._update_refs(
+            f"update {self._names.branch} {target}\n",
+            fix="check that the repository is writable, then retry the rollback",
+        )
+        self._tip = target
 
     def _clean(self) -> None:
         self._git.run(
@@ -712,6 +768,8 @@ class GitWorktreeSandbox:
         self._update_refs(
             _deletions([self._names.checkpoint(sha)]), fix="check that the repository is writable"
         )
+        if self._spots is not None:
+            self._spots.drop(sha)
 
     # -------------------------------------------------------------------------- reading
 
@@ -803,6 +861,8 @@ class GitWorktreeSandbox:
         if self._discarded:
             return
         self._release()
+        if self._spots is not None:
+            self._spots.discard()
         git = self._repository.git
         removed = git.call("worktree", "remove", "--force", "--", str(self._workdir))
         if removed.returncode != 0:
@@ -851,23 +911,34 @@ class GitWorktreeSandbox:
         makes git refuse anything that is not one of this sandbox's checkpoints."""
         return self._names.base if sha == self._base else self._names.checkpoint(sha)
 
-    def _stage(self) -> None:
-        """Bring the sandbox's index up to date with its files.
+    def _stage(self, *, list_ignored: bool = False) -> bytes:
+        """Bring the sandbox's index up to date with its files; with ``list_ignored``, also
+        list the ignored paths (:data:`LIST_IGNORED`, run beside ``status``) and return them.
 
         ``git status`` (one pass over the files, untracked cache for new ones) names the
         changed paths; only those go to ``update-index``, through stdin, never as arguments.
         Deletions use ``--force-remove`` because a path under a directory that became a
         symlink cannot be examined, only dropped.
         """
-        out = self._git.run(
+        status = (
             "status",
             "--porcelain=v1",
             "-z",
             "--no-renames",
             "--untracked-files=all",
             "--ignore-submodules=dirty",
-            fix=_FSCK,
         )
+        if list_ignored:
+            results = self._git.call_together(status, LIST_IGNORED)
+            for done, args in zip(results, (status, LIST_IGNORED), strict=True):
+                if done.returncode != 0:
+                    reason = _reason(done.stderr, done.returncode)
+                    raise SandboxError(
+                        f"{self._git.subject}: git {args[0]} failed ({reason})", _FSCK
+                    )
+            out, listing = results[0].stdout, results[1].stdout
+        else:
+            out, listing = self._git.run(*status, fix=_FSCK), b""
         entries = [(entry[:2], entry[3:]) for entry in out.split(b"\0") if entry]
         nested = [path for code, path in entries if code == b"??" and path.endswith(b"/")]
         if nested:
@@ -888,6 +959,13 @@ class GitWorktreeSandbox:
                     stdin=b"\0".join(paths) + b"\0",
                     fix=f"check that {self._workdir} is readable and the disk is not full",
                 )
+        return listing
+
+    def _scan(self, listing: bytes) -> Record | None:
+        """What git does not keep of the worktree now, in the baseline's usual bits."""
+        if self._spots is None:
+            return None
+        return self._spots.scan(listing, self._spots.load(self._base))
 
     def _write_tree(self) -> str:
         return _sha(self._git.run("write-tree", fix=_FSCK).decode().strip())

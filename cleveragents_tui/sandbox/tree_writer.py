@@ -193,8 +193,12 @@ class TreeWriter:
         finally:
             os.close(out)
 
-    def symlink(self, rel: str, target: str) -> None:
-        check_link_target(rel, target)
+    def symlink(self, rel: str, target: str, *, inside: bool = True) -> None:
+        """Make ``rel`` a symlink to ``target``, which must point inside the tree unless
+        ``inside`` is False (what git keeps of a worktree: any target, as git restores it).
+        Either way nothing here follows it."""
+        if inside:
+            check_link_target(rel, target)
         fd, name = self._parent(rel)
         try:
             os.symlink(target, name, dir_fd=fd)

@@ -1,0 +1,567 @@
+"""What git does not keep of a git_worktree sandbox, kept beside each of its checkpoints.
+
+A git tree holds tracked and untracked files with one permission bit (executable or not).
+It holds no folder without a file in it, no ignored file, and no other permission bit. A
+:class:`Record` holds exactly the rest of the worktree's state, so the git tree and the
+record together describe every file, symlink and folder (except the top ``.git`` file, the
+insides of nested repositories and submodules, and sockets, FIFOs and devices, which
+neither keeps):
+
+- ``dirs``: every folder outside the ignored paths, with its permission bits, empty ones
+  too;
+- ``file_mode``/``exec_mode``: the usual permission bits of files git sees as plain and as
+  executable (those of the baseline, whose files git wrote with the umask's bits), and
+  ``modes``, the files of the git tree whose bits are not the usual ones (``chmod 600``);
+- ``ignored``: each path ``git ls-files --others --ignored --directory`` names (a file, a
+  symlink, or a wholly ignored folder), as entries of the object store the filesystem_copy
+  sandbox uses (:mod:`.objects`, :mod:`.trees`): content, permission bits, a folder's
+  listing, and the lstat details that let the next checkpoint skip unchanged files.
+
+Layout of the folder (``<root>/blind-spots``, beside the worktree)::
+
+    objects/   the object store: records, ignored files' blobs and folder trees, and a
+               note per checkpoint, ``{"checkpoint": <sha>, "record": <id>}`` (or
+               ``{"drop": <sha>}``), stored with the record's objects in one append
+    stamp      touched at each scan: the filesystem clock of the racy-ctime rule
+
+Taking a record costs one ``lstat`` of every file and folder (no file is read unless it is
+ignored and changed), beside the ``git status`` a checkpoint runs anyway. Restoring one
+after git has put the tracked files back changes only what differs from the state the
+rollback starts from (see :meth:`BlindSpots.restore`). Objects are not flushed to the disk,
+as git does not flush the loose objects of its checkpoints either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+from collections import Counter
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError
+from cleveragents_tui.sandbox.files import READ_FLAGS, fs_now
+from cleveragents_tui.sandbox.names import check_entry_path, check_name, check_oid, join_path
+from cleveragents_tui.sandbox.objects import ObjectStore
+from cleveragents_tui.sandbox.safety import UnsafeInputError
+from cleveragents_tui.sandbox.tree_writer import TreeWriter, remove_tree
+from cleveragents_tui.sandbox.trees import (
+    DIRECTORY,
+    FILE,
+    KINDS,
+    LINK_MODE,
+    SYMLINK,
+    Entry,
+    Trees,
+    is_clean,
+)
+
+DIRNAME = "blind-spots"
+# What git lists as ignored: wholly ignored folders once (``build/``), empty ones included.
+LIST_IGNORED = ("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
+_PLAIN = 0o644
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """What git does not keep of one state of the worktree (see the module docstring).
+
+    ``files`` (every file of the git tree and its permission bits) is known only for a
+    state just scanned; a record read back from the store has None there.
+    """
+
+    stamp: int
+    file_mode: int
+    exec_mode: int
+    dirs: dict[str, int]
+    modes: dict[str, int]
+    ignored: dict[str, Entry]
+    files: dict[str, int] | None = field(default=None, compare=False)
+
+    def mode_of(self, path: str, st_mode: int) -> int:
+        """The permission bits file ``path`` has in this state; ``st_mode`` (its mode now)
+        says whether git sees it as executable, as git's own bit follows the owner's x."""
+        found = self.modes.get(path)
+        if found is not None:
+            return found
+        return self.exec_mode if st_mode & stat.S_IXUSR else self.file_mode
+
+    def encode(self) -> bytes:
+        doc = {
+            "v": 1,
+            "stamp": self.stamp,
+            "file": self.file_mode,
+            "exec": self.exec_mode,
+            "dirs": sorted(self.dirs.items()),
+            "modes": sorted(self.modes.items()),
+            "ignored": [[path, *entry] for path, entry in sorted(self.ignored.items())],
+        }
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    @staticmethod
+    def decode(data: bytes) -> Record:
+        """Parse and validate a stored record; anything unexpected raises UnsafeInputError."""
+        try:
+            doc = json.loads(data)
+            if not isinstance(doc, dict) or doc.get("v") != 1:
+                raise ValueError("unknown format")
+            dirs = {check_entry_path(path): _mode(mode) for path, mode in doc["dirs"]}
+            modes = {check_entry_path(path): _mode(mode) for path, mode in doc["modes"]}
+            ignored = {check_entry_path(row[0]): _entry(row[1:]) for row in doc["ignored"]}
+            return Record(
+                _int(doc["stamp"]), _mode(doc["file"]), _mode(doc["exec"]), dirs, modes, ignored
+            )
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            raise UnsafeInputError(
+                f"a record of what git does not keep is damaged ({exc})",
+                "the checkpoint cannot be used; roll back to another one",
+            ) from exc
+
+
+def _int(value: object) -> int:
+    if type(value) is not int:
+        raise ValueError(f"{value!r} is not an integer")
+    return value
+
+
+def _mode(value: object) -> int:
+    if not 0 <= _int(value) <= 0o7777:
+        raise ValueError(f"mode {value!r}")
+    return _int(value)
+
+
+def _entry(row: list[object]) -> Entry:
+    kind, mode, size, mtime, ino, ctime, ref = row
+    if kind not in KINDS or type(ref) is not str or not ref:
+        raise ValueError(f"entry {row!r}")
+    if kind != SYMLINK:
+        check_oid(ref)
+    return Entry(str(kind), _mode(mode), _int(size), _int(mtime), _int(ino), _int(ctime), ref)
+
+
+def _usual(counts: Counter[int], default: int) -> int:
+    return counts.most_common(1)[0][0] if counts else default
+
+
+class BlindSpots:
+    """The records of one git_worktree sandbox, in ``home``; ``workdir`` is its worktree.
+
+    One object per sandbox object, used from one thread at a time; records are cached in
+    memory once read or made.
+    """
+
+    def __init__(self, home: Path, workdir: Path) -> None:
+        self.home = home
+        self._workdir = workdir
+        self._store = ObjectStore(home / "objects", durable=False)
+        self._trees = Trees(self._store)
+        self._records: dict[str, Record] = {}
+        self._latest: Record | None = None  # the stat cache of the next scan
+        self._checked: set[str] = set()  # names already found acceptable
+
+    @classmethod
+    def create(cls, home: Path, workdir: Path) -> BlindSpots:
+        home.mkdir(parents=True, exist_ok=True)
+        spots = cls(home, workdir)
+        spots._store.create()
+        return spots
+
+    @classmethod
+    def open(cls, home: Path, workdir: Path) -> BlindSpots | None:
+        """The records in ``home``; None for a sandbox made before they were kept."""
+        return cls(home, workdir) if (home / "objects").is_dir() else None
+
+    # ---------------------------------------------------------------------- recording
+
+    def scan(self, listing: bytes, usual: Record | None) -> Record:
+        """The worktree's present state; ``listing`` is the output of :data:`LIST_IGNORED`.
+
+        ``usual`` is the record whose usual bits this one takes (the baseline's: what git
+        gave the files it checked out); None takes the most common bits found.
+        """
+        stamp = fs_now(self.home / "stamp")
+        ignored_paths = {os.fsdecode(path.rstrip(b"/")) for path in listing.split(b"\0") if path}
+        dirs, files = self._walk(ignored_paths)
+        if usual is not None:
+            file_mode, exec_mode = usual.file_mode, usual.exec_mode
+        else:
+            plain = Counter(mode for mode in files.values() if not mode & stat.S_IXUSR)
+            executable = Counter(mode for mode in files.values() if mode & stat.S_IXUSR)
+            file_mode = _usual(plain, _PLAIN)
+            # With no executable file to go by: what the same umask gives one.
+            exec_mode = _usual(executable, file_mode | (file_mode & 0o444) >> 2)
+        modes = {
+            path: mode
+            for path, mode in files.items()
+            if mode != (exec_mode if mode & stat.S_IXUSR else file_mode)
+        }
+        for path in modes:
+            self._check(path)
+        cache = self._latest
+        with self._store.batch(durable=False):
+            ignored = {}
+            for path in sorted(ignored_paths):
+                old = cache.ignored.get(path) if cache is not None else None
+                full = os.path.join(self._workdir, self._check(path))
+                entry = self._capture(full, old, cache.stamp if cache else 0)
+                if entry is not None:
+                    ignored[path] = entry
+        return Record(stamp, file_mode, exec_mode, dirs, modes, ignored, files)
+
+    def record(self, sha: str, record: Record) -> None:
+        """Store ``record`` as checkpoint ``sha``'s, with its note, in one append."""
+        with self._store.batch(durable=False):
+            oid = self._store.put_bytes(record.encode())
+            self._store.add_note(_note(checkpoint=sha, record=oid))
+        kept = replace(record, files=None)  # every file's bits: only a rollback needs them
+        self._records[sha] = kept
+        self._latest = kept
+
+    def _walk(self, ignored: Collection[str]) -> tuple[dict[str, int], dict[str, int]]:
+        """Every folder and every file of the git tree (not ignored), with their bits.
+
+        The top ``.git`` and the insides of a folder holding a ``.git`` (a submodule or a
+        nested repository, which git does not look into) are left out.
+        """
+        dirs: dict[str, int] = {}
+        files: dict[str, int] = {}
+        stack = [("", str(self._workdir))]
+        while stack:
+            rel, path = stack.pop()
+            with os.scandir(path) as listing:
+                found = list(listing)
+            if rel and any(item.name == ".git" for item in found):
+                continue
+            for item in found:
+                sub = join_path(rel, item.name)
+                if sub in ignored or sub == ".git":
+                    continue
+                mode = item.stat(follow_symlinks=False).st_mode
+                if stat.S_ISDIR(mode):
+                    dirs[self._check(sub)] = stat.S_IMODE(mode)
+                    stack.append((sub, item.path))
+                elif stat.S_ISREG(mode):
+                    files[sub] = stat.S_IMODE(mode)
+        return dirs, files
+
+    def _check(self, path: str) -> str:
+        if path not in self._checked:
+            try:
+                check_entry_path(path)
+            except UnsafeInputError as exc:
+                raise SandboxError(
+                    f"cannot keep {path!r} beside the checkpoint ({exc})",
+                    "rename it (no backslash, no '~' at the start)",
+                ) from None
+            self._checked.add(path)
+        return path
+
+    def _capture(self, full: str, old: Entry | None, stamp: int) -> Entry | None:
+        """The entry of the ignored file, symlink or folder at ``full`` (None if there is
+        none to keep); an unchanged file (lstat says so) is not read."""
+        try:
+            st = os.lstat(full)
+        except FileNotFoundError:
+            return None
+        if old is not None and is_clean(old, st, stamp):
+            return old
+        mode = stat.S_IMODE(st.st_mode)
+        if stat.S_ISREG(st.st_mode):
+            fd = os.open(full, READ_FLAGS)
+            try:
+                oid, size = self._store.put_fd(fd, st.st_size)
+            finally:
+                os.close(fd)
+            return Entry(FILE, mode, size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, oid)
+        if stat.S_ISLNK(st.st_mode):
+            target = os.readlink(full)
+            return Entry(SYMLINK, LINK_MODE, len(target), 0, 0, 0, target)
+        if stat.S_ISDIR(st.st_mode):
+            inner = old.ref if old is not None and old.kind == DIRECTORY else None
+            return Entry(DIRECTORY, mode, 0, 0, 0, 0, self._capture_dir(full, inner, stamp))
+        return None  # a socket, FIFO or device: kept by neither git nor us
+
+    def _capture_dir(self, full: str, cached: str | None, stamp: int) -> str:
+        before = self._cache_tree(cached)
+        tree: dict[str, Entry] = {}
+        with os.scandir(full) as listing:
+            names = sorted(item.name for item in listing)
+        for name in names:
+            old = before.get(name)
+            if old is None:
+                try:
+                    check_name(name, top=False)
+                except UnsafeInputError as exc:
+                    raise SandboxError(
+                        f"cannot keep {os.path.join(full, name)!r} ({exc})", "rename it"
+                    ) from None
+            entry = self._capture(os.path.join(full, name), old, stamp)
+            if entry is not None:
+                tree[name] = entry
+        return cached if cached is not None and tree == before else self._trees.save(tree)
+
+    def _cache_tree(self, oid: str | None) -> dict[str, Entry]:
+        if oid is None:
+            return {}
+        try:
+            return self._trees.load(oid)
+        except (CheckpointMissingError, UnsafeInputError):
+            return {}  # only means reading the files again
+
+    # ---------------------------------------------------------------------- reading back
+
+    def load(self, sha: str) -> Record:
+        """Checkpoint ``sha``'s record; CheckpointMissingError if it is gone or damaged."""
+        found = self._records.get(sha)
+        if found is not None:
+            return found
+        oid = self._note_of(sha)
+        if oid is None:
+            self._store.refresh()  # another process may have added it since
+            oid = self._note_of(sha)
+        if oid is None:
+            raise CheckpointMissingError(
+                f"checkpoint {sha[:12]} has no record of its ignored files, empty folders "
+                "and permissions",
+                "roll back to another decision, or correct the plan with --mode=append",
+            )
+        try:
+            record = Record.decode(self._store.read_bytes(oid))
+        except UnsafeInputError as exc:
+            raise CheckpointMissingError(str(exc), "roll back to another decision") from exc
+        self._records[sha] = record
+        return record
+
+    def verify(self, sha: str) -> None:
+        """The record of ``sha`` and every object it names are there and intact."""
+        self._records.pop(sha, None)
+        record = self.load(sha)
+        for entry in record.ignored.values():
+            self._verify_entry(entry)
+
+    def _verify_entry(self, entry: Entry) -> None:
+        if entry.kind == FILE:
+            self._store.check(entry.ref, entry.size)
+        elif entry.kind == DIRECTORY:
+            self._store.check(entry.ref)
+            for inner in self._trees.load(entry.ref).values():
+                self._verify_entry(inner)
+
+    def _note_of(self, sha: str) -> str | None:
+        found = None
+        for raw in self._store.notes():
+            note = _read_note(raw)
+            if note is not None and note[0] == sha:
+                found = note[1]
+        return found
+
+    def drop(self, sha: str) -> None:
+        """Forget checkpoint ``sha``'s record and delete what no other record needs."""
+        with self._store.batch(durable=False):
+            self._store.add_note(_note(drop=sha))
+        self._records.pop(sha, None)
+        live: dict[str, str] = {}
+        for raw in self._store.notes():
+            note = _read_note(raw)
+            if note is not None:
+                if note[1] is None:
+                    live.pop(note[0], None)
+                else:
+                    live[note[0]] = note[1]
+        keep = set(live.values())
+        try:
+            for oid in live.values():
+                for entry in Record.decode(self._store.read_bytes(oid)).ignored.values():
+                    self._reachable(entry, keep)
+        except (CheckpointMissingError, UnsafeInputError):
+            return  # an unreadable record: keep everything
+        self._store.sweep(keep, lambda raw: _keeps(raw, live))
+
+    def _reachable(self, entry: Entry, into: set[str]) -> None:
+        if entry.kind == FILE:
+            into.add(entry.ref)
+        elif entry.kind == DIRECTORY and entry.ref not in into:
+            into.add(entry.ref)
+            for inner in self._trees.load(entry.ref).values():
+                self._reachable(inner, into)
+
+    def discard(self) -> None:
+        remove_tree(self.home)
+
+    # ---------------------------------------------------------------------- restoring
+
+    @staticmethod
+    def can_start_from(have: Record, want: Record) -> bool:
+        """Whether :meth:`restore` from ``have`` needs only the paths git wrote: not when
+        the usual permission bits differ (then every file may need a chmod)."""
+        return (have.file_mode, have.exec_mode) == (want.file_mode, want.exec_mode)
+
+    def clear_ignored(self, have: Record, want: Record) -> None:
+        """Remove the ignored paths of ``have`` that ``want`` does not have as they are.
+
+        Run before git rolls back, so none is in the way of a file git writes.
+        """
+        stale = [
+            path
+            for path, entry in have.ignored.items()
+            if (found := want.ignored.get(path)) is None
+            or found.kind != entry.kind
+            or (entry.kind == SYMLINK and found.ref != entry.ref)
+        ]
+        if stale:
+            with TreeWriter(self._workdir, durable=False) as writer:
+                for path in sorted(stale, reverse=True):
+                    _remove(writer, path)
+
+    def restore(self, have: Record, want: Record, written: Iterable[str] | None) -> None:
+        """Make what git does not keep equal to ``want``, git having rolled back already.
+
+        ``have`` is the state git rolled back from, and ``written`` the paths git wrote
+        (the two trees' differences), when the rollback started from a fresh checkpoint:
+        only what the two records, or those paths, differ in is examined. With ``written``
+        None, ``have`` is a scan taken after git's rollback (``files`` known), and every
+        file's bits are compared. Folders are made first, then the ignored paths, then
+        files' bits, then folders' bits (deepest first, so a read-only folder is filled
+        before it closes).
+        """
+        self.clear_ignored(have, want)
+        dir_modes: list[tuple[str, int]] = []
+        with TreeWriter(self._workdir, durable=False) as writer:
+            self._restore_dirs(writer, have, want, written, dir_modes)
+            for path, entry in sorted(want.ignored.items()):
+                self._put(writer, path, have.ignored.get(path), entry, dir_modes)
+            self._restore_modes(writer, have, want, written)
+            for path, mode in sorted(dir_modes, reverse=True):
+                writer.set_mode(path, mode)
+        self._latest = want
+
+    def _restore_dirs(
+        self,
+        writer: TreeWriter,
+        have: Record,
+        want: Record,
+        written: Iterable[str] | None,
+        dir_modes: list[tuple[str, int]],
+    ) -> None:
+        removed: set[str] = set()
+        for path in sorted(path for path in have.dirs if path not in want.dirs):
+            parts = path.split("/")
+            if any("/".join(parts[:depth]) in removed for depth in range(1, len(parts))):
+                continue
+            st = writer.lstat(path)
+            if st is not None and stat.S_ISDIR(st.st_mode):  # else git put a file there
+                _remove(writer, path)
+                removed.add(path)
+        if written is None:
+            suspects: Collection[str] = want.dirs
+        else:
+            # Folders git may have made (with the umask's bits) or removed (left empty).
+            touched = {
+                path.rsplit("/", depth)[0]
+                for path in written
+                for depth in range(1, path.count("/") + 1)
+            }
+            suspects = {
+                path
+                for path, mode in want.dirs.items()
+                if path in touched or have.dirs.get(path) != mode
+            }
+        for path in sorted(suspects):
+            mode = want.dirs[path]
+            st = writer.lstat(path)
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                _remove(writer, path)
+                st = None
+            if st is None:
+                writer.make_dir(path)
+            if st is None or stat.S_IMODE(st.st_mode) != mode:
+                dir_modes.append((path, mode))
+
+    def _restore_modes(
+        self, writer: TreeWriter, have: Record, want: Record, written: Iterable[str] | None
+    ) -> None:
+        if written is None:
+            assert have.files is not None, "a full restore starts from a scan"
+            current = have.files
+            for path, mode in current.items():
+                expected = want.mode_of(path, mode)
+                if mode != expected:
+                    writer.set_mode(self._check(path), expected)
+            return
+        suspects = set(written)
+        suspects.update(path for path, mode in have.modes.items() if want.modes.get(path) != mode)
+        suspects.update(path for path, mode in want.modes.items() if have.modes.get(path) != mode)
+        for path in sorted(suspects):
+            try:
+                check_entry_path(path)
+            except UnsafeInputError:
+                continue  # a name git wrote that a record cannot hold has the usual bits
+            st = writer.lstat(path)
+            if st is None or not stat.S_ISREG(st.st_mode):
+                continue
+            expected = want.mode_of(path, st.st_mode)
+            if stat.S_IMODE(st.st_mode) != expected:
+                writer.set_mode(path, expected)
+
+    def _put(
+        self,
+        writer: TreeWriter,
+        path: str,
+        have: Entry | None,
+        want: Entry,
+        dir_modes: list[tuple[str, int]],
+    ) -> None:
+        """Make ``path`` what ``want`` says, ``have`` being what it is (None: nothing)."""
+        if have is not None and have.kind != want.kind:
+            _remove(writer, path)
+            have = None
+        if want.kind == FILE:
+            if have is None or not have.same_content(want):
+                writer.write_object(path, self._store, want, mtime_ns=want.mtime_ns or None)
+        elif want.kind == SYMLINK:
+            if have is None or have.ref != want.ref:
+                writer.symlink(path, want.ref, inside=False)
+        else:
+            if have is None:
+                writer.make_dir(path)
+            if have is None or have.ref != want.ref:
+                inner = self._trees.load(have.ref) if have is not None else {}
+                wanted = self._trees.load(want.ref)
+                for name in sorted(inner.keys() - wanted.keys(), reverse=True):
+                    _remove(writer, join_path(path, name))
+                for name, entry in sorted(wanted.items()):
+                    self._put(writer, join_path(path, name), inner.get(name), entry, dir_modes)
+            if have is None or have.mode != want.mode:
+                dir_modes.append((path, want.mode))
+
+
+def _remove(writer: TreeWriter, path: str) -> None:
+    """Remove ``path`` (and what is under it) if it is there, following no symlink."""
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        writer.remove(path)
+
+
+def _note(**fields: object) -> bytes:
+    return json.dumps({"v": 1, **fields}, sort_keys=True).encode()
+
+
+def _read_note(raw: bytes) -> tuple[str, str | None] | None:
+    """(sha, record id) of a checkpoint note, (sha, None) of a drop note, None otherwise."""
+    try:
+        doc = json.loads(raw)
+        if not isinstance(doc, dict) or doc.get("v") != 1:
+            return None
+        if "drop" in doc:
+            return str(doc["drop"]), None
+        return str(doc["checkpoint"]), check_oid(doc["record"])
+    except (ValueError, KeyError, UnsafeInputError):
+        return None
+
+
+def _keeps(raw: bytes, live: dict[str, str]) -> bool:
+    """Whether a note still matters: the latest note of each live checkpoint."""
+    note = _read_note(raw)
+    return note is not None and note[1] is not None and live.get(note[0]) == note[1]
