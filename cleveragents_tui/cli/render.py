@@ -220,9 +220,10 @@ def append_lines(plan_id: str, appended: AppendPlan) -> list[str]:
     decisions, the sandboxes it works in, and how it lands."""
     lines = ["  appended plan: a corrective child plan of this plan that makes"]
     if not appended.predicted:
-        lines.append("    the corrective work its actor decides under the guidance")
-    elif not appended.steps:
-        lines.append("    no decision: the action has no decision point for this decision")
+        lines.append(
+            "    what its actor decides under the guidance (no decision point of the action "
+            "is this decision's: the scripted reasoner makes none)"
+        )
     for n, step in enumerate(appended.steps, 1):
         work = [*step.tool_calls, *(f"spawns {s}" for s in step.spawns)]
         lines.append(

@@ -63,7 +63,7 @@ class AppendPlan:
     """What an append will do: the appended plan's decisions, where it works, how it lands."""
 
     steps: tuple[AppendStep, ...]
-    predicted: bool  # the scripted reasoner makes exactly ``steps``; a model decides itself
+    predicted: bool  # the scripted reasoner makes exactly ``steps``; else the actor decides
     sandbox_host: str | None  # the plan whose sandboxes it works in; None: its own
     resources: tuple[str, ...]
     applies_on_its_own: bool  # its own Apply (the plan is applied); else with the plan's
@@ -85,7 +85,8 @@ def corrective_action(
 
     References to points left out are dropped: ``parent`` goes to the appended plan's root,
     ``depends_on`` keeps the points it holds, and ``revise_strategy`` (a phase reversion of
-    the plan's strategy) is not the appended plan's to make. A decision without a point of
+    the plan's strategy) is not the appended plan's to make. The actors keep the plan's whole
+    skill set (the tools of points left out too). A decision without a point of
     its own (the plan's root, a guidance decision, a model's decision) gives an action
     without points: the scripted reasoner has nothing to do, a model follows the prompt.
     """
@@ -124,6 +125,7 @@ def corrective_action(
             **action.model_dump(mode="json"),
             "description": f"Corrective plan for decision {decision.decision_id}: {guidance}",
             "prompt": guidance,
+            "tools": list(action.skill_set),  # every tool the plan's actors could use
             "decisions": [p.model_dump(mode="json") for p in points],
         }
     )
@@ -187,6 +189,13 @@ def predict(
     return tuple(steps), tuple(calls)
 
 
+def _irreversible_tools(
+    tools: tuple[str, ...], registry: ToolRegistry
+) -> tuple[IrreversibleCall, ...]:
+    specs = [registry.get(tool) for tool in tools]
+    return tuple(IrreversibleCall(s.name, s.side_effects) for s in specs if s and s.irreversible)
+
+
 def plan_append(
     store: Store, plan: Plan, decision: Decision, guidance: str, chosen: str | None
 ) -> AppendPlan:
@@ -197,8 +206,13 @@ def plan_append(
         host = uow.plan_actions.sandbox_plan(plan.plan_id)
     current = {key: option for key, (_, option) in steps_now.items()}
     child = corrective_action(action, decision, guidance, current)
-    scripted = action.actors.strategy in ACTORS and action.actors.execution in ACTORS
+    # A decision with a point of its own is re-made by the scripted reasoner, exactly as
+    # predicted; any other (a model's, the root, a guidance decision) leaves the corrective
+    # work to the actor: each irreversible tool it may call is named, once.
+    scripted = any(p.key == decision.step_key for p in action.decisions)
     steps, calls = predict(child, decision, guidance, chosen) if scripted else ((), ())
+    if not scripted:
+        calls = _irreversible_tools(child.skill_set, default_registry())
     applied = plan.state is PlanState.APPLIED
     return AppendPlan(
         steps=steps,

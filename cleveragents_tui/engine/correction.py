@@ -441,6 +441,11 @@ def _irreversible(store: Store, affected: set[str]) -> tuple[IrreversibleEffect,
     return tuple(IrreversibleEffect(t, n, effects[t]) for t, n in sorted(counts.items()))
 
 
+def _predicted(impact: Impact) -> bool:
+    """An append whose work is known (the scripted reasoner's), not left to the actor."""
+    return impact.append is not None and impact.append.predicted
+
+
 def _with_warnings(impact: Impact) -> Impact:
     warnings = []
     if impact.non_rollbackable:
@@ -457,7 +462,7 @@ def _with_warnings(impact: Impact) -> Impact:
             for e in impact.irreversible
         )
         warnings.append(
-            "WARNING: The appended plan repeats work that triggers\n"
+            f"WARNING: The appended plan {'repeats' if _predicted(impact) else 'may repeat'} work that triggers\n"
             f"irreversible external effects:\n{listed}\n\n"
             "They happen again, and cannot be undone.\nProceed?"
             if impact.mode is CorrectionMode.APPEND

@@ -224,3 +224,21 @@ def test_append_while_the_plan_is_in_strategize_is_refused(
     strategy = keys(sqlite_store, plan.plan_id)["strategy"]
     with pytest.raises(CorrectionRefusedError, match=r"still in Strategize.*--mode=revert"):
         preview(sqlite_store, strategy, CorrectionMode.APPEND, GREETER)
+
+
+def test_append_to_the_root_leaves_the_work_to_the_actor_and_warns_of_what_it_may_repeat(
+    sqlite_store: Store, demo: DemoEnvironment, options: RunOptions
+) -> None:
+    plan = run_demo(sqlite_store, demo, options)
+    root = keys(sqlite_store, plan.plan_id)["prompt"]
+    sent = notifications(demo)
+    impact = preview(sqlite_store, root, CorrectionMode.APPEND, "also a --shout flag")
+    assert impact.append is not None and not impact.append.predicted
+    assert impact.append.steps == ()
+    assert [e.tool for e in impact.irreversible] == ["local/notify"]  # the action may call it
+    assert any("The appended plan may repeat work" in w for w in impact.warnings)
+    result = execute(sqlite_store, impact, acknowledged=True, requested_by="ana", options=options)
+    appended = result.correction.appended_plan_id
+    assert appended is not None
+    assert set(chosen(sqlite_store, appended)) == {"prompt"}  # the scripted reasoner: nothing
+    assert notifications(demo) == sent

@@ -77,9 +77,11 @@ def append_text(impact: Impact) -> Text:
     t.append("\nno decision superseded, nothing rolled back: history untouched\n", style="bold")
     t.append("\nthe appended plan makes\n", style="bold")
     if not appended.predicted:
-        t.append("  the corrective work its actor decides under the guidance\n", style="dim")
-    elif not appended.steps:
-        t.append("  no decision: the action has no decision point for this one\n", style="dim")
+        t.append(
+            "  what its actor decides under the guidance (no decision point of the action is "
+            "this decision's: the scripted reasoner makes none)\n",
+            style="dim",
+        )
     for n, step in enumerate(appended.steps, 1):
         t.append(f"  {n}. {step.key} ({step.phase.value}): {step.chosen_option}")
         work = [*step.tool_calls, *(f"spawns {s}" for s in step.spawns)]
