@@ -16,6 +16,11 @@ def test_non_rollbackable_resources_are_warned_about(world: World) -> None:
     world.write_file(GIT, "src/app.py", "v2\n")
     decision = world.decision("call the api")
     record_execute_decision(world.sandboxes, decision)
+    with world.store.unit_of_work(write=True) as uow:  # a plan that can be replayed
+        uow.plan_actions.save(
+            world.plan.plan_id, {"name": "local/x", "prompt": "p", "resources": [GIT, API]}
+        )
+        uow.commit()
     impact = preview(world.store, decision.decision_id, CorrectionMode.REVERT, "do not call it")
     assert impact.tier is Tier.FULL
     assert impact.non_rollbackable == (API,)
@@ -65,3 +70,30 @@ def test_a_superseded_or_root_decision_and_empty_guidance_are_refused(world: Wor
         preview(world.store, world.root.decision_id, CorrectionMode.REVERT, "x")
     with pytest.raises(CorrectionRefusedError, match="guidance is empty"):
         preview(world.store, world.root.decision_id, CorrectionMode.REVERT, "  ")
+
+
+def test_a_plan_without_a_valid_stored_action_is_refused_up_front(world: World) -> None:
+    decision = world.decision("edit")
+    record_execute_decision(world.sandboxes, decision)
+    with pytest.raises(CorrectionRefusedError, match="it has no stored action to replay"):
+        preview(world.store, decision.decision_id, CorrectionMode.APPEND, "x")
+    with world.store.unit_of_work(write=True) as uow:
+        uow.plan_actions.save(world.plan.plan_id, {"name": "local/x"})  # no prompt: invalid
+        uow.commit()
+    with pytest.raises(CorrectionRefusedError, match=r"cannot be run again \(1 error\(s\)\)"):
+        preview(world.store, decision.decision_id, CorrectionMode.REVERT, "x")
+    with world.store.unit_of_work() as uow:
+        assert uow.corrections.for_plan(world.plan.plan_id) == []
+
+
+def test_a_plan_whose_profile_is_gone_is_refused_up_front(world: World) -> None:
+    decision = world.decision("edit")
+    record_execute_decision(world.sandboxes, decision)
+    with world.store.unit_of_work(write=True) as uow:
+        uow.plan_actions.save(world.plan.plan_id, {"name": "local/x", "prompt": "p"})
+        plan = uow.plans.get(world.plan.plan_id)
+        uow.plans.save(plan.model_copy(update={"automation_profile": "gone"}))
+        uow.commit()
+    with pytest.raises(CorrectionRefusedError, match="cannot be run again") as refused:
+        preview(world.store, decision.decision_id, CorrectionMode.REVERT, "x")
+    assert "gone" in str(refused.value)
