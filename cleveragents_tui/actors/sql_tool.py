@@ -1,8 +1,9 @@
 """``local/run-sql``: one SQL statement inside a ``transaction_rollback`` sandbox.
 
-The statement runs through the sandbox's own ``execute``, inside the transaction that the
-sandbox checkpoints with savepoints; it refuses transaction control (BEGIN, COMMIT,
-SAVEPOINT, ...). Parameters bind by name (``:name``); values are never pasted into the SQL.
+The statement runs through the sandbox's own ``execute``: in the copy of a SQLite file
+(``sandbox/sqlite_copy.py``), or inside the PostgreSQL transaction that the sandbox
+checkpoints with savepoints; it refuses transaction control (BEGIN, COMMIT, SAVEPOINT,
+...). Parameters bind by name (``:name``); values are never pasted into the SQL.
 """
 
 from __future__ import annotations
@@ -43,11 +44,12 @@ class RunSql(BuiltinTool):
     )
 
     def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
+        from cleveragents_tui.sandbox.sqlite_copy import SqliteCopySandbox
         from cleveragents_tui.sandbox.transaction_rollback import TransactionRollbackSandbox
 
         name, resource_id = self.spec.name, arguments.text("resource")
         sandbox = open_sandbox(context, resource_id)
-        if not isinstance(sandbox, TransactionRollbackSandbox):
+        if not isinstance(sandbox, TransactionRollbackSandbox | SqliteCopySandbox):
             return refused(
                 f"{name}: resource {resource_id} uses strategy {strategy_of(sandbox)}; SQL runs "
                 "only on database resources with strategy transaction_rollback"

@@ -36,9 +36,10 @@ _STRATEGIES: dict[SandboxStrategyName, tuple[str, str]] = {
         "FilesystemCopyStrategy",
     ),
     SandboxStrategyName.OVERLAY: ("cleveragents_tui.sandbox.overlay", "OverlayStrategy"),
+    # A copy of the file for SQLite, savepoints for PostgreSQL: sandbox/database.py.
     SandboxStrategyName.TRANSACTION_ROLLBACK: (
-        "cleveragents_tui.sandbox.transaction_rollback",
-        "TransactionRollbackStrategy",
+        "cleveragents_tui.sandbox.database",
+        "DatabaseStrategy",
     ),
     SandboxStrategyName.NONE: ("cleveragents_tui.sandbox.none", "NoneStrategy"),
 }

@@ -236,6 +236,13 @@ class ReadResult:
     def keys(self) -> tuple[str, ...]:
         return self.columns
 
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self.all())
+
+    def all(self) -> list[tuple[Any, ...]]:
+        taken, self.rows = self.rows, []
+        return taken
+
     def fetchmany(self, size: int) -> list[tuple[Any, ...]]:
         taken, self.rows = self.rows[:size], self.rows[size:]
         return taken
