@@ -86,15 +86,14 @@ def corrective_action(
     References to points left out are dropped: ``parent`` goes to the appended plan's root,
     ``depends_on`` keeps the points it holds, and ``revise_strategy`` (a phase reversion of
     the plan's strategy) is not the appended plan's to make. The actors keep the plan's whole
-    skill set (the tools of points left out too). A decision without a point of
-    its own (the plan's root, a guidance decision, a model's decision) gives an action
-    without points: the scripted reasoner has nothing to do, a model follows the prompt.
+    skill set (the tools of points left out too). A decision without a point of its own (the
+    plan's root, a guidance decision, a model's decision) gives an action without points:
+    the scripted reasoner has nothing to do, a model follows the prompt.
     """
-    by_key = {p.key: p for p in action.decisions}
     kept: list[DecisionPoint] = []
     keys: set[str] = set()
     for point in action.decisions:
-        target = point.key == decision.step_key and point.key in by_key
+        target = point.key == decision.step_key
         follows = any(k in keys for k in point.when)
         if not (target or follows):
             continue
