@@ -1,11 +1,18 @@
 """The file tools: read, write, edit and delete one file of a sandbox.
 
+``local/write-file`` takes text (UTF-8) or, with ``encoding: base64``, any bytes. The tools
+that change the tree itself (move, delete folders, mkdir, symlink, chmod) are in
+:mod:`cleveragents_tui.actors.tree_tools`.
+
 They work on any resource with files: a workdir sandbox (git_worktree, filesystem_copy, or
 a ``none`` resource that is a directory) or an overlay sandbox; the path rules are those of
 :mod:`cleveragents_tui.actors.sandbox_files`.
 """
 
 from __future__ import annotations
+
+import base64
+import binascii
 
 from cleveragents_tui.actors.base import ToolContext, ToolOutcome
 from cleveragents_tui.actors.sandbox_files import FileRefused, Kind, SandboxFiles, files_of
@@ -28,7 +35,7 @@ RESOURCE = Param("resource", ParamType.TEXT, "the resource id (namespace/name) o
 PATH = Param("path", ParamType.TEXT, "a relative path inside the resource, '/' separated")
 
 
-class _Files:
+class FileCall:
     """The sandbox files of one call, and whether the call changed anything."""
 
     def __init__(self, context: ToolContext, resource_id: str) -> None:
@@ -73,7 +80,7 @@ class ReadFile(BuiltinTool):
     params = (RESOURCE, PATH)
 
     def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
-        call = _Files(context, arguments.text("resource"))
+        call = FileCall(context, arguments.text("resource"))
         if call.files is None:
             return call.no_files(self.spec.name)
         path = arguments.text("path")
@@ -89,11 +96,23 @@ class ReadFile(BuiltinTool):
         return call.outcome(True, text)
 
 
+def _base64(text: str) -> bytes | None:
+    """Standard base64 (RFC 4648, padded), line breaks allowed; None when it is not."""
+    try:
+        return base64.b64decode("".join(text.split()), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+ENCODINGS = ("utf-8", "base64")
+
+
 class WriteFile(BuiltinTool):
     spec = ToolSpec(
         name="local/write-file",
         category=ToolCategory.WRITE,
-        description="Write a whole text file (UTF-8), creating parent folders.",
+        description="Write a whole file (UTF-8 text, or any bytes as base64), creating parent "
+        "folders.",
         writes=True,
         side_effects=("writes:files",),
     )
@@ -101,6 +120,12 @@ class WriteFile(BuiltinTool):
         RESOURCE,
         PATH,
         Param("content", ParamType.TEXT, "the complete new content", empty_ok=True),
+        Param(
+            "encoding",
+            ParamType.TEXT,
+            "how content is given: utf-8 (text, the default) or base64 (any bytes)",
+            required=False,
+        ),
         Param(
             "executable",
             ParamType.BOOL,
@@ -110,13 +135,26 @@ class WriteFile(BuiltinTool):
     )
 
     def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
-        call = _Files(context, arguments.text("resource"))
+        call = FileCall(context, arguments.text("resource"))
         if call.files is None:
             return call.no_files(self.spec.name)
         path = arguments.text("path")
-        data = _utf8(arguments.text("content"))
-        if data is None:
-            return refused(f"{self.spec.name}: content is not valid Unicode (a lone surrogate)")
+        encoding = arguments.optional_text("encoding") or "utf-8"
+        if encoding not in ENCODINGS:
+            return refused(
+                f"{self.spec.name}: encoding {encoding!r} is not known; use utf-8 or base64"
+            )
+        if encoding == "base64":
+            data = _base64(arguments.text("content"))
+            if data is None:
+                return refused(
+                    f"{self.spec.name}: content is not valid base64 (RFC 4648 alphabet, "
+                    "with its = padding); nothing was written"
+                )
+        else:
+            data = _utf8(arguments.text("content"))
+            if data is None:
+                return refused(f"{self.spec.name}: content is not valid Unicode (a lone surrogate)")
         executable = arguments.flag("executable")
         mode = None if executable is None else 0o755 if executable else 0o644
         try:
@@ -144,7 +182,7 @@ class EditFile(BuiltinTool):
     )
 
     def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
-        call = _Files(context, arguments.text("resource"))
+        call = FileCall(context, arguments.text("resource"))
         if call.files is None:
             return call.no_files(self.spec.name)
         name, path = self.spec.name, arguments.text("path")
@@ -190,7 +228,7 @@ class DeleteFile(BuiltinTool):
     params = (RESOURCE, PATH)
 
     def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
-        call = _Files(context, arguments.text("resource"))
+        call = FileCall(context, arguments.text("resource"))
         if call.files is None:
             return call.no_files(self.spec.name)
         path = arguments.text("path")

@@ -8,6 +8,13 @@ deleting, and followed when reading only if it lands inside the sandbox. Writes 
 file renamed over the target, so a hard link to a file outside is never written through.
 Special files (FIFOs, devices, sockets) are neither read nor written.
 
+The tree operations (:meth:`SandboxFiles.move`, ``remove``, ``make_dir``, ``symlink``,
+``chmod``) keep the sandbox one its checkpoints can restore exactly: a symlink's target must
+stay inside wherever the link sits (:func:`check_target`, the rule the filesystem_copy and
+overlay checkpoints enforce), a move refuses to carry a link to where it would point
+outside, nothing holding a ``.git`` (a nested repository) is moved or removed, and modes keep
+the owner's access the sandbox needs to read files and walk folders (:func:`check_mode`).
+
 ``on_change`` is called as soon as something was changed (before a later step can fail),
 and only then: the tools pass ``note_write`` of the plan's sandboxes.
 """
@@ -25,15 +32,20 @@ from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from cleveragents_tui.sandbox.base import Sandbox
+from cleveragents_tui.sandbox.base import Sandbox, SandboxError
+from cleveragents_tui.sandbox.names import check_link_target
 from cleveragents_tui.sandbox.overlay import EntryKind, OverlaySandbox
 from cleveragents_tui.sandbox.safety import UnsafeInputError, resolve_inside, safe_relative_path
+from cleveragents_tui.sandbox.tree_writer import TreeWriter, remove_tree
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _WRITE_FLAGS = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _MAX_LINKS = 16
 _TEMP_PREFIX = "cleveragents-write-"
 NEW_FILE_MODE = 0o644
+NEW_FOLDER_MODE = 0o755
+FILE_NEEDS = 0o400  # the owner must read a file: every checkpoint reads it
+FOLDER_NEEDS = 0o700  # and list, enter and write a folder: checkpoints walk, rollbacks write
 
 
 class Kind(StrEnum):
@@ -60,6 +72,47 @@ def check_path(raw: str) -> str:
     return str(path)
 
 
+def check_target(link: str, target: str) -> str:
+    """A symlink target that stays inside the sandbox from ``link`` (a checked path).
+
+    Relative only, its ``..`` first and climbing no higher than the link's folder
+    (:func:`check_link_target`), and not into git's metadata.
+    """
+    check_link_target(link, target)
+    landed = posixpath.normpath(posixpath.join(posixpath.dirname(link), target))
+    if ".git" in landed.split("/"):
+        raise UnsafeInputError(
+            f"symlink {link!r} -> {target!r} points into git's metadata",
+            "point it at a working-tree path",
+        )
+    return target
+
+
+def check_mode(path: str, mode: int, kind: Kind) -> int:
+    """Permission bits (0-0777) that leave the owner the access the sandbox needs."""
+    if kind is Kind.SYMLINK:
+        raise FileRefused(f"{path} is a symlink; symlinks have no mode of their own")
+    if kind not in (Kind.FILE, Kind.DIRECTORY):
+        raise FileRefused(f"{path} is a {kind}; only files and folders get a mode")
+    needs = FOLDER_NEEDS if kind is Kind.DIRECTORY else FILE_NEEDS
+    if not 0 <= mode <= 0o777 or mode & needs != needs:
+        raise FileRefused(
+            f"mode {mode:04o} is not allowed for {kind} {path}: give permission bits "
+            f"(0000-0777) that keep at least {needs:04o} for the owner"
+        )
+    return mode
+
+
+def moved_path(path: str, source: str, destination: str) -> str:
+    """Where ``path`` (``source`` or below it) lands when ``source`` moves to ``destination``."""
+    return destination + path[len(source) :]
+
+
+def check_move(source: str, destination: str) -> None:
+    if destination == source or destination.startswith(source + "/"):
+        raise FileRefused(f"cannot move {source} into itself ({destination})")
+
+
 class SandboxFiles(Protocol):
     """What the file tools need of a sandbox. Paths are checked with :func:`check_path`."""
 
@@ -78,6 +131,27 @@ class SandboxFiles(Protocol):
 
     def delete(self, path: str) -> None:
         """Remove a file or symlink (never a folder)."""
+        ...
+
+    def remove(self, path: str) -> Kind:
+        """Remove a file, symlink or folder (with everything in it); returns what it was."""
+        ...
+
+    def move(self, source: str, destination: str) -> Kind:
+        """Rename a file, symlink or folder to a path that does not exist yet (missing parent
+        folders are made); returns what was moved."""
+        ...
+
+    def make_dir(self, path: str, mode: int) -> bool:
+        """Create a folder and its missing parents; False when it already was a folder."""
+        ...
+
+    def symlink(self, path: str, target: str) -> None:
+        """Create a symlink (missing parent folders are made); ``path`` must not exist."""
+        ...
+
+    def chmod(self, path: str, mode: int) -> Kind:
+        """Set a file's or folder's permission bits (:func:`check_mode`); returns its kind."""
         ...
 
 
@@ -211,6 +285,126 @@ class WorkdirFiles:
             raise _refusal(exc, path) from exc
         self._on_change()
 
+    def remove(self, path: str) -> Kind:
+        target = self._target(path)
+        kind = self.kind(path)
+        if kind is Kind.MISSING:
+            raise FileRefused(f"{path} does not exist")
+        if kind is not Kind.DIRECTORY:
+            self.delete(path)
+            return kind
+        self._refuse_nested_git(target, path)
+        try:
+            remove_tree(target)
+        except OSError as exc:
+            self._on_change()  # part of the folder may be gone
+            raise _refusal(exc, path) from exc
+        self._on_change()
+        return kind
+
+    def move(self, source: str, destination: str) -> Kind:
+        source, destination = check_path(source), check_path(destination)
+        check_move(source, destination)
+        old, new = self._target(source), self._target(destination)
+        kind = self.kind(source)
+        if kind is Kind.MISSING:
+            raise FileRefused(f"{source} does not exist")
+        if kind is Kind.OTHER:
+            raise FileRefused(f"{source} is a special file; only files, symlinks and folders move")
+        if self.kind(destination) is not Kind.MISSING:
+            raise FileRefused(f"{destination} already exists (delete it first, or move elsewhere)")
+        if kind is Kind.DIRECTORY:
+            self._refuse_nested_git(old, source)
+        for link, target in self._links(old, source):
+            check_target(moved_path(link, source, destination), target)
+        self._make_parents(new, destination)
+        try:
+            os.rename(old, new)
+        except OSError as exc:
+            raise _refusal(exc, source) from exc
+        self._on_change()
+        return kind
+
+    def make_dir(self, path: str, mode: int) -> bool:
+        path = check_path(path)
+        check_mode(path, mode, Kind.DIRECTORY)
+        target = self._target(path)
+        kind = self.kind(path)
+        if kind is Kind.DIRECTORY:
+            return False
+        if kind is not Kind.MISSING:
+            raise FileRefused(f"{path} exists and is a {kind}, not a folder")
+        self._make_parents(target, path)
+        with self._writer(path) as writer:
+            writer.make_dir(path)
+            self._on_change()
+            writer.set_mode(path, mode)
+        return True
+
+    def symlink(self, path: str, target: str) -> None:
+        path = check_path(path)
+        check_target(path, target)
+        link = self._target(path)
+        if self.kind(path) is not Kind.MISSING:
+            raise FileRefused(f"{path} already exists (delete it first)")
+        self._make_parents(link, path)
+        with self._writer(path) as writer:
+            writer.symlink(path, target)
+        self._on_change()
+
+    def chmod(self, path: str, mode: int) -> Kind:
+        path = check_path(path)
+        self._target(path)
+        kind = self.kind(path)
+        if kind is Kind.MISSING:
+            raise FileRefused(f"{path} does not exist")
+        check_mode(path, mode, kind)
+        with self._writer(path) as writer:
+            writer.set_mode(path, mode)
+        self._on_change()
+        return kind
+
+    def _writer(self, path: str) -> TreeWriter:
+        """A writer that opens every folder on the way without following a symlink."""
+        try:
+            return TreeWriter(self._root, durable=False)
+        except OSError as exc:
+            raise _refusal(exc, path) from exc
+
+    def _walk(self, folder: Path, rel: str) -> list[tuple[str, os.DirEntry[str]]]:
+        """Every entry below ``folder`` (no symlink followed), with its relative path."""
+        found: list[tuple[str, os.DirEntry[str]]] = []
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    child = f"{rel}/{entry.name}"
+                    found.append((child, entry))
+                    if entry.is_dir(follow_symlinks=False):
+                        found.extend(self._walk(Path(entry.path), child))
+        except OSError as exc:
+            raise _refusal(exc, rel) from exc
+        return found
+
+    def _refuse_nested_git(self, folder: Path, rel: str) -> None:
+        for child, entry in self._walk(folder, rel):
+            if entry.name == ".git":
+                raise FileRefused(
+                    f"{rel} holds git metadata ({child}); a nested repository is not moved "
+                    "or removed by the file tools"
+                )
+
+    def _links(self, target: Path, rel: str) -> list[tuple[str, str]]:
+        """Every symlink at or below ``target``: (relative path, link target)."""
+        if os.path.islink(target):
+            return [(rel, os.readlink(target))]
+        if not os.path.isdir(target):
+            return []
+        return [
+            (child, os.readlink(entry.path))
+            for child, entry in self._walk(target, rel)
+            if entry.is_symlink()
+        ]
+
 
 def _kind_of(mode: int) -> Kind:
     if stat.S_ISREG(mode):
@@ -292,3 +486,89 @@ class OverlayFiles:
             raise FileRefused(f"{path} is a folder; local/delete-file removes files only")
         self._sandbox.delete(path)
         self._on_change()
+
+    def remove(self, path: str) -> Kind:
+        path = check_path(path)
+        kind = self.kind(path)
+        if kind is Kind.MISSING:
+            raise FileRefused(f"{path} does not exist")
+        if kind is Kind.DIRECTORY:
+            self._refuse_nested_git(path)
+        self._sandbox.delete(path)
+        self._on_change()
+        return kind
+
+    def move(self, source: str, destination: str) -> Kind:
+        source, destination = check_path(source), check_path(destination)
+        check_move(source, destination)
+        kind = self.kind(source)
+        if kind is Kind.MISSING:
+            raise FileRefused(f"{source} does not exist")
+        if self.kind(destination) is not Kind.MISSING:
+            raise FileRefused(f"{destination} already exists (delete it first, or move elsewhere)")
+        if kind is Kind.DIRECTORY:
+            self._refuse_nested_git(source)
+        links = [source] if kind is Kind.SYMLINK else []
+        if kind is Kind.DIRECTORY:
+            links = [e.path for e in self._sandbox.walk(source) if e.kind is EntryKind.SYMLINK]
+        for link in links:
+            check_target(moved_path(link, source, destination), self._sandbox.read_link(link))
+        try:
+            self._sandbox.move(source, destination)
+        except (OSError, SandboxError) as exc:
+            raise _overlay_refusal(exc, source) from exc
+        self._on_change()
+        return kind
+
+    def make_dir(self, path: str, mode: int) -> bool:
+        path = check_path(path)
+        check_mode(path, mode, Kind.DIRECTORY)
+        kind = self.kind(path)
+        if kind is Kind.DIRECTORY:
+            return False
+        if kind is not Kind.MISSING:
+            raise FileRefused(f"{path} exists and is a {kind}, not a folder")
+        try:
+            self._sandbox.make_dirs(path, mode)
+        except (OSError, SandboxError) as exc:
+            raise _overlay_refusal(exc, path) from exc
+        self._on_change()
+        return True
+
+    def symlink(self, path: str, target: str) -> None:
+        path = check_path(path)
+        check_target(path, target)
+        if self.kind(path) is not Kind.MISSING:
+            raise FileRefused(f"{path} already exists (delete it first)")
+        try:
+            self._sandbox.symlink(path, target)
+        except (OSError, SandboxError) as exc:
+            raise _overlay_refusal(exc, path) from exc
+        self._on_change()
+
+    def chmod(self, path: str, mode: int) -> Kind:
+        path = check_path(path)
+        kind = self.kind(path)
+        if kind is Kind.MISSING:
+            raise FileRefused(f"{path} does not exist")
+        check_mode(path, mode, kind)
+        try:
+            self._sandbox.chmod(path, mode)
+        except (OSError, SandboxError) as exc:
+            raise _overlay_refusal(exc, path) from exc
+        self._on_change()
+        return kind
+
+    def _refuse_nested_git(self, path: str) -> None:
+        for entry in self._sandbox.walk(path):
+            if entry.path.rsplit("/", 1)[-1] == ".git":
+                raise FileRefused(
+                    f"{path} holds git metadata ({entry.path}); a nested repository is not "
+                    "moved or removed by the file tools"
+                )
+
+
+def _overlay_refusal(exc: Exception, path: str) -> FileRefused:
+    if isinstance(exc, OSError):
+        return _refusal(exc, path)
+    return FileRefused(f"{path}: {exc}")

@@ -72,6 +72,11 @@ class Arguments:
         assert isinstance(value, str)
         return value
 
+    def optional_text(self, name: str) -> str | None:
+        value = self._values.get(name)
+        assert value is None or isinstance(value, str)
+        return value
+
     def flag(self, name: str) -> bool | None:
         value = self._values.get(name)
         assert value is None or isinstance(value, bool)

@@ -66,6 +66,7 @@ def default_registry() -> ToolRegistry:
     from cleveragents_tui.actors.file_tools import DeleteFile, EditFile, ReadFile, WriteFile
     from cleveragents_tui.actors.notify_tool import Notify
     from cleveragents_tui.actors.sql_tool import RunSql
+    from cleveragents_tui.actors.tree_tools import Chmod, Delete, MakeDir, Move, Symlink
 
     return ToolRegistry(
         [
@@ -73,6 +74,11 @@ def default_registry() -> ToolRegistry:
             WriteFile(),
             EditFile(),
             DeleteFile(),
+            Delete(),
+            Move(),
+            MakeDir(),
+            Symlink(),
+            Chmod(),
             RunCommand(),
             RunSql(),
             Notify(),

@@ -25,6 +25,11 @@ BUILTINS = {
     "local/write-file": (ToolCategory.WRITE, True, True, False, False),
     "local/edit-file": (ToolCategory.WRITE, True, True, False, False),
     "local/delete-file": (ToolCategory.WRITE, True, True, False, False),
+    "local/delete": (ToolCategory.WRITE, True, True, False, False),
+    "local/move": (ToolCategory.WRITE, True, True, False, False),
+    "local/mkdir": (ToolCategory.WRITE, True, True, False, False),
+    "local/symlink": (ToolCategory.WRITE, True, True, False, False),
+    "local/chmod": (ToolCategory.WRITE, True, True, False, False),
     "local/run-command": (ToolCategory.COMMAND, True, True, False, False),
     "local/run-sql": (ToolCategory.DATABASE, True, True, False, False),
     "local/notify": (ToolCategory.NETWORK, True, True, True, False),
@@ -58,6 +63,10 @@ def test_default_registry_holds_the_builtin_tools_with_their_flags() -> None:
     notify = registry.get("local/notify")
     assert notify is not None
     assert notify.side_effects == ("external:notification",)
+    for tree_tool in ("local/delete", "local/move", "local/mkdir", "local/symlink", "local/chmod"):
+        spec = registry.get(tree_tool)
+        assert spec is not None
+        assert spec.side_effects == ("writes:files",), tree_tool
 
 
 def test_each_builtin_describes_its_arguments_as_json_schema() -> None:
