@@ -6,6 +6,9 @@ sandbox's file operations (:meth:`OverlaySandbox.read_bytes`, ``write_bytes``, `
 file (its content is an object in the shared :class:`ObjectStore`), a directory (*opaque*
 when it replaced something, hiding what is below), a symlink, or a *whiteout* (deleted).
 A path is looked up from the top layer down and falls through to the real directory.
+A rename is recorded as what it leaves: the entries at their new paths and a whiteout at
+the old one (:meth:`OverlaySandbox.move`); a mode as the entry's mode (``chmod``), an empty
+folder as a directory entry (``make_dirs``), a link as a symlink entry (``symlink``).
 
 Layout of the ``root`` folder given to ``create`` (the sandbox owns it)::
 
@@ -352,6 +355,41 @@ class OverlaySandbox:
             raise FileExistsError(errno.EEXIST, "already exists", path)
         self._put(path, Node(SYMLINK, 0o777, len(target), target, False))
 
+    def move(self, source: str, destination: str) -> None:
+        """Rename a file, symlink or directory (with everything in it) to a new path.
+
+        Recorded as what the merged view becomes: every moved entry at its new path (the
+        directory on top opaque, a real file's content copied into the object store, since
+        a record of a real file means "the real file at this same path"), then a whiteout at
+        the old path, all in one append to the log. ``destination`` must not exist; missing
+        parent directories are made. Links must stay inside from their new place.
+        """
+        self._alive()
+        source, destination = check_entry_path(source), check_entry_path(destination)
+        node = self._existing(source)
+        if destination == source or destination.startswith(source + "/"):
+            raise SandboxError(f"cannot move {source!r} into itself", "move it elsewhere")
+        if self._find(destination) is not None:
+            raise FileExistsError(errno.EEXIST, "already exists", destination)
+        moved = [(source, node)]
+        if node.kind == DIRECTORY:
+            moved.extend((entry.path, self._existing(entry.path)) for entry in self.walk(source))
+        records: list[tuple[str, Node]] = []
+        for old, each in moved:
+            new = destination + old[len(source) :]
+            if each.kind == _SPECIAL:
+                raise SandboxError(f"{old!r} is a special file", "only files, links, folders move")
+            if each.kind == FILE and not each.ref:
+                data = read_path(self._lower, old)
+                each = each._replace(size=len(data), ref=self._store.put_bytes(data))
+            elif each.kind == SYMLINK:
+                check_link_target(new, each.ref)
+            elif each.kind == DIRECTORY:
+                each = each._replace(opaque=old == source)
+            records.append((new, each))
+        self._make_parents(destination)
+        self._put_all([*records, (source, _GONE)])
+
     def read_link(self, path: str) -> str:
         node = self._existing(path)
         if node.kind != SYMLINK:
@@ -691,6 +729,16 @@ class OverlaySandbox:
         log.flush()
         put_node(self._layers[-1].entries, path, node)
         put_node(self._view, path, node)
+
+    def _put_all(self, records: list[tuple[str, Node]]) -> None:
+        """:meth:`_put` of several records, written to the log in one write."""
+        log = self._log
+        assert log is not None
+        log.write(b"".join(_log_line(path, node) for path, node in records))
+        log.flush()
+        for path, node in records:
+            put_node(self._layers[-1].entries, path, node)
+            put_node(self._view, path, node)
 
     def _make_parents(self, path: str) -> None:
         parts = check_entry_path(path).split("/")
