@@ -3,7 +3,7 @@ resources they write, running a plan to its Apply gate, correcting it, and what 
 
 An action here is an ordinary action definition (docs/actions.md, the dict form of the YAML
 file ``agents plan use`` reads): a few Strategize points, then Execute points whose
-alternatives call the built-in tools (docs/tools.md) on four resources, one per strategy:
+alternatives call the built-in tools (docs/tools.md) on two to four of these resources:
 
 - ``oracle/repo`` (git_worktree) and ``oracle/files`` (filesystem_copy): write-file (text,
   NUL bytes, the executable bit), edit-file, delete-file, and run-command with fixed argv for
@@ -35,9 +35,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.decision import Decision
-from cleveragents_tui.domain.enums import DecisionType, Phase
+from cleveragents_tui.domain.enums import DecisionType
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.runner import RunOptions
 from cleveragents_tui.store.store import Store
@@ -333,8 +332,15 @@ def _sql_call() -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
-def tool_call() -> st.SearchStrategy[dict[str, Any]]:
-    return st.one_of(_workdir_call(REPO), _workdir_call(FILES), _file_call(LAYERS), _sql_call())
+def tool_call(resources: list[str]) -> st.SearchStrategy[dict[str, Any]]:
+    """A write to one of ``resources``."""
+    calls = {
+        REPO: _workdir_call(REPO),
+        FILES: _workdir_call(FILES),
+        LAYERS: _file_call(LAYERS),
+        DB: _sql_call(),
+    }
+    return st.one_of(*(calls[r] for r in resources))
 
 
 def key_of(number: int) -> str:
@@ -349,18 +355,24 @@ def match_word(key: str, letter: str) -> str:
 @st.composite
 def actions(draw: st.DrawFn, min_points: int = 5, max_points: int = 30) -> dict[str, Any]:
     """An action definition: 1–3 Strategize points, then Execute points, each with 2–3
-    alternatives; random parents and influence edges to earlier points."""
+    alternatives; random parents and influence edges to earlier points, and now and then a
+    point that exists only for one option of an earlier one (``when``, as the demo's
+    implement-function and implement-class). A conditional point is nobody's parent: its
+    children would have no parent when it is skipped."""
     total = draw(st.integers(min_points, max_points))
     strategize = draw(st.integers(1, min(3, total - 2)))
+    # Each action uses two to four of the resources: a plan pays for every sandbox it opens.
+    resources = sorted(draw(st.sets(st.sampled_from(sorted(STRATEGIES)), min_size=2)))
     points: list[dict[str, Any]] = []
     for number in range(total):
         key = key_of(number)
         earlier = [p["key"] for p in points]
+        parents = [p["key"] for p in points if "when" not in p]
         execute = number >= strategize
         kind = draw(st.sampled_from(EXECUTE_TYPES if execute else STRATEGIZE_TYPES))
         alternatives = []
         for letter in LETTERS[: draw(st.integers(2, 3))]:
-            calls = draw(st.lists(tool_call(), max_size=3)) if execute else []
+            calls = draw(st.lists(tool_call(resources), max_size=3)) if execute else []
             alternatives.append(
                 {
                     "option": f"{key} option {letter}",
@@ -374,24 +386,25 @@ def actions(draw: st.DrawFn, min_points: int = 5, max_points: int = 30) -> dict[
             "question": f"What does {key} do?",
             "alternatives": alternatives,
         }
+        if parents:
+            under = draw(st.sampled_from([None, *parents]))
+            if under is not None:
+                point["parent"] = under
         if earlier:
-            if draw(st.booleans()):
-                point["parent"] = draw(st.sampled_from(earlier))
             depends = draw(st.lists(st.sampled_from(earlier), max_size=2, unique=True))
             if depends:
                 point["depends_on"] = depends
+            if draw(st.integers(0, 3)) == 0:
+                upon = draw(st.sampled_from(points))
+                option = draw(st.sampled_from([a["option"] for a in upon["alternatives"]]))
+                point["when"] = {upon["key"]: option}
         points.append(point)
     return {
         "name": "oracle/action",
-        "prompt": "change the four resources as the points say",
-        "resources": list(STRATEGIES),
+        "prompt": "change the resources as the points say",
+        "resources": resources,
         "decisions": points,
     }
-
-
-def load(definition: Mapping[str, Any]) -> Action:
-    """As ``agents plan use`` reads an action file: validated strictly."""
-    return Action.model_validate(dict(definition))
 
 
 def with_choices(definition: Mapping[str, Any], chosen: Mapping[str, str]) -> dict[str, Any]:
@@ -405,5 +418,28 @@ def with_choices(definition: Mapping[str, Any], chosen: Mapping[str, str]) -> di
     return {**definition, "decisions": points}
 
 
-def is_execute(point: Mapping[str, Any]) -> bool:
-    return DecisionType(point["type"]).phase is Phase.EXECUTE
+def with_corrective_work(
+    definition: Mapping[str, Any], chosen: Mapping[str, str], key: str, option: str
+) -> dict[str, Any]:
+    """The append oracle's fresh action: the plan's own points with the plan's choices, then
+    the corrective work appended at ``key`` with guidance selecting ``option`` — a copy of
+    that point taking ``option``, and copies of the points that exist only for a choice of
+    it (``when``, transitively), in file order, after all of the plan's own work."""
+    copied = {key}
+    for point in definition["decisions"]:
+        if copied & set(point.get("when", {})):
+            copied.add(point["key"])
+    work = []
+    for point in definition["decisions"]:
+        if point["key"] not in copied:
+            continue
+        copy = {
+            k: v for k, v in point.items() if k not in ("parent", "depends_on", "when", "choose")
+        }
+        copy["key"] = f"x{point['key']}"
+        copy["when"] = {f"x{k}": v for k, v in point.get("when", {}).items() if k in copied}
+        if point["key"] == key:
+            copy["choose"] = option
+        work.append(copy)
+    own = with_choices(definition, chosen)
+    return {**own, "decisions": [*own["decisions"], *work]}

@@ -3,11 +3,11 @@ the applied result of a fresh plan of the same action whose decisions take the c
 choices from the start* (unaffected decisions keep their choices).
 
 Each example draws a random action (tests/reliability/oracle_world.py: 5–30 decision points,
-random parents and influence edges, Execute alternatives that create, modify, delete and
-rename files, write bytes that are not text, flip the executable bit, make symlinks and empty
-folders, and insert, update and delete rows of an AUTOINCREMENT table) over four real
-resources — git_worktree, filesystem_copy, overlay and a SQLite transaction_rollback — writes
-it as an action file and runs it with the scripted reasoner to its Apply gate. Then:
+random parents, influence edges and ``when`` branches, Execute alternatives that create,
+modify, delete and rename files, write bytes that are not text, flip the executable bit,
+make symlinks and empty folders, and insert, update and delete rows of an AUTOINCREMENT
+table) over two to four real resources — git_worktree, filesystem_copy, overlay and a SQLite
+transaction_rollback — writes it as an action file and runs it with the scripted reasoner to its Apply gate. Then:
 
 - **one correction**: revert a random current decision to another of its alternatives
   (guidance that names that alternative's ``match`` word), apply;
@@ -26,10 +26,10 @@ folders) — and row for row (every table in rowid order, ``sqlite_sequence`` an
 **Append** has its own oracle, from the target of docs/corrections.md "Append" (issue 14: a
 corrective child plan starts from the parent's current state and runs only the corrective
 work the guidance asks for, never re-running the parent's action): appending guidance that
-selects alternative X of an Execute point, then applying, lands what a fresh plan lands whose
-action is the parent's (with the parent's choices) followed by one more Execute point whose
-only alternative makes X's tool calls — X's work on top of the parent's result. (For a
-Strategize point the action file names no corrective work, so appends target Execute points.)
+selects alternative X of a point, then applying, lands what a fresh plan lands whose action
+is the parent's (with the parent's choices) followed by the corrective work — a copy of the
+point taking X and copies of the points that exist only for a choice of it (``when``) — so
+X's work lands on top of the parent's result (oracle_world.with_corrective_work).
 
 Settings: the ``ci`` profile is derandomized with no example database (the same examples
 every run) and small actions (5–8 points) to stay within a few minutes on two cores;
@@ -65,9 +65,9 @@ from tests.reliability.oracle_world import (
     Side,
     actions,
     differences,
-    is_execute,
     match_word,
     with_choices,
+    with_corrective_work,
 )
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
@@ -115,10 +115,21 @@ def example_folder() -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Action files refuse anchors and aliases: write a shared value out each time."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def as_yaml(definition: dict[str, Any]) -> str:
+    return yaml.dump(definition, Dumper=_PlainDumper, sort_keys=False)
+
+
 def as_action_file(folder: Path, definition: dict[str, Any]) -> Any:
     """Written as YAML and read back as `agents plan use FILE` reads it."""
     path = folder / f"action-{len(list(folder.glob('action-*.yaml')))}.yaml"
-    path.write_text(yaml.safe_dump(definition, sort_keys=False), encoding="utf-8")
+    path.write_text(as_yaml(definition), encoding="utf-8")
     return load_action(str(path))
 
 
@@ -205,7 +216,7 @@ def check_oracle(
             *story,
             *found,
             "action:",
-            yaml.safe_dump(definition, sort_keys=False),
+            as_yaml(definition),
         ]
     )
 
@@ -265,33 +276,11 @@ def test_append_lands_the_parent_and_the_corrective_work(data: st.DataObject) ->
         try:
             plan_id = run_to_apply_gate(side, folder, definition)
             chosen = {k: d.chosen_option for k, d in side.current(plan_id).items()}
-            execute_keys = {p["key"] for p in definition["decisions"] if is_execute(p)}
             key, _, option = correct(
-                side,
-                plan_id,
-                definition,
-                data.draw,
-                mode=CorrectionMode.APPEND,
-                among=lambda d: d.step_key in execute_keys,
+                side, plan_id, definition, data.draw, mode=CorrectionMode.APPEND
             )
             apply(side, plan_id)
-            point = next(p for p in definition["decisions"] if p["key"] == key)
-            work = next(a for a in point["alternatives"] if a["option"] == option)
-            parent = with_choices(definition, chosen)
-            fresh = {
-                **parent,
-                "decisions": [
-                    *parent["decisions"],
-                    {
-                        "key": "corrective",
-                        "type": "implementation_choice",
-                        "question": f"The corrective work on {key}",
-                        "alternatives": [
-                            {"option": "the corrective work", "tool_calls": work["tool_calls"]}
-                        ],
-                    },
-                ],
-            }
+            fresh = with_corrective_work(definition, chosen, key, option)
             story = [f"appended guidance choosing {option!r} at {key}"]
             check_oracle("append", definition, side, fresh, folder, story)
         finally:
