@@ -105,10 +105,24 @@ def cancel(cli: CliContext, plan_ref: str) -> None:
 )
 @pass_cli
 def apply(cli: CliContext, plan_ref: str, who: str | None) -> None:
-    """Approve PLAN's Apply gate and land its changes on the real resources."""
+    """Approve PLAN's Apply gate and land its changes on the real resources.
+
+    An Apply that a resource refused or that failed exits 2 with the reason in one line
+    (the plan stays in Apply, constrained or errored, to be retried or corrected)."""
+    from cleveragents_tui.domain.enums import Phase, PlanState
+    from cleveragents_tui.domain.errors import UserError
     from cleveragents_tui.engine.lifecycle import apply_plan
 
-    _report(cli.store, apply_plan(cli.store, plan_ref, who or getpass.getuser()))
+    result = apply_plan(cli.store, plan_ref, who or getpass.getuser())
+    if result.phase is Phase.APPLY and result.state in (PlanState.CONSTRAINED, PlanState.ERRORED):
+        with cli.store.unit_of_work() as uow:
+            failures = uow.events.payloads(result.plan_id, "apply_failed")
+        reason = str(failures[-1].get("reason")) if failures else "a resource refused it"
+        raise UserError(
+            f"plan {result.plan_id} was not applied ({result.state.value}): {reason}",
+            f"then retry with agents plan run {result.plan_id}",
+        )
+    _report(cli.store, result)
 
 
 @click.command()

@@ -190,3 +190,30 @@ def test_a_sqlite_database_with_now_and_a_trigger_is_corrected_and_applied_by_th
     assert str(new_release[3]) in shown and audit_line[2] in shown and str(audit_line[3]) in shown
     show = cli("plan", "show", plan_id, "--format=json")
     assert json.loads(show.stdout)["plan"]["state"] == "applied", show.stdout
+
+
+def test_an_apply_that_conflicts_fails_in_one_line_and_lands_nothing(
+    target: Path, sqlite_url: str, tmp_path: Path
+) -> None:
+    """Someone adds release id 2 to the real database while the plan waits at its Apply
+    gate: the plan's own row 2 cannot land. Apply says so in one line and exits 2; the real
+    database keeps exactly what it had (no audit line, no note half-landed)."""
+    action = tmp_path / "release.action.yaml"
+    action.write_text(yaml.safe_dump(RELEASE))
+    cli = Cli(sqlite_url, tmp_path)
+    started = cli("plan", "use", str(action), "--automation-profile", "auto")
+    assert started.returncode == 0, started.stderr
+    plan_id = started.stdout.split()[1]
+    connection = sqlite3.connect(target)
+    with connection:
+        connection.execute("INSERT INTO releases (id, version) VALUES (2, 'hotfix')")
+    connection.close()
+    before = _rows(target)
+
+    applied = cli("plan", "apply", plan_id)
+
+    assert applied.returncode == 2, applied.stdout + applied.stderr
+    lines = applied.stderr.strip().splitlines()
+    assert len(lines) == 1 and "nothing was applied to rel/app-db" in lines[0], lines
+    assert "row (2,) of table releases changed" in lines[0]
+    assert _rows(target) == before
