@@ -41,6 +41,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError
 from cleveragents_tui.sandbox.files import READ_FLAGS, fs_now
@@ -63,6 +64,14 @@ DIRNAME = "blind-spots"
 # What git lists as ignored: wholly ignored folders once (``build/``), empty ones included.
 LIST_IGNORED = ("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
 _PLAIN = 0o644
+
+
+class Walk(NamedTuple):
+    """What :meth:`BlindSpots.walk` found: the clock when it began, folders, files."""
+
+    stamp: int
+    dirs: dict[str, int]
+    files: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,15 +185,20 @@ class BlindSpots:
 
     # ---------------------------------------------------------------------- recording
 
-    def scan(self, listing: bytes, usual: Record | None) -> Record:
+    def scan(self, listing: bytes, usual: Record | None, walked: Walk | None = None) -> Record:
         """The worktree's present state; ``listing`` is the output of :data:`LIST_IGNORED`.
 
         ``usual`` is the record whose usual bits this one takes (the baseline's: what git
-        gave the files it checked out); None takes the most common bits found.
+        gave the files it checked out); None takes the most common bits found. ``walked``
+        is what :meth:`walk` found of the same state, if it ran while git listed.
         """
-        stamp = fs_now(self.home / "stamp")
+        stamp, dirs, files = walked if walked is not None else self.walk()
         ignored_paths = {os.fsdecode(path.rstrip(b"/")) for path in listing.split(b"\0") if path}
-        dirs, files = self._walk(ignored_paths)
+        skipped = self._skipped()
+        for path in sorted(skipped - ignored_paths):  # ignored no more: walked now
+            self._walk_path(path, dirs, files)
+        if ignored_paths - skipped:
+            _leave_out(ignored_paths, dirs, files)
         if usual is not None:
             file_mode, exec_mode = usual.file_mode, usual.exec_mode
         else:
@@ -220,15 +234,47 @@ class BlindSpots:
         self._records[sha] = kept
         self._latest = kept
 
-    def _walk(self, ignored: Collection[str]) -> tuple[dict[str, int], dict[str, int]]:
-        """Every folder and every file of the git tree (not ignored), with their bits.
+    def walk(self) -> Walk:
+        """Every folder and file of the worktree with its bits, for :meth:`scan`; run while
+        git lists what is ignored (``git status`` and :data:`LIST_IGNORED` run meanwhile,
+        in processes of their own). The paths the last record found ignored are not
+        entered; the scan sorts out what was ignored, or stopped being so, since."""
+        stamp = fs_now(self.home / "stamp")
+        dirs: dict[str, int] = {}
+        files: dict[str, int] = {}
+        self._walk_from("", str(self._workdir), self._skipped(), dirs, files)
+        return Walk(stamp, dirs, files)
+
+    def _skipped(self) -> set[str]:
+        return set(self._latest.ignored) if self._latest is not None else set()
+
+    def _walk_path(self, path: str, dirs: dict[str, int], files: dict[str, int]) -> None:
+        full = os.path.join(self._workdir, path)
+        try:
+            mode = os.lstat(full).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        if stat.S_ISDIR(mode):
+            dirs[self._check(path)] = stat.S_IMODE(mode)
+            self._walk_from(path, full, (), dirs, files)
+        elif stat.S_ISREG(mode):
+            files[path] = stat.S_IMODE(mode)
+
+    def _walk_from(
+        self,
+        top: str,
+        full: str,
+        skip: Collection[str],
+        dirs: dict[str, int],
+        files: dict[str, int],
+    ) -> None:
+        """Every folder and every file under ``top`` (not in ``skip``), with their bits.
 
         The top ``.git`` and the insides of a folder holding a ``.git`` (a submodule or a
         nested repository, which git does not look into) are left out.
         """
-        dirs: dict[str, int] = {}
-        files: dict[str, int] = {}
-        stack = [("", str(self._workdir))]
+        ignored = skip
+        stack = [(top, full)]
         while stack:
             rel, path = stack.pop()
             with os.scandir(path) as listing:
@@ -245,7 +291,6 @@ class BlindSpots:
                     stack.append((sub, item.path))
                 elif stat.S_ISREG(mode):
                     files[sub] = stat.S_IMODE(mode)
-        return dirs, files
 
     def _check(self, path: str) -> str:
         if path not in self._checked:
@@ -542,6 +587,18 @@ def _remove(writer: TreeWriter, path: str) -> None:
     """Remove ``path`` (and what is under it) if it is there, following no symlink."""
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         writer.remove(path)
+
+
+def _leave_out(ignored: set[str], dirs: dict[str, int], files: dict[str, int]) -> None:
+    """Drop from a walk the ignored paths and what is under them."""
+    under: set[str] = set()
+    for path in sorted(dirs):  # a folder sorts before what it holds
+        parent = path.rpartition("/")[0]
+        if path in ignored or parent in under:
+            under.add(path)
+            del dirs[path]
+    for path in [path for path in files if path in ignored or path.rpartition("/")[0] in under]:
+        del files[path]
 
 
 def _note(**fields: object) -> bytes:

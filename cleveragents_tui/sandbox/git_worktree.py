@@ -63,7 +63,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -78,7 +78,13 @@ from cleveragents_tui.sandbox.base import (
     CheckpointMissingError,
     SandboxError,
 )
-from cleveragents_tui.sandbox.git_blind_spots import DIRNAME, LIST_IGNORED, BlindSpots, Record
+from cleveragents_tui.sandbox.git_blind_spots import (
+    DIRNAME,
+    LIST_IGNORED,
+    BlindSpots,
+    Record,
+    Walk,
+)
 from cleveragents_tui.sandbox.safety import (
     UnsafeInputError,
     check_ref_name,
@@ -193,10 +199,13 @@ class _Git:
         except OSError as exc:
             raise self.cannot_start(exc) from None
 
-    def call_together(self, *commands: tuple[str, ...]) -> list[subprocess.CompletedProcess[bytes]]:
+    def call_together(
+        self, *commands: tuple[str, ...], meanwhile: Callable[[], object] | None = None
+    ) -> list[subprocess.CompletedProcess[bytes]]:
         """Run ``commands`` at the same time and wait for all; the caller makes sure they do
         not write the same files. Every failpoint is passed before the first one starts, so
-        an injected fault never leaves one running alone."""
+        an injected fault never leaves one running alone. ``meanwhile`` runs here while
+        they do (work of our own that only reads the same files)."""
         for args in commands:
             failpoints.hit("git.call", args[0])
         started: list[subprocess.Popen[bytes]] = []
@@ -216,10 +225,16 @@ class _Git:
             for process in started:
                 process.communicate()
             raise self.cannot_start(exc) from None
-        results = []
-        for process in started:
-            out, err = process.communicate()
-            results.append(subprocess.CompletedProcess(process.args, process.returncode, out, err))
+        try:
+            if meanwhile is not None:
+                meanwhile()
+        finally:
+            results = []
+            for process in started:
+                out, err = process.communicate()
+                results.append(
+                    subprocess.CompletedProcess(process.args, process.returncode, out, err)
+                )
         return results
 
     def cannot_start(self, exc: OSError) -> SandboxError:
@@ -597,8 +612,9 @@ class GitWorktreeSandbox:
     def checkpoint(self) -> str:
         self._ensure_live()
         self._ensure_on_branch()
-        listing = self._stage(list_ignored=self._spots is not None)
-        scanned = self._scan(listing)
+        spots = self._spots
+        listing, walked = self._stage(list_ignored=spots is not None)
+        scanned = spots.scan(listing, spots.load(self._base), walked) if spots else None
         tree = self._write_tree()
         # The Checkpoint-Id line makes every checkpoint a distinct commit, even of an
         # identical state on the same parent in the same second, so dropping one checkpoint
@@ -608,8 +624,8 @@ class GitWorktreeSandbox:
             f"Checkpoint-Id: {secrets.token_hex(8)}\n"
         )
         commit = self._commit(tree, self._tip, message)
-        if self._spots is not None and scanned is not None:
-            self._spots.record(commit, scanned)
+        if spots is not None and scanned is not None:
+            spots.record(commit, scanned)
         self._update_refs(
             f"update {self._names.branch} {commit}\n"
             f"create {self._names.checkpoint(commit)} {commit}\n",
@@ -911,9 +927,10 @@ class GitWorktreeSandbox:
         makes git refuse anything that is not one of this sandbox's checkpoints."""
         return self._names.base if sha == self._base else self._names.checkpoint(sha)
 
-    def _stage(self, *, list_ignored: bool = False) -> bytes:
+    def _stage(self, *, list_ignored: bool = False) -> tuple[bytes, Walk | None]:
         """Bring the sandbox's index up to date with its files; with ``list_ignored``, also
-        list the ignored paths (:data:`LIST_IGNORED`, run beside ``status``) and return them.
+        list the ignored paths (:data:`LIST_IGNORED`, run beside ``status``, while the
+        record of what git does not keep walks the worktree) and return them.
 
         ``git status`` (one pass over the files, untracked cache for new ones) names the
         changed paths; only those go to ``update-index``, through stdin, never as arguments.
@@ -929,7 +946,12 @@ class GitWorktreeSandbox:
             "--ignore-submodules=dirty",
         )
         if list_ignored:
-            results = self._git.call_together(status, LIST_IGNORED)
+            spots, walked = self._spots, list[Walk]()
+            results = self._git.call_together(
+                status,
+                LIST_IGNORED,
+                meanwhile=(lambda: walked.append(spots.walk())) if spots is not None else None,
+            )
             for done, args in zip(results, (status, LIST_IGNORED), strict=True):
                 if done.returncode != 0:
                     reason = _reason(done.stderr, done.returncode)
@@ -937,8 +959,9 @@ class GitWorktreeSandbox:
                         f"{self._git.subject}: git {args[0]} failed ({reason})", _FSCK
                     )
             out, listing = results[0].stdout, results[1].stdout
+            walk = walked[0] if walked else None
         else:
-            out, listing = self._git.run(*status, fix=_FSCK), b""
+            out, listing, walk = self._git.run(*status, fix=_FSCK), b"", None
         entries = [(entry[:2], entry[3:]) for entry in out.split(b"\0") if entry]
         nested = [path for code, path in entries if code == b"??" and path.endswith(b"/")]
         if nested:
@@ -959,13 +982,7 @@ class GitWorktreeSandbox:
                     stdin=b"\0".join(paths) + b"\0",
                     fix=f"check that {self._workdir} is readable and the disk is not full",
                 )
-        return listing
-
-    def _scan(self, listing: bytes) -> Record | None:
-        """What git does not keep of the worktree now, in the baseline's usual bits."""
-        if self._spots is None:
-            return None
-        return self._spots.scan(listing, self._spots.load(self._base))
+        return listing, walk
 
     def _write_tree(self) -> str:
         return _sha(self._git.run("write-tree", fix=_FSCK).decode().strip())
