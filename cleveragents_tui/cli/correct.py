@@ -42,7 +42,29 @@ def _impact_text(impact: object) -> str:
     lines.append(f"  unaffected: {', '.join(impact.unaffected) or '-'}")
     for effect in impact.irreversible:
         lines.append(f"  irreversible: {effect.tool} ({effect.invocations} invocation(s))")
-    return "\n".join(lines)
+    return "\n".join([*lines, *_later_work_text(impact)])
+
+
+def _later_work_text(impact: Impact) -> list[str]:
+    """Files changed outside the plan that the revert rolls back, and the guidance of
+    earlier corrections the restored actor lacks (carried forward, or dropped)."""
+    from cleveragents_tui.engine.correction import guidance_line
+
+    lines = []
+    if impact.outside_changes:
+        lines.append("  changed outside the plan in sandboxes the revert rolls back:")
+        lines += [f"    {c.summary(limit=50)}" for c in impact.outside_changes]
+        lines.append(
+            "    keep them (put back on top of the rolled-back state, before the replay) or "
+            "discard them: --outside-changes=keep|discard"
+        )
+    if impact.guidance_carried:
+        lines.append("  guidance of earlier corrections carried forward (they stand):")
+        lines += [f"    {guidance_line(g)}" for g in impact.guidance_carried]
+    if impact.guidance_dropped:
+        lines.append("  guidance of earlier corrections dropped (the revert supersedes them):")
+        lines += [f"    {guidance_line(g)}" for g in impact.guidance_dropped]
+    return lines
 
 
 def _append_text(impact: Impact) -> str:
@@ -128,6 +150,12 @@ def _plain(value: object) -> object:
     "--plan", "plan_ref", metavar="PLAN", help="Fail unless the decision belongs to this plan."
 )
 @click.option("--yes", is_flag=True, help="Confirm every warning (for scripts).")
+@click.option(
+    "--outside-changes",
+    type=click.Choice(["keep", "discard"]),
+    help="Files changed outside the plan in a sandbox the revert rolls back: keep them (put "
+    "back on top before the replay) or discard them. Needed with --yes when there are any.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the impact only; change nothing.")
 @click.option(
     "--as", "who", metavar="NAME", help="Who asks for the correction (default: your user name)."
@@ -142,6 +170,7 @@ def correct(
     choose: int | None,
     plan_ref: str | None,
     yes: bool,
+    outside_changes: str | None,
     dry_run: bool,
     who: str | None,
     local_format: str | None,
@@ -152,23 +181,37 @@ def correct(
     from cleveragents_tui.engine.correction import preview
 
     impact = preview(cli.store, decision_ref, CorrectionMode(mode), guidance, plan_ref, choose)
-    _dry_run_or_execute(cli, impact, dry_run=dry_run, yes=yes, who=who, fmt=local_format)
+    _dry_run_or_execute(
+        cli, impact, dry_run=dry_run, yes=yes, who=who, fmt=local_format, outside=outside_changes
+    )
 
 
 def _dry_run_or_execute(
-    cli: CliContext, impact: Impact, *, dry_run: bool, yes: bool, who: str | None, fmt: str | None
+    cli: CliContext,
+    impact: Impact,
+    *,
+    dry_run: bool,
+    yes: bool,
+    who: str | None,
+    fmt: str | None,
+    outside: str | None = None,
 ) -> None:
     """``--dry-run``: print the impact and its warnings; otherwise confirm and run it —
     refused (exit 2, nothing changed) while the guidance selects none of the alternatives
-    and none was named with --choose."""
+    and none was named with --choose, or while files changed outside the plan would be
+    rolled back and --yes stands in for the keep-or-discard answer."""
     as_json = cli.wants_json(fmt)
     found = impact.alternatives
     if not dry_run and found is not None and found.selected is None:
         from cleveragents_tui.engine.guidance import refusal
 
         raise refusal(impact.decision_id, impact.guidance, found)
+    if not dry_run and impact.outside_changes and outside is None and yes:
+        from cleveragents_tui.engine.correction import outside_refusal
+
+        raise outside_refusal(impact)
     if not dry_run:
-        _confirm_and_execute(cli, impact, yes=yes, who=who, as_json=as_json)
+        _confirm_and_execute(cli, impact, yes=yes, who=who, as_json=as_json, outside=outside)
     elif as_json:
         echo_json(_impact_json(impact))
     else:
@@ -178,11 +221,19 @@ def _dry_run_or_execute(
 
 
 def _confirm_and_execute(
-    cli: CliContext, impact: Impact, *, yes: bool, who: str | None, as_json: bool
+    cli: CliContext,
+    impact: Impact,
+    *,
+    yes: bool,
+    who: str | None,
+    as_json: bool,
+    outside: str | None,
 ) -> None:
-    """Show the impact, ask each warning y/N (unless --yes), run the correction, report it;
-    exit 1 when a warning is declined or the correction did not succeed."""
+    """Show the impact, ask each warning y/N (unless --yes) and keep/discard/cancel for
+    files changed outside the plan (unless --outside-changes), run the correction, report
+    it; exit 1 when a question is declined or the correction did not succeed."""
     from cleveragents_tui.engine.correction import CorrectionIncompleteError, execute
+    from cleveragents_tui.engine.reconcile import OutsideChoice
 
     if not as_json:
         click.echo(_impact_text(impact))
@@ -193,9 +244,23 @@ def _confirm_and_execute(
         if not click.confirm("", default=False, err=as_json):
             click.echo("Correction cancelled: nothing was changed.", err=True)
             sys.exit(1)
+    if impact.outside_changes and outside is None:
+        outside = click.prompt(
+            "\nFiles changed outside the plan: keep them, discard them, or cancel?",
+            type=click.Choice(["keep", "discard", "cancel"]),
+            default="cancel",
+            err=as_json,
+        )
+        if outside == "cancel":
+            click.echo("Correction cancelled: nothing was changed.", err=True)
+            sys.exit(1)
     try:
         result = execute(
-            cli.store, impact, acknowledged=True, requested_by=who or getpass.getuser()
+            cli.store,
+            impact,
+            acknowledged=True,
+            requested_by=who or getpass.getuser(),
+            outside=OutsideChoice(outside) if outside else None,
         )
     except CorrectionIncompleteError as exc:
         click.echo(f"correction failed: {exc}", err=True)

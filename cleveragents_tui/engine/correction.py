@@ -49,6 +49,14 @@ from cleveragents_tui.engine.diff import old_attempt_points, record_snapshots
 from cleveragents_tui.engine.guidance import Alternatives, alternatives_for
 from cleveragents_tui.engine.impact import affected_subtree
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
+from cleveragents_tui.engine.later_guidance import LaterGuidance, later_guidance
+from cleveragents_tui.engine.reconcile import (
+    Held,
+    OutsideChanges,
+    OutsideChoice,
+    Reconciler,
+    fingerprint,
+)
 from cleveragents_tui.engine.recorder import Correction
 from cleveragents_tui.engine.rollback import (
     baseline_targets,
@@ -125,6 +133,13 @@ class Impact:
     # phase-level tier: sandboxes without checkpoints (checkpointing off) the revert discards
     # and makes anew from the real resources (engine/rollback.py); listed in rollbackable too
     recreated: tuple[str, ...] = field(default=())
+    # files changed outside the plan (engine/reconcile.py) in sandboxes the revert rolls
+    # back: kept (re-applied on top, before the replay) or discarded, as the user chooses
+    outside_changes: tuple[OutsideChanges, ...] = field(default=())
+    # guidance earlier corrections gave that the restored actor state lacks
+    # (engine/later_guidance.py): carried forward when their correction stands, else dropped
+    guidance_carried: tuple[LaterGuidance, ...] = field(default=())
+    guidance_dropped: tuple[LaterGuidance, ...] = field(default=())
 
     def rolled_back(self) -> tuple[str, ...]:
         """The resources rolled back, as the preview names them: ``ID (recreated)`` for a
@@ -213,6 +228,7 @@ def preview(
     recreated: tuple[str, ...] = ()
     rollbackable: tuple[str, ...] = ()
     non_rollbackable: tuple[str, ...] = ()
+    outside: tuple[OutsideChanges, ...] = ()
     if mode is CorrectionMode.REVERT and plan.phase is not Phase.STRATEGIZE:
         sandboxes = PlanSandboxes(store, plan.plan_id)
         if decision.phase is Phase.EXECUTE:
@@ -226,6 +242,12 @@ def preview(
         written_later = _none_resources_written(store, affected, resources)
         rollbackable = tuple(sorted({*targets, *recreated}))
         non_rollbackable = tuple(sorted(set(marked) | written_later))
+        outside = _outside_changes(sandboxes, plan.attempt, rollbackable)
+    carried, dropped = (
+        later_guidance(store, decision, phase_change, affected)
+        if mode is CorrectionMode.REVERT
+        else ((), ())
+    )
     touched = set(rollbackable) | set(non_rollbackable)
     unaffected = tuple(sorted(r for r in dict.fromkeys(used) if r not in touched))
     irreversible = _irreversible(store, affected) if mode is CorrectionMode.REVERT else ()
@@ -248,8 +270,19 @@ def preview(
         phase_change=phase_change,
         alternatives=found,
         recreated=recreated,
+        outside_changes=outside,
+        guidance_carried=carried,
+        guidance_dropped=dropped,
     )
     return _with_warnings(impact)
+
+
+def _outside_changes(
+    sandboxes: PlanSandboxes, attempt: int, resource_ids: tuple[str, ...]
+) -> tuple[OutsideChanges, ...]:
+    """Files changed outside the plan, since it last stopped, in the sandboxes a revert rolls
+    back (engine/reconcile.py; only reads)."""
+    return tuple(Reconciler(sandboxes, resource_ids, attempt).outside_changes())
 
 
 def _append_impact(
@@ -476,7 +509,33 @@ def _with_warnings(impact: Impact) -> Impact:
             f"  - {c.plan_id} {c.action} ({c.state.value}): {c.outcome.value}" for c in cancelled
         )
         warnings.append(f"WARNING: These child plans will be cancelled:\n{listed}\nProceed?")
+    if impact.guidance_dropped:
+        listed = "\n".join(f"  - {guidance_line(g)}" for g in impact.guidance_dropped)
+        warnings.append(
+            "WARNING: This revert drops guidance that earlier corrections gave to later\n"
+            f"decisions (it supersedes those corrections):\n{listed}\n\n"
+            "The replay makes those decisions again without it.\nProceed?"
+        )
     return Impact(**{**impact.__dict__, "warnings": tuple(warnings)})
+
+
+def guidance_line(guidance: LaterGuidance) -> str:
+    """``'run only the unit test' (step test, correction 01J…)`` for previews and warnings."""
+    step = "every step" if guidance.key == "*" else f"step {guidance.key}"
+    source = f", correction {guidance.decision_id}" if guidance.decision_id else ""
+    return f"{guidance.text!r} ({step}{source})"
+
+
+def outside_refusal(impact: Impact) -> CorrectionRefusedError:
+    """Refuses a revert that would roll back files changed outside the plan while no one
+    said to keep or discard them (``--yes`` confirms warnings, it never chooses this)."""
+    count = sum(len(c.paths) for c in impact.outside_changes)
+    where = "; ".join(c.summary() for c in impact.outside_changes)
+    return CorrectionRefusedError(
+        f"the revert would roll back {count} file(s) changed outside the plan ({where})",
+        "keep them on top of the rolled-back state with --outside-changes=keep, or discard "
+        "them with --outside-changes=discard",
+    )
 
 
 # -- execute ----------------------------------------------------------------------------
@@ -489,27 +548,45 @@ def execute(
     acknowledged: bool,
     requested_by: str,
     options: RunOptions | None = None,
+    outside: OutsideChoice | None = None,
 ) -> CorrectionResult:
-    """Carry out a previewed correction. Warnings must have been acknowledged."""
+    """Carry out a previewed correction. Warnings must have been acknowledged, and files
+    changed outside the plan that the revert rolls back must be kept or discarded
+    (``outside``)."""
     if impact.warnings and not acknowledged:
         raise CorrectionRefusedError(
             f"this correction has {len(impact.warnings)} warning(s) to confirm",
             "confirm them, or pass --yes",
         )
+    if impact.outside_changes and outside is None:
+        raise outside_refusal(impact)
     options = options or RunOptions()
     # Held from before the plan is taken to the end of the replay, so a runner in another
     # process never advances the plan under the correction (nor the correction under it).
     with run_lease.holding(options.sandbox_base, impact.plan_id, "correcting"):
-        return _execute(store, impact, requested_by, options)
+        return _execute(store, impact, requested_by, options, outside)
 
 
 def _execute(
-    store: Store, impact: Impact, requested_by: str, options: RunOptions
+    store: Store,
+    impact: Impact,
+    requested_by: str,
+    options: RunOptions,
+    outside: OutsideChoice | None,
 ) -> CorrectionResult:
     sandboxes = PlanSandboxes(store, impact.plan_id, options.sandbox_base)
     planned = _revert_targets(store, impact, sandboxes)
     if planned is not None:  # refused here, before the plan is taken, if one cannot be reached
         check_targets(sandboxes, impact.decision_id, planned[0], impact.recreated)
+    reconciler = Reconciler(sandboxes, impact.rollbackable, impact.attempt)
+    if planned is not None and fingerprint(reconciler.outside_changes()) != fingerprint(
+        impact.outside_changes
+    ):
+        raise StalePreviewError(
+            f"files in the sandboxes of plan {impact.plan_id} changed outside the plan since "
+            "the preview",
+            "preview the correction again",
+        )
     correction = _take_plan(store, impact, requested_by)
     try:
         for child in impact.children:
@@ -517,7 +594,8 @@ def _execute(
                 _cancel_child(store, child, options)
         if impact.mode is CorrectionMode.APPEND:
             return _append(store, impact, correction, options)
-        return _revert(store, impact, correction, options, sandboxes, planned)
+        held = _outside_found(store, impact, reconciler, outside)
+        return _revert(store, impact, correction, options, sandboxes, planned, (outside, held))
     except BaseException as exc:
         if _reload(store, correction).status is CorrectionStatus.RUNNING:  # ended unrecorded
             _finish(
@@ -638,9 +716,11 @@ def _revert(
     options: RunOptions,
     sandboxes: PlanSandboxes,
     planned: tuple[dict[str, CheckpointMetadata], list[str]] | None,
+    outside: tuple[OutsideChoice | None, Held | None] = (None, None),
 ) -> CorrectionResult:
     """``planned``: what ``_revert_targets`` found before the plan was taken (the preview's
-    plan version, checked when it was taken, vouches that it still holds)."""
+    plan version, checked when it was taken, vouches that it still holds); ``outside``:
+    what to do with the files changed outside the plan, and those copied aside to keep."""
     report: RollbackReport | None = None
     targets: dict[str, CheckpointMetadata] = {}
     with store.unit_of_work() as uow:
@@ -650,7 +730,9 @@ def _revert(
         targets, marked = planned
         points = old_attempt_points(store, target.decision_id, targets)
         report = rollback_to(sandboxes, target.decision_id, targets, marked, impact.recreated)
-        if not report.succeeded:
+        if not report.succeeded:  # every resource was put back, outside changes too
+            if outside[1] is not None:
+                outside[1].drop()
             _finish(
                 store,
                 correction,
@@ -661,6 +743,7 @@ def _revert(
             return CorrectionResult(
                 _reload(store, correction), _plan(store, impact.plan_id), report
             )
+        _outside_answered(store, impact, correction, *outside)
     guidance = _carry_forward(store, impact, correction, target, report, targets)
     recorded = _Replaying(
         correction.correction_id,
@@ -692,6 +775,55 @@ def _revert(
         _REPLAYING.reset(token)
         snapshot()  # once: nothing more if an automatic Apply took it already
     return CorrectionResult(_reload(store, correction), replayed, report)
+
+
+def _outside_found(
+    store: Store, impact: Impact, reconciler: Reconciler, outside: OutsideChoice | None
+) -> Held | None:
+    """A revert's reconciliation starts as the runner's does (docs/reconciliation.md): the
+    event ``sandbox_changed_outside``; files to keep are copied aside before the rollback."""
+    if not impact.outside_changes:
+        return None
+    _progress(
+        store,
+        impact.plan_id,
+        "sandbox_changed_outside",
+        {
+            "changes": [c.summary() for c in impact.outside_changes],
+            "count": sum(len(c.paths) for c in impact.outside_changes),
+        },
+    )
+    return reconciler.hold(impact.outside_changes) if outside is OutsideChoice.KEEP else None
+
+
+def _outside_answered(
+    store: Store,
+    impact: Impact,
+    correction: CorrectionAttempt,
+    outside: OutsideChoice | None,
+    held: Held | None,
+) -> None:
+    """After the rollback, before the replay: kept files are put back on top of the
+    rolled-back state (the replay starts from them, and its checkpoints record them);
+    discarded ones went with the rollback (its safety checkpoint still holds them)."""
+    if not impact.outside_changes:
+        return
+    if held is not None:
+        try:
+            held.reapply()
+        except OSError as exc:
+            raise CorrectionIncompleteError(
+                f"the resources were rolled back, but the files changed outside the plan could "
+                f"not be put back on top ({exc}); they are kept in {held.copies}"
+            ) from exc
+        held.drop()
+    kept = outside is OutsideChoice.KEEP
+    _progress(
+        store,
+        impact.plan_id,
+        "outside_changes_kept" if kept else "outside_changes_discarded",
+        {"changes": [c.summary() for c in impact.outside_changes], "by": correction.requested_by},
+    )
 
 
 @dataclass(frozen=True)
@@ -821,9 +953,14 @@ def _forget_destroyed_savepoints(
 
 def _reasoning_rollback(store: Store, target: Decision, impact: Impact) -> None:
     """Fork the actor from the LangGraph state the decision was made from, with the guidance.
-    A Strategize decision corrected during Execute also resets the execution actor."""
+    A Strategize decision corrected during Execute also resets the execution actor. The
+    guidance of earlier corrections that stand goes back in first (engine/later_guidance.py),
+    so the decisions the replay re-makes still follow it."""
     from cleveragents_tui.actors.checkpointer import open_checkpointer  # see runner._run_actor
     from cleveragents_tui.actors.graphs import Actor
+
+    def carried(phase: Phase) -> list[dict[str, str]]:
+        return [g.entry for g in impact.guidance_carried if g.phase is phase]
 
     ref = target.context_snapshot.actor_state_ref
     with open_checkpointer(store.engine.url) as saver:
@@ -831,12 +968,13 @@ def _reasoning_rollback(store: Store, target: Decision, impact: Impact) -> None:
             actor = Actor(saver, impact.plan_id, target.phase, lambda state, r: {})
             state = actor.load(ref)
             entry = _guidance_entry(target.step_key or "*", impact)
-            actor.fork(ref, {"guidance": [*state["guidance"], entry]})
+            actor.fork(ref, {"guidance": [*state["guidance"], *carried(target.phase), entry]})
         if impact.phase_change and impact.phase_change[1] is Phase.STRATEGIZE:
             execution = Actor(saver, impact.plan_id, Phase.EXECUTE, lambda state, r: {})
             first = execution.first_checkpoint()
             if first is not None:
-                execution.fork(first, {"guidance": [{"key": "*", "text": impact.guidance}]})
+                entry = {"key": "*", "text": impact.guidance}
+                execution.fork(first, {"guidance": [*carried(Phase.EXECUTE), entry]})
 
 
 def _guidance_entry(key: str, impact: Impact) -> dict[str, str]:

@@ -20,6 +20,12 @@ and ``transaction_rollback`` have no folder that people edit. The listing compar
 not contents: an edit that keeps a file's size and modification time to the nanosecond is
 not seen. A correction makes a new attempt and rolls sandboxes back itself, so a seal of an
 older attempt is dropped, never compared.
+
+A revert would roll outside changes back with the sandbox, so it reconciles first (engine/
+correction.py): its preview lists them (:meth:`Reconciler.outside_changes`), and it either
+discards them with the rollback or keeps them — copied aside before the rollback
+(:func:`hold`) and put back on top of the rolled-back state before the replay
+(:meth:`Held.reapply`).
 """
 
 from __future__ import annotations
@@ -28,18 +34,29 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import stat
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.sandbox.safety import UnsafeInputError
 
 SEAL_FILE = "reconcile.json"
 WATCHED = frozenset({SandboxStrategyName.GIT_WORKTREE, SandboxStrategyName.FILESYSTEM_COPY})
 
 Listing = dict[str, tuple[str, int, int, int]]  # path -> (kind, size, mtime_ns, mode)
+
+
+class OutsideChoice(StrEnum):
+    """What a revert does with files changed outside the plan in a sandbox it rolls back."""
+
+    KEEP = "keep"  # re-applied on top of the rolled-back state, before the replay
+    DISCARD = "discard"  # rolled back with the sandbox
 
 
 @dataclass(frozen=True)
@@ -115,17 +132,19 @@ class Reconciler:
 
     # -- the seal file ----------------------------------------------------------------------
 
-    def _load(self) -> dict[str, dict[str, object]]:
+    def _load(self, *, drop_stale: bool = True) -> dict[str, dict[str, object]]:
         """The seals of this attempt; seals of an older attempt are dropped (a correction
-        rolled the sandboxes back since, so they describe nothing current)."""
+        rolled the sandboxes back since, so they describe nothing current) — or, for a mere
+        read (``drop_stale`` false), only ignored."""
         try:
             data = json.loads(self._file.read_text("utf-8"))
         except FileNotFoundError:
             return {}
         seals: dict[str, dict[str, object]] = data.get("resources", {})
         if data.get("attempt") != self._attempt:
-            self._drop_refs(seals)
-            self._file.unlink(missing_ok=True)
+            if drop_stale:
+                self._drop_refs(seals)
+                self._file.unlink(missing_ok=True)
             return {}
         return seals
 
@@ -186,17 +205,29 @@ class Reconciler:
         return True
 
     def outside_changes(self) -> list[OutsideChanges]:
-        """What differs from the seals now (empty when nothing was sealed)."""
-        seals = self._load()
+        """What differs from the seals now (empty when nothing was sealed). Only reads, so a
+        correction's preview can ask: a sandbox without a seal is not even opened."""
+        seals = self._load(drop_stale=False)
         found = []
-        for resource_id, folder in self._watched().items():
-            seal = seals.get(resource_id)
-            if seal is None:
-                continue
+        sealed = [r for r in self._resource_ids if r in seals]
+        for resource_id, folder in self._watched(sealed).items():
+            seal = seals[resource_id]
             change = compare(resource_id, _listing(seal), scan(folder))
             if change is not None:
                 found.append(change)
         return found
+
+    def hold(self, changes: Iterable[OutsideChanges]) -> Held:
+        """Copy the added and modified entries of ``changes`` aside, next to the seals (the
+        same disk; never in memory: a hand edit may be a large file)."""
+        held = tuple(changes)
+        folders = self._watched(c.resource_id for c in held)
+        self._file.parent.mkdir(parents=True, exist_ok=True)
+        copies = Path(tempfile.mkdtemp(prefix="outside-held-", dir=self._file.parent))
+        for number, change in enumerate(held):
+            for path in sorted((*change.added, *change.modified), key=_depth):
+                _copy_entry(folders[change.resource_id] / path, copies / str(number) / path)
+        return Held(held, folders, copies)
 
     def keep(self) -> None:
         """Accept the outside changes: they become part of the sealed state."""
@@ -217,3 +248,69 @@ def _listing(seal: dict[str, object]) -> Listing:
     files = seal["files"]
     assert isinstance(files, dict)
     return {path: tuple(value) for path, value in files.items()}
+
+
+# -- keeping outside changes across a rollback (a revert's reconciliation) ---------------------
+
+
+@dataclass(frozen=True)
+class Held:
+    """Outside changes copied aside before a rollback, to put back on top of its result."""
+
+    changes: tuple[OutsideChanges, ...]
+    folders: dict[str, Path]  # resource -> the sandbox folder the changes are in
+    copies: Path  # <copies>/<n>/<path>: the n-th change's added and modified entries
+
+    def reapply(self) -> None:
+        """Make each changed path as it was when held: deleted ones deleted (deepest first),
+        added and modified ones copied back (parents first), on whatever the rollback left."""
+        for number, change in enumerate(self.changes):
+            folder = self.folders[change.resource_id]
+            for path in sorted(change.deleted, key=_depth, reverse=True):
+                _remove(_inside(folder, path))
+            for path in sorted((*change.added, *change.modified), key=_depth):
+                _copy_entry(self.copies / str(number) / path, _inside(folder, path))
+
+    def drop(self) -> None:
+        shutil.rmtree(self.copies, ignore_errors=True)
+
+
+def _depth(path: str) -> int:
+    return path.count("/")
+
+
+def _inside(folder: Path, path: str) -> Path:
+    """``folder / path``, refused when a symlink the rollback left on the way leads out."""
+    target = folder / path
+    base = folder.resolve()
+    parent = target.parent.resolve()
+    if parent != base and base not in parent.parents:
+        raise UnsafeInputError(
+            f"{path!r} resolves outside the sandbox after the rollback", "remove the symlink"
+        )
+    return target
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
+def _copy_entry(source: Path, target: Path) -> None:
+    """``target`` made as ``source`` is: a folder (its mode), a symlink (its text), or a
+    file (its bytes and mode); whatever was at ``target`` before is replaced."""
+    info = source.lstat()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if stat.S_ISDIR(info.st_mode):
+        if not target.is_dir() or target.is_symlink():
+            _remove(target)
+        target.mkdir(exist_ok=True)
+        target.chmod(stat.S_IMODE(info.st_mode))
+        return
+    _remove(target)
+    if stat.S_ISLNK(info.st_mode):
+        target.symlink_to(os.readlink(source))
+    else:
+        shutil.copy2(source, target, follow_symlinks=False)

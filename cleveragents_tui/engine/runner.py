@@ -45,7 +45,7 @@ from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine import run_lease
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.plans import create_plan
-from cleveragents_tui.engine.reconcile import Reconciler
+from cleveragents_tui.engine.reconcile import OutsideChoice, Reconciler
 from cleveragents_tui.engine.reconcile import fingerprint as reconcile_fingerprint
 from cleveragents_tui.engine.recorder import Correction, record_decision
 from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_root
@@ -245,6 +245,9 @@ class PlanRunner:
             acknowledged=True,
             requested_by="execution actor",
             options=self.options,
+            # _reconcile asked about edits made while the plan waited; one made while it
+            # runs is taken in, as the next seal would take it (docs/reconciliation.md)
+            outside=OutsideChoice.KEEP,
         ).plan
 
     # -- reconciliation (engine/reconcile.py) ---------------------------------------------------
