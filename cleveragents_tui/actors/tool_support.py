@@ -32,6 +32,7 @@ class ParamType(StrEnum):
     NUMBER = "number"  # an int or float (never a bool), finite
     ARGV = "argv"  # a non-empty list of strings
     MAPPING = "mapping"  # string keys -> JSON scalars (str, int, float, bool, null)
+    OBJECTS = "objects"  # a non-empty list of JSON objects (string keys); the tool checks more
 
 
 _JSON_TYPES: Final[dict[ParamType, dict[str, Any]]] = {
@@ -43,6 +44,7 @@ _JSON_TYPES: Final[dict[ParamType, dict[str, Any]]] = {
         "type": "object",
         "additionalProperties": {"type": ["string", "number", "boolean", "null"]},
     },
+    ParamType.OBJECTS: {"type": "array", "items": {"type": "object"}, "minItems": 1},
 }
 
 
@@ -97,6 +99,11 @@ class Arguments:
         assert value is None or isinstance(value, dict)
         return value
 
+    def objects(self, name: str) -> list[dict[str, Any]] | None:
+        value = self._values.get(name)
+        assert value is None or isinstance(value, list)
+        return value
+
 
 def check_arguments(arguments: object, params: Sequence[Param]) -> Arguments:
     """The arguments of one call, checked against ``params``; raises :class:`BadArguments`."""
@@ -138,7 +145,18 @@ def _check_value(param: Param, value: object) -> object:
         return value
     if param.type is ParamType.ARGV:
         return _check_argv(name, value)
+    if param.type is ParamType.OBJECTS:
+        return _check_objects(name, value)
     return _check_mapping(name, value)
+
+
+def _check_objects(name: str, value: object) -> list[dict[str, Any]]:
+    if not isinstance(value, list | tuple) or not value:
+        raise BadArguments(f"argument {name!r} must be a non-empty list of objects")
+    for position, item in enumerate(value):
+        if not isinstance(item, Mapping) or not all(isinstance(key, str) for key in item):
+            raise BadArguments(f"{name}[{position}] must be an object, not {_kind(item)}")
+    return [dict(item) for item in value]
 
 
 def _check_argv(name: str, value: object) -> list[str]:

@@ -42,7 +42,8 @@ Statement log and replay: ``statements.jsonl`` under ``root`` (created with mode
 SQL and its values may be sensitive) holds one JSON object per line: ``{"savepoint": name,
 "rows": digest}`` for a checkpoint (``rows`` when row snapshots are on), ``{"sql", "params", "after", "rowcount"}`` for a statement that succeeded
 (``after`` is the index of the savepoint it follows, -1 before the first; ``rowcount`` the rows
-it changed, when the driver says), ``{"failed": error, "after"}`` where a statement failed and
+it changed, when the driver says; ``"bytes": [name, ...]`` when those parameters of a mapping
+are bytes, logged as base64 text and decoded back to bytes on replay), ``{"failed": error, "after"}`` where a statement failed and
 left a PostgreSQL transaction failed (replay leaves it failed too, so apply still refuses until
 a rollback), or ``{"unreplayable": why, "after"}`` where a statement could not be logged
 exactly. Each append is fsynced before ``execute``/``checkpoint`` return;
@@ -54,7 +55,8 @@ anything); on PostgreSQL everything is, because a SELECT may call a function tha
   and the logged values as parameters, never interpolated; transaction-control statements are
   refused on replay as they were the first time, and savepoint names must be ``sp_<hex>``.
 * Parameters must survive JSON exactly (strings, numbers, booleans, None, lists and mappings
-  of those): values such as bytes, tuples, dates or decimals, and statement objects instead of
+  of those; bytes too, as the top-level values of a mapping, through ``"bytes"`` above):
+  values such as tuples, dates or decimals, and statement objects instead of
   SQL text, make the log unreplayable from that point (a rollback to an earlier checkpoint
   makes it replayable again). A log that cannot be written, or a transaction that ended inside
   its process (a hidden COMMIT, a failed COMMIT, an unexplained end), makes it unreplayable
@@ -85,6 +87,7 @@ snapshots of checkpoints rolled back over before the restart are not rebuilt.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import hashlib
@@ -397,10 +400,34 @@ def _read_log(path: Path) -> tuple[list[dict[str, Any]], str | None]:
                     or not isinstance(entry.get("rowcount", 0), int)
                 ):
                     raise ValueError("unexpected fields")
+                _logged_bytes(entry)
             entries.append(entry)
         except (ValueError, KeyError, TypeError, UserError) as exc:
             return [], f"line {number} of the statement log {path} is damaged ({exc})"
     return entries, None
+
+
+def _logged_bytes(entry: Mapping[str, Any]) -> list[str]:
+    """The names a statement entry logs as base64 bytes (checked: text values it has)."""
+    names = entry.get("bytes", [])
+    params = entry["params"]
+    if not isinstance(names, list) or (names and not isinstance(params, dict)):
+        raise ValueError("unexpected bytes field")
+    for name in names:
+        if not isinstance(name, str) or not isinstance(params.get(name), str):
+            raise ValueError(f"bytes parameter {name!r} is not logged as text")
+    return names
+
+
+def _logged_params(entry: Mapping[str, Any]) -> Any:
+    """A logged statement's parameters as they were run: base64-logged bytes decoded."""
+    names = _logged_bytes(entry)
+    if not names:
+        return entry["params"]
+    params = dict(entry["params"])
+    for name in names:
+        params[name] = base64.b64decode(params[name], validate=True)
+    return params
 
 
 def _target_url(resource: Resource) -> URL:
@@ -895,7 +922,7 @@ class TransactionRollbackSandbox:
                 number += 1
                 sql: str = entry["sql"]
                 doing = f"replaying statement {number} of {total} ({' '.join(sql.split())[:80]})"
-                result = live.connection.execute(text(sql), entry["params"])
+                result = live.connection.execute(text(sql), _logged_params(entry))
                 try:
                     expected = entry.get("rowcount")
                     if expected is not None and result.rowcount != expected:
@@ -1124,6 +1151,12 @@ class TransactionRollbackSandbox:
         else:
             plain = [dict(each) for each in params]
         entry: dict[str, Any] = {"sql": sql, "params": plain, "after": after}
+        if isinstance(plain, dict):
+            binary = sorted(k for k, v in plain.items() if isinstance(v, bytes | bytearray))
+            if binary:  # BLOB values (local/run-sql's blobs): base64 text, decoded on replay
+                for key in binary:
+                    plain[key] = base64.b64encode(bytes(plain[key])).decode("ascii")
+                entry["bytes"] = binary
         if not result.returns_rows and result.rowcount >= 0:
             entry["rowcount"] = result.rowcount
         try:

@@ -135,7 +135,7 @@ def test_a_log_that_cannot_be_replayed_is_kept_held(target: Target, root: Path) 
     try:
         sandbox.execute(INSERT, {"id": 50})
         ref = sandbox.checkpoint()
-        sandbox.execute("INSERT INTO notes VALUES (3, :data)", {"data": b"\x00\xff"})
+        sandbox.execute("INSERT INTO notes VALUES (3, :data)", [{"data": b"\x00\xff"}])
 
         assert not sandbox.hand_over()  # the open transaction is the only copy of the bytes
 

@@ -7,6 +7,7 @@ process opens it again and must find it live, replayed from the statement log.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import sqlite3
@@ -83,6 +84,8 @@ for operation, *arguments in operations:
             raise SystemExit("the statement should have failed")
     elif operation == "exec-bytes":
         sandbox.execute(arguments[0], {"data": bytes.fromhex(arguments[1])})
+    elif operation == "exec-bytes-many":  # a list of mappings: bytes there are not logged
+        sandbox.execute(arguments[0], [{"data": bytes.fromhex(arguments[1])}])
     elif operation == "apply":
         sandbox.apply()
     elif operation == "checkpoint":
@@ -402,7 +405,7 @@ def test_values_json_cannot_carry_make_the_log_unreplayable(
         ["create"],
         ["exec", "INSERT INTO items VALUES (50, 'fig', 1)"],
         ["checkpoint"],
-        ["exec-bytes", "INSERT INTO notes VALUES (3, :data)", "00ff"],
+        ["exec-bytes-many", "INSERT INTO notes VALUES (3, :data)", "00ff"],
     )
 
     sandbox = reopen(sqlite_target)
@@ -415,6 +418,30 @@ def test_values_json_cannot_carry_make_the_log_unreplayable(
     assert committed_execute_rows(sqlite_target) == seeded
 
 
+def test_bytes_parameters_are_logged_as_base64_and_replay_as_bytes(
+    target: Target, root: Path, reopen: Callable[[Target], TransactionRollbackSandbox]
+) -> None:
+    blob = bytes(range(256)) + b"\x00"
+    kind = "BLOB" if target.dialect == "sqlite" else "BYTEA"
+    run_process(
+        target,
+        root,
+        ["create"],
+        ["exec", f"CREATE TABLE blobs (id INTEGER PRIMARY KEY, data {kind})"],
+        ["exec-bytes", "INSERT INTO blobs VALUES (3, :data)", blob.hex()],
+        ["checkpoint"],
+    )
+    entry = log_lines(root)[1]
+    assert entry["bytes"] == ["data"]
+    assert entry["params"] == {"data": base64.b64encode(blob).decode()}
+
+    sandbox = reopen(target)  # another process: the log is replayed
+
+    assert not sandbox.lost, sandbox.lost_reason
+    (row,) = sandbox.execute("SELECT data FROM blobs WHERE id = 3").all()
+    assert bytes(row[0]) == blob
+
+
 def test_a_rollback_over_an_unloggable_statement_makes_the_log_replayable(
     sqlite_target: Target,
     root: Path,
@@ -425,7 +452,7 @@ def test_a_rollback_over_an_unloggable_statement_makes_the_log_replayable(
     opened.append(sandbox)
     sandbox.execute("INSERT INTO items VALUES (50, 'fig', 1)")
     ref = sandbox.checkpoint()
-    sandbox.execute("INSERT INTO notes VALUES (3, :data)", {"data": b"\x00\xff"})
+    sandbox.execute("INSERT INTO notes VALUES (3, :data)", [{"data": b"\x00\xff"}])
     assert "JSON cannot carry" in (sandbox.unreplayable_reason or "")
     sandbox.rollback(ref)
     assert sandbox.unreplayable_reason is None
