@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import sqlite3
 from datetime import datetime
@@ -220,5 +221,150 @@ def test_run_sql_on_postgresql(tmp_path: Path, sqlite_store: Store, postgres_url
         assert "roll back to a checkpoint" in failed.output
         assert "\n" not in failed.output
         assert sandboxes.modified() == {"local/pg"}
+    finally:
+        sandbox.discard()
+
+
+BLOB = bytes(range(256)) + b"\x00\xff"
+
+
+def test_run_sql_runs_a_list_of_statements_and_binds_blobs(tool_world: ToolWorld) -> None:
+    encoded = base64.b64encode(BLOB).decode()
+    outcome = tool_world.call(
+        "local/run-sql",
+        {
+            "resource": DB,
+            "statements": [
+                {"sql": "CREATE TABLE files (name TEXT PRIMARY KEY, data BLOB)"},
+                {
+                    "sql": "INSERT INTO files VALUES (:name, :data)",
+                    "params": {"name": "logo.bin"},
+                    "blobs": {"data": encoded},
+                },
+                {"sql": "SELECT name, length(data), hex(substr(data, 1, 2)) FROM files"},
+            ],
+        },
+    )
+    assert outcome.ok, outcome.output
+    assert outcome.output == (
+        "[statement 1]\nstatement ran"
+        '\n[statement 2]\n1 row(s) affected\n[statement 3]\n["name", "length(data)", '
+        '"hex(substr(data, 1, 2))"]\n["logo.bin", 258, "0001"]\n[1 row(s)]'
+    )
+    assert outcome.writes == (DB,)
+    sandbox = tool_world.sandboxes.get(DB)
+    (stored,) = sandbox.execute("SELECT data FROM files").all()  # type: ignore[attr-defined]
+    assert bytes(stored[0]) == BLOB
+    single = tool_world.call(
+        "local/run-sql",
+        {
+            "resource": DB,
+            "sql": "SELECT :data = data FROM files",
+            "blobs": {"data": encoded},
+        },
+    )
+    assert single.output.splitlines()[1] == "[1]"
+
+
+def test_a_failing_statement_of_a_list_stops_the_rest(tool_world: ToolWorld) -> None:
+    outcome = tool_world.call(
+        "local/run-sql",
+        {
+            "resource": DB,
+            "statements": [
+                {"sql": "INSERT INTO greetings (text) VALUES ('one')"},
+                {"sql": "INSERT INTO nowhere VALUES (1)"},
+                {"sql": "INSERT INTO greetings (text) VALUES ('three')"},
+            ],
+        },
+    )
+    assert not outcome.ok
+    assert outcome.output.startswith(
+        "local/run-sql: statement 2 of 3 failed, the rest did not run (statements 1-1 ran "
+        "and stay): SQL failed"
+    )
+    assert "no such table: nowhere" in outcome.output
+    assert "\n" not in outcome.output
+    assert outcome.writes == (DB,)
+    assert rows(tool_world) == [(1, "hello"), (2, "one")]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "why"),
+    [
+        ({}, "give either sql (one statement) or statements"),
+        (
+            {"sql": "SELECT 1", "statements": [{"sql": "SELECT 2"}]},
+            "give either sql (one statement) or statements",
+        ),
+        ({"statements": []}, "must be a non-empty list of objects"),
+        ({"statements": ["SELECT 1"]}, "statements[0] must be an object, not str"),
+        ({"statements": [{"sql": "SELECT 1", "bind": {}}]}, "statements[0]: unknown argument"),
+        ({"statements": [{"params": {}}]}, "statements[0]: argument 'sql' is required"),
+        (
+            {"statements": [{"sql": "SELECT 1"}], "params": {"a": 1}},
+            "give params and blobs inside each statement",
+        ),
+        ({"statements": [{"sql": "SELECT 1"}] * 101}, "101 statements in one call; at most 100"),
+        ({"sql": "SELECT :a", "blobs": {"a": "not base64!"}}, "blobs['a'] is not valid base64"),
+        ({"sql": "SELECT :a", "blobs": {"a": 1}}, "blobs['a'] must be a base64 string"),
+        (
+            {"sql": "SELECT :a", "params": {"a": 1}, "blobs": {"a": "AA=="}},
+            "parameter 'a' is given in both params and blobs",
+        ),
+    ],
+)
+def test_run_sql_refuses_malformed_calls_before_running_anything(
+    tool_world: ToolWorld, arguments: dict[str, object], why: str
+) -> None:
+    outcome = tool_world.call("local/run-sql", {"resource": DB, **arguments})
+    assert not outcome.ok
+    assert why in outcome.output, outcome.output
+    assert outcome.writes == ()
+    assert tool_world.sandboxes.modified() == set()
+
+
+@pytest.mark.postgres
+def test_run_sql_blobs_on_postgresql_survive_a_hand_over(
+    tmp_path: Path, sqlite_store: Store, postgres_url: str
+) -> None:
+    resource = Resource(
+        resource_id="local/pg",
+        kind="database",
+        location=postgres_url,
+        sandbox_strategy="transaction_rollback",
+    )
+    plan = Plan(action="local/tools", phase="execute", state="running")
+    with sqlite_store.unit_of_work(write=True) as uow:
+        uow.resources.add(resource)
+        uow.plans.add(plan)
+        uow.commit()
+    sandboxes = PlanSandboxes(sqlite_store, plan.plan_id, tmp_path / "sandboxes")
+    sandbox = sandboxes.create(resource)
+    context = ToolContext(plan.plan_id, Phase.EXECUTE, sandboxes)
+    tool = default_registry().tool("local/run-sql")
+    try:
+        outcome = tool.run(
+            context,
+            {
+                "resource": "local/pg",
+                "statements": [
+                    {"sql": "CREATE TABLE files (name text PRIMARY KEY, data bytea)"},
+                    {
+                        "sql": "INSERT INTO files VALUES (:name, :data)",
+                        "params": {"name": "logo.bin"},
+                        "blobs": {"data": base64.b64encode(BLOB).decode()},
+                    },
+                ],
+            },
+        )
+        assert outcome.ok, outcome.output
+        # Handed over, the sandbox is rebuilt from its statement log at the next use: the
+        # bytes were logged (as base64) and replay binds them as bytes again.
+        assert sandbox.hand_over()  # type: ignore[attr-defined]
+        assert not sandbox.held  # type: ignore[attr-defined]
+        (stored,) = sandbox.execute("SELECT data FROM files").all()  # type: ignore[attr-defined]
+        assert bytes(stored[0]) == BLOB
+        assert sandbox.lost_reason is None  # type: ignore[attr-defined]
     finally:
         sandbox.discard()
