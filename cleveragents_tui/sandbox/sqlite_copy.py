@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from sqlalchemy import Connection, Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import NullPool
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.errors import UserError
@@ -152,41 +152,60 @@ class _State:
         os.replace(temporary, path)
 
 
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def copy_database(source: Path, destination: Path) -> None:
-    """A consistent copy of the SQLite database ``source`` (SQLite's backup API), written as
-    a single file in rollback-journal mode, readable by its owner only."""
+    """A consistent copy of the live SQLite database ``source`` (SQLite's backup API, so
+    others may write meanwhile), as one file in rollback-journal mode, readable by its
+    owner only, on disk when this returns."""
     destination.unlink(missing_ok=True)
     os.close(os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    reader = sqlite3.connect(source, timeout=BUSY_TIMEOUT_S)
-    try:
-        writer = sqlite3.connect(destination, timeout=BUSY_TIMEOUT_S)
-        try:
-            reader.backup(writer)
-            writer.execute("PRAGMA journal_mode = DELETE")
-        finally:
-            writer.close()
-    finally:
-        reader.close()
+    with (
+        contextlib.closing(sqlite3.connect(source, timeout=BUSY_TIMEOUT_S)) as reader,
+        contextlib.closing(sqlite3.connect(destination)) as writer,
+    ):
+        writer.execute("PRAGMA synchronous = OFF")  # one fsync below instead of several
+        reader.backup(writer)
+        writer.execute("PRAGMA journal_mode = DELETE")
+    _fsync(destination)
 
 
-def _restore(source: Path, destination: Path) -> None:
-    """Copy checkpoint ``source`` over the live copy ``destination``, in one SQLite
-    transaction of the destination: a reader in any process sees the old or the new rows."""
-    reader = sqlite3.connect(source, timeout=BUSY_TIMEOUT_S)
+def settle(path: Path) -> None:
+    """Make the file ``path`` hold the whole database: a journal left by a process that died
+    mid-statement is rolled back, a WAL folded in. Then a plain file copy is exact."""
+    if any(path.with_name(path.name + suffix).exists() for suffix in ("-journal", "-wal")):
+        with contextlib.closing(sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)) as connection:
+            connection.execute("PRAGMA journal_mode = DELETE")
+
+
+def copy_file(source: Path, destination: Path) -> None:
+    """Replace ``destination`` with a copy of the settled, closed database file ``source``:
+    copied beside it, fsynced, renamed over it (a crash leaves the old or the new file)."""
+    temporary = destination.with_name(f".{destination.name}.{os.getpid()}.tmp")
     try:
-        writer = sqlite3.connect(destination, timeout=BUSY_TIMEOUT_S)
-        try:
-            reader.backup(writer)
-        finally:
-            writer.close()
+        shutil.copyfile(source, temporary)
+        os.chmod(temporary, 0o600)
+        _fsync(temporary)
+        os.replace(temporary, destination)
     finally:
-        reader.close()
+        temporary.unlink(missing_ok=True)
+    for suffix in ("-journal", "-wal", "-shm"):  # settled: none belongs to the new file
+        destination.with_name(destination.name + suffix).unlink(missing_ok=True)
+    _fsync(destination.parent)
 
 
 def snapshot(path: Path, max_rows: int) -> Snapshot | None:
     """Every table's rows of the copy ``path`` keyed as ``transaction_rollback`` keys them
     (primary key, else ``~hash``); None above ``max_rows`` rows."""
-    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    connection = sqlite3.connect(
+        f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S
+    )
     try:
         names = [
             row[0]
@@ -269,7 +288,6 @@ class SqliteCopySandbox:
         self._max_rows = max_rows
         self._lock = threading.RLock()
         self._engine: Engine | None = None
-        self._connection: Connection | None = None
 
     @property
     def resource(self) -> Resource:
@@ -328,23 +346,20 @@ class SqliteCopySandbox:
             _APPLIED_FIX,
         )
 
-    def _live(self) -> Connection:
-        if self._connection is None:
+    def _engine_for_work(self) -> Engine:
+        """Connections to the working copy, one per statement: none stays open between
+        operations, so a checkpoint or rollback may copy and replace the file."""
+        if self._engine is None:
             self._engine = create_engine(
                 f"sqlite:///{self._root / WORK}",
-                poolclass=StaticPool,
+                poolclass=NullPool,
                 isolation_level="AUTOCOMMIT",
                 connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False},
             )
-            self._connection = self._engine.connect()
-        return self._connection
+        return self._engine
 
     def _close(self) -> None:
-        connection, self._connection = self._connection, None
         engine, self._engine = self._engine, None
-        if connection is not None:
-            with contextlib.suppress(SQLAlchemyError):
-                connection.close()
         if engine is not None:
             engine.dispose()
 
@@ -376,22 +391,19 @@ class SqliteCopySandbox:
             if state.status == "applied":
                 raise self._applied()
             try:
-                result = self._live().execute(text(sql), params)
+                with self._engine_for_work().connect() as connection:
+                    result = connection.execute(text(sql), params)
+                    # Read every row now: the connection closes with this operation.
+                    return ReadResult(
+                        result.returns_rows,
+                        tuple(result.keys()) if result.returns_rows else (),
+                        [tuple(row) for row in result] if result.returns_rows else [],
+                        result.rowcount,
+                    )
             except SQLAlchemyError as exc:
                 raise SqlStatementError(
                     f"SQL failed in the sandbox of {self._resource.resource_id}: {_first_line(exc)}"
                 ) from exc
-            try:
-                # Read every row now: an unfinished statement would hold the copy (and, with
-                # RETURNING, its write) past this operation's lock.
-                return ReadResult(
-                    result.returns_rows,
-                    tuple(result.keys()) if result.returns_rows else (),
-                    [tuple(row) for row in result] if result.returns_rows else [],
-                    result.rowcount,
-                )
-            finally:
-                result.close()
 
     # -- the Sandbox protocol --------------------------------------------------------------
 
@@ -404,7 +416,8 @@ class SqliteCopySandbox:
             path = self._checkpoint_path(ref)
             try:
                 path.parent.mkdir(mode=0o700, exist_ok=True)
-                copy_database(self._root / WORK, path)
+                settle(self._root / WORK)
+                copy_file(self._root / WORK, path)
                 state.checkpoints.append(ref)
                 state.save(self._root / STATE_FILE_NAME)
             except (OSError, sqlite3.Error) as exc:
@@ -432,7 +445,7 @@ class SqliteCopySandbox:
         with self._operation() as state:
             path = self._require(state, ref)
             try:
-                connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+                connection = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
                 try:
                     verdict = connection.execute("PRAGMA quick_check").fetchone()[0]
                 finally:
@@ -453,8 +466,9 @@ class SqliteCopySandbox:
         with self._operation() as state:
             path = self._require(state, ref)
             try:
-                _restore(path, self._root / WORK)
-            except sqlite3.Error as exc:
+                settle(self._root / WORK)
+                copy_file(path, self._root / WORK)
+            except (OSError, sqlite3.Error) as exc:
                 raise SandboxError(
                     f"cannot roll {self._resource.resource_id} back to {ref}: {exc}",
                     "retry; the working copy is either as it was or as the checkpoint",
@@ -611,8 +625,7 @@ class SqliteCopyStrategy:
                     f"({', '.join(virtual)}), which a database copy cannot land row by row",
                     "give the resource the sandbox strategy none, or drop the virtual tables",
                 )
-            shutil.copyfile(root / BASELINE, root / WORK)
-            os.chmod(root / WORK, 0o600)
+            copy_file(root / BASELINE, root / WORK)
             state = _State(resource.resource_id, plan_id, utc_now().isoformat())
             state.save(root / STATE_FILE_NAME)  # last: a sandbox without it was never made
         except (OSError, sqlite3.Error) as exc:

@@ -3,21 +3,29 @@
 The target holds ``rows`` rows in two tables. Baseline: inserting a batch of 100 rows in the
 same open transaction, the kind of work a tool does between two decisions. Measured on a
 SQLite file, and on PostgreSQL when its server binaries are installed.
+
+A SQLite target's sandbox is a copy of the file (``sandbox/sqlite_copy.py``): its
+checkpoint, rollback, hand-over to another process and Apply are measured against the
+savepoint path they replace and against a plain file copy of the database.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
+import shutil
 import sqlite3
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.sandbox.sqlite_copy import SqliteCopySandbox, SqliteCopyStrategy
 from cleveragents_tui.sandbox.transaction_rollback import (
     TransactionRollbackSandbox,
     TransactionRollbackStrategy,
@@ -76,7 +84,7 @@ class _Batches:
     def __init__(self) -> None:
         self._ids = itertools.count(10_000_000, BATCH)
 
-    def insert(self, sandbox: TransactionRollbackSandbox) -> None:
+    def insert(self, sandbox: TransactionRollbackSandbox | SqliteCopySandbox) -> None:
         start = next(self._ids)
         sandbox.execute(
             "INSERT INTO items VALUES (:id, 'new', 1)", [{"id": start + n} for n in range(BATCH)]
@@ -137,6 +145,108 @@ def _measure(label: str, url: str, rows: int, repeat: int, root: Path) -> list[M
     ]
 
 
+def _copy_figures(
+    sandbox: TransactionRollbackSandbox | SqliteCopySandbox, batches: _Batches, repeat: int
+) -> dict[str, float]:
+    """Checkpoint, rollback of one batch, the next process taking the sandbox over (after
+    ten checkpointed batches), and Apply of those batches, in one sandbox of either kind."""
+    refs: list[str] = []
+
+    def setup() -> None:
+        refs.append(sandbox.checkpoint())
+        batches.insert(sandbox)
+
+    figures = {
+        "checkpoint": best_of(sandbox.checkpoint, repeat),
+        "rollback": best_of(lambda: sandbox.rollback(refs[-1]), repeat, setup),
+    }
+    for _ in range(10):
+        setup()
+    if isinstance(sandbox, TransactionRollbackSandbox):
+
+        def take_over() -> None:  # hand over, then the next use replays the statement log
+            assert sandbox.hand_over()
+            sandbox.checkpoint()
+    else:
+        strategy = SqliteCopyStrategy()
+
+        def take_over() -> None:  # a new process opens the files as they are
+            strategy.open(sandbox.resource, "BENCH", sandbox.root).checkpoint()
+
+    figures["take over"] = best_of(take_over, repeat)
+    figures["apply"] = best_of(sandbox.apply, 1)
+    return figures
+
+
+def _durable_copy(path: Path, root: Path) -> None:
+    """A plain file copy of the database, fsynced (as durable as a checkpoint)."""
+    copied = shutil.copyfile(path, root / "plain-copy.db")
+    fd = os.open(copied, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _measure_copy(rows: int, repeat: int, root: Path) -> list[Measurement]:
+    """The SQLite file-copy sandbox against the savepoint path and a plain file copy."""
+    figures: dict[str, dict[str, float]] = {}
+    for kind in ("savepoint", "copy"):
+        path = root / f"copy-target-{kind}.db"
+        sqlite3.connect(path).close()
+        _seed(f"sqlite:///{path}", rows)
+        resource = Resource(
+            resource_id="bench/target",
+            kind="database",
+            location=str(path),
+            sandbox_strategy=SandboxStrategyName.TRANSACTION_ROLLBACK,
+        )
+        sandbox: TransactionRollbackSandbox | SqliteCopySandbox
+        if kind == "copy":
+            sandbox = SqliteCopyStrategy().create(resource, "BENCH", root / "copy-sandbox")
+        else:
+            strategy = TransactionRollbackStrategy(max_snapshot_rows=10 * rows)
+            sandbox = strategy.create(resource, "BENCH", root / "savepoint-sandbox")
+        try:
+            figures[kind] = _copy_figures(sandbox, _Batches(), repeat)
+        finally:
+            sandbox.discard()
+        if kind == "copy":
+            figures["file"] = {"copy": best_of(partial(_durable_copy, path, root), repeat)}
+    file_copy = figures["file"]["copy"]
+    copy, savepoint = figures["copy"], figures["savepoint"]
+    prefix = f"sqlite, {rows} rows, file-copy sandbox:"
+    today = "savepoint sandbox (today's path, row snapshots on):"
+    rows_ = [
+        ("checkpoint (file copy + fsync)", copy["checkpoint"], "plain file copy + fsync", file_copy, "≤ 2×"),
+        ("checkpoint (file copy + fsync)", copy["checkpoint"], f"{today} checkpoint",
+         savepoint["checkpoint"], "informational"),
+        (f"rollback of {BATCH} inserts", copy["rollback"], "plain file copy + fsync", file_copy, "≤ 2×"),
+        (f"rollback of {BATCH} inserts", copy["rollback"], f"{today} rollback",
+         savepoint["rollback"], "informational"),
+        ("next process takes it over (open + checkpoint)", copy["take over"],
+         f"{today} hand over + replay of {10 * BATCH} inserts + checkpoint",
+         savepoint["take over"], "≤ 1× baseline"),
+        (f"Apply of {10 * BATCH} inserts (row diff, one transaction)",
+         copy["apply"], f"{today} COMMIT (with change listing)", savepoint["apply"],
+         "informational"),
+    ]  # fmt: skip
+    return [
+        Measurement(
+            group=GROUP,
+            name=f"{prefix} {name}",
+            seconds=seconds,
+            baseline=baseline,
+            baseline_seconds=base_seconds,
+            target=target,
+            met=None
+            if target == "informational"
+            else seconds <= base_seconds * (2 if target == "≤ 2×" else 1),
+        )
+        for name, seconds, baseline, base_seconds, target in rows_
+    ]
+
+
 def run(quick: bool) -> list[Measurement]:
     rows = 2_000 if quick else 20_000
     repeat = 3 if quick else 7
@@ -144,4 +254,5 @@ def run(quick: bool) -> list[Measurement]:
     with _targets(quick) as targets, tempfile.TemporaryDirectory() as tmp:
         for label, url in targets:
             measurements += _measure(label, url, rows, repeat, Path(tmp))
+        measurements += _measure_copy(rows, repeat, Path(tmp))
     return measurements
