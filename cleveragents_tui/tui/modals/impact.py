@@ -11,7 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Label, RadioButton, RadioSet, Static
 
-from cleveragents_tui.engine.correction import Impact
+from cleveragents_tui.engine.correction import Impact, guidance_line
 from cleveragents_tui.engine.guidance import with_choice
 from cleveragents_tui.tui.modals.base import Dialog
 
@@ -57,9 +57,29 @@ def impact_text(impact: Impact) -> Text:
     for effect in impact.irreversible:
         effects = f" — {', '.join(effect.side_effects)}" if effect.side_effects else ""
         t.append(f"  ⚠ {effect.tool} ({effect.invocations} invocation(s)){effects}\n", style="red")
+    _later_work(t, impact)
     if impact.warnings:
         t.append(f"\n{len(impact.warnings)} warning(s) to confirm next.\n", style="bold yellow")
+    if impact.outside_changes:
+        t.append("Then: keep or discard the files changed outside the plan.\n", style="bold yellow")
     return t
+
+
+def _later_work(t: Text, impact: Impact) -> None:
+    """Files changed outside the plan that the revert rolls back, and the guidance of
+    earlier corrections the restored actor lacks (carried forward, or dropped)."""
+    if impact.outside_changes:
+        t.append("\nchanged outside the plan (the revert rolls these back)\n", style="bold")
+        for change in impact.outside_changes:
+            t.append(f"  ⚠ {change.summary(limit=50)}\n", style="yellow")
+    for title, found, style in (
+        ("guidance of earlier corrections carried forward", impact.guidance_carried, "green"),
+        ("guidance of earlier corrections dropped (superseded)", impact.guidance_dropped, "red"),
+    ):
+        if found:
+            t.append(f"\n{title}\n", style="bold")
+            for guidance in found:
+                t.append(f"  {guidance_line(guidance)}\n", style=style)
 
 
 def append_text(impact: Impact) -> Text:

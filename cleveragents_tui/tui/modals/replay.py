@@ -16,6 +16,7 @@ from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine import tui_queries
 from cleveragents_tui.engine.correction import CorrectionResult, Impact, execute
 from cleveragents_tui.engine.lifecycle import pause_plan
+from cleveragents_tui.engine.reconcile import OutsideChoice
 from cleveragents_tui.engine.runner import RunOptions
 from cleveragents_tui.engine.tui_queries import EventView
 from cleveragents_tui.store.store import Store
@@ -32,6 +33,10 @@ def describe(event: EventView) -> str:
         )
     if event.kind == "decisions_superseded":
         return f"{payload.get('count')} decision(s) superseded; reasoning restored to before it"
+    if event.kind in ("outside_changes_kept", "outside_changes_discarded"):
+        changes = payload.get("changes")
+        listed = "; ".join(map(str, changes if isinstance(changes, list) else []))
+        return f"{event.kind.split('_')[-1]} the files changed outside the plan: {listed}"
     if event.kind == "decision_remade":
         return f"re-made {payload.get('key')}: {payload.get('chosen')}"
     detail = ", ".join(f"{k}={v}" for k, v in payload.items())
@@ -54,13 +59,19 @@ class ReplayModal(Dialog[str | None]):
     ]
 
     def __init__(
-        self, store: Store, impact: Impact, user: str, options: RunOptions | None = None
+        self,
+        store: Store,
+        impact: Impact,
+        user: str,
+        options: RunOptions | None = None,
+        outside: OutsideChoice | None = None,
     ) -> None:
         super().__init__()
         self.store = store
         self.impact = impact
         self.user = user
         self.options = options
+        self.outside = outside  # keep or discard files changed outside the plan
         self.result: CorrectionResult | None = None
         self.error: str | None = None
         self.cancel_requested = False
@@ -87,7 +98,12 @@ class ReplayModal(Dialog[str | None]):
 
     def _execute(self) -> CorrectionResult:
         return execute(
-            self.store, self.impact, acknowledged=True, requested_by=self.user, options=self.options
+            self.store,
+            self.impact,
+            acknowledged=True,
+            requested_by=self.user,
+            options=self.options,
+            outside=self.outside,
         )
 
     def _log(self, line: str) -> None:

@@ -30,6 +30,7 @@ from cleveragents_tui.tui.modals.confirm import ConfirmModal
 from cleveragents_tui.tui.modals.correction import CorrectionDialog
 from cleveragents_tui.tui.modals.export import ExportModal
 from cleveragents_tui.tui.modals.impact import ImpactModal
+from cleveragents_tui.tui.modals.outside import OutsideChangesModal
 from cleveragents_tui.tui.modals.replay import ReplayModal
 from cleveragents_tui.tui.modals.strategy import StrategyDialog
 from cleveragents_tui.tui.render import explanation, one_line
@@ -232,7 +233,8 @@ class PlanScreen(Screen[None]):
         )
 
     async def _preview_confirm_replay(self, make_preview: Callable[[], Impact]) -> None:
-        """The impact preview (affected decisions highlighted), each warning y/N, then the
+        """The impact preview (affected decisions highlighted), each warning y/N, keep or
+        discard the files changed outside the plan that the revert rolls back, then the
         replay; opens the diff when it succeeded."""
         tree = self.query_one(DecisionTree)
         try:
@@ -251,6 +253,12 @@ class PlanScreen(Screen[None]):
                 go = await self.app.push_screen_wait(
                     ConfirmModal(warning, title=f"Warning {number} of {len(impact.warnings)}")
                 )
+            outside = None
+            if go and impact.outside_changes:
+                outside = await self.app.push_screen_wait(
+                    OutsideChangesModal(impact.outside_changes)
+                )
+                go = outside is not None
         finally:
             tree.highlight(())
         if not go:
@@ -258,7 +266,7 @@ class PlanScreen(Screen[None]):
             return
         app = services(self)
         correction_id = await self.app.push_screen_wait(
-            ReplayModal(self.store, impact, app.user, app.run_options)
+            ReplayModal(self.store, impact, app.user, app.run_options, outside)
         )
         self.refresh_data()
         if correction_id:
