@@ -32,7 +32,7 @@ point taking X and copies of the points that exist only for a choice of it (``wh
 X's work lands on top of the parent's result (oracle_world.with_corrective_work).
 
 Settings: the ``ci`` profile is derandomized with no example database (the same examples
-every run) and small actions (5–8 points) to stay within a few minutes on two cores;
+every run) and small actions (5–6 points) to stay within a few minutes on two cores;
 ``HYPOTHESIS_PROFILE=soak`` (``nox -s soak``) runs five times the examples, random, with
 actions of 5–30 points. The figures (examples, divergences) go to
 ``correction_oracle_<scenario>.json`` (tests.reliability.harness.record_figures).
@@ -72,7 +72,7 @@ from tests.reliability.oracle_world import (
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 SOAK = PROFILE == "soak"
-MAX_POINTS = 30 if SOAK else 8
+MAX_POINTS = 30 if SOAK else 6
 # Examples per scenario in CI (≥ 200 in all); the soak profile runs five times as many.
 EXAMPLES = {"one": 80, "two": 50, "replayed": 40, "append": 30}
 FIGURES: dict[str, Counter[str]] = {name: Counter() for name in EXAMPLES}
@@ -103,14 +103,24 @@ def _figures() -> Iterator[None]:
     yield
     for scenario, counts in FIGURES.items():
         if counts:
-            record_figures(f"correction_oracle_{scenario}", profile=PROFILE, **counts)
+            record_figures(
+                f"correction_oracle_{scenario}",
+                profile=PROFILE,
+                examples=counts["examples"],
+                divergences=counts["divergences"],
+            )
 
 
 @contextmanager
-def example_folder() -> Iterator[Path]:
+def example(scenario: str) -> Iterator[Path]:
+    """One example's folder, counted; a failed expectation counts as a divergence."""
+    FIGURES[scenario]["examples"] += 1
     folder = Path(tempfile.mkdtemp(prefix="agents-oracle-"))
     try:
         yield folder
+    except AssertionError:
+        FIGURES[scenario]["divergences"] += 1
+        raise
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -193,7 +203,6 @@ def correct(
 
 
 def check_oracle(
-    scenario: str,
     definition: dict[str, Any],
     corrected: Side,
     fresh_definition: dict[str, Any],
@@ -207,9 +216,6 @@ def check_oracle(
         found = differences(corrected.applied(), fresh.applied())
     finally:
         fresh.close()
-    FIGURES[scenario]["examples"] += 1
-    if found:
-        FIGURES[scenario]["divergences"] += 1
     assert not found, "\n".join(
         [
             "the corrected plan's applied result differs from the fresh plan's:",
@@ -223,7 +229,7 @@ def check_oracle(
 
 def revert_scenario(scenario: str, data: st.DataObject) -> None:
     definition = data.draw(actions(max_points=MAX_POINTS), label="action")
-    with example_folder() as folder:
+    with example(scenario) as folder:
         side = Side.make(folder / "corrected")
         try:
             plan_id = run_to_apply_gate(side, folder, definition)
@@ -240,9 +246,7 @@ def revert_scenario(scenario: str, data: st.DataObject) -> None:
                 story.append("then corrected the re-made {} from {!r} to {!r}".format(*second))
             chosen = {k: d.chosen_option for k, d in side.current(plan_id).items()}
             apply(side, plan_id)
-            check_oracle(
-                scenario, definition, side, with_choices(definition, chosen), folder, story
-            )
+            check_oracle(definition, side, with_choices(definition, chosen), folder, story)
         finally:
             side.close()
 
@@ -271,7 +275,7 @@ def test_correcting_a_replayed_decision_lands_what_a_fresh_plan_lands(
 @given(data=st.data())
 def test_append_lands_the_parent_and_the_corrective_work(data: st.DataObject) -> None:
     definition = data.draw(actions(max_points=MAX_POINTS), label="action")
-    with example_folder() as folder:
+    with example("append") as folder:
         side = Side.make(folder / "corrected")
         try:
             plan_id = run_to_apply_gate(side, folder, definition)
@@ -282,6 +286,6 @@ def test_append_lands_the_parent_and_the_corrective_work(data: st.DataObject) ->
             apply(side, plan_id)
             fresh = with_corrective_work(definition, chosen, key, option)
             story = [f"appended guidance choosing {option!r} at {key}"]
-            check_oracle("append", definition, side, fresh, folder, story)
+            check_oracle(definition, side, fresh, folder, story)
         finally:
             side.close()
