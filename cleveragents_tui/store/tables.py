@@ -297,3 +297,23 @@ class ContextBlobRow(Base):
     context_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     body: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ApplyJournalRow(Base):
+    """One resource of an Apply: ``planned`` → ``landing`` → ``landed``, each written before
+    the step it names; ``landed`` (JSON) is what landing left on the real resource."""
+
+    __tablename__ = "apply_journal"
+
+    plan_id: Mapped[str] = mapped_column(ULID, ForeignKey("plans.plan_id"), primary_key=True)
+    attempt: Mapped[int] = mapped_column(Integer, primary_key=True)
+    resource_id: Mapped[str] = mapped_column(NAME, primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)
+    strategy: Mapped[str] = mapped_column(ENUM)
+    state: Mapped[str] = mapped_column(ENUM)
+    landed: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+    __table_args__ = (
+        CheckConstraint("state IN ('planned', 'landing', 'landed')", name="ck_apply_journal_state"),
+    )
