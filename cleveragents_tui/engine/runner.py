@@ -29,6 +29,7 @@ from cleveragents_tui.actors.tools import ToolRegistry, default_registry
 from cleveragents_tui.automation.escalation import AutonomyController, EscalationContext
 from cleveragents_tui.automation.profiles import ProfileRegistry
 from cleveragents_tui.domain.action import Action
+from cleveragents_tui.domain.apply_journal import ApplyStepState
 from cleveragents_tui.domain.approval import Approval, ApprovalAnswer, ApprovalKind
 from cleveragents_tui.domain.decision import ActorStateRef, Decision
 from cleveragents_tui.domain.dependency import DecisionDependency
@@ -43,6 +44,8 @@ from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationFlag, AutomationProfile, GuardScope
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine import run_lease
+from cleveragents_tui.engine.apply_journal import ApplyJournal, landed_record
+from cleveragents_tui.engine.diff import current_replay, record_snapshots
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.plans import create_plan
 from cleveragents_tui.engine.reconcile import OutsideChoice, Reconciler
@@ -160,7 +163,35 @@ class PlanRunner:
         """Advance the plan as far as the automation profile allows; returns where it stopped.
         Refused (PlanBusyError) while another runner advances it."""
         with run_lease.holding(self.sandboxes.base_dir, self.plan_id, "running"):
-            return self._run()
+            replay = self._go_on_with_replay()
+            version = self.plan().version
+            try:
+                return self._run()
+            finally:
+                if replay is not None:
+                    self._correction = None
+                    if self.plan().version != version:  # it went on: where it stopped now
+                        record_snapshots(self.store, replay, self.options.sandbox_base)
+
+    def _go_on_with_replay(self) -> str | None:
+        """A run that goes on with a revert's replay that stopped (a gate, a pause, an error,
+        a crash) makes its decisions as that correction's, as the replay would have made
+        them: ``is_correction``, ``corrects_decision_id``, a ``decision_remade`` event; and
+        records the correction's diff when it stops (engine/diff.py). Returns the
+        correction's id; None for the correction's own run, or when there is no replay."""
+        if self._correction is not None:
+            return None
+        found = current_replay(self.store, self.plan_id)
+        if found is None:
+            return None
+
+        def before_apply() -> None:
+            record_snapshots(self.store, found.correction_id, self.options.sandbox_base)
+
+        self._correction = Correction(
+            found.target_decision_id, found.guidance, before_apply=before_apply
+        )
+        return found.correction_id
 
     def _run(self) -> Plan:
         plan = self.plan()
@@ -778,10 +809,21 @@ class PlanRunner:
         if not land:
             self._set(phase=Phase.APPLY, state=PlanState.APPLIED)
             return [f"{self.plan_id}: landed with the sandboxes of {self.sandboxes.host_plan_id}"]
+        sandboxes = {rid: self.sandboxes.get(rid) for rid in self.action.resources}
+        journal = ApplyJournal(self.store, self.plan_id, self.plan().attempt)
+        steps = journal.plan([(rid, sb.resource.sandbox_strategy) for rid, sb in sandboxes.items()])
         results = []
-        for resource_id in self.action.resources:
+        for step in steps:
+            resource_id = step.resource_id
+            if step.state is ApplyStepState.LANDED:  # a crashed run landed it: not again
+                results.append(f"{resource_id}: {step.landed.get('summary', 'landed')}")
+                continue
+            journal.landing(resource_id)
             failpoints.hit("apply.resource", resource_id)
-            result = self.sandboxes.get(resource_id).apply()
+            sandbox = sandboxes[resource_id]
+            result = sandbox.apply()
+            failpoints.hit("apply.landed", resource_id)
+            journal.landed(resource_id, landed_record(sandbox, self.sandboxes.host_plan_id, result))
             results.append(f"{resource_id}: {result.summary}")
         self._set(phase=Phase.APPLY, state=PlanState.APPLIED)
         return results

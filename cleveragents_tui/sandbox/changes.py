@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 from typing import NamedTuple
 
 from cleveragents_tui.sandbox.base import Change, ChangeKind
 from cleveragents_tui.sandbox.objects import ObjectStore
-from cleveragents_tui.sandbox.tree_writer import TreeWriter
+from cleveragents_tui.sandbox.tree_writer import TreeWriter, hash_path, lstat_path, readlink_path
 from cleveragents_tui.sandbox.trees import DIRECTORY, FILE, SYMLINK, Entry
 
 
@@ -63,3 +64,18 @@ def apply_items(real: Path, items: list[Item], store: ObjectStore, *, durable: b
                 writer.symlink(path, new.ref)
         for path, mode in reversed(modes):
             writer.set_mode(path, mode)
+
+
+def holds_new(real: Path, item: Item) -> bool:
+    """Whether ``real`` already holds what ``item`` lands there: the plan's own content, left
+    by an Apply a crash interrupted (docs/reliability.md). Such a path is no conflict, and
+    writing it again changes nothing (a mode the crash left unset is set again)."""
+    st = lstat_path(real, item.path)
+    new = item.new
+    if new is None or st is None:
+        return new is None and st is None
+    if new.kind == DIRECTORY:
+        return stat.S_ISDIR(st.st_mode)
+    if new.kind == SYMLINK:
+        return stat.S_ISLNK(st.st_mode) and readlink_path(real, item.path) == new.ref
+    return stat.S_ISREG(st.st_mode) and hash_path(real, item.path) == new.ref

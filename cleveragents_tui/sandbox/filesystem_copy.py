@@ -38,7 +38,7 @@ from cleveragents_tui.sandbox.base import (
     CheckpointMissingError,
     SandboxError,
 )
-from cleveragents_tui.sandbox.changes import Item, apply_items, changes_of
+from cleveragents_tui.sandbox.changes import Item, apply_items, changes_of, holds_new
 from cleveragents_tui.sandbox.files import (
     DIR_FLAGS,
     fs_now,
@@ -588,7 +588,11 @@ class FilesystemCopySandbox:
     def _check_real(self, items: list[Item]) -> None:
         """Refuse to apply over paths someone else changed in the real directory."""
         deleted = {item.path for item in items if item.new is None}
-        conflicts = [item.path for item in items if not self._real_matches(item, deleted)]
+        conflicts = [
+            item.path
+            for item in items
+            if not (self._real_matches(item, deleted) or holds_new(self._real, item))
+        ]
         if conflicts:
             shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
             raise SandboxError(

@@ -44,7 +44,7 @@ from cleveragents_tui.sandbox.base import (
     CheckpointMissingError,
     SandboxError,
 )
-from cleveragents_tui.sandbox.changes import Item, apply_items, changes_of
+from cleveragents_tui.sandbox.changes import Item, apply_items, changes_of, holds_new
 from cleveragents_tui.sandbox.files import (
     DIR_FLAGS,
     json_int,
@@ -524,7 +524,11 @@ class OverlaySandbox:
         if not items:
             return ApplyResult(f"nothing to apply to {self._lower}", ())
         base = self._read_base()
-        conflicts = [item.path for item in items if self._foreign(item.path, base)]
+        conflicts = [
+            item.path
+            for item in items
+            if self._foreign(item.path, base) and not holds_new(self._lower, item)
+        ]
         if conflicts:
             shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
             raise SandboxError(

@@ -1,0 +1,164 @@
+"""Apply as a durable, resumable protocol (docs/reliability.md, "Apply is a journal").
+
+An Apply lands a plan's sandboxes on the real resources one after the other. Before each
+step the journal in the store says what is about to happen: every resource is ``planned``
+(one transaction, before anything lands), then ``landing`` just before its sandbox's
+``apply()`` runs, then ``landed`` with what landing left on the real resource:
+
+- git worktree: the apply branch and its commit;
+- filesystem copy and overlay: every path the Apply wrote or removed, with the SHA-256 of the
+  file now there (None: removed; ``dir:``/``link:`` for folders and symbolic links);
+- database sandboxes: ``committed`` (the sandbox records its own commit before it returns);
+- none: nothing (its changes went straight to the resource).
+
+A crash leaves at most one resource ``landing``. A rerun (``agents plan run``/``apply``, or
+``agents doctor --repair``) skips what ``landed`` and lands the rest again: every sandbox's
+``apply()`` is idempotent and takes the plan's own landed content for what it is, not for a
+change someone made since the sandbox was made.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cleveragents_tui.domain.apply_journal import ApplyStep, ApplyStepState
+from cleveragents_tui.domain.enums import Phase, PlanState, SandboxStrategyName
+from cleveragents_tui.sandbox.base import ApplyResult, ChangeKind, Sandbox
+from cleveragents_tui.store.store import Store
+
+_FILE_STRATEGIES = (SandboxStrategyName.FILESYSTEM_COPY, SandboxStrategyName.OVERLAY)
+
+
+class ApplyJournal:
+    """The journal of one Apply: a plan's attempt. Each method commits what it writes."""
+
+    def __init__(self, store: Store, plan_id: str, attempt: int) -> None:
+        self._store = store
+        self.plan_id = plan_id
+        self.attempt = attempt
+
+    def plan(self, resources: Sequence[tuple[str, SandboxStrategyName]]) -> list[ApplyStep]:
+        """Every resource ``planned`` (those a crashed run journaled keep their state)."""
+        with self._store.unit_of_work(write=True) as uow:
+            uow.apply_journal.plan(
+                self.plan_id, self.attempt, [(rid, s.value) for rid, s in resources]
+            )
+            uow.commit()
+            return uow.apply_journal.for_apply(self.plan_id, self.attempt)
+
+    def landing(self, resource_id: str) -> None:
+        self._mark(resource_id, ApplyStepState.LANDING, None)
+
+    def landed(self, resource_id: str, landed: dict[str, Any]) -> None:
+        self._mark(resource_id, ApplyStepState.LANDED, landed)
+
+    def _mark(self, resource_id: str, state: ApplyStepState, landed: dict[str, Any] | None) -> None:
+        with self._store.unit_of_work(write=True) as uow:
+            uow.apply_journal.mark(self.plan_id, self.attempt, resource_id, state, landed)
+            uow.commit()
+
+
+def landed_record(sandbox: Sandbox, host_plan_id: str, result: ApplyResult) -> dict[str, Any]:
+    """What landing ``sandbox`` left on its real resource, read back from the resource."""
+    resource = sandbox.resource
+    strategy = resource.sandbox_strategy
+    record: dict[str, Any] = {"summary": result.summary, "changes": len(result.changes)}
+    if strategy is SandboxStrategyName.GIT_WORKTREE:
+        branch = f"refs/heads/cleveragents/apply/{host_plan_id}"
+        record["branch"] = branch
+        record["commit"] = _git_ref(Path(resource.location), branch) if result.changes else None
+    elif strategy in _FILE_STRATEGIES:
+        real = Path(resource.location)
+        record["files"] = {
+            change.path: None
+            if change.kind is ChangeKind.DELETED
+            else file_fingerprint(real / change.path)
+            for change in result.changes
+        }
+    elif strategy is SandboxStrategyName.TRANSACTION_ROLLBACK:
+        record["database"] = "committed"
+    return record
+
+
+def file_fingerprint(path: Path) -> str | None:
+    """What is at ``path``: ``sha256:<hex>`` of a file, ``link:<target>``, ``dir:``, or None."""
+    import hashlib
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return f"link:{os.readlink(path)}"
+    if stat.S_ISDIR(st.st_mode):
+        return "dir:"
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return f"sha256:{digest.hexdigest()}"
+
+
+def _git_ref(repository: Path, ref: str) -> str | None:
+    found = subprocess.run(
+        ["git", "-C", str(repository), "rev-parse", "--verify", "-q", ref],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return found.stdout.strip() or None
+
+
+@dataclass(frozen=True)
+class HalfApplied:
+    """A plan whose Apply a crash (or a refusal) stopped after some resource began landing."""
+
+    plan_id: str
+    attempt: int
+    state: PlanState
+    landed: tuple[str, ...]
+    unfinished: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        done = ", ".join(self.landed) or "none"
+        return (
+            f"plan {self.plan_id} is half-applied (apply · {self.state.value}): landed "
+            f"{done}; not yet {', '.join(self.unfinished)}"
+        )
+
+
+def half_applied(store: Store) -> list[HalfApplied]:
+    """Plans in Apply, not applied, whose current attempt's journal has a resource landing
+    or landed and another not landed: some real resources hold the plan's result, others not."""
+    found = []
+    with store.unit_of_work() as uow:
+        steps: dict[tuple[str, int], list[ApplyStep]] = {}
+        for step in uow.apply_journal.unfinished():
+            steps.setdefault((step.plan_id, step.attempt), []).append(step)
+        for (plan_id, attempt), open_steps in steps.items():
+            plan = uow.plans.get(plan_id)
+            if plan.attempt != attempt or plan.phase is not Phase.APPLY:
+                continue
+            if plan.state in (PlanState.APPLIED, PlanState.CANCELLED):
+                continue
+            every = uow.apply_journal.for_apply(plan_id, attempt)
+            started = [s for s in every if s.state is not ApplyStepState.PLANNED]
+            if not started:
+                continue
+            found.append(
+                HalfApplied(
+                    plan_id,
+                    attempt,
+                    plan.state,
+                    tuple(s.resource_id for s in every if s.state is ApplyStepState.LANDED),
+                    tuple(s.resource_id for s in open_steps),
+                )
+            )
+    return found
