@@ -277,8 +277,7 @@ class BlindSpots:
         stack = [(top, full)]
         while stack:
             rel, path = stack.pop()
-            with os.scandir(path) as listing:
-                found = list(listing)
+            found = _listing(path, rel or ".")
             if rel and any(item.name == ".git" for item in found):
                 continue
             for item in found:
@@ -313,9 +312,15 @@ class BlindSpots:
             return None
         if old is not None and is_clean(old, st, stamp):
             return old
-        mode = stat.S_IMODE(st.st_mode)
+        mode = stat.S_IMODE(st.st_mode) & 0o777  # what a tree entry holds (as filesystem_copy)
         if stat.S_ISREG(st.st_mode):
-            fd = os.open(full, READ_FLAGS)
+            try:
+                fd = os.open(full, READ_FLAGS)
+            except OSError as exc:
+                raise SandboxError(
+                    f"cannot read the ignored file {full!r} ({exc.strerror})",
+                    "give its owner read permission, or delete it",
+                ) from None
             try:
                 oid, size = self._store.put_fd(fd, st.st_size)
             finally:
@@ -332,8 +337,7 @@ class BlindSpots:
     def _capture_dir(self, full: str, cached: str | None, stamp: int) -> str:
         before = self._cache_tree(cached)
         tree: dict[str, Entry] = {}
-        with os.scandir(full) as listing:
-            names = sorted(item.name for item in listing)
+        names = sorted(item.name for item in _listing(full, full))
         for name in names:
             old = before.get(name)
             if old is None:
@@ -472,7 +476,8 @@ class BlindSpots:
         files' bits, then folders' bits (deepest first, so a read-only folder is filled
         before it closes).
         """
-        self.clear_ignored(have, want)
+        if written is None:  # else done before git ran: git may have written there since
+            self.clear_ignored(have, want)
         dir_modes: list[tuple[str, int]] = []
         with TreeWriter(self._workdir, durable=False) as writer:
             self._restore_dirs(writer, have, want, written, dir_modes)
@@ -587,6 +592,17 @@ def _remove(writer: TreeWriter, path: str) -> None:
     """Remove ``path`` (and what is under it) if it is there, following no symlink."""
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         writer.remove(path)
+
+
+def _listing(path: str, name: str) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(path) as listing:
+            return list(listing)
+    except OSError as exc:
+        raise SandboxError(
+            f"cannot read the folder {name!r} of the sandbox ({exc.strerror})",
+            "give its owner read and execute permission (chmod u+rx), or delete it",
+        ) from None
 
 
 def _leave_out(ignored: set[str], dirs: dict[str, int], files: dict[str, int]) -> None:

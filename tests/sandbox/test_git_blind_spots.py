@@ -316,3 +316,53 @@ def test_apply_lands_git_content_only(sandbox: GitWorktreeSandbox, resource: Res
         "secret.txt",
         "src/app.py",
     ]
+
+
+@pytest.mark.parametrize("how", PATHS)
+def test_a_read_only_folder_is_emptied_of_later_files_and_stays_read_only(
+    sandbox: GitWorktreeSandbox, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = sandbox.workdir
+    (work / "ro").mkdir()
+    (work / "ro" / "kept.txt").write_text("kept\n")
+    (work / "ro" / "cache").mkdir()
+    (work / "ro" / "cache" / "x.log").write_text("ignored, kept\n")
+    (work / "ro" / "cache").chmod(0o500)
+    (work / "ro").chmod(0o555)
+    target = sandbox.checkpoint()
+    at_target = state(work)
+    (work / "ro").chmod(0o755)
+    (work / "ro" / "cache").chmod(0o700)
+    (work / "ro" / "later.txt").write_text("later\n")
+    (work / "ro" / "cache" / "x.log").unlink()
+    (work / "ro" / "cache" / "y.log").write_text("later\n")
+    try:
+        roll_back(sandbox, target, how, monkeypatch)
+        assert state(work) == at_target
+    finally:
+        (work / "ro").chmod(0o755)
+        (work / "ro" / "cache").chmod(0o755)
+
+
+@pytest.mark.parametrize("how", PATHS)
+def test_ignore_rules_that_change_move_files_between_git_and_the_record(
+    sandbox: GitWorktreeSandbox, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``build/`` ignored at the target, tracked after a .gitignore edit, and back."""
+    work = sandbox.workdir
+    (work / "build").mkdir()
+    (work / "build" / "out.bin").write_bytes(b"\x01\x02")
+    (work / "build" / "empty").mkdir()
+    target = sandbox.checkpoint()
+    at_target = state(work)
+    (work / ".gitignore").write_text("*.log\n")  # build/ is no longer ignored
+    (work / "build" / "out.bin").write_bytes(b"tracked now")
+    (work / "build" / "more.txt").write_text("more\n")
+    (work / "notes.log").write_text("still ignored\n")
+    later = sandbox.checkpoint()
+    at_later = state(work)
+    assert sandbox.read(later, "build/out.bin") == b"tracked now"
+    roll_back(sandbox, target, how, monkeypatch)
+    assert state(work) == at_target
+    roll_back(sandbox, later, how, monkeypatch)
+    assert state(work) == at_later
