@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from cleveragents_tui import __version__
-from cleveragents_tui.cli.context import CliContext
+from cleveragents_tui.cli.context import CliContext, echo
 from cleveragents_tui.domain.errors import UserError
 
 USER_ERROR_EXIT = 2
@@ -25,7 +25,7 @@ class AgentsGroup(click.Group):
         try:
             return super().invoke(ctx)
         except UserError as exc:
-            click.echo(f"error: {exc}", err=True)
+            echo(f"error: {exc}", err=True)
             ctx.exit(USER_ERROR_EXIT)
 
 

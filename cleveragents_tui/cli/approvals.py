@@ -6,7 +6,8 @@ import getpass
 
 import click
 
-from cleveragents_tui.cli.context import CliContext, echo_json, format_option, pass_cli
+from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
+from cleveragents_tui.cli.render import one_line
 from cleveragents_tui.domain.approval import Approval
 from cleveragents_tui.engine.approvals import answer_approval, pending_approvals
 
@@ -32,11 +33,11 @@ def list_(cli: CliContext, plan_ref: str | None, local_format: str | None) -> No
         )
         return
     if not items:
-        click.echo("No pending approvals.")
+        echo("No pending approvals.")
     for a in items:
-        click.echo(f"{a.approval_id}  {a.kind.value:<12} plan {a.plan_id}  {a.question}")
+        echo(f"{a.approval_id}  {a.kind.value:<12} plan {a.plan_id}  {one_line(a.question, 200)}")
         if "confidence" in a.details:
-            click.echo(
+            echo(
                 f"{'':28}confidence {a.details['confidence']} < threshold {a.details['threshold']} "
                 f"({a.details.get('flag')}: {a.details.get('gates')})"
             )
@@ -48,7 +49,7 @@ def _answer(
     answered = answer_approval(
         cli.store, approval_ref, approve=approve, by=who or getpass.getuser(), reason=reason
     )
-    click.echo(f"{answered.approval_id}: {answered.answer} by {answered.answered_by}")
+    echo(f"{answered.approval_id}: {answered.answer} by {answered.answered_by}")
     return answered
 
 

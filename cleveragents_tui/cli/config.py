@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cleveragents_tui.cli.context import CliContext, echo_json, format_option, pass_cli
+from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.engine import config as settings
 
 project_option = click.option(
@@ -34,7 +34,7 @@ def set_(cli: CliContext, key: str, value: str, project: str | None) -> None:
     Example: agents config set core.automation-profile cautious --project local/hello-cli
     """
     setting = settings.set_setting(cli.store, key, value, project)
-    click.echo(f"{setting.key} = {setting.value} ({setting.scope})")
+    echo(f"{setting.key} = {setting.value} ({setting.scope})")
 
 
 @config.command()
@@ -55,9 +55,9 @@ def get(cli: CliContext, key: str, project: str | None, local_format: str | None
             }
         )
     elif setting is None:
-        click.echo(f"{key} is not set", err=True)
+        echo(f"{key} is not set", err=True)
     else:
-        click.echo(str(setting.value))
+        echo(str(setting.value))
     if setting is None:
         raise SystemExit(1)
 
@@ -69,7 +69,7 @@ def get(cli: CliContext, key: str, project: str | None, local_format: str | None
 def unset(cli: CliContext, key: str, project: str | None) -> None:
     """Remove KEY at that scope."""
     removed = settings.unset_setting(cli.store, key, project)
-    click.echo(f"{key} unset" if removed else f"{key} was not set")
+    echo(f"{key} unset" if removed else f"{key} was not set")
 
 
 @config.command("list")
@@ -86,7 +86,7 @@ def list_(cli: CliContext, local_format: str | None) -> None:
             }
         )
     elif not items:
-        click.echo("No settings. Example: agents config set core.automation-profile cautious")
+        echo("No settings. Example: agents config set core.automation-profile cautious")
     else:
         for s in items:
-            click.echo(f"{s.scope:<30} {s.key} = {s.value}")
+            echo(f"{s.scope:<30} {s.key} = {s.value}")

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from cleveragents_tui.domain.display import json_controls_escaped, printable
 from cleveragents_tui.store.store import Store
 
 
@@ -42,5 +43,18 @@ format_option = click.option(
 )
 
 
+def echo(message: str = "", *, err: bool = False) -> None:
+    """The one way the CLI prints: decisions, guidance, titles and ids come from users, agents
+    and files, so every control character is shown escaped (docs/security.md, "Terminal
+    escapes") — none reaches the terminal, even through a pipe."""
+    click.echo(printable(message), err=err)
+
+
+def json_text(document: object) -> str:
+    """``document`` as indented JSON whose strings carry every control character escaped
+    (``json`` alone leaves DEL and the C1 range raw); non-ASCII text stays readable."""
+    return json_controls_escaped(json.dumps(document, indent=2, ensure_ascii=False))
+
+
 def echo_json(document: dict[str, Any]) -> None:
-    click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    echo(json_text(document))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cleveragents_tui.cli.context import CliContext, echo_json, format_option, pass_cli
+from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.cli.plan import plan
 from cleveragents_tui.cli.render import plan_heading
 
@@ -215,9 +215,9 @@ def _dry_run_or_execute(
     elif as_json:
         echo_json(_impact_json(impact))
     else:
-        click.echo(_impact_text(impact))
+        echo(_impact_text(impact))
         for warning in impact.warnings:
-            click.echo("\n" + warning)
+            echo("\n" + warning)
 
 
 def _confirm_and_execute(
@@ -236,13 +236,13 @@ def _confirm_and_execute(
     from cleveragents_tui.engine.reconcile import OutsideChoice
 
     if not as_json:
-        click.echo(_impact_text(impact))
+        echo(_impact_text(impact))
     for warning in impact.warnings:
         if yes:
             continue
-        click.echo("\n" + warning, err=as_json)
+        echo("\n" + warning, err=as_json)
         if not click.confirm("", default=False, err=as_json):
-            click.echo("Correction cancelled: nothing was changed.", err=True)
+            echo("Correction cancelled: nothing was changed.", err=True)
             sys.exit(1)
     if impact.outside_changes and outside is None:
         outside = click.prompt(
@@ -252,7 +252,7 @@ def _confirm_and_execute(
             err=as_json,
         )
         if outside == "cancel":
-            click.echo("Correction cancelled: nothing was changed.", err=True)
+            echo("Correction cancelled: nothing was changed.", err=True)
             sys.exit(1)
     try:
         result = execute(
@@ -263,7 +263,7 @@ def _confirm_and_execute(
             outside=OutsideChoice(outside) if outside else None,
         )
     except CorrectionIncompleteError as exc:
-        click.echo(f"correction failed: {exc}", err=True)
+        echo(f"correction failed: {exc}", err=True)
         sys.exit(1)
     if as_json:
         echo_json(
@@ -275,22 +275,20 @@ def _confirm_and_execute(
         )
         return
     c = result.correction
-    click.echo(f"\ncorrection {c.correction_id}: {c.status.value} (attempt {c.attempt})")
+    echo(f"\ncorrection {c.correction_id}: {c.status.value} (attempt {c.attempt})")
     if result.report is not None:
         for r in result.report.resources:
-            click.echo(
-                f"  {r.resource_id}: {r.outcome.value}" + (f" ({r.detail})" if r.detail else "")
-            )
+            echo(f"  {r.resource_id}: {r.outcome.value}" + (f" ({r.detail})" if r.detail else ""))
     if c.report.get("replay") == "failed":  # the correction is made, its replay stopped
-        click.echo(
+        echo(
             f"  {c.report['error']}; the decisions stay corrected: fix the cause, then go on "
             f"with `agents plan run {c.plan_id}`"
         )
-    click.echo(plan_heading(result.plan))
+    echo(plan_heading(result.plan))
     if c.appended_plan_id is not None:
         _echo_appended(cli, c.appended_plan_id)
     if c.status.value == "succeeded":
-        click.echo(f"compare the attempts: agents plan diff --correction {c.correction_id}")
+        echo(f"compare the attempts: agents plan diff --correction {c.correction_id}")
     else:
         sys.exit(1)
 
@@ -300,9 +298,9 @@ def _echo_appended(cli: CliContext, plan_id: str) -> None:
     with cli.store.unit_of_work() as uow:
         appended = uow.plans.get(plan_id)
         gated = any(a.kind.value == "apply_gate" for a in uow.approvals.pending(plan_id))
-    click.echo("appended " + plan_heading(appended))
+    echo("appended " + plan_heading(appended))
     if gated:
-        click.echo(f"  land it: agents plan apply {plan_id}")
+        echo(f"  land it: agents plan apply {plan_id}")
 
 
 @plan.command("edit-strategy")
@@ -366,12 +364,12 @@ def diff(
 
     The snapshots compared were recorded by the correction itself (docs/corrections.md,
     "Diffs"), so a correction's diff is the same whenever it is asked for."""
+    from cleveragents_tui.domain.display import printable
     from cleveragents_tui.engine.diff import (
         AT_DECISION,
         FINAL,
         NO_AT_DECISION,
         correction_diff,
-        printable,
     )
 
     result = correction_diff(cli.store, correction_ref)
@@ -393,24 +391,24 @@ def diff(
         )
         return
     c = result.correction
-    click.echo(
+    echo(
         f"correction {c.correction_id} of decision {c.target_decision_id} · {c.mode.value} · "
         f"{c.status.value} · attempt {c.attempt}"
     )
-    click.echo(printable(f"guidance: {c.guidance}"))
+    echo(printable(f"guidance: {c.guidance}"))
     for row in result.superseded:
-        click.echo(printable(f"- {row.decision_type}: {row.chosen_option}"))
+        echo(printable(f"- {row.decision_type}: {row.chosen_option}"))
     for row in result.replacements:
-        click.echo(printable(f"+ {row.decision_type}: {row.chosen_option}"))
+        echo(printable(f"+ {row.decision_type}: {row.chosen_option}"))
     if result.note:
-        click.echo(printable(f"\n({result.note})"))
+        echo(printable(f"\n({result.note})"))
     elif result.at_decision is None:
-        click.echo(f"\n({NO_AT_DECISION})")
+        echo(f"\n({NO_AT_DECISION})")
     sections = [] if result.at_decision is None else [(AT_DECISION, result.at_decision)]
     for title, resources in [*sections, (FINAL, result.final)]:
-        click.echo(f"\n### {title}")
+        echo(f"\n### {title}")
         if not resources:
-            click.echo("(no resource was rolled back by this correction)")
+            echo("(no resource was rolled back by this correction)")
         for resource in resources:
             _echo_resource(resource, side_by_side)
 
@@ -433,29 +431,29 @@ def _json_resources(resources: list[ResourceDiff]) -> list[dict[str, object]]:
 
 def _echo_resource(resource: ResourceDiff, side_by_side: bool) -> None:
     """One resource's changed files: never raw bytes, never a control character."""
-    from cleveragents_tui.engine.diff import printable
+    from cleveragents_tui.domain.display import printable
 
     note = f" ({resource.note})" if resource.note else ""
-    click.echo(printable(f"\n== {resource.resource_id}{note}"))
-    click.echo(f"   {resource.old_ref[:12] or '-'} → {resource.new_ref[:12] or '-'}")
+    echo(printable(f"\n== {resource.resource_id}{note}"))
+    echo(f"   {resource.old_ref[:12] or '-'} → {resource.new_ref[:12] or '-'}")
     if not resource.files and not resource.note:
-        click.echo("   (no file changed)")
+        echo("   (no file changed)")
     for f in resource.files:
         path = printable(f.change.path)
         if f.summary is not None:
-            click.echo(f"--- {path} ({f.change.kind.value})")
-            click.echo(f"  ({f.summary})")
+            echo(f"--- {path} ({f.change.kind.value})")
+            echo(f"  ({f.summary})")
             continue
         old = [printable(line) for line in (f.old or "").splitlines()]
         new = [printable(line) for line in (f.new or "").splitlines()]
         if side_by_side:
             width = 60
-            click.echo(f"--- {path} ({f.change.kind.value})")
+            echo(f"--- {path} ({f.change.kind.value})")
             for left, right in _pairs(old, new):
-                click.echo(f"{left[:width]:<{width}} | {right[:width]}")
+                echo(f"{left[:width]:<{width}} | {right[:width]}")
         else:
             for line in difflib.unified_diff(old, new, f"old/{path}", f"new/{path}", lineterm=""):
-                click.echo(line)
+                echo(line)
 
 
 def _pairs(old: list[str], new: list[str]) -> list[tuple[str, str]]:

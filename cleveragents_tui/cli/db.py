@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cleveragents_tui.cli.context import CliContext, pass_cli
+from cleveragents_tui.cli.context import CliContext, echo, pass_cli
 from cleveragents_tui.engine import maintenance
 
 
@@ -19,6 +19,6 @@ def upgrade(cli: CliContext) -> None:
     """Apply pending migrations. Back the database up first; migrations only move forward."""
     url, before, after = maintenance.upgrade_database(cli.db_url)
     if before == after:
-        click.echo(f"{url}: schema already at revision {after}")
+        echo(f"{url}: schema already at revision {after}")
     else:
-        click.echo(f"{url}: schema upgraded from {before or 'empty'} to revision {after}")
+        echo(f"{url}: schema upgraded from {before or 'empty'} to revision {after}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cleveragents_tui.cli import render
-from cleveragents_tui.cli.context import CliContext, pass_cli
+from cleveragents_tui.cli.context import CliContext, echo, pass_cli
 from cleveragents_tui.engine import browse
 from cleveragents_tui.engine.demo_data import load_sample_plan
 
@@ -19,8 +19,8 @@ def demo_data_command(cli: CliContext) -> None:
     """
     plan_id = load_sample_plan(cli.store)
     tree = browse.plan_tree(cli.store, plan_id, show_superseded=True)
-    click.echo(f"Loaded sample plan {plan_id} into the database.\n")
-    click.echo(render.plan_tree(tree))
+    echo(f"Loaded sample plan {plan_id} into the database.\n")
+    echo(render.plan_tree(tree))
     pick = next(
         (
             line.row.decision_id
@@ -29,7 +29,7 @@ def demo_data_command(cli: CliContext) -> None:
         ),
         plan_id,
     )
-    click.echo(
+    echo(
         "\nNext:\n"
         "  agents plan list\n"
         f"  agents plan show {plan_id}\n"

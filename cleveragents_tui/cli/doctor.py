@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 import click
 
-from cleveragents_tui.cli.context import CliContext, echo_json, format_option, pass_cli
+from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.engine.doctor import repair_corrections, repair_left_running, run_checks
 from cleveragents_tui.engine.recovery import recover_pending_groups
 
@@ -52,24 +52,24 @@ def doctor(cli: CliContext, repair: bool, local_format: str | None) -> None:
         )
     else:
         for r in repaired:
-            click.echo(
+            echo(
                 f"repaired: pending group {r.group_id} of plan {r.plan_id} "
                 f"({len(r.dropped)} checkpoint(s) dropped, {len(r.left)} left)"
             )
         for c in corrections:
-            click.echo(
+            echo(
                 f"repaired: correction {c.correction_id} interrupted by a crash marked failed; "
                 f"plan {c.plan_id} is errored"
             )
         for plan_id in paused:
-            click.echo(
+            echo(
                 f"repaired: plan {plan_id}, left running with no process running it, marked "
                 f"paused (go on with `agents plan run {plan_id}`)"
             )
         for p in report.problems:
-            click.echo(f"{p.check}: {p.subject}: {p.message} ({p.fix})")
+            echo(f"{p.check}: {p.subject}: {p.message} ({p.fix})")
         if not report.problems:
-            click.echo(
+            echo(
                 f"ok: {report.checkpoints_verified} checkpoint(s) verified, "
                 f"{sum(report.checked.values())} thing(s) checked, no problems found"
             )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from cleveragents_tui.cli.context import CliContext, echo_json, format_option, pass_cli
+from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.cli.plan import plan
 from cleveragents_tui.cli.render import plan_heading
 from cleveragents_tui.domain.plan import Plan
@@ -19,13 +19,13 @@ from cleveragents_tui.store.store import Store
 def _report(store: Store, result: Plan) -> None:
     from cleveragents_tui.engine.approvals import pending_approvals
 
-    click.echo(plan_heading(result))
+    echo(plan_heading(result))
     for approval in pending_approvals(store, result.plan_id):
-        click.echo(
+        echo(
             f"  waiting for: {approval.question}  (agents approval approve {approval.approval_id})"
         )
     if result.state.value == "awaiting_approval" and result.phase.value == "execute":
-        click.echo(
+        echo(
             f"  review it: agents plan tree {result.plan_id}; land it: agents plan apply {result.plan_id}"
         )
 
@@ -159,7 +159,7 @@ def demo(
     target = directory or Path(tempfile.mkdtemp(prefix="agents-demo-"))
     environment = build_demo(cli.store, target)
     if not cli.wants_json(local_format):
-        click.echo(
+        echo(
             f"Demo project in {environment.directory} (resources {environment.namespace}/...). Running the plan..."
         )
     result = start_plan(
@@ -180,7 +180,7 @@ def demo(
         )
         return
     _report(cli.store, result)
-    click.echo(
+    echo(
         "\nNext:\n"
         f"  agents plan tree {result.plan_id}\n"
         f"  agents plan explain DECISION\n"

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from cleveragents_tui.cli import render
-from cleveragents_tui.cli.context import CliContext, echo_json, format_option, pass_cli
+from cleveragents_tui.cli.context import (
+    CliContext,
+    echo,
+    echo_json,
+    format_option,
+    json_text,
+    pass_cli,
+)
+from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine import browse
 from cleveragents_tui.export import json as export_json
@@ -33,7 +40,7 @@ def list_(cli: CliContext, local_format: str | None) -> None:
     if cli.wants_json(local_format):
         echo_json(export_json.plan_list_document(summaries))
     else:
-        click.echo(render.plan_list(summaries))
+        echo(render.plan_list(summaries))
 
 
 @plan.command()
@@ -46,7 +53,7 @@ def show(cli: CliContext, plan_ref: str, local_format: str | None) -> None:
     if cli.wants_json(local_format):
         echo_json(export_json.plan_document(details))
     else:
-        click.echo(render.plan_details(details))
+        echo(render.plan_details(details))
 
 
 @plan.command()
@@ -97,17 +104,17 @@ def tree(
     if fmt == "png":
         assert output is not None
         width, height = export_png.render_tree_png(result, output)
-        click.echo(f"wrote {output} ({width}×{height} px, {len(result.lines)} decisions)")
+        echo(f"wrote {output} ({width}×{height} px, {len(result.lines)} decisions)")
         return
     if fmt == "json":
-        text = json.dumps(export_json.plan_tree_document(result), indent=2, ensure_ascii=False)
+        text = json_text(export_json.plan_tree_document(result))
     else:
-        text = render.plan_tree(result)
+        text = printable(render.plan_tree(result))  # a file, too, is shown in a terminal
     if output is None:
-        click.echo(text)
+        echo(text)
     else:
         tree_file.write_text(output, text + "\n", force=force)
-        click.echo(f"wrote {output}")
+        echo(f"wrote {output}")
 
 
 @plan.command()
@@ -126,4 +133,4 @@ def explain(
     if cli.wants_json(local_format):
         echo_json(export_json.decision_document(explanation))
     else:
-        click.echo(render.decision_explanation(explanation))
+        echo(render.decision_explanation(explanation))

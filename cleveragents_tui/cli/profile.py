@@ -8,7 +8,6 @@ for list. Both are described in docs/automation-profiles.md.
 from __future__ import annotations
 
 import textwrap
-import unicodedata
 from pathlib import Path
 
 import click
@@ -22,15 +21,11 @@ from cleveragents_tui.automation.profiles import (
     profile_summary,
     threshold_mode,
 )
-from cleveragents_tui.cli.context import CliContext, echo_json, format_option, pass_cli
+from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
+from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.profile import AutomationGuard, AutomationProfile, SafetyProfile
 
 WIDTH = 96
-
-
-def _printable(text: str) -> str:
-    """Drop control characters (terminal escapes) from text that came from a profile file."""
-    return "".join(c for c in text if c in "\n\t" or unicodedata.category(c) != "Cc")
 
 
 def _table(rows: list[tuple[str, ...]], indent: str = "") -> list[str]:
@@ -52,7 +47,7 @@ def _safety_rows(safety: SafetyProfile) -> list[tuple[str, str]]:
         ("require_checkpoints", str(safety.require_checkpoints).lower()),
         ("allow_unsafe_tools", str(safety.allow_unsafe_tools).lower()),
         ("require_human_approval", str(safety.require_human_approval).lower()),
-        ("allowed_skill_categories", _printable(categories)),
+        ("allowed_skill_categories", printable(categories)),
         ("max_cost_per_plan", _cost(safety.max_cost_per_plan)),
         ("max_total_cost", _cost(safety.max_total_cost)),
         ("max_retries_per_step", str(safety.max_retries_per_step)),
@@ -66,8 +61,8 @@ def _guard_rows(guards: AutomationGuard) -> list[tuple[str, str]]:
     return [
         ("max_tool_calls_per_step", "unlimited" if calls is None else str(calls)),
         ("max_total_cost", _cost(guards.max_total_cost)),
-        ("tool_allowlist", "all tools" if allow is None else _printable(", ".join(allow)) or "-"),
-        ("tool_denylist", "none" if deny is None else _printable(", ".join(deny)) or "-"),
+        ("tool_allowlist", "all tools" if allow is None else printable(", ".join(allow)) or "-"),
+        ("tool_denylist", "none" if deny is None else printable(", ".join(deny)) or "-"),
         ("require_approval_for_writes", str(guards.require_approval_for_writes).lower()),
         ("require_approval_for_apply", str(guards.require_approval_for_apply).lower()),
     ]
@@ -76,7 +71,7 @@ def _guard_rows(guards: AutomationGuard) -> list[tuple[str, str]]:
 def render_profile(profile: AutomationProfile) -> str:
     lines = [f"{profile.name} ({profile_kind(profile)})"]
     if profile.description:
-        for paragraph in _printable(profile.description).splitlines():
+        for paragraph in printable(profile.description).splitlines():
             lines += textwrap.wrap(
                 paragraph, WIDTH - 2, initial_indent="  ", subsequent_indent="  "
             )
@@ -123,7 +118,7 @@ def list_(cli: CliContext, local_format: str | None) -> None:
     if cli.wants_json(local_format):
         echo_json(profile_list_document(profiles))
     else:
-        click.echo(render_list(profiles))
+        echo(render_list(profiles))
 
 
 @automation_profile.command()
@@ -136,7 +131,7 @@ def show(cli: CliContext, name: str, local_format: str | None) -> None:
     if cli.wants_json(local_format):
         echo_json(profile_document(profile))
     else:
-        click.echo(render_profile(profile))
+        echo(render_profile(profile))
 
 
 @automation_profile.command()
@@ -162,7 +157,7 @@ def add(cli: CliContext, config: Path, replace: bool, local_format: str | None) 
     if cli.wants_json(local_format):
         echo_json(profile_document(profile, result))
     else:
-        click.echo(f"{result} {profile.name}: {profile_summary(profile)}")
+        echo(f"{result} {profile.name}: {profile_summary(profile)}")
 
 
 @automation_profile.command()
@@ -175,4 +170,4 @@ def remove(cli: CliContext, name: str, local_format: str | None) -> None:
     if cli.wants_json(local_format):
         echo_json(profile_document(profile, "removed"))
     else:
-        click.echo(f"removed {profile.name}")
+        echo(f"removed {profile.name}")

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.views import (
     DecisionExplanation,
@@ -28,14 +29,20 @@ def one_line(text: str, limit: int = MAX_OPTION) -> str:
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
+def _line(text: str) -> str:
+    """A name or title shown inside one line (a heading, a table cell): a newline in it
+    is shown as ``\\n`` rather than breaking the line (the output escapes the rest)."""
+    return printable(text, one_line=True)
+
+
 def plan_heading(plan: Plan) -> str:
     parts = [
         f"plan {plan.plan_id}",
-        plan.action,
+        _line(plan.action),
         plan.phase.value,
         plan.state.value,
         f"attempt {plan.attempt}",
-        f"profile {plan.automation_profile}",
+        f"profile {_line(plan.automation_profile)}",
     ]
     return " · ".join(parts)
 
@@ -51,11 +58,11 @@ def plan_list(summaries: list[PlanSummary]) -> str:
         rows.append(
             (
                 p.plan_id,
-                indent + p.action,
+                indent + _line(p.action),
                 p.phase.value,
                 p.state.value,
                 str(p.attempt),
-                p.automation_profile,
+                _line(p.automation_profile),
                 f"{s.current_decision_count}/{s.decision_count}",
                 str(s.pending_approvals),
             )
@@ -71,8 +78,8 @@ def plan_details(details: PlanDetails) -> str:
     p = s.plan
     lines = [
         plan_heading(p),
-        f"title        {p.title or '-'}",
-        f"project      {p.project or '-'}",
+        f"title        {_line(p.title or '-')}",
+        f"project      {_line(p.project or '-')}",
         f"created      {p.created_at.isoformat()}",
         f"updated      {p.updated_at.isoformat()}",
         f"decisions    {s.current_decision_count} current, {s.decision_count - s.current_decision_count} superseded",
@@ -92,7 +99,7 @@ def plan_details(details: PlanDetails) -> str:
     if details.children:
         lines.append("child plans")
         lines.extend(
-            f"  {c.plan_id}  {c.action}  {c.phase.value} · {c.state.value}"
+            f"  {c.plan_id}  {_line(c.action)}  {c.phase.value} · {c.state.value}"
             for c in details.children
         )
     if details.corrections:
@@ -155,7 +162,7 @@ def decision_explanation(e: DecisionExplanation) -> str:
     snap = d.context_snapshot
     lines = [
         f"decision {d.decision_id} · {d.decision_type.value} · {d.phase.value} · #{d.sequence_number}",
-        _field("plan", f"{e.plan.plan_id}  {e.plan.action}"),
+        _field("plan", f"{e.plan.plan_id}  {_line(e.plan.action)}"),
         _field("parent", _decision_ref(e.parent) if e.parent else "(root)"),
         "",
         _field("question", d.question),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from cleveragents_tui.cli.context import CliContext, pass_cli
+from cleveragents_tui.cli.context import CliContext, echo, pass_cli
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.web.addresses import default_public_url, normalise_public_url
 from cleveragents_tui.web.config import DEFAULT_MAX_SESSIONS, ServeConfig
@@ -19,15 +19,15 @@ from cleveragents_tui.web.credentials import TOKEN_ENV, add_user
 
 
 def _announce(config: ServeConfig, shown_database: str, users: Path | None) -> None:
-    click.echo(
+    echo(
         f"agents serve: the app on {shown_database} at {config.public_url}/ "
         f"(listening on {config.host}:{config.port}, up to {config.max_sessions} sessions; "
         "Ctrl+C stops)"
     )
     if users is not None:
-        click.echo(f"users from {users}: each opens {config.public_url}/?token=THEIR_TOKEN")
+        echo(f"users from {users}: each opens {config.public_url}/?token=THEIR_TOKEN")
     if config.shared_token is not None:
-        click.echo(f"open: {config.public_url}/?token={config.shared_token}", color=False)
+        echo(f"open: {config.public_url}/?token={config.shared_token}")
     sys.stdout.flush()  # the URL line is what a script (or a test) waits for
 
 
@@ -92,8 +92,8 @@ def serve(
             raise UserError("--add-user needs --users FILE", "name the file to add the user to")
         address, _ = normalise_public_url(public_url or default_public_url(host, port))
         user_token = add_user(users, new_user)
-        click.echo(f"added {new_user} to {users}; their address (shown once, keep it private):")
-        click.echo(f"{address}/?token={user_token}")
+        echo(f"added {new_user} to {users}; their address (shown once, keep it private):")
+        echo(f"{address}/?token={user_token}")
         return
     config = ServeConfig.build(
         host=host,

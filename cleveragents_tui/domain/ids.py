@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import AfterValidator
 from ulid import ULID
 
+from cleveragents_tui.domain.display import shorten
 from cleveragents_tui.domain.errors import InvalidIdError
 
 ULID_LENGTH = 26
@@ -26,12 +27,12 @@ def parse_ulid(value: str, what: str = "id") -> str:
     text = value.strip().upper() if isinstance(value, str) else value
     if not isinstance(text, str) or len(text) != ULID_LENGTH or not _CROCKFORD.match(text):
         raise InvalidIdError(
-            f"{what} {value!r} is not a valid ULID",
+            f"{what} '{shorten(str(value))}' is not a valid ULID",
             "a ULID is 26 characters of Crockford base32 (0-9, A-Z without I, L, O, U)",
         )
     if text[0] > "7":  # 26 base32 digits hold 130 bits; a ULID has 128, so it starts 0-7
         raise InvalidIdError(
-            f"{what} {value!r} is not a valid ULID", "its first character must be 0-7"
+            f"{what} '{shorten(str(value))}' is not a valid ULID", "its first character must be 0-7"
         )
     return text
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from cleveragents_tui.domain.display import json_controls_escaped
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.views import PlanTree
 from cleveragents_tui.export import json as export_json
@@ -56,6 +57,8 @@ def export_tree(tree: PlanTree, path: Path, *, force: bool = False) -> str:
     if fmt == "png":
         width, height = export_png.render_tree_png(tree, path)
         return f"wrote {path} ({width}×{height} px, {len(tree.lines)} decisions)"
-    document = json.dumps(export_json.plan_tree_document(tree), indent=2, ensure_ascii=False)
+    document = json_controls_escaped(
+        json.dumps(export_json.plan_tree_document(tree), indent=2, ensure_ascii=False)
+    )
     write_text(path, document + "\n", force=force)
     return f"wrote {path} ({len(tree.lines)} decisions)"

@@ -18,6 +18,7 @@ import jinja2
 from aiohttp import web
 from textual_serve.server import Server, to_int
 
+from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.web.config import ServeConfig
 from cleveragents_tui.web.guard import USER_KEY, WEBSOCKET_PATH, guard
@@ -144,6 +145,17 @@ class AgentsServer(Server):
             await runner.cleanup()
 
 
+class PrintableFormatter(logging.Formatter):
+    """Log lines quote request paths, origins and user names sent by anyone who can reach
+    the server: each message is one line with its control characters escaped, so it can
+    neither forge a second log line nor send an escape sequence to the terminal."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return printable(super().formatMessage(record), one_line=True)
+
+
 def serve(config: ServeConfig, ready: Callable[[], None]) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    handler = logging.StreamHandler()
+    handler.setFormatter(PrintableFormatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     asyncio.run(AgentsServer(config).run_until_stopped(ready))

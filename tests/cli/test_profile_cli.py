@@ -166,7 +166,7 @@ def test_show_guards(run: Run, tmp_path: Path) -> None:
     assert any(line.split() == ["require_approval_for_apply", "true"] for line in lines)
 
 
-def test_show_strips_terminal_escapes_from_descriptions(run: Run, tmp_path: Path) -> None:
+def test_show_escapes_terminal_escapes_in_descriptions(run: Run, tmp_path: Path) -> None:
     text = (
         Path(EXAMPLE)
         .read_text(encoding="utf-8")
@@ -181,7 +181,7 @@ def test_show_strips_terminal_escapes_from_descriptions(run: Run, tmp_path: Path
     output = ok(run("automation-profile", "show", "local/nuanced-auto"))
     assert "\x1b" not in output
     assert "\a" not in output
-    assert "evil [31mred[0m" in output
+    assert "evil \\x1b[31mred\\x1b[0m \\x07" in output  # shown, not obeyed
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 from textual.worker import Worker
 
+from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine.diff import (
     AT_DECISION,
@@ -28,7 +29,6 @@ from cleveragents_tui.engine.diff import (
     FileDiff,
     ResourceDiff,
     correction_diff,
-    printable,
 )
 from cleveragents_tui.tui.render import one_line
 from cleveragents_tui.tui.services import services
