@@ -706,10 +706,8 @@ class CorrectionRepository:
             raise ConcurrentChangeError(f"correction {correction_id} already ended")
 
     def record_snapshots(self, correction_id: str, snapshots: dict[str, object]) -> bool:
-        """Keep what a correction's diff compares in its report (``snapshots``), merged into
-        what is kept there. Recorded again each time its replay stops, until the replay has
-        ended (``"replay": "ended"``, or snapshots without ``replay``, recorded once by an
-        older version): from then on they never change. False when they were final."""
+        """Keep the snapshots a correction's diff compares in its report, once: a
+        correction's diff never changes afterwards. False when they were already there."""
         row = self._session.get(CorrectionAttemptRow, correction_id)
         if row is None:
             raise NotFoundError(
@@ -718,11 +716,9 @@ class CorrectionRepository:
             )
         report = mapping.load_json("correction_attempts", correction_id, "report", row.report)
         report = report if isinstance(report, dict) else {}
-        kept = report.get("snapshots")
-        kept = kept if isinstance(kept, dict) else {}
-        if kept and kept.get("replay", "ended") == "ended":
+        if "snapshots" in report:
             return False
-        row.report = mapping.dump_json({**report, "snapshots": {**kept, **snapshots}})
+        row.report = mapping.dump_json({**report, "snapshots": snapshots})
         return True
 
     def for_plan(self, plan_id: str) -> list[CorrectionAttempt]:
