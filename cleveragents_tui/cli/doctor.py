@@ -8,7 +8,12 @@ from dataclasses import asdict
 import click
 
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
-from cleveragents_tui.engine.doctor import repair_corrections, repair_left_running, run_checks
+from cleveragents_tui.engine.doctor import (
+    repair_corrections,
+    repair_half_applied,
+    repair_left_running,
+    run_checks,
+)
 from cleveragents_tui.engine.recovery import recover_pending_groups
 
 
@@ -17,7 +22,8 @@ from cleveragents_tui.engine.recovery import recover_pending_groups
     "--repair",
     is_flag=True,
     help="Drop checkpoint groups a crash left pending, mark corrections it interrupted "
-    "failed and plans no process runs any more paused, then check. Only while no other "
+    "failed, finish Applies it stopped halfway and mark plans no process runs any more "
+    "paused, then check. Only while no other "
     "agents process runs.",
 )
 @format_option
@@ -36,6 +42,7 @@ def doctor(cli: CliContext, repair: bool, local_format: str | None) -> None:
     """
     repaired = recover_pending_groups(cli.store) if repair else []
     corrections = repair_corrections(cli.store) if repair else []
+    finished = repair_half_applied(cli.store) if repair else []  # before: it would pause them
     paused = repair_left_running(cli.store) if repair else []
     report = run_checks(cli.store)
     if cli.wants_json(local_format):
@@ -47,6 +54,7 @@ def doctor(cli: CliContext, repair: bool, local_format: str | None) -> None:
                 "repaired_groups": [asdict(r) for r in repaired],
                 "repaired_corrections": [asdict(c) for c in corrections],
                 "repaired_plans": paused,
+                "finished_applies": [asdict(f) for f in finished],
                 "problems": [asdict(p) for p in report.problems],
             }
         )
@@ -60,6 +68,11 @@ def doctor(cli: CliContext, repair: bool, local_format: str | None) -> None:
             echo(
                 f"repaired: correction {c.correction_id} interrupted by a crash marked failed; "
                 f"plan {c.plan_id} is errored"
+            )
+        for f in finished:
+            echo(
+                f"repaired: plan {f.plan_id}, half-applied by a crash: Apply finished, "
+                f"{f.state}" + (f" ({f.reason})" if f.reason else "")
             )
         for plan_id in paused:
             echo(

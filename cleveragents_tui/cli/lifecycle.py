@@ -62,10 +62,14 @@ def use(cli: CliContext, action_ref: str, project: str | None, profile: str | No
 @pass_cli
 def run_(cli: CliContext, plan_ref: str) -> None:
     """Continue PLAN as far as it can go (after approvals were answered, or a pause); retry
-    an Apply that was refused (constrained) or failed (errored) once the cause is fixed."""
+    an Apply that was refused (constrained) or failed (errored) once the cause is fixed, or
+    one a crash stopped halfway (what landed is kept). Exits 2 with the reason if the Apply
+    is refused or fails again."""
     from cleveragents_tui.engine.lifecycle import resume_plan
 
-    _report(cli.store, resume_plan(cli.store, plan_ref))
+    result = resume_plan(cli.store, plan_ref)
+    _refuse_unapplied(cli.store, result)
+    _report(cli.store, result)
 
 
 @plan.command()
@@ -75,7 +79,9 @@ def resume(cli: CliContext, plan_ref: str) -> None:
     """Resume a paused PLAN, or retry its refused Apply (same as `plan run`)."""
     from cleveragents_tui.engine.lifecycle import resume_plan
 
-    _report(cli.store, resume_plan(cli.store, plan_ref))
+    result = resume_plan(cli.store, plan_ref)
+    _refuse_unapplied(cli.store, result)
+    _report(cli.store, result)
 
 
 @plan.command()
@@ -109,20 +115,28 @@ def apply(cli: CliContext, plan_ref: str, who: str | None) -> None:
 
     An Apply that a resource refused or that failed exits 2 with the reason in one line
     (the plan stays in Apply, constrained or errored, to be retried or corrected)."""
-    from cleveragents_tui.domain.enums import Phase, PlanState
-    from cleveragents_tui.domain.errors import UserError
     from cleveragents_tui.engine.lifecycle import apply_plan
 
     result = apply_plan(cli.store, plan_ref, who or getpass.getuser())
+    _refuse_unapplied(cli.store, result)
+    _report(cli.store, result)
+
+
+def _refuse_unapplied(store: Store, result: Plan) -> None:
+    """An Apply that ended refused (constrained) or failed (errored) exits 2 with its reason
+    in one line, from `plan apply`, `plan run` and `plan resume` alike: a script must not take
+    a plan that was not applied for one that was."""
+    from cleveragents_tui.domain.enums import Phase, PlanState
+    from cleveragents_tui.domain.errors import UserError
+
     if result.phase is Phase.APPLY and result.state in (PlanState.CONSTRAINED, PlanState.ERRORED):
-        with cli.store.unit_of_work() as uow:
+        with store.unit_of_work() as uow:
             failures = uow.events.payloads(result.plan_id, "apply_failed")
         reason = str(failures[-1].get("reason")) if failures else "a resource refused it"
         raise UserError(
             f"plan {result.plan_id} was not applied ({result.state.value}): {reason}",
             f"then retry with agents plan run {result.plan_id}",
         )
-    _report(cli.store, result)
 
 
 @click.command()

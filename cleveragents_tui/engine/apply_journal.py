@@ -135,30 +135,40 @@ class HalfApplied:
 
 
 def half_applied(store: Store) -> list[HalfApplied]:
-    """Plans in Apply, not applied, whose current attempt's journal has a resource landing
-    or landed and another not landed: some real resources hold the plan's result, others not."""
-    found = []
+    """Plans stopped in Apply (not applied) with a resource landing or landed and another not,
+    per the apply journal: some real resources hold the plan's result, others not. A child
+    plan's sandboxes land in its parent's Apply: its entries count for the parent."""
+    found: dict[str, HalfApplied] = {}
     with store.unit_of_work() as uow:
-        steps: dict[tuple[str, int], list[ApplyStep]] = {}
         for step in uow.apply_journal.unfinished():
-            steps.setdefault((step.plan_id, step.attempt), []).append(step)
-        for (plan_id, attempt), open_steps in steps.items():
-            plan = uow.plans.get(plan_id)
-            if plan.attempt != attempt or plan.phase is not Phase.APPLY:
+            plan = uow.plans.get(step.plan_id)
+            if plan.attempt != step.attempt or plan.state in (
+                PlanState.APPLIED,
+                PlanState.CANCELLED,
+            ):
                 continue
-            if plan.state in (PlanState.APPLIED, PlanState.CANCELLED):
+            subject = plan
+            while subject.phase is not Phase.APPLY and subject.parent_plan_id is not None:
+                subject = uow.plans.get(subject.parent_plan_id)
+            if subject.phase is not Phase.APPLY or subject.state in (
+                PlanState.APPLIED,
+                PlanState.CANCELLED,
+            ):
                 continue
-            every = uow.apply_journal.for_apply(plan_id, attempt)
-            started = [s for s in every if s.state is not ApplyStepState.PLANNED]
-            if not started:
+            every = uow.apply_journal.for_apply(step.plan_id, step.attempt)
+            if all(s.state is ApplyStepState.PLANNED for s in every):
                 continue
-            found.append(
-                HalfApplied(
-                    plan_id,
-                    attempt,
-                    plan.state,
-                    tuple(s.resource_id for s in every if s.state is ApplyStepState.LANDED),
-                    tuple(s.resource_id for s in open_steps),
-                )
+            known = found.get(subject.plan_id)
+            landed = tuple(s.resource_id for s in every if s.state is ApplyStepState.LANDED)
+            if known is not None:
+                if step.resource_id in known.unfinished:
+                    continue
+                landed = tuple(dict.fromkeys(known.landed + landed))
+            found[subject.plan_id] = HalfApplied(
+                subject.plan_id,
+                subject.attempt,
+                subject.state,
+                landed,
+                (*(known.unfinished if known else ()), step.resource_id),
             )
-    return found
+    return list(found.values())

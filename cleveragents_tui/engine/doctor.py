@@ -23,6 +23,7 @@ __all__ = [
     "DoctorReport",
     "Problem",
     "repair_corrections",
+    "repair_half_applied",
     "repair_left_running",
     "run_checks",
 ]
@@ -46,6 +47,8 @@ FIXES = {
     "stale-lock": "make sure no agents or git process is running, then delete it",
     "actor-state": "restore the actor checkpoint database from a backup; correct with "
     "--mode=append",
+    "half-applied": "run `agents doctor --repair` or `agents plan run PLAN` to land the rest "
+    "(what landed is kept); if a resource refuses, the plan stays constrained with the reason",
     "left-running": "go on with `agents plan run PLAN` (it resumes from its last recorded "
     "decision), or run `agents doctor --repair` to mark it paused",
 }
@@ -163,3 +166,37 @@ def _pause_left_running(store: Store, plan_id: str) -> bool:
         )
         uow.commit()
     return True
+
+
+@dataclass(frozen=True)
+class FinishedApply:
+    plan_id: str
+    state: str
+    reason: str | None
+
+
+def repair_half_applied(store: Store, base_dir: Path | None = None) -> list[FinishedApply]:
+    """Finish the Applies a crash stopped halfway (per their apply journal): land the
+    resources that had not landed, skip those that had. Run before the left-running repair,
+    which would pause them. A resource that refuses leaves its plan constrained, with the
+    reason. A plan a live runner holds is left alone."""
+    from cleveragents_tui.engine.apply_journal import half_applied
+    from cleveragents_tui.engine.runner import PlanRunner, RunOptions
+
+    finished: list[FinishedApply] = []
+    for stopped in half_applied(store):
+        runner = PlanRunner(store, stopped.plan_id, RunOptions(sandbox_base=base_dir))
+        try:
+            plan = runner.apply()
+        except run_lease.PlanBusyError:
+            continue
+        except UserError as exc:
+            finished.append(FinishedApply(stopped.plan_id, "refused", str(exc)))
+            continue
+        reason = None
+        if plan.state is not PlanState.APPLIED:
+            with store.unit_of_work() as uow:
+                failures = uow.events.payloads(plan.plan_id, "apply_failed")
+            reason = str(failures[-1].get("reason")) if failures else None
+        finished.append(FinishedApply(plan.plan_id, plan.state.value, reason))
+    return finished

@@ -48,6 +48,10 @@ What each invariant really checks (docs/reliability.md says the same for users):
                             run, and a child plan is run on by its parent's run (the parent
                             stands for it until it has finished Execute): neither is held
                             to it.
+``half-applied``            no plan without a live runner is stopped in Apply with some
+                            resources landed (or landing) and others not, per its apply
+                            journal: ``agents doctor --repair`` (or ``agents plan run``)
+                            finishes it.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ from cleveragents_tui.domain.enums import (
 from cleveragents_tui.domain.errors import StoreCorruptedError, UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine import run_lease
+from cleveragents_tui.engine.apply_journal import half_applied
 from cleveragents_tui.engine.run_lease import RUNNER_LOCK
 from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_base_dir, sandbox_root
 from cleveragents_tui.sandbox import transaction_handover
@@ -162,6 +167,7 @@ def check_invariants(store: Store, *, base_dir: Path | None = None) -> Invariant
     _check_stale_locks(base, stored, found)
     _check_actor_state(store, stored, found)
     _check_left_running(store, base, stored, found)
+    _check_half_applied(store, base, found)
     return InvariantReport(found.violations, found.checked)
 
 
@@ -608,6 +614,15 @@ def _check_left_running(store: Store, base: Path, stored: _Stored, found: _Findi
             f"plan {plan.plan_id} is {plan.phase.value} · running, but no process is running "
             "it: the run stopped (a crash or an error) without recording where",
         )
+
+
+def _check_half_applied(store: Store, base: Path, found: _Findings) -> None:
+    """An Apply a crash (or a refusal) stopped halfway: the real resources are a mix."""
+    stopped = half_applied(store)
+    found.examined("half-applied", len(stopped))
+    for plan in stopped:
+        if not run_lease.is_held(base, plan.plan_id):
+            found.add("half-applied", plan.plan_id, plan.message)
 
 
 def _check_actor_state(store: Store, stored: _Stored, found: _Findings) -> None:
