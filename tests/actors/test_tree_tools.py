@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cleveragents_tui.domain.enums import Phase
-from cleveragents_tui.sandbox.overlay import OverlaySandbox
+from cleveragents_tui.sandbox.overlay import OverlaySandbox, OverlayStrategy
 from tests.actors.conftest import API, CANARY, DB, FILES, GIT, LAYERED, OUTBOX, ToolWorld
 from tests.actors.test_file_tools import content, mode
 
@@ -257,3 +257,35 @@ def test_strategize_is_read_only_for_the_tree_tools(tool_world: ToolWorld) -> No
         outcome = tool_world.call(tool, {"resource": FILES}, Phase.STRATEGIZE)
         assert not outcome.ok and outcome.output.startswith("Strategize is read-only")
     assert tool_world.sandboxes.modified() == set()
+
+
+def test_the_overlay_log_holds_every_tree_change_for_another_process(
+    tool_world: ToolWorld,
+) -> None:
+    sandbox = tool_world.sandboxes.get(LAYERED)
+    assert isinstance(sandbox, OverlaySandbox)
+    for tool, arguments in (
+        ("local/write-file", {"path": "b.bin", "content": "AAEC/w==", "encoding": "base64"}),
+        ("local/move", {"from": "docs", "to": "manual/docs"}),
+        ("local/mkdir", {"path": "empty", "mode": "0700"}),
+        ("local/symlink", {"path": "guide", "target": "manual/docs/guide.md"}),
+        ("local/chmod", {"path": "manual/docs/deep/logo.bin", "mode": "0600"}),
+    ):
+        assert run(tool_world, tool, LAYERED, **arguments).ok, tool
+
+    def tree(overlay: OverlaySandbox) -> list[tuple[str, str, int]]:
+        return [(e.path, e.kind, e.mode) for e in overlay.walk()]
+
+    expected = tree(sandbox)
+    assert ("manual/docs/deep/logo.bin", "file", 0o600) in expected
+    assert ("empty", "directory", 0o700) in expected
+    assert not sandbox.exists("docs")
+    strategy = OverlayStrategy()
+    resource, plan_id = sandbox.resource, tool_world.plan.plan_id
+    assert tree(strategy.open(resource, plan_id, sandbox.home)) == expected  # from the log
+    sandbox.checkpoint()
+    reopened = strategy.open(resource, plan_id, sandbox.home)  # from the sealed layer
+    assert tree(reopened) == expected
+    assert reopened.read_bytes("b.bin") == b"\x00\x01\x02\xff"
+    assert reopened.read_link("guide") == "manual/docs/guide.md"
+    assert reopened.read_bytes("manual/docs/deep/logo.bin") == bytes(range(256)) * 8
