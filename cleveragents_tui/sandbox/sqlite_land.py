@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cleveragents_tui import failpoints
+
 BUSY_TIMEOUT_S = 10.0
 _BASE, _FINAL = "sb_base", "sb_final"
 
@@ -325,7 +327,9 @@ def land(target: Path, baseline: Path, final: Path) -> Landed:
                     f"was made: {conflict}"
                 )
             written = _write(connection, plan)
+            failpoints.hit("sqlite.land", "commit")  # a crash here: nothing landed
             connection.execute("COMMIT")
+            failpoints.hit("sqlite.land", "committed")  # here: landed, the sandbox not told
         except BaseException:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")

@@ -89,6 +89,7 @@ class Worker:
     """A work folder at a fixed path, its saved states, and the fork server it asks."""
 
     def __init__(self, root: Path, number: int) -> None:
+        self.number = number
         self.path = root / f"worker{number}" / "work"
         self._saved = root / f"worker{number}" / "saved"
         self._server = _server(number)

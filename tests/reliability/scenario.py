@@ -11,7 +11,8 @@ Stages:
 
 - ``run``: build the demo project and run the demo plan (``auto`` profile) to its Apply gate;
 - ``correct``: on a plan stopped there, revert its first Execute decision, then revert its
-  strategy (back to Strategize: the child plan is cancelled and spawned again), then apply.
+  strategy (back to Strategize: the child plan is cancelled and spawned again), then apply;
+- ``apply``: on a plan stopped there, apply it (``agents plan apply``).
 
 Every operation the engine has acknowledged is written to the acknowledgement file as soon
 as it returns, one flushed line at a time, so the parent that kills the child knows what must
@@ -41,7 +42,11 @@ from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, Phase, P
 from cleveragents_tui.engine import correction
 from cleveragents_tui.engine.actions import load_action
 from cleveragents_tui.engine.demo import build_demo
-from cleveragents_tui.engine.doctor import repair_corrections, repair_left_running
+from cleveragents_tui.engine.doctor import (
+    repair_corrections,
+    repair_half_applied,
+    repair_left_running,
+)
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.invariants import check_invariants
 from cleveragents_tui.engine.lifecycle import apply_plan, resume_plan
@@ -128,7 +133,7 @@ def stage(folder: str, name: str, failpoint: str | None, acks: str) -> None:
         action = load_action(str(demo.action_file))
         plan = start_plan(store, action, profile_override="auto", options=options)
         ack("plan", plan.plan_id, plan.state.value)
-    else:
+    elif name == "correct":
         plan_id = top_plan(store)
         assert plan_id is not None
         for target, guidance in (
@@ -142,6 +147,11 @@ def stage(folder: str, name: str, failpoint: str | None, acks: str) -> None:
             ack("correction", done.correction_id, done.status.value)
         if apply_plan(store, plan_id, "reliability", options).state is PlanState.APPLIED:
             ack("applied", plan_id)
+    else:  # apply
+        plan_id = top_plan(store)
+        assert plan_id is not None
+        if apply_plan(store, plan_id, "reliability", options).state is PlanState.APPLIED:
+            ack("applied", plan_id)
     ack("hits", json.dumps(failpoints.hits(), sort_keys=True))
     ack("done")
 
@@ -153,6 +163,7 @@ def recover_and_check(folder: str, out: str) -> None:
     store, options = work.store(), work.options()
     groups = recover_pending_groups(store, work.sandboxes)
     corrections = repair_corrections(store)
+    finished = repair_half_applied(store, work.sandboxes)  # an Apply the kill stopped
     paused = repair_left_running(store, work.sandboxes)  # a run the kill stopped
     first = check_invariants(store, base_dir=work.sandboxes)
     plan_id = top_plan(store)
@@ -171,6 +182,7 @@ def recover_and_check(folder: str, out: str) -> None:
             {
                 "recovered_groups": len(groups),
                 "recovered_corrections": len(corrections),
+                "finished_applies": len(finished),
                 "violations": [v.__dict__ for v in first.violations + again.violations],
                 "checked": sum(first.checked.values()) + sum(again.checked.values()),
                 "resumed_state": state,
@@ -178,6 +190,34 @@ def recover_and_check(folder: str, out: str) -> None:
         ),
         encoding="utf-8",
     )
+
+
+def applied_result(folder: str, out: str) -> None:
+    """A child process: what the real resources hold (the Apply crash loop's check that a
+    rerun finished the job exactly): the apply branch's tree and the user's HEAD, the rows
+    of the app database, the docs and team chat files, and every plan's state."""
+    work = Work(folder)
+    store = work.store()
+    plan_id = top_plan(store)
+    repo = work.demo / "hello-cli"
+    branch = f"refs/heads/cleveragents/apply/{plan_id}"
+    found: dict[str, Any] = {
+        "real-repo-head": _git(repo, "rev-parse", "HEAD"),
+        "apply-branch-tree": subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "-q", "--verify", f"{branch}^{{tree}}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip(),
+    }
+    with sqlite3.connect(work.demo / "app.db") as real:
+        found["real-db"] = [list(r) for r in real.execute("SELECT * FROM releases ORDER BY id")]
+    real.close()
+    for folder_name in ("docs", "team-chat"):
+        found[f"real-{folder_name}"] = _files(work.demo / folder_name)
+    with store.unit_of_work() as uow:
+        found["states"] = sorted(f"{p.phase.value}/{p.state.value}" for p in uow.plans.all())
+    Path(out).write_text(json.dumps(found, sort_keys=True), encoding="utf-8")
 
 
 def append_after_apply(folder: str, out: str) -> None:
