@@ -9,8 +9,9 @@
   reaches, whichever that is. Matches are counted from the process start, from the moment
   a failpoint first sees a new value of the variable, or from :func:`reset` (for a process
   that sets the variable again to the same value);
-- ``action`` is ``raise`` (the default: raise :class:`InjectedFault`) or ``kill`` (SIGKILL
-  this process, as a crash would).
+- ``action`` is ``raise`` (the default: raise :class:`InjectedFault`), ``kill`` (SIGKILL
+  this process, as a crash would) or ``full`` (raise ``OSError(ENOSPC)``, as a write to a
+  full disk does).
 
 Every hit is counted (:func:`hits`), so a run without faults tells how many places a loop
 over ``#N`` has to try. With the variable unset a failpoint costs a counter increment and
@@ -19,6 +20,7 @@ one dictionary lookup.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import threading
@@ -57,8 +59,10 @@ def _parse(raw: str) -> tuple[_Entry, ...]:
         spec, _, action = text.partition("=")
         spec, _, nth = spec.partition("#")
         name, _, detail = spec.partition("@")
-        if action not in ("", "raise", "kill") or (nth and not nth.isdigit()):
-            raise ValueError(f"{ENV_VAR}: cannot read {text!r} (name[@detail][#N][=raise|kill])")
+        if action not in ("", "raise", "kill", "full") or (nth and not nth.isdigit()):
+            raise ValueError(
+                f"{ENV_VAR}: cannot read {text!r} (name[@detail][#N][=raise|kill|full])"
+            )
         entries.append(
             _Entry(text, name, detail or None, int(nth) if nth else None, action or "raise")
         )
@@ -86,6 +90,8 @@ def hit(name: str, detail: str | None = None) -> None:
         return
     if fire.action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if fire.action == "full":
+        raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (injected at {name})")
     raise InjectedFault(f"injected fault at {name}" + (f"@{detail}" if detail else ""))
 
 

@@ -6,6 +6,7 @@ commands import neither Textual nor LangGraph, so they start fast.
 
 from __future__ import annotations
 
+import errno
 import sys
 from typing import Any
 
@@ -13,19 +14,47 @@ import click
 
 from cleveragents_tui import __version__
 from cleveragents_tui.cli.context import CliContext, echo
+from cleveragents_tui.domain.display import shorten
 from cleveragents_tui.domain.errors import UserError
 
 USER_ERROR_EXIT = 2
 
 
+# What the machine, not the command, got wrong: one line with the fix, like a UserError.
+_ENVIRONMENT = {
+    errno.ENOSPC: "free some space, then run `agents doctor`",
+    errno.EDQUOT: "free some space within your disk quota, then run `agents doctor`",
+    errno.EROFS: "the file system is read-only: pass --db or a sandbox folder on a writable one",
+    errno.EACCES: "make it readable and writable for you, or pass another path",
+    errno.EPERM: "make it readable and writable for you, or pass another path",
+}
+
+
+def environment_error(exc: OSError) -> UserError | None:
+    """A full disk, a read-only file system or a permission refused, as the one-line
+    :class:`UserError` a person can act on; None for any other ``OSError`` (a bug)."""
+    fix = _ENVIRONMENT.get(exc.errno or 0)
+    if fix is None:
+        return None
+    where = f" ({shorten(str(exc.filename), 200)})" if exc.filename else ""
+    return UserError(f"{exc.strerror or exc}{where}", fix)
+
+
 class AgentsGroup(click.Group):
-    """Turns :class:`UserError` into one line on stderr and exit code 2."""
+    """Turns :class:`UserError` — and an environment failure (a full disk, a read-only file
+    system) — into one line on stderr and exit code 2."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except UserError as exc:
             echo(f"error: {exc}", err=True)
+            ctx.exit(USER_ERROR_EXIT)
+        except OSError as exc:
+            error = environment_error(exc)
+            if error is None:
+                raise
+            echo(f"error: {error}", err=True)
             ctx.exit(USER_ERROR_EXIT)
 
 

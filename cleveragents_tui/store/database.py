@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
+from cleveragents_tui.domain.display import shorten
 from cleveragents_tui.domain.errors import (
     ConcurrentChangeError,
     DatabaseUnavailableError,
@@ -39,6 +41,8 @@ def normalise_url(raw: str | None) -> URL:
         path.parent.mkdir(parents=True, exist_ok=True)
         return URL.create("sqlite", database=str(path))
     text = raw.strip()
+    if text == ":memory:":
+        raise _in_memory_refusal(raw)
     if "://" not in text:
         return URL.create("sqlite", database=str(Path(text).expanduser().resolve()))
     for prefix in ("postgres://", "postgresql://"):
@@ -56,14 +60,41 @@ def normalise_url(raw: str | None) -> URL:
             f"database URL {url.render_as_string()!r} is not supported",
             "use SQLite (a file path) or PostgreSQL (postgresql://...)",
         )
+    if url.get_backend_name() == "sqlite" and _in_memory(url):
+        raise _in_memory_refusal(raw)
     return url
+
+
+def sqlite_file(url: URL) -> str:
+    """The file a SQLite URL names (``sqlite:///file:PATH?mode=ro&uri=true`` too)."""
+    database = url.database or ""
+    return database.removeprefix("file:") if url.query.get("uri") == "true" else database
+
+
+def _in_memory_refusal(raw: str) -> DatabaseUnavailableError:
+    return DatabaseUnavailableError(
+        f"database {shorten(raw)!r} is an in-memory database: nothing would be kept "
+        "after the command ends",
+        "pass a file path, e.g. --db ./agents.db (or leave --db out for the default)",
+    )
+
+
+def _in_memory(url: URL) -> bool:
+    """``sqlite://``, ``sqlite:///:memory:``, ``file::memory:`` or ``?mode=memory``."""
+    database = url.database or ""
+    return (
+        database in ("", ":memory:")
+        or database.startswith("file::memory:")
+        or "mode=memory" in database
+        or url.query.get("mode") == "memory"
+    )
 
 
 def make_engine(url: URL) -> Engine:
     """An engine with the settings the store relies on for each backend."""
     if url.get_backend_name() == "sqlite":
-        database = url.database or ""
-        if database and database != ":memory:":
+        database = sqlite_file(url)
+        if database:
             parent = Path(database).parent
             if not parent.is_dir():
                 raise DatabaseUnavailableError(
@@ -98,6 +129,35 @@ def _translate_refusals(context: Any) -> Exception | None:
         return ConcurrentChangeError(
             "another process is changing this database right now", "wait for it to finish and retry"
         )
+    if context.engine is not None and context.engine.url.get_backend_name() == "sqlite":
+        return sqlite_environment_error(message, sqlite_file(context.engine.url))
+    return None
+
+
+def sqlite_environment_error(message: str, database: str) -> DatabaseUnavailableError | None:
+    """A SQLite failure that the environment caused, not the command, as one line that
+    names the fix: a read-only file or folder, a full disk, a file that vanished in use."""
+    name = shorten(database, 200)
+    if "database or disk is full" in message:
+        return DatabaseUnavailableError(
+            f"the disk holding the database {name} is full",
+            "free some space, then run `agents doctor`",
+        )
+    if "readonly database" in message or "read-only" in message:
+        if database and not Path(database).exists():  # SQLITE_READONLY_DBMOVED
+            return DatabaseUnavailableError(
+                f"the database {name} was moved or deleted while in use",
+                "put it back, or pass --db with its new path",
+            )
+        return DatabaseUnavailableError(
+            f"the database {name} is read-only",
+            "make the file and its folder writable, or pass another --db",
+        )
+    if "unable to open database file" in message or "disk I/O error" in message:
+        return DatabaseUnavailableError(
+            f"cannot read or write the database {name}",
+            "check that the file and its folder exist and are readable and writable",
+        )
     return None
 
 
@@ -108,6 +168,9 @@ def _configure_sqlite(engine: Engine) -> None:
     ourselves (IMMEDIATE for writers).
     """
 
+    path = sqlite_file(engine.url)
+    opened: list[tuple[int, int] | None] = []  # the file the engine's first connection opened
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
@@ -117,10 +180,27 @@ def _configure_sqlite(engine: Engine) -> None:
         cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.close()
+        if not opened:
+            opened.append(_file_identity(path))
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
         mode = connection.get_execution_options().get(SQLITE_BEGIN, "DEFERRED")
         if mode not in ("DEFERRED", "IMMEDIATE"):
             raise ValueError(f"unknown SQLite begin mode {mode!r}")
+        if mode == "IMMEDIATE" and opened and opened[0] != _file_identity(path):
+            # SQLite goes on writing to a deleted file's inode: every write would be lost
+            raise DatabaseUnavailableError(
+                f"the database {shorten(path, 200)} was moved or deleted while in use",
+                "put it back, or pass --db with its new path; this change was not recorded",
+            )
         connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _file_identity(path: str) -> tuple[int, int] | None:
+    """Which file ``path`` is now (device and inode), None when there is none."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino)
