@@ -383,6 +383,7 @@ def diff(
                 "superseded": [r.decision_id for r in result.superseded],
                 "replacements": [r.decision_id for r in result.replacements],
                 "note": result.note,
+                "unfinished": result.unfinished,
                 "resources": _json_resources(result.final),
                 "at_decision": (
                     None if result.at_decision is None else _json_resources(result.at_decision)
@@ -400,6 +401,8 @@ def diff(
         echo(printable(f"- {row.decision_type}: {row.chosen_option}"))
     for row in result.replacements:
         echo(printable(f"+ {row.decision_type}: {row.chosen_option}"))
+    if result.unfinished:
+        echo(f"\n({result.unfinished})")
     if result.note:
         echo(printable(f"\n({result.note})"))
     elif result.at_decision is None:
@@ -414,6 +417,8 @@ def diff(
 
 
 def _json_resources(resources: list[ResourceDiff]) -> list[dict[str, object]]:
+    from cleveragents_tui.engine.diff import path_bytes, readable_path
+
     return [
         {
             "resource_id": r.resource_id,
@@ -421,7 +426,12 @@ def _json_resources(resources: list[ResourceDiff]) -> list[dict[str, object]]:
             "new_ref": r.new_ref,
             "note": r.note,
             "changes": [
-                {"path": f.change.path, "kind": f.change.kind.value, "summary": f.summary}
+                {
+                    "path": readable_path(f.change.path),
+                    **({"path_bytes": raw} if (raw := path_bytes(f.change.path)) else {}),
+                    "kind": f.change.kind.value,
+                    "summary": f.summary,
+                }
                 for f in r.files
             ],
         }
@@ -432,6 +442,7 @@ def _json_resources(resources: list[ResourceDiff]) -> list[dict[str, object]]:
 def _echo_resource(resource: ResourceDiff, side_by_side: bool) -> None:
     """One resource's changed files: never raw bytes, never a control character."""
     from cleveragents_tui.domain.display import printable
+    from cleveragents_tui.engine.diff import shown_path
 
     note = f" ({resource.note})" if resource.note else ""
     echo(printable(f"\n== {resource.resource_id}{note}"))
@@ -439,7 +450,7 @@ def _echo_resource(resource: ResourceDiff, side_by_side: bool) -> None:
     if not resource.files and not resource.note:
         echo("   (no file changed)")
     for f in resource.files:
-        path = printable(f.change.path)
+        path = shown_path(f.change.path)  # one line, whatever the name holds
         if f.summary is not None:
             echo(f"--- {path} ({f.change.kind.value})")
             echo(f"  ({f.summary})")

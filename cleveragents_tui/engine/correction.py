@@ -45,7 +45,12 @@ from cleveragents_tui.domain.rollback import RollbackReport
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine import run_lease
 from cleveragents_tui.engine.append import AppendPlan, plan_append, start_appended
-from cleveragents_tui.engine.diff import old_attempt_points, record_snapshots
+from cleveragents_tui.engine.diff import (
+    old_attempt_points,
+    record_earlier_replay,
+    record_snapshots,
+    remember_basis,
+)
 from cleveragents_tui.engine.guidance import Alternatives, alternatives_for
 from cleveragents_tui.engine.impact import affected_subtree
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
@@ -725,6 +730,8 @@ def _revert(
     targets: dict[str, CheckpointMetadata] = {}
     with store.unit_of_work() as uow:
         target = uow.decisions.get(impact.decision_id)
+    # an earlier revert's replay that has not ended ends here, where it stopped
+    record_earlier_replay(store, impact.plan_id, options.sandbox_base)
     points: dict[str, str] | None = None  # the old attempt's, for the diff (engine/diff.py)
     if planned is not None:
         targets, marked = planned
@@ -744,6 +751,8 @@ def _revert(
                 _reload(store, correction), _plan(store, impact.plan_id), report
             )
         _outside_answered(store, impact, correction, *outside)
+    # what any process that goes on with the replay needs to record its diff
+    remember_basis(store, correction.correction_id, report, points)
     guidance = _carry_forward(store, impact, correction, target, report, targets)
     recorded = _Replaying(
         correction.correction_id,
@@ -751,7 +760,7 @@ def _revert(
         report.model_dump(mode="json") if report else {},
     )
     def snapshot() -> None:  # the state the replay stopped in: the new attempt's side
-        record_snapshots(store, correction.correction_id, report, points, options.sandbox_base)
+        record_snapshots(store, correction.correction_id, options.sandbox_base)
 
     replay = Correction(impact.decision_id, impact.guidance, before_apply=snapshot)
     token = _REPLAYING.set(recorded)
@@ -773,7 +782,7 @@ def _revert(
         _finish_replayed(store, correction, recorded)
     finally:  # after the outcome is recorded: what fails here does not change it
         _REPLAYING.reset(token)
-        snapshot()  # once: nothing more if an automatic Apply took it already
+        snapshot()  # nothing more if an automatic Apply took it already (final)
     return CorrectionResult(_reload(store, correction), replayed, report)
 
 

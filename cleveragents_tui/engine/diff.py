@@ -9,24 +9,36 @@ A revert's diff compares fixed snapshots recorded for it (docs/corrections.md, "
   final state when none followed). Only for an Execute decision: a Strategize decision did
   no work of its own.
 * **final states**: the old attempt's final state (the safety checkpoint the rollback takes)
-  against the new attempt's final state (a checkpoint taken when the replay stops: at a
-  gate, or done).
+  against the new attempt's final state (a checkpoint taken when the replay ends).
 
 The old attempt's points are chosen before the rollback, while its checkpoints are all
-alive; the new attempt's when the replay stops. The files (rows) that differ are read then
-and kept in the correction's report — text, or a one-line summary for a binary or very
-large file — with the decisions superseded and re-made. Showing a diff reads the store
-only, never a sandbox: later corrections, runs, pruning or Apply cannot change it.
+alive, and kept with the correction (its *basis*) before the replay starts; the new
+attempt's are taken when the replay stops. The files (rows) that differ are read then and
+kept in the correction's report — text, or a one-line summary for a binary or very large
+file — with the decisions superseded and re-made. Showing a diff reads the store only,
+never a sandbox: later corrections, runs, pruning or Apply cannot change it.
+
+**The replay** runs from the rollback to the end of Execute (the Apply gate, or just before
+an Apply nobody has to approve). A gate, a pause, an error or a crash interrupts it; whoever
+runs the plan next (`agents plan run` in another process, the app, `plan resume` after
+`agents doctor --repair`) goes on with it: :func:`current_replay` finds the correction from
+the store (the plan's latest revert whose replay has not ended), so the decisions made then
+carry its provenance. Each time the replay stops its snapshots are recorded again
+(``"replay": "stopped"``); once it ends they are final (``"ended"``) and never change. A
+later revert ends an unfinished replay where it stopped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cleveragents_tui.domain.approval import ApprovalKind
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.decision import Decision
@@ -36,15 +48,18 @@ from cleveragents_tui.domain.enums import (
     CorrectionStatus,
     DecisionType,
     Phase,
+    PlanState,
 )
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.ids import parse_ulid
+from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.rollback import ResourceOutcome, RollbackReport
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
 from cleveragents_tui.sandbox.base import Change, ChangeKind, Sandbox
 from cleveragents_tui.store.store import Store
+from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 # A side larger than this is summarised, not kept: the report lives in the database.
 TEXT_LIMIT = 1_000_000
@@ -61,6 +76,11 @@ FINAL = (
     "final states: the old attempt when the correction started vs the new attempt when "
     "the replay stopped"
 )
+UNFINISHED = (
+    "the replay has not ended: it stopped at a gate, a pause or an error, and this diff is "
+    "where it stopped; it is recorded again when the plan goes on (agents plan run {plan}) "
+    "and is final once Execute is done"
+)
 NO_AT_DECISION = (
     "the corrected decision is not an Execute decision: it did no work of its own, so only "
     "the final states are compared"
@@ -69,6 +89,48 @@ _RECREATED = (
     "its sandbox has no checkpoints and was made anew from the real resource: the old "
     "attempt's state was not kept"
 )
+
+
+# A file name is shown quoted when it holds any of: a control (a line break, a tab, ESC), a
+# bidirectional override, a quote, a backslash, or a byte that is not UTF-8 (PEP 383 decodes
+# it as a lone surrogate).
+_QUOTED = re.compile(r'[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"\\\udc80-\udcff]')
+_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
+
+
+def shown_path(path: str) -> str:
+    """A file name (or a row's ``table/key``) as one printable line: as it is when it is
+    plain, else quoted with C escapes as git shows it — ``"odd\\nname.txt"``, ``"\\xff.txt"``
+    for a byte that is not UTF-8 — so no name breaks a diff's lines, reaches the terminal as
+    a control, or looks like another."""
+    if not _QUOTED.search(path):
+        return path
+
+    def escaped(found: re.Match[str]) -> str:
+        char, code = found[0], ord(found[0])
+        if char in _NAMED:
+            return _NAMED[char]
+        if 0xDC80 <= code <= 0xDCFF:  # the byte a surrogate stands for
+            return f"\\x{code - 0xDC00:02x}"
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return '"' + _QUOTED.sub(escaped, path) + '"'
+
+
+def readable_path(path: str) -> str:
+    """The name as valid Unicode (a byte that is not UTF-8 as U+FFFD), for JSON and the
+    store, which hold text only; :func:`path_bytes` gives the exact name then."""
+    return os.fsencode(path).decode("utf-8", errors="replace")
+
+
+def path_bytes(path: str) -> str | None:
+    """The name's bytes in hex when they are not UTF-8 (else None: the text is exact)."""
+    raw = os.fsencode(path)
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.hex()
+    return None
 
 
 @dataclass(frozen=True)
@@ -102,6 +164,8 @@ class CorrectionDiff:
     final: list[ResourceDiff]
     at_decision: list[ResourceDiff] | None = None
     note: str | None = None
+    # set while the replay has not ended: the new attempt's side is where it last stopped
+    unfinished: str | None = None
 
 
 # -- recording (during the correction) ---------------------------------------------------
@@ -126,23 +190,75 @@ def old_attempt_points(
     return {r: found.get(r, target.ref) for r, target in targets.items()}
 
 
-def record_snapshots(
+# What the ``snapshots`` of a revert's report say of its replay (docs/corrections.md, "Diffs").
+STARTED, STOPPED, ENDED = "started", "stopped", "ended"
+
+
+def remember_basis(
     store: Store,
     correction_id: str,
     rollback: RollbackReport | None,
     old_points: Mapping[str, str] | None,
-    sandbox_base: Path | None = None,
 ) -> None:
-    """When a revert's replay stops: take the new attempt's final state of every resource
-    ``rollback`` rolled back, read what differs from the old attempt (final states, and at
-    the corrected decision when ``old_points`` is given), and keep it with the correction,
-    once."""
+    """Right after a revert's rollback, before its replay: keep with the correction what any
+    process needs to record its diff when the replay stops — the rollback's report (the
+    safety checkpoints: the old attempt's final states) and the old attempt's points at the
+    corrected decision. It also marks the correction as the one the plan replays."""
+    basis = {
+        "rollback": rollback.model_dump(mode="json") if rollback is not None else None,
+        "old_points": dict(old_points) if old_points is not None else None,
+    }
+    with store.unit_of_work(write=True) as uow:
+        uow.corrections.record_snapshots(correction_id, {"replay": STARTED, "basis": basis})
+        uow.commit()
+
+
+def current_replay(store: Store, plan_id: str) -> CorrectionAttempt | None:
+    """The revert whose replay a run of the plan goes on with, from the store alone: the
+    plan's latest revert that rolled back (it kept a basis), finished — a running one is
+    replayed by its own process, or was left by a crash that `agents doctor --repair`
+    settles —, whose decision is superseded and whose replay has not ended. None when
+    there is none: the run makes decisions of its own."""
+    with store.unit_of_work() as uow:
+        latest = _latest_replay(uow, plan_id)
+        if latest is None or latest.status is CorrectionStatus.RUNNING:
+            return None
+        if _replay_state(latest) not in (STARTED, STOPPED):
+            return None
+        if uow.decisions.get(latest.target_decision_id).superseded_by is None:
+            return None
+    return latest
+
+
+def record_earlier_replay(store: Store, plan_id: str, sandbox_base: Path | None = None) -> None:
+    """Before a revert rolls the plan back: the replay of the revert before it, if it has
+    not ended, ends here — its snapshots are recorded where it stopped, and no later run
+    goes on with it (the new revert takes over)."""
+    with store.unit_of_work() as uow:
+        earlier = _latest_replay(uow, plan_id)
+    if earlier is not None and _replay_state(earlier) in (STARTED, STOPPED):
+        record_snapshots(store, earlier.correction_id, sandbox_base)
+
+
+def record_snapshots(store: Store, correction_id: str, sandbox_base: Path | None = None) -> None:
+    """When a revert's replay stops, in whichever process ran it: take the new attempt's
+    state of every resource the rollback rolled back, read what differs from the old
+    attempt (final states, and at the corrected decision for an Execute decision), and keep
+    it with the correction — final once the replay has ended, recorded again at its next
+    stop until then. Nothing for a correction whose replay is over or was taken over."""
     with store.unit_of_work() as uow:
         correction = uow.corrections.get(correction_id)
-        if "snapshots" in correction.report:
+        latest = _latest_replay(uow, correction.plan_id)
+        if latest is None or latest.correction_id != correction_id:
+            return  # a later revert took over: this replay ended where it last stopped
+        if _replay_state(correction) not in (STARTED, STOPPED):
             return
+        ended = _replay_ended(uow, uow.plans.get(correction.plan_id))
         decisions = uow.decisions.for_plan(correction.plan_id, include_superseded=True)
         rows = uow.checkpoints.for_plan(correction.plan_id)
+    basis = correction.report["snapshots"]["basis"]
+    rollback = RollbackReport.model_validate(basis["rollback"]) if basis["rollback"] else None
+    old_points: Mapping[str, str] | None = basis["old_points"]
     target = correction.target_decision_id
     made = sorted(
         (d for d in decisions if d.corrects_decision_id == target),
@@ -194,6 +310,7 @@ def record_snapshots(
             with contextlib.suppress(UserError):  # only read here: the diff keeps the contents
                 sandbox.drop_checkpoint(now)
     snapshots: dict[str, object] = {
+        "replay": ENDED if ended else STOPPED,
         "recorded_at": utc_now().isoformat(),
         # superseded by the guidance decision, or by a decision re-made in its place
         "superseded": [d.decision_id for d in decisions if d.superseded_by in made_ids],
@@ -204,6 +321,46 @@ def record_snapshots(
     with store.unit_of_work(write=True) as uow:
         uow.corrections.record_snapshots(correction_id, snapshots)
         uow.commit()
+
+
+def _latest_replay(uow: UnitOfWork, plan_id: str) -> CorrectionAttempt | None:
+    """The plan's latest revert that kept a basis: the last one that got to its replay."""
+    return next(
+        (
+            c
+            for c in reversed(uow.corrections.for_plan(plan_id))
+            if c.mode is CorrectionMode.REVERT and "basis" in _snapshots(c)
+        ),
+        None,
+    )
+
+
+def _snapshots(correction: CorrectionAttempt) -> dict[str, Any]:
+    kept = correction.report.get("snapshots")
+    return kept if isinstance(kept, dict) else {}
+
+
+def _replay_state(correction: CorrectionAttempt) -> str | None:
+    """started, stopped or ended; None without snapshots. Snapshots of an older version
+    (no ``replay``) were recorded once, final."""
+    kept = _snapshots(correction)
+    return str(kept.get("replay", ENDED)) if kept else None
+
+
+def _replay_ended(uow: UnitOfWork, plan: Plan) -> bool:
+    """Whether the replay has reached its end: Execute done in this attempt (waiting at the
+    Apply gate, completed, applying or applied), or the plan ended."""
+    if plan.state.is_terminal or plan.phase is Phase.APPLY:
+        return True
+    if plan.phase is not Phase.EXECUTE:
+        return False
+    if plan.state is PlanState.COMPLETED:
+        return True
+    gate = f"apply@{plan.attempt}"  # the runner's key for this attempt's Apply gate
+    return any(
+        a.kind is ApprovalKind.APPLY_GATE and a.details.get("key") == gate
+        for a in uow.approvals.for_plan(plan.plan_id)
+    )
 
 
 def _state_after(
@@ -255,7 +412,10 @@ def _file(
     if budget.left <= 0:
         kept = f"contents not kept: the diff already holds {TOTAL_LIMIT:,} bytes of text"
         return FileDiff(change, None, None, kept)
-    old, new = sandbox.read(old_ref, change.path), sandbox.read(new_ref, change.path)
+    try:
+        old, new = sandbox.read(old_ref, change.path), sandbox.read(new_ref, change.path)
+    except UserError as exc:  # this file only: the resource's other files are still shown
+        return FileDiff(change, None, None, f"contents not read: {exc}")
     if _binary(old) or _binary(new):
         return FileDiff(change, None, None, f"binary file: contents not shown ({_sizes(old, new)})")
     if len(old or b"") > TEXT_LIMIT or len(new or b"") > TEXT_LIMIT:
@@ -287,7 +447,8 @@ def _stored(diff: ResourceDiff) -> dict[str, Any]:
         "note": diff.note,
         "files": [
             {
-                "path": f.change.path,
+                "path": readable_path(f.change.path),
+                "path_bytes": path_bytes(f.change.path),
                 "kind": f.change.kind.value,
                 "old": f.old,
                 "new": f.new,
@@ -302,21 +463,31 @@ def _stored(diff: ResourceDiff) -> dict[str, Any]:
 
 
 def correction_diff(store: Store, correction_ref: str) -> CorrectionDiff:
-    """The diff recorded for a correction: the same every time it is asked for."""
+    """The diff recorded for a correction: the same every time it is asked for once its
+    replay has ended (until then, where the replay last stopped: ``unfinished`` says so)."""
     correction_id = parse_ulid(correction_ref, "correction")
     with store.unit_of_work() as uow:
         correction = uow.corrections.get(correction_id)
         rows = uow.decisions.tree_rows(correction.plan_id, include_superseded=True)
-    snapshots = correction.report.get("snapshots")
-    if isinstance(snapshots, dict):
+        latest = _latest_replay(uow, correction.plan_id)
+        plan = uow.plans.get(correction.plan_id)
+    snapshots = _snapshots(correction)
+    if "final" in snapshots:  # recorded when its replay stopped (else: only its basis)
         by_id = {r.decision_id: r for r in rows}
         at_decision = snapshots.get("at_decision")
+        going_on = (
+            snapshots.get("replay") == STOPPED
+            and latest is not None
+            and latest.correction_id == correction_id
+            and not plan.state.is_terminal
+        )
         return CorrectionDiff(
             correction,
             [by_id[i] for i in snapshots.get("superseded", []) if i in by_id],
             [by_id[i] for i in snapshots.get("replacements", []) if i in by_id],
             _loaded(snapshots.get("final")),
             _loaded(at_decision) if isinstance(at_decision, list) else None,
+            unfinished=UNFINISHED.format(plan=plan.plan_id) if going_on else None,
         )
     replacement = correction.replacement_decision_id
     return CorrectionDiff(
@@ -352,7 +523,7 @@ def _loaded(entries: object) -> list[ResourceDiff]:
             str(e.get("new_ref") or ""),
             [
                 FileDiff(
-                    Change(str(f["path"]), ChangeKind(f["kind"])),
+                    Change(_path_of(f), ChangeKind(f["kind"])),
                     f.get("old"),
                     f.get("new"),
                     f.get("summary"),
@@ -364,3 +535,9 @@ def _loaded(entries: object) -> list[ResourceDiff]:
         for e in entries
         if isinstance(e, dict)
     ]
+
+
+def _path_of(stored: dict[str, Any]) -> str:
+    """A stored file's name: exact from its bytes when they are not UTF-8."""
+    raw = stored.get("path_bytes")
+    return os.fsdecode(bytes.fromhex(raw)) if isinstance(raw, str) else str(stored["path"])

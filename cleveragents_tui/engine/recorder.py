@@ -28,9 +28,11 @@ from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 @dataclass(frozen=True)
 class Correction:
-    """Set on decisions a correction's replay makes. ``before_apply``: called when the
-    replay reaches an Apply that needs nobody's approval, before anything lands (the
-    correction records its diff there: docs/corrections.md, "Diffs")."""
+    """Set on decisions a correction's replay makes, whichever run makes them (the
+    correction's own, or one that goes on with its replay: engine/diff.py,
+    ``current_replay``); each is recorded with a ``decision_remade`` event. ``before_apply``:
+    called when the replay reaches an Apply that needs nobody's approval, before anything
+    lands (the correction records its diff there: docs/corrections.md, "Diffs")."""
 
     corrects_decision_id: str
     reason: str | None
@@ -89,6 +91,9 @@ def record_decision(
 
     def alongside(uow: UnitOfWork) -> None:
         uow.contexts.put(digest, body)
+        if correction is not None:  # a replay: each decision made again shows, with it
+            payload = {"key": proposal.key, "chosen": proposal.chosen_option}
+            uow.events.append("decision_remade", payload, plan_id=plan_id)
         for upstream in dict.fromkeys(depends_on):
             uow.decisions.add_dependency(
                 DecisionDependency(

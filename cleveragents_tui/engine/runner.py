@@ -479,14 +479,6 @@ class PlanRunner:
                 },
                 correction=self._correction,
             )
-            if self._correction is not None:  # a replay: show each decision made again
-                with self.store.unit_of_work(write=True) as uow:
-                    uow.events.append(
-                        "decision_remade",
-                        {"key": proposal.key, "chosen": proposal.chosen_option},
-                        plan_id=self.plan_id,
-                    )
-                    uow.commit()
             self._finish_step(executor, phase, proposal, decision, calls_done=0, spawned=False)
         if proposal.revise_strategy:  # also when a re-run step finds its decision recorded
             reason = (

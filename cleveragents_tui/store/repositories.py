@@ -706,8 +706,10 @@ class CorrectionRepository:
             raise ConcurrentChangeError(f"correction {correction_id} already ended")
 
     def record_snapshots(self, correction_id: str, snapshots: dict[str, object]) -> bool:
-        """Keep the snapshots a correction's diff compares in its report, once: a
-        correction's diff never changes afterwards. False when they were already there."""
+        """Keep what a correction's diff compares in its report (``snapshots``), merged into
+        what is kept there. Recorded again each time its replay stops, until the replay has
+        ended (``"replay": "ended"``, or snapshots without ``replay``, recorded once by an
+        older version): from then on they never change. False when they were final."""
         row = self._session.get(CorrectionAttemptRow, correction_id)
         if row is None:
             raise NotFoundError(
@@ -716,9 +718,11 @@ class CorrectionRepository:
             )
         report = mapping.load_json("correction_attempts", correction_id, "report", row.report)
         report = report if isinstance(report, dict) else {}
-        if "snapshots" in report:
+        kept = report.get("snapshots")
+        kept = kept if isinstance(kept, dict) else {}
+        if kept and kept.get("replay", "ended") == "ended":
             return False
-        row.report = mapping.dump_json({**report, "snapshots": snapshots})
+        row.report = mapping.dump_json({**report, "snapshots": {**kept, **snapshots}})
         return True
 
     def for_plan(self, plan_id: str) -> list[CorrectionAttempt]:

@@ -29,6 +29,7 @@ from cleveragents_tui.engine.diff import (
     FileDiff,
     ResourceDiff,
     correction_diff,
+    shown_path,
 )
 from cleveragents_tui.tui.render import one_line
 from cleveragents_tui.tui.services import services
@@ -53,7 +54,7 @@ def _lexer(path: str) -> str:
 
 
 def file_diff(f: FileDiff, side_by_side: bool, theme: str) -> RenderableType:
-    path = printable(f.change.path)
+    path = shown_path(f.change.path)  # one line, whatever the name holds
     head = Text(f"{f.change.kind.value}  {path}", style="bold")
     if f.summary is not None:  # a binary or very large file (engine/diff.py)
         return Group(head, Text(f"  ({f.summary})", style="dim"))
@@ -150,6 +151,8 @@ class DiffScreen(Screen[None]):
         self.query_one("#diff-decisions", Static).update(decisions_text(self.diff))
         theme = "ansi_dark" if self.app.current_theme.dark else "ansi_light"
         parts: list[RenderableType] = []
+        if self.diff.unfinished:
+            parts.append(Text(f"\n{self.diff.unfinished}", style="yellow"))
         if self.diff.note:
             parts.append(Text(f"\n{printable(self.diff.note)}", style="dim"))
         elif self.diff.at_decision is None:
