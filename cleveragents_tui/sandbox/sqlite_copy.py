@@ -13,10 +13,12 @@ Files under ``root`` (mode 0600 when created: the rows may be sensitive):
 * ``baseline.db``: the target as it was when the sandbox was made (SQLite's backup API,
   a consistent copy even while others write to the target, WAL or not);
 * ``work.db``: where tools run their SQL (:meth:`SqliteCopySandbox.execute`), each
-  statement committed in the copy at once, so no transaction outlives a call and nothing
-  needs handing over between processes;
-* ``checkpoints/<ref>.db``: one backup of ``work.db`` per checkpoint (``ref`` is
-  ``sp_<hex>``, like a savepoint name); :meth:`~SqliteCopySandbox.rollback` copies it back;
+  statement on a connection of its own, committed in the copy at once: no transaction or
+  connection outlives an operation, so nothing needs handing over between processes, and
+  the closed file can be copied and replaced as a whole;
+* ``checkpoints/<ref>.db``: one fsynced file copy of ``work.db`` per checkpoint (``ref`` is
+  ``sp_<hex>``, like a savepoint name); :meth:`~SqliteCopySandbox.rollback` copies it
+  beside ``work.db`` and renames it over it (a crash leaves one or the other whole);
 * ``sqlite_copy.json``: the state (resource, plan, valid checkpoints, open or applied);
 * ``sqlite_copy.flock``: held with ``flock`` during each operation, so a checkpoint or a
   rollback never copies a half-written file while another process runs a statement.
