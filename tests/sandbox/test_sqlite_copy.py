@@ -177,3 +177,45 @@ def test_a_dropped_checkpoint_is_missing_and_discard_leaves_the_target(
     sandbox.discard()
     assert not sandbox.root.exists()
     assert dump(target) == before
+
+
+def test_a_savepoint_sandbox_made_before_copies_existed_still_opens_as_one(
+    resource: Resource, tmp_path: Path
+) -> None:
+    from cleveragents_tui.sandbox.transaction_rollback import (
+        TransactionRollbackSandbox,
+        TransactionRollbackStrategy,
+    )
+
+    root = tmp_path / "old"
+    old = TransactionRollbackStrategy().create(resource, "PLAN", root)
+    try:
+        assert isinstance(
+            DatabaseStrategy().open(resource, "PLAN", root), TransactionRollbackSandbox
+        )
+    finally:
+        old.discard()
+
+
+def test_a_wal_database_written_meanwhile_is_copied_and_landed_exactly(
+    resource: Resource, target: Path, tmp_path: Path
+) -> None:
+    """A target in WAL mode with a reader open: the sandbox copies what is committed, and
+    Apply lands into it."""
+    with sqlite3.connect(target) as connection:
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("INSERT INTO items (id, name) VALUES (5, 'five')")
+    reader = sqlite3.connect(target)
+    try:
+        reader.execute("SELECT count(*) FROM items").fetchone()
+        sandbox = DatabaseStrategy().create(resource, "PLAN", tmp_path / "wal")
+        assert isinstance(sandbox, SqliteCopySandbox)
+        sandbox.execute("UPDATE items SET name = 'FIVE' WHERE id = 5")
+        ref = sandbox.checkpoint()
+        sandbox.execute("DELETE FROM items")
+        sandbox.rollback(ref)
+        produced = work_rows(sandbox)["rows"]
+        sandbox.apply()
+    finally:
+        reader.close()
+    assert dump(target)["rows"] == produced
