@@ -14,7 +14,9 @@ from typing import ClassVar
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.events import Resize
+from textual.notifications import SeverityLevel
 
+from cleveragents_tui.domain.display import printable
 from cleveragents_tui.engine import tui_queries
 from cleveragents_tui.engine.runner import RunOptions
 from cleveragents_tui.store.store import Store
@@ -30,6 +32,9 @@ NARROW = 100  # below this width the details go under the tree
 
 
 class AgentsApp(App[None]):
+    """The app. Every notification is plain text with its control characters escaped: its
+    messages quote errors, ids and paths that came from users, agents and files."""
+
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "cleveragents"
     COMMANDS = App.COMMANDS | {AgentsCommands}
@@ -40,6 +45,25 @@ class AgentsApp(App[None]):
         Binding("t", "toggle_theme", "Light/dark", id="app.theme"),
         Binding("f5", "refresh_store", "Refresh", id="app.refresh", show=False),
     ]
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Never markup (an error quoting ``[x]`` would be styled or fail), never a raw
+        escape sequence."""
+        super().notify(
+            printable(message),
+            title=printable(title, one_line=True),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
 
     def __init__(
         self,

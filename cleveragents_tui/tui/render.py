@@ -1,5 +1,7 @@
 """Engine read models rendered as ``rich.text.Text`` (never markup: engine and user text may
-contain ``[`` and ``]``)."""
+contain ``[`` and ``]``), with every control character shown escaped (:func:`safe_text`):
+Textual passes ``ESC`` through to the terminal, so a decision's text could otherwise set
+the window title or write the clipboard."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from rich.text import Text
 
 from cleveragents_tui.domain.checkpoint import CheckpointGroup
 from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.views import DecisionExplanation, TreeRow
 
@@ -31,8 +34,23 @@ PHASE_STYLE = {"strategize": "blue", "execute": "magenta", "apply": "green"}
 
 
 def one_line(text: str, limit: int = 60) -> str:
-    first = " ".join(text.split())
+    first = printable(" ".join(text.split()), one_line=True)
     return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+def safe_text(text: Text | str, *, one_line: bool = False) -> Text:
+    """``text`` with its control characters escaped (:func:`printable`) and its styles kept:
+    what every widget that shows a user's, an agent's or a file's text is given."""
+    if isinstance(text, str):
+        return Text(printable(text, one_line=one_line))
+    cuts = sorted({0, len(text), *(o for span in text.spans for o in (span.start, span.end))})
+    out = text.blank_copy()
+    for piece in text.divide(cuts):  # each piece lies wholly inside or outside each span
+        start = len(out)
+        out.append(printable(piece.plain, one_line=one_line))
+        for span in piece.spans:
+            out.stylize(span.style, start, len(out))
+    return out
 
 
 def short(ulid: str | None, n: int = 10) -> str:
@@ -50,7 +68,7 @@ def plan_heading(plan: Plan) -> Text:
     t.append_text(state_text(plan.state.value))
     t.append(f" · attempt {plan.attempt} · profile {plan.automation_profile}")
     t.append(f" · {plan.plan_id}", style="dim")
-    return t
+    return safe_text(t, one_line=True)
 
 
 def tree_label(row: TreeRow, checkpoint: bool, affected: bool) -> Text:
@@ -70,7 +88,7 @@ def tree_label(row: TreeRow, checkpoint: bool, affected: bool) -> Text:
         t.append(CHECKPOINT, style="magenta")
     if affected:
         t.stylize("reverse yellow")
-    return t
+    return safe_text(t, one_line=True)
 
 
 def _field(t: Text, label: str, value: str | None) -> None:
@@ -149,4 +167,4 @@ def explanation(e: DecisionExplanation, group: CheckpointGroup | None) -> Text:
             if call.irreversible:
                 t.append("  ⚠ irreversible", style="bold red")
             t.append("\n")
-    return t
+    return safe_text(t)

@@ -10,6 +10,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Static
 
 from cleveragents_tui.tui.modals.base import Dialog
+from cleveragents_tui.tui.render import safe_text
 
 
 class ConfirmModal(Dialog[bool]):
@@ -30,9 +31,9 @@ class ConfirmModal(Dialog[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(self.title_text, classes="modal-title", markup=False)
+            yield Static(safe_text(self.title_text), classes="modal-title", markup=False)
             with VerticalScroll(id="confirm-text"):
-                yield Static(self.question, markup=False)
+                yield Static(safe_text(self.question), markup=False)
             with Horizontal():
                 yield Button(f"{self.yes_label} (y)", id="yes", variant="warning")
                 yield Button("No (N)", id="no", variant="primary")

@@ -12,6 +12,7 @@ from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 
 from cleveragents_tui.domain.enums import CorrectionMode
 from cleveragents_tui.tui.modals.base import FormDialog
+from cleveragents_tui.tui.render import safe_text
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class CorrectionDialog(FormDialog[CorrectionRequest]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Correct decision", classes="modal-title")
-            yield Static(self.summary, markup=False)
+            yield Static(safe_text(self.summary), markup=False)
             if self.blocked is not None:
                 yield Static(
                     f"Cannot be corrected: {self.blocked[0]}.\n{self.blocked[1]}.",

@@ -14,6 +14,7 @@ from textual.widgets import Button, Label, RadioButton, RadioSet, Static
 from cleveragents_tui.engine.correction import Impact, guidance_line
 from cleveragents_tui.engine.guidance import with_choice
 from cleveragents_tui.tui.modals.base import Dialog
+from cleveragents_tui.tui.render import safe_text
 
 
 def impact_text(impact: Impact) -> Text:
@@ -153,7 +154,7 @@ class ImpactModal(Dialog[bool]):
         with Vertical():
             yield Static("Impact preview", classes="modal-title")
             with VerticalScroll(id="impact-body"):
-                yield Static(impact_text(self.impact), id="impact-text", markup=False)
+                yield Static(safe_text(impact_text(self.impact)), id="impact-text", markup=False)
                 yield from self._alternatives()
             with Horizontal():
                 yield Button("Correct… (y)", id="go", variant="warning")

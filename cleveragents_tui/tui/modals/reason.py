@@ -10,6 +10,7 @@ from textual.containers import Vertical
 from textual.widgets import Input, Static
 
 from cleveragents_tui.tui.modals.base import Dialog
+from cleveragents_tui.tui.render import safe_text
 
 
 class ReasonModal(Dialog[str | None]):
@@ -28,7 +29,7 @@ class ReasonModal(Dialog[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(self.title_text, classes="modal-title", markup=False)
+            yield Static(safe_text(self.title_text), classes="modal-title", markup=False)
             yield Input(
                 placeholder="reason (optional), Enter to confirm, Esc to cancel", id="reason"
             )

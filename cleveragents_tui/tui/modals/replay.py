@@ -12,6 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Log, Static
 from textual.worker import Worker, WorkerState
 
+from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine import tui_queries
 from cleveragents_tui.engine.correction import CorrectionResult, Impact, execute
@@ -21,6 +22,7 @@ from cleveragents_tui.engine.runner import RunOptions
 from cleveragents_tui.engine.tui_queries import EventView
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.modals.base import Dialog
+from cleveragents_tui.tui.render import safe_text
 
 
 def describe(event: EventView) -> str:
@@ -107,7 +109,7 @@ class ReplayModal(Dialog[str | None]):
         )
 
     def _log(self, line: str) -> None:
-        self.query_one(Log).write_line(line)
+        self.query_one(Log).write_line(printable(line, one_line=True))
 
     def refresh_progress(self) -> None:
         p = tui_queries.progress(self.store, self.impact.plan_id, self._since)
@@ -121,7 +123,7 @@ class ReplayModal(Dialog[str | None]):
             f"decisions: {p.current_decisions} current, {p.decisions - p.current_decisions} "
             f"superseded, {self.remade} re-made"
         )
-        self.query_one("#replay-status", Static).update(status)
+        self.query_one("#replay-status", Static).update(safe_text(status))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker is not self._worker or not event.worker.is_finished:

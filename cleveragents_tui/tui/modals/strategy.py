@@ -11,6 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 
 from cleveragents_tui.tui.modals.base import FormDialog
+from cleveragents_tui.tui.render import safe_text
 
 
 class StrategyDialog(FormDialog[str]):
@@ -29,8 +30,8 @@ class StrategyDialog(FormDialog[str]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Edit the strategy before Execute", classes="modal-title")
-            yield Static(self.question, markup=False)
-            yield Static(f"now: {self.chosen}", markup=False)
+            yield Static(safe_text(self.question), markup=False)
+            yield Static(safe_text(f"now: {self.chosen}"), markup=False)
             if self.alternatives:
                 yield Label("Take instead")
                 with RadioSet(id="alternatives"):

@@ -17,6 +17,7 @@ from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine.approvals import answer_approval, pending_approvals
 from cleveragents_tui.tui.messages import StoreChanged
 from cleveragents_tui.tui.modals.reason import ReasonModal
+from cleveragents_tui.tui.render import safe_text
 from cleveragents_tui.tui.services import services
 
 
@@ -59,7 +60,7 @@ class ApprovalsScreen(Screen[None]):
             table.add_row(
                 Text(a.kind.value, style="bold yellow"),
                 Text(a.plan_id[:10], style="dim"),
-                Text(a.question),
+                safe_text(a.question, one_line=True),
                 a.requested_at.strftime("%Y-%m-%d %H:%M"),
                 key=a.approval_id,
             )
@@ -83,7 +84,7 @@ class ApprovalsScreen(Screen[None]):
             for k, v in a.details.items():
                 text.append(f"{k}: ", style="bold")
                 text.append(f"{v}\n")
-        self.query_one("#approval-detail", Static).update(text)
+        self.query_one("#approval-detail", Static).update(safe_text(text))
 
     def on_data_table_row_highlighted(self, _: DataTable.RowHighlighted) -> None:
         self._show_detail()

@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 from cleveragents_tui.domain.views import PlanSummary
 from cleveragents_tui.engine.browse import list_plans
 from cleveragents_tui.tui.messages import StoreChanged
-from cleveragents_tui.tui.render import state_text
+from cleveragents_tui.tui.render import safe_text, state_text
 from cleveragents_tui.tui.services import services
 
 SORTS = ("tree", "updated", "state", "action", "approvals")
@@ -105,11 +105,11 @@ class PlanListScreen(Screen[None]):
                 )
                 table.add_row(
                     Text(p.plan_id[:10], style="dim"),
-                    Text(indent + p.action),
+                    safe_text(indent + p.action, one_line=True),
                     p.phase.value,
                     state_text(p.state.value),
                     str(p.attempt),
-                    Text(p.automation_profile),
+                    safe_text(p.automation_profile, one_line=True),
                     f"{s.current_decision_count}/{s.decision_count}",
                     approvals,
                     p.updated_at.strftime("%Y-%m-%d %H:%M"),

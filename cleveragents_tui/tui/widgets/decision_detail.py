@@ -7,6 +7,8 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from cleveragents_tui.tui.render import safe_text
+
 
 class DecisionDetail(VerticalScroll):
     DEFAULT_CSS = """
@@ -17,7 +19,7 @@ class DecisionDetail(VerticalScroll):
         yield Static(Text("Select a decision.", style="dim"), id="detail-body", markup=False)
 
     def show(self, text: Text) -> None:
-        self.query_one("#detail-body", Static).update(text)
+        self.query_one("#detail-body", Static).update(safe_text(text))
         self.scroll_home(animate=False)
 
     @property

@@ -7,7 +7,7 @@ from textual.widgets import Static
 from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.tui_queries import EventView
-from cleveragents_tui.tui.render import one_line, plan_heading
+from cleveragents_tui.tui.render import one_line, plan_heading, safe_text
 
 
 def _event_line(event: EventView) -> str:
@@ -36,6 +36,7 @@ class PlanStatus(Static):
         if events:
             t.append("\nnow: ", style="bold")
             t.append(_event_line(events[0]), style="dim")
+        t = safe_text(t)
         self.update(t)
         self.plain_text = t.plain
 
