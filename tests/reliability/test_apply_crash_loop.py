@@ -10,9 +10,9 @@ gate and SIGKILLed at:
 - the first hit of every failpoint it reaches (the journal's commits, each git command,
   each file written), and every hit of ``apply.resource`` and ``apply.landed`` (before and
   after each resource lands) and of ``sqlite.land`` (before and after the database's
-  COMMIT); in the soak (``nox -s soak``) the last hit of every failpoint too;
-- seeded-random points counted in failpoint hits (``*#N=kill``), ``AGENTS_SOAK_ITERATIONS``
-  of them in the soak.
+  COMMIT); in the soak (``nox -s soak``) every hit of every failpoint;
+- seeded-random points counted in failpoint hits (``*#N=kill``): 2, and in the soak four
+  per ``AGENTS_SOAK_ITERATIONS`` (100 at its default of 25: at least 100 kills).
 
 After each kill a new process does what a person would: ``agents doctor --repair``
 (which finishes a half-applied Apply and pauses a plan left running), then ``agents plan
@@ -52,12 +52,15 @@ def crash_points(hits: dict[str, int], rng: random.Random) -> list[str]:
     points = [f"{name}=kill" for name in names]
     # Before and after each resource's landing and the database's COMMIT, on every strategy.
     points += [f"{n}#{i}=kill" for n in EVERY_HIT if n in hits for i in range(2, hits[n] + 1)]
-    if soak:
-        points += [f"{name}#{hits[name]}=kill" for name in names if hits[name] > 1]
     total = sum(hits.values())
-    extra = min(total, soak_iterations(RANDOM_KILLS))
-    points += [f"*#{n}=kill" for n in sorted(rng.sample(range(1, total + 1), extra))]
-    return points
+    if soak:  # every hit of every failpoint, and 4 random kills per soak iteration
+        points += [
+            f"{n}#{i}=kill" for n in names if n not in EVERY_HIT for i in range(2, hits[n] + 1)
+        ]
+        random_kills = rng.choices(range(1, total + 1), k=4 * soak_iterations(0))
+    else:
+        random_kills = rng.sample(range(1, total + 1), min(total, RANDOM_KILLS))
+    return points + [f"*#{n}=kill" for n in sorted(random_kills)]
 
 
 def expected_result(worker: Worker) -> dict[str, Any]:
@@ -116,6 +119,7 @@ def test_sigkill_anywhere_in_apply_is_finished_by_a_rerun(team: list[Worker]) ->
         "apply_crash_loop",
         kills=len(points),
         failpoints_reached=len(hits),
+        failpoint_hits=sum(hits.values()),
         finished_by_doctor=sum(r.get("finished_applies", 0) for r in results),
         stuck=sum(1 for r in results if r.get("stuck")),
         half_applied=sum(1 for r in results if r.get("half")),
