@@ -41,8 +41,8 @@ def normalise_url(raw: str | None) -> URL:
         path.parent.mkdir(parents=True, exist_ok=True)
         return URL.create("sqlite", database=str(path))
     text = raw.strip()
-    if text == ":memory:":
-        raise _in_memory_refusal(raw)
+    if text == ":memory:":  # not a file named ":memory:" in the current folder
+        return URL.create("sqlite")
     if "://" not in text:
         return URL.create("sqlite", database=str(Path(text).expanduser().resolve()))
     for prefix in ("postgres://", "postgresql://"):
@@ -60,8 +60,6 @@ def normalise_url(raw: str | None) -> URL:
             f"database URL {url.render_as_string()!r} is not supported",
             "use SQLite (a file path) or PostgreSQL (postgresql://...)",
         )
-    if url.get_backend_name() == "sqlite" and _in_memory(url):
-        raise _in_memory_refusal(raw)
     return url
 
 
@@ -71,7 +69,8 @@ def sqlite_file(url: URL) -> str:
     return database.removeprefix("file:") if url.query.get("uri") == "true" else database
 
 
-def _in_memory_refusal(raw: str) -> DatabaseUnavailableError:
+def in_memory_refusal(raw: str) -> DatabaseUnavailableError:
+    """The store keeps the decision history: a database that vanishes at exit is refused."""
     return DatabaseUnavailableError(
         f"database {shorten(raw)!r} is an in-memory database: nothing would be kept "
         "after the command ends",
@@ -79,7 +78,7 @@ def _in_memory_refusal(raw: str) -> DatabaseUnavailableError:
     )
 
 
-def _in_memory(url: URL) -> bool:
+def in_memory(url: URL) -> bool:
     """``sqlite://``, ``sqlite:///:memory:``, ``file::memory:`` or ``?mode=memory``."""
     database = url.database or ""
     return (

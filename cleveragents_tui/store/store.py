@@ -6,7 +6,12 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
 from cleveragents_tui.domain.errors import DatabaseUnavailableError
-from cleveragents_tui.store.database import make_engine, normalise_url
+from cleveragents_tui.store.database import (
+    in_memory,
+    in_memory_refusal,
+    make_engine,
+    normalise_url,
+)
 from cleveragents_tui.store.schema import ensure_schema
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -23,6 +28,8 @@ class Store:
         check (for ``agents db upgrade`` itself).
         """
         parsed = normalise_url(url)
+        if parsed.get_backend_name() == "sqlite" and in_memory(parsed):
+            raise in_memory_refusal(url or "")
         engine = make_engine(parsed)
         if migrate:
             try:
