@@ -670,8 +670,17 @@ class GitWorktreeSandbox:
             # Then what git does not keep: from the fresh checkpoint's record when the
             # rollback started from it, else from a scan of what the full rollback left.
             if written is None:
-                listing = self._git.run(*LIST_IGNORED, fix=_FSCK)
-                spots.restore(spots.scan(listing, spots.load(self._base)), target, None)
+                walked = list[Walk]()
+                [listed] = self._git.call_together(
+                    LIST_IGNORED, meanwhile=lambda: walked.append(spots.walk())
+                )
+                if listed.returncode != 0:
+                    reason = _reason(listed.stderr, listed.returncode)
+                    raise SandboxError(
+                        f"{self._git.subject}: git ls-files failed ({reason})", _FSCK
+                    )
+                present = spots.scan(listed.stdout, spots.load(self._base), walked[0])
+                spots.restore(present, target, None)
             else:
                 spots.restore(spots.load(_sha(current or "")), target, written)
         self._index_seen = self._index_stamp()
@@ -805,9 +814,9 @@ class GitWorktreeSandbox:
         self._ensure_live()
         sha = _sha(ref)
         relative = safe_relative_path(path).as_posix()
-        if "\n" in relative:
-            raise UnsafeInputError(f"path {path!r} contains a line break", "rename the file")
         name = self._ref_for(sha)
+        if "\n" in relative:  # cat-file --batch reads one name a line (-z: git 2.38)
+            return self._read_listed(sha, name, relative)
         # One cat-file process answers both "is the checkpoint there?" and "the content".
         query = f"{name}\n{name}:".encode() + os.fsencode(relative) + b"\n"
         out = self._git.run("cat-file", "--batch", stdin=query, fix=_FSCK)
@@ -821,6 +830,19 @@ class GitWorktreeSandbox:
         if found is None or found[1] != b"blob":
             return None  # absent, a directory, or a submodule
         return rest[: int(found[2])]
+
+    def _read_listed(self, sha: str, name: str, relative: str) -> bytes | None:
+        """``read`` of a name with a line break: its blob from ``ls-tree -z`` (which takes
+        the path as it is, no pattern), then its content."""
+        done = self._git.call("ls-tree", "-z", "--full-tree", name, "--", relative)
+        if done.returncode != 0:
+            self.verify(sha)
+            raise SandboxError(f"{self._git.subject}: cannot read checkpoint {sha}", _FSCK)
+        meta, _, _ = done.stdout.partition(b"\t")
+        fields = meta.split()
+        if len(fields) != 3 or fields[1] != b"blob":
+            return None  # absent, a directory, or a submodule
+        return self._git.run("cat-file", "blob", fields[2].decode(), fix=_FSCK)
 
     def changes_since_baseline(self) -> list[Change]:
         self._ensure_live()
