@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
@@ -61,6 +61,11 @@ from cleveragents_tui.sandbox.base import (
     SandboxError,
 )
 from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
+from cleveragents_tui.sandbox.sql_confinement import (
+    SQLITE_DENIED_FIX,
+    confine_sqlalchemy_connection,
+    sqlite_denied,
+)
 from cleveragents_tui.sandbox.sqlite_land import (
     BUSY_TIMEOUT_S,
     LandConflictError,
@@ -311,6 +316,12 @@ class SqliteCopySandbox:
     def dialect(self) -> str:
         return "sqlite"
 
+    @property
+    def checkpoints(self) -> tuple[str, ...]:
+        """The valid checkpoint references, oldest first."""
+        with self._operation() as state:
+            return tuple(state.checkpoints)
+
     # -- files and locking -----------------------------------------------------------------
 
     def _checkpoint_path(self, ref: str) -> Path:
@@ -358,6 +369,7 @@ class SqliteCopySandbox:
                 isolation_level="AUTOCOMMIT",
                 connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False},
             )
+            event.listen(self._engine, "connect", confine_sqlalchemy_connection)
         return self._engine
 
     def _close(self) -> None:
@@ -403,6 +415,12 @@ class SqliteCopySandbox:
                         result.rowcount,
                     )
             except SQLAlchemyError as exc:
+                if sqlite_denied(_first_line(exc)):
+                    raise SqlStatementError(
+                        f"statement {' '.join(sql.split())[:80]!r} refused in the sandbox of "
+                        f"{self._resource.resource_id}: it reaches outside its database",
+                        SQLITE_DENIED_FIX,
+                    ) from exc
                 raise SqlStatementError(
                     f"SQL failed in the sandbox of {self._resource.resource_id}: {_first_line(exc)}"
                 ) from exc

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cleveragents_tui import failpoints
+from cleveragents_tui.sandbox.sql_confinement import confine_sqlite
 
 BUSY_TIMEOUT_S = 10.0
 _BASE, _FINAL = "sb_base", "sb_final"
@@ -293,6 +294,7 @@ def _attached(target: Path, baseline: Path, final: Path) -> Iterator[sqlite3.Con
         connection.execute("PRAGMA foreign_keys = OFF")
         connection.execute(f"ATTACH DATABASE ? AS {_BASE}", (str(baseline),))
         connection.execute(f"ATTACH DATABASE ? AS {_FINAL}", (str(final),))
+        confine_sqlite(connection)  # the copies' schema SQL runs here: no further files
         yield connection
     finally:
         connection.close()

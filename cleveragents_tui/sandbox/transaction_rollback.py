@@ -123,6 +123,11 @@ from cleveragents_tui.sandbox.base import (
     SandboxError,
 )
 from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
+from cleveragents_tui.sandbox.sql_confinement import (
+    POSTGRES_DENIED_FIX,
+    confine_sqlite,
+    postgres_refusal,
+)
 from cleveragents_tui.store.database import normalise_url
 
 log = logging.getLogger(__name__)
@@ -464,6 +469,7 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     # SQLAlchemy's documented pysqlite workaround: stop the driver from issuing its own
     # BEGIN/COMMIT around statements (which breaks SAVEPOINT); we emit BEGIN ourselves.
     dbapi_connection.isolation_level = None
+    confine_sqlite(dbapi_connection)  # this file only: no ATTACH, file pragmas, extensions
 
 
 def _sqlite_on_begin(connection: Connection) -> None:
@@ -922,6 +928,7 @@ class TransactionRollbackSandbox:
                 number += 1
                 sql: str = entry["sql"]
                 doing = f"replaying statement {number} of {total} ({' '.join(sql.split())[:80]})"
+                self._confine(sql)
                 result = live.connection.execute(text(sql), _logged_params(entry))
                 try:
                     expected = entry.get("rowcount")
@@ -1015,6 +1022,20 @@ class TransactionRollbackSandbox:
                 f"statement {first!r} refused in the sandbox of {self._resource.resource_id}",
                 "the sandbox owns its transaction: checkpoints, rollback, apply and discard go "
                 "through the plan, not through SQL",
+            )
+
+    def _confine(self, sql: str | Executable) -> None:
+        """Refuse a PostgreSQL statement that reaches outside the database (files, programs,
+        other roles); SQLite connections are confined by their authorizer instead."""
+        if self.dialect != "postgresql" or not isinstance(sql, str):
+            return
+        why = postgres_refusal(sql)
+        if why is not None:
+            first = " ".join(sql.split())[:80]
+            raise SqlStatementError(
+                f"statement {first!r} refused in the sandbox of {self._resource.resource_id}: "
+                f"{why}",
+                POSTGRES_DENIED_FIX,
             )
 
     def _pg_status(self, live: _Live) -> int:
@@ -1214,6 +1235,7 @@ class TransactionRollbackSandbox:
         """
         with self._lock:
             live = self._require_live()
+            self._confine(sql)
             statement = text(sql) if isinstance(sql, str) else sql
             try:
                 result = live.connection.execute(statement, params)
