@@ -33,7 +33,7 @@ X's work lands on top of the parent's result (oracle_world.with_corrective_work)
 
 Settings: the ``ci`` profile is derandomized with no example database (the same examples
 every run) and small actions (5–6 points) to stay within a few minutes on two cores;
-``HYPOTHESIS_PROFILE=soak`` (``nox -s soak``) runs five times the examples, random, with
+``HYPOTHESIS_PROFILE=soak`` (``nox -s soak``) runs three times the examples, random, with
 actions of 5–30 points. The figures (examples, divergences) go to
 ``correction_oracle_<scenario>.json`` (tests.reliability.harness.record_figures).
 """
@@ -73,14 +73,14 @@ from tests.reliability.oracle_world import (
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 SOAK = PROFILE == "soak"
 MAX_POINTS = 30 if SOAK else 6
-# Examples per scenario in CI (≥ 200 in all); the soak profile runs five times as many.
+# Examples per scenario in CI (≥ 200 in all); the soak profile runs three times as many.
 EXAMPLES = {"one": 80, "two": 50, "replayed": 40, "append": 30}
 FIGURES: dict[str, Counter[str]] = {name: Counter() for name in EXAMPLES}
 
 
 def oracle_settings(scenario: str) -> settings:
     return settings(
-        max_examples=EXAMPLES[scenario] * (5 if SOAK else 1),
+        max_examples=EXAMPLES[scenario] * (3 if SOAK else 1),
         derandomize=not SOAK,
         database=None,
         deadline=None,
