@@ -43,6 +43,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
+from cleveragents_tui.engine.diff import shown_path
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
 from cleveragents_tui.sandbox.safety import UnsafeInputError
 
@@ -77,7 +78,8 @@ class OutsideChanges:
         kinds = {p: "added" for p in self.added}
         kinds |= {p: "modified" for p in self.modified}
         kinds |= {p: "deleted" for p in self.deleted}
-        shown = [f"{p} ({kinds[p]})" for p in self.paths[:limit]]
+        # a name as one line of valid text: it goes into events and questions in the store
+        shown = [f"{shown_path(p)} ({kinds[p]})" for p in self.paths[:limit]]
         more = len(self.paths) - limit
         return f"{self.resource_id}: {', '.join(shown)}" + (f" +{more} more" if more > 0 else "")
 

@@ -814,9 +814,9 @@ class GitWorktreeSandbox:
         self._ensure_live()
         sha = _sha(ref)
         relative = safe_relative_path(path).as_posix()
-        if "\n" in relative:
-            raise UnsafeInputError(f"path {path!r} contains a line break", "rename the file")
         name = self._ref_for(sha)
+        if "\n" in relative:  # cat-file --batch reads one name a line (-z: git 2.38)
+            return self._read_listed(sha, name, relative)
         # One cat-file process answers both "is the checkpoint there?" and "the content".
         query = f"{name}\n{name}:".encode() + os.fsencode(relative) + b"\n"
         out = self._git.run("cat-file", "--batch", stdin=query, fix=_FSCK)
@@ -830,6 +830,19 @@ class GitWorktreeSandbox:
         if found is None or found[1] != b"blob":
             return None  # absent, a directory, or a submodule
         return rest[: int(found[2])]
+
+    def _read_listed(self, sha: str, name: str, relative: str) -> bytes | None:
+        """``read`` of a name with a line break: its blob from ``ls-tree -z`` (which takes
+        the path as it is, no pattern), then its content."""
+        done = self._git.call("ls-tree", "-z", "--full-tree", name, "--", relative)
+        if done.returncode != 0:
+            self.verify(sha)
+            raise SandboxError(f"{self._git.subject}: cannot read checkpoint {sha}", _FSCK)
+        meta, _, _ = done.stdout.partition(b"\t")
+        fields = meta.split()
+        if len(fields) != 3 or fields[1] != b"blob":
+            return None  # absent, a directory, or a submodule
+        return self._git.run("cat-file", "blob", fields[2].decode(), fix=_FSCK)
 
     def changes_since_baseline(self) -> list[Change]:
         self._ensure_live()
