@@ -71,9 +71,11 @@ def holds_new(real: Path, item: Item) -> bool:
     by an Apply a crash interrupted (docs/reliability.md). Such a path is no conflict, and
     writing it again changes nothing (a mode the crash left unset is set again)."""
     st = lstat_path(real, item.path)
-    new = item.new
-    if new is None or st is None:
-        return new is None and st is None
+    old, new = item.old, item.new
+    if st is None:  # landed as a removal, or removed on the way to another kind (as above)
+        return new is None or (old is not None and (new.kind != old.kind or new.kind == SYMLINK))
+    if new is None:
+        return False
     if new.kind == DIRECTORY:
         return stat.S_ISDIR(st.st_mode)
     if new.kind == SYMLINK:

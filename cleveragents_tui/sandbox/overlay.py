@@ -527,7 +527,9 @@ class OverlaySandbox:
         conflicts = [
             item.path
             for item in items
-            if self._foreign(item.path, base) and not holds_new(self._lower, item)
+            if self._foreign(item.path, base)
+            and not holds_new(self._lower, item)
+            and not _removed_on_the_way(self._lower, item, base)
         ]
         if conflicts:
             shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
@@ -830,6 +832,18 @@ def _encode_layer(entries: dict[str, Node]) -> bytes:
 
 def _log_line(path: str, node: Node) -> bytes:
     return json.dumps(_record(path, node), separators=(",", ":")).encode() + b"\n"
+
+
+def _removed_on_the_way(lower: Path, item: Item, base: dict[str, list[int]]) -> bool:
+    """A path the real directory had at creation, now missing, that the plan replaces with
+    another kind (or link): an Apply a crash stopped removed it before writing the new one."""
+    known = base.get(item.path)
+    if known is None or item.new is None or lstat_path(lower, item.path) is not None:
+        return False
+    was = {stat.S_IFDIR: DIRECTORY, stat.S_IFLNK: SYMLINK, stat.S_IFREG: FILE}.get(
+        stat.S_IFMT(known[0])
+    )
+    return was != item.new.kind or item.new.kind == SYMLINK
 
 
 def _stat_key(st: os.stat_result) -> list[int]:

@@ -107,7 +107,12 @@ class TreeWriter:
             return None
 
     def remove(self, rel: str) -> None:
-        fd, name = self._parent(rel)
+        try:
+            fd, name = self._parent(rel)
+        except (FileNotFoundError, SandboxError):
+            if self._gone_above(rel):
+                return  # a folder above it is gone or a file now (an Apply a crash stopped)
+            raise
         for cached in [k for k in self._fds if k == rel or k.startswith(rel + "/")]:
             os.close(self._fds.pop(cached))
             self._opened_up.pop(cached, None)
@@ -244,6 +249,19 @@ class TreeWriter:
                     self._opened_up.setdefault(parent, stat.S_IMODE(mode))
                 self._writable.add(parent)
         return fd, name
+
+    def _gone_above(self, rel: str) -> bool:
+        """Whether a folder above ``rel`` is missing or a regular file (not a symlink: that
+        stays refused), looked at from the top down so no link on the way is followed."""
+        parts = rel.split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            try:
+                st = os.stat("/".join(parts[:depth]), dir_fd=self._fds[""], follow_symlinks=False)
+            except FileNotFoundError:
+                return True
+            if not stat.S_ISDIR(st.st_mode):
+                return stat.S_ISREG(st.st_mode)
+        return False
 
     def _dir(self, rel: str) -> int:
         fd = self._fds.get(rel)
