@@ -15,6 +15,9 @@ of it (``cp -a``), in the same run, on the same changes:
   against ``git reset --hard && git clean -ffd``, and the safety checkpoint plus the
   rollback against saving by hand first: ``git add -A && git commit && git reset --hard``.
 
+Every checkpoint also records what git does not keep (a walk of every folder, beside
+``git status``), and every rollback restores it; see docs/benchmarks.md for its cost.
+
 Quick mode skips the 50,000-file tree.
 """
 
