@@ -48,28 +48,26 @@ def later_guidance(
     from cleveragents_tui.actors.checkpointer import open_checkpointer  # see runner._run_actor
     from cleveragents_tui.actors.graphs import Actor
 
-    lost: list[tuple[Phase, dict[str, str]]] = []
-    with open_checkpointer(store.engine.url) as saver:
-        restored = {}
-        if target.context_snapshot.actor_state_ref is not None:
-            restored[target.phase] = target.context_snapshot.actor_state_ref
-        for phase, ref in restored.items():
-            actor = Actor(saver, target.plan_id, phase, lambda state, r: {})
-            lost += _missing(phase, actor.state(), actor.load(ref)["guidance"])
-        if phase_change and phase_change[1] is Phase.STRATEGIZE:
-            execution = Actor(saver, target.plan_id, Phase.EXECUTE, lambda state, r: {})
-            first = execution.first_checkpoint()
-            if first is not None:
-                start = execution.load(first)["guidance"]
-                lost += _missing(Phase.EXECUTE, execution.state(), start)
-    if not lost:
-        return (), ()
     with store.unit_of_work() as uow:
         given = [
             d
             for d in uow.decisions.for_plan(target.plan_id)
             if d.is_correction and d.decision_type is DecisionType.USER_INTERVENTION
         ]
+    if not given:  # no earlier correction: nothing to lose, no actor state to read
+        return (), ()
+    lost: list[tuple[Phase, dict[str, str]]] = []
+    with open_checkpointer(store.engine.url) as saver:
+        ref = target.context_snapshot.actor_state_ref
+        if ref is not None:  # the state _reasoning_rollback forks from
+            actor = Actor(saver, target.plan_id, target.phase, lambda state, r: {})
+            lost += _missing(target.phase, actor.state(), actor.load(ref)["guidance"])
+        if phase_change and phase_change[1] is Phase.STRATEGIZE:
+            execution = Actor(saver, target.plan_id, Phase.EXECUTE, lambda state, r: {})
+            first = execution.first_checkpoint()
+            if first is not None:
+                start = execution.load(first)["guidance"]
+                lost += _missing(Phase.EXECUTE, execution.state(), start)
     carried: list[LaterGuidance] = []
     dropped: list[LaterGuidance] = []
     for phase, entry in lost:
