@@ -181,7 +181,10 @@ def test_binary_files_are_summarised_and_control_characters_never_reach_the_term
 
     # When the strategy is reverted (Execute rolls back: both files go)
     correction = _correct(
-        sqlite_store, _current(sqlite_store, plan.plan_id, "strategy"), "use a greeter class"
+        sqlite_store,
+        _current(sqlite_store, plan.plan_id, "strategy"),
+        "use a greeter class",
+        "--outside-changes=discard",  # written by hand, outside the plan
     )
     args = ["plan", "diff", "--correction", correction]
     shown = _agents(sqlite_store, *args, *(["--side-by-side"] if side_by_side else [])).output
@@ -241,7 +244,10 @@ def test_a_diff_past_its_size_limit_lists_the_other_files_without_their_contents
         (folder / name).write_text(f"{name}\n")
     # When the strategy is reverted (greet.py changes, the two files go)
     correction = _correct(
-        sqlite_store, _current(sqlite_store, plan.plan_id, "strategy"), "use a greeter class"
+        sqlite_store,
+        _current(sqlite_store, plan.plan_id, "strategy"),
+        "use a greeter class",
+        "--outside-changes=discard",  # written by hand, outside the plan
     )
     # Then the first file's text is kept, and the others are listed with a summary only
     files = [f for r in correction_diff(sqlite_store, correction).final for f in r.files]
