@@ -92,7 +92,7 @@ def record_decision(
     def alongside(uow: UnitOfWork) -> None:
         uow.contexts.put(digest, body)
         if correction is not None:  # a replay: each decision made again shows, with it
-            payload = {"key": proposal.key, "chosen": proposal.chosen_option}
+            payload: dict[str, object] = {"key": proposal.key, "chosen": proposal.chosen_option}
             uow.events.append("decision_remade", payload, plan_id=plan_id)
         for upstream in dict.fromkeys(depends_on):
             uow.decisions.add_dependency(
