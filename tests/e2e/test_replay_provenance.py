@@ -17,12 +17,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cleveragents_tui.domain.enums import PlanState
+from cleveragents_tui.domain.enums import CorrectionMode, PlanState
 from cleveragents_tui.engine.actions import load_action
+from cleveragents_tui.engine.correction import execute, preview
 from cleveragents_tui.engine.demo import DemoEnvironment
-from cleveragents_tui.engine.diff import correction_diff
+from cleveragents_tui.engine.diff import correction_diff, current_replay
 from cleveragents_tui.engine.plans import change_profile
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.runner import PlanRunner, RunOptions, start_plan
 from cleveragents_tui.failpoints import ENV_VAR
 from cleveragents_tui.store.store import Store
 from tests.e2e.test_correction_diff import DOCUMENTED, GREET, _action_with_a_documented_hello
@@ -211,3 +212,29 @@ def test_a_replay_cut_short_by_a_crash_goes_on_as_the_correction_after_doctor_re
 
     # Then the decisions the resumed run made again are the correction's too
     assert_the_replay_kept_its_provenance(sqlite_store, tmp_path, plan_id, target, correction)
+
+
+def test_a_later_revert_ends_an_unfinished_replay_where_it_stopped(
+    sqlite_store: Store, demo: DemoEnvironment, options: RunOptions, tmp_path: Path
+) -> None:
+    # Given a revert whose replay stopped at its first gate (supervised)
+    plan_id = at_apply_gate(sqlite_store, demo, options, tmp_path)
+    change_profile(sqlite_store, plan_id, "supervised")
+    first_target = current(sqlite_store, plan_id)["implement-function"]
+    impact = preview(sqlite_store, first_target, CorrectionMode.REVERT, "add a docstring")
+    first = execute(sqlite_store, impact, acknowledged=True, requested_by="ana", options=options)
+    first_id = first.correction.correction_id
+    assert correction_diff(sqlite_store, first_id).unfinished is not None
+
+    # When the strategy is reverted before that replay went on
+    strategy = current(sqlite_store, plan_id)["strategy"]
+    impact = preview(sqlite_store, strategy, CorrectionMode.REVERT, "use a greeter class")
+    second = execute(sqlite_store, impact, acknowledged=True, requested_by="ana", options=options)
+
+    # Then the first replay ended where it stopped: its diff is final, and a run goes on
+    # with the second one
+    ended = correction_diff(sqlite_store, first_id)
+    assert ended.unfinished is None and ended.final
+    assert current_replay(sqlite_store, plan_id) == second.correction
+    PlanRunner(sqlite_store, plan_id, options).run()  # not approved: stays where it is
+    assert correction_diff(sqlite_store, first_id) == ended
