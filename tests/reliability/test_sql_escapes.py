@@ -1,6 +1,6 @@
 """Hostile SQL: ``local/run-sql`` never reaches outside its resource's database (issue 21, 2).
 
-A corpus of known escapes goes through the tool the way an agent sends it — one statement, a
+A corpus of known escapes (and 300 respellings of them) goes through the tool the way an agent sends it — one statement, a
 ``statements`` list, a trigger that tries later — and through the replay of a statement log
 in a new process (as ``agents doctor`` or a correction runs it), on SQLite and PostgreSQL.
 The promise: each is a tool error (``ok`` False, one line), no file outside the sandbox is
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,6 +110,33 @@ def test_each_sqlite_escape_is_a_one_line_tool_error(tool_world: ToolWorld, sql:
     nothing_escaped(tool_world, target_before, outside_before)
     assert work_rows(tool_world) == [(1, "hello")]
     assert tool_world.sandboxes.modified() == set()
+
+
+def mutate(sql: str, rng: random.Random) -> str:
+    """``sql`` respelled as SQLite still reads it: keyword case, comments and whitespace
+    between words, stray semicolons and comments in front (quoted paths kept as they are)."""
+    gaps = [" ", "\n", "\t", "/**/", "/* x */", " -- c\n", "  \r\n "]
+    parts = sql.split("'")
+    for index in range(0, len(parts), 2):  # outside the quoted strings
+        words = parts[index].split(" ")
+        words = ["".join(c.upper() if rng.random() < 0.5 else c.lower() for c in w) for w in words]
+        parts[index] = "".join(w + rng.choice(gaps) for w in words[:-1]) + words[-1]
+    prefix = rng.choice(["", ";", " ;; ", "/*a*/", "-- c\n", ";\n/* b */ ;"])
+    return prefix + "'".join(parts)
+
+
+def test_respelled_escapes_never_get_out(tool_world: ToolWorld) -> None:
+    """A fuzz corpus: 300 respellings of the escapes, derandomized; none runs."""
+    rng = random.Random(21)
+    target_before, outside_before = digest(tool_world.tmp / "target.db"), tool_world.outside()
+    bases = [fill(sql, tool_world) for sql in SQLITE_ESCAPES]
+    for _ in range(300):
+        sql = mutate(rng.choice(bases), rng)
+        outcome = tool_world.call("local/run-sql", {"resource": DB, "sql": sql})
+        assert not outcome.ok, (sql, outcome.output)
+        assert "\n" not in outcome.output
+    nothing_escaped(tool_world, target_before, outside_before)
+    assert work_rows(tool_world) == [(1, "hello")]
 
 
 def test_the_refusal_names_the_confinement(tool_world: ToolWorld) -> None:
