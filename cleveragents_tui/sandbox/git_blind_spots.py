@@ -422,8 +422,9 @@ class BlindSpots:
                     live[note[0]] = note[1]
         keep = set(live.values())
         try:
-            for oid in live.values():
-                for entry in Record.decode(self._store.read_bytes(oid)).ignored.values():
+            for sha, oid in live.items():
+                record = self._records.get(sha) or Record.decode(self._store.read_bytes(oid))
+                for entry in record.ignored.values():
                     self._reachable(entry, keep)
         except (CheckpointMissingError, UnsafeInputError):
             return  # an unreadable record: keep everything
