@@ -2,10 +2,10 @@
 
 A corpus of known escapes, and 300 respellings of them, goes through the tool the way an
 agent sends it — one statement, a ``statements`` list, a trigger that tries later — and
-through the replay of a statement log in a new process (as ``agents doctor`` or a correction runs it), on SQLite and PostgreSQL.
-The promise: each is a tool error (``ok`` False, one line), no file outside the sandbox is
-created or changed, the engine's own ``agents.db`` is never read, and Apply lands exactly
-what the plan did inside its database.
+through the replay of a statement log in a new process (as ``agents doctor`` or a
+correction runs it), on SQLite and PostgreSQL. The promise: each is a tool error (``ok``
+False, one line), no file outside the sandbox is created or changed, the engine's own
+``agents.db`` is never read, and Apply lands exactly what the plan did inside its database.
 """
 
 from __future__ import annotations
