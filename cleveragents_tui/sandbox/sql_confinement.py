@@ -105,11 +105,9 @@ def sqlite_authorizer(
     if action == sqlite3.SQLITE_PRAGMA:
         name = (arg1 or "").lower()
         allowed = name in _SCHEMA_PRAGMAS or name in _SET_PRAGMAS
-        return (
-            sqlite3.SQLITE_OK
-            if allowed or (name in _READ_PRAGMAS and arg2 is None)
-            else (sqlite3.SQLITE_DENY)
-        )
+        if allowed or (name in _READ_PRAGMAS and arg2 is None):
+            return sqlite3.SQLITE_OK
+        return sqlite3.SQLITE_DENY
     if action == sqlite3.SQLITE_FUNCTION:
         denied = (arg2 or "").lower() in _DENIED_FUNCTIONS
         return sqlite3.SQLITE_DENY if denied else sqlite3.SQLITE_OK
@@ -177,6 +175,7 @@ _PG_DENIED_CODE: Final = (
     ),
     (re.compile(r"\blanguage\b(?!\s+(?:sql|plpgsql)\b)"), "function languages other than SQL"),
 )
+_PG_ROUTINE: Final = re.compile(r"\b(?:function|procedure)\b")
 _PG_TOKEN: Final = re.compile(
     r"--[^\n]*|/\*|'|\"|\$([A-Za-z_][A-Za-z0-9_]*)?\$|[^-/'\"$]+|.", re.DOTALL
 )
@@ -256,8 +255,10 @@ def postgres_refusal(sql: str) -> str | None:
         code = _pg_code(sql)
     except _Unsure as exc:
         return f"it cannot be read with certainty ({exc})"
+    # A function's body may be a string ('...' AS its code): read its strings as code too.
+    texts = [code, lowered.replace('"', " ")] if _PG_ROUTINE.search(code) else [code]
     for pattern, what in _PG_DENIED_CODE:
-        if pattern.search(code):
+        if any(pattern.search(text) for text in texts):
             return f"it uses {what}"
     return None
 

@@ -257,6 +257,8 @@ POSTGRES_ESCAPES = [
     "CREATE FUNCTION leak() RETURNS int LANGUAGE plpgsql AS "
     "$f$BEGIN EXECUTE 'co' || 'py items to ''{x}'''; RETURN 1; END$f$",
     "SELECT query_to_xml('select pg_read_file(''/etc/hostname'')', true, true, '')",
+    "CREATE FUNCTION leak2() RETURNS void LANGUAGE sql AS 'COPY items TO ''{x}'''",
+    "CREATE FUNCTION native() RETURNS void LANGUAGE c AS '/tmp/lib.so', 'f'",
     "CREATE EXTENSION dblink",
     "SELECT 1 WHERE 'a' like'\\' ; COPY items TO '{x}'; --'",
     "SELECT $$'$$; COPY items TO '{x}'; SELECT $$'$$",
@@ -327,6 +329,7 @@ def test_ordinary_postgres_sql_still_runs(postgres_tool: tuple[PlanSandboxes, To
         "INSERT INTO items VALUES (2, 'pear') ON CONFLICT DO NOTHING",
         "INSERT INTO items VALUES (2, 'pear') ON CONFLICT (id) DO UPDATE SET name = 'copy'",
         "UPDATE notes SET body = E'it\\'s -- not a comment' WHERE id = 1",
+        "INSERT INTO notes VALUES (5, 'a copy of the report; do set role later')",
         'SELECT "name" AS "copy" FROM items WHERE name <> \'COPY items TO x\'',
         "CREATE FUNCTION bump() RETURNS trigger LANGUAGE plpgsql AS "
         "$$BEGIN NEW.name := upper(NEW.name); RETURN NEW; END$$",
