@@ -5,6 +5,9 @@ Each statement runs through the sandbox's own ``execute``: in the copy of a SQLi
 checkpoints with savepoints; it refuses transaction control (BEGIN, COMMIT, SAVEPOINT,
 ...). Parameters bind by name (``:name``); values are never pasted into the SQL. ``blobs``
 are parameters given as base64 and bound as bytes (a BLOB, a ``bytea``).
+The sandbox also confines the SQL to its own database (``sandbox/sql_confinement.py``):
+no ATTACH, ``VACUUM INTO`` or file pragmas on SQLite, no COPY, server files or role changes
+on PostgreSQL; a refusal is one line like any failed statement.
 
 Several statements go as a ``statements`` list, never as one script split here: splitting
 SQL text safely needs the dialect's own parser (quotes, comments, trigger bodies). They run
