@@ -30,6 +30,12 @@ def _impact_text(impact: object) -> str:
         f"  guidance: {impact.guidance}",
         f"  decisions superseded and re-made: {len(impact.affected_decisions)}",
     ]
+    if impact.remade:
+        lines.append("  re-made because the resources they wrote roll back:")
+        lines += [
+            f"    {r.decision_id} {r.step_key or '-'}: {r.chosen_option} ({', '.join(r.resources)})"
+            for r in impact.remade
+        ]
     if impact.phase_change:
         lines.append(f"  phase: {impact.phase_change[0].value} → {impact.phase_change[1].value}")
     lines += _alternatives_text(impact)

@@ -55,6 +55,7 @@ from cleveragents_tui.engine.guidance import Alternatives, alternatives_for
 from cleveragents_tui.engine.impact import affected_subtree
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.later_guidance import LaterGuidance, later_guidance
+from cleveragents_tui.engine.later_writers import RemadeDecision, later_writers
 from cleveragents_tui.engine.reconcile import (
     Held,
     OutsideChanges,
@@ -129,6 +130,9 @@ class Impact:
     unaffected: tuple[str, ...]
     irreversible: tuple[IrreversibleEffect, ...]
     phase_change: tuple[Phase, Phase] | None
+    # current decisions outside the subtree that wrote to a rolled-back resource: re-made
+    # (engine/later_writers.py); they and their dependents are in affected_decisions too
+    remade: tuple[RemadeDecision, ...] = field(default=())
     warnings: tuple[str, ...] = field(default=())
     # the corrected decision's alternatives and the one the replay takes (engine/guidance.py);
     # None for a decision the scripted reasoner did not make
@@ -230,6 +234,7 @@ def preview(
                 "its changes cannot be reverted by its parent",
                 f"correct the child plan independently, or use --mode=append on {decision.decision_id}",
             )
+    remade: tuple[RemadeDecision, ...] = ()
     recreated: tuple[str, ...] = ()
     rollbackable: tuple[str, ...] = ()
     non_rollbackable: tuple[str, ...] = ()
@@ -244,6 +249,14 @@ def preview(
             targets, marked = baseline_targets(sandboxes)
             made_anew, shared = recreate_targets(sandboxes)
             recreated, marked = tuple(made_anew), [*marked, *shared]
+        remade, followers = later_writers(
+            store,
+            decision,
+            targets,
+            affected,
+            lambda d: (warm.affected(d) if warm else affected_subtree(store, d)).decisions,
+        )
+        affected |= {r.decision_id for r in remade} | followers
         written_later = _none_resources_written(store, affected, resources)
         rollbackable = tuple(sorted({*targets, *recreated}))
         non_rollbackable = tuple(sorted(set(marked) | written_later))
@@ -267,6 +280,7 @@ def preview(
         guidance=guidance,
         tier=tier,
         affected_decisions=tuple(sorted(affected)),
+        remade=remade,
         children=children,
         rollbackable=rollbackable,
         non_rollbackable=non_rollbackable,
@@ -759,6 +773,7 @@ def _revert(
         guidance.decision_id,
         report.model_dump(mode="json") if report else {},
     )
+
     def snapshot() -> None:  # the state the replay stopped in: the new attempt's side
         record_snapshots(store, correction.correction_id, options.sandbox_base)
 

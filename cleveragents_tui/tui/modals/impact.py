@@ -39,6 +39,11 @@ def impact_text(impact: Impact) -> Text:
         "(highlighted in the tree)\n",
         style="bold",
     )
+    if impact.remade:
+        t.append("\nre-made because the resources they wrote roll back\n", style="bold")
+        for remade in impact.remade:
+            t.append(f"  {remade.step_key or remade.decision_id}: {remade.chosen_option} ")
+            t.append(f"({', '.join(remade.resources)})\n", style="dim")
     t.append("\nchild plans\n", style="bold")
     if not impact.children:
         t.append("  -\n", style="dim")
