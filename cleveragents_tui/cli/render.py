@@ -87,6 +87,8 @@ def plan_details(details: PlanDetails) -> str:
         f"checkpoints  {details.checkpoint_count}",
         f"approvals    {s.pending_approvals} pending",
     ]
+    if details.error:
+        lines.append(f"error        {_line(details.error)}")
     if p.parent_plan_id:
         lines.append(
             f"parent       {p.parent_plan_id} (spawned by decision {p.spawning_decision_id})"

@@ -62,6 +62,7 @@ class PlanDetails:
     corrections: list[CorrectionAttempt]
     checkpoint_count: int
     root_decision_id: str | None
+    error: str | None = None  # why it is errored, when a run failed (browse.run_failure)
 
 
 @dataclass(frozen=True)

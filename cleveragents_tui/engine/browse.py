@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
+from cleveragents_tui.domain.enums import PlanState
 from cleveragents_tui.domain.errors import WrongPlanError
+from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.views import (
     DecisionExplanation,
     PlanDetails,
@@ -18,6 +20,7 @@ from cleveragents_tui.domain.views import (
     TreeRow,
 )
 from cleveragents_tui.store.store import Store
+from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 
 def list_plans(store: Store) -> list[PlanSummary]:
@@ -53,7 +56,20 @@ def show_plan(store: Store, plan_ref: str) -> PlanDetails:
             corrections=uow.corrections.for_plan(plan.plan_id),
             checkpoint_count=uow.checkpoints.count_for_plan(plan.plan_id),
             root_decision_id=uow.decisions.root_id(plan.plan_id),
+            error=run_failure(uow, plan),
         )
+
+
+def run_failure(uow: UnitOfWork, plan: Plan) -> str | None:
+    """Why ``plan`` is errored when its run failed (a sandbox that could not be made) and
+    nothing has changed it since: the reason its last ``plan_errored`` event recorded for
+    this plan version. None otherwise (an errored correction has its own report)."""
+    if plan.state is not PlanState.ERRORED:
+        return None
+    failures = uow.events.payloads(plan.plan_id, "plan_errored")
+    if failures and failures[-1].get("version") == plan.version:
+        return str(failures[-1].get("reason"))
+    return None
 
 
 def plan_tree(store: Store, plan_ref: str, show_superseded: bool = False) -> PlanTree:

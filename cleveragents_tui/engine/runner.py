@@ -16,6 +16,7 @@ LangGraph checkpoint). ``pause`` and ``cancel`` take effect between steps.
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,12 +40,17 @@ from cleveragents_tui.domain.enums import (
     Phase,
     PlanState,
 )
-from cleveragents_tui.domain.errors import ConcurrentChangeError, UserError
+from cleveragents_tui.domain.errors import (
+    ConcurrentChangeError,
+    DatabaseUnavailableError,
+    UserError,
+)
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationFlag, AutomationProfile, GuardScope
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine import run_lease
 from cleveragents_tui.engine.apply_journal import ApplyJournal, landed_record
+from cleveragents_tui.engine.browse import run_failure
 from cleveragents_tui.engine.diff import current_replay, record_snapshots
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.plans import create_plan
@@ -81,6 +87,24 @@ class ReviseStrategy(Exception):
 
 class PlanStateError(UserError):
     """The plan is not in a state that allows what was asked."""
+
+
+class SandboxUnavailableError(UserError):
+    """A resource's sandbox could not be made (a repository without commits, a sandbox
+    folder that cannot be written): the plan ended ``errored`` with ``reason`` recorded."""
+
+    def __init__(self, plan_id: str, reason: str) -> None:
+        self.plan_id = plan_id
+        self.reason = reason
+        super().__init__(
+            f"plan {plan_id} errored: {reason}", f"then run it again: agents plan run {plan_id}"
+        )
+
+    @classmethod
+    def of(cls, plan_id: str, resource_id: str, cause: Exception) -> SandboxUnavailableError:
+        if isinstance(cause, UserError):  # it names the resource, the problem and the fix
+            return cls(plan_id, str(cause))
+        return cls(plan_id, f"the sandbox of {resource_id} could not be made: {cause}")
 
 
 @dataclass
@@ -203,6 +227,8 @@ class PlanRunner:
             if self._pending():
                 return plan
             plan = self._set(state=PlanState.RUNNING)
+        if self._failed_run(plan):  # e.g. a child plan's, retried by its parent's run
+            plan = self._set(state=PlanState.RUNNING)
         try:
             from cleveragents_tui.actors.checkpointer import open_checkpointer  # see _run_actor
 
@@ -217,6 +243,36 @@ class PlanRunner:
                 uow.events.append("plan_cancelled", {"reason": str(denied)}, plan_id=self.plan_id)
                 uow.commit()
             return self._set(state=PlanState.CANCELLED)
+        except SandboxUnavailableError as failed:  # this plan's, or a child plan's
+            self._errored(failed.reason)
+            if failed.plan_id == self.plan_id:
+                raise
+            raise SandboxUnavailableError(self.plan_id, failed.reason) from failed
+
+    def _failed_run(self, plan: Plan) -> bool:
+        with self.store.unit_of_work() as uow:
+            return run_failure(uow, plan) is not None
+
+    def _errored(self, reason: str) -> None:
+        """End the run ``errored`` with its reason (a ``plan_errored`` event naming the plan
+        version it applies to, which `plan show` prints), not ``running`` as if a process
+        still advanced it: `agents plan run` retries once the cause is fixed."""
+        with self.store.unit_of_work(write=True) as uow:
+            plan = uow.plans.get(self.plan_id)
+            if plan.state.is_terminal:
+                return
+            saved = uow.plans.save(
+                plan.model_copy(update={"state": PlanState.ERRORED, "updated_at": utc_now()})
+            )
+            uow.events.append(
+                "plan_state",
+                {"phase": saved.phase.value, "state": saved.state.value},
+                plan_id=self.plan_id,
+            )
+            uow.events.append(
+                "plan_errored", {"reason": reason, "version": saved.version}, plan_id=self.plan_id
+            )
+            uow.commit()
 
     def _advance(self, saver: Any) -> Plan:
         plan = self.plan()
@@ -672,13 +728,18 @@ class PlanRunner:
                 continue
             resource = resources[resource_id]
             root = sandbox_root(self.sandboxes.base_dir, self.sandboxes.host_plan_id, resource_id)
-            if root.exists():
-                own = self.sandboxes.host_plan_id == self.plan_id
-                if not (own and resource.rollbackable):
-                    continue  # made (a none sandbox has no baseline), or the host plan's
-                # Its baseline checkpoint was never recorded: a crash while it was made.
-                self.sandboxes.clear_interrupted(resource)
-            self.sandboxes.create(resource)
+            try:
+                if root.exists():
+                    own = self.sandboxes.host_plan_id == self.plan_id
+                    if not (own and resource.rollbackable):
+                        continue  # made (a none sandbox has no baseline), or the host plan's
+                    # Its baseline checkpoint was never recorded: a crash while it was made.
+                    self.sandboxes.clear_interrupted(resource)
+                self.sandboxes.create(resource)
+            except (ConcurrentChangeError, DatabaseUnavailableError):
+                raise  # another process's doing, or no store to record anything in
+            except (UserError, OSError, subprocess.SubprocessError) as exc:
+                raise SandboxUnavailableError.of(self.plan_id, resource_id, exc) from exc
 
     def apply(self) -> Plan:
         """Land every sandbox (this plan's and its completed children's) on the real resources.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,45 @@ def test_plan_use_reports_a_failed_preflight_in_one_line(
     assert "No plans yet" in run("plan", "list").output
     missing = run("plan", "use", str(tmp_path / "nope.yaml"))
     assert missing.exit_code == 2 and "no action file or bundled action" in missing.stderr
+
+
+def test_plan_use_whose_sandbox_cannot_be_made_ends_errored_with_the_reason(
+    run: Run, tmp_path: Path, sandboxes: Path
+) -> None:
+    """Pre-flight passes (it is a git repository) but its sandbox cannot be made (no commit
+    yet): the plan ends errored, not `running`, and says why; fixed, `plan run` goes on."""
+    demo = json.loads(
+        run(
+            "demo", "--dir", str(tmp_path / "demo"), "--automation-profile", "manual",
+            "--format=json",
+        ).output
+    )  # fmt: skip
+    repo = Path(demo["directory"], "hello-cli")
+    shutil.rmtree(repo)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+
+    result = run("plan", "use", demo["action_file"], "--automation-profile", "auto")
+
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    plans = json.loads(run("plan", "list", "--format=json").output)["plans"]
+    plan_id = plans[-2]["plan_id"]  # the new plan, then its child
+    assert line.startswith(f"error: plan {plan_id} errored: ")
+    assert "has no commits yet" in line and f"agents plan run {plan_id}" in line
+    shown = json.loads(run("plan", "show", plan_id, "--format=json").output)
+    assert (shown["plan"]["phase"], shown["plan"]["state"]) == ("execute", "errored")
+    assert "has no commits yet" in shown["error"]
+    assert "has no commits yet" in run("plan", "show", plan_id).output
+    assert run("doctor").exit_code == 0  # nothing is left `running`
+
+    (repo / "hello_cli").mkdir()
+    (repo / "hello_cli" / "app.py").write_text(
+        'COMMANDS = {"version": lambda args: print("hello-cli 1.0.0")}\n'
+    )
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    again = run("plan", "run", plan_id)
+    assert again.exit_code == 0, again.output
+    assert "execute · awaiting_approval" in again.output.splitlines()[0]
+    assert json.loads(run("plan", "show", plan_id, "--format=json").output)["error"] is None
