@@ -44,7 +44,8 @@ def bench(session: nox.Session) -> None:
 def soak(session: nox.Session) -> None:
     """The reliability loops, longer: every failpoint of both stages killed at its first and
     last hit, every git call of the fault loop failed, and AGENTS_SOAK_ITERATIONS (default
-    25) seeded-random crash points per stage. Figures go to AGENTS_RELIABILITY_FIGURES."""
+    25) seeded-random crash points per stage. Figures go to AGENTS_RELIABILITY_FIGURES, and
+    from there to the generated block of docs/reliability.md."""
     session.install("-e", ".[dev]")
     iterations = os.environ.get("AGENTS_SOAK_ITERATIONS", "25")
     session.run(
@@ -54,3 +55,4 @@ def soak(session: nox.Session) -> None:
         *session.posargs,
         env={"AGENTS_SOAK_ITERATIONS": iterations, "HYPOTHESIS_PROFILE": "soak"},
     )
+    session.run("python", "-m", "tests.reliability.figures")

@@ -22,6 +22,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -206,7 +207,11 @@ def figures_dir() -> Path:
 def record_figures(name: str, **counts: Any) -> Path:
     """Write one test's figures as JSON and print them on one ``RELIABILITY-FIGURES`` line."""
     path = figures_dir() / f"{name}.json"
-    body = json.dumps({"test": name, **counts}, sort_keys=True)
+    run = {
+        "recorded_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "soak_iterations": int(os.environ[SOAK_ENV]) if os.environ.get(SOAK_ENV) else None,
+    }
+    body = json.dumps({"test": name, **run, **counts}, sort_keys=True)
     path.write_text(body + "\n", encoding="utf-8")
     print(f"RELIABILITY-FIGURES {body}")
     return path
