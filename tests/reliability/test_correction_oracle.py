@@ -113,12 +113,13 @@ def _figures() -> Iterator[None]:
 
 @contextmanager
 def example(scenario: str) -> Iterator[Path]:
-    """One example's folder, counted; a failed expectation counts as a divergence."""
+    """One example's folder, counted. A failed expectation counts as a divergence, and so
+    does an error: a correction refused or failed, an Apply that did not land."""
     FIGURES[scenario]["examples"] += 1
     folder = Path(tempfile.mkdtemp(prefix="agents-oracle-"))
     try:
         yield folder
-    except AssertionError:
+    except Exception:
         FIGURES[scenario]["divergences"] += 1
         raise
     finally:
