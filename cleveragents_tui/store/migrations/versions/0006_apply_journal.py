@@ -25,9 +25,7 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "apply_journal",
-        sa.Column(
-            "plan_id", sa.String(26), sa.ForeignKey("plans.plan_id"), primary_key=True
-        ),
+        sa.Column("plan_id", sa.String(26), sa.ForeignKey("plans.plan_id"), primary_key=True),
         sa.Column("attempt", sa.Integer(), primary_key=True),
         sa.Column("resource_id", sa.String(130), primary_key=True),
         sa.Column("position", sa.Integer(), nullable=False),
