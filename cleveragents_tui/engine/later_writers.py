@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from cleveragents_tui.domain.decision import Decision
-from cleveragents_tui.domain.enums import DecisionType
+from cleveragents_tui.engine.restore_point import restore_point
 from cleveragents_tui.store.store import Store
 
 
@@ -49,14 +49,8 @@ def later_writers(
     if not rolled:
         return (), set()
     with store.unit_of_work() as uow:
-        owner = target
-        if (
-            target.decision_type is DecisionType.USER_INTERVENTION
-            and target.corrects_decision_id is not None
-        ):
-            # A correction's guidance decision restores the state of the decision it
-            # corrected (engine/rollback.py): what was written after that is erased.
-            owner = uow.decisions.get(target.corrects_decision_id)
+        # The rollback restores this decision's group: what was written after it is erased.
+        owner = restore_point(uow, target)
         calls = uow.tool_invocations.of_current_decisions_after(
             owner.plan_id, owner.sequence_number
         )

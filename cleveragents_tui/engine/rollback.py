@@ -24,9 +24,10 @@ from collections.abc import Sequence
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
-from cleveragents_tui.domain.enums import CheckpointType, DecisionType, Phase, SandboxStrategyName
+from cleveragents_tui.domain.enums import CheckpointType, Phase, SandboxStrategyName
 from cleveragents_tui.domain.errors import UserError, WrongPlanError
 from cleveragents_tui.domain.rollback import ResourceOutcome, ResourceRollback, RollbackReport
+from cleveragents_tui.engine.restore_point import restore_point
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
 from cleveragents_tui.sandbox.base import CheckpointMissingError, Sandbox
 
@@ -51,14 +52,13 @@ def rollback_targets(
                 f"decision {decision_id} was made during {decision.phase}: it has no checkpoint group",
                 "Strategize decisions need reasoning rollback only",
             )
-        group = uow.checkpoints.for_decision(decision_id)
+        # A correction's guidance decision, or a decision a later correction rolled back
+        # past and kept, stands on the state that correction restored (engine/restore_point).
+        owner = restore_point(uow, decision)
+        group = uow.checkpoints.for_decision(owner.decision_id)
         everything = uow.checkpoints.for_plan(sandboxes.plan_id)
-    guidance = decision.decision_type is DecisionType.USER_INTERVENTION
-    if not group and guidance and decision.corrects_decision_id:
-        # A correction's guidance decision has no group of its own: it was recorded right
-        # after the resources were rolled back to the decision it corrects, so that
-        # decision's checkpoints are the state it was made in.
-        return rollback_targets(sandboxes, decision.corrects_decision_id)
+    if owner.phase is not Phase.EXECUTE:
+        return baseline_targets(sandboxes)
     targets: dict[str, CheckpointMetadata] = {}
     not_rollbackable: list[str] = []
     for checkpoint in group:

@@ -1,0 +1,46 @@
+"""Which decision's checkpoint group holds the state a current decision stands on now.
+
+A decision's own checkpoint group is the state of the resources when it was recorded. A
+later correction can roll the resources back *past* a decision it keeps current (the
+decision wrote nothing the rollback erased, so it was not re-made): the corrected decision's
+old work is gone, its replacement was made afterwards, and the kept decision's group still
+holds the old attempt. In the plan as it stands, the kept decision sits on the state that
+correction restored — the group of the decision it corrected, itself resolved the same way.
+A correction's guidance decision has no group of its own and sits on that state too.
+
+Rolling back to a decision, and finding the later decisions whose writes that erases
+(engine/later_writers.py), both start from this restore point.
+"""
+
+from __future__ import annotations
+
+from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.domain.enums import DecisionType
+from cleveragents_tui.store.unit_of_work import UnitOfWork
+
+
+def restore_point(uow: UnitOfWork, decision: Decision) -> Decision:
+    """The decision whose checkpoint group is the state ``decision`` stands on now."""
+    guidance = [
+        d
+        for d in uow.decisions.for_plan(decision.plan_id)
+        if d.decision_type is DecisionType.USER_INTERVENTION and d.corrects_decision_id
+    ]
+    corrected = {g.decision_id: uow.decisions.get(str(g.corrects_decision_id)) for g in guidance}
+    owner, limit = decision, None  # limit: only corrections made before this one count
+    while True:
+        if owner.decision_id in corrected:  # a guidance decision: the state it was made in
+            owner, limit = corrected[owner.decision_id], owner.sequence_number
+            continue
+        spanning = [
+            g
+            for g in guidance
+            if (limit is None or g.sequence_number < limit)
+            and corrected[g.decision_id].sequence_number
+            < owner.sequence_number
+            < g.sequence_number
+        ]
+        if not spanning:
+            return owner
+        latest = max(spanning, key=lambda g: g.sequence_number)
+        owner, limit = corrected[latest.decision_id], latest.sequence_number

@@ -1,0 +1,86 @@
+"""Divergences the correction oracle found, kept as fixed examples (the property test draws
+its actions at random; these must hold whatever it draws).
+
+Each example runs an action, makes the corrections, applies, and compares the applied
+result with a fresh plan of the same action taking the corrected choices from the start.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus
+from cleveragents_tui.engine.correction import execute, preview
+from tests.reliability.oracle_world import DB, FILES, Side, match_word, with_choices
+from tests.reliability.test_correction_oracle import apply, check_oracle, run_to_apply_gate
+
+
+def _point(key: str, kind: str, *calls: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "key": key,
+        "type": kind,
+        "question": f"What does {key} do?",
+        "alternatives": [
+            {
+                "option": f"{key} option {letter}",
+                "match": [match_word(key, letter)],
+                "tool_calls": made,
+            }
+            for letter, made in zip("ab", calls, strict=True)
+        ],
+    }
+
+
+def _insert(name: str) -> dict[str, Any]:
+    sql = "INSERT INTO items (name, n) VALUES (:name, 1)"
+    return {
+        "tool": "local/run-sql",
+        "arguments": {"resource": DB, "sql": sql, "params": {"name": name}},
+    }
+
+
+def _write(path: str, content: str) -> dict[str, Any]:
+    return {
+        "tool": "local/write-file",
+        "arguments": {"resource": FILES, "path": path, "content": content},
+    }
+
+
+def _revert(side: Side, plan_id: str, key: str, letter: str) -> None:
+    decision = side.current(plan_id)[key]
+    impact = preview(
+        side.store, decision.decision_id, CorrectionMode.REVERT, f"take {match_word(key, letter)}"
+    )
+    done = execute(
+        side.store, impact, acknowledged=True, requested_by="oracle", options=side.options
+    )
+    assert done.correction.status is CorrectionStatus.SUCCEEDED, done.correction
+    assert side.current(plan_id)[key].chosen_option == f"{key} option {letter}"
+
+
+def test_a_decision_kept_by_one_revert_can_be_reverted_next(tmp_path: Path) -> None:
+    """The first revert rolls both resources back past d03, which it keeps (d03 wrote
+    nothing); d03's own checkpoints still hold d02's old work. Reverting d03 next must
+    start from the state the first revert restored, not from those stale checkpoints."""
+    definition = {
+        "name": "oracle/action",
+        "prompt": "change the resources as the points say",
+        "resources": [DB, FILES],
+        "decisions": [
+            _point("d00", "strategy_choice", [], []),
+            _point("d01", "tool_invocation", [_insert("one")], [_insert("uno")]),
+            _point("d02", "tool_invocation", [_write("a.txt", "old")], [_write("a.txt", "new")]),
+            _point("d03", "tool_invocation", [], [_write("b.txt", "later"), _insert("b")]),
+        ],
+    }
+    side = Side.make(tmp_path / "corrected")
+    try:
+        plan_id = run_to_apply_gate(side, tmp_path, definition)
+        _revert(side, plan_id, "d02", "b")
+        _revert(side, plan_id, "d03", "b")
+        chosen = {k: d.chosen_option for k, d in side.current(plan_id).items()}
+        apply(side, plan_id)
+        check_oracle(definition, side, with_choices(definition, chosen), tmp_path, ["d02→b, d03→b"])
+    finally:
+        side.close()
