@@ -84,3 +84,36 @@ def test_a_decision_kept_by_one_revert_can_be_reverted_next(tmp_path: Path) -> N
         check_oracle(definition, side, with_choices(definition, chosen), tmp_path, ["d02→b, d03→b"])
     finally:
         side.close()
+
+
+def test_a_point_under_a_skipped_point_is_skipped_and_made_once_its_parent_is(
+    tmp_path: Path,
+) -> None:
+    """d02 exists only for d01's option b, and d03 sits under it: the plan runs (d02 and d03
+    skipped, not a crash), and correcting d01 to b makes both, as a fresh plan would."""
+    conditional = _point("d02", "tool_invocation", [_write("c.txt", "c")], [])
+    conditional["when"] = {"d01": "d01 option b"}
+    child = _point("d03", "tool_invocation", [_insert("under")], [])
+    child["parent"] = "d02"
+    definition = {
+        "name": "oracle/action",
+        "prompt": "change the resources as the points say",
+        "resources": [DB, FILES],
+        "decisions": [
+            _point("d00", "strategy_choice", [], []),
+            _point("d01", "tool_invocation", [_write("a.txt", "a")], [_write("a.txt", "b")]),
+            conditional,
+            child,
+        ],
+    }
+    side = Side.make(tmp_path / "corrected")
+    try:
+        plan_id = run_to_apply_gate(side, tmp_path, definition)
+        assert set(side.current(plan_id)) == {"d00", "d01"}
+        _revert(side, plan_id, "d01", "b")
+        chosen = {k: d.chosen_option for k, d in side.current(plan_id).items()}
+        assert set(chosen) == {"d00", "d01", "d02", "d03"}
+        apply(side, plan_id)
+        check_oracle(definition, side, with_choices(definition, chosen), tmp_path, ["d01→b"])
+    finally:
+        side.close()

@@ -6,7 +6,8 @@ file order, that
 
 * has no current decision yet (points already decided and not superseded are skipped, so a
   replay after a correction re-makes only what the correction superseded), and
-* whose ``when`` conditions hold for the current decisions.
+* whose ``when`` conditions hold for the current decisions, and whose ``parent`` (if any)
+  has a current decision — a point under one its ``when`` skipped is skipped too.
 
 Choosing an alternative (docs/actions.md, "How guidance selects an alternative"): without
 guidance for the point, its ``choose`` option (default: the first). With guidance — the
@@ -114,6 +115,8 @@ class ScriptedReasoner:
                 continue
             if any(current.get(key) != option for key, option in point.when.items()):
                 continue
+            if point.parent is not None and point.parent not in current:
+                continue  # its parent was not made (its `when` does not hold): nor is it
             entry = guidance_for(point.key, state)
             guidance = entry["text"] if entry else None
             alternative, guided = choose(point, entry)
