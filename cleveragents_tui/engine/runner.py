@@ -858,7 +858,9 @@ class PlanRunner:
 
     def apply_own(self, *, land: bool = True) -> list[str]:
         """Land this plan's sandboxes (unless ``land`` is False: they are its host's, which
-        lands them) and mark the plan applied."""
+        lands them) and mark the plan applied. Each resource goes planned → landing → landed
+        in the apply journal before the step, so a rerun after a crash skips what landed and
+        lands the rest (engine/apply_journal.py)."""
         if not land:
             self._set(phase=Phase.APPLY, state=PlanState.APPLIED)
             return [f"{self.plan_id}: landed with the sandboxes of {self.sandboxes.host_plan_id}"]
