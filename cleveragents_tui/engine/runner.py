@@ -102,8 +102,8 @@ class SandboxUnavailableError(UserError):
 
     @classmethod
     def of(cls, plan_id: str, resource_id: str, cause: Exception) -> SandboxUnavailableError:
-        if isinstance(cause, UserError):  # it names the resource, the problem and the fix
-            return cls(plan_id, str(cause))
+        if isinstance(cause, UserError) and resource_id in str(cause):
+            return cls(plan_id, str(cause))  # it names the resource, the problem and the fix
         return cls(plan_id, f"the sandbox of {resource_id} could not be made: {cause}")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -119,3 +120,35 @@ def test_plan_use_whose_sandbox_cannot_be_made_ends_errored_with_the_reason(
     assert again.exit_code == 0, again.output
     assert "execute · awaiting_approval" in again.output.splitlines()[0]
     assert json.loads(run("plan", "show", plan_id, "--format=json").output)["error"] is None
+
+
+def test_a_child_plan_whose_sandbox_cannot_be_made_errors_its_parent_too(
+    run: Run, tmp_path: Path, sandboxes: Path
+) -> None:
+    demo = json.loads(
+        run(
+            "demo", "--dir", str(tmp_path / "demo"), "--automation-profile", "manual",
+            "--format=json",
+        ).output
+    )  # fmt: skip
+    fifo = Path(demo["directory"], "docs", "pipe")  # the child plan's folder: not copyable
+    os.mkfifo(fifo)
+
+    result = run("plan", "use", demo["action_file"], "--automation-profile", "auto")
+
+    assert result.exit_code == 2
+    plans = json.loads(run("plan", "list", "--format=json").output)["plans"]
+    parent, child = plans[-2:]
+    assert [parent["state"], child["state"]] == ["errored", "errored"]
+    [line] = result.stderr.strip().splitlines()
+    assert "the sandbox of " in line and "/docs could not be made" in line
+    assert f"agents plan run {parent['plan_id']}" in line  # the plan the user ran
+    shown = json.loads(run("plan", "show", parent["plan_id"], "--format=json").output)
+    assert "could not be made" in shown["error"] and "FIFO" in shown["error"]
+    assert run("doctor").exit_code == 0
+
+    fifo.unlink()
+    again = run("plan", "run", parent["plan_id"])
+    assert again.exit_code == 0, again.output
+    plans = json.loads(run("plan", "list", "--format=json").output)["plans"]
+    assert [p["state"] for p in plans[-2:]] == ["awaiting_approval", "completed"]
