@@ -128,6 +128,11 @@ class HalfApplied:
     @property
     def message(self) -> str:
         done = ", ".join(self.landed) or "none"
+        if not self.unfinished:
+            return (
+                f"plan {self.plan_id} is apply · {self.state.value}: every resource landed "
+                f"({done}), but the plan was not marked applied"
+            )
         return (
             f"plan {self.plan_id} is half-applied (apply · {self.state.value}): landed "
             f"{done}; not yet {', '.join(self.unfinished)}"
@@ -171,4 +176,16 @@ def half_applied(store: Store) -> list[HalfApplied]:
                 landed,
                 (*(known.unfinished if known else ()), step.resource_id),
             )
+        # Every resource landed, the plan not yet marked applied (killed in between).
+        for plan in uow.plans.all():
+            if plan.plan_id in found or plan.phase is not Phase.APPLY:
+                continue
+            if plan.state in (PlanState.APPLIED, PlanState.CANCELLED):
+                continue
+            every = uow.apply_journal.for_apply(plan.plan_id, plan.attempt)
+            if every and all(s.state is ApplyStepState.LANDED for s in every):
+                landed = tuple(s.resource_id for s in every)
+                found[plan.plan_id] = HalfApplied(
+                    plan.plan_id, plan.attempt, plan.state, landed, ()
+                )
     return list(found.values())

@@ -10,7 +10,8 @@ gate and SIGKILLed at:
 - the first hit of every failpoint it reaches (the journal's commits, each git command,
   each file written), and every hit of ``apply.resource`` and ``apply.landed`` (before and
   after each resource lands) and of ``sqlite.land`` (before and after the database's
-  COMMIT); in the soak (``nox -s soak``) every hit of every failpoint;
+  COMMIT), and the last store commit (every resource landed, the plan not yet marked
+  applied); in the soak (``nox -s soak``) every hit of every failpoint;
 - seeded-random points counted in failpoint hits (``*#N=kill``): 2, and in the soak four
   per ``AGENTS_SOAK_ITERATIONS`` (100 at its default of 25: at least 100 kills).
 
@@ -52,6 +53,8 @@ def crash_points(hits: dict[str, int], rng: random.Random) -> list[str]:
     points = [f"{name}=kill" for name in names]
     # Before and after each resource's landing and the database's COMMIT, on every strategy.
     points += [f"{n}#{i}=kill" for n in EVERY_HIT if n in hits for i in range(2, hits[n] + 1)]
+    # The last store commit marks the plan applied: killed before it, everything has landed.
+    points += [] if soak else [f"store.commit#{hits['store.commit']}=kill"]
     total = sum(hits.values())
     if soak:  # every hit of every failpoint, and 4 random kills per soak iteration
         points += [
