@@ -943,7 +943,7 @@ def test_hostile_references_are_refused_and_change_nothing(
 
 @pytest.mark.parametrize(
     "path",
-    ["../repo/README.md", "src/../../x", "/etc/passwd", ".git/config", "a\\b", "", "~/x", "a\nb"],
+    ["../repo/README.md", "src/../../x", "/etc/passwd", ".git/config", "a\\b", "", "~/x"],
 )
 def test_read_refuses_paths_outside_the_tree(sandbox: GitWorktreeSandbox, path: str) -> None:
     ref = sandbox.checkpoint()
