@@ -36,9 +36,7 @@ def restore_point(uow: UnitOfWork, decision: Decision) -> Decision:
             g
             for g in guidance
             if (limit is None or g.sequence_number < limit)
-            and corrected[g.decision_id].sequence_number
-            < owner.sequence_number
-            < g.sequence_number
+            and corrected[g.decision_id].sequence_number < owner.sequence_number < g.sequence_number
         ]
         if not spanning:
             return owner
