@@ -5,6 +5,7 @@ replay takes the one picked — in the tree and in the sandbox's files."""
 from __future__ import annotations
 
 import pytest
+from textual import events
 from textual.widgets import RadioButton, Static
 
 from cleveragents_tui.domain.enums import CorrectionStatus
@@ -82,3 +83,27 @@ async def test_the_alternative_picked_in_the_preview_is_what_the_replay_takes(
     )
     greet = (hello_cli / "worktree" / "hello_cli" / "greet.py").read_text()
     assert "class Greeter:" in greet and "def hello(" not in greet
+
+
+async def test_a_number_and_y_typed_at_once_correct_with_that_alternative(
+    demo_plan: DemoPlan,
+) -> None:
+    """A browser sends keys without waiting for the app: the y right behind the number
+    must find the alternative already picked (it was refused, and the preview stayed)."""
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    target = demo_plan.decision(STRATEGY)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, PlanScreen)
+        screen.query_one(DecisionTree).reveal(target)
+        await pilot.press("c", *"make it easier to extend", "enter")
+        await pilot.pause()
+        preview = app.screen
+        assert isinstance(preview, ImpactModal)
+        for key in ("2", "y"):  # queued together, as a browser's keystrokes arrive
+            app.post_message(events.Key(key, key))
+        await pilot.pause()
+        assert not isinstance(app.screen, ImpactModal)  # it went on to the warnings
+        assert preview.impact.alternatives is not None
+        assert preview.impact.alternatives.option == GREETER

@@ -202,20 +202,24 @@ class ImpactModal(Dialog[bool]):
         self.query_one("#alternatives" if self._needs_pick() else "#cancel").focus()
 
     def on_radio_set_changed(self, event: RadioSet.Changed) -> None:
+        if event.radio_set.id == "alternatives":
+            self._take(event.index + 1)
+
+    def _take(self, number: int) -> None:
+        """Make alternative ``number`` the one the replay takes."""
         found = self.impact.alternatives
-        if (
-            found is not None
-            and event.radio_set.id == "alternatives"
-            and event.index + 1 != found.selected
-        ):
-            picked = with_choice(found, event.index + 1)
+        if found is not None and number != found.selected:
+            picked = with_choice(found, number)
             self.impact = replace(self.impact, alternatives=picked)
             self.query_one("#impact-pick", Static).update("")
 
     def action_pick(self, number: int) -> None:
+        """Press alternative ``number`` and take it now: the radio set's Changed message
+        comes later, after a y typed right behind the number (a browser sends both at once)."""
         buttons = list(self.query("#alternatives RadioButton").results(RadioButton))
         if 1 <= number <= len(buttons):
             buttons[number - 1].value = True
+            self._take(number)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.action_answer(event.button.id == "go")
