@@ -765,9 +765,7 @@ def _revert(
                 _reload(store, correction), _plan(store, impact.plan_id), report
             )
         _outside_answered(store, impact, correction, *outside)
-    # what any process that goes on with the replay needs to record its diff
-    remember_basis(store, correction.correction_id, report, points)
-    guidance = _carry_forward(store, impact, correction, target, report, targets)
+    guidance = _carry_forward(store, impact, correction, target, report, (targets, points))
     recorded = _Replaying(
         correction.correction_id,
         guidance.decision_id,
@@ -902,21 +900,25 @@ def _carry_forward(
     correction: CorrectionAttempt,
     target: Decision,
     report: RollbackReport | None,
-    targets: dict[str, CheckpointMetadata],
+    rolled: tuple[dict[str, CheckpointMetadata], dict[str, str] | None],
 ) -> Decision:
-    """Everything after the resources are rolled back, up to the replay: forget the
-    savepoints the rollback destroyed, restore the reasoning, supersede, and set the plan
-    running again (the correction stays running until its replay has stopped: a replay
-    that fails must not leave it recorded as succeeded). Returns the guidance decision.
+    """Everything after the resources are rolled back, up to the replay: keep the basis of
+    the correction's diff (``rolled``: the rollback's targets and the old attempt's points),
+    forget the savepoints the rollback destroyed, restore the reasoning, supersede, and set
+    the plan running again (the correction stays running until its replay has stopped: a
+    replay that fails must not leave it recorded as succeeded). Returns the guidance decision.
 
     There is no way back from here: ``ROLLBACK TO SAVEPOINT`` cannot be undone, so a
     database rolled back cannot be put back as it was. The correction is carried forward
     instead: every step is idempotent, and one that fails (a database commit, the LangGraph
     saver) is tried again, up to :data:`FORWARD_ATTEMPTS` times in all.
     """
+    targets, points = rolled
     problem: Exception | None = None
     for _ in range(FORWARD_ATTEMPTS):
         try:
+            # what any process that goes on with the replay needs to record its diff
+            remember_basis(store, correction.correction_id, report, points)
             if report is not None:
                 _forget_destroyed_savepoints(store, impact.plan_id, targets)
                 _progress(
