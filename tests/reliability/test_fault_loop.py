@@ -19,7 +19,11 @@ In every case the invariant checker finds nothing.
 
 Two engine bugs this loop found are fixed, and would fail it again: a resumed step now runs
 the tool calls its recorded decision had not made yet, and a correction past its resource
-rollback is carried forward (docs/reliability.md).
+rollback is carried forward (docs/reliability.md), the basis of its diff included.
+
+A revert of the parent's implementation re-makes its announce decision (later_writers), so
+the team-chat outbox gets a notification each run, stamped with the time it was sent: the
+outbox is compared without those times (:func:`untimed`).
 
 Two corrections cover the four kinds: ``parent`` reverts the demo plan's first Execute
 decision (a git worktree, a database, a ``none`` resource), ``child`` reverts the Execute
@@ -28,6 +32,7 @@ decision of its child plan (a filesystem copy).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +47,20 @@ from tests.reliability.harness import (
 
 KINDS = {"git.call": "parent", "fs.write": "child", "store.commit": "child", "saver.put": "child"}
 GIT_STRIDE = 4  # every fourth git call by default; every one in the soak
+
+
+def untimed(resources: dict[str, Any]) -> dict[str, Any]:
+    """The resources with the time each team-chat notification was sent left out: a revert of
+    the implementation re-makes the announce decision (engine/later_writers.py), which sends
+    its notification again, stamped with the moment it is sent — never the reference run's.
+    What was sent, to which channel and how many times is still compared."""
+    chat = dict(resources.get("real-team-chat", {}))
+    if "outbox.jsonl" not in chat:
+        return resources
+    lines = bytes.fromhex(chat["outbox.jsonl"]).decode("utf-8").splitlines()
+    sent = [{k: v for k, v in json.loads(line).items() if k != "time"} for line in lines]
+    chat["outbox.jsonl"] = json.dumps(sent, sort_keys=True).encode("utf-8").hex()
+    return {**resources, "real-team-chat": chat}
 
 
 def differences(found: dict[str, Any], expected: dict[str, Any]) -> list[str]:
@@ -67,6 +86,8 @@ def judge(
 ) -> tuple[str, str | None]:
     """(the outcome, what is wrong with it or None)."""
     how = f"{result['status']}, plan {result['plan_state']}, error {result['error']}"
+    result = {**result, "resources": untimed(result["resources"])}
+    before, after = untimed(before), {**after, "resources": untimed(after["resources"])}
     if result["violations"]:
         return "broken", f"{how}: invariants violated: {result['violations']}"
     replayed = result["status"] == "succeeded" or (
