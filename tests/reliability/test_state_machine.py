@@ -87,6 +87,7 @@ from cleveragents_tui.engine.correction import (
 )
 from cleveragents_tui.engine.invariants import check_invariants
 from cleveragents_tui.engine.lifecycle import apply_plan
+from cleveragents_tui.engine.reconcile import Reconciler
 from cleveragents_tui.engine.recorder import record_decision
 from cleveragents_tui.engine.runner import PlanRunner, PlanStateError, RunOptions, start_plan
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
@@ -512,6 +513,11 @@ class CorrectionMachine(RuleBasedStateMachine):
             (workdir / name).write_text(text)
             self.model.files[name] = text
         self.sandboxes.note_write(FILES)
+        # What the runner does after each tool call (runner._finish_step): the plan's own
+        # write joins the seal, so a revert does not take it for a hand edit to reconcile.
+        with self.store.unit_of_work() as uow:
+            attempt = uow.plans.get(self.plan_id).attempt
+        Reconciler(self.sandboxes, [FILES], attempt).refresh([FILES])
         self.model.noted = True
 
     @precondition(lambda self: len(self.model.current()) > 2 or self.model.applied)
