@@ -513,11 +513,6 @@ class CorrectionMachine(RuleBasedStateMachine):
             (workdir / name).write_text(text)
             self.model.files[name] = text
         self.sandboxes.note_write(FILES)
-        # What the runner does after each tool call (runner._finish_step): the plan's own
-        # write joins the seal, so a revert does not take it for a hand edit to reconcile.
-        with self.store.unit_of_work() as uow:
-            attempt = uow.plans.get(self.plan_id).attempt
-        Reconciler(self.sandboxes, [FILES], attempt).refresh([FILES])
         self.model.noted = True
 
     @precondition(lambda self: len(self.model.current()) > 2 or self.model.applied)
@@ -833,6 +828,12 @@ def _decide(
     before = set(machine.model.nodes)
     machine.record_execute(_Script(parent, []), write, name, None, False)
     [made] = set(machine.model.nodes) - before
+    # What the runner does after each tool call (runner._finish_step): the plan's own write
+    # joins the seal, so a revert does not take it for a hand edit it must reconcile first.
+    assert machine.sandboxes is not None
+    with machine.store.unit_of_work() as uow:
+        attempt = uow.plans.get(machine.plan_id).attempt
+    Reconciler(machine.sandboxes, [FILES], attempt).refresh([FILES])
     return made
 
 
