@@ -11,6 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Static
 
+from cleveragents_tui.domain.display import printable
 from cleveragents_tui.engine.reconcile import OutsideChanges, OutsideChoice
 from cleveragents_tui.tui.modals.base import Dialog
 
@@ -48,7 +49,7 @@ class OutsideChangesModal(Dialog[OutsideChoice | None]):
         with Vertical():
             yield Static("Files changed outside the plan", classes="modal-title")
             with VerticalScroll(id="outside-text"):
-                yield Static(outside_text(self.changes), markup=False)
+                yield Static(printable(outside_text(self.changes)), markup=False)
             with Horizontal():
                 yield Button("Keep them (k)", id="keep", variant="primary")
                 yield Button("Discard them (d)", id="discard", variant="error")

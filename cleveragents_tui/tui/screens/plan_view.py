@@ -3,6 +3,7 @@ now, and the controls (correct, diff, pause / cancel / resume / apply)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
@@ -201,7 +202,8 @@ class PlanScreen(Screen[None]):
         summary = (
             f"{row.decision_type} · {row.phase}\n{one_line(row.chosen_option, 80)}\n{decision_id}"
         )
-        blocked = replay_blocker(self.store, self.plan_id)  # a read, as the preview below
+        # reads, like the preview below: in a thread, so the event loop never waits on them
+        blocked = await asyncio.to_thread(replay_blocker, self.store, self.plan_id)
         request = await self.app.push_screen_wait(CorrectionDialog(summary, blocked))
         if request is None:
             return
@@ -238,7 +240,7 @@ class PlanScreen(Screen[None]):
         replay; opens the diff when it succeeded."""
         tree = self.query_one(DecisionTree)
         try:
-            impact = make_preview()
+            impact = await asyncio.to_thread(make_preview)
         except UserError as exc:
             self.notify(str(exc), title="Correction refused", severity="error", timeout=10)
             return
