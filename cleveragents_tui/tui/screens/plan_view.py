@@ -274,8 +274,9 @@ class PlanScreen(Screen[None]):
         if correction_id:
             app.open_diff(correction_id)
 
-    def action_diff(self) -> None:
-        details = show_plan(self.store, self.plan_id)
+    @work(exclusive=True, group="diff")
+    async def action_diff(self) -> None:
+        details = await asyncio.to_thread(show_plan, self.store, self.plan_id)
         done = [c for c in details.corrections if c.status.value == "succeeded"]
         if not done:
             self.notify("this plan has no finished correction to compare", severity="warning")
