@@ -20,6 +20,7 @@ from collections import Counter
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -173,9 +174,11 @@ def preview(
     guidance: str,
     plan_ref: str | None = None,
     choose: int | None = None,
+    sandbox_base: Path | None = None,
 ) -> Impact:
     """What correcting the decision would do. Changes nothing. ``choose``: the alternative
-    (1-based) the replay takes, named by the user instead of selected by the guidance."""
+    (1-based) the replay takes, named by the user instead of selected by the guidance;
+    ``sandbox_base``: the sandbox folder ``execute`` will use (its RunOptions')."""
     if not guidance.strip():
         raise CorrectionRefusedError(
             "the guidance is empty", 'say what the decision should be: --guidance "..."'
@@ -240,7 +243,7 @@ def preview(
     non_rollbackable: tuple[str, ...] = ()
     outside: tuple[OutsideChanges, ...] = ()
     if mode is CorrectionMode.REVERT and plan.phase is not Phase.STRATEGIZE:
-        sandboxes = PlanSandboxes(store, plan.plan_id)
+        sandboxes = PlanSandboxes(store, plan.plan_id, sandbox_base)
         if decision.phase is Phase.EXECUTE:
             if tier is not Tier.FULL:
                 raise CorrectionRefusedError(*_tier_error(decision, tier))

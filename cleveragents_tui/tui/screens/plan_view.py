@@ -207,8 +207,12 @@ class PlanScreen(Screen[None]):
         request = await self.app.push_screen_wait(CorrectionDialog(summary, blocked))
         if request is None:
             return
+        options = services(self).run_options  # where the replay will run
+        base = options.sandbox_base if options else None
         await self._preview_confirm_replay(
-            lambda: preview(self.store, decision_id, request.mode, request.guidance)
+            lambda: preview(
+                self.store, decision_id, request.mode, request.guidance, sandbox_base=base
+            )
         )
 
     @work(exclusive=True, group="correct")
