@@ -48,7 +48,7 @@ from cleveragents_tui.domain.errors import (
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationFlag, AutomationProfile, GuardScope
 from cleveragents_tui.domain.timeutil import utc_now
-from cleveragents_tui.engine import run_lease
+from cleveragents_tui.engine import constrained_apply, run_lease
 from cleveragents_tui.engine.apply_journal import ApplyJournal, landed_record
 from cleveragents_tui.engine.browse import run_failure
 from cleveragents_tui.engine.diff import current_replay, record_snapshots
@@ -770,6 +770,8 @@ class PlanRunner:
                 f"plan {self.plan_id} is {plan.phase.value} · {plan.state.value}: Execute has not completed",
                 f"run it until it waits at the Apply gate: agents plan run {self.plan_id}",
             )
+        if plan.state is PlanState.CONSTRAINED and (reverted := constrained_apply.answered(self)):
+            return reverted  # a person approved going back to Strategize
         try:
             self._reconcile()
         except WaitForApproval:
@@ -780,7 +782,8 @@ class PlanRunner:
             results.extend(self._land_children())
             results.extend(self.apply_own())
         except UserError as exc:
-            return self._apply_failed(PlanState.CONSTRAINED, str(exc))
+            self._apply_failed(PlanState.CONSTRAINED, str(exc))
+            return constrained_apply.after_refusal(self, str(exc))  # access_network
         except Exception as exc:
             self._apply_failed(PlanState.ERRORED, str(exc))
             raise

@@ -1,0 +1,196 @@
+"""A constrained Apply goes back to Strategize (``access_network``), or asks a person."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cleveragents_tui.domain.action import Action
+from cleveragents_tui.domain.approval import ApprovalAnswer
+from cleveragents_tui.domain.enums import Phase, PlanState
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.engine.approvals import answer_approval
+from cleveragents_tui.engine.constrained_apply import REQUESTED_BY
+from cleveragents_tui.engine.lifecycle import resume_plan
+from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.store.store import Store
+from tests.support.flag_profiles import register_profile
+
+
+def _write(resource: str, path: str) -> dict[str, object]:
+    return {
+        "tool": "local/write-file",
+        "arguments": {"resource": resource, "path": path, "content": "from the plan\n"},
+    }
+
+
+def layout_action(resource: str) -> Action:
+    """Layout alpha writes a.txt; layout beta (which guidance naming a refusal selects)
+    writes b.txt."""
+    return Action.model_validate(
+        {
+            "name": "local/layout",
+            "prompt": "write the layout",
+            "resources": [resource],
+            "decisions": [
+                {
+                    "key": "layout",
+                    "type": "strategy_choice",
+                    "question": "Which layout?",
+                    "alternatives": [
+                        {"option": "layout alpha", "match": ["alpha"]},
+                        {"option": "layout beta", "match": ["refused"]},
+                    ],
+                },
+                {
+                    "key": "write-alpha",
+                    "type": "implementation_choice",
+                    "parent": "layout",
+                    "when": {"layout": "layout alpha"},
+                    "question": "Write it?",
+                    "alternatives": [
+                        {"option": "a.txt", "tool_calls": [_write(resource, "a.txt")]}
+                    ],
+                },
+                {
+                    "key": "write-beta",
+                    "type": "implementation_choice",
+                    "parent": "layout",
+                    "when": {"layout": "layout beta"},
+                    "question": "Write it?",
+                    "alternatives": [
+                        {"option": "b.txt", "tool_calls": [_write(resource, "b.txt")]}
+                    ],
+                },
+            ],
+        }
+    )
+
+
+@pytest.fixture
+def files(sqlite_store: Store, tmp_path: Path) -> Resource:
+    (tmp_path / "files").mkdir()
+    resource = Resource(
+        resource_id="local/files",
+        kind="filesystem",
+        location=str(tmp_path / "files"),
+        sandbox_strategy="filesystem_copy",
+    )
+    with sqlite_store.unit_of_work(write=True) as uow:
+        uow.resources.add(resource)
+        uow.commit()
+    return resource
+
+
+@pytest.fixture
+def options(tmp_path: Path) -> RunOptions:
+    return RunOptions(sandbox_base=tmp_path / "sandboxes")
+
+
+def _constrained(store: Store, files: Resource, options: RunOptions, profile: str) -> Plan:
+    """Run the plan to its Apply gate, change a.txt in the real folder, apply."""
+    from cleveragents_tui.engine.lifecycle import apply_plan
+
+    plan = start_plan(
+        store, layout_action(files.resource_id), profile_override=profile, options=options
+    )
+    assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL)
+    (Path(files.location) / "a.txt").write_text("a person's own a.txt\n")
+    return apply_plan(store, plan.plan_id, "alice", options)
+
+
+def test_at_the_threshold_a_constrained_apply_reverts_to_strategize_and_lands(
+    sqlite_store: Store, files: Resource, options: RunOptions, tmp_path: Path
+) -> None:
+    # access_network 0.0: revert alone; select_tool 1.0: the first Apply is a person's.
+    register_profile(sqlite_store, "revert", base="ci", select_tool=1.0, access_network=0.0)
+    plan = _constrained(sqlite_store, files, options, "local/revert")
+    # The revert re-decided the layout with the refusal as guidance (beta), replayed, and
+    # stopped at the new attempt's Apply gate.
+    assert (plan.phase, plan.state, plan.attempt) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL, 2)
+    with sqlite_store.unit_of_work() as uow:
+        [correction] = uow.corrections.for_plan(plan.plan_id)
+        current = {
+            d.step_key: d.chosen_option
+            for d in uow.decisions.for_plan(plan.plan_id, include_superseded=False)
+        }
+    assert correction.requested_by == REQUESTED_BY
+    assert "Apply was refused" in correction.guidance and "a.txt" in correction.guidance
+    assert current["layout"] == "layout beta" and "write-beta" in current
+    from cleveragents_tui.engine.lifecycle import apply_plan
+
+    applied = apply_plan(sqlite_store, plan.plan_id, "alice", options)
+    assert applied.state is PlanState.APPLIED
+    real = Path(files.location)
+    assert (real / "b.txt").read_text() == "from the plan\n"
+    assert (real / "a.txt").read_text() == "a person's own a.txt\n"  # never overwritten
+
+
+def test_below_the_threshold_a_person_is_asked_and_approving_reverts(
+    sqlite_store: Store, files: Resource, options: RunOptions
+) -> None:
+    plan = _constrained(sqlite_store, files, options, "auto")  # access_network 1.0
+    assert (plan.phase, plan.state) == (Phase.APPLY, PlanState.CONSTRAINED)
+    with sqlite_store.unit_of_work() as uow:
+        [question] = uow.approvals.pending(plan.plan_id)
+        assert uow.corrections.for_plan(plan.plan_id) == []
+    assert question.details["flag"] == "access_network"
+    assert "Apply was refused" in question.question and "revert to Strategize" in question.question
+    answer_approval(sqlite_store, question.approval_id, approve=True, by="alice")
+    reverted = resume_plan(sqlite_store, plan.plan_id, options)
+    assert (reverted.phase, reverted.state, reverted.attempt) == (
+        Phase.EXECUTE,
+        PlanState.AWAITING_APPROVAL,
+        2,
+    )
+    with sqlite_store.unit_of_work() as uow:
+        [correction] = uow.corrections.for_plan(plan.plan_id)
+    assert correction.requested_by == REQUESTED_BY
+
+
+def test_running_the_plan_while_asked_retries_the_apply_instead(
+    sqlite_store: Store, files: Resource, options: RunOptions
+) -> None:
+    plan = _constrained(sqlite_store, files, options, "auto")
+    (Path(files.location) / "a.txt").unlink()  # the person puts the real folder right
+    retried = resume_plan(sqlite_store, plan.plan_id, options)
+    assert retried.state is PlanState.APPLIED
+    with sqlite_store.unit_of_work() as uow:
+        [question] = uow.approvals.for_plan(plan.plan_id)[-1:]
+        assert uow.approvals.pending(plan.plan_id) == []
+        assert uow.corrections.for_plan(plan.plan_id) == []
+    assert question.answer is ApprovalAnswer.DENIED and "retried" in (question.reason or "")
+
+
+def test_automatic_reversions_stop_at_max_retries_per_step_and_ask(
+    sqlite_store: Store, files: Resource, options: RunOptions
+) -> None:
+    from cleveragents_tui.engine.lifecycle import apply_plan
+
+    # Every layout writes a.txt here, so each revert meets the same conflict again.
+    action = layout_action(files.resource_id).model_dump(mode="json")
+    action["decisions"][2]["alternatives"][0]["tool_calls"] = [_write(files.resource_id, "a.txt")]
+    register_profile(
+        sqlite_store,
+        "loop",
+        base="ci",
+        safety={"max_retries_per_step": 1},
+        select_tool=1.0,
+        access_network=0.0,
+    )
+    plan = start_plan(
+        sqlite_store, Action.model_validate(action), profile_override="local/loop", options=options
+    )
+    (Path(files.location) / "a.txt").write_text("a person's own a.txt\n")
+    first = apply_plan(sqlite_store, plan.plan_id, "alice", options)
+    assert (first.state, first.attempt) == (PlanState.AWAITING_APPROVAL, 2)  # reverted alone
+    second = apply_plan(sqlite_store, plan.plan_id, "alice", options)
+    assert (second.phase, second.state) == (Phase.APPLY, PlanState.CONSTRAINED)
+    with sqlite_store.unit_of_work() as uow:
+        corrections = uow.corrections.for_plan(plan.plan_id)
+        [question] = uow.approvals.pending(plan.plan_id)
+    assert len(corrections) == 1  # one automatic revert, then a person is asked
+    assert question.details["flag"] == "access_network"
+    assert question.details["max_retries_per_step"] == 1
