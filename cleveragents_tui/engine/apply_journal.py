@@ -115,6 +115,19 @@ def _git_ref(repository: Path, ref: str) -> str | None:
     return found.stdout.strip() or None
 
 
+def landing_began(store: Store, plan_id: str) -> set[str]:
+    """The resources whose landing the plan's current Apply has begun (``landing`` or
+    ``landed`` in its journal): their sandboxes may have gone with the landing (a committed
+    database, a removed worktree), which is the Apply's doing, not a lost checkpoint."""
+    with store.unit_of_work() as uow:
+        attempt = uow.plans.get(plan_id).attempt
+        return {
+            step.resource_id
+            for step in uow.apply_journal.for_apply(plan_id, attempt)
+            if step.state is not ApplyStepState.PLANNED
+        }
+
+
 @dataclass(frozen=True)
 class HalfApplied:
     """A plan whose Apply a crash (or a refusal) stopped after some resource began landing."""

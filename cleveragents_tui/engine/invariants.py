@@ -35,7 +35,9 @@ What each invariant really checks (docs/reliability.md says the same for users):
                             or is applied or cancelled);
                             a succeeded one names the decision or plan it made.
 ``checkpoint-missing``      every live checkpoint of an unfinished plan exists in its sandbox
-                            (git commit and tree, archive trees and objects, savepoints).
+                            (git commit and tree, archive trees and objects, savepoints),
+                            but those of a resource its Apply began landing (a landed
+                            sandbox keeps no checkpoints: ``half-applied`` reports that).
 ``archive-object``          every object in every archive store matches its hash.
 ``stale-lock``              no lock file older than ten minutes in the sandboxes or our git
                             worktrees.
@@ -47,7 +49,7 @@ What each invariant really checks (docs/reliability.md says the same for users):
                             nothing will advance it. Plans with no stored action are never
                             run, and a child plan is run on by its parent's run (the parent
                             stands for it until it has finished Execute): neither is held
-                            to it.
+                            to it. A plan ``half-applied`` reports is not reported again.
 ``half-applied``            no plan without a live runner is stopped in Apply with some
                             resources landed (or landing) and others not, per its apply
                             journal: ``agents doctor --repair`` (or ``agents plan run``)
@@ -82,7 +84,7 @@ from cleveragents_tui.domain.enums import (
 from cleveragents_tui.domain.errors import StoreCorruptedError, UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine import run_lease
-from cleveragents_tui.engine.apply_journal import half_applied
+from cleveragents_tui.engine.apply_journal import half_applied, landing_began
 from cleveragents_tui.engine.run_lease import RUNNER_LOCK
 from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_base_dir, sandbox_root
 from cleveragents_tui.sandbox import transaction_handover
@@ -166,8 +168,8 @@ def check_invariants(store: Store, *, base_dir: Path | None = None) -> Invariant
     _check_archive_objects(base, stored, found)
     _check_stale_locks(base, stored, found)
     _check_actor_state(store, stored, found)
-    _check_left_running(store, base, stored, found)
-    _check_half_applied(store, base, found)
+    half = _check_half_applied(store, base, found)
+    _check_left_running(store, base, stored, found, half)
     return InvariantReport(found.violations, found.checked)
 
 
@@ -506,10 +508,14 @@ def _check_checkpoints(store: Store, base: Path, stored: _Stored, found: _Findin
         if plan is None or plan.state.is_terminal:
             continue
         sandboxes = PlanSandboxes(store, plan_id, base)
+        # Landed (or landing) by an Apply a crash stopped: ``half-applied`` reports that.
+        landing = landing_began(store, sandboxes.host_plan_id)
         # A database sandbox taken to verify it is handed back when the check ends.
         with transaction_handover.pinned(sandboxes.base_dir / sandboxes.host_plan_id):
             for checkpoint in checkpoints:
                 found.examined("checkpoint-missing")
+                if checkpoint.resource_id in landing:
+                    continue
                 try:
                     sandbox = sandboxes.get(checkpoint.resource_id)
                     if getattr(sandbox, "status", None) == "applied":
@@ -594,13 +600,17 @@ def is_left_running(store: Store, base: Path, plan_id: str) -> bool:
         return plan.state is PlanState.RUNNING and uow.corrections.running(plan_id) is None
 
 
-def _check_left_running(store: Store, base: Path, stored: _Stored, found: _Findings) -> None:
+def _check_left_running(
+    store: Store, base: Path, stored: _Stored, found: _Findings, half: set[str]
+) -> None:
     """A plan ``running`` that no process advances (a running correction is reported by
-    ``correction-finished``; the crash that interrupted it left the plan running too)."""
+    ``correction-finished``; the crash that interrupted it left the plan running too; an
+    Apply stopped halfway by ``half-applied``, in ``half``)."""
     running = [
         p
         for p in stored.plans.values()
         if p.plan_id in stored.run_here
+        and p.plan_id not in half
         and p.state is PlanState.RUNNING
         and not run_by_parent(p, stored.plans)
     ]
@@ -616,13 +626,17 @@ def _check_left_running(store: Store, base: Path, stored: _Stored, found: _Findi
         )
 
 
-def _check_half_applied(store: Store, base: Path, found: _Findings) -> None:
-    """An Apply a crash (or a refusal) stopped halfway: the real resources are a mix."""
+def _check_half_applied(store: Store, base: Path, found: _Findings) -> set[str]:
+    """An Apply a crash (or a refusal) stopped halfway: the real resources are a mix.
+    Returns the plans reported."""
     stopped = half_applied(store)
     found.examined("half-applied", len(stopped))
+    reported = set()
     for plan in stopped:
         if not run_lease.is_held(base, plan.plan_id):
             found.add("half-applied", plan.plan_id, plan.message)
+            reported.add(plan.plan_id)
+    return reported
 
 
 def _check_actor_state(store: Store, stored: _Stored, found: _Findings) -> None:

@@ -113,6 +113,39 @@ def test_a_kill_after_the_docs_landed_is_reported_and_finished_by_doctor_repair(
 
 @pytest.mark.parametrize(
     "failpoint",
+    # After the database landed (its sandbox then has no checkpoints), before it was journaled;
+    # and after it was journaled landed, before the team chat.
+    ["apply.landed#3=kill", "apply.resource#4=kill"],
+)
+def test_doctor_reports_a_half_applied_plan_as_one_problem_and_repair_clears_it(
+    tmp_path: Path, reference: dict[str, Any], failpoint: str
+) -> None:
+    """Not also ``checkpoint-missing`` for the landed database's checkpoints, nor
+    ``left-running`` for the same plan: the one problem is the unfinished Apply."""
+    cli = Cli(tmp_path)
+    plan_id = cli.demo()
+    assert cli("plan", "apply", plan_id, failpoint=failpoint).returncode == -signal.SIGKILL
+
+    found = cli("doctor")
+    assert found.returncode == 1
+    assert found.stdout.splitlines() == [
+        line for line in found.stdout.splitlines() if line.startswith(f"half-applied: {plan_id}:")
+    ], found.stdout
+    assert len(found.stdout.splitlines()) == 1, found.stdout
+    assert "landed " in found.stdout and "app-db" in found.stdout
+
+    repaired = cli("doctor", "--repair")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert repaired.stdout.splitlines()[0] == (
+        f"repaired: plan {plan_id}, half-applied by a crash: Apply finished, applied"
+    )
+    assert repaired.stdout.splitlines()[-1].startswith("ok: "), repaired.stdout
+    assert cli.held(plan_id) == reference
+    assert cli("doctor").returncode == 0
+
+
+@pytest.mark.parametrize(
+    "failpoint",
     ["sqlite.land@committed=kill", "apply.landed#2=kill", "apply.resource#3=kill"],
 )
 def test_plan_run_finishes_an_apply_killed_halfway(
