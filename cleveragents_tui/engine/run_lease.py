@@ -34,7 +34,7 @@ from cleveragents_tui.engine.sandboxes import sandbox_base_dir
 from cleveragents_tui.sandbox import transaction_handover
 
 RUNNER_LOCK = "runner.lock"
-DOINGS = ("running", "applying", "correcting", "repairing")
+DOINGS = ("running", "applying", "correcting", "repairing", "discarding", "collecting")
 
 
 class PlanBusyError(ConcurrentChangeError):

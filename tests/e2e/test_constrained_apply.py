@@ -105,7 +105,7 @@ def test_at_the_threshold_a_constrained_apply_reverts_to_strategize_and_lands(
     sqlite_store: Store, files: Resource, options: RunOptions, tmp_path: Path
 ) -> None:
     # access_network 0.0: revert alone; select_tool 1.0: the first Apply is a person's.
-    register_profile(sqlite_store, "revert", base="ci", select_tool=1.0, access_network=0.0)
+    register_profile(sqlite_store, "revert", thresholds={"select_tool": 1.0, "access_network": 0.0})
     plan = _constrained(sqlite_store, files, options, "local/revert")
     # The revert re-decided the layout with the refusal as guidance (beta), replayed, and
     # stopped at the new attempt's Apply gate.
@@ -177,8 +177,7 @@ def test_automatic_reversions_stop_at_max_retries_per_step_and_ask(
         "loop",
         base="ci",
         safety={"max_retries_per_step": 1},
-        select_tool=1.0,
-        access_network=0.0,
+        thresholds={"select_tool": 1.0, "access_network": 0.0},
     )
     plan = start_plan(
         sqlite_store, Action.model_validate(action), profile_override="local/loop", options=options

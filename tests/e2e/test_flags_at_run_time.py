@@ -103,7 +103,7 @@ def _current(world: World, plan: Plan) -> dict[str, str]:
 
 def _corrections_by(world: World, plan: Plan) -> list[str]:
     with world.store.unit_of_work() as uow:
-        return [c.requested_by for c in uow.corrections.for_plan(plan.plan_id)]
+        return [str(c.requested_by) for c in uow.corrections.for_plan(plan.plan_id)]
 
 
 # -- the scenarios: run a plan under `profile`; say whether it went past the flag's gate ----
@@ -227,7 +227,9 @@ def worlds(tmp_path: Path) -> Iterator[Callable[[], World]]:
 
 
 def _run(world: World, case: Case, flag: str, threshold: float) -> Plan:
-    register_profile(world.store, "flags", base="ci", **{**case.thresholds, flag: threshold})
+    register_profile(
+        world.store, "flags", base="ci", thresholds={**case.thresholds, flag: threshold}
+    )
     return case.run(world, "local/flags")
 
 

@@ -3,6 +3,7 @@ thresholds and safety settings changed, registered under a ``local/`` name."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from cleveragents_tui.automation.profiles import ProfileRegistry
@@ -15,13 +16,13 @@ def register_profile(
     name: str,
     *,
     base: str = "ci",
-    safety: dict[str, Any] | None = None,
-    **thresholds: float,
+    safety: Mapping[str, Any] | None = None,
+    thresholds: Mapping[str, float] | None = None,
 ) -> AutomationProfile:
     """Register ``local/<name>``: ``base`` with ``thresholds`` and ``safety`` changed."""
     builtin = ProfileRegistry.builtins()[base]
     data = builtin.model_dump(mode="python")
-    data.update(name=f"local/{name}", description=f"{base} with {thresholds}", **thresholds)
+    data.update(name=f"local/{name}", description=f"{base} with {thresholds}", **(thresholds or {}))
     data["safety"] = {**data["safety"], **(safety or {})}
     profile = AutomationProfile.model_validate(data)
     ProfileRegistry(store).add(profile)
