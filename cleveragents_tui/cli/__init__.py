@@ -99,6 +99,7 @@ def cli(ctx: click.Context, db_url: str | None, output_format: str | None) -> No
 
 def _register() -> None:
     from cleveragents_tui.cli.approvals import approval
+    from cleveragents_tui.cli.cleanup import gc
     from cleveragents_tui.cli.config import config
     from cleveragents_tui.cli.correct import correct  # noqa: F401 - registers plan correct/diff
     from cleveragents_tui.cli.db import db
@@ -120,6 +121,7 @@ def _register() -> None:
     cli.add_command(approval)
     cli.add_command(tui)
     cli.add_command(serve)
+    cli.add_command(gc)
 
 
 _register()

@@ -9,8 +9,12 @@ from cleveragents_tui.automation.profiles import ProfileRegistry
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.store.store import Store
 
+GC_RETENTION_KEY = "gc.retention_days"
+GC_RETENTION_DEFAULT = 14
+
 KNOWN_SETTINGS: dict[str, str] = {
     PROFILE_KEY: "automation profile of new plans (precedence: plan > action > project > global)",
+    GC_RETENTION_KEY: f"days `agents gc` keeps checkpoints of superseded attempts (default {GC_RETENTION_DEFAULT})",
 }
 
 
@@ -41,6 +45,8 @@ def set_setting(store: Store, key: str, value: str, project: str | None = None) 
     scope = _scope(project)
     if key == PROFILE_KEY:
         value = ProfileRegistry(store).get(value).name
+    if key == GC_RETENTION_KEY:
+        value = str(retention_days_value(value))
     with store.unit_of_work(write=True) as uow:
         uow.settings.set(scope, key, value)
         uow.events.append("setting_changed", {"scope": scope, "key": key, "value": value})
@@ -67,3 +73,23 @@ def unset_setting(store: Store, key: str, project: str | None = None) -> bool:
 def list_settings(store: Store) -> list[Setting]:
     with store.unit_of_work() as uow:
         return [Setting(scope, key, value) for scope, key, value in uow.settings.all()]
+
+
+def retention_days_value(text: str) -> int:
+    """``gc.retention_days`` (or ``agents gc --retention-days``) as a whole number of days."""
+    try:
+        days = int(text)
+    except ValueError:
+        days = -1
+    if days < 0:
+        raise UserError(
+            f"retention of {text!r} days is not a whole number of days",
+            "give 0 or more, e.g. 14",
+        )
+    return days
+
+
+def gc_retention_days(store: Store) -> int:
+    """The global ``gc.retention_days``, or its default."""
+    setting = get_setting(store, GC_RETENTION_KEY)
+    return GC_RETENTION_DEFAULT if setting is None else int(str(setting.value))
