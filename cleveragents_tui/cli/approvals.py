@@ -74,5 +74,19 @@ def approve(cli: CliContext, approval_ref: str, reason: str | None, who: str | N
 @who_option
 @pass_cli
 def deny(cli: CliContext, approval_ref: str, reason: str, who: str | None) -> None:
-    """Deny APPROVAL (a reason is required)."""
-    _answer(cli, approval_ref, False, reason, who)
+    """Deny APPROVAL (a reason is required). The plan is not cancelled: it pauses where it
+    waited, and the choices printed say what can come next (another alternative, guidance
+    or a correction, asking again, or `agents plan cancel`)."""
+    from cleveragents_tui.engine.denial import denial_of
+
+    denial = denial_of(cli.store, _answer(cli, approval_ref, False, reason, who))
+    if not denial.choices:
+        return
+    plan = denial.plan
+    echo(f"plan {plan.plan_id} is paused here ({plan.phase.value}); nothing was cancelled. Next:")
+    width = max(len(c.what) for c in denial.choices) + 2
+    for choice in denial.choices:
+        echo(f"  {choice.what + ':':<{width}} {choice.command}")
+        if "--choose N" in choice.command:
+            for number, option in enumerate(denial.alternatives, 1):
+                echo(f"  {'':<{width}}   {number}. {one_line(option, 100)}")

@@ -74,12 +74,26 @@ def run_(cli: CliContext, plan_ref: str) -> None:
 
 @plan.command()
 @click.argument("plan_ref", metavar="PLAN")
+@click.option(
+    "--choose",
+    type=int,
+    metavar="N",
+    help="After a denied decision: take its alternative N (as `approval deny` listed them).",
+)
+@click.option("--guidance", metavar="TEXT", help="After a denied decision: how to make it.")
 @pass_cli
-def resume(cli: CliContext, plan_ref: str) -> None:
-    """Resume a paused PLAN, or retry its refused Apply (same as `plan run`)."""
+def resume(cli: CliContext, plan_ref: str, choose: int | None, guidance: str | None) -> None:
+    """Resume a paused PLAN, or retry its refused Apply (same as `plan run`).
+
+    A plan paused by a denied approval is asked the same question again, unless --choose or
+    --guidance says how to make the denied decision instead."""
+    from cleveragents_tui.engine.denial import resume_with
     from cleveragents_tui.engine.lifecycle import resume_plan
 
-    result = resume_plan(cli.store, plan_ref)
+    if choose is not None or guidance is not None:
+        result = resume_with(cli.store, plan_ref, choose=choose, guidance=guidance)
+    else:
+        result = resume_plan(cli.store, plan_ref)
     _refuse_unapplied(cli.store, result)
     _report(cli.store, result)
 

@@ -16,7 +16,10 @@ def pending_approvals(store: Store, plan_ref: str | None = None) -> list[Approva
 def answer_approval(
     store: Store, approval_ref: str, *, approve: bool, by: str, reason: str | None = None
 ) -> Approval:
-    """Record the answer once; answering twice is refused."""
+    """Record the answer once; answering twice is refused. A denial leaves the plan that
+    waited on it paused there, never cancelled (engine/denial.py)."""
+    from cleveragents_tui.engine.denial import pause_on_denial
+
     approval_id = parse_ulid(approval_ref, "approval")
     answer = ApprovalAnswer.APPROVED if approve else ApprovalAnswer.DENIED
     with store.unit_of_work(write=True) as uow:
@@ -28,5 +31,6 @@ def answer_approval(
             plan_id=answered.plan_id,
             actor=by,
         )
+        pause_on_denial(uow, answered)
         uow.commit()
     return answered

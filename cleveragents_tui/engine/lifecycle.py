@@ -122,6 +122,9 @@ def apply_plan(store: Store, plan_ref: str, by: str, options: RunOptions | None 
 
 
 def _answer_and_apply(store: Store, plan_id: str, by: str, options: RunOptions | None) -> Plan:
+    from cleveragents_tui.engine.denial import approve_denied_apply_gate
+
+    approve_denied_apply_gate(store, plan_id, by)  # a person who denied it changed their mind
     with store.unit_of_work(write=True) as uow:
         plan = uow.plans.get(plan_id)
         for approval in uow.approvals.pending(plan.plan_id):

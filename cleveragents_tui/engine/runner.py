@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from cleveragents_tui import failpoints
-from cleveragents_tui.actors.base import ActorState, Proposal, Reasoner, ToolCallRequest
+from cleveragents_tui.actors.base import (
+    ActorState,
+    Proposal,
+    Reasoner,
+    ToolCallRequest,
+    ToolOutcome,
+)
 from cleveragents_tui.actors.reasoners.scripted import ScriptedReasoner
 from cleveragents_tui.actors.tools import ToolRegistry, default_registry
 from cleveragents_tui.automation.escalation import AutonomyController, EscalationContext
@@ -52,6 +58,7 @@ from cleveragents_tui.engine import constrained_apply, run_lease
 from cleveragents_tui.engine.apply_journal import ApplyJournal, landed_record
 from cleveragents_tui.engine.browse import run_failure
 from cleveragents_tui.engine.diff import current_replay, record_snapshots
+from cleveragents_tui.engine.failures import FailureHandling
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.plans import create_plan
 from cleveragents_tui.engine.reconcile import OutsideChoice, Reconciler
@@ -238,11 +245,6 @@ class PlanRunner:
             return self._revert_to_strategize(revise)
         except WaitForApproval:
             return self._seal_if_stopped(self._set(state=PlanState.AWAITING_APPROVAL))
-        except _Denied as denied:
-            with self.store.unit_of_work(write=True) as uow:
-                uow.events.append("plan_cancelled", {"reason": str(denied)}, plan_id=self.plan_id)
-                uow.commit()
-            return self._set(state=PlanState.CANCELLED)
         except SandboxUnavailableError as failed:  # this plan's, or a child plan's
             self._errored(failed.reason)
             if failed.plan_id == self.plan_id:
@@ -407,17 +409,15 @@ class PlanRunner:
             return uow.approvals.pending(self.plan_id)
 
     def _settled(self, kind: ApprovalKind, key: str) -> bool:
-        """True if a person approved this; raises if denied; WaitForApproval if still pending."""
+        """True if a person approved this; WaitForApproval if still pending; False if never
+        asked, or denied: a denial paused the plan (engine/denial.py), and a plan resumed
+        without another choice is asked again."""
         answers = self._answers(kind, key)
-        if not answers:
+        if not answers or answers[-1].answer is ApprovalAnswer.DENIED:
             return False
         latest = answers[-1]
         if latest.answer is ApprovalAnswer.APPROVED:
             return True
-        if latest.answer is ApprovalAnswer.DENIED:
-            raise _Denied(
-                f"{latest.question} denied by {latest.answered_by}: {latest.reason or 'no reason'}"
-            )
         raise WaitForApproval(latest)
 
     def _gate(
@@ -584,8 +584,10 @@ class PlanRunner:
         """The tool calls of a recorded decision (from ``calls_done`` on: calls run in order,
         each recorded as it ends), then its spawns."""
         if phase is Phase.EXECUTE:  # Strategize is read-only: tool calls belong to Execute
+            failures = FailureHandling(self, executor)
             for number, call in enumerate(proposal.tool_calls):
                 if number < calls_done:
+                    failures.settle(decision, call, number)  # a failure a stopped run left
                     continue
                 try:
                     outcome = executor.run(decision, call, number)
@@ -597,13 +599,16 @@ class PlanRunner:
                         decision.decision_id,
                     )
                     raise WaitForApproval(approval) from blocked
-                # The plan's own writes are part of the sealed state (even a call that
-                # declares no writes, such as tests leaving __pycache__ behind).
-                named = call.arguments.get("resource")
-                written = [*outcome.writes, *([named] if isinstance(named, str) else [])]
-                self._reconciler().refresh(written)
+                self._refresh_seal(call, outcome)
+                failures.settle(decision, call, number)  # retried, or a person asked
         if proposal.spawn and not spawned:
             self._spawn(decision, proposal)
+
+    def _refresh_seal(self, call: ToolCallRequest, outcome: ToolOutcome) -> None:
+        """The plan's own writes are part of the sealed state (even a call that declares no
+        writes, such as tests leaving __pycache__ behind)."""
+        named = call.arguments.get("resource")
+        self._reconciler().refresh([*outcome.writes, *([named] if isinstance(named, str) else [])])
 
     def _gate_decision(self, phase: Phase, proposal: Proposal, state: ActorState) -> None:
         flag = (
@@ -898,7 +903,3 @@ def _what_follows(proposal: Proposal) -> dict[str, Any]:
         "spawn": list(proposal.spawn),
         "revise_strategy": proposal.revise_strategy,
     }
-
-
-class _Denied(Exception):
-    """A person denied a gate: the plan is cancelled."""

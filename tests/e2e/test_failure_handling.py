@@ -1,0 +1,217 @@
+"""A failed tool call or validation is retried, then waits for a person; never applied
+silently (engine/failures.py). On the demo, with its real repository and database."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+from click.testing import CliRunner, Result
+
+from cleveragents_tui.automation.profiles import ProfileRegistry
+from cleveragents_tui.cli import cli
+from cleveragents_tui.domain.approval import ApprovalKind
+from cleveragents_tui.domain.enums import DecisionType, Phase, PlanState
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.profile import AutomationProfile
+from cleveragents_tui.engine.actions import load_action
+from cleveragents_tui.engine.approvals import answer_approval
+from cleveragents_tui.engine.demo import DemoEnvironment
+from cleveragents_tui.engine.lifecycle import resume_plan
+from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.store.store import Store
+
+RECOVERY = (DecisionType.ERROR_RECOVERY, DecisionType.VALIDATION_RESPONSE)
+
+
+def _edit_action(demo: DemoEnvironment, change: Any) -> None:
+    data = yaml.safe_load(demo.action_file.read_text(encoding="utf-8"))
+    change({d["key"]: d for d in data["decisions"]}, data)
+    demo.action_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
+def _test_file(content: str) -> Any:
+    def change(points: dict[str, Any], _: dict[str, Any]) -> None:
+        points["test"]["alternatives"][0]["tool_calls"][0]["arguments"]["content"] = content
+
+    return change
+
+
+FAILING_TEST = """import unittest
+
+from hello_cli.greet import hello
+
+
+class HelloTest(unittest.TestCase):
+    def test_greets_by_name(self) -> None:
+        self.assertEqual(hello("Ada"), "Hi, Ada!")
+"""
+
+
+def _recoveries(store: Store, plan_id: str) -> list[tuple[DecisionType, str]]:
+    with store.unit_of_work() as uow:
+        return [
+            (d.decision_type, d.chosen_option)
+            for d in uow.decisions.for_plan(plan_id, include_superseded=False)
+            if d.decision_type in RECOVERY
+        ]
+
+
+def _runs_of(store: Store, plan_id: str, tool: str) -> list[bool | None]:
+    with store.unit_of_work() as uow:
+        return [
+            i.ok
+            for d in uow.decisions.for_plan(plan_id)
+            for i in uow.tool_invocations.for_decision(d.decision_id)
+            if i.tool == tool
+        ]
+
+
+def _branches(demo: DemoEnvironment) -> str:
+    return subprocess.run(
+        ["git", "-C", str(demo.repository), "branch", "--list"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def _profile(store: Store, name: str, **changes: Any) -> str:
+    data = ProfileRegistry.builtins()["ci"].model_dump(mode="python")
+    safety = changes.pop("safety", {})
+    data.update(name=f"local/{name}", description=f"ci with {changes} {safety}", **changes)
+    data["safety"] = {**data["safety"], **safety}
+    ProfileRegistry(store).add(AutomationProfile.model_validate(data))
+    return f"local/{name}"
+
+
+def test_a_failing_validation_under_ci_is_retried_then_waits_and_is_not_applied(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions
+) -> None:
+    _edit_action(demo, _test_file(FAILING_TEST))
+    plan = start_plan(
+        sqlite_store, load_action(str(demo.action_file)), profile_override="ci", options=options
+    )
+    assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL)
+    # max_retries_per_step is 3: the first run and three retries, then a person is asked
+    assert _runs_of(sqlite_store, plan.plan_id, "local/run-tests") == [False] * 4
+    recoveries = _recoveries(sqlite_store, plan.plan_id)
+    assert [t for t, _ in recoveries] == [DecisionType.VALIDATION_RESPONSE] * 4
+    assert [o for _, o in recoveries][-1] == "Stop and ask a person"
+    with sqlite_store.unit_of_work() as uow:
+        [asked] = uow.approvals.pending(plan.plan_id)
+        assert uow.plans.get(plan.plan_id).state is not PlanState.APPLIED
+    assert asked.kind is ApprovalKind.ESCALATION and "local/run-tests failed" in asked.question
+    assert "cleveragents/apply/" not in _branches(demo)  # nothing landed
+    # Running again does not slip past it; approving it goes on to Apply (ci applies)
+    assert resume_plan(sqlite_store, plan.plan_id, options).state is PlanState.AWAITING_APPROVAL
+    answer_approval(sqlite_store, asked.approval_id, approve=True, by="maria")
+    done = resume_plan(sqlite_store, plan.plan_id, options)
+    assert (done.phase, done.state) == (Phase.APPLY, PlanState.APPLIED)
+    assert _runs_of(sqlite_store, plan.plan_id, "local/run-tests") == [False] * 4  # not re-run
+
+
+def test_a_retry_that_passes_settles_the_failure_and_the_plan_goes_on(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran-once"
+    flaky = f"""import pathlib
+import unittest
+
+
+class FlakyTest(unittest.TestCase):
+    def test_passes_the_second_time(self) -> None:
+        marker = pathlib.Path({str(marker)!r})
+        first = not marker.exists()
+        marker.touch()
+        self.assertFalse(first, "first run fails")
+"""
+    _edit_action(demo, _test_file(flaky))
+    plan = start_plan(
+        sqlite_store, load_action(str(demo.action_file)), profile_override="ci", options=options
+    )
+    assert (plan.phase, plan.state) == (Phase.APPLY, PlanState.APPLIED)
+    assert _runs_of(sqlite_store, plan.plan_id, "local/run-tests") == [False, True]
+    assert _recoveries(sqlite_store, plan.plan_id) == [
+        (DecisionType.VALIDATION_RESPONSE, "Retry local/run-tests (retry 1 of 3)")
+    ]
+
+
+def test_a_write_to_a_resource_that_does_not_exist_records_error_recovery(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions
+) -> None:
+    def write_elsewhere(points: dict[str, Any], _: dict[str, Any]) -> None:
+        call = points["record"]["alternatives"][0]["tool_calls"]
+        call[:] = [
+            {
+                "tool": "local/write-file",
+                "arguments": {
+                    "resource": f"{demo.namespace}/no-such-repo",
+                    "path": "x.txt",
+                    "content": "x\n",
+                },
+            }
+        ]
+
+    _edit_action(demo, write_elsewhere)
+    profile = _profile(sqlite_store, "one-retry", safety={"max_retries_per_step": 1})
+    plan = start_plan(
+        sqlite_store, load_action(str(demo.action_file)), profile_override=profile, options=options
+    )
+    assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL)
+    assert _recoveries(sqlite_store, plan.plan_id) == [
+        (DecisionType.ERROR_RECOVERY, "Retry local/write-file (retry 1 of 1)"),
+        (DecisionType.ERROR_RECOVERY, "Stop and ask a person"),
+    ]
+    assert _runs_of(sqlite_store, plan.plan_id, "local/write-file")[-2:] == [False, False]
+
+
+def test_below_the_create_file_threshold_a_failed_validation_asks_at_once(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions
+) -> None:
+    _edit_action(demo, _test_file(FAILING_TEST))
+    profile = _profile(sqlite_store, "no-self-fix", create_file=1.0)
+    plan = start_plan(
+        sqlite_store, load_action(str(demo.action_file)), profile_override=profile, options=options
+    )
+    assert plan.state is PlanState.AWAITING_APPROVAL
+    assert _runs_of(sqlite_store, plan.plan_id, "local/run-tests") == [False]
+    assert _recoveries(sqlite_store, plan.plan_id) == [
+        (DecisionType.VALIDATION_RESPONSE, "Stop and ask a person")
+    ]
+
+
+def _cli(tmp_path: Path) -> Any:
+    db = str(tmp_path / "agents.db")
+
+    def invoke(*args: str) -> Result:
+        return CliRunner().invoke(cli, ["--db", db, *args], catch_exceptions=False)
+
+    return invoke
+
+
+def test_denying_a_failed_validation_pauses_the_plan_with_the_choices(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions, tmp_path: Path
+) -> None:
+    _edit_action(demo, _test_file(FAILING_TEST))
+    plan: Plan = start_plan(
+        sqlite_store, load_action(str(demo.action_file)), profile_override="ci", options=options
+    )
+    with sqlite_store.unit_of_work() as uow:
+        [asked] = uow.approvals.pending(plan.plan_id)
+    run = _cli(tmp_path)
+    denied = run("approval", "deny", asked.approval_id, "--reason", "the test is wrong")
+    assert denied.exit_code == 0, denied.output
+    assert "paused" in denied.output and f"agents plan cancel {plan.plan_id}" in denied.output
+    assert f"agents plan correct {asked.decision_id} --mode=revert" in denied.output
+    with sqlite_store.unit_of_work() as uow:
+        assert uow.plans.get(plan.plan_id).state is PlanState.PAUSED
+    # resuming asks again; only an explicit cancel cancels
+    again = run("plan", "resume", plan.plan_id)
+    assert again.exit_code == 0 and "awaiting_approval" in again.output
+    assert "local/run-tests failed" in again.output
+    assert run("plan", "cancel", plan.plan_id).exit_code == 0
+    with sqlite_store.unit_of_work() as uow:
+        assert uow.plans.get(plan.plan_id).state is PlanState.CANCELLED
