@@ -6,6 +6,7 @@ points with their alternatives and the tool calls each alternative makes.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -118,32 +119,9 @@ class Action(_Frozen):
 
     @model_validator(mode="after")
     def _check_rules(self) -> Self:
-        seen: set[str] = set()
-        for point in self.decisions:
-            if point.key in seen:
-                raise ValueError(f"decision key {point.key!r} is used twice")
-            for ref in (point.parent, *point.depends_on, *point.when):
-                if ref is not None and ref not in seen:
-                    raise ValueError(
-                        f"decision {point.key} refers to {ref!r}, which is not an earlier decision"
-                    )
-            seen.add(point.key)
-        names = {a.name for a in self.subactions}
-        if len(names) != len(self.subactions):
-            raise ValueError("subactions must have distinct names")
-        strategize = {p.key for p in self.decisions if p.type.phase is Phase.STRATEGIZE}
-        for point in self.decisions:
-            for alternative in point.alternatives:
-                if alternative.revise_strategy and alternative.revise_strategy not in strategize:
-                    raise ValueError(
-                        f"decision {point.key} revises {alternative.revise_strategy}, which is not a "
-                        "Strategize decision of this action"
-                    )
-                for child in alternative.spawn:
-                    if child not in names:
-                        raise ValueError(
-                            f"decision {point.key} spawns {child}, which is not one of the subactions"
-                        )
+        problems = rule_problems(self.decisions, [a.name for a in self.subactions])
+        if problems:
+            raise ValueError(problems[0][1])
         return self
 
     def subaction(self, name: str) -> Action:
@@ -154,3 +132,63 @@ class Action(_Frozen):
         """Every tool the actors may use: the declared ones and those the alternatives call."""
         called = (c.tool for p in self.decisions for a in p.alternatives for c in a.tool_calls)
         return tuple(dict.fromkeys((*self.tools, *called)))
+
+
+Loc = tuple[str | int, ...]
+
+
+def rule_problems(
+    decisions: Sequence[DecisionPoint | str | None], subaction_names: Sequence[str]
+) -> list[tuple[Loc, str]]:
+    """Every rule across an action's decision points and subactions that is broken, each with
+    where it is (relative to the action). A point that failed its own validation (``agents
+    action validate`` reports it separately) is given by its key, or ``None`` when even that
+    is unusable: references past such a point are not judged."""
+    problems: list[tuple[Loc, str]] = []
+    seen: set[str] = set()
+    unknown_earlier = False
+    for i, point in enumerate(decisions):
+        key = point.key if isinstance(point, DecisionPoint) else point
+        if key is None:
+            unknown_earlier = True
+            continue
+        if key in seen:
+            problems.append((("decisions", i, "key"), f"decision key {key!r} is used twice"))
+        if isinstance(point, DecisionPoint):
+            refs: list[tuple[Loc, str | None]] = [(("decisions", i, "parent"), point.parent)]
+            refs += [(("decisions", i, "depends_on", j), r) for j, r in enumerate(point.depends_on)]
+            refs += [(("decisions", i, "when", r), r) for r in point.when]
+            for loc, ref in refs:
+                if ref is not None and ref not in seen and not unknown_earlier:
+                    problems.append(
+                        (loc, f"decision {key} refers to {ref!r}, which is not an earlier decision")
+                    )
+        seen.add(key)
+    names = set(subaction_names)
+    if len(names) != len(subaction_names):
+        problems.append((("subactions",), "subactions must have distinct names"))
+    typed = [p if isinstance(p, DecisionPoint) else None for p in decisions]
+    strategize = {p.key for p in typed if p is not None and p.type.phase is Phase.STRATEGIZE}
+    for i, point in enumerate(typed):
+        if point is None:
+            continue
+        for j, alternative in enumerate(point.alternatives):
+            where: Loc = ("decisions", i, "alternatives", j)
+            revise = alternative.revise_strategy
+            if revise and revise not in strategize and not unknown_earlier:
+                problems.append(
+                    (
+                        (*where, "revise_strategy"),
+                        f"decision {point.key} revises {revise}, which is not a "
+                        "Strategize decision of this action",
+                    )
+                )
+            for k, child in enumerate(alternative.spawn):
+                if child not in names:
+                    problems.append(
+                        (
+                            (*where, "spawn", k),
+                            f"decision {point.key} spawns {child}, which is not one of the subactions",
+                        )
+                    )
+    return problems

@@ -11,6 +11,7 @@ from cleveragents_tui.automation.preflight import parse_action
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.resources import data_path
+from cleveragents_tui.store.store import Store
 
 BUNDLED = ("assets", "actions")
 
@@ -48,18 +49,25 @@ def _is_file(path: Path) -> bool:
         return False
 
 
-def load_action(ref: str) -> Action:
-    """``ref`` is an action file (YAML) or the name of a bundled action."""
+def load_action(ref: str, store: Store | None = None) -> Action:
+    """``ref`` is an action file (YAML), an action registered in ``store`` (``agents action
+    create``) or the name of a bundled action."""
     try:
         path = Path(ref).expanduser()
     except RuntimeError:  # ~user of a user that does not exist
         path = Path(ref)
     if not _is_file(path):
+        if store is not None:
+            with store.unit_of_work() as uow:
+                registered = uow.actions.find(ref)
+            if registered is not None:
+                return parse_action(registered.definition)
         bundled = bundled_actions()
         if ref not in bundled:
             known = ", ".join(sorted(bundled)) or "none"
             raise UserError(
-                f"no action file or bundled action {ref!r}", f"give a YAML path, or one of: {known}"
+                f"no action file, registered action or bundled action {ref!r}",
+                f"give a YAML path, a name from `agents action list`, or one of: {known}",
             )
         path = bundled[ref]
     try:

@@ -443,7 +443,8 @@ def _tier_error(decision: Decision, tier: Tier) -> tuple[str, str]:
         "Fine-grained rollback is not available",
         "available options: revert to Strategize: agents plan correct <strategize_decision_id> --mode=revert; "
         f'append a correction: agents plan correct {d} --mode=append --guidance "..."; '
-        "re-run with checkpointing: enable sandbox.checkpoint.enabled and re-execute",
+        "re-run with checkpointing: agents config set sandbox.checkpoint.enabled true "
+        "--resource RESOURCE, then agents plan use ACTION again",
     )
 
 

@@ -68,7 +68,8 @@ def rollback_targets(
             raise RollbackRefusedError(
                 f"the checkpoint of {checkpoint.resource_id} at decision {decision_id} was pruned "
                 "by the checkpoint budget",
-                "roll back to a later decision, or raise sandbox.checkpoint.max-per-plan",
+                "roll back to a later decision; for later plans raise the budget: agents config "
+                f"set sandbox.checkpoint.max-per-plan 200 --resource {checkpoint.resource_id}",
             )
         else:
             targets[checkpoint.resource_id] = checkpoint

@@ -660,7 +660,9 @@ class TransactionRollbackSandbox:
             f"the sandbox of {self._resource.resource_id} holds {len(self._stack)} savepoints "
             f"in one PostgreSQL transaction; past {self._savepoint_warning_at} PostgreSQL "
             "overflows its subtransaction cache and every session on the server slows down: "
-            "split the plan into child plans or lower sandbox.checkpoint.max-per-plan"
+            "split the plan into child plans, or lower its budget: agents config set "
+            f"sandbox.checkpoint.max-per-plan {max(2, self._savepoint_warning_at // 2)} "
+            f"--resource {self._resource.resource_id}"
         )
 
     # -- lifecycle (called by the strategy) ------------------------------------------------

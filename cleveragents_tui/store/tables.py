@@ -145,6 +145,8 @@ class ResourceRow(Base):
     checkpoint_enabled: Mapped[bool] = mapped_column(Boolean)
     checkpoint_max_per_plan: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    # Set by `agents resource remove` once plans used it: kept for their history.
+    removed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 
 class CheckpointGroupRow(Base):
@@ -287,6 +289,18 @@ class PlanActionRow(Base):
     definition: Mapped[str] = mapped_column(Text)
     # Set when the plan works in another plan's sandboxes (an append-mode correction).
     sandbox_plan_id: Mapped[str | None] = mapped_column(ULID)
+
+
+class ActionRow(Base):
+    """An action registered with ``agents action create``: its validated definition (JSON)."""
+
+    __tablename__ = "actions"
+
+    name: Mapped[str] = mapped_column(NAME, primary_key=True)
+    definition: Mapped[str] = mapped_column(Text)
+    source: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
 class ContextBlobRow(Base):

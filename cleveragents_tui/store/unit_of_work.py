@@ -8,6 +8,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from cleveragents_tui import failpoints
+from cleveragents_tui.store.action_repository import ActionRepository
 from cleveragents_tui.store.apply_journal import ApplyJournalRepository
 from cleveragents_tui.store.database import SQLITE_BEGIN
 from cleveragents_tui.store.profile_repository import AutomationProfileRepository
@@ -54,6 +55,7 @@ class UnitOfWork:
         self.contexts = ContextBlobRepository(self.session)
         self.automation_profiles = AutomationProfileRepository(self.session)
         self.apply_journal = ApplyJournalRepository(self.session)
+        self.actions = ActionRepository(self.session)
         return self
 
     def flush(self) -> None:

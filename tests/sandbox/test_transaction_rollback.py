@@ -615,7 +615,8 @@ def test_many_postgres_savepoints_give_a_warning(
     assert [r.getMessage() for r in caplog.records if "savepoints" in r.getMessage()] == [
         "the sandbox of local/target-db holds 4 savepoints in one PostgreSQL transaction; "
         "past 3 PostgreSQL overflows its subtransaction cache and every session on the server "
-        "slows down: split the plan into child plans or lower sandbox.checkpoint.max-per-plan"
+        "slows down: split the plan into child plans, or lower its budget: agents config set "
+        "sandbox.checkpoint.max-per-plan 2 --resource local/target-db"
     ]
     sandbox.rollback(sandbox.checkpoints[1])
     assert sandbox.savepoint_warning is None

@@ -1,0 +1,33 @@
+"""``agents init``: register the repository you are in and write a starter action."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from cleveragents_tui.cli.context import CliContext, echo, pass_cli
+
+
+@click.command()
+@click.option("--name", metavar="NAME", help="Resource name (default: local/<folder>).")
+@click.option(
+    "--action-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="FILE",
+    help="Where to write the starter action (default: in the app's data folder; never "
+    "inside your repository unless you say so).",
+)
+@pass_cli
+def init(cli: CliContext, name: str | None, action_file: Path | None) -> None:
+    """Register the git repository this folder is in (sandboxed as git worktrees: your
+    index and working tree are never touched) and write a starter action file with
+    comments. Refused outside a git repository or when it is already registered."""
+    from cleveragents_tui.engine.project_init import init_project
+
+    done = init_project(cli.store, Path.cwd(), name=name, action_file=action_file)
+    echo(f"resource {done.resource.resource_id} added: git at {done.resource.location}")
+    echo(f"starter action written to {done.action_file}")
+    echo("next: edit it, then")
+    echo(f"  agents action create {done.action_file}")
+    echo(f"  agents plan use {done.action_name}")
