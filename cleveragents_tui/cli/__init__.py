@@ -98,6 +98,7 @@ def cli(ctx: click.Context, db_url: str | None, output_format: str | None) -> No
 
 
 def _register() -> None:
+    from cleveragents_tui.cli.actions import action
     from cleveragents_tui.cli.approvals import approval
     from cleveragents_tui.cli.cleanup import gc
     from cleveragents_tui.cli.config import config
@@ -105,9 +106,11 @@ def _register() -> None:
     from cleveragents_tui.cli.db import db
     from cleveragents_tui.cli.demo import demo_data_command
     from cleveragents_tui.cli.doctor import doctor
+    from cleveragents_tui.cli.init import init
     from cleveragents_tui.cli.lifecycle import demo
     from cleveragents_tui.cli.plan import plan
     from cleveragents_tui.cli.profile import automation_profile
+    from cleveragents_tui.cli.resources import resource
     from cleveragents_tui.cli.serve import serve
     from cleveragents_tui.cli.tui import tui
 
@@ -121,6 +124,9 @@ def _register() -> None:
     cli.add_command(approval)
     cli.add_command(tui)
     cli.add_command(serve)
+    cli.add_command(init)
+    cli.add_command(resource)
+    cli.add_command(action)
     cli.add_command(gc)
 
 

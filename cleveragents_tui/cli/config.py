@@ -6,9 +6,15 @@ import click
 
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.engine import config as settings
+from cleveragents_tui.engine import resource_registry as registry
 
 project_option = click.option(
     "--project", metavar="PROJECT", help="Project scope (default: global)."
+)
+resource_option = click.option(
+    "--resource",
+    metavar="RESOURCE",
+    help="One resource's own value (sandbox.checkpoint.* only; default: global).",
 )
 
 
@@ -20,6 +26,11 @@ def config() -> None:
     Settings:
       core.automation-profile  automation profile of new plans
                                (precedence: plan > action > project > global)
+      sandbox.checkpoint.enabled
+                               checkpoint every Execute decision: true (default) or false
+      sandbox.checkpoint.max-per-plan
+                               checkpoints a resource keeps per plan (default 50)
+                               (both: globally for resources added later, or --resource R)
     """
 
 
@@ -27,12 +38,18 @@ def config() -> None:
 @click.argument("key")
 @click.argument("value")
 @project_option
+@resource_option
 @pass_cli
-def set_(cli: CliContext, key: str, value: str, project: str | None) -> None:
-    """Set KEY to VALUE, globally or for one project (--project).
+def set_(cli: CliContext, key: str, value: str, project: str | None, resource: str | None) -> None:
+    """Set KEY to VALUE, globally, for one project (--project) or one resource (--resource).
 
     Example: agents config set core.automation-profile cautious --project local/hello-cli
     """
+    if resource is not None:
+        scope = registry.resource_scope(key, resource, project)
+        stored = registry.set_resource_setting(cli.store, resource, key, value)
+        echo(f"{key} = {str(stored).lower()} ({scope})")
+        return
     setting = settings.set_setting(cli.store, key, value, project)
     echo(f"{setting.key} = {setting.value} ({setting.scope})")
 
@@ -40,11 +57,19 @@ def set_(cli: CliContext, key: str, value: str, project: str | None) -> None:
 @config.command()
 @click.argument("key")
 @project_option
+@resource_option
 @format_option
 @pass_cli
-def get(cli: CliContext, key: str, project: str | None, local_format: str | None) -> None:
+def get(
+    cli: CliContext, key: str, project: str | None, resource: str | None, local_format: str | None
+) -> None:
     """Show KEY's value at that scope (nothing set: exit 1)."""
-    setting = settings.get_setting(cli.store, key, project)
+    if resource is not None:
+        scope = registry.resource_scope(key, resource, project)
+        value = registry.resource_setting(cli.store, resource, key)
+        setting: settings.Setting | None = settings.Setting(scope, key, value)
+    else:
+        setting = settings.get_setting(cli.store, key, project)
     if cli.wants_json(local_format):
         echo_json(
             {
@@ -65,9 +90,15 @@ def get(cli: CliContext, key: str, project: str | None, local_format: str | None
 @config.command()
 @click.argument("key")
 @project_option
+@resource_option
 @pass_cli
-def unset(cli: CliContext, key: str, project: str | None) -> None:
-    """Remove KEY at that scope."""
+def unset(cli: CliContext, key: str, project: str | None, resource: str | None) -> None:
+    """Remove KEY at that scope (--resource: back to the global default)."""
+    if resource is not None:
+        scope = registry.resource_scope(key, resource, project)
+        value = registry.set_resource_setting(cli.store, resource, key, None)
+        echo(f"{key} = {str(value).lower()} ({scope}, the default)")
+        return
     removed = settings.unset_setting(cli.store, key, project)
     echo(f"{key} unset" if removed else f"{key} was not set")
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from cleveragents_tui.automation.precedence import GLOBAL_SCOPE, PROFILE_KEY, project_scope
 from cleveragents_tui.automation.profiles import ProfileRegistry
 from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.engine.prices import EXAMPLE as PRICE_EXAMPLE
+from cleveragents_tui.engine.prices import is_price_key, price_value
 from cleveragents_tui.store.store import Store
 
 GC_RETENTION_KEY = "gc.retention_days"
@@ -34,9 +36,10 @@ def _scope(project: str | None) -> str:
 
 
 def _check_key(key: str) -> None:
-    if key not in KNOWN_SETTINGS:
+    if key not in KNOWN_SETTINGS and not is_price_key(key):
         raise UserError(
-            f"unknown setting {key!r}", f"known settings: {', '.join(sorted(KNOWN_SETTINGS))}"
+            f"unknown setting {key!r}",
+            f"known settings: {', '.join(sorted(KNOWN_SETTINGS))}, {PRICE_EXAMPLE} (prices)",
         )
 
 
@@ -45,6 +48,8 @@ def set_setting(store: Store, key: str, value: str, project: str | None = None) 
     scope = _scope(project)
     if key == PROFILE_KEY:
         value = ProfileRegistry(store).get(value).name
+    if is_price_key(key):
+        value = str(price_value(key, value))
     if key == GC_RETENTION_KEY:
         value = str(retention_days_value(value))
     with store.unit_of_work(write=True) as uow:

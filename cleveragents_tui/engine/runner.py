@@ -61,6 +61,7 @@ from cleveragents_tui.engine.diff import current_replay, record_snapshots
 from cleveragents_tui.engine.failures import FailureHandling
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.plans import create_plan
+from cleveragents_tui.engine.policing import LimitTerminated, Policing, safety_switches
 from cleveragents_tui.engine.reconcile import OutsideChoice, Reconciler
 from cleveragents_tui.engine.reconcile import fingerprint as reconcile_fingerprint
 from cleveragents_tui.engine.recorder import Correction, record_decision
@@ -169,6 +170,14 @@ class PlanRunner:
         self.profile: AutomationProfile = ProfileRegistry(store).get(plan.automation_profile)
         self.sandboxes = PlanSandboxes(store, plan_id, self.options.sandbox_base)
         self.escalation = AutonomyController(store)
+        self.police = Policing(  # limits, budgets, safety switches: engine/policing.py
+            store,
+            plan_id,
+            self.action.limits,
+            self.profile,
+            settled=self._settled,
+            scoped=self._scoped,
+        )
         self._correction = correction
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -245,6 +254,9 @@ class PlanRunner:
             return self._revert_to_strategize(revise)
         except WaitForApproval:
             return self._seal_if_stopped(self._set(state=PlanState.AWAITING_APPROVAL))
+        except LimitTerminated as ended:  # on_exceed: terminate
+            self._errored(ended.reason)
+            return self.plan()
         except SandboxUnavailableError as failed:  # this plan's, or a child plan's
             self._errored(failed.reason)
             if failed.plan_id == self.plan_id:
@@ -301,6 +313,7 @@ class PlanRunner:
         if plan.phase is Phase.EXECUTE and plan.state is PlanState.COMPLETED:
             if self._landed_by_parent():
                 return self.plan()  # a child waits: its parent's Apply lands it
+            self.police.check()
             self._gate(
                 AutomationFlag.SELECT_TOOL,
                 "Execute complete. Apply the changes?",
@@ -433,9 +446,8 @@ class PlanRunner:
         context = context or EscalationContext(
             plan_id=self.plan_id, question=question, project=self.plan().project
         )
-        verdict = self.escalation.evaluate(
-            flag, self.profile, context, kind=kind, key=self._scoped(key)
-        )
+        profile, context = safety_switches(self.profile, flag, context)
+        verdict = self.escalation.evaluate(flag, profile, context, kind=kind, key=self._scoped(key))
         if not verdict.proceed:
             assert verdict.approval is not None
             raise WaitForApproval(verdict.approval)
@@ -502,6 +514,7 @@ class PlanRunner:
         state: ActorState,
         ref: ActorStateRef,
     ) -> dict[str, Any]:
+        self.police.check()
         with self.store.unit_of_work() as uow:
             redone = uow.decisions.made_from_actor_checkpoint(
                 self.plan_id, ref.thread_id, ref.checkpoint_id
@@ -511,7 +524,7 @@ class PlanRunner:
             # call, a crash): finish what the decision called for; do not ask again.
             proposal = self._resume_step(executor, phase, redone)
         else:
-            found = reasoner.propose(state, phase)
+            found = self.police.propose(reasoner, state, phase)  # its model calls recorded
             if found is None:
                 return {"done": True, "notes": [*state["notes"], f"{phase.value} complete"]}
             proposal = found
@@ -589,6 +602,7 @@ class PlanRunner:
                 if number < calls_done:
                     failures.settle(decision, call, number)  # a failure a stopped run left
                     continue
+                self.police.check(tool=call.tool)
                 try:
                     outcome = executor.run(decision, call, number)
                 except ToolCallBlocked as blocked:
