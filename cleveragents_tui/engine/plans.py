@@ -1,12 +1,11 @@
-"""Creating plans (profile resolved and locked, pre-flight first) and changing their course
-when a limit is exceeded."""
+"""Creating plans (profile resolved and locked, pre-flight first) and changing their profile.
+What happens when a limit is exceeded is engine/policing.py's."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from cleveragents_tui.automation.limits import LimitBreach
 from cleveragents_tui.automation.precedence import (
     GLOBAL_SCOPE,
     PROFILE_KEY,
@@ -23,10 +22,6 @@ from cleveragents_tui.automation.preflight import (
 )
 from cleveragents_tui.automation.profiles import ProfileRegistry
 from cleveragents_tui.domain.action import Action
-from cleveragents_tui.domain.approval import Approval, ApprovalKind
-from cleveragents_tui.domain.enums import PlanState
-from cleveragents_tui.domain.errors import NotFoundError
-from cleveragents_tui.domain.limits import OnExceed
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.store.store import Store
@@ -115,33 +110,3 @@ def change_profile(store: Store, plan_id: str, profile_name: str) -> Plan:
         )
         uow.commit()
     return updated
-
-
-def apply_limit_breach(
-    store: Store, plan_id: str, breach: LimitBreach
-) -> tuple[Plan, Approval | None]:
-    """Pause the plan and ask for approval to continue, or terminate it, as its limits say."""
-    with store.unit_of_work(write=True) as uow:
-        plan = uow.plans.get(plan_id)
-        if plan.state.is_terminal:
-            raise NotFoundError(f"plan {plan_id} has already ended ({plan.state})")
-        approval = None
-        if breach.action is OnExceed.PAUSE:
-            state = PlanState.PAUSED
-            approval = Approval(
-                plan_id=plan_id,
-                kind=ApprovalKind.BUDGET_PAUSE,
-                question=f"{breach.message}. Continue the plan?",
-                details={"limit": breach.limit, "allowed": breach.allowed, "used": breach.used},
-            )
-            uow.approvals.add(approval)
-        else:
-            state = PlanState.CANCELLED
-        updated = uow.plans.save(plan.model_copy(update={"state": state, "updated_at": utc_now()}))
-        uow.events.append(
-            "limit_exceeded",
-            {"limit": breach.limit, "action": breach.action.value},
-            plan_id=plan_id,
-        )
-        uow.commit()
-    return updated, approval

@@ -6,14 +6,12 @@ from typing import Any
 
 import pytest
 
-from cleveragents_tui.automation.limits import LimitBreach
 from cleveragents_tui.automation.precedence import ProfileSource
 from cleveragents_tui.automation.preflight import PreflightError
 from cleveragents_tui.domain.errors import NotFoundError
-from cleveragents_tui.domain.limits import OnExceed
 from cleveragents_tui.domain.tool import ToolSpec
 from cleveragents_tui.engine.config import set_setting, unset_setting
-from cleveragents_tui.engine.plans import apply_limit_breach, change_profile, create_plan
+from cleveragents_tui.engine.plans import change_profile, create_plan
 from cleveragents_tui.store.store import Store
 
 TOOLS = {
@@ -97,20 +95,6 @@ def test_preflight_failure_stores_nothing(sqlite_store: Store) -> None:
 def test_an_unknown_profile_is_refused(sqlite_store: Store) -> None:
     with pytest.raises(NotFoundError, match="nonexistent"):
         make(sqlite_store, profile_override="local/nonexistent")
-
-
-def test_a_limit_breach_pauses_for_approval_or_terminates(sqlite_store: Store) -> None:
-    plan, _ = make(sqlite_store)
-    paused, approval = apply_limit_breach(
-        sqlite_store, plan.plan_id, LimitBreach("max_tokens", 100, 150, OnExceed.PAUSE)
-    )
-    assert paused.state.value == "paused" and approval is not None
-    assert approval.kind.value == "budget_pause" and "max_tokens exceeded" in approval.question
-    other, _ = make(sqlite_store)
-    ended, none = apply_limit_breach(
-        sqlite_store, other.plan_id, LimitBreach("max_cost_usd", 1, 2, OnExceed.TERMINATE)
-    )
-    assert ended.state.value == "cancelled" and none is None
 
 
 def test_a_custom_profile_locked_to_a_running_plan_cannot_be_replaced(

@@ -36,6 +36,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import Runnable
 
 from cleveragents_tui.actors.base import ActorState, Proposal, ToolCallRequest
+from cleveragents_tui.actors.reasoners.usage import ModelCall
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import DecisionType, Phase
 from cleveragents_tui.domain.errors import UserError
@@ -154,6 +155,8 @@ class ChatReasoner:
         self._action = action
         self._current_steps = current_steps
         self._tools = tuple(tools)
+        self._model_id = model_id(model)
+        self._calls: list[ModelCall] = []  # since the runner last took them (take_usage)
         self._bound: dict[Phase, Runnable[LanguageModelInput, AIMessage]] = {}
         for phase in _ROLE:
             schemas = [_record_decision_schema(phase, self.tool_names(phase)), _FINISH_SCHEMA]
@@ -181,16 +184,36 @@ class ChatReasoner:
             )
         known = self._known(state)
         messages = self._messages(state, phase, known)
-        reply = _invoke(bound, messages)
+        reply = self._invoke(bound, messages)
         if not reply.tool_calls and not reply.invalid_tool_calls:
             messages = [*messages, reply, HumanMessage(content=_REMINDER)]
-            reply = _invoke(bound, messages)
+            reply = self._invoke(bound, messages)
             if not reply.tool_calls and not reply.invalid_tool_calls:
                 raise ReasonerError(
                     "the chat model answered twice without calling a tool",
                     "use a model that supports tool calling, or pass tool_choice='any'",
                 )
         return self._to_proposal(reply, state, phase, tuple(known))
+
+    def take_usage(self) -> list[ModelCall]:
+        """The model calls since the last take, with the tokens each reply reported
+        (LangChain's ``usage_metadata``; a provider that reports none counts 0)."""
+        calls, self._calls = self._calls, []
+        return calls
+
+    def _invoke(
+        self, bound: Runnable[LanguageModelInput, AIMessage], messages: list[BaseMessage]
+    ) -> AIMessage:
+        reply = _invoke(bound, messages)
+        usage = reply.usage_metadata or {}
+        self._calls.append(
+            ModelCall(
+                self._model_id,
+                int(usage.get("input_tokens", 0)),
+                int(usage.get("output_tokens", 0)),
+            )
+        )
+        return reply
 
     def _known(self, state: ActorState) -> dict[str, str | None]:
         """The keys taken: key -> chosen option (None when only the notes name it)."""
@@ -482,6 +505,15 @@ def _spawn(value: object, decision_type: DecisionType) -> tuple[str, ...]:
     if decision_type is DecisionType.SUBPLAN_PARALLEL_SPAWN and not names:
         raise _field_error("spawn", "must name the child actions of a subplan_parallel_spawn")
     return tuple(names)
+
+
+def model_id(model: BaseChatModel) -> str:
+    """``provider:name`` of a LangChain chat model, as ``init_chat_model`` names it (e.g.
+    ``openai:gpt-4o-mini``): the key of its entry in the price table."""
+    params = model._get_ls_params()
+    provider = str(params.get("ls_provider") or type(model).__name__.lower())
+    name = params.get("ls_model_name")
+    return f"{provider}:{name}" if name else provider
 
 
 def _reasoning(reply: AIMessage) -> str | None:

@@ -1,0 +1,275 @@
+"""Limits and safety switches act on a running plan (engine/policing.py).
+
+The demo plan runs under ``ci`` (every gate automatic) with an action whose ``limits:`` are
+set, or under a ``ci`` copy with a safety switch on. Before the policing module, every one of
+these plans was applied: an action with ``max_tool_invocations: 1, on_exceed: terminate`` made
+its 6 tool calls, a profile with ``require_human_approval`` or ``require_approval_for_apply``
+asked nobody.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from cleveragents_tui.automation.profiles import ProfileRegistry
+from cleveragents_tui.cli import cli
+from cleveragents_tui.domain.action import Action
+from cleveragents_tui.domain.approval import ApprovalKind
+from cleveragents_tui.domain.enums import Phase, PlanState
+from cleveragents_tui.domain.limits import PlanLimits
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.profile import AutomationProfile
+from cleveragents_tui.engine.actions import load_action
+from cleveragents_tui.engine.approvals import answer_approval
+from cleveragents_tui.engine.demo import DemoEnvironment
+from cleveragents_tui.engine.lifecycle import resume_plan
+from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.store.store import Store
+
+DEMO_TOOL_CALLS = 6  # write, edit, write, run-tests, run-sql, notify (the child has its own)
+
+
+def demo_action(demo: DemoEnvironment, **limits: Any) -> Action:
+    action = load_action(str(demo.action_file))
+    return action.model_copy(update={"limits": PlanLimits.model_validate(limits)})
+
+
+def register(store: Store, name: str, **sections: dict[str, Any]) -> str:
+    """``local/<name>``: ``ci`` with the ``safety`` / ``guards`` settings given."""
+    data = ProfileRegistry.builtins()["ci"].model_dump(mode="python")
+    data.update(name=f"local/{name}")
+    data["safety"] = {**data["safety"], **sections.get("safety", {})}
+    if "guards" in sections:
+        data["guards"] = sections["guards"]
+    ProfileRegistry(store).add(AutomationProfile.model_validate(data))
+    return f"local/{name}"
+
+
+def _id(plan: Plan | str) -> str:
+    return plan if isinstance(plan, str) else plan.plan_id
+
+
+def tool_calls(store: Store, plan: Plan | str) -> list[str]:
+    with store.unit_of_work() as uow:
+        decisions = uow.decisions.for_plan(_id(plan))
+        return [
+            call.tool
+            for d in decisions
+            for call in uow.tool_invocations.for_decision(d.decision_id)
+        ]
+
+
+def events(store: Store, plan: Plan | str, kind: str = "limit_exceeded") -> list[dict[str, object]]:
+    with store.unit_of_work() as uow:
+        return uow.events.payloads(_id(plan), kind)
+
+
+def pending(store: Store, plan: Plan) -> list[Any]:
+    with store.unit_of_work() as uow:
+        return uow.approvals.pending(plan.plan_id)
+
+
+def greeting_landed(demo: DemoEnvironment) -> bool:
+    return (demo.repository / "hello_cli" / "greet.py").exists()
+
+
+# -- the plan's tool calls ---------------------------------------------------------------------
+
+
+def test_the_issue_case_terminates_from_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`agents plan use` of an action with ``max_tool_invocations: 1, on_exceed: terminate``
+    under ``ci``: one tool call, then the plan ends errored, not applied, saying why."""
+    monkeypatch.setenv("AGENTS_SANDBOX_DIR", str(tmp_path / "sandboxes"))
+    db = str(tmp_path / "agents.db")
+
+    def agents(*args: str) -> Any:
+        return CliRunner().invoke(cli, ["--db", db, *args], catch_exceptions=False)
+
+    made = agents("demo", "--no-tui", "--dir", str(tmp_path / "demo"), "--format=json")
+    assert made.exit_code == 0, made.output
+    source = (tmp_path / "demo" / "add-greeting.action.yaml").read_text(encoding="utf-8")
+    action_file = tmp_path / "limited.action.yaml"
+    action_file.write_text(
+        source.replace('/add-greeting"', '/add-greeting-limited"')
+        + "limits: {max_tool_invocations: 1, on_exceed: terminate}\n",
+        encoding="utf-8",
+    )
+
+    used = agents("plan", "use", str(action_file), "--automation-profile", "ci")
+    assert used.exit_code == 0, used.output
+    assert "execute · errored" in used.output
+    plans = json.loads(agents("plan", "list", "--format=json").output)["plans"]
+    limited = next(p for p in plans if p["action"].endswith("/add-greeting-limited"))
+    shown = agents("plan", "show", limited["plan_id"])
+    assert "limits.max_tool_invocations exceeded: used 2 of 1" in shown.output
+
+    store = Store.open(f"sqlite:///{db}")
+    try:
+        plan = limited["plan_id"]
+        assert len(tool_calls(store, plan)) == 1
+        assert events(store, plan) == [
+            {"limit": "limits.max_tool_invocations", "allowed": 1, "used": 2, "action": "terminate"}
+        ]
+        # run again: terminated again, never applied
+        again = agents("plan", "run", limited["plan_id"])
+        assert "execute · errored" in again.output, again.output
+        assert len(tool_calls(store, plan)) == 1
+    finally:
+        store.close()
+    assert not (tmp_path / "demo" / "hello-cli" / "hello_cli" / "greet.py").exists()
+
+
+@pytest.mark.parametrize(
+    ("limit", "applied"),
+    [(DEMO_TOOL_CALLS - 1, False), (DEMO_TOOL_CALLS, True)],
+    ids=["below", "at"],
+)
+def test_max_tool_invocations_stops_the_call_past_it(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions, limit: int, applied: bool
+) -> None:
+    plan = start_plan(
+        sqlite_store,
+        demo_action(demo, max_tool_invocations=limit),
+        profile_override="ci",
+        options=options,
+    )
+    if applied:
+        assert (plan.phase, plan.state) == (Phase.APPLY, PlanState.APPLIED)
+        assert events(sqlite_store, plan) == []
+        return
+    assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL)
+    assert tool_calls(sqlite_store, plan)[-1] != "local/notify"  # the 6th call is not made
+    assert len(tool_calls(sqlite_store, plan)) == limit
+    [approval] = pending(sqlite_store, plan)
+    assert approval.kind is ApprovalKind.BUDGET_PAUSE
+    assert approval.details["limit"] == "limits.max_tool_invocations"
+    assert events(sqlite_store, plan) == [
+        {
+            "limit": "limits.max_tool_invocations",
+            "allowed": limit,
+            "used": limit + 1,
+            "action": "pause",
+        }
+    ]
+    assert not greeting_landed(demo)
+
+
+def test_approving_a_budget_pause_raises_the_limit_and_the_plan_goes_on(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions
+) -> None:
+    plan = start_plan(
+        sqlite_store,
+        demo_action(demo, max_tool_invocations=2),
+        profile_override="ci",
+        options=options,
+    )
+    [first] = pending(sqlite_store, plan)
+    assert "the limit moves to 5" in first.question
+    answer_approval(sqlite_store, first.approval_id, approve=True, by="alice")
+    plan = resume_plan(sqlite_store, plan.plan_id, options)
+    assert plan.state is PlanState.AWAITING_APPROVAL
+    assert len(tool_calls(sqlite_store, plan)) == 5  # 2 allowed, then up to 5
+    [second] = pending(sqlite_store, plan)
+    assert second.details["used"] == 6
+    answer_approval(sqlite_store, second.approval_id, approve=True, by="alice")
+    plan = resume_plan(sqlite_store, plan.plan_id, options)
+    assert (plan.phase, plan.state) == (Phase.APPLY, PlanState.APPLIED)
+    assert len(tool_calls(sqlite_store, plan)) == DEMO_TOOL_CALLS
+    assert [e["used"] for e in events(sqlite_store, plan)] == [3, 6]
+
+
+@pytest.mark.parametrize(
+    ("limit", "applied"),
+    [(DEMO_TOOL_CALLS - 1, False), (DEMO_TOOL_CALLS, True)],
+    ids=["below", "at"],
+)
+def test_actor_max_tool_calls_per_invocation(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions, limit: int, applied: bool
+) -> None:
+    action = demo_action(
+        demo, on_exceed="terminate", actor={"max_tool_calls_per_invocation": limit}
+    )
+    plan = start_plan(sqlite_store, action, profile_override="ci", options=options)
+    if applied:
+        assert plan.state is PlanState.APPLIED
+        return
+    assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.ERRORED)
+    assert len(tool_calls(sqlite_store, plan)) == limit
+    [event] = events(sqlite_store, plan)
+    assert event["limit"] == "limits.actor.max_tool_calls_per_invocation"
+    assert not greeting_landed(demo)
+
+
+def test_max_wall_clock_seconds_terminates_a_plan_past_it(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions
+) -> None:
+    """A microsecond of wall clock: past it before the first decision is asked for."""
+    action = demo_action(demo, max_wall_clock_seconds=1e-6, on_exceed="terminate")
+    plan = start_plan(sqlite_store, action, profile_override="ci", options=options)
+    assert (plan.phase, plan.state) == (Phase.STRATEGIZE, PlanState.ERRORED)
+    [event] = events(sqlite_store, plan)
+    assert event["limit"] == "limits.max_wall_clock_seconds"
+    assert float(str(event["used"])) > 1e-6
+    with sqlite_store.unit_of_work() as uow:
+        assert [d.step_key for d in uow.decisions.for_plan(plan.plan_id)] == ["prompt"]
+
+
+def test_a_generous_wall_clock_lets_the_plan_apply(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions
+) -> None:
+    action = demo_action(demo, max_wall_clock_seconds=86_400, on_exceed="terminate")
+    plan = start_plan(sqlite_store, action, profile_override="ci", options=options)
+    assert plan.state is PlanState.APPLIED
+
+
+# -- safety switches -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["on", "off"])
+def test_require_human_approval_stops_before_each_decision(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions, on: bool
+) -> None:
+    profile = register(sqlite_store, "humans", safety={"require_human_approval": on})
+    plan = start_plan(
+        sqlite_store, load_action(str(demo.action_file)), profile_override=profile, options=options
+    )
+    if not on:
+        assert plan.state is PlanState.APPLIED
+        return
+    assert (plan.phase, plan.state) == (Phase.STRATEGIZE, PlanState.AWAITING_APPROVAL)
+    [approval] = pending(sqlite_store, plan)
+    assert approval.kind is ApprovalKind.ESCALATION
+    assert "safety.require_human_approval" in approval.question
+    answer_approval(sqlite_store, approval.approval_id, approve=True, by="alice")
+    plan = resume_plan(sqlite_store, plan.plan_id, options)
+    [following] = pending(sqlite_store, plan)  # the next decision asks again
+    assert following.approval_id != approval.approval_id
+    assert "safety.require_human_approval" in following.question
+    assert not greeting_landed(demo)
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["on", "off"])
+def test_require_approval_for_apply_stops_at_the_apply_gate(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions, on: bool
+) -> None:
+    profile = register(sqlite_store, "apply-gate", guards={"require_approval_for_apply": on})
+    plan = start_plan(
+        sqlite_store, load_action(str(demo.action_file)), profile_override=profile, options=options
+    )
+    if not on:
+        assert plan.state is PlanState.APPLIED
+        return
+    assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL)
+    [gate] = pending(sqlite_store, plan)
+    assert gate.kind is ApprovalKind.APPLY_GATE
+    assert "guards.require_approval_for_apply" in gate.question
+    assert not greeting_landed(demo)
+    answer_approval(sqlite_store, gate.approval_id, approve=True, by="alice")
+    assert resume_plan(sqlite_store, plan.plan_id, options).state is PlanState.APPLIED
