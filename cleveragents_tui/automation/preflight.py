@@ -172,6 +172,13 @@ def _rollback(action: Action, context: PreflightContext) -> tuple[str, str] | No
             "requires checkpoints",
             "remove the tool, or use a profile without require_checkpoints",
         )
+    off = [r.resource_id for r in context.resources.values() if r and not r.checkpoint_enabled]
+    if off:
+        return (
+            f"resource {', '.join(off)} has checkpointing off and profile "
+            f"{context.profile.name} requires checkpoints",
+            "turn its checkpointing on, or use a profile without require_checkpoints",
+        )
     return None
 
 

@@ -26,6 +26,7 @@ from cleveragents_tui.engine.lifecycle import apply_plan
 from cleveragents_tui.engine.runner import RunOptions, start_plan
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
 from cleveragents_tui.store.store import Store
+from tests.support.flag_profiles import register_profile
 
 REPO = "local/repo"
 DOCS = "local/docs"
@@ -144,8 +145,16 @@ def options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunOptions:
     return RunOptions(sandbox_base=tmp_path / "sandboxes")
 
 
+def no_checkpoints(store: Store) -> str:
+    """``auto`` without require_checkpoints: a resource with checkpointing off is refused at
+    pre-flight under a profile that requires checkpoints."""
+    return register_profile(
+        store, "no-checkpoints", base="auto", safety={"require_checkpoints": False}
+    ).name
+
+
 def at_apply_gate(store: Store, options: RunOptions) -> tuple[Plan, dict[str, str]]:
-    plan = start_plan(store, action(), profile_override="auto", options=options)
+    plan = start_plan(store, action(), profile_override=no_checkpoints(store), options=options)
     assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL)
     with store.unit_of_work() as uow:
         keys = {
@@ -286,7 +295,10 @@ def test_folder_overlay_and_database_sandboxes_without_checkpoints_are_made_anew
     definition["decisions"][2]["alternatives"][0]["tool_calls"] = work("class")
     del definition["decisions"][3]  # the note goes to the git repository of the other tests
     plan = start_plan(
-        sqlite_store, Action.model_validate(definition), profile_override="auto", options=options
+        sqlite_store,
+        Action.model_validate(definition),
+        profile_override=no_checkpoints(sqlite_store),
+        options=options,
     )
     with sqlite_store.unit_of_work() as uow:
         chosen = next(d for d in uow.decisions.for_plan(plan.plan_id) if d.step_key == "strategy")
