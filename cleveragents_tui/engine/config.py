@@ -9,6 +9,7 @@ from cleveragents_tui.automation.profiles import ProfileRegistry
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine.prices import EXAMPLE as PRICE_EXAMPLE
 from cleveragents_tui.engine.prices import is_price_key, price_value
+from cleveragents_tui.engine.resource_registry import SANDBOX_SETTINGS, sandbox_default_text
 from cleveragents_tui.store.store import Store
 
 GC_RETENTION_KEY = "gc.retention_days"
@@ -17,6 +18,7 @@ GC_RETENTION_DEFAULT = 14
 KNOWN_SETTINGS: dict[str, str] = {
     PROFILE_KEY: "automation profile of new plans (precedence: plan > action > project > global)",
     GC_RETENTION_KEY: f"days `agents gc` keeps checkpoints of superseded attempts (default {GC_RETENTION_DEFAULT})",
+    **SANDBOX_SETTINGS,
 }
 
 
@@ -52,6 +54,8 @@ def set_setting(store: Store, key: str, value: str, project: str | None = None) 
         value = str(price_value(key, value))
     if key == GC_RETENTION_KEY:
         value = str(retention_days_value(value))
+    if key in SANDBOX_SETTINGS:
+        value = sandbox_default_text(key, value, scope)
     with store.unit_of_work(write=True) as uow:
         uow.settings.set(scope, key, value)
         uow.events.append("setting_changed", {"scope": scope, "key": key, "value": value})
