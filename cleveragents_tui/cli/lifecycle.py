@@ -52,7 +52,7 @@ def use(cli: CliContext, action_ref: str, project: str | None, profile: str | No
     from cleveragents_tui.engine.runner import start_plan
 
     result = start_plan(
-        cli.store, load_action(action_ref), project=project, profile_override=profile
+        cli.store, load_action(action_ref, cli.store), project=project, profile_override=profile
     )
     _report(cli.store, result)
 
