@@ -1,8 +1,8 @@
 """``local/run-sql``: SQL statements inside a database resource's sandbox.
 
 Each statement runs through the sandbox's own ``execute``: in the copy of a SQLite file
-(``sandbox/sqlite_copy.py``), or inside the PostgreSQL transaction that the sandbox
-checkpoints with savepoints; it refuses transaction control (BEGIN, COMMIT, SAVEPOINT,
+(``sandbox/sqlite_copy.py``) or of a PostgreSQL database (``sandbox/postgres_copy.py``), or
+inside the PostgreSQL transaction that a savepoint sandbox checkpoints; it refuses transaction control (BEGIN, COMMIT, SAVEPOINT,
 ...). Parameters bind by name (``:name``); values are never pasted into the SQL. ``blobs``
 are parameters given as base64 and bound as bytes (a BLOB, a ``bytea``).
 The sandbox also confines the SQL to its own database (``sandbox/sql_confinement.py``):
@@ -135,8 +135,7 @@ class RunSql(BuiltinTool):
     )
 
     def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
-        from cleveragents_tui.sandbox.sqlite_copy import SqliteCopySandbox
-        from cleveragents_tui.sandbox.transaction_rollback import TransactionRollbackSandbox
+        from cleveragents_tui.sandbox.database import DatabaseSandbox
 
         name, resource_id = self.spec.name, arguments.text("resource")
         try:
@@ -144,7 +143,7 @@ class RunSql(BuiltinTool):
         except _Refused as exc:
             return refused(f"{name}: {exc}")
         sandbox = open_sandbox(context, resource_id)
-        if not isinstance(sandbox, TransactionRollbackSandbox | SqliteCopySandbox):
+        if not isinstance(sandbox, DatabaseSandbox):
             return refused(
                 f"{name}: resource {resource_id} uses strategy {strategy_of(sandbox)}; SQL runs "
                 "only on database resources with strategy transaction_rollback"

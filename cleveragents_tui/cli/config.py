@@ -26,6 +26,10 @@ def config() -> None:
     Settings:
       core.automation-profile  automation profile of new plans
                                (precedence: plan > action > project > global)
+      core.reasoner            reasoner of new plans: scripted (default) or chat
+      core.model               chat model of new plans, PROVIDER:MODEL
+                               (e.g. openai:gpt-4o-mini; docs/reasoners.md)
+      core.model-base-url      the chat model's server (default: OPENAI_BASE_URL)
       sandbox.checkpoint.enabled
                                checkpoint every Execute decision: true (default) or false
       sandbox.checkpoint.max-per-plan

@@ -41,18 +41,47 @@ def _report(store: Store, result: Plan) -> None:
     metavar="PROFILE",
     help="Plan-level profile (highest precedence).",
 )
+@click.option(
+    "--reasoner",
+    type=click.Choice(["scripted", "chat"]),
+    default=None,
+    help="Who makes the decisions: the action's scripted points, or a chat model "
+    "(default: core.reasoner, else scripted; --model alone means chat).",
+)
+@click.option(
+    "--model",
+    metavar="PROVIDER:MODEL",
+    help="The chat model, e.g. openai:gpt-4o-mini (default: core.model). Kept with the plan.",
+)
 @pass_cli
-def use(cli: CliContext, action_ref: str, project: str | None, profile: str | None) -> None:
+def use(
+    cli: CliContext,
+    action_ref: str,
+    project: str | None,
+    profile: str | None,
+    reasoner: str | None,
+    model: str | None,
+) -> None:
     """Create a plan from ACTION (a YAML file or a bundled action) and run it.
 
     Pre-flight checks run first; the profile is resolved and locked; then the plan runs
     until its profile asks for a person (an approval) or it is applied.
+
+    With --reasoner chat --model PROVIDER:MODEL a LangChain chat model makes the decisions
+    (docs/reasoners.md); the plan keeps the model (not the key) for later runs and replays.
     """
     from cleveragents_tui.engine.actions import load_action
-    from cleveragents_tui.engine.runner import start_plan
+    from cleveragents_tui.engine.reasoner_choice import choose
+    from cleveragents_tui.engine.runner import RunOptions, start_plan
 
+    action = load_action(action_ref, cli.store)
+    chosen = choose(cli.store, action, reasoner=reasoner, model=model, project=project)
     result = start_plan(
-        cli.store, load_action(action_ref, cli.store), project=project, profile_override=profile
+        cli.store,
+        action,
+        project=project,
+        profile_override=profile,
+        options=RunOptions(model=chosen),
     )
     _report(cli.store, result)
 

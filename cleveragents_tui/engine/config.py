@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from cleveragents_tui.automation.precedence import GLOBAL_SCOPE, PROFILE_KEY, project_scope
 from cleveragents_tui.automation.profiles import ProfileRegistry
 from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.engine import reasoner_choice as chat
 from cleveragents_tui.engine.prices import EXAMPLE as PRICE_EXAMPLE
 from cleveragents_tui.engine.prices import is_price_key, price_value
 from cleveragents_tui.engine.resource_registry import SANDBOX_SETTINGS, sandbox_default_text
@@ -17,6 +18,9 @@ GC_RETENTION_DEFAULT = 14
 
 KNOWN_SETTINGS: dict[str, str] = {
     PROFILE_KEY: "automation profile of new plans (precedence: plan > action > project > global)",
+    chat.REASONER_KEY: "reasoner of new plans: scripted (default) or chat",
+    chat.MODEL_KEY: "chat model of new plans, PROVIDER:MODEL (e.g. openai:gpt-4o-mini)",
+    chat.BASE_URL_KEY: "base URL of the chat model's server (default: e.g. OPENAI_BASE_URL)",
     GC_RETENTION_KEY: f"days `agents gc` keeps checkpoints of superseded attempts (default {GC_RETENTION_DEFAULT})",
     **SANDBOX_SETTINGS,
 }
@@ -37,6 +41,19 @@ def _scope(project: str | None) -> str:
     return project_scope(project)
 
 
+def _check_model(value: str) -> str:
+    model = chat.parse_model(value)
+    chat.check_installed(model)  # the key is checked when a plan uses it
+    return model
+
+
+_CHAT_CHECKS = {
+    chat.REASONER_KEY: chat.check_reasoner,
+    chat.MODEL_KEY: _check_model,
+    chat.BASE_URL_KEY: chat.check_base_url,
+}
+
+
 def _check_key(key: str) -> None:
     if key not in KNOWN_SETTINGS and not is_price_key(key):
         raise UserError(
@@ -52,6 +69,7 @@ def set_setting(store: Store, key: str, value: str, project: str | None = None) 
         value = ProfileRegistry(store).get(value).name
     if is_price_key(key):
         value = str(price_value(key, value))
+    value = _CHAT_CHECKS.get(key, str)(value)
     if key == GC_RETENTION_KEY:
         value = str(retention_days_value(value))
     if key in SANDBOX_SETTINGS:
@@ -80,8 +98,13 @@ def unset_setting(store: Store, key: str, project: str | None = None) -> bool:
 
 
 def list_settings(store: Store) -> list[Setting]:
+    """Global and project settings (a plan's kept model, scope ``plan:…``, is the plan's)."""
     with store.unit_of_work() as uow:
-        return [Setting(scope, key, value) for scope, key, value in uow.settings.all()]
+        return [
+            Setting(scope, key, value)
+            for scope, key, value in uow.settings.all()
+            if not scope.startswith("plan:")
+        ]
 
 
 def retention_days_value(text: str) -> int:

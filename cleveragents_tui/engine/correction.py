@@ -57,6 +57,7 @@ from cleveragents_tui.engine.impact import affected_subtree
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.later_guidance import LaterGuidance, later_guidance
 from cleveragents_tui.engine.later_writers import RemadeDecision, later_writers
+from cleveragents_tui.engine.reasoner_choice import check_plan_model
 from cleveragents_tui.engine.reconcile import (
     Held,
     OutsideChanges,
@@ -584,6 +585,8 @@ def execute(
     if impact.outside_changes and outside is None:
         raise outside_refusal(impact)
     options = options or RunOptions()
+    if options.reasoner_factory is None:  # the replay asks the plan's model: ready?
+        check_plan_model(store, impact.plan_id, replay=True)
     # Held from before the plan is taken to the end of the replay, so a runner in another
     # process never advances the plan under the correction (nor the correction under it).
     with run_lease.holding(options.sandbox_base, impact.plan_id, "correcting"):

@@ -61,6 +61,14 @@ from cleveragents_tui.engine.diff import current_replay, record_snapshots
 from cleveragents_tui.engine.failures import FailureHandling
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.plans import create_plan
+from cleveragents_tui.engine.reasoner_choice import (
+    CHAT_ACTOR,
+    ModelChoice,
+    chat_action,
+    check_plan_model,
+    keep_choice,
+    stored_factory,
+)
 from cleveragents_tui.engine.policing import LimitTerminated, Policing, safety_switches
 from cleveragents_tui.engine.reconcile import OutsideChoice, Reconciler
 from cleveragents_tui.engine.reconcile import fingerprint as reconcile_fingerprint
@@ -70,7 +78,7 @@ from cleveragents_tui.engine.tool_calls import ToolCallBlocked, ToolExecutor
 from cleveragents_tui.store.store import Store
 
 SCRIPTED_ACTOR = "local/scripted"
-ACTORS = frozenset({SCRIPTED_ACTOR})
+ACTORS = frozenset({SCRIPTED_ACTOR, CHAT_ACTOR})
 ROOT_KEY = "prompt"
 
 ReasonerFactory = Callable[[Action, Callable[[], dict[str, str]]], Reasoner]
@@ -121,6 +129,7 @@ class RunOptions:
     sandbox_base: Path | None = None
     reasoner_factory: ReasonerFactory | None = None
     user: str = "agents"
+    model: ModelChoice | None = None  # a new plan's chat model, kept with it (else scripted)
 
 
 def start_plan(
@@ -135,6 +144,8 @@ def start_plan(
     profile allows."""
     options = options or RunOptions()
     registry = options.registry or default_registry()
+    if options.model is not None:
+        action = chat_action(action)
     plan, _ = create_plan(
         store,
         action,
@@ -145,6 +156,8 @@ def start_plan(
     )
     with store.unit_of_work(write=True) as uow:
         uow.plan_actions.save(plan.plan_id, action.model_dump(mode="json"))
+        if options.model is not None:
+            keep_choice(uow, plan.plan_id, options.model)
         uow.commit()
     return PlanRunner(store, plan.plan_id, options).run()
 
@@ -202,6 +215,8 @@ class PlanRunner:
     def run(self) -> Plan:
         """Advance the plan as far as the automation profile allows; returns where it stopped.
         Refused (PlanBusyError) while another runner advances it."""
+        if self.options.reasoner_factory is None:
+            check_plan_model(self.store, self.plan_id)  # its model is ready, before a change
         with run_lease.holding(self.sandboxes.base_dir, self.plan_id, "running"):
             replay = self._go_on_with_replay()
             version = self.plan().version
@@ -481,7 +496,9 @@ class PlanRunner:
         def chosen() -> dict[str, str]:
             return {key: option for key, (_, option) in self._current().items()}
 
-        factory = self.options.reasoner_factory
+        factory = self.options.reasoner_factory or stored_factory(
+            self.store, self.plan_id, self.registry
+        )
         return factory(self.action, chosen) if factory else ScriptedReasoner(self.action, chosen)
 
     def _run_actor(self, saver: Any, phase: Phase) -> bool:

@@ -1,0 +1,761 @@
+"""A PostgreSQL database sandbox that any process can roll back exactly: copies of the database.
+
+The savepoint sandbox (``transaction_rollback.py``) lives in one connection of one process,
+so each later process (each CLI command is one) *replayed* its statement log, and a schema
+with ``DEFAULT now()``, ``random()``, ``gen_random_uuid()`` or a sequence replayed to other
+rows: corrections were refused ("was lost on restart ... rows differ") and Apply landed
+nothing. This sandbox keeps the rows the plan produced instead, as databases on the target's
+server made with ``CREATE DATABASE ... TEMPLATE`` (a copy of the files: rows, sequence
+values, schema, everything), named ``agents_<prefix>_<what>``:
+
+* ``..._base``: the target as it was when the sandbox was made;
+* ``..._work``: where tools run their SQL (:meth:`PostgresCopySandbox.execute`), each
+  statement in a transaction of its own on a connection of its own, committed at once: no
+  connection outlives an operation, so the next process finds the database as it was left;
+* ``..._sp_<hex>``: one copy of ``work`` per checkpoint. :meth:`~PostgresCopySandbox.rollback`
+  copies it to ``..._next``, drops ``work`` and renames ``next`` to ``work``; an operation
+  that finds ``next`` finishes or undoes that (a crash leaves the old or the new rows).
+
+Under ``root``: ``postgres_copy.json`` (resource, plan, prefix, valid checkpoints, open or
+applied; no URL, so no credentials) and ``postgres_copy.flock``, held during each operation.
+Copying needs that nobody else is connected to the database copied (PostgreSQL's rule for a
+template), and the role needs ``CREATEDB`` and to own the target: ``database.py`` falls back
+to the savepoint sandbox when either is missing. The statements ``CREATE DATABASE``, ``DROP
+DATABASE`` and the like run from the server's ``postgres`` database (or ``template1``).
+
+Apply (``postgres_land.py``) writes the rows that differ between ``base`` and ``work`` into
+the target in one transaction, after checking that nothing the plan changed was changed in
+the target meanwhile; on a conflict or error nothing lands. Then ``base`` and ``work`` are
+dropped; the checkpoint copies stay for diffs until the sandbox is discarded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import secrets
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import psycopg
+from psycopg import sql
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import NullPool
+
+from cleveragents_tui.domain.enums import SandboxStrategyName
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.sandbox import postgres_land
+from cleveragents_tui.sandbox.base import (
+    ApplyResult,
+    Change,
+    CheckpointMissingError,
+    SandboxError,
+)
+from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
+from cleveragents_tui.sandbox.sql_confinement import POSTGRES_DENIED_FIX, postgres_refusal
+from cleveragents_tui.sandbox.sqlite_copy import ReadResult
+from cleveragents_tui.sandbox.transaction_rollback import (
+    _PG_TABLES,
+    _TRANSACTION_CONTROL,
+    DEFAULT_MAX_SNAPSHOT_ROWS,
+    Snapshot,
+    SqlStatementError,
+    _compare,
+    _first_line,
+    _path_part,
+    _render_row,
+    _Table,
+    _target_url,
+)
+
+log = logging.getLogger(__name__)
+
+STATE_FILE_NAME: Final = "postgres_copy.json"
+LOCK_FILE_NAME: Final = "postgres_copy.flock"
+_STATE_VERSION: Final = 1
+_PREFIX = re.compile(r"^[0-9a-f]{12}$")
+_MAINTENANCE: Final = ("postgres", "template1")
+# Objects of the whole server, outside the sandbox's database: a statement naming them would
+# reach the real database (or every database), so it is refused. When unsure, refused.
+_SERVER_OBJECTS = re.compile(
+    r"\b(?:create|alter|drop|comment\s+on|security\s+label\s+on|grant|revoke)\b[^;]*?"
+    r"\b(?:database|tablespace)\b|\bpg_(?:terminate|cancel)_backend\b|\breassign\s+owned\b",
+    re.IGNORECASE | re.DOTALL,
+)
+_DISCARDED_FIX = "re-run Execute"
+_APPLIED_FIX = "correct the plan with --mode=append (compensating changes)"
+# SQLSTATEs that mean "this server cannot copy the database for us": object in use (others
+# are connected to the template), insufficient privilege (no CREATEDB, not the owner).
+_CANNOT_COPY: Final = frozenset({"55006", "42501"})
+
+
+class CopyUnavailableError(SandboxError):
+    """The target cannot be copied on its server (others connected, or no privilege)."""
+
+
+@dataclass
+class _State:
+    resource_id: str
+    plan_id: str
+    prefix: str
+    created_at: str
+    status: Literal["open", "applied"] = "open"
+    checkpoints: list[str] = field(default_factory=list)
+    replacing: bool = False  # a rollback is replacing ``work``: the next operation settles it
+
+    def dump(self) -> bytes:
+        return json.dumps(
+            {
+                "version": _STATE_VERSION,
+                "strategy": "postgres_copy",
+                "resource_id": self.resource_id,
+                "plan_id": self.plan_id,
+                "prefix": self.prefix,
+                "created_at": self.created_at,
+                "status": self.status,
+                "checkpoints": self.checkpoints,
+                "replacing": self.replacing,
+            },
+            indent=2,
+        ).encode("utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> _State | None:
+        try:
+            raw = path.read_text("utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise SandboxError(f"cannot read sandbox state {path}: {exc}") from exc
+        try:
+            data = json.loads(raw)
+            if data["version"] != _STATE_VERSION or data["status"] not in ("open", "applied"):
+                raise ValueError("unsupported version or status")
+            prefix = str(data["prefix"])
+            if not _PREFIX.match(prefix):
+                raise ValueError(f"bad prefix {prefix!r}")
+            return cls(
+                resource_id=str(data["resource_id"]),
+                plan_id=str(data["plan_id"]),
+                prefix=prefix,
+                created_at=str(data["created_at"]),
+                status=data["status"],
+                checkpoints=[check_savepoint_name(str(ref)) for ref in data["checkpoints"]],
+                replacing=bool(data.get("replacing", False)),
+            )
+        except (ValueError, KeyError, TypeError, UserError) as exc:
+            raise SandboxError(
+                f"the sandbox state file {path} is damaged ({exc})",
+                "discard the sandbox and re-run Execute",
+            ) from exc
+
+    def save(self, path: Path) -> None:
+        """Atomically (temporary file, fsync, rename): the state names the valid checkpoints."""
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, self.dump())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+
+
+def _conninfo(url: URL, database: str) -> str:
+    """A libpq URI for ``database`` on the target's server, with the target's login."""
+    return url.set(drivername="postgresql", database=database).render_as_string(hide_password=False)
+
+
+def _snapshot(url: URL, database: str, max_rows: int) -> Snapshot | None:
+    """Every user table's rows of ``database`` keyed as ``transaction_rollback`` keys them;
+    None above ``max_rows`` rows."""
+    engine = create_engine(url.set(database=database), poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            result: Snapshot = {}
+            remaining = max_rows
+            for schema, table, is_default, pk in connection.execute(_PG_TABLES).all():
+                path = (
+                    _path_part(table) if is_default else f"{_path_part(schema)}.{_path_part(table)}"
+                )
+                query = sql.SQL("SELECT * FROM {}").format(sql.Identifier(schema, table))
+                raw: Any = connection.connection.dbapi_connection
+                rows_result = connection.exec_driver_sql(query.as_string(raw))
+                columns = tuple(rows_result.keys())
+                positions = [columns.index(column) for column in pk]
+                rows: dict[str, tuple[Any, ...]] = {}
+                for row in rows_result:
+                    remaining -= 1
+                    if remaining < 0:
+                        return None
+                    values = tuple(row)
+                    if positions:
+                        rows[",".join(_path_part(values[i]) for i in positions)] = values
+                        continue
+                    digest = hashlib.blake2b(repr(values).encode(), digest_size=8).hexdigest()
+                    key, duplicate = f"~{digest}", 1
+                    while key in rows:
+                        duplicate += 1
+                        key = f"~{digest}#{duplicate}"
+                    rows[key] = values
+                result[path] = _Table(columns, rows)
+            return dict(sorted(result.items()))
+    finally:
+        engine.dispose()
+
+
+class PostgresCopySandbox:
+    """A PostgreSQL target's sandbox as a copy of its database; checkpoints are copies too.
+
+    Keeps no transaction between calls: every process sees and changes the same databases,
+    one operation at a time (``flock``). ``workdir`` is None: tools reach it through SQL.
+    """
+
+    def __init__(
+        self, resource: Resource, plan_id: str, root: Path, url: URL, max_rows: int
+    ) -> None:
+        """Made by :class:`PostgresCopyStrategy`."""
+        self._resource = resource
+        self._plan_id = plan_id
+        self._root = root
+        self._url = url
+        self._max_rows = max_rows
+        self._lock = threading.RLock()
+        self._engine: Engine | None = None
+        self._prefix: str | None = None
+
+    @property
+    def resource(self) -> Resource:
+        return self._resource
+
+    @property
+    def workdir(self) -> Path | None:
+        return None
+
+    @property
+    def plan_id(self) -> str:
+        return self._plan_id
+
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    @property
+    def dialect(self) -> str:
+        return "postgresql"
+
+    @property
+    def checkpoints(self) -> tuple[str, ...]:
+        """The valid checkpoint references, oldest first."""
+        with self._operation() as state:
+            return tuple(state.checkpoints)
+
+    # -- databases and locking -------------------------------------------------------------
+
+    @staticmethod
+    def database(prefix: str, what: str) -> str:
+        """The name of one of the sandbox's databases (``what``: base, work, next, sp_<hex>)."""
+        return f"agents_{prefix}_{what}"
+
+    def _name(self, state: _State, what: str) -> str:
+        return self.database(state.prefix, what)
+
+    @contextlib.contextmanager
+    def _admin(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        """An autocommit connection to the server's maintenance database, for CREATE and
+        DROP DATABASE (which cannot run while connected to the database they copy or drop)."""
+        errors = []
+        for name in _MAINTENANCE:
+            try:
+                connection = psycopg.connect(_conninfo(self._url, name), autocommit=True)
+            except psycopg.Error as exc:
+                errors.append(_first_line(exc))
+                continue
+            try:
+                yield connection
+            finally:
+                connection.close()
+            return
+        raise SandboxError(
+            f"cannot reach the server of {self._resource.resource_id} to copy its database: "
+            f"{'; '.join(errors)}",
+            "let the resource's login connect to the postgres (or template1) database",
+        )
+
+    @staticmethod
+    def _existing(admin: psycopg.Connection[tuple[Any, ...]], names: Sequence[str]) -> set[str]:
+        found = admin.execute(
+            "SELECT datname FROM pg_database WHERE datname = ANY(%s)", (list(names),)
+        ).fetchall()
+        return {str(row[0]) for row in found}
+
+    @staticmethod
+    def _copy(admin: psycopg.Connection[tuple[Any, ...]], source: str, copy: str) -> None:
+        admin.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(copy), sql.Identifier(source)
+            )
+        )
+
+    @staticmethod
+    def _drop(admin: psycopg.Connection[tuple[Any, ...]], name: str) -> None:
+        admin.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+    def _settle(self, state: _State) -> None:
+        """Finish or undo a rollback a crash interrupted (``next`` left behind)."""
+        if not state.replacing:
+            return
+        work, following = self._name(state, "work"), self._name(state, "next")
+        with self._admin() as admin:
+            present = self._existing(admin, [work, following])
+            if following not in present:
+                return
+            if work in present:  # the old rows are still there: the rollback never happened
+                self._drop(admin, following)
+            else:
+                admin.execute(
+                    sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
+                        sql.Identifier(following), sql.Identifier(work)
+                    )
+                )
+        state.replacing = False
+        state.save(self._root / STATE_FILE_NAME)
+
+    @contextlib.contextmanager
+    def _operation(self) -> Iterator[_State]:
+        """This process's lock, then the folder's ``flock``; yields the current state."""
+        with self._lock:
+            try:
+                fd = os.open(self._root / LOCK_FILE_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as exc:
+                raise SandboxError(
+                    f"the sandbox of {self._resource.resource_id} under {self._root} is gone "
+                    f"({exc.strerror})",
+                    _DISCARDED_FIX,
+                ) from exc
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                state = _State.load(self._root / STATE_FILE_NAME)
+                if state is None:
+                    raise SandboxError(
+                        f"the sandbox of {self._resource.resource_id} under {self._root} was "
+                        "discarded",
+                        _DISCARDED_FIX,
+                    )
+                self._prefix = state.prefix
+                yield state
+            finally:
+                os.close(fd)  # releases the flock
+
+    def _applied(self) -> SandboxError:
+        return CheckpointMissingError(
+            f"the sandbox of {self._resource.resource_id} was applied: its changes are in the "
+            "real database",
+            _APPLIED_FIX,
+        )
+
+    def _failed(self, doing: str, exc: BaseException) -> SandboxError:
+        return SandboxError(
+            f"cannot {doing} the sandbox of {self._resource.resource_id}: {_first_line(exc)}",
+            "check that the database server is reachable, then retry",
+        )
+
+    def _engine_for_work(self, state: _State) -> Engine:
+        """Connections to the working copy, one per statement: none stays open between
+        operations, so a checkpoint or rollback may copy or replace the database."""
+        if self._engine is None:
+            application_name = f"cleveragents sandbox {self._plan_id}"[:63]
+            self._engine = create_engine(
+                self._url.set(database=self._name(state, "work")),
+                poolclass=NullPool,
+                connect_args={"application_name": application_name},
+            )
+        return self._engine
+
+    def _close(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.dispose()
+
+    # -- the tool-facing API ---------------------------------------------------------------
+
+    def execute(
+        self,
+        sql_text: str,
+        params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    ) -> ReadResult:
+        """Run one statement in the copy, in a transaction of its own, committed at once
+        (``:name`` binds). Refused: transaction control, statements that reach outside the
+        database (``sql_confinement.py``) and statements on databases or tablespaces."""
+        if not isinstance(sql_text, str):
+            raise SqlStatementError(
+                f"only SQL text runs in the sandbox of {self._resource.resource_id}",
+                "pass the statement as text",
+            )
+        first = " ".join(sql_text.split())[:80]
+        if _TRANSACTION_CONTROL.match(sql_text):
+            raise SqlStatementError(
+                f"statement {first!r} refused in the sandbox of {self._resource.resource_id}",
+                "the sandbox owns its database: checkpoints, rollback, apply and discard go "
+                "through the plan, not through SQL",
+            )
+        why = postgres_refusal(sql_text)
+        if why is None and _SERVER_OBJECTS.search(sql_text):
+            why = "it names a database or tablespace, which are outside the sandbox"
+        if why is not None:
+            raise SqlStatementError(
+                f"statement {first!r} refused in the sandbox of {self._resource.resource_id}: "
+                f"{why}",
+                POSTGRES_DENIED_FIX,
+            )
+        with self._operation() as state:
+            if state.status == "applied":
+                raise self._applied()
+            self._settle(state)
+            try:
+                with self._engine_for_work(state).connect() as connection, connection.begin():
+                    result = connection.execute(text(sql_text), params)
+                    # Read every row now: the connection closes with this operation.
+                    return ReadResult(
+                        result.returns_rows,
+                        tuple(result.keys()) if result.returns_rows else (),
+                        [tuple(row) for row in result] if result.returns_rows else [],
+                        result.rowcount,
+                    )
+            except SQLAlchemyError as exc:
+                raise SqlStatementError(
+                    f"SQL failed in the sandbox of {self._resource.resource_id}: {_first_line(exc)}"
+                ) from exc
+            finally:
+                self._close()
+
+    # -- the Sandbox protocol --------------------------------------------------------------
+
+    def checkpoint(self) -> str:
+        """A copy of the working database; returns its reference (``sp_<hex>``)."""
+        with self._operation() as state:
+            if state.status == "applied":
+                raise self._applied()
+            ref = new_savepoint_name()
+            try:
+                self._settle(state)
+                with self._admin() as admin:
+                    self._copy(admin, self._name(state, "work"), self._name(state, ref))
+                state.checkpoints.append(ref)
+                state.save(self._root / STATE_FILE_NAME)
+            except (psycopg.Error, OSError) as exc:
+                raise self._failed("checkpoint", exc) from exc
+            return ref
+
+    def _require(self, state: _State, ref: str) -> str:
+        if state.status == "applied":
+            raise self._applied()
+        if check_savepoint_name(ref) not in state.checkpoints:
+            raise CheckpointMissingError(
+                f"checkpoint {ref} of resource {self._resource.resource_id} is not a "
+                "checkpoint of this sandbox (dropped, or rolled back over)",
+                "pick a checkpoint of the current attempt",
+            )
+        return self._name(state, ref)
+
+    def verify(self, ref: str) -> None:
+        """Valid while its copy exists on the server."""
+        with self._operation() as state:
+            name = self._require(state, ref)
+            try:
+                with self._admin() as admin:
+                    present = name in self._existing(admin, [name])
+            except psycopg.Error as exc:
+                raise self._failed("verify", exc) from exc
+            if not present:
+                raise CheckpointMissingError(
+                    f"checkpoint {ref} of resource {self._resource.resource_id} is missing: "
+                    f"its database {name} was dropped",
+                    "roll back to an earlier checkpoint",
+                )
+
+    def rollback(self, ref: str, *, current: str | None = None) -> None:
+        """Make the working database a copy of checkpoint ``ref`` again; ``ref`` stays valid,
+        and so do later checkpoints' copies until they are dropped."""
+        del current
+        with self._operation() as state:
+            source = self._require(state, ref)
+            work, following = self._name(state, "work"), self._name(state, "next")
+            try:
+                self._settle(state)
+                state.replacing = True
+                state.save(self._root / STATE_FILE_NAME)
+                with self._admin() as admin:
+                    self._drop(admin, following)
+                    self._copy(admin, source, following)
+                    self._drop(admin, work)
+                    admin.execute(
+                        sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
+                            sql.Identifier(following), sql.Identifier(work)
+                        )
+                    )
+                state.replacing = False
+                state.save(self._root / STATE_FILE_NAME)
+            except (psycopg.Error, OSError) as exc:
+                raise SandboxError(
+                    f"cannot roll {self._resource.resource_id} back to {ref}: {_first_line(exc)}",
+                    "retry; the working copy is either as it was or as the checkpoint",
+                ) from exc
+
+    def _rows(self, database: str, what: str) -> Snapshot:
+        try:
+            taken = _snapshot(self._url, database, self._max_rows)
+        except SQLAlchemyError as exc:
+            raise SandboxError(
+                f"cannot read the rows of {self._resource.resource_id} at {what}: "
+                f"{_first_line(exc)}",
+                "check that the database server is reachable",
+            ) from exc
+        if taken is None:
+            raise SandboxError(
+                f"cannot list the rows of {self._resource.resource_id} at {what}: more than "
+                f"{self._max_rows} rows",
+                f"compare the databases {database} and the target with psql",
+            )
+        return taken
+
+    def _rows_at(self, state: _State, ref: str) -> Snapshot:
+        if check_savepoint_name(ref) not in state.checkpoints:
+            raise CheckpointMissingError(
+                f"checkpoint {ref} of resource {self._resource.resource_id} was dropped",
+                "pick a checkpoint of the current attempt",
+            )
+        return self._rows(self._name(state, ref), f"checkpoint {ref}")
+
+    def diff(self, old_ref: str, new_ref: str) -> list[Change]:
+        """Row changes between two checkpoints (also after Apply: the copies stay)."""
+        with self._operation() as state:
+            return _compare(self._rows_at(state, old_ref), self._rows_at(state, new_ref))
+
+    def read(self, ref: str, path: str) -> bytes | None:
+        """Row ``table/key`` at checkpoint ``ref`` as UTF-8 JSON; None when absent."""
+        with self._operation() as state:
+            taken = self._rows_at(state, ref)
+        table_path, separator, key = path.partition("/")
+        table = taken.get(table_path)
+        if table is None or not separator:
+            return None
+        row = table.rows.get(key)
+        return None if row is None else _render_row(table.columns, row)
+
+    def changes_since_baseline(self) -> list[Change]:
+        """Row changes of the working copy against the target at creation."""
+        with self._operation() as state:
+            if state.status == "applied":
+                raise self._applied()
+            self._settle(state)
+            return _compare(
+                self._rows(self._name(state, "base"), "creation"),
+                self._rows(self._name(state, "work"), "present"),
+            )
+
+    def drop_checkpoint(self, ref: str) -> None:
+        """Forget ``ref`` and drop its copy; idempotent."""
+        check_savepoint_name(ref)
+        with self._operation() as state:
+            if ref in state.checkpoints:
+                state.checkpoints.remove(ref)
+                state.save(self._root / STATE_FILE_NAME)
+            try:
+                with self._admin() as admin:
+                    self._drop(admin, self._name(state, ref))
+            except psycopg.Error as exc:  # forgotten already; discard drops it later
+                log.warning("cannot drop the checkpoint database of %s: %s", ref, exc)
+
+    def apply(self) -> ApplyResult:
+        """Land the rows the plan produced in the target, in one transaction, or raise
+        leaving the target as it was (``postgres_land.py``). Applying again is a no-op."""
+        with self._operation() as state:
+            if state.status == "applied":
+                return ApplyResult(
+                    f"already applied: the changes of {self._resource.resource_id} are in the "
+                    "real database",
+                    (),
+                )
+            self._settle(state)
+            changes: tuple[Change, ...] = ()
+            with contextlib.suppress(SandboxError):
+                changes = tuple(
+                    _compare(
+                        self._rows(self._name(state, "base"), "creation"),
+                        self._rows(self._name(state, "work"), "present"),
+                    )
+                )
+            try:
+                landed = self._land(state)
+            except postgres_land.LandConflictError as exc:
+                raise SandboxError(
+                    f"nothing was applied to {self._resource.resource_id}: {exc}",
+                    "correct the plan against the database as it is now, or discard the "
+                    "sandbox and re-run Execute",
+                ) from exc
+            except psycopg.Error as exc:
+                raise SandboxError(
+                    f"nothing was applied to {self._resource.resource_id}: PostgreSQL refused "
+                    f"the change: {_first_line(exc)}",
+                    "retry apply when the database is free, or fix what PostgreSQL names",
+                ) from exc
+            state.status = "applied"
+            state.save(self._root / STATE_FILE_NAME)
+            with contextlib.suppress(psycopg.Error, SandboxError), self._admin() as admin:
+                for what in ("base", "work", "next"):
+                    self._drop(admin, self._name(state, what))
+            tables = {change.path.partition("/")[0] for change in changes}
+            how = "were already there" if landed.already else f"{landed.rows} rows written"
+            return ApplyResult(
+                summary=f"landed the sandbox of {self._resource.resource_id} in one "
+                f"transaction ({len(changes)} changes in {len(tables)} tables; {how})",
+                changes=changes,
+            )
+
+    def _land(self, state: _State) -> postgres_land.Landed:
+        url = self._url
+        with (
+            psycopg.connect(_conninfo(url, self._name(state, "base"))) as base,
+            psycopg.connect(_conninfo(url, self._name(state, "work"))) as final,
+            psycopg.connect(_conninfo(url, str(url.database))) as target,
+        ):
+            for connection in (base, final):
+                connection.read_only = True
+            target.autocommit = True  # the landing transaction is opened explicitly
+            return postgres_land.land(target, base, final)
+
+    def discard(self) -> None:
+        """Drop the sandbox's databases and remove its files; the target is untouched.
+        Idempotent."""
+        with self._lock:
+            self._close()
+            prefix = self._prefix
+            if prefix is None:
+                with contextlib.suppress(SandboxError):
+                    loaded = _State.load(self._root / STATE_FILE_NAME)
+                    prefix = None if loaded is None else loaded.prefix
+            if prefix is not None:
+                self._drop_all(prefix)
+            for name in (STATE_FILE_NAME, LOCK_FILE_NAME):
+                (self._root / name).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                self._root.rmdir()  # only when empty: root may hold other things
+
+    def _drop_all(self, prefix: str) -> None:
+        """Drop every database named ``agents_<prefix>_...`` (a crash may have left some)."""
+        pattern = f"agents\\_{prefix}\\_%"  # the prefix is hex: nothing else to escape
+        try:
+            with self._admin() as admin:
+                found = admin.execute(
+                    "SELECT datname FROM pg_database WHERE datname LIKE %s", (pattern,)
+                ).fetchall()
+                for (name,) in found:
+                    self._drop(admin, str(name))
+        except (psycopg.Error, SandboxError) as exc:
+            raise SandboxError(
+                f"cannot drop the sandbox databases agents_{prefix}_* of "
+                f"{self._resource.resource_id}: {_first_line(exc)}",
+                "drop them with psql (DROP DATABASE), or retry when the server is reachable",
+            ) from exc
+
+
+def is_copy_sandbox(root: Path) -> bool:
+    """Whether ``root`` holds a :class:`PostgresCopySandbox` (its state file)."""
+    return (root / STATE_FILE_NAME).is_file()
+
+
+class PostgresCopyStrategy:
+    """Makes :class:`PostgresCopySandbox` objects for PostgreSQL targets (``database.py``)."""
+
+    name: SandboxStrategyName = SandboxStrategyName.TRANSACTION_ROLLBACK
+
+    def __init__(self, *, max_snapshot_rows: int = DEFAULT_MAX_SNAPSHOT_ROWS) -> None:
+        self.max_snapshot_rows = max_snapshot_rows
+
+    def _url(self, resource: Resource) -> URL:
+        url = _target_url(resource)
+        if url.get_backend_name() != "postgresql" or not url.database:
+            raise SandboxError(
+                f"resource {resource.resource_id} is not a PostgreSQL database",
+                "set its location to postgresql://USER@HOST/DATABASE",
+            )
+        return url
+
+    def create(self, resource: Resource, plan_id: str, root: Path) -> PostgresCopySandbox:
+        """Copy the target on its server. Refused while an open sandbox is there; raises
+        :class:`CopyUnavailableError` when the server cannot copy it."""
+        url = self._url(resource)
+        existing = _State.load(root / STATE_FILE_NAME) if is_copy_sandbox(root) else None
+        if existing is not None and existing.status == "open":
+            raise SandboxError(
+                f"resource {resource.resource_id} already has an open sandbox under {root} "
+                f"for plan {existing.plan_id}",
+                "apply or discard it first",
+            )
+        sandbox = PostgresCopySandbox(resource, plan_id, root, url, self.max_snapshot_rows)
+        sandbox.discard()
+        prefix = secrets.token_hex(6)
+        base = PostgresCopySandbox.database(prefix, "base")
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            with sandbox._admin() as admin:
+                try:
+                    sandbox._copy(admin, str(url.database), base)
+                except psycopg.Error as exc:
+                    if exc.sqlstate in _CANNOT_COPY:
+                        raise CopyUnavailableError(
+                            f"cannot copy the database {url.database} of resource "
+                            f"{resource.resource_id}: {_first_line(exc)}",
+                            "close other connections to it, or give its login CREATEDB and "
+                            "ownership of it",
+                        ) from exc
+                    raise
+                sandbox._copy(admin, base, PostgresCopySandbox.database(prefix, "work"))
+            state = _State(resource.resource_id, plan_id, prefix, utc_now().isoformat())
+            state.save(root / STATE_FILE_NAME)  # last: a sandbox without it was never made
+        except BaseException as exc:
+            with contextlib.suppress(SandboxError):
+                sandbox._drop_all(prefix)
+            if isinstance(exc, psycopg.Error | OSError):
+                raise SandboxError(
+                    f"cannot copy the database of resource {resource.resource_id} on its "
+                    f"server: {_first_line(exc)}",
+                    "check that the server is reachable and its login may create databases",
+                ) from exc
+            raise
+        return sandbox
+
+    def open(self, resource: Resource, plan_id: str, root: Path) -> PostgresCopySandbox:
+        """The sandbox ``create`` made (in any process)."""
+        state = _State.load(root / STATE_FILE_NAME)
+        if state is None:
+            raise SandboxError(
+                f"no database sandbox of {resource.resource_id} for plan {plan_id} under {root}",
+                "it was discarded or never created: re-run Execute",
+            )
+        if state.resource_id != resource.resource_id or state.plan_id != plan_id:
+            raise SandboxError(
+                f"the sandbox under {root} belongs to {state.resource_id} of plan "
+                f"{state.plan_id}, not to {resource.resource_id} of plan {plan_id}",
+                "open the sandbox folder of this resource and plan",
+            )
+        sandbox = PostgresCopySandbox(
+            resource, plan_id, root, self._url(resource), self.max_snapshot_rows
+        )
+        sandbox._prefix = state.prefix
+        return sandbox

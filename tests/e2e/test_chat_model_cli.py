@@ -1,0 +1,204 @@
+"""A whole plan decided by a real chat model client, from the CLI, then corrected and replayed.
+
+``agents plan use ACTION --reasoner chat --model openai:gpt-4o-mini`` builds the model with
+LangChain's ``init_chat_model`` — ``langchain-openai``'s ``ChatOpenAI`` and the ``openai``
+client over HTTP — and talks to the OpenAI-compatible server of tests/support (scripted
+tool calls and usage figures, every request recorded). Nothing of LangChain is mocked.
+
+Each command runs in its own process, as at a shell. The correction runs in a process
+whose ``OPENAI_BASE_URL`` points elsewhere: the plan kept its model and server, so the
+replay still asks the same model, which gets the user's guidance and whose new decision is the one the tree
+holds and the Apply lands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.store.store import Store
+from tests.support.openai_server import (
+    OpenAIServer,
+    Reply,
+    Request,
+    Usage,
+    finish_phase,
+    http_error,
+    record_decision,
+)
+from tests.support.openai_server import openai_server as openai_server  # the fixture
+
+pytest.importorskip("langchain_openai")
+
+ACTION = {
+    "name": "local/readme",
+    "prompt": "Write a README for the project",
+    "resources": ["local/docs"],
+    "tools": ["local/write-file"],
+}
+GUIDANCE = "add a Usage section that shows the install command"
+
+
+def _write(content: str) -> dict[str, Any]:
+    return {
+        "tool": "local/write-file",
+        "arguments": {"resource": "local/docs", "path": "README.md", "content": content},
+    }
+
+
+LAYOUT = record_decision(
+    key="layout",
+    decision_type="strategy_choice",
+    question="How is the documentation laid out?",
+    chosen_option="one README at the top",
+    alternatives=["a docs folder"],
+    confidence=0.8,
+    rationale="a small project",
+    content="A single README is enough here.",
+    usage=Usage(prompt_tokens=812, completion_tokens=64),
+)
+WRITE = record_decision(
+    key="write",
+    decision_type="implementation_choice",
+    question="What does the README say?",
+    chosen_option="a one-line README",
+    alternatives=["a README with a Usage section"],
+    parent_key="layout",
+    depends_on=["layout"],
+    confidence=0.7,
+    tool_calls=[_write("# readme\n")],
+)
+
+
+def _rewrite(request: Request) -> Reply:
+    """The model follows the guidance it was sent (and says so if it was not sent)."""
+    if GUIDANCE not in request.text:
+        return http_error(400, "the replay's request did not carry the user's guidance")
+    return record_decision(
+        key="write",
+        decision_type="implementation_choice",
+        question="What does the README say?",
+        chosen_option="a README with a Usage section",
+        alternatives=["a one-line README"],
+        parent_key="layout",
+        depends_on=["layout"],
+        confidence=0.9,
+        tool_calls=[_write("# readme\n\n## Usage\n\n    pip install readme\n")],
+    )
+
+
+class Cli:
+    """``agents --db URL ...`` in a new process each call, with its own home."""
+
+    def __init__(self, db_url: str, home: Path, server: OpenAIServer) -> None:
+        self.db_url = db_url
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")},
+            **server.env(),
+            "HOME": str(home),
+            "AGENTS_SANDBOX_DIR": str(home / "sandboxes"),
+        }
+
+    def __call__(
+        self, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "cleveragents_tui", "--db", self.db_url, *args],
+            capture_output=True,
+            text=True,
+            env={**self.env, **(env or {})},
+            check=False,
+            timeout=300,
+        )
+
+    def tree(self, plan_id: str) -> dict[str, dict[str, Any]]:
+        """The plan's decisions by type; a superseded one under ``superseded <type>``."""
+        shown = self("plan", "tree", plan_id, "--show-superseded", "--format=json")
+        assert shown.returncode == 0, shown.stderr
+        found = {}
+        for d in json.loads(shown.stdout)["decisions"]:
+            kind = d["decision_type"]
+            found[kind if d["superseded_by"] is None else f"superseded {kind}"] = d
+        return found
+
+
+@pytest.fixture
+def docs(sqlite_store: Store, tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "README.md").write_text("old\n")
+    with sqlite_store.unit_of_work(write=True) as uow:
+        uow.resources.add(
+            Resource(
+                resource_id="local/docs",
+                kind="filesystem",
+                location=str(folder),
+                sandbox_strategy="filesystem_copy",
+            )
+        )
+        uow.commit()
+    return folder
+
+
+def test_a_chat_model_runs_a_plan_and_remakes_the_corrected_decision(
+    openai_server: OpenAIServer, docs: Path, sqlite_url: str, tmp_path: Path
+) -> None:
+    action = tmp_path / "readme.action.yaml"
+    action.write_text(yaml.safe_dump(ACTION))
+    cli = Cli(sqlite_url, tmp_path, openai_server)
+    openai_server.add(LAYOUT, finish_phase(), WRITE, finish_phase())
+
+    started = cli(
+        "plan", "use", str(action), "--reasoner", "chat", "--model", "openai:gpt-4o-mini",
+        "--automation-profile", "auto",
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    plan_id = started.stdout.split()[1]
+    assert openai_server.pending == 0
+    sent = openai_server.completions
+    assert len(sent) == 4  # two decisions, two phase ends: nothing asked twice
+    assert {r.body["model"] for r in sent} == {"gpt-4o-mini"}
+    assert {r.authorization for r in sent} == {f"Bearer {openai_server.env()['OPENAI_API_KEY']}"}
+    assert sent[0].tool_names == ["record_decision", "finish_phase"]
+    assert "Write a README for the project" in sent[0].text
+    assert "local/write-file" in json.dumps(sent[2].body["tools"])  # Execute offers the tool
+    tree = cli.tree(plan_id)
+    assert tree["strategy_choice"]["chosen_option"] == "one README at the top"
+    assert tree["implementation_choice"]["chosen_option"] == "a one-line README"
+    assert (docs / "README.md").read_text() == "old\n"  # nothing lands before Apply
+
+    # A later process whose OPENAI_BASE_URL points nowhere (a closed loopback port): the
+    # plan kept its model and its server, so the replay asks the same one.
+    openai_server.add(_rewrite, finish_phase())
+    corrected = cli(
+        "plan", "correct", tree["implementation_choice"]["decision_id"], "--mode=revert",
+        "--guidance", GUIDANCE, "--yes",
+        env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"},
+    )  # fmt: skip
+    assert corrected.returncode == 0, corrected.stderr + corrected.stdout
+    assert openai_server.pending == 0
+    replayed = openai_server.completions[4]
+    assert "CORRECTION FROM THE USER" in replayed.text
+    assert GUIDANCE in replayed.text
+    assert replayed.body["model"] == "gpt-4o-mini"
+
+    tree = cli.tree(plan_id)
+    assert tree["implementation_choice"]["chosen_option"] == "a README with a Usage section"
+    assert tree["implementation_choice"]["is_correction"] is True
+    assert (
+        tree["strategy_choice"]["chosen_option"] == "one README at the top"
+    )  # kept, not asked again
+    assert tree["superseded implementation_choice"]["chosen_option"] == "a one-line README"
+
+    applied = cli("plan", "apply", plan_id)
+    assert applied.returncode == 0, applied.stderr
+    assert (docs / "README.md").read_text() == "# readme\n\n## Usage\n\n    pip install readme\n"
+    assert len(openai_server.completions) == 6  # the Apply asks no model
