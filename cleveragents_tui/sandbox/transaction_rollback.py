@@ -68,8 +68,12 @@ anything); on PostgreSQL everything is, because a SELECT may call a function tha
   snapshot, ``"rows"``: a sequence, a default such as ``now()`` or ``random()``, or a
   concurrent commit shows there). A failed replay is rolled back: the target is left as it
   was. Values written after the last savepoint are checked by row count only.
-* Apply records ``applying`` (fsynced) in the state file before ``COMMIT``: a process that
-  ends during ``COMMIT`` leaves a sandbox that is never replayed (the outcome is unknown).
+* Apply records ``applying`` (fsynced) in the state file before ``COMMIT``, on PostgreSQL
+  with the transaction's id (``txid_current()``). A process that ends during ``COMMIT``
+  leaves the outcome unknown to itself; the next process to open the sandbox asks the
+  server (``pg_commit.py``): committed, the sandbox is applied (and a rerun of Apply goes
+  on); rolled back, the log is replayed as after any hand-over. Only when the server cannot
+  say (or on SQLite) is the sandbox reported lost, and never replayed.
 
 Row snapshots: because an older savepoint's state cannot be read without destroying the
 newer ones, the sandbox records the rows of every user table (key -> values) when it
@@ -110,11 +114,12 @@ from sqlalchemy.pool import NullPool
 from sqlalchemy.sql import Select
 from sqlalchemy.sql.base import Executable
 
+from cleveragents_tui import failpoints
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.timeutil import utc_now
-from cleveragents_tui.sandbox import transaction_handover
+from cleveragents_tui.sandbox import pg_commit, transaction_handover
 from cleveragents_tui.sandbox.base import (
     ApplyResult,
     Change,
@@ -225,6 +230,7 @@ class _State:
     savepoints: list[str] = field(default_factory=list)
     unreplayable: str | None = None  # why the statement log can no longer be replayed
     released: bool = False  # handed over by ``pid``: the next user replays the log
+    commit_txid: int | None = None  # PostgreSQL: the transaction ``applying`` commits
 
     def dump(self) -> str:
         return json.dumps(
@@ -241,6 +247,7 @@ class _State:
                 "savepoints": self.savepoints,
                 "unreplayable": self.unreplayable,
                 "released": self.released,
+                "commit_txid": self.commit_txid,
             },
             indent=2,
         )
@@ -260,6 +267,7 @@ class _State:
                 raise ValueError(f"unsupported version or status in {path}")
             savepoints = [check_savepoint_name(str(name)) for name in data["savepoints"]]
             unreplayable = data.get("unreplayable")
+            txid = data.get("commit_txid")
             return cls(
                 resource_id=str(data["resource_id"]),
                 plan_id=str(data["plan_id"]),
@@ -271,6 +279,7 @@ class _State:
                 savepoints=savepoints,
                 unreplayable=None if unreplayable is None else str(unreplayable),
                 released=bool(data.get("released", False)),
+                commit_txid=None if txid is None else int(txid),
             )
         except (ValueError, KeyError, TypeError, UserError) as exc:
             raise SandboxError(
@@ -804,6 +813,14 @@ class TransactionRollbackSandbox:
         else:
             ended = f"was lost on restart: process {fresh.pid} that held it has ended"
         if fresh.status == "applying":
+            decided = self._commit_outcome(fresh)
+            if decided == "committed":
+                self._finish_commit()
+                return
+            if decided == "aborted":  # the server rolled it back: replay as after a hand-over
+                fresh.status, fresh.commit_txid = "open", None
+                ended += " before its COMMIT took effect"
+        if fresh.status == "applying":
             self._release_lock()
             self._mark(
                 "lost",
@@ -958,6 +975,26 @@ class TransactionRollbackSandbox:
             cause = exc.problem if isinstance(exc, UserError) else _first_line(exc)
             raise _ReplayFailed(f"{doing} failed: {cause}") from exc
         self._entries = entries
+
+    def _commit_outcome(self, state: _State) -> pg_commit.Outcome | None:
+        """How the COMMIT of an Apply whose process ended went, per the server (None: unknown)."""
+        if state.dialect != "postgresql" or state.commit_txid is None:
+            return None
+        try:
+            url = _target_url(self._resource)
+        except SandboxError:
+            return None
+        return pg_commit.outcome(url, state.commit_txid)
+
+    def _finish_commit(self) -> None:
+        """Record an Apply whose COMMIT took effect before its process ended: applied."""
+        self._stack.clear()
+        self._state.status = "applied"
+        self._save_state()
+        with contextlib.suppress(OSError):
+            self._log_path.unlink(missing_ok=True)  # committed: nothing left to replay
+        self._release_lock()
+        self._mark("applied", self._applied_reason(), _APPLIED_FIX)
 
     def _applied_reason(self) -> str:
         return (
@@ -1494,6 +1531,12 @@ class TransactionRollbackSandbox:
                     changes = tuple(self.changes_since_baseline())
                 live = self._require_live()
             state_path = self._root / STATE_FILE_NAME
+            if self._state.dialect == "postgresql":  # the server then says how COMMIT ended
+                try:
+                    with self._internal_sql():
+                        self._state.commit_txid = pg_commit.transaction_id(live.connection)
+                except SQLAlchemyError as exc:
+                    raise self._db_error(exc, "reading the transaction's id") from exc
             self._state.status = "applying"
             try:
                 self._state.save(state_path, durable=True)
@@ -1505,8 +1548,10 @@ class TransactionRollbackSandbox:
                     "nothing was committed: make the folder writable, then retry apply",
                 ) from exc
             try:
+                failpoints.hit("transaction.commit", "commit")  # a crash here: rolled back
                 with self._internal_sql():
                     live.transaction.commit()
+                failpoints.hit("transaction.commit", "committed")  # here: committed
             except SQLAlchemyError as exc:
                 self._state.status = "open"
                 if not self._transaction_ended(live):
