@@ -61,6 +61,7 @@ from cleveragents_tui.engine.diff import current_replay, record_snapshots
 from cleveragents_tui.engine.failures import FailureHandling
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.plans import create_plan
+from cleveragents_tui.engine.policing import LimitTerminated, Policing, safety_switches
 from cleveragents_tui.engine.reasoner_choice import (
     CHAT_ACTOR,
     ModelChoice,
@@ -69,7 +70,6 @@ from cleveragents_tui.engine.reasoner_choice import (
     keep_choice,
     stored_factory,
 )
-from cleveragents_tui.engine.policing import LimitTerminated, Policing, safety_switches
 from cleveragents_tui.engine.reconcile import OutsideChoice, Reconciler
 from cleveragents_tui.engine.reconcile import fingerprint as reconcile_fingerprint
 from cleveragents_tui.engine.recorder import Correction, record_decision
