@@ -1,0 +1,182 @@
+"""Choosing the chat model from the CLI and the settings, and everything a person can get wrong.
+
+The model is real (``ChatOpenAI`` through ``init_chat_model``) and answers from the
+OpenAI-compatible test server on 127.0.0.1. A missing key, a missing package, a malformed
+model or a model without a reasoner is one line and exit 2, with nothing stored and no
+request sent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.cli.conftest import Run
+from tests.support.openai_server import OpenAIServer, finish_phase, record_decision
+from tests.support.openai_server import openai_server as openai_server  # the fixture
+
+pytest.importorskip("langchain_openai")
+
+MODEL = "openai:gpt-4o-mini"
+STRATEGY = record_decision(
+    key="approach",
+    decision_type="strategy_choice",
+    question="How?",
+    chosen_option="step by step",
+    confidence=0.9,
+)
+
+
+@pytest.fixture
+def action(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("AGENTS_SANDBOX_DIR", str(tmp_path / "sandboxes"))
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE"):
+        monkeypatch.delenv(name, raising=False)
+    path = tmp_path / "think.yaml"
+    path.write_text(yaml.safe_dump({"name": "local/think", "prompt": "Think it through"}))
+    return str(path)
+
+
+@pytest.fixture
+def served(openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> OpenAIServer:
+    """The server, with the environment pointing ``ChatOpenAI`` at it."""
+    for name, value in openai_server.env().items():
+        monkeypatch.setenv(name, value)
+    return openai_server
+
+
+def _plans(run: Run) -> list[dict[str, object]]:
+    plans: list[dict[str, object]] = json.loads(run("plan", "list", "--format=json").output)[
+        "plans"
+    ]
+    return plans
+
+
+def _one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def test_no_api_key_is_one_line_and_nothing_is_stored(
+    run: Run, action: str, openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)  # a server, but no key
+    result = run("plan", "use", action, "--reasoner", "chat", "--model", MODEL)
+
+    assert result.exit_code == 2
+    line = _one_line(result.stderr)
+    assert "OPENAI_API_KEY is not set" in line and "export OPENAI_API_KEY=" in line
+    assert _plans(run) == []
+    assert openai_server.requests == []
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("langchain_anthropic") is not None,
+    reason="langchain-anthropic is installed here",
+)
+def test_a_missing_provider_package_names_the_extra(
+    run: Run, action: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    result = run("plan", "use", action, "--model", "anthropic:claude-sonnet-4-5")
+
+    assert result.exit_code == 2
+    line = _one_line(result.stderr)
+    assert "langchain-anthropic" in line and "pip install 'cleveragents-tui[anthropic]'" in line
+    assert _plans(run) == []
+    refused = run("config", "set", "core.model", "anthropic:claude-sonnet-4-5")
+    assert refused.exit_code == 2 and "cleveragents-tui[anthropic]" in refused.stderr
+    assert run("config", "get", "core.model").exit_code == 1  # not stored
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--model", "gpt-4o-mini"), "is not PROVIDER:MODEL"),
+        (("--reasoner", "chat"), "the chat reasoner needs a model"),
+        (("--reasoner", "scripted", "--model", MODEL), "--model is for the chat reasoner"),
+    ],
+)
+def test_a_model_that_is_not_named_right_is_refused(
+    run: Run, action: str, served: OpenAIServer, args: tuple[str, ...], says: str
+) -> None:
+    result = run("plan", "use", action, *args)
+
+    assert result.exit_code == 2
+    assert says in _one_line(result.stderr)
+    assert _plans(run) == []
+    assert served.requests == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("core.reasoner", "gpt", "unknown reasoner 'gpt'"),
+        ("core.model", "openai", "is not PROVIDER:MODEL"),
+        ("core.model-base-url", "localhost:8000", "is not an http(s) URL"),
+    ],
+)
+def test_config_set_refuses_a_bad_value(run: Run, key: str, value: str, says: str) -> None:
+    result = run("config", "set", key, value)
+
+    assert result.exit_code == 2
+    assert says in _one_line(result.stderr)
+    assert run("config", "get", key).exit_code == 1
+
+
+def test_the_settings_choose_the_model_of_a_new_plan(
+    run: Run, action: str, openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """core.reasoner, core.model and core.model-base-url; only the key is in the environment."""
+    monkeypatch.setenv("OPENAI_API_KEY", openai_server.env()["OPENAI_API_KEY"])
+    for key, value in (
+        ("core.reasoner", "chat"),
+        ("core.model", MODEL),
+        ("core.model-base-url", openai_server.base_url),
+    ):
+        assert run("config", "set", key, value).exit_code == 0
+    openai_server.add(STRATEGY, finish_phase(), finish_phase())
+
+    result = run("plan", "use", action, "--automation-profile", "auto")
+
+    assert result.exit_code == 0, result.output
+    assert openai_server.pending == 0
+    assert {r.body["model"] for r in openai_server.completions} == {"gpt-4o-mini"}
+    (plan,) = _plans(run)
+    tree = json.loads(run("plan", "tree", str(plan["plan_id"]), "--format=json").output)
+    assert "step by step" in [d["chosen_option"] for d in tree["decisions"]]
+    listed = run("config", "list").output
+    assert "plan:" not in listed and "core.model = openai:gpt-4o-mini" in listed
+
+
+def test_a_later_run_without_the_key_is_refused_before_it_changes_anything(
+    run: Run, action: str, served: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan waits for a person before Strategize; the run after the approval is in a
+    shell without the key: refused in one line, the plan as it was; with the key it goes on."""
+    started = run("plan", "use", action, "--model", MODEL, "--automation-profile", "manual")
+    assert started.exit_code == 0, started.output
+    (plan,) = _plans(run)
+    plan_id = str(plan["plan_id"])
+    approvals = json.loads(run("approval", "list", "--format=json").output)["approvals"]
+    assert run("approval", "approve", approvals[0]["approval_id"]).exit_code == 0
+    before = _plans(run)
+
+    monkeypatch.delenv("OPENAI_API_KEY")
+    refused = run("plan", "run", plan_id)
+
+    assert refused.exit_code == 2
+    line = _one_line(refused.stderr)
+    assert f"plan {plan_id} runs with {MODEL}" in line and "OPENAI_API_KEY" in line
+    assert _plans(run) == before
+    assert served.requests == []
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-local")
+    served.add(STRATEGY, finish_phase(), finish_phase())
+    assert run("plan", "run", plan_id).exit_code == 0
+    assert served.completions  # the kept model was asked
