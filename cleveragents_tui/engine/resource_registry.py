@@ -137,6 +137,14 @@ def _is_url(raw: str) -> bool:
     return "://" in raw
 
 
+def _sqlite_header(path: Path) -> bool:
+    """An empty file (SQLite makes it a database) or one that starts as SQLite files do;
+    SQLite itself would only notice at the first query that reads a table."""
+    with path.open("rb") as file:
+        head = file.read(16)
+    return head in (b"", b"SQLite format 3\x00")
+
+
 def normalise_location(store: Store, kind: str, raw: str) -> str:
     """The location as stored: an absolute path, or a database/external URL as given."""
     if kind == "database" and _is_url(raw):
@@ -169,6 +177,10 @@ def normalise_location(store: Store, kind: str, raw: str) -> str:
     path = _path_location(kind, raw)
     if kind == "database" and not path.is_file():
         raise UserError(f"location {path} is not a file", "a database resource is a SQLite file")
+    if kind == "database" and not _sqlite_header(path):
+        raise UserError(
+            f"{path} is not a SQLite database", "give a SQLite file or a postgresql:// URL"
+        )
     for folder in data_folders(store):
         if _within(path, folder) or _within(folder, path):
             where = "inside" if _within(path, folder) else "holding"

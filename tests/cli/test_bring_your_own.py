@@ -1,0 +1,454 @@
+"""`agents init`, `agents resource …` and `agents action …` on a user's own repository, as a
+user drives them: a real git repository with a commit, a real SQLite file, HOME in a
+temporary folder. The user's checkout — index and working tree — is never touched."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from cleveragents_tui.cli import cli
+from cleveragents_tui.store.store import Store
+
+Run = Callable[..., Result]
+
+
+def _git(repository: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=me", "-c", "user.email=me@example.invalid", *args],
+        cwd=repository,
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        timeout=60,
+    ).stdout
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """HOME in the test's folder: the app's data folder is ~/.local/share/cleveragents."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    monkeypatch.delenv("AGENTS_SANDBOX_DIR", raising=False)
+    monkeypatch.delenv("AGENTS_DATABASE_URL", raising=False)
+    (tmp_path / "home").mkdir()
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def repo(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The user's project: a git repository with one commit, an uncommitted edit, a staged
+    file, an untracked one, and a SQLite file; the current folder is inside it."""
+    repository = tmp_path / "shop"
+    (repository / "src").mkdir(parents=True)
+    (repository / "README.md").write_text("# shop\n")
+    (repository / "src" / "app.py").write_text("print('shop')\n")
+    _git(repository, "init", "-q", "-b", "main")
+    _git(repository, "add", "-A")
+    _git(repository, "commit", "-q", "-m", "shop 1.0")
+    (repository / "README.md").write_text("# shop\n\nwork in progress\n")  # not committed
+    (repository / "staged.txt").write_text("staged\n")
+    _git(repository, "add", "staged.txt")
+    (repository / "notes.txt").write_text("untracked\n")
+    with sqlite3.connect(repository / "shop.db") as connection:
+        connection.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT)")
+    connection.close()
+    monkeypatch.chdir(repository / "src")
+    return repository
+
+
+@pytest.fixture
+def run(tmp_path: Path, home: Path) -> Run:
+    """``agents ARGS`` in-process, on the default database in HOME's data folder."""
+
+    def invoke(*args: str) -> Result:
+        return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+    return invoke
+
+
+def checkout(repository: Path) -> dict[str, object]:
+    """Everything of the user's checkout: the index's bytes and time, HEAD, the branches and
+    every working-tree file with its content."""
+    git_dir = repository / ".git"
+    index = git_dir / "index"
+    files = {
+        str(p.relative_to(repository)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(repository.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(repository).parts
+    }
+    return {
+        "index": (index.read_bytes(), index.stat().st_mtime_ns),
+        "head": (git_dir / "HEAD").read_text(),
+        "refs": _git(repository, "for-each-ref", "--format=%(refname) %(objectname)"),
+        "files": files,
+    }
+
+
+def data_folder(home: Path) -> Path:
+    return home / ".local" / "share" / "cleveragents"
+
+
+def stored_resources(home: Path) -> list[str]:
+    store = Store.open(str(data_folder(home) / "agents.db"))
+    try:
+        with store.unit_of_work() as uow:
+            return sorted(r.resource_id for r in uow.resources.registered())
+    finally:
+        store.close()
+
+
+def test_init_registers_the_repository_and_writes_a_starter_action(
+    run: Run, repo: Path, home: Path
+) -> None:
+    before = checkout(repo)
+    result = run("init")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    starter = data_folder(home) / "actions" / "shop.action.yaml"
+    assert lines[0] == f"resource local/shop added: git at {repo}"
+    assert lines[-2:] == [
+        f"  agents action create {starter}",
+        "  agents plan use local/shop-change",
+    ]
+    text = starter.read_text()
+    assert "# The tools the actors may use" in text and "resources: [local/shop]" in text
+    shown = json.loads(run("resource", "show", "shop", "--format=json").output)
+    assert (shown["kind"], shown["sandbox_strategy"], shown["location"]) == (
+        "git",
+        "git_worktree",
+        str(repo),
+    )
+    assert checkout(repo) == before
+    # The starter is valid as written: it checks, registers and runs.
+    assert run("action", "validate", str(starter)).exit_code == 0
+
+
+def test_init_refuses_outside_a_git_repository_and_a_second_time(
+    run: Run, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: Path
+) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    monkeypatch.chdir(plain)
+    outside = run("init")
+    assert outside.exit_code == 2
+    assert outside.stderr.strip().splitlines() == [
+        f"error: {plain} is not in a git repository: run `agents init` in your project's "
+        "repository (or `git init` and commit first)"
+    ]
+    assert not (data_folder(home) / "actions").exists()
+    monkeypatch.chdir(repo)
+    assert run("init").exit_code == 0
+    before = checkout(repo)
+    again = run("init")
+    assert again.exit_code == 2
+    assert "is already initialised as resource local/shop" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+    assert stored_resources(home) == ["local/shop"]
+    assert checkout(repo) == before
+
+
+def test_init_refuses_a_repository_without_a_commit(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: Path
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _git(empty, "init", "-q")
+    monkeypatch.chdir(empty)
+    result = run("init")
+    assert result.exit_code == 2 and "has no commit yet" in result.stderr
+    assert stored_resources(home) == []
+
+
+def test_resource_add_database_and_folder_then_list_show_remove(
+    run: Run, repo: Path, tmp_path: Path, home: Path
+) -> None:
+    assert run("init").exit_code == 0
+    docs = tmp_path / "site" / "docs"
+    docs.mkdir(parents=True)
+    (tmp_path / "assets").mkdir()
+    before = checkout(repo)
+    added = run("resource", "add", "shop-db", "--kind", "database", "--location", "../shop.db")
+    assert added.exit_code == 0, added.output
+    assert added.output.strip() == (
+        f"resource local/shop-db added: database at {repo / 'shop.db'}, transaction_rollback, "
+        "checkpoints on, at most 50 per plan"
+    )
+    folder = run(
+        "resource", "add", "team/docs", "--kind", "filesystem", "--location", str(docs),
+        "--no-checkpoints",
+    )  # fmt: skip
+    assert folder.exit_code == 0, folder.output
+    assert "filesystem_copy, checkpoints off" in folder.output
+    around = run(
+        "resource", "add", "site", "--kind", "filesystem", "--location", str(tmp_path / "site"),
+    )  # fmt: skip
+    assert around.exit_code == 2 and "around resource team/docs" in around.stderr
+    capped = run(
+        "resource", "add", "assets", "--kind", "filesystem", "--location",
+        str(tmp_path / "assets"), "--strategy", "overlay", "--max-checkpoints", "7",
+    )  # fmt: skip
+    assert "overlay, checkpoints on, at most 7 per plan" in capped.output
+    listing = json.loads(run("resource", "list", "--format=json").output)["resources"]
+    assert [(r["resource_id"], r["sandbox_strategy"]) for r in listing] == [
+        ("local/assets", "overlay"),
+        ("local/shop", "git_worktree"),
+        ("local/shop-db", "transaction_rollback"),
+        ("team/docs", "filesystem_copy"),
+    ]
+    assert checkout(repo) == before
+    removed = run("resource", "remove", "team/docs")
+    assert removed.exit_code == 0 and removed.output.strip() == "resource team/docs removed"
+    assert stored_resources(home) == ["local/assets", "local/shop", "local/shop-db"]
+    assert docs.is_dir()
+
+
+def _refusal(run: Run, home: Path, *args: str) -> str:
+    before = stored_resources(home)
+    result = run("resource", "add", *args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert stored_resources(home) == before
+    return lines[0]
+
+
+def test_resource_add_refuses_bad_input_in_one_line_storing_nothing(
+    run: Run, repo: Path, tmp_path: Path, home: Path
+) -> None:
+    assert run("init").exit_code == 0
+    docs = tmp_path / "docs"
+    (docs / "api").mkdir(parents=True)
+    assert (
+        run("resource", "add", "docs", "--kind", "filesystem", "--location", str(docs)).exit_code
+        == 0
+    )
+    data = data_folder(home)
+    (data / "mine").mkdir()
+    assert _refusal(run, home, "x", "--kind", "svn", "--location", str(docs)) == (
+        "error: unknown kind 'svn': use one of: git, filesystem, database, external"
+    )
+    assert _refusal(run, home, "x", "--kind", "filesystem", "--location", str(tmp_path / "no")) == (
+        f"error: location {tmp_path / 'no'} does not exist: give an existing path"
+    )
+    assert "inside the app's own data" in _refusal(
+        run, home, "x", "--kind", "filesystem", "--location", str(data / "mine")
+    )
+    assert "inside the app's own data" in _refusal(
+        run, home, "x", "--kind", "database", "--location", str(data / "agents.db")
+    )
+    assert "holding the app's own data" in _refusal(
+        run, home, "x", "--kind", "filesystem", "--location", str(home)
+    )
+    assert f"inside resource local/docs ({docs})" in _refusal(
+        run, home, "x", "--kind", "filesystem", "--location", str(docs / "api")
+    )
+    assert _refusal(run, home, "docs", "--kind", "filesystem", "--location", str(tmp_path)) == (
+        f"error: resource local/docs already exists (filesystem at {docs}): choose another "
+        "name, or remove it first: agents resource remove local/docs"
+    )
+    assert "cannot connect to the database" in _refusal(
+        run, home, "pg", "--kind", "database", "--location", "postgresql://nobody@127.0.0.1:1/shop"
+    )
+    not_a_database = tmp_path / "notes.db"
+    not_a_database.write_text("just text, not SQLite")
+    assert _refusal(run, home, "x", "--kind", "database", "--location", str(not_a_database)) == (
+        f"error: {not_a_database} is not a SQLite database: give a SQLite file or a "
+        "postgresql:// URL"
+    )
+    assert "does not fit a database resource" in _refusal(
+        run, home, "x", "--kind", "database", "--location", str(repo / "shop.db"),
+        "--strategy", "git_worktree",
+    )  # fmt: skip
+    assert f"is inside the git repository {repo}" in _refusal(
+        run, home, "x", "--kind", "git", "--location", str(repo / "src")
+    )
+
+
+@pytest.mark.postgres
+def test_a_postgresql_url_registers_with_the_database_strategy(
+    run: Run, repo: Path, home: Path, postgres_url: str
+) -> None:
+    added = run("resource", "add", "orders", "--kind", "database", "--location", postgres_url)
+    assert added.exit_code == 0, added.output
+    shown = json.loads(run("resource", "show", "orders", "--format=json").output)
+    assert (shown["sandbox_strategy"], shown["location"]) == ("transaction_rollback", postgres_url)
+
+
+def test_the_app_database_itself_is_refused_as_a_postgresql_resource(
+    run: Run, repo: Path, home: Path, tmp_path: Path
+) -> None:
+    own = str(tmp_path / "agents.db")
+    result = CliRunner().invoke(
+        cli, ["--db", own, "resource", "add", "x", "--kind", "database", "--location", own]
+    )
+    assert result.exit_code == 2 and "inside the app's own data" in result.stderr
+
+
+ACTION = """\
+name: local/shop-readme
+prompt: Add a section to the README.
+resources: [local/shop]
+tools: [local/read-file]
+automation_profile: trusted
+decisions:
+  - key: how
+    type: strategy_choice
+    question: How?
+    alternatives:
+      - option: A CONTRIBUTING file
+  - key: write
+    type: implementation_choice
+    parent: how
+    question: What does it say?
+    alternatives:
+      - option: How to run the shop
+        tool_calls:
+          - tool: local/write-file
+            arguments: {resource: local/shop, path: CONTRIBUTING.md, content: "Run it.\\n"}
+"""
+
+
+def test_action_create_then_plan_use_by_name_runs_it_and_apply_leaves_the_checkout(
+    run: Run, repo: Path, tmp_path: Path, home: Path
+) -> None:
+    assert run("init").exit_code == 0
+    action_file = tmp_path / "readme.action.yaml"
+    action_file.write_text(ACTION)
+    created = run("action", "create", str(action_file))
+    assert created.exit_code == 0, created.output
+    assert created.output.splitlines() == [
+        "action local/shop-readme registered (2 decision points, resources: local/shop)",
+        "run it: agents plan use local/shop-readme",
+    ]
+    assert run("action", "list").output.split()[0] == "local/shop-readme"
+    shown = json.loads(run("action", "show", "local/shop-readme", "--format=json").output)
+    assert shown["source"] == str(action_file) and shown["definition"]["resources"] == [
+        "local/shop"
+    ]
+    action_file.unlink()  # the stored definition runs, not the file
+    before = checkout(repo)
+    used = run("plan", "use", "local/shop-readme")
+    assert used.exit_code == 0, used.output
+    plan_id = used.output.split()[1]
+    assert "execute · awaiting_approval" in used.output.splitlines()[0]
+    busy = run("resource", "remove", "shop")
+    assert busy.exit_code == 2
+    assert busy.stderr.strip() == (
+        f"error: resource local/shop is used by plan {plan_id} (awaiting_approval), which is not "
+        f"finished: apply or cancel it first: agents plan cancel {plan_id}"
+    )
+    applied = run("plan", "apply", plan_id)
+    assert applied.exit_code == 0, applied.output
+    assert _git(repo, "show", f"cleveragents/apply/{plan_id}:CONTRIBUTING.md") == "Run it.\n"
+    after = checkout(repo)
+    assert {k: v for k, v in after.items() if k != "refs"} == {
+        k: v for k, v in before.items() if k != "refs"
+    }
+    assert f"refs/heads/cleveragents/apply/{plan_id}" in str(after["refs"])
+    gone = run("resource", "remove", "shop")
+    assert gone.exit_code == 0
+    assert gone.output.strip() == (
+        "resource local/shop removed (kept in the history of the plans that used it)"
+    )
+    assert run("plan", "tree", plan_id).exit_code == 0
+    assert stored_resources(home) == []
+    again = run("resource", "add", "shop", "--kind", "git", "--location", str(repo))
+    assert again.exit_code == 2 and "belonged to a removed resource" in again.stderr
+
+
+def test_action_create_refuses_unknown_resources_and_tools_storing_nothing(
+    run: Run, repo: Path, tmp_path: Path, home: Path
+) -> None:
+    assert run("init").exit_code == 0
+    action_file = tmp_path / "a.yaml"
+    action_file.write_text(ACTION.replace("resources: [local/shop]", "resources: [local/nope]"))
+    unknown_resource = run("action", "create", str(action_file))
+    assert unknown_resource.exit_code == 2
+    assert unknown_resource.stderr.strip().splitlines() == [
+        f"error: {action_file}:3: resources.0: resource local/nope is not registered: register "
+        "it with `agents resource add` (list them with `agents resource list`): 1 more: see "
+        f"them all with `agents action validate {action_file}`"
+    ]
+    action_file.write_text(ACTION.replace("tools: [local/read-file]", "tools: [local/teleport]"))
+    unknown_tool = run("action", "create", str(action_file))
+    assert unknown_tool.exit_code == 2
+    assert len(unknown_tool.stderr.strip().splitlines()) == 1
+    assert f"{action_file}:4: tools.0: tool local/teleport is not registered" in unknown_tool.stderr
+    assert run("action", "list").output.startswith("No actions registered.")
+
+
+BROKEN = """\
+name: local/broken
+prompt: Fix it.
+prompt: Twice.
+resources: [local/shop, local/ghost]
+tools: [local/read-file, local/frobnicate]
+limits: {max_tool_invocations: -1}
+decisions:
+  - key: a
+    type: strategy_choice
+    question: q
+    alternatives:
+      - option: o
+        confidence: 2
+  - key: b
+    type: implementation_choice
+    question: q
+    parent: zz
+    alternatives:
+      - option: o
+        tool_calls:
+          - tool: local/write-file
+            arguments: {resource: local/elsewhere, path: x}
+  - key: b
+    type: implementation_choice
+    question: q
+    alternatives: []
+"""
+
+
+def test_action_validate_reports_every_problem_with_its_line(
+    run: Run, repo: Path, tmp_path: Path
+) -> None:
+    assert run("init").exit_code == 0
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(BROKEN)
+    result = run("action", "validate", str(broken))
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"{broken}:3: prompt: the key is given twice (first on line 2)",
+        f"{broken}:4: resources.1: resource local/ghost is not registered: register it with "
+        "`agents resource add` (list them with `agents resource list`)",
+        f"{broken}:5: tools.1: tool local/frobnicate is not registered: use one of "
+        "local/chmod, local/delete, local/delete-file, local/edit-file, local/mkdir, "
+        "local/move, local/notify, local/read-file, local/run-command, local/run-sql, "
+        "local/run-tests, local/symlink, local/write-file",
+        f"{broken}:6: limits.max_tool_invocations: Input should be greater than or equal to 0",
+        f"{broken}:13: decisions.0.alternatives.0.confidence: Input should be less than or "
+        "equal to 1",
+        f"{broken}:17: decisions.1.parent: decision b refers to 'zz', which is not an earlier "
+        "decision",
+        f"{broken}:22: decisions.1.alternatives.0.tool_calls.0.arguments.resource: resource "
+        "local/elsewhere is not one of the action's resources: add it to `resources`",
+        f"{broken}:23: decisions.2.key: decision key 'b' is used twice",
+        f"{broken}:26: decisions.2.alternatives: Tuple should have at least 1 item after "
+        "validation, not 0",
+        f"error: 9 problems in {broken}: fix the action file (docs/actions.md)",
+    ]
+    doc = json.loads(run("action", "validate", str(broken), "--format=json").stdout)
+    assert [p["line"] for p in doc["problems"]] == [3, 4, 5, 6, 13, 17, 22, 23, 26]
+    syntax = tmp_path / "syntax.yaml"
+    syntax.write_text("name: local/x\nprompt: [unclosed\n")
+    bad_yaml = run("action", "validate", str(syntax))
+    assert bad_yaml.exit_code == 2
+    assert bad_yaml.stderr.startswith(f"{syntax}:3: not valid YAML")
