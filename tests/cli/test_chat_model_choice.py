@@ -132,8 +132,10 @@ def test_config_set_refuses_a_bad_value(run: Run, key: str, value: str, says: st
 def test_the_settings_choose_the_model_of_a_new_plan(
     run: Run, action: str, openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """core.reasoner, core.model and core.model-base-url; only the key is in the environment."""
+    """core.reasoner, core.model and core.model-base-url; the base URL setting wins over
+    OPENAI_BASE_URL (here a closed loopback port)."""
     monkeypatch.setenv("OPENAI_API_KEY", openai_server.env()["OPENAI_API_KEY"])
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     for key, value in (
         ("core.reasoner", "chat"),
         ("core.model", MODEL),
