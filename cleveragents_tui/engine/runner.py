@@ -511,6 +511,7 @@ class PlanRunner:
             sandboxes=self.sandboxes,
             scope=GuardScope.SUBPLAN if self.plan().parent_plan_id else GuardScope.PLAN,
             approved=lambda tool: self._settled(ApprovalKind.GUARD, tool),
+            before_call=lambda tool: self.police.check(tool=tool),  # retries' calls too
         )
 
         def step(state: ActorState, ref: ActorStateRef) -> dict[str, Any]:
@@ -619,7 +620,6 @@ class PlanRunner:
                 if number < calls_done:
                     failures.settle(decision, call, number)  # a failure a stopped run left
                     continue
-                self.police.check(tool=call.tool)
                 try:
                     outcome = executor.run(decision, call, number)
                 except ToolCallBlocked as blocked:

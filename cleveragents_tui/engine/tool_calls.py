@@ -47,6 +47,7 @@ class ToolExecutor:
         sandboxes: PlanSandboxes,
         scope: GuardScope,
         approved: Callable[[str], bool],
+        before_call: Callable[[str], None] | None = None,
     ) -> None:
         self._plan_id = plan_id
         self._phase = phase
@@ -55,6 +56,7 @@ class ToolExecutor:
         self._sandboxes = sandboxes
         self._scope = scope
         self._approved = approved
+        self._before_call = before_call
         self.calls = 0
         self.cost_usd = 0.0
         self.tokens = 0
@@ -62,6 +64,8 @@ class ToolExecutor:
     def run(
         self, decision: Decision, request: ToolCallRequest, calls_this_step: int
     ) -> ToolOutcome:
+        if self._before_call is not None:  # the plan's limits (engine/policing.py)
+            self._before_call(request.tool)
         tool = self._registry.tool(request.tool)
         spec = tool.spec
         if spec.unsafe and not self._profile.safety.allow_unsafe_tools:
