@@ -182,3 +182,33 @@ def test_a_later_run_without_the_key_is_refused_before_it_changes_anything(
     served.add(STRATEGY, finish_phase(), finish_phase())
     assert run("plan", "run", plan_id).exit_code == 0
     assert served.completions  # the kept model was asked
+
+
+def test_a_correction_without_the_key_is_refused_before_the_rollback(
+    run: Run, action: str, served: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay would ask the plan's model: without its key the correction is refused in
+    one line, and the decision, the tree and the plan stay as they were."""
+    served.add(STRATEGY, finish_phase(), finish_phase())
+    started = run("plan", "use", action, "--model", MODEL, "--automation-profile", "auto")
+    assert started.exit_code == 0, started.output
+    (plan,) = _plans(run)
+    plan_id = str(plan["plan_id"])
+    tree_before = run("plan", "tree", plan_id, "--show-superseded", "--format=json").output
+    decision = next(
+        d for d in json.loads(tree_before)["decisions"] if d["chosen_option"] == "step by step"
+    )
+    asked = len(served.requests)
+
+    monkeypatch.delenv("OPENAI_API_KEY")
+    refused = run(
+        "plan", "correct", decision["decision_id"], "--mode=revert",
+        "--guidance", "all at once", "--yes",
+    )  # fmt: skip
+
+    assert refused.exit_code == 2
+    line = _one_line(refused.stderr)
+    assert f"plan {plan_id} runs with {MODEL}" in line and "OPENAI_API_KEY" in line
+    assert run("plan", "tree", plan_id, "--show-superseded", "--format=json").output == tree_before
+    assert _plans(run) == [plan]
+    assert len(served.requests) == asked
