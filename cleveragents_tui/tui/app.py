@@ -11,6 +11,7 @@ import getpass
 from pathlib import Path
 from typing import ClassVar
 
+from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.events import Resize
@@ -86,7 +87,7 @@ class AgentsApp(App[None]):
 
     def on_mount(self) -> None:
         self.theme = self.initial_theme
-        self._fingerprint = tui_queries.fingerprint(self.store)
+        self.poll_store(announce=False)  # the first reading: the screens load their own data
         self.push_screen(PlanListScreen())
         if self.initial_plan:
             self.open_plan(self.initial_plan)
@@ -98,12 +99,25 @@ class AgentsApp(App[None]):
 
     # -- live refresh -------------------------------------------------------------------------
 
-    def poll_store(self) -> bool:
-        """Refresh the screen if the store changed (another process, or this one)."""
-        current = tui_queries.fingerprint(self.store)
+    @work(thread=True, exclusive=True, group="poll", exit_on_error=False)
+    def poll_store(self, announce: bool = True) -> None:
+        """Read the store's fingerprint in a thread (the event loop never waits on the
+        database); the screens refresh if it changed (another process, or this one) —
+        unless ``announce`` is False: the first reading, while the screens load anyway."""
+        try:
+            current = tui_queries.fingerprint(self.store)
+        except Exception as exc:  # the database went away: say so, keep polling
+            self.call_from_thread(self.notify, f"cannot read the store: {exc}", severity="error")
+            return
+        self.call_from_thread(self.store_fingerprint, current, announce)
+
+    def store_fingerprint(self, current: tuple[object, ...], announce: bool = True) -> bool:
+        """On the event loop: tell the screens to refresh if ``current`` differs."""
         if current == self._fingerprint:
             return False
         self._fingerprint = current
+        if not announce:
+            return False
         for screen in self.screen_stack:
             if not screen.is_modal:
                 screen.post_message(StoreChanged())

@@ -6,10 +6,14 @@ loop) updates the screen.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from textual.message import Message
 
+from cleveragents_tui.domain.approval import Approval
 from cleveragents_tui.domain.checkpoint import CheckpointGroup
-from cleveragents_tui.domain.views import DecisionExplanation
+from cleveragents_tui.domain.views import DecisionExplanation, PlanSummary, PlanTree
+from cleveragents_tui.engine.tui_queries import EventView
 
 
 class StoreChanged(Message):
@@ -28,5 +32,36 @@ class DecisionLoaded(Message):
 class DecisionFailed(Message):
     def __init__(self, decision_id: str, error: str) -> None:
         self.decision_id = decision_id
+        self.error = error
+        super().__init__()
+
+
+@dataclass(frozen=True)
+class PlanData:
+    """Everything the plan screen shows, read together in one worker."""
+
+    tree: PlanTree
+    pending: list[Approval]
+    events: list[EventView]
+
+
+class PlanDataLoaded(Message):
+    def __init__(self, data: PlanData) -> None:
+        self.data = data
+        super().__init__()
+
+
+class PlansLoaded(Message):
+    """The plan list, read in a worker thread."""
+
+    def __init__(self, summaries: list[PlanSummary]) -> None:
+        self.summaries = summaries
+        super().__init__()
+
+
+class LoadFailed(Message):
+    """A worker could not read the store (the plan was deleted, the database is gone)."""
+
+    def __init__(self, error: str) -> None:
         self.error = error
         super().__init__()

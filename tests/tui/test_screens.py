@@ -3,6 +3,8 @@ process, plan control, lazy chunked tree, help and palette."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cleveragents_tui.domain.decision import Decision
@@ -67,14 +69,50 @@ async def test_approve_with_a_reason_records_who_and_when(demo_plan: DemoPlan) -
 async def test_changes_by_another_process_show_up(demo_plan: DemoPlan) -> None:
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()
         await pilot.pause()
-        assert app.poll_store() is False  # nothing changed: no refresh
-        status = app.screen.query_one(PlanStatus)
+        screen = app.screen
+        assert isinstance(screen, PlanScreen)
+        tree = screen.query_one(DecisionTree)
+        await pilot.press("down", "down")
+        cursor, first = tree.current, tree.root.children[0]
+        status = screen.query_one(PlanStatus)
         assert "awaiting_approval" in status.plain_text
         pause_plan(demo_plan.store, demo_plan.plan.plan_id)  # as `agents plan pause` would
-        assert app.poll_store() is True
+        app.poll_store()  # the timer's call: read in a thread, the screen reloads in one
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await app.workers.wait_for_complete()
         await pilot.pause()
         assert "paused" in status.plain_text and "plan_paused" in status.plain_text
+        # patched in place: the same nodes, the cursor where it was
+        assert tree.root.children[0] is first and tree.current == cursor
+
+
+async def test_a_database_gone_while_shown_is_a_notification(
+    demo_plan: DemoPlan, tmp_path: Path
+) -> None:
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        demo_plan.store.close()
+        database = Path(str(demo_plan.store.engine.url.database))
+        database.unlink()
+        database.parent.chmod(0o500)  # nor can it be made again
+        try:
+            app.poll_store()
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, PlanScreen)
+            screen.refresh_data()
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        finally:
+            database.parent.chmod(0o700)
+        messages = [n.message for n in app._notifications]
+        assert any("cannot read the store" in m for m in messages), messages
 
 
 async def test_cancel_plan_asks_first_and_then_cancels(demo_plan: DemoPlan) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -13,7 +14,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from cleveragents_tui.domain.views import PlanSummary
 from cleveragents_tui.engine.browse import list_plans
-from cleveragents_tui.tui.messages import StoreChanged
+from cleveragents_tui.tui.messages import LoadFailed, PlansLoaded, StoreChanged
 from cleveragents_tui.tui.render import safe_text, state_text
 from cleveragents_tui.tui.services import services
 
@@ -76,8 +77,24 @@ class PlanListScreen(Screen[None]):
         self.refresh_data()
 
     def refresh_data(self) -> None:
-        self.summaries = list_plans(services(self).store)
+        """Reload the list in a thread; :meth:`on_plans_loaded` shows it."""
+        self._load_plans()
+
+    @work(thread=True, exclusive=True, group="plans", exit_on_error=False)
+    def _load_plans(self) -> None:
+        try:
+            summaries = list_plans(services(self).store)
+        except Exception as exc:  # the database went away: a notification, not a traceback
+            self.post_message(LoadFailed(str(exc)))
+            return
+        self.post_message(PlansLoaded(summaries))
+
+    def on_plans_loaded(self, message: PlansLoaded) -> None:
+        self.summaries = message.summaries
         self._render_rows()
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        self.notify(message.error, title="Cannot list the plans", severity="error", timeout=10)
 
     def _render_rows(self) -> None:
         table = self.query_one(DataTable)

@@ -26,7 +26,15 @@ from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.lifecycle import apply_plan, cancel_plan, pause_plan, resume_plan
 from cleveragents_tui.engine.strategy import editable_strategy_decision, preview_strategy_edit
 from cleveragents_tui.export.tree_file import export_tree, format_of
-from cleveragents_tui.tui.messages import DecisionFailed, DecisionLoaded, StoreChanged
+from cleveragents_tui.store.store import Store
+from cleveragents_tui.tui.messages import (
+    DecisionFailed,
+    DecisionLoaded,
+    LoadFailed,
+    PlanData,
+    PlanDataLoaded,
+    StoreChanged,
+)
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
 from cleveragents_tui.tui.modals.correction import CorrectionDialog
 from cleveragents_tui.tui.modals.export import ExportModal
@@ -65,9 +73,10 @@ class PlanScreen(Screen[None]):
         self.plan: Plan | None = None
         self.detail_for: str | None = None
         self._warned: set[str] = set()  # reconcile approvals already notified
+        self._reveal_after: tuple[str, str] | None = None  # (decision, what) to show next load
 
     @property
-    def store(self):  # type: ignore[no-untyped-def]
+    def store(self) -> Store:
         return services(self).store
 
     def compose(self) -> ComposeResult:
@@ -103,24 +112,52 @@ class PlanScreen(Screen[None]):
     # -- data ---------------------------------------------------------------------------------
 
     def refresh_data(self) -> None:
-        tree = self.query_one(DecisionTree)
-        data = plan_tree(self.store, self.plan_id, show_superseded=self.show_superseded)
-        self.plan = data.plan
-        self.title = f"plan · {data.plan.action}"
-        hidden = (
-            f" · {data.hidden_superseded} superseded hidden (s)" if data.hidden_superseded else ""
-        )
-        self.sub_title = f"{len(data.lines)} decisions{hidden}"
-        tree.load(data, keep=tree.current)
-        self.refresh_status()
+        """Reload what the screen shows, in a thread; :meth:`on_plan_data_loaded` patches
+        the tree with it on the event loop."""
+        self._load_data(self.show_superseded)
 
-    def refresh_status(self) -> None:
-        if self.plan is None:
+    @work(thread=True, exclusive=True, group="data", exit_on_error=False)
+    def _load_data(self, show_superseded: bool) -> None:
+        try:
+            tree = plan_tree(self.store, self.plan_id, show_superseded=show_superseded)
+            pending = pending_approvals(self.store, self.plan_id)
+            events = tui_queries.recent_events(self.store, self.plan_id, limit=1)
+        except Exception as exc:  # deleted meanwhile, database gone: a notification
+            self.post_message(LoadFailed(str(exc)))
             return
-        pending = pending_approvals(self.store, self.plan_id)
-        events = tui_queries.recent_events(self.store, self.plan_id, limit=1)
-        self.query_one(PlanStatus).show(self.plan, pending, events)
-        for approval in pending:
+        self.post_message(PlanDataLoaded(PlanData(tree, pending, events)))
+
+    def on_plan_data_loaded(self, message: PlanDataLoaded) -> None:
+        data = message.data
+        if data.tree.show_superseded != self.show_superseded:
+            return  # toggled meanwhile: the load that follows the toggle shows it
+        tree = self.query_one(DecisionTree)
+        self.plan = data.tree.plan
+        self.title = f"plan · {data.tree.plan.action}"
+        hidden = (
+            f" · {data.tree.hidden_superseded} superseded hidden (s)"
+            if data.tree.hidden_superseded
+            else ""
+        )
+        self.sub_title = f"{len(data.tree.lines)} decisions{hidden}"
+        tree.load(data.tree, keep=tree.current)
+        if tree.current is not None and self.detail_for is None:
+            self.load_detail(tree.current)  # the first load: no highlight event to wait for
+        self._show_status(data)
+        if self._reveal_after is not None:
+            decision_id, what = self._reveal_after
+            self._reveal_after = None
+            if not tree.reveal(decision_id):
+                self.notify(f"{what} {decision_id} is not in this plan's tree", severity="warning")
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        self.notify(message.error, title="Cannot show the plan", severity="error", timeout=10)
+        if self.plan is None and self.is_current:
+            self.app.pop_screen()  # nothing of it shown yet: back to the list
+
+    def _show_status(self, data: PlanData) -> None:
+        self.query_one(PlanStatus).show(data.tree.plan, data.pending, data.events)
+        for approval in data.pending:
             if approval.kind is ApprovalKind.RECONCILE and approval.approval_id not in self._warned:
                 self._warned.add(approval.approval_id)
                 self.notify(
@@ -163,7 +200,9 @@ class PlanScreen(Screen[None]):
             return
         if tree.row(decision_id) is None and not self.show_superseded:
             self.show_superseded = True
+            self._reveal_after = (decision_id, what)  # once the superseded rows are loaded
             self.refresh_data()
+            return
         if not tree.reveal(decision_id):
             self.notify(f"{what} {decision_id} is not in this plan's tree", severity="warning")
 
@@ -329,14 +368,15 @@ class PlanScreen(Screen[None]):
 
     # -- control ------------------------------------------------------------------------------
 
-    def _control(self, name: str, fn: object) -> None:
+    @work(thread=True, group="control-run", exit_on_error=False)
+    def _control(self, name: str, fn: Callable[[Store, str], Plan]) -> None:
         try:
-            plan = fn(self.store, self.plan_id)  # type: ignore[operator]
+            plan = fn(self.store, self.plan_id)
         except UserError as exc:
-            self.notify(str(exc), severity="error")
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
             return
-        self.notify(f"plan {name}: {plan.state.value}")
-        self.refresh_data()
+        self.app.call_from_thread(self.notify, f"plan {name}: {plan.state.value}")
+        self.post_message(StoreChanged())
 
     def action_pause(self) -> None:
         self._control("paused", pause_plan)

@@ -41,13 +41,23 @@ class DecisionTree(Tree[str]):
     # -- loading ----------------------------------------------------------------------------
 
     def load(self, tree: PlanTree, keep: str | None = None) -> None:
-        """Show ``tree``; keep the cursor on decision ``keep`` if it is still there."""
-        self._checkpoints = tree.has_checkpoints
-        self._rows = {line.row.decision_id: line.row for line in tree.lines}
+        """Show ``tree``; keep the cursor on decision ``keep`` if it is still there.
+
+        A refresh patches the nodes in place when the tree only changed labels or grew at
+        the end of child lists (a running plan, an answered approval): only changed rows are
+        redrawn, and the cursor, scroll and expanded branches stay. Anything else (a
+        correction re-parents rows, superseded rows shown or hidden) rebuilds it.
+        """
+        rows = {line.row.decision_id: line.row for line in tree.lines}
         kids: dict[str | None, list[TreeRow]] = defaultdict(list)
         for line in tree.lines:  # pre-order: each child list stays in tree order
             parent = line.row.parent_decision_id
-            kids[parent if parent in self._rows else None].append(line.row)
+            kids[parent if parent in rows else None].append(line.row)
+        if self._rows and self._grew(kids):
+            self._patch(rows, dict(kids), tree.has_checkpoints)
+            return
+        self._checkpoints = tree.has_checkpoints
+        self._rows = rows
         self._kids = dict(kids)
         self._node_of = {}
         self._loaded = {}
@@ -59,6 +69,49 @@ class DecisionTree(Tree[str]):
             self.reveal(keep)
         elif self.root.children:
             self._move_to(self.root.children[0])
+
+    def _grew(self, kids: dict[str | None, list[TreeRow]]) -> bool:
+        """Whether every child list shown now is a prefix of its new one."""
+        for key, old in self._kids.items():
+            new = kids.get(key, [])
+            if len(new) < len(old) or any(
+                a.decision_id != b.decision_id for a, b in zip(old, new, strict=False)
+            ):
+                return False
+        return True
+
+    def _patch(
+        self,
+        rows: dict[str, TreeRow],
+        kids: dict[str | None, list[TreeRow]],
+        checkpoints: frozenset[str],
+    ) -> None:
+        changed = [
+            ident
+            for ident, row in rows.items()
+            if ident in self._rows
+            and (row != self._rows[ident] or (ident in checkpoints) != (ident in self._checkpoints))
+        ]
+        old_counts = {key: len(rows_) for key, rows_ in self._kids.items()}
+        self._rows, self._kids, self._checkpoints = rows, kids, checkpoints
+        for ident in changed:
+            node = self._node_of.get(ident)
+            if node is not None:
+                node.set_label(self._label(rows[ident]))
+        for key, new in kids.items():
+            if len(new) == old_counts.get(key, 0):
+                continue
+            node = self.root if key is None else self._node_of.get(key)
+            if node is None:
+                continue  # its parent is not shown yet
+            if key not in self._loaded:
+                node.allow_expand = True  # collapsed (maybe a leaf until now): expanding loads
+                continue
+            more = self._more.get(key)
+            if more is None:
+                self._populate(node, key)  # fully shown: add the new rows
+            else:
+                more.set_label(self._more_label(len(new) - self._loaded.get(key, 0)))
 
     def _move_to(self, node: TreeNode[str]) -> None:
         """Textual's move_cursor uses the node's line number, which is stale until the lines
@@ -96,8 +149,13 @@ class DecisionTree(Tree[str]):
             self._node_of[row.decision_id] = child
         self._loaded[key] = end
         if end < len(kids):
-            label = Text(f"… {len(kids) - end} more (enter to load)", style="italic dim")
-            self._more[key] = node.add_leaf(label, data=MORE + (key or ""))
+            self._more[key] = node.add_leaf(
+                self._more_label(len(kids) - end), data=MORE + (key or "")
+            )
+
+    @staticmethod
+    def _more_label(count: int) -> Text:
+        return Text(f"… {count} more (enter to load)", style="italic dim")
 
     def _label(self, row: TreeRow) -> Text:
         return tree_label(
