@@ -49,7 +49,7 @@ class AgentsGroup(click.Group):
             return super().invoke(ctx)
         except UserError as exc:
             echo(f"error: {exc}", err=True)
-            ctx.exit(USER_ERROR_EXIT)
+            ctx.exit(getattr(exc, "exit_code", USER_ERROR_EXIT))  # cli/outcome.py: 1 or 3
         except OSError as exc:
             error = environment_error(exc)
             if error is None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
+from cleveragents_tui.cli.outcome import finished, refuse_unapplied, report_landed
 from cleveragents_tui.cli.plan import plan
 from cleveragents_tui.cli.render import plan_heading
 from cleveragents_tui.domain.plan import Plan
@@ -20,11 +21,13 @@ def _report(store: Store, result: Plan) -> None:
     from cleveragents_tui.engine.approvals import pending_approvals
 
     echo(plan_heading(result))
-    for approval in pending_approvals(store, result.plan_id):
+    report_landed(store, result)
+    pending = pending_approvals(store, result.plan_id)
+    for approval in pending:
         echo(
             f"  waiting for: {approval.question}  (agents approval approve {approval.approval_id})"
         )
-    if result.state.value == "awaiting_approval" and result.phase.value == "execute":
+    if any(a.kind.value == "apply_gate" for a in pending):
         echo(
             f"  review it: agents plan tree {result.plan_id}; land it: agents plan apply {result.plan_id}"
         )
@@ -83,6 +86,7 @@ def use(
         profile_override=profile,
         options=RunOptions(model=chosen),
     )
+    refuse_unapplied(cli.store, result)  # constrained or errored: exit 3 or 1 (cli/outcome.py)
     _report(cli.store, result)
 
 
@@ -92,12 +96,11 @@ def use(
 def run_(cli: CliContext, plan_ref: str) -> None:
     """Continue PLAN as far as it can go (after approvals were answered, or a pause); retry
     an Apply that was refused (constrained) or failed (errored) once the cause is fixed, or
-    one a crash stopped halfway (what landed is kept). Exits 2 with the reason if the Apply
-    is refused or fails again."""
+    one a crash stopped halfway (what landed is kept). Exits 3 if the Apply is refused
+    (constrained), 1 if the run errored, with the reason in one line (as `plan apply`)."""
     from cleveragents_tui.engine.lifecycle import resume_plan
 
-    result = resume_plan(cli.store, plan_ref)
-    _refuse_unapplied(cli.store, result)
+    result = finished(cli.store, plan_ref, lambda: resume_plan(cli.store, plan_ref))
     _report(cli.store, result)
 
 
@@ -119,12 +122,12 @@ def resume(cli: CliContext, plan_ref: str, choose: int | None, guidance: str | N
     from cleveragents_tui.engine.denial import resume_with
     from cleveragents_tui.engine.lifecycle import resume_plan
 
-    if choose is not None or guidance is not None:
-        result = resume_with(cli.store, plan_ref, choose=choose, guidance=guidance)
-    else:
-        result = resume_plan(cli.store, plan_ref)
-    _refuse_unapplied(cli.store, result)
-    _report(cli.store, result)
+    def run() -> Plan:
+        if choose is not None or guidance is not None:
+            return resume_with(cli.store, plan_ref, choose=choose, guidance=guidance)
+        return resume_plan(cli.store, plan_ref)
+
+    _report(cli.store, finished(cli.store, plan_ref, run))
 
 
 @plan.command()
@@ -156,30 +159,16 @@ def cancel(cli: CliContext, plan_ref: str) -> None:
 def apply(cli: CliContext, plan_ref: str, who: str | None) -> None:
     """Approve PLAN's Apply gate and land its changes on the real resources.
 
-    An Apply that a resource refused or that failed exits 2 with the reason in one line
-    (the plan stays in Apply, constrained or errored, to be retried or corrected)."""
+    On success it names where each resource landed (a git repository: the branch, and the
+    `git merge` that takes it). Exit codes: 0 applied; 3 Apply refused (constrained: a real
+    resource changed meanwhile, a conflict); 1 Apply failed (errored); 2 a usage error. The
+    reason is one line on stderr; the plan stays in Apply to be retried or corrected."""
     from cleveragents_tui.engine.lifecycle import apply_plan
 
-    result = apply_plan(cli.store, plan_ref, who or getpass.getuser())
-    _refuse_unapplied(cli.store, result)
+    result = finished(
+        cli.store, plan_ref, lambda: apply_plan(cli.store, plan_ref, who or getpass.getuser())
+    )
     _report(cli.store, result)
-
-
-def _refuse_unapplied(store: Store, result: Plan) -> None:
-    """An Apply that ended refused (constrained) or failed (errored) exits 2 with its reason
-    in one line, from `plan apply`, `plan run` and `plan resume` alike: a script must not take
-    a plan that was not applied for one that was."""
-    from cleveragents_tui.domain.enums import Phase, PlanState
-    from cleveragents_tui.domain.errors import UserError
-
-    if result.phase is Phase.APPLY and result.state in (PlanState.CONSTRAINED, PlanState.ERRORED):
-        with store.unit_of_work() as uow:
-            failures = uow.events.payloads(result.plan_id, "apply_failed")
-        reason = str(failures[-1].get("reason")) if failures else "a resource refused it"
-        raise UserError(
-            f"plan {result.plan_id} was not applied ({result.state.value}): {reason}",
-            f"then retry with agents plan run {result.plan_id}",
-        )
 
 
 @click.command()

@@ -81,16 +81,17 @@ def pause_on_denial(uow: UnitOfWork, approval: Approval) -> None:
 
 
 def denial_of(store: Store, approval: Approval) -> Denial:
-    """What a person can do after ``approval`` was denied."""
+    """What a person can do after ``approval`` was denied (nothing to choose unless the
+    denial paused the plan)."""
     with store.unit_of_work() as uow:
         plan = uow.plans.get(approval.plan_id)
+        if approval.kind is ApprovalKind.RECONCILE or plan.state is not PlanState.PAUSED:
+            return Denial(approval, plan, ())
         action = Action.model_validate(uow.plan_actions.get(plan.plan_id))
         decision = uow.decisions.get(approval.decision_id) if approval.decision_id else None
     p = plan.plan_id
     cancel = Choice("cancel the plan", f"agents plan cancel {p}")
     again = Choice("ask again", f"agents plan resume {p}")
-    if approval.kind is ApprovalKind.RECONCILE or plan.state is not PlanState.PAUSED:
-        return Denial(approval, plan, ())
     point = _pending_point(approval)
     if point is not None:
         alternatives = _alternatives(action, point)

@@ -237,17 +237,33 @@ class Plan:
         return not self.sequences and all(change.empty for change in self.changes)
 
 
+_KINDS = {"v": "view", "m": "materialized view", "S": "sequence", "f": "foreign table"}
+
+
+def _object(line: str) -> str:
+    """The object a line of :func:`schema_of` describes, for people: ``table public.notes``."""
+    words = line.split(" ")
+    if words[0] in ("index", "trigger"):  # "index CREATE [UNIQUE] INDEX name ON ..."
+        kind = words[0].upper()
+        return f"{words[0]} {words[words.index(kind) + 1] if kind in words else words[1]}"
+    if words[0] == "column":  # "column schema.table.name (...)": its table
+        return "table " + words[1].rsplit(".", 1)[0]
+    if words[0] == "constraint":
+        return f"constraint {words[2]} of {words[1]}"
+    return f"{_KINDS.get(words[0], words[0])} {words[1]}"
+
+
 def plan(
     base: psycopg.Connection[tuple[object, ...]], final: psycopg.Connection[tuple[object, ...]]
 ) -> Plan:
     """Compare the two copies; raises :class:`LandConflictError` when their schemas differ."""
     before, after = schema_of(base), schema_of(final)
     if before != after:
-        what = sorted((after - before) | (before - after))
-        names = "; ".join(line[:80] for line in what[:3])
+        what = sorted({_object(line) for line in (after - before) | (before - after)})
+        names = ", ".join(what[:3]) + (f" and {len(what) - 3} more" if len(what) > 3 else "")
         raise LandConflictError(
-            f"the plan changed the database's schema ({names}{' ...' if len(what) > 3 else ''}),"
-            " and a PostgreSQL sandbox lands rows and sequences only"
+            f"the plan changed the database's schema ({names}), and a PostgreSQL sandbox "
+            "lands rows and sequences only"
         )
     base_tables, final_tables = read_tables(base), read_tables(final)
     changes: list[_Change] = []

@@ -18,6 +18,7 @@ from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.sandbox.database import DatabaseStrategy
 from cleveragents_tui.store.store import Store
 from tests.actors.conftest import API, DB, FILES, GIT, LAYERED, OUTBOX, ToolWorld
 
@@ -218,8 +219,10 @@ def test_run_sql_on_postgresql(tmp_path: Path, sqlite_store: Store, postgres_url
         failed = tool.run(context, {"resource": "local/pg", "sql": "SELECT 1/0"})
         assert not failed.ok
         assert "division by zero" in failed.output
-        assert "roll back to a checkpoint" in failed.output
         assert "\n" not in failed.output
+        # Each statement is its own transaction in the sandbox's copy: a failure ends nothing.
+        after = tool.run(context, {"resource": "local/pg", "sql": "SELECT count(*) FROM notes"})
+        assert after.output == '["count"]\n[2]\n[1 row(s)]'
         assert sandboxes.modified() == {"local/pg"}
     finally:
         sandbox.discard()
@@ -325,7 +328,7 @@ def test_run_sql_refuses_malformed_calls_before_running_anything(
 
 
 @pytest.mark.postgres
-def test_run_sql_blobs_on_postgresql_survive_a_hand_over(
+def test_run_sql_blobs_on_postgresql_survive_a_new_process(
     tmp_path: Path, sqlite_store: Store, postgres_url: str
 ) -> None:
     resource = Resource(
@@ -359,12 +362,9 @@ def test_run_sql_blobs_on_postgresql_survive_a_hand_over(
             },
         )
         assert outcome.ok, outcome.output
-        # Handed over, the sandbox is rebuilt from its statement log at the next use: the
-        # bytes were logged (as base64) and replay binds them as bytes again.
-        assert sandbox.hand_over()  # type: ignore[attr-defined]
-        assert not sandbox.held  # type: ignore[attr-defined]
-        (stored,) = sandbox.execute("SELECT data FROM files").all()  # type: ignore[attr-defined]
+        # Opened anew, as the next process opens it: the bytes are there as they were bound.
+        reopened = DatabaseStrategy().open(resource, plan.plan_id, sandbox.root)
+        (stored,) = reopened.execute("SELECT data FROM files").all()
         assert bytes(stored[0]) == BLOB
-        assert sandbox.lost_reason is None  # type: ignore[attr-defined]
     finally:
         sandbox.discard()

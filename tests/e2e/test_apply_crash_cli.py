@@ -162,15 +162,15 @@ def test_plan_run_finishes_an_apply_killed_halfway(
     assert cli("doctor").returncode == 0
 
 
-def test_plan_run_exits_2_with_the_reason_when_the_apply_is_refused(tmp_path: Path) -> None:
+def test_plan_run_exits_3_with_the_reason_when_the_apply_is_refused(tmp_path: Path) -> None:
     cli = Cli(tmp_path)
     plan_id = cli.demo()
     (tmp_path / "demo" / "docs" / "guide.md").write_text("someone else's guide\n")
 
     refused = cli("plan", "apply", plan_id)
-    assert refused.returncode == 2
+    assert refused.returncode == 3  # constrained (cli/outcome.py)
     again = cli("plan", "run", plan_id)
-    assert again.returncode == 2, again.stdout
+    assert again.returncode == 3, again.stdout
     line = again.stderr.strip()
     assert len(line.splitlines()) == 1, line
     assert f"plan {plan_id} was not applied (constrained)" in line

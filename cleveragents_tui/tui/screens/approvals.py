@@ -3,6 +3,7 @@ and when."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import ClassVar
 
 from rich.text import Text
@@ -15,7 +16,10 @@ from textual.widgets import DataTable, Footer, Header, Static
 from cleveragents_tui.domain.approval import Approval
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine.approvals import answer_approval, pending_approvals
+from cleveragents_tui.engine.denial import denial_of, resume_with
+from cleveragents_tui.engine.lifecycle import apply_plan, cancel_plan, resume_plan
 from cleveragents_tui.tui.messages import StoreChanged
+from cleveragents_tui.tui.modals.denial import APPLY, CANCEL, CHOOSE, CORRECT, GUIDANCE, DenialModal
 from cleveragents_tui.tui.modals.reason import ReasonModal
 from cleveragents_tui.tui.render import safe_text
 from cleveragents_tui.tui.services import services
@@ -98,21 +102,63 @@ class ApprovalsScreen(Screen[None]):
         reason = await self.app.push_screen_wait(ReasonModal(f"{verb}: {a.question}"))
         if reason is None:
             return
-        try:
-            answer_approval(
-                services(self).store,
+        store, user = services(self).store, services(self).user
+        try:  # the engine works in a thread: the event loop never waits on it
+            answered = await asyncio.to_thread(
+                answer_approval,
+                store,
                 a.approval_id,
                 approve=approve,
-                by=services(self).user,
+                by=user,
                 reason=reason or None,
             )
+            denial = None if approve else await asyncio.to_thread(denial_of, store, answered)
         except UserError as exc:
             self.notify(str(exc), severity="error")
-        else:
-            self.notify(
-                f"{verb.lower()}d as {services(self).user}; resume the plan (R) to continue"
-            )
+            self.refresh_data()
+            return
         self.refresh_data()
+        if denial is None or not denial.choices:
+            self.notify(f"{verb.lower()}d as {user}; resume the plan (R) to continue")
+            return
+        choice = await self.app.push_screen_wait(DenialModal(denial))
+        if choice is None:
+            self.notify(f"denied; plan {denial.plan.plan_id[:10]} stays paused")
+            return
+        guidance = None
+        if choice == GUIDANCE:
+            guidance = await self.app.push_screen_wait(ReasonModal("Guidance for this decision"))
+            if not guidance:
+                return
+        if choice == CORRECT:
+            self.notify("select the decision whose result was wrong and press c to correct it")
+            services(self).open_plan(denial.plan.plan_id)
+            return
+        self._after_denial(denial.plan.plan_id, choice, guidance)
+
+    @work(thread=True, exclusive=True, group="run")
+    def _after_denial(self, plan_id: str, choice: str, guidance: str | None) -> None:
+        """Carry out the choice made after a denial (engine/denial.py), off the event loop."""
+        app = services(self)
+        try:
+            if choice == CANCEL:
+                plan = cancel_plan(app.store, plan_id)
+            elif choice == APPLY:
+                plan = apply_plan(app.store, plan_id, app.user, app.run_options)
+            elif choice.startswith(CHOOSE) or choice == GUIDANCE:
+                number = int(choice.removeprefix(CHOOSE)) if choice != GUIDANCE else None
+                plan = resume_with(
+                    app.store, plan_id, choose=number, guidance=guidance, options=app.run_options
+                )
+            else:
+                plan = resume_plan(app.store, plan_id, app.run_options)
+        except UserError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        self.app.call_from_thread(
+            self.notify, f"plan {plan_id[:10]}: {plan.phase.value} · {plan.state.value}"
+        )
+        self.post_message(StoreChanged())
 
     def action_open_plan(self) -> None:
         a = self._selected()

@@ -1,0 +1,88 @@
+"""What `plan use/run/resume/apply` say about how a run ended, and their exit codes.
+
+A script must not take a plan that was not applied for one that was:
+
+- exit 0: the plan applied (each landed resource is named: for a git repository the
+  branch and ``git merge`` it takes), or it stopped for a person (an approval, a pause);
+- exit 1: the run **errored** (an Apply that failed, or a run ended by an error such as a
+  limit that terminates it); the reason in one line on stderr;
+- exit 2: what was asked is wrong (a usage error, the plan's state does not allow it);
+- exit 3: Apply was **refused** (constrained: a real resource changed meanwhile, a
+  conflict); the reason in one line on stderr; nothing was landed from that resource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cleveragents_tui.cli.context import echo
+from cleveragents_tui.domain.enums import Phase, PlanState
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.store.store import Store
+
+ERRORED_EXIT = 1
+CONSTRAINED_EXIT = 3
+
+
+class NotApplied(UserError):
+    """The run ended constrained (exit 3) or errored (exit 1); the CLI prints it in one line."""
+
+    def __init__(self, problem: str, fix: str, exit_code: int) -> None:
+        super().__init__(problem, fix)
+        self.exit_code = exit_code
+
+
+def finished(store: Store, plan_ref: str, run: Callable[[], Plan]) -> Plan:
+    """Run ``run`` (a resume or an Apply of ``plan_ref``) and refuse, with its exit code, an
+    end that is neither applied nor waiting for a person: constrained, or errored."""
+    try:
+        result = run()
+    except UserError:
+        raise
+    except Exception as exc:  # the Apply failed: the plan ended errored, with the reason
+        with store.unit_of_work() as uow:
+            plan = uow.plans.get(uow.plans.resolve(plan_ref))
+        refuse_unapplied(store, plan, str(exc))
+        raise
+    refuse_unapplied(store, result)
+    return result
+
+
+def refuse_unapplied(store: Store, result: Plan, cause: str | None = None) -> None:
+    """Raise NotApplied for a plan that ended constrained in Apply, or errored."""
+    if result.state is PlanState.CONSTRAINED and result.phase is Phase.APPLY:
+        reason = _latest(store, result.plan_id, "apply_failed") or "a resource refused it"
+        raise NotApplied(
+            f"plan {result.plan_id} was not applied (constrained): {reason}",
+            f"put the real resource right, then retry with agents plan run {result.plan_id}, "
+            f"or correct a decision (agents plan correct)",
+            CONSTRAINED_EXIT,
+        )
+    if result.state is PlanState.ERRORED:
+        kind = "apply_failed" if result.phase is Phase.APPLY else "plan_errored"
+        reason = _latest(store, result.plan_id, kind) or cause or "see agents plan show"
+        raise NotApplied(
+            f"plan {result.plan_id} was not applied (errored): {reason}",
+            f"once the cause is fixed, retry with agents plan run {result.plan_id}",
+            ERRORED_EXIT,
+        )
+
+
+def report_landed(store: Store, result: Plan) -> None:
+    """An applied plan: where each resource's changes landed (a git repository's branch,
+    with the ``git merge`` that takes it)."""
+    if result.state is not PlanState.APPLIED:
+        return
+    with store.unit_of_work() as uow:
+        applied = uow.events.payloads(result.plan_id, "plan_applied")
+    results = applied[-1].get("results", []) if applied else []
+    for line in results if isinstance(results, list) else []:
+        echo(f"  landed: {line}")
+
+
+def _latest(store: Store, plan_id: str, kind: str) -> str | None:
+    with store.unit_of_work() as uow:
+        found = uow.events.payloads(plan_id, kind)
+    reason = found[-1].get("reason") if found else None
+    return " ".join(str(reason).split()) if reason else None

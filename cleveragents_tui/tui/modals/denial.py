@@ -1,0 +1,84 @@
+"""After a denial: the plan is paused, not cancelled; pick what comes next (engine/denial.py)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from cleveragents_tui.engine.denial import Denial
+from cleveragents_tui.tui.modals.base import Dialog
+from cleveragents_tui.tui.render import safe_text
+
+CHOOSE = "choose:"  # + the 1-based alternative
+GUIDANCE = "guidance"
+CORRECT = "correct"
+AGAIN = "again"
+APPLY = "apply"
+CANCEL = "cancel"
+
+
+def _choice_ids(denial: Denial) -> list[tuple[str, str]]:
+    """(id, label) of each choice the denial offers, alternatives spelled out."""
+    found: list[tuple[str, str]] = []
+    for choice in denial.choices:
+        command = choice.command
+        if "--choose N" in command and "plan resume" in command:
+            found += [
+                (f"{CHOOSE}{n}", f"take alternative {n}: {option}")
+                for n, option in enumerate(denial.alternatives, 1)
+            ]
+        elif "--guidance" in command and "plan resume" in command:
+            found.append((GUIDANCE, "give guidance for this decision…"))
+        elif "plan correct" in command and "--choose N" not in command:
+            found.append((CORRECT, f"{choice.what} (opens the plan: select it, press c)"))
+        elif "plan apply" in command:
+            found.append((APPLY, choice.what))
+        elif "plan resume" in command:
+            found.append((AGAIN, f"{choice.what} (resume the plan)"))
+        elif "plan cancel" in command:
+            found.append((CANCEL, choice.what))
+    return found
+
+
+class DenialModal(Dialog[str | None]):
+    """Dismisses with the id of the choice, or None (Esc): the plan stays paused."""
+
+    DEFAULT_CSS = """
+    DenialModal OptionList { height: auto; max-height: 16; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "leave", "Leave it paused", id="denial.leave")
+    ]
+
+    def __init__(self, denial: Denial) -> None:
+        super().__init__()
+        self.denial = denial
+
+    def compose(self) -> ComposeResult:
+        plan = self.denial.plan
+        with Vertical():
+            yield Static(
+                safe_text(f"Denied — plan {plan.plan_id[:10]} is paused, not cancelled"),
+                classes="modal-title",
+                markup=False,
+            )
+            yield Static(safe_text(self.denial.approval.question), markup=False)
+            yield Static("What next? (Esc leaves it paused)", markup=False)
+            yield OptionList(
+                *(Option(safe_text(label), id=key) for key, label in _choice_ids(self.denial)),
+                id="denial-choices",
+            )
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+    def action_leave(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,141 @@
+"""What a person sees at the end of a run, through the CLI on the demo: where Apply landed,
+exit 3 / 1 when it was refused / failed, and a denial that pauses instead of cancelling."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from cleveragents_tui.automation.profiles import ProfileRegistry
+from cleveragents_tui.cli import cli
+from cleveragents_tui.domain.profile import AutomationProfile
+from cleveragents_tui.failpoints import ENV_VAR
+from cleveragents_tui.store.store import Store
+
+
+class Agents:
+    """``agents --db <tmp> ...`` in-process, with the test's own sandbox folder."""
+
+    def __init__(self, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.home = home
+        self.db = str(home / "agents.db")
+        monkeypatch.setenv("AGENTS_SANDBOX_DIR", str(home / "sandboxes"))
+        monkeypatch.delenv(ENV_VAR, raising=False)
+
+    def __call__(self, *args: str) -> Result:
+        return CliRunner().invoke(cli, ["--db", self.db, *args], catch_exceptions=False)
+
+    def demo(self, profile: str = "auto") -> str:
+        made = self(
+            "demo", "--no-tui", "--dir", str(self.home / "demo"), "--format=json",
+            "--automation-profile", profile,
+        )  # fmt: skip
+        assert made.exit_code == 0, made.output
+        plan_id: str = json.loads(made.stdout)["plan_id"]
+        return plan_id
+
+    def state(self, plan_id: str) -> str:
+        shown = json.loads(self("plan", "list", "--format=json").stdout)["plans"]
+        plan = next(p for p in shown if p["plan_id"] == plan_id)
+        return f"{plan['phase']}/{plan['state']}"
+
+    def pending(self, plan_id: str) -> list[dict[str, Any]]:
+        listed = self("approval", "list", "--plan", plan_id, "--format=json").stdout
+        approvals: list[dict[str, Any]] = json.loads(listed)["approvals"]
+        return approvals
+
+
+@pytest.fixture
+def agents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Agents:
+    return Agents(tmp_path, monkeypatch)
+
+
+def test_a_successful_apply_names_the_branch_and_how_to_merge_it(agents: Agents) -> None:
+    plan_id = agents.demo()
+    applied = agents("plan", "apply", plan_id)
+    assert applied.exit_code == 0, applied.output
+    assert f"git merge cleveragents/apply/{plan_id}" in applied.stdout
+    assert "landed:" in applied.stdout and "/docs:" in applied.stdout
+
+
+def test_a_refused_apply_exits_3_and_a_failed_one_exits_1_with_one_line(
+    agents: Agents, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan_id = agents.demo()
+    monkeypatch.setenv(ENV_VAR, "apply.resource=raise")
+    failed = agents("plan", "apply", plan_id)
+    assert failed.exit_code == 1, failed.output
+    assert failed.stderr.count("\n") == 1
+    assert f"plan {plan_id} was not applied (errored)" in failed.stderr
+    monkeypatch.delenv(ENV_VAR)
+    (tmp_path / "demo" / "docs" / "guide.md").write_text("someone else's guide\n")
+    refused = agents("plan", "run", plan_id)
+    assert refused.exit_code == 3, refused.output
+    assert refused.stderr.count("\n") == 1 and "guide.md" in refused.stderr
+    assert f"plan {plan_id} was not applied (constrained)" in refused.stderr
+    assert agents.state(plan_id) == "apply/constrained"
+
+
+def test_denying_the_apply_gate_pauses_and_the_plan_can_be_corrected(agents: Agents) -> None:
+    plan_id = agents.demo()
+    [gate] = agents.pending(plan_id)
+    assert gate["kind"] == "apply_gate"
+    denied = agents("approval", "deny", gate["approval_id"], "--reason", "use a class")
+    assert denied.exit_code == 0, denied.output
+    assert "nothing was cancelled" in denied.stdout
+    assert "agents plan correct DECISION --mode=revert" in denied.stdout
+    assert f"agents plan cancel {plan_id}" in denied.stdout
+    assert agents.state(plan_id) == "execute/paused"
+    tree = json.loads(agents("plan", "tree", plan_id, "--format=json").stdout)["decisions"]
+    strategy = next(d for d in tree if d["decision_type"] == "strategy_choice")
+    corrected = agents(
+        "plan", "correct", strategy["decision_id"], "--mode=revert", "--yes",
+        "--guidance", "a greeter class with a configurable greeting",
+    )  # fmt: skip
+    assert corrected.exit_code == 0, corrected.output
+    assert agents.state(plan_id) == "execute/awaiting_approval"  # at the new Apply gate
+    [again] = agents.pending(plan_id)
+    assert again["kind"] == "apply_gate"
+
+
+def test_after_denying_the_apply_gate_plan_apply_still_applies(agents: Agents) -> None:
+    plan_id = agents.demo()
+    [gate] = agents.pending(plan_id)
+    agents("approval", "deny", gate["approval_id"], "--reason", "not yet")
+    applied = agents("plan", "apply", plan_id)
+    assert applied.exit_code == 0, applied.output
+    assert agents.state(plan_id) == "apply/applied"
+
+
+def test_denying_a_decision_then_choosing_another_alternative(agents: Agents) -> None:
+    store = Store.open(agents.db)
+    data = ProfileRegistry.builtins()["auto"].model_dump(mode="python")
+    data.update(name="local/ask-strategy", description="auto, asking each Strategize decision")
+    data["edit_code"] = 1.0
+    ProfileRegistry(store).add(AutomationProfile.model_validate(data))
+    store.close()
+    plan_id = agents.demo("local/ask-strategy")
+    [invariant] = agents.pending(plan_id)  # the first Strategize decision: keep the API
+    agents("approval", "approve", invariant["approval_id"])
+    assert agents("plan", "run", plan_id).exit_code == 0
+    [strategy] = agents.pending(plan_id)
+    assert "A plain function" in strategy["question"]
+    denied = agents("approval", "deny", strategy["approval_id"], "--reason", "want a class")
+    assert denied.exit_code == 0, denied.output
+    assert f"agents plan resume {plan_id} --choose N" in denied.stdout
+    assert "2. A greeter class with a configurable greeting" in denied.stdout
+    assert agents.state(plan_id) == "strategize/paused"
+    chose = agents("plan", "resume", plan_id, "--choose", "2")
+    assert chose.exit_code == 0, chose.output
+    [asked] = agents.pending(plan_id)  # the new choice goes through the same gate
+    assert "A greeter class" in asked["question"]
+    agents("approval", "approve", asked["approval_id"])
+    assert agents("plan", "run", plan_id).exit_code == 0
+    tree = json.loads(agents("plan", "tree", plan_id, "--format=json").stdout)["decisions"]
+    chosen = {d["decision_type"]: d["chosen_option"] for d in tree}
+    assert chosen["strategy_choice"] == "A greeter class with a configurable greeting"
+    assert agents("plan", "resume", plan_id, "--choose", "9").exit_code == 2  # not paused

@@ -1,0 +1,62 @@
+"""Denying in the app pauses the plan and offers what comes next; nothing is cancelled
+unless the person picks that."""
+
+from __future__ import annotations
+
+import pytest
+
+from cleveragents_tui.domain.enums import PlanState
+from cleveragents_tui.engine.browse import show_plan
+from cleveragents_tui.tui.modals.denial import DenialModal
+from cleveragents_tui.tui.screens.approvals import ApprovalsScreen
+from tests.tui.conftest import SIZE, DemoPlan
+
+pytestmark = pytest.mark.anyio
+
+
+def _state(demo_plan: DemoPlan) -> PlanState:
+    return show_plan(demo_plan.store, demo_plan.plan.plan_id).summary.plan.state
+
+
+async def _deny_the_apply_gate(app, pilot) -> DenialModal:  # type: ignore[no-untyped-def]
+    await pilot.pause()
+    await pilot.press("a")  # the approvals queue
+    await pilot.pause()
+    assert isinstance(app.screen, ApprovalsScreen)
+    await pilot.press("n", *"wrong greeting", "enter")
+    for _ in range(20):  # the answer is recorded in a thread, then the choices open
+        await pilot.pause()
+        if isinstance(app.screen, DenialModal):
+            break
+    assert isinstance(app.screen, DenialModal)
+    return app.screen
+
+
+async def test_denying_the_apply_gate_pauses_and_escape_leaves_it_paused(
+    demo_plan: DemoPlan,
+) -> None:
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        modal = await _deny_the_apply_gate(app, pilot)
+        labels = [str(o.prompt) for o in modal.query_one("#denial-choices").options]  # type: ignore[attr-defined]
+        assert any("correct the decision whose result was wrong" in label for label in labels)
+        assert any("cancel the plan" in label for label in labels)
+        await pilot.press("escape")
+        await pilot.pause()
+    assert _state(demo_plan) is PlanState.PAUSED
+
+
+async def test_after_denying_the_apply_gate_approving_it_after_all_lands_the_plan(
+    demo_plan: DemoPlan,
+) -> None:
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        modal = await _deny_the_apply_gate(app, pilot)
+        choices = modal.query_one("#denial-choices")
+        ids = [o.id for o in choices.options]  # type: ignore[attr-defined]
+        choices.highlighted = ids.index("apply")  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+    assert _state(demo_plan) is PlanState.APPLIED
