@@ -10,6 +10,8 @@ pydantic and LangGraph, so the loops can afford a fresh process for every crash.
 Stages:
 
 - ``run``: build the demo project and run the demo plan (``auto`` profile) to its Apply gate;
+- ``run-all``: the same with the demo extended to every sandbox strategy (``apply_world.py``:
+  two overlay folders, and a PostgreSQL table when the work folder names a database);
 - ``correct``: on a plan stopped there, revert its first Execute decision, then revert its
   strategy (back to Strategize: the child plan is cancelled and spawned again), then apply;
 - ``apply``: on a plan stopped there, apply it (``agents plan apply``).
@@ -54,6 +56,7 @@ from cleveragents_tui.engine.recovery import recover_pending_groups
 from cleveragents_tui.engine.runner import PlanRunner, RunOptions, start_plan
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
 from cleveragents_tui.store.store import Store
+from tests.reliability import apply_world
 
 FIRST_GUIDANCE = "only the unit test"
 SECOND_GUIDANCE = "use a greeter class"
@@ -128,8 +131,10 @@ def stage(folder: str, name: str, failpoint: str | None, acks: str) -> None:
     _acknowledge_recorded(ack)
     work = Work(folder)
     store, options = work.store(), work.options()
-    if name == "run":
+    if name in ("run", "run-all"):
         demo = build_demo(store, work.demo)
+        if name == "run-all":
+            apply_world.extend(store, demo, apply_world.postgres_url(work.folder))
         action = load_action(str(demo.action_file))
         plan = start_plan(store, action, profile_override="auto", options=options)
         ack("plan", plan.plan_id, plan.state.value)
@@ -194,8 +199,9 @@ def recover_and_check(folder: str, out: str) -> None:
 
 def applied_result(folder: str, out: str) -> None:
     """A child process: what the real resources hold (the Apply crash loop's check that a
-    rerun finished the job exactly): the apply branch's tree and the user's HEAD, the rows
-    of the app database, the docs and team chat files, and every plan's state."""
+    rerun finished the job exactly): the apply branch's tree and the user's HEAD (and its
+    history without dates), the rows of the app database (and of the PostgreSQL one), the files of the docs,
+    team chat and overlay folders, and every plan's state."""
     work = Work(folder)
     store = work.store()
     plan_id = top_plan(store)
@@ -203,6 +209,7 @@ def applied_result(folder: str, out: str) -> None:
     branch = f"refs/heads/cleveragents/apply/{plan_id}"
     found: dict[str, Any] = {
         "real-repo-head": _git(repo, "rev-parse", "HEAD"),
+        "real-repo-log": _git(repo, "log", "--format=%s %T", "HEAD"),  # the same in any run
         "apply-branch-tree": subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "-q", "--verify", f"{branch}^{{tree}}"],
             capture_output=True,
@@ -215,6 +222,12 @@ def applied_result(folder: str, out: str) -> None:
     real.close()
     for folder_name in ("docs", "team-chat"):
         found[f"real-{folder_name}"] = _files(work.demo / folder_name)
+    for folder_name in ("site", "wiki"):  # overlays: folders too (a move leaves none behind)
+        if (work.demo / folder_name).is_dir():
+            found[f"real-{folder_name}"] = apply_world.tree(work.demo / folder_name)
+    postgres = apply_world.postgres_url(work.folder)
+    if postgres:
+        found["real-pg-db"] = apply_world.pg_rows(postgres)
     with store.unit_of_work() as uow:
         found["states"] = sorted(f"{p.phase.value}/{p.state.value}" for p in uow.plans.all())
     Path(out).write_text(json.dumps(found, sort_keys=True), encoding="utf-8")
