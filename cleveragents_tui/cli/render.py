@@ -87,6 +87,8 @@ def plan_details(details: PlanDetails) -> str:
         f"checkpoints  {details.checkpoint_count}",
         f"approvals    {s.pending_approvals} pending",
     ]
+    if details.model:
+        lines.append(f"model        {_line(details.model)} (the chat reasoner)")
     if details.error:
         lines.append(f"error        {_line(details.error)}")
     if p.parent_plan_id:

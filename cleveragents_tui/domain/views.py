@@ -63,6 +63,7 @@ class PlanDetails:
     checkpoint_count: int
     root_decision_id: str | None
     error: str | None = None  # why it is errored, when a run failed (browse.run_failure)
+    model: str | None = None  # the chat model it runs with (PROVIDER:MODEL); None: scripted
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from cleveragents_tui.domain.views import (
     TreeLine,
     TreeRow,
 )
+from cleveragents_tui.engine.reasoner_choice import kept_model_name
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -57,6 +58,7 @@ def show_plan(store: Store, plan_ref: str) -> PlanDetails:
             checkpoint_count=uow.checkpoints.count_for_plan(plan.plan_id),
             root_decision_id=uow.decisions.root_id(plan.plan_id),
             error=run_failure(uow, plan),
+            model=kept_model_name(uow, plan),
         )
 
 

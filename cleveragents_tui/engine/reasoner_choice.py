@@ -26,7 +26,9 @@ from cleveragents_tui.automation.precedence import GLOBAL_SCOPE, project_scope
 from cleveragents_tui.domain.action import Action, ActorNames
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.store.store import Store
+from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 if TYPE_CHECKING:
     from cleveragents_tui.actors.base import Reasoner
@@ -229,7 +231,7 @@ def plan_scope(plan_id: str) -> str:
     return f"plan:{plan_id}"
 
 
-def keep_choice(uow: Any, plan_id: str, choice: ModelChoice) -> None:
+def keep_choice(uow: UnitOfWork, plan_id: str, choice: ModelChoice) -> None:
     """Store ``choice`` with the plan, in the unit of work that stores the plan's action."""
     uow.settings.set(plan_scope(plan_id), REASONER_KEY, choice.as_json())
 
@@ -237,12 +239,23 @@ def keep_choice(uow: Any, plan_id: str, choice: ModelChoice) -> None:
 def for_plan(store: Store, plan_id: str) -> ModelChoice | None:
     """The chat model ``plan_id`` (or the nearest parent that has one) runs with."""
     with store.unit_of_work() as uow:
-        current: str | None = plan_id
-        while current is not None:
-            value = uow.settings.get(plan_scope(current), REASONER_KEY)
-            if isinstance(value, Mapping) and value.get("reasoner") == CHAT:
-                return ModelChoice(str(value["model"]), value.get("base_url") or None)
-            current = uow.plans.get(current).parent_plan_id
+        return _kept(uow, plan_id)
+
+
+def kept_model_name(uow: UnitOfWork, plan: Plan) -> str | None:
+    """``PROVIDER:MODEL`` of the chat model ``plan`` runs with (``plan show``); None:
+    the scripted reasoner."""
+    choice = _kept(uow, plan.plan_id)
+    return None if choice is None else choice.model
+
+
+def _kept(uow: UnitOfWork, plan_id: str) -> ModelChoice | None:
+    current: str | None = plan_id
+    while current is not None:
+        value = uow.settings.get(plan_scope(current), REASONER_KEY)
+        if isinstance(value, Mapping) and value.get("reasoner") == CHAT:
+            return ModelChoice(str(value["model"]), value.get("base_url") or None)
+        current = uow.plans.get(current).parent_plan_id
     return None
 
 

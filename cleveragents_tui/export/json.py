@@ -50,6 +50,7 @@ def plan_document(details: PlanDetails) -> dict[str, Any]:
         "decisions_by_type": dict(sorted(details.decisions_by_type.items())),
         "checkpoint_count": details.checkpoint_count,
         "error": details.error,
+        "model": details.model,
         "children": [plan_json(c) for c in details.children],
         "corrections": [correction_json(c) for c in details.corrections],
     }

@@ -154,6 +154,20 @@ def test_the_settings_choose_the_model_of_a_new_plan(
     assert "step by step" in [d["chosen_option"] for d in tree["decisions"]]
     listed = run("config", "list").output
     assert "plan:" not in listed and "core.model = openai:gpt-4o-mini" in listed
+    shown = json.loads(run("plan", "show", str(plan["plan_id"]), "--format=json").output)
+    assert shown["model"] == MODEL
+    assert (
+        f"model        {MODEL} (the chat reasoner)"
+        in run("plan", "show", str(plan["plan_id"])).output
+    )
+
+
+def test_a_scripted_plan_shows_no_model(run: Run, action: str) -> None:
+    assert run("plan", "use", action, "--automation-profile", "auto").exit_code == 0
+    (plan,) = _plans(run)
+    shown = json.loads(run("plan", "show", str(plan["plan_id"]), "--format=json").output)
+    assert shown["model"] is None
+    assert "model " not in run("plan", "show", str(plan["plan_id"])).output
 
 
 def test_a_later_run_without_the_key_is_refused_before_it_changes_anything(
