@@ -24,6 +24,7 @@ from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.limits import PlanLimits
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationProfile
+from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.actions import load_action
 from cleveragents_tui.engine.approvals import answer_approval
 from cleveragents_tui.engine.demo import DemoEnvironment
@@ -273,3 +274,66 @@ def test_require_approval_for_apply_stops_at_the_apply_gate(
     assert not greeting_landed(demo)
     answer_approval(sqlite_store, gate.approval_id, approve=True, by="alice")
     assert resume_plan(sqlite_store, plan.plan_id, options).state is PlanState.APPLIED
+
+
+# -- retries -------------------------------------------------------------------------------------
+
+
+def failing_action(**limits: Any) -> Action:
+    """Two Execute decisions writing to a resource that does not exist: each call fails, and
+    every call after the first (a retry, or the next decision's) retries the same tool."""
+    broken = {
+        "tool": "local/write-file",
+        "arguments": {"resource": "local/missing", "path": "a.txt", "content": "a"},
+    }
+    return Action.model_validate(
+        {
+            "name": "local/failing",
+            "prompt": "Write a file where it cannot go",
+            "resources": ["local/files"],
+            "tools": ["local/write-file"],
+            "limits": limits,
+            "decisions": [
+                {
+                    "key": key,
+                    "type": "implementation_choice",
+                    "question": f"Write {key}",
+                    "alternatives": [{"option": f"write {key}", "tool_calls": [broken]}],
+                }
+                for key in ("first", "second")
+            ],
+        }
+    )
+
+
+@pytest.mark.parametrize(("retries", "stopped"), [(0, True), (100, False)], ids=["below", "at"])
+def test_actor_max_retries_per_tool(
+    sqlite_store: Store, options: RunOptions, tmp_path: Path, retries: int, stopped: bool
+) -> None:
+    (tmp_path / "files").mkdir()
+    with sqlite_store.unit_of_work(write=True) as uow:
+        uow.resources.add(
+            Resource(
+                resource_id="local/files",
+                kind="filesystem",
+                location=str(tmp_path / "files"),
+                sandbox_strategy="filesystem_copy",
+            )
+        )
+        uow.commit()
+    action = failing_action(on_exceed="terminate", actor={"max_retries_per_tool": retries})
+    plan = start_plan(sqlite_store, action, profile_override="ci", options=options)
+    if not stopped:
+        assert events(sqlite_store, plan) == []
+        assert len(tool_calls(sqlite_store, plan)) >= 2
+        return
+    assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.ERRORED)
+    assert tool_calls(sqlite_store, plan) == ["local/write-file"]  # no retry was made
+    assert events(sqlite_store, plan) == [
+        {
+            "limit": "limits.actor.max_retries_per_tool",
+            "allowed": 0,
+            "used": 1,
+            "action": "terminate",
+        }
+    ]

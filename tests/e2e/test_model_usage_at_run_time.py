@@ -261,3 +261,30 @@ def test_safety_max_total_cost_counts_every_plan(
     [event] = limit_events(sqlite_store, second)
     assert event["limit"] == "safety.max_total_cost"
     assert event["used"] == pytest.approx(6 * CALL_COST)
+
+
+@pytest.mark.parametrize(
+    ("cap", "applied"), [(3 * CALL_COST * 0.99, False), (3 * CALL_COST * 1.01, True)]
+)
+def test_guards_max_total_cost_asks_before_a_tool_call(
+    sqlite_store: Store,
+    files: Path,
+    openai_server: OpenAIServer,
+    tmp_path: Path,
+    cap: float,
+    applied: bool,
+) -> None:
+    """Three calls ($0.00081) before the write: a cap they reach asks a person first."""
+    data = ProfileRegistry.builtins()["ci"].model_dump(mode="python")
+    data.update(name="local/guarded", guards={"max_total_cost": cap})
+    ProfileRegistry(sqlite_store).add(AutomationProfile.model_validate(data))
+    plan = run(sqlite_store, openai_server, tmp_path, profile="local/guarded")
+    if applied:
+        assert plan.state is PlanState.APPLIED
+        return
+    assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL)
+    [event] = limit_events(sqlite_store, plan)
+    assert (event["limit"], event["action"]) == ("guards.max_total_cost", "pause")
+    assert event["used"] == pytest.approx(3 * CALL_COST)
+    with sqlite_store.unit_of_work() as uow:
+        assert uow.tool_invocations.of_current_decisions_after(plan.plan_id, 0) == []
