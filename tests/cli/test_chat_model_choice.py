@@ -226,3 +226,31 @@ def test_a_correction_without_the_key_is_refused_before_the_rollback(
     assert run("plan", "tree", plan_id, "--show-superseded", "--format=json").output == tree_before
     assert _plans(run) == [plan]
     assert len(served.requests) == asked
+
+
+def test_an_appended_plan_asks_its_parents_model(
+    run: Run, action: str, served: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append correction's new child plan keeps no model of its own: it asks the one its
+    parent kept, and gets the guidance."""
+    served.add(STRATEGY, finish_phase(), finish_phase())
+    assert (
+        run("plan", "use", action, "--model", MODEL, "--automation-profile", "auto").exit_code == 0
+    )
+    (plan,) = _plans(run)
+    tree = json.loads(run("plan", "tree", str(plan["plan_id"]), "--format=json").output)
+    decision = next(d for d in tree["decisions"] if d["chosen_option"] == "step by step")
+    asked = len(served.completions)
+    served.add(finish_phase(), finish_phase())
+
+    appended = run(
+        "plan", "correct", decision["decision_id"], "--mode=append",
+        "--guidance", "double-check every step", "--yes",
+    )  # fmt: skip
+
+    assert appended.exit_code == 0, appended.output + appended.stderr
+    later = served.completions[asked:]
+    assert len(later) == 2 and all("double-check every step" in r.text for r in later)
+    child = next(p for p in _plans(run) if p["parent_plan_id"] == plan["plan_id"])
+    shown = json.loads(run("plan", "show", str(child["plan_id"]), "--format=json").output)
+    assert shown["model"] == MODEL
