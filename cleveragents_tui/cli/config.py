@@ -71,7 +71,8 @@ def get(
     if resource is not None:
         scope = registry.resource_scope(key, resource, project)
         value = registry.resource_setting(cli.store, resource, key)
-        setting: settings.Setting | None = settings.Setting(scope, key, value)
+        text = str(value).lower()  # as the global defaults are stored: true, false, 50
+        setting: settings.Setting | None = settings.Setting(scope, key, text)
     else:
         setting = settings.get_setting(cli.store, key, project)
     if cli.wants_json(local_format):

@@ -452,3 +452,57 @@ def test_action_validate_reports_every_problem_with_its_line(
     bad_yaml = run("action", "validate", str(syntax))
     assert bad_yaml.exit_code == 2
     assert bad_yaml.stderr.startswith(f"{syntax}:3: not valid YAML")
+
+
+def test_checkpoint_settings_globally_and_per_resource(
+    run: Run, repo: Path, tmp_path: Path, home: Path
+) -> None:
+    set_global = run("config", "set", "sandbox.checkpoint.max-per-plan", "12")
+    assert set_global.output.strip() == "sandbox.checkpoint.max-per-plan = 12 (global)"
+    assert run("config", "set", "sandbox.checkpoint.enabled", "off").exit_code == 0
+    assert run("init").exit_code == 0  # takes the global defaults
+    shown = json.loads(run("resource", "show", "shop", "--format=json").output)
+    assert (shown["checkpoint_enabled"], shown["checkpoint_max_per_plan"]) == (False, 12)
+    changed = run("config", "set", "sandbox.checkpoint.enabled", "true", "--resource", "shop")
+    assert changed.output.strip() == "sandbox.checkpoint.enabled = true (resource:local/shop)"
+    got = run("config", "get", "sandbox.checkpoint.enabled", "--resource", "shop")
+    assert got.output.strip() == "true"
+    reset = run("config", "unset", "sandbox.checkpoint.enabled", "--resource", "shop")
+    assert reset.output.strip() == (
+        "sandbox.checkpoint.enabled = false (resource:local/shop, the default)"
+    )
+    project = run("config", "set", "sandbox.checkpoint.enabled", "true", "--project", "local/x")
+    assert project.exit_code == 2
+    assert "is set globally or per resource, not per project" in project.stderr
+    not_resource = run("config", "set", "core.automation-profile", "auto", "--resource", "shop")
+    assert not_resource.exit_code == 2 and "is not a resource setting" in not_resource.stderr
+    too_small = run("config", "set", "sandbox.checkpoint.max-per-plan", "1", "--resource", "shop")
+    assert too_small.exit_code == 2 and "from 2 to 10000" in too_small.stderr
+
+
+def test_turning_checkpoints_off_is_refused_while_a_plan_uses_the_resource(
+    run: Run, repo: Path, tmp_path: Path, home: Path
+) -> None:
+    assert run("init").exit_code == 0
+    action_file = tmp_path / "a.yaml"
+    action_file.write_text(ACTION)
+    used = run("plan", "use", str(action_file))
+    assert used.exit_code == 0, used.output
+    plan_id = used.output.split()[1]
+    refused = run("config", "set", "sandbox.checkpoint.enabled", "false", "--resource", "shop")
+    assert refused.exit_code == 2
+    assert refused.stderr.strip() == (
+        f"error: resource local/shop is used by plan {plan_id} (awaiting_approval), which is "
+        "not finished: its decisions would be checkpointed only in part: cancel it first "
+        f"(agents plan cancel {plan_id}), then run the action again"
+    )
+    shown = json.loads(run("resource", "show", "shop", "--format=json").output)
+    assert shown["checkpoint_enabled"] is True
+    assert shown["plans"] == [{"plan_id": plan_id, "state": "awaiting_approval"}]
+    budget = run("config", "set", "sandbox.checkpoint.max-per-plan", "80", "--resource", "shop")
+    assert budget.exit_code == 0  # a budget may change at any time
+    assert run("plan", "cancel", plan_id).exit_code == 0
+    assert (
+        run("config", "set", "sandbox.checkpoint.enabled", "false", "--resource", "shop").exit_code
+        == 0
+    )
