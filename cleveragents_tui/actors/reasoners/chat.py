@@ -205,13 +205,11 @@ class ChatReasoner:
         self, bound: Runnable[LanguageModelInput, AIMessage], messages: list[BaseMessage]
     ) -> AIMessage:
         reply = _invoke(bound, messages)
-        usage = reply.usage_metadata or {}
+        usage = reply.usage_metadata
         self._calls.append(
-            ModelCall(
-                self._model_id,
-                int(usage.get("input_tokens", 0)),
-                int(usage.get("output_tokens", 0)),
-            )
+            ModelCall(self._model_id, usage["input_tokens"], usage["output_tokens"])
+            if usage
+            else ModelCall(self._model_id)
         )
         return reply
 
