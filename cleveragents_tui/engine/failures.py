@@ -93,9 +93,9 @@ class FailureHandling:
                 if self._runner._settled(ApprovalKind.ESCALATION, key):
                     return  # a person accepted the failure
                 raise WaitForApproval(self._ask(decision, spec, number, found))
-            if self._may_retry(decision, spec, len(found.retries)):
+            if self._may_retry(decision, spec, number, found):
                 self._retry(self._record(decision, spec, call, number, found, RETRY), call, number)
-            else:
+            else:  # the loop asks, or finds the question the flag's gate stored
                 self._record(decision, spec, call, number, found, ESCALATE)
 
     # -- what the store says -----------------------------------------------------------------
@@ -138,8 +138,13 @@ class FailureHandling:
     def _retries_allowed(self, spec: ToolSpec) -> int:
         return self._runner.profile.safety.max_retries_per_step
 
-    def _may_retry(self, decision: Decision, spec: ToolSpec, retries: int) -> bool:
-        """Within the retry budget, and the profile's flag proceeds at this confidence."""
+    def _may_retry(
+        self, decision: Decision, spec: ToolSpec, number: int, found: _Recoveries
+    ) -> bool:
+        """Within the retry budget, and the profile's flag proceeds at this confidence; below
+        its threshold the flag's gate stores the question (with the confidence, the threshold
+        and the factors, as any gate's) that the escalation then waits on."""
+        retries = len(found.retries)
         if retries >= self._retries_allowed(spec):
             return False
         validation = self._is_validation(spec)
@@ -148,14 +153,17 @@ class FailureHandling:
         flag = AutomationFlag.CREATE_FILE if validation else AutomationFlag.MODIFY_CONFIG
         context = EscalationContext(
             plan_id=decision.plan_id,
-            question=f"Retry {spec.name}?",
+            question=self._question(decision, spec, number, found),
             decision_type=_decision_type(validation),
             decision_id=decision.decision_id,
             project=self._runner.plan().project,
             tools=(spec,),
         )
-        confidence = self._runner.escalation.factors(context).confidence
-        return self._runner.profile.proceeds(flag, confidence)
+        key = self._runner._scoped(failure_key(decision.decision_id, number))
+        verdict = self._runner.escalation.evaluate(
+            flag, self._runner.profile, context, kind=ApprovalKind.ESCALATION, key=key
+        )
+        return verdict.proceed
 
     # -- what it does ----------------------------------------------------------------------------
 
@@ -211,18 +219,21 @@ class FailureHandling:
         outcome = self._executor.run(recovery, call, number)
         self._runner._refresh_seal(call, outcome)
 
-    def _ask(self, decision: Decision, spec: ToolSpec, number: int, found: _Recoveries) -> Approval:
+    def _question(self, decision: Decision, spec: ToolSpec, number: int, found: _Recoveries) -> str:
         output = self._last_output(decision, number, found)
         runs = 1 + sum(1 for _, run in found.retries if run is not None)
-        question = (
+        return (
             f"{spec.name} failed in step {decision.step_key or decision.decision_id} "
             f"({runs} run(s); last: {output}). Approve to go on with the failure accepted; "
             "deny to stop here and correct the decision or cancel the plan."
         )
+
+    def _ask(self, decision: Decision, spec: ToolSpec, number: int, found: _Recoveries) -> Approval:
+        """The retries are used up: a person decides."""
         return self._runner._ask(
             ApprovalKind.ESCALATION,
             failure_key(decision.decision_id, number),
-            question,
+            self._question(decision, spec, number, found),
             decision.decision_id,
         )
 

@@ -181,6 +181,10 @@ def test_below_the_create_file_threshold_a_failed_validation_asks_at_once(
     assert _recoveries(sqlite_store, plan.plan_id) == [
         (DecisionType.VALIDATION_RESPONSE, "Stop and ask a person")
     ]
+    with sqlite_store.unit_of_work() as uow:
+        [asked] = uow.approvals.pending(plan.plan_id)
+    assert asked.details["flag"] == "create_file" and asked.details["threshold"] == 1.0
+    assert "local/run-tests failed" in asked.question
 
 
 def _cli(tmp_path: Path) -> Any:
