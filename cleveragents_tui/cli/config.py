@@ -35,6 +35,10 @@ def config() -> None:
       sandbox.checkpoint.max-per-plan
                                checkpoints a resource keeps per plan (default 50)
                                (both: globally for resources added later, or --resource R)
+      prices.PROVIDER:MODEL.input_per_mtok, prices.PROVIDER:MODEL.output_per_mtok
+                               US dollars per million tokens of a model, e.g.
+                               prices.openai:gpt-4o-mini.input_per_mtok 0.15
+                               (docs/guardrails.md: tokens, cost and the price table)
     """
 
 
