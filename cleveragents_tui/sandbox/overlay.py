@@ -18,9 +18,15 @@ Layout of the ``root`` folder given to ``create`` (the sandbox owns it)::
     layers/NNNNNN-xxxxxxxx/ one layer; the name is its checkpoint reference
         log                 the top layer: one JSON record per line, appended per write
         sealed              a checkpointed layer: {"layer": <object id of its records>}
+    kept/NNNNNN-xxxxxxxx    a checkpoint rolled back past: {"layer": <object id of the
+                            merged view at it, as one layer over the real directory>}
 
 A checkpoint seals the top layer and starts a new one; a rollback deletes the layers above
-the checkpoint; dropping a checkpoint merges its layer into the one above. The real
+the checkpoint; dropping a checkpoint merges its layer into the one above. A checkpoint a
+rollback goes back past is *kept*, as git_worktree and filesystem_copy keep theirs: its
+merged view is saved whole (``kept/``), so a correction's diff can still read the attempt it
+replaced, a later rollback (or a restore after a failed one) can go back to it, and the
+checkpoint budget can drop it like any other. The real
 directory must not change during the plan: :meth:`OverlaySandbox.apply` refuses to write
 over a path changed there since the sandbox was made.
 """
@@ -246,10 +252,13 @@ class OverlaySandbox:
         self._lower = lower
         self._durable = durable
         self._layers_dir = home / "layers"
+        self._kept_dir = home / "kept"
         self._base_file = home / "base.json"
         self._store = ObjectStore(home / "objects", durable=durable)
         self._layers: list[_Layer] = []
         self._view: dict[str, Node] = {}
+        # checkpoints rolled back past: reference -> the merged view at it (read when asked)
+        self._kept: dict[str, dict[str, Node] | None] = {}
         self._log: BinaryIO | None = None
         self._discarded = False
 
@@ -280,6 +289,10 @@ class OverlaySandbox:
         if not self._layers or self._layers[-1].sealed is not None:
             self._start_layer(ref_seq(self._layers[-1].name) + 1 if self._layers else 0)
         self._view = fold([layer.entries for layer in self._layers])
+        if self._kept_dir.is_dir():
+            live = {layer.name for layer in self._layers}
+            kept = (p.name for p in self._kept_dir.iterdir() if not p.name.startswith("."))
+            self._kept = {check_ref(name): None for name in kept if name not in live}
 
     # --- the file operations tools use -----------------------------------------------------
 
@@ -451,6 +464,11 @@ class OverlaySandbox:
     def verify(self, ref: str) -> None:
         """The layers up to ``ref`` are sealed, intact, and every content object is good."""
         self._alive()
+        if self._is_kept(ref):
+            for node in self._kept_view(ref).values():
+                if node.kind == FILE:
+                    self._store.check(node.ref)
+            return
         for layer in self._layers[: self._position(ref) + 1]:
             oid = self._sealed_id(layer.name)
             for node in self._read_layer(oid).values():
@@ -458,14 +476,32 @@ class OverlaySandbox:
                     self._store.check(node.ref)
 
     def rollback(self, ref: str, *, current: str | None = None) -> None:
-        """Delete the layers above ``ref`` and start an empty one on top."""
+        """Delete the layers above ``ref`` and start an empty one on top; the checkpoints
+        deleted are kept first. Back to a kept checkpoint, every layer goes (kept) and its
+        view becomes the one sealed layer."""
         self._alive()
-        position = self._position(ref)
         self.verify(ref)
-        self._close_log()
-        for layer in reversed(self._layers[position + 1 :]):
-            remove_tree(self._layers_dir / layer.name)
-        del self._layers[position + 1 :]
+        if self._is_kept(ref):
+            view = self._kept_view(ref)
+            self._keep(0)
+            self._close_log()
+            for layer in self._layers:
+                remove_tree(self._layers_dir / layer.name)
+            folder = self._layers_dir / ref
+            folder.mkdir()
+            oid = self._store.put_bytes(_encode_layer(view))
+            self._store.sync()
+            write_json(folder / "sealed", {"v": 1, "layer": oid}, durable=self._durable)
+            self._layers = [_Layer(ref, dict(view), oid)]
+            (self._kept_dir / ref).unlink()
+            del self._kept[ref]
+        else:
+            position = self._position(ref)
+            self._keep(position + 1)
+            self._close_log()
+            for layer in reversed(self._layers[position + 1 :]):
+                remove_tree(self._layers_dir / layer.name)
+            del self._layers[position + 1 :]
         self._start_layer(ref_seq(ref) + 1)
         self._view = fold([layer.entries for layer in self._layers])
         self._collect_garbage()
@@ -489,8 +525,14 @@ class OverlaySandbox:
         return list(changes_of(self._items({}, self._view)))
 
     def drop_checkpoint(self, ref: str) -> None:
-        """Merge ``ref``'s layer into the one above it; the state at every other ref holds."""
+        """Merge ``ref``'s layer into the one above it; the state at every other ref holds.
+        A kept checkpoint is simply forgotten."""
         self._alive()
+        if self._is_kept(ref):
+            (self._kept_dir / ref).unlink()
+            del self._kept[ref]
+            self._collect_garbage()
+            return
         position = self._position(ref)
         below, above = self._layers[position], self._layers[position + 1]
         merged = dict(below.entries)
@@ -554,6 +596,8 @@ class OverlaySandbox:
         self._close_log()
         for layer in self._layers:
             remove_tree(self._layers_dir / layer.name)
+        remove_tree(self._kept_dir)  # their views read the real directory as it was
+        self._kept = {}
         last = ref_seq(self._layers[-1].name)
         self._layers, self._view = [], {}
         self._save_meta()
@@ -639,7 +683,37 @@ class OverlaySandbox:
         return read_path(self._lower, path)
 
     def _view_at(self, ref: str) -> dict[str, Node]:
+        if self._is_kept(ref):
+            return self._kept_view(ref)
         return fold([layer.entries for layer in self._layers[: self._position(ref) + 1]])
+
+    def _is_kept(self, ref: str) -> bool:
+        """A checkpoint a rollback went back past (a live layer of that name wins)."""
+        return check_ref(ref) in self._kept and not any(
+            layer.name == ref and layer.sealed is not None for layer in self._layers
+        )
+
+    def _kept_view(self, ref: str) -> dict[str, Node]:
+        view = self._kept[ref]
+        if view is None:
+            oid = check_oid(read_json_object(self._kept_dir / ref).get("layer"))
+            view = self._kept[ref] = self._read_layer(oid)
+        return view
+
+    def _keep(self, start: int) -> None:
+        """Save the merged view at every sealed layer from position ``start`` up, before a
+        rollback deletes them (a view already saved stays as it is)."""
+        view = fold([layer.entries for layer in self._layers[:start]])
+        for layer in self._layers[start:]:
+            for path in sorted(layer.entries):
+                put_node(view, path, layer.entries[path], strict=True)
+            if layer.sealed is None or layer.name in self._kept:
+                continue
+            oid = self._store.put_bytes(_encode_layer(view))
+            self._store.sync()
+            self._kept_dir.mkdir(exist_ok=True)
+            write_json(self._kept_dir / layer.name, {"v": 1, "layer": oid}, durable=self._durable)
+            self._kept[layer.name] = dict(view)
 
     def _position(self, ref: str) -> int:
         check_ref(ref)
@@ -816,6 +890,9 @@ class OverlaySandbox:
             if layer.sealed is not None:
                 keep.add(layer.sealed)
             keep.update(node.ref for node in layer.entries.values() if node.kind == FILE)
+        for ref in self._kept:
+            keep.add(check_oid(read_json_object(self._kept_dir / ref).get("layer")))
+            keep.update(n.ref for n in self._kept_view(ref).values() if n.kind == FILE)
         self._store.sweep(keep)
 
     def _alive(self) -> None:

@@ -134,7 +134,9 @@ class Side:
     locations: dict[str, Path]
 
     @classmethod
-    def make(cls, root: Path) -> Side:
+    def make(cls, root: Path, budgets: Mapping[str, int] | None = None) -> Side:
+        """``budgets``: a checkpoint budget (``checkpoint_max_per_plan``) per resource, where
+        not the default."""
         made = templates()
         root.mkdir(parents=True)
         shutil.copyfile(made["store"], root / "agents.db")
@@ -157,6 +159,11 @@ class Side:
                         kind=kind,
                         location=str(locations[resource_id]),
                         sandbox_strategy=strategy,
+                        **(
+                            {"checkpoint_max_per_plan": budgets[resource_id]}
+                            if budgets and resource_id in budgets
+                            else {}
+                        ),
                     )
                 )
             uow.commit()

@@ -12,7 +12,7 @@ from typing import Any
 
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus
 from cleveragents_tui.engine.correction import execute, preview
-from tests.reliability.oracle_world import DB, FILES, Side, match_word, with_choices
+from tests.reliability.oracle_world import DB, FILES, LAYERS, Side, match_word, with_choices
 from tests.reliability.test_correction_oracle import apply, check_oracle, run_to_apply_gate
 
 
@@ -40,10 +40,10 @@ def _insert(name: str) -> dict[str, Any]:
     }
 
 
-def _write(path: str, content: str) -> dict[str, Any]:
+def _write(path: str, content: str, resource: str = FILES) -> dict[str, Any]:
     return {
         "tool": "local/write-file",
-        "arguments": {"resource": FILES, "path": path, "content": content},
+        "arguments": {"resource": resource, "path": path, "content": content},
     }
 
 
@@ -115,5 +115,42 @@ def test_a_point_under_a_skipped_point_is_skipped_and_made_once_its_parent_is(
         assert set(chosen) == {"d00", "d01", "d02", "d03"}
         apply(side, plan_id)
         check_oracle(definition, side, with_choices(definition, chosen), tmp_path, ["d01→b"])
+    finally:
+        side.close()
+
+
+def test_the_budget_can_prune_an_overlay_checkpoint_a_revert_went_back_past(
+    tmp_path: Path,
+) -> None:
+    """Found by the soak (two corrections, the first of a Strategize decision): the first
+    revert took the overlay back to its baseline, deleting the layers of the old attempt;
+    their checkpoint rows stayed, so when the checkpoint budget later pruned the oldest of
+    them the replay failed ("checkpoint 000001-… of oracle/layers does not exist"). The
+    overlay keeps what a rollback goes back past, as the other strategies do."""
+    definition = {
+        "name": "oracle/action",
+        "prompt": "change the resources as the points say",
+        "resources": [LAYERS],
+        "decisions": [
+            _point("d00", "strategy_choice", [], []),
+            *(
+                _point(
+                    f"d0{n}",
+                    "tool_invocation",
+                    [_write(f"{n}.txt", "a", LAYERS)],
+                    [_write(f"{n}.txt", "b", LAYERS)],
+                )
+                for n in (1, 2, 3)
+            ),
+        ],
+    }
+    side = Side.make(tmp_path / "corrected", budgets={LAYERS: 5})  # pruned early
+    try:
+        plan_id = run_to_apply_gate(side, tmp_path, definition)
+        _revert(side, plan_id, "d00", "b")
+        _revert(side, plan_id, "d02", "b")
+        chosen = {k: d.chosen_option for k, d in side.current(plan_id).items()}
+        apply(side, plan_id)
+        check_oracle(definition, side, with_choices(definition, chosen), tmp_path, ["d00→b, d02→b"])
     finally:
         side.close()

@@ -215,12 +215,48 @@ def test_rollback_several_checkpoints_at_once(sandbox: OverlaySandbox) -> None:
     sandbox.rollback(refs[0])
     assert view_state(sandbox) == states[0]
     assert sandbox.checkpoints() == [refs[0]]
+    sandbox.drop_checkpoint(refs[3])
     with pytest.raises(CheckpointMissingError):
         sandbox.rollback(refs[3])
     sandbox.write_bytes("after.txt", b"after")
     new = sandbox.checkpoint()
     assert new not in refs
     assert sandbox.diff(refs[0], new) == [Change("after.txt", ChangeKind.ADDED)]
+
+
+def test_checkpoints_rolled_back_past_are_kept(sandbox: OverlaySandbox) -> None:
+    """As git_worktree and filesystem_copy keep theirs: a correction's diff reads the attempt
+    it replaced, a restore goes back to it, the budget drops it — also after a reopen."""
+    base = sandbox.checkpoint()
+    mess_up(sandbox)
+    sandbox.move("added", "moved")
+    sandbox.symlink("link", "README.md")
+    sandbox.make_dirs("empty")
+    old = sandbox.checkpoint()
+    old_state = view_state(sandbox)
+    sandbox.rollback(base)
+    sandbox.write_bytes("README.md", b"new attempt\n")
+    new = sandbox.checkpoint()
+    reopened = OverlayStrategy(durable=False).open(
+        sandbox.resource, sandbox_plan(sandbox), sandbox_root(sandbox)
+    )
+    for each in (sandbox, reopened):
+        assert each.read(old, "README.md") == b"changed\n"
+        assert each.read(old, "link") == b"README.md"
+        changed = {c.path for c in each.diff(old, new)}
+        assert {"README.md", "moved", "link", "empty", "run.sh"} <= changed
+        each.verify(old)
+    reopened.rollback(old)  # back to the old attempt (a restore after a failed rollback)
+    assert view_state(reopened) == old_state
+    assert reopened.read(new, "README.md") == b"new attempt\n"  # the new one is kept now
+    reopened.rollback(new)
+    reopened.drop_checkpoint(old)
+    with pytest.raises(CheckpointMissingError):
+        reopened.read(old, "README.md")
+    assert reopened.read_bytes("README.md") == b"new attempt\n"
+    reopened.apply()  # the real directory changed: nothing kept reads it as it was
+    with pytest.raises(CheckpointMissingError):
+        reopened.read(new, "README.md")
 
 
 def test_diff_and_read(sandbox: OverlaySandbox) -> None:
