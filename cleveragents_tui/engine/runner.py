@@ -308,7 +308,7 @@ class PlanRunner:
         if plan.phase is Phase.APPLY and plan.state is PlanState.RUNNING:
             return self.apply()  # an Apply a crash interrupted: land the rest
         if plan.phase is Phase.STRATEGIZE:
-            if plan.state is PlanState.CREATED:
+            if ROOT_KEY not in self._current():  # not started: the gate was never passed
                 self._gate(
                     AutomationFlag.DECOMPOSE_TASK, "Start Strategize for this plan?", "strategize"
                 )

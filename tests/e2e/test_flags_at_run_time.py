@@ -252,3 +252,26 @@ def test_flag_gates_below_its_threshold(flag: str, worlds: Callable[[], World]) 
     plan = _run(at, case, flag, confidence)
     assert at.approvals(plan.plan_id, flag) == []
     assert case.passed(at, plan), f"{flag}: did not go past its gate at the threshold"
+
+
+@pytest.mark.parametrize("answer", ["approve", "deny"])
+def test_the_decompose_task_gate_once_answered(answer: str, worlds: Callable[[], World]) -> None:
+    """Approved, Strategize starts with the plan's prompt recorded (it used to crash with
+    KeyError 'prompt' when the first decision then went on alone); denied and resumed, the
+    gate is asked again rather than skipped."""
+    from cleveragents_tui.engine.approvals import answer_approval
+    from cleveragents_tui.engine.lifecycle import resume_plan
+
+    world = worlds()
+    register_profile(world.store, "ask-first", base="ci", thresholds={"decompose_task": 1.0})
+    plan = _simple(world, "local/ask-first")
+    [gate] = world.approvals(plan.plan_id, "decompose_task")
+    answer_approval(world.store, gate.approval_id, approve=answer == "approve", by="alice")
+    resumed = resume_plan(world.store, plan.plan_id, world.options)
+    if answer == "approve":
+        assert resumed.state is PlanState.APPLIED
+        assert "prompt" in _current(world, resumed)
+    else:
+        assert resumed.state is PlanState.AWAITING_APPROVAL
+        assert _current(world, resumed) == {}
+        assert [a.pending for a in world.approvals(plan.plan_id, "decompose_task")] == [False, True]
