@@ -107,6 +107,7 @@ def _register() -> None:
     from cleveragents_tui.cli.demo import demo_data_command
     from cleveragents_tui.cli.doctor import doctor
     from cleveragents_tui.cli.init import init
+    from cleveragents_tui.cli.json_output import refuse_elsewhere
     from cleveragents_tui.cli.lifecycle import demo
     from cleveragents_tui.cli.plan import plan
     from cleveragents_tui.cli.profile import automation_profile
@@ -128,6 +129,7 @@ def _register() -> None:
     cli.add_command(resource)
     cli.add_command(action)
     cli.add_command(gc)
+    refuse_elsewhere(cli)  # last: every command is registered
 
 
 _register()

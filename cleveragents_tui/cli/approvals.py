@@ -6,10 +6,12 @@ import getpass
 
 import click
 
+from cleveragents_tui.cli import json_output
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.cli.render import one_line
 from cleveragents_tui.domain.approval import Approval
 from cleveragents_tui.engine.approvals import answer_approval, pending_approvals
+from cleveragents_tui.export.json import plan_json
 
 
 @click.group()
@@ -49,7 +51,8 @@ def _answer(
     answered = answer_approval(
         cli.store, approval_ref, approve=approve, by=who or getpass.getuser(), reason=reason
     )
-    echo(f"{answered.approval_id}: {answered.answer} by {answered.answered_by}")
+    if not json_output.wanted():  # JSON: approve and deny print their documents
+        echo(f"{answered.approval_id}: {answered.answer} by {answered.answered_by}")
     return answered
 
 
@@ -65,7 +68,9 @@ who_option = click.option(
 @pass_cli
 def approve(cli: CliContext, approval_ref: str, reason: str | None, who: str | None) -> None:
     """Approve APPROVAL."""
-    _answer(cli, approval_ref, True, reason, who)
+    answered = _answer(cli, approval_ref, True, reason, who)
+    if json_output.wanted():
+        echo_json(json_output.approval(answered))
 
 
 @approval.command()
@@ -79,7 +84,18 @@ def deny(cli: CliContext, approval_ref: str, reason: str, who: str | None) -> No
     or a correction, asking again, or `agents plan cancel`)."""
     from cleveragents_tui.engine.denial import denial_of
 
-    denial = denial_of(cli.store, _answer(cli, approval_ref, False, reason, who))
+    answered = _answer(cli, approval_ref, False, reason, who)
+    denial = denial_of(cli.store, answered)
+    if json_output.wanted():
+        echo_json(
+            {
+                **json_output.approval(answered),
+                "plan": plan_json(denial.plan),
+                "choices": [{"what": c.what, "command": c.command} for c in denial.choices],
+                "alternatives": list(denial.alternatives),
+            }
+        )
+        return
     if not denial.choices:
         return
     plan = denial.plan

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from cleveragents_tui.cli import json_output
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.engine import config as settings
 from cleveragents_tui.engine import resource_registry as registry
@@ -56,9 +57,15 @@ def set_(cli: CliContext, key: str, value: str, project: str | None, resource: s
     if resource is not None:
         scope = registry.resource_scope(key, resource, project)
         stored = registry.set_resource_setting(cli.store, resource, key, value)
+        if json_output.wanted():
+            echo_json(json_output.setting(key, scope, str(stored).lower()))
+            return
         echo(f"{key} = {str(stored).lower()} ({scope})")
         return
     setting = settings.set_setting(cli.store, key, value, project)
+    if json_output.wanted():
+        echo_json(json_output.setting(setting.key, setting.scope, setting.value))
+        return
     echo(f"{setting.key} = {setting.value} ({setting.scope})")
 
 
@@ -106,9 +113,15 @@ def unset(cli: CliContext, key: str, project: str | None, resource: str | None) 
     if resource is not None:
         scope = registry.resource_scope(key, resource, project)
         value = registry.set_resource_setting(cli.store, resource, key, None)
+        if json_output.wanted():
+            echo_json({**json_output.setting(key, scope, str(value).lower()), "removed": True})
+            return
         echo(f"{key} = {str(value).lower()} ({scope}, the default)")
         return
     removed = settings.unset_setting(cli.store, key, project)
+    if json_output.wanted():
+        echo_json({**json_output.setting(key, None, None), "removed": removed})
+        return
     echo(f"{key} unset" if removed else f"{key} was not set")
 
 

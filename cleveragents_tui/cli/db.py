@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from cleveragents_tui.cli.context import CliContext, echo, pass_cli
+from cleveragents_tui.cli import json_output
+from cleveragents_tui.cli.context import CliContext, echo, echo_json, pass_cli
 from cleveragents_tui.engine import maintenance
 
 
@@ -18,7 +19,11 @@ def db() -> None:
 def upgrade(cli: CliContext) -> None:
     """Apply pending migrations. Back the database up first; migrations only move forward."""
     url, before, after = maintenance.upgrade_database(cli.db_url)
-    if before == after:
+    if json_output.wanted():
+        echo_json(
+            {"format": json_output.SCHEMA_FORMAT, "database": url, "from": before, "to": after}
+        )
+    elif before == after:
         echo(f"{url}: schema already at revision {after}")
     else:
         echo(f"{url}: schema upgraded from {before or 'empty'} to revision {after}")

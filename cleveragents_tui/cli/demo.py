@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import click
 
-from cleveragents_tui.cli import render
-from cleveragents_tui.cli.context import CliContext, echo, pass_cli
+from cleveragents_tui.cli import json_output, render
+from cleveragents_tui.cli.context import CliContext, echo, echo_json, pass_cli
 from cleveragents_tui.engine import browse
 from cleveragents_tui.engine.demo_data import load_sample_plan
+from cleveragents_tui.export.json import plan_tree_document
 
 
 @click.command("demo-data")
@@ -19,6 +20,9 @@ def demo_data_command(cli: CliContext) -> None:
     """
     plan_id = load_sample_plan(cli.store)
     tree = browse.plan_tree(cli.store, plan_id, show_superseded=True)
+    if json_output.wanted():
+        echo_json({**plan_tree_document(tree), "format": json_output.SAMPLE_FORMAT})
+        return
     echo(f"Loaded sample plan {plan_id} into the database.\n")
     echo(render.plan_tree(tree))
     pick = next(

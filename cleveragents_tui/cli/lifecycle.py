@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from cleveragents_tui.cli import json_output
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.cli.outcome import finished, refuse_unapplied, report_landed
 from cleveragents_tui.cli.plan import plan
@@ -20,6 +21,9 @@ from cleveragents_tui.store.store import Store
 def _report(store: Store, result: Plan) -> None:
     from cleveragents_tui.engine.approvals import pending_approvals
 
+    if json_output.wanted():  # the global --format=json
+        echo_json(json_output.plan_result(store, result))
+        return
     echo(plan_heading(result))
     report_landed(store, result)
     pending = pending_approvals(store, result.plan_id)

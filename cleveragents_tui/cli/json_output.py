@@ -1,0 +1,116 @@
+"""The global ``--format=json`` for every command: honoured, or refused in one line.
+
+Commands with their own ``--format`` option print their documents themselves
+(``CliContext.wants_json`` falls back to the global option). The commands that act on a plan
+or a setting and had only text output print the documents below instead when the global
+option asks for JSON (:data:`SPEAKS_JSON`). Every other command — the interactive ones
+(``tui``, ``serve``), and any new one until it says what its JSON is — refuses
+``--format=json`` with exit 2 before doing anything (:func:`refuse_elsewhere`), so a script
+never parses text it took for JSON.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import click
+
+from cleveragents_tui.cli.context import CliContext
+from cleveragents_tui.domain.approval import Approval
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.export.json import plan_json
+from cleveragents_tui.store.store import Store
+
+PLAN_RESULT_FORMAT = "cleveragents.plan-result/1"
+APPROVAL_FORMAT = "cleveragents.approval/1"
+SETTING_FORMAT = "cleveragents.setting/1"
+SCHEMA_FORMAT = "cleveragents.schema/1"
+SAMPLE_FORMAT = "cleveragents.sample-plan/1"
+
+# Commands without a --format option of their own that print JSON under the global one.
+SPEAKS_JSON = frozenset(
+    {
+        "plan use",
+        "plan run",
+        "plan resume",
+        "plan pause",
+        "plan cancel",
+        "plan apply",
+        "approval approve",
+        "approval deny",
+        "config set",
+        "config unset",
+        "db upgrade",
+        "demo-data",
+    }
+)
+
+
+def wanted() -> bool:
+    """Whether the running command was given the global ``--format=json``."""
+    context = click.get_current_context(silent=True)
+    found = context.find_object(CliContext) if context is not None else None
+    return found is not None and found.output_format == "json"
+
+
+def plan_result(store: Store, plan: Plan) -> dict[str, Any]:
+    """Where a run, a pause, a cancel or an Apply left the plan, and what it waits for."""
+    from cleveragents_tui.engine.approvals import pending_approvals
+
+    return {
+        "format": PLAN_RESULT_FORMAT,
+        "plan": plan_json(plan),
+        "pending_approvals": [
+            a.model_dump(mode="json") for a in pending_approvals(store, plan.plan_id)
+        ],
+    }
+
+
+def approval(answered: Approval) -> dict[str, Any]:
+    return {"format": APPROVAL_FORMAT, "approval": answered.model_dump(mode="json")}
+
+
+def setting(key: str, scope: str | None, value: object) -> dict[str, Any]:
+    """As ``agents config get --format=json``: a removed setting has scope and value null."""
+    return {"format": SETTING_FORMAT, "key": key, "scope": scope, "value": value}
+
+
+def leaf_commands(
+    group: click.Group, path: tuple[str, ...] = ()
+) -> Iterator[tuple[str, click.Command]]:
+    """Every command under ``group``, named as typed (``plan use``), in name order."""
+    for name in sorted(group.commands):
+        command = group.commands[name]
+        if isinstance(command, click.Group):
+            yield from leaf_commands(command, (*path, name))
+        else:
+            yield " ".join((*path, name)), command
+
+
+def has_own_format(command: click.Command) -> bool:
+    return any(p.name == "local_format" for p in command.params)
+
+
+def refuse_elsewhere(group: click.Group) -> None:
+    """Make every command that neither has a --format option nor is in :data:`SPEAKS_JSON`
+    refuse the global ``--format=json`` (exit 2, nothing done)."""
+    for name, command in leaf_commands(group):
+        if name in SPEAKS_JSON or has_own_format(command) or command.callback is None:
+            continue
+        command.callback = _refusing(name, command.callback)
+
+
+def _refusing(name: str, callback: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(callback)
+    def refuse_then_run(*args: Any, **kwargs: Any) -> Any:
+        if wanted():
+            raise UserError(
+                f"agents {name} has no JSON output (--format=json)",
+                f"leave out --format=json for agents {name}",
+            )
+        return callback(*args, **kwargs)
+
+    return refuse_then_run
