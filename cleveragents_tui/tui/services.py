@@ -19,6 +19,8 @@ class AppServices(Protocol):
 
     def open_diff(self, correction_id: str) -> None: ...
 
+    def compact_heap(self) -> None: ...
+
 
 def services(node: DOMNode) -> AppServices:
     return cast(AppServices, node.app)

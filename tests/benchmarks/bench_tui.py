@@ -12,14 +12,18 @@ about 40 ms to any measurement; the frame is composed long before that.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from textual.app import App, ComposeResult
+from textual.pilot import Pilot
 from textual.widgets import Static, Tree
+from textual.worker import WorkerCancelled
 
+from cleveragents_tui.domain.enums import PlanState
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
@@ -81,24 +85,86 @@ async def _small_move() -> float:
         return await _move_to_frame(pilot.app, tree)
 
 
+async def _settle(app: App[None], pilot: Pilot[None]) -> None:
+    """Until every worker is done and its messages are handled."""
+    for _ in range(3):
+        with contextlib.suppress(WorkerCancelled):  # an exclusive worker replaced by a newer
+            await app.workers.wait_for_complete()
+        await pilot.pause()
+
+
+class _GapMeter:
+    """The longest the event loop went without running a 1 ms ticker: how long a key
+    press would have waited."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _tick(self) -> None:
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(0.001)
+            self.longest = max(self.longest, time.perf_counter() - before - 0.001)
+
+    def __enter__(self) -> _GapMeter:
+        self._task = asyncio.get_running_loop().create_task(self._tick())
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+
+async def _idle_gap() -> float:
+    """The baseline: the longest gap of an empty app's loop over the same number of polls."""
+    async with EmptyApp().run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        with _GapMeter() as meter:
+            for _ in range(5):
+                await pilot.pause()
+        return meter.longest
+
+
+async def _gap_while_store_changes(store: Store, plan_id: str) -> float:
+    """Open the plan, then five times: another process pauses or resumes it, the poll
+    notices, the screen reloads (a 10k tree patched in place); the longest event-loop gap over all of it."""
+    app = AgentsApp(store, plan_id=plan_id, poll_seconds=None, user="bench")
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        with _GapMeter() as meter:
+            for n in range(5):
+                _set_state(store, plan_id, PlanState.PAUSED if n % 2 else PlanState.RUNNING)
+                app.poll_store()
+                await _settle(app, pilot)
+        return meter.longest
+
+
+def _set_state(store: Store, plan_id: str, state: PlanState) -> None:
+    """What another process's pause or run writes (the bench plan has no action to run)."""
+    with store.unit_of_work(write=True) as uow:
+        plan = uow.plans.get(plan_id)
+        uow.plans.save(plan.model_copy(update={"state": state}))
+        uow.events.append("bench_state", {"to": state.value}, plan_id=plan_id)
+        uow.commit()
+
+
 async def _plan(store: Store, plan_id: str) -> tuple[float, float, float]:
     start = time.perf_counter()
     app = AgentsApp(store, plan_id=plan_id, poll_seconds=None, user="bench")
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        while not (
+            isinstance(app.screen, PlanScreen) and app.screen.query_one(DecisionTree).row_count
+        ):
+            await pilot.pause()
         first_paint = time.perf_counter() - start
-        assert isinstance(app.screen, PlanScreen)
-        assert app.screen.query_one(DecisionTree).row_count > 0
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await _settle(app, pilot)
         tree = app.screen.query_one(DecisionTree)
         move = await _move_to_frame(app, tree)
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await _settle(app, pilot)
         t0 = time.perf_counter()
         tree.action_cursor_down()
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await _settle(app, pilot)
         move_details = time.perf_counter() - t0
     return first_paint, move, move_details
 
@@ -113,6 +179,7 @@ def run(quick: bool) -> list[Measurement]:
         try:
             asyncio.run(_plan(store, plan_id))  # warm imports and caches
             runs = [asyncio.run(_plan(store, plan_id)) for _ in range(repeat)]
+            gap = min(asyncio.run(_gap_while_store_changes(store, plan_id)) for _ in range(2))
         finally:
             store.close()
     empty = min(asyncio.run(_empty_paint()) for _ in range(repeat))
@@ -120,7 +187,17 @@ def run(quick: bool) -> list[Measurement]:
     paint = min(r[0] for r in runs)
     move = min(r[1] for r in runs)
     details = min(r[2] for r in runs)
+    idle = min(asyncio.run(_idle_gap()) for _ in range(repeat))
     return [
+        Measurement(
+            "tui",
+            f"longest event-loop gap, {count:,}-decision plan, store changed 5 times",
+            gap,
+            "longest gap of an empty app's loop",
+            idle,
+            "< 50 ms",
+            gap < 0.05,
+        ),
         Measurement(
             "tui",
             f"open a plan of {count:,} decisions to a painted tree",

@@ -132,6 +132,7 @@ class PlanScreen(Screen[None]):
         if data.tree.show_superseded != self.show_superseded:
             return  # toggled meanwhile: the load that follows the toggle shows it
         tree = self.query_one(DecisionTree)
+        first = self.plan is None
         self.plan = data.tree.plan
         self.title = f"plan · {data.tree.plan.action}"
         hidden = (
@@ -144,6 +145,8 @@ class PlanScreen(Screen[None]):
         if tree.current is not None and self.detail_for is None:
             self.load_detail(tree.current)  # the first load: no highlight event to wait for
         self._show_status(data)
+        if first:
+            services(self).compact_heap()
         if self._reveal_after is not None:
             decision_id, what = self._reveal_after
             self._reveal_after = None
