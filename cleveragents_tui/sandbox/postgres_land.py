@@ -310,14 +310,29 @@ def _where(table: Table) -> sql.Composed:
     )
 
 
-def _target_row(
-    connection: psycopg.Connection[tuple[object, ...]], table: Table, key: Row
-) -> Row | None:
-    query = sql.SQL("SELECT {} FROM {} WHERE {} FOR UPDATE").format(
-        _as_text(c.name for c in table.columns), _ident(table.name), _where(table)
+def _target_rows(
+    connection: psycopg.Connection[tuple[object, ...]], table: Table, keys: list[Row]
+) -> dict[Row, Row]:
+    """The target's rows at ``keys``, locked, in one query (keys compared as text)."""
+    names = [column.name for column in table.columns]
+    positions = [names.index(column) for column in table.key]
+    labels = [sql.Identifier(f"k{i}") for i in range(len(table.key))]
+    query = sql.SQL(
+        "SELECT {} FROM {} WHERE ({}) IN (SELECT {} FROM unnest({}) AS k({})) FOR UPDATE"
+    ).format(
+        _as_text(names),
+        _ident(table.name),
+        _as_text(table.key),
+        sql.SQL(", ").join(labels),
+        sql.SQL(", ").join(sql.SQL("%s::text[]") for _ in table.key),
+        sql.SQL(", ").join(labels),
     )
-    found = connection.execute(query, key).fetchone()
-    return None if found is None else tuple(None if v is None else str(v) for v in found)
+    columns = [[key[i] for key in keys] for i in range(len(table.key))]
+    found: dict[Row, Row] = {}
+    for values in connection.execute(query, columns).fetchall():
+        row: Row = tuple(None if v is None else str(v) for v in values)
+        found[tuple(row[i] for i in positions)] = row
+    return found
 
 
 def _target_bag(connection: psycopg.Connection[tuple[object, ...]], table: Table) -> Counter[Row]:
@@ -341,8 +356,9 @@ def _differs(
         table = change.table
         if change.changed:
             expected = table if final else change.base
+            present = _target_rows(connection, table, change.changed)
             for key in change.changed:
-                if _target_row(connection, table, key) != expected.rows.get(key):
+                if present.get(key) != expected.rows.get(key):
                     shown = key[0] if len(key) == 1 else key
                     return f"row {shown} of table {table.label} changed"
             continue
@@ -395,14 +411,19 @@ def _triggers_off(
         )
 
 
-def _insert(connection: psycopg.Connection[tuple[object, ...]], table: Table, row: Row) -> None:
-    writable = [(c.name, v) for c, v in zip(table.columns, row, strict=True) if c.writable]
+def _insert(
+    connection: psycopg.Connection[tuple[object, ...]], table: Table, rows: list[Row]
+) -> int:
+    """Insert ``rows`` (full rows of ``table``) in one pipelined batch; returns how many."""
+    writable = [i for i, column in enumerate(table.columns) if column.writable]
     query = sql.SQL("INSERT INTO {} ({}) OVERRIDING SYSTEM VALUE VALUES ({})").format(
         _ident(table.name),
-        sql.SQL(", ").join(sql.Identifier(name) for name, _ in writable),
+        sql.SQL(", ").join(sql.Identifier(table.columns[i].name) for i in writable),
         sql.SQL(", ").join(sql.Placeholder() for _ in writable),
     )
-    connection.execute(query, [value for _, value in writable])
+    if rows:
+        connection.cursor().executemany(query, [[row[i] for i in writable] for row in rows])
+    return len(rows)
 
 
 def _delete_one(connection: psycopg.Connection[tuple[object, ...]], table: Table, row: Row) -> None:
@@ -423,10 +444,12 @@ def _write(connection: psycopg.Connection[tuple[object, ...]], landing: Plan) ->
         for name in reversed(order):  # deletions, children first
             change = by_name[name]
             table = change.table
-            for key in change.changed:
-                if key not in table.rows:
-                    query = sql.SQL("DELETE FROM {} WHERE {}").format(_ident(name), _where(table))
-                    written += connection.execute(query, key).rowcount
+            gone = [key for key in change.changed if key not in table.rows]
+            if gone:
+                cursor = connection.cursor()
+                query = sql.SQL("DELETE FROM {} WHERE {}").format(_ident(name), _where(table))
+                cursor.executemany(query, gone)
+                written += len(gone)
             for row, count in change.removed.items():
                 for _ in range(count):
                     _delete_one(connection, table, row)
@@ -434,31 +457,36 @@ def _write(connection: psycopg.Connection[tuple[object, ...]], landing: Plan) ->
         for name in order:  # inserts and updates, parents first
             change = by_name[name]
             table = change.table
+            new_rows: list[Row] = []
+            updates: dict[tuple[str, ...], list[list[str | None]]] = {}
             for key in change.changed:
                 new, old = table.rows.get(key), change.base.rows.get(key)
                 if new is None:
                     continue
                 if old is None:
-                    _insert(connection, table, new)
-                    written += 1
+                    new_rows.append(new)
                     continue
                 sets = [
                     (column.name, value)
                     for column, value, before in zip(table.columns, new, old, strict=True)
                     if column.writable and value != before
                 ]
+                columns = tuple(column for column, _ in sets)
+                if not columns:  # only generated columns differ: the server computes them
+                    continue
+                updates.setdefault(columns, []).append([v for _, v in sets] + list(key))
+            for columns, params in updates.items():
                 query = sql.SQL("UPDATE {} SET {} WHERE {}").format(
                     _ident(name),
                     sql.SQL(", ").join(
-                        sql.SQL("{} = %s").format(sql.Identifier(c)) for c, _ in sets
+                        sql.SQL("{} = %s").format(sql.Identifier(c)) for c in columns
                     ),
                     _where(table),
                 )
-                written += connection.execute(query, [v for _, v in sets] + list(key)).rowcount
-            for row, count in change.added.items():
-                for _ in range(count):
-                    _insert(connection, table, row)
-                    written += 1
+                connection.cursor().executemany(query, params)
+                written += len(params)
+            written += _insert(connection, table, new_rows)
+            written += _insert(connection, table, list(change.added.elements()))
     for name, value in landing.sequences.items():  # never backwards
         query = sql.SQL(
             "SELECT setval(%s::regclass, %s, %s) FROM {} WHERE %s > "

@@ -6,7 +6,9 @@ SQLite file, and on PostgreSQL when its server binaries are installed.
 
 A SQLite target's sandbox is a copy of the file (``sandbox/sqlite_copy.py``): its
 checkpoint, rollback, hand-over to another process and Apply are measured against the
-savepoint path they replace and against a plain file copy of the database.
+savepoint path they replace and against a plain file copy of the database. A PostgreSQL
+target's sandbox is a copy of the database (``sandbox/postgres_copy.py``): the same four,
+against the savepoint path and a plain ``CREATE DATABASE ... TEMPLATE`` of the target.
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
-from sqlalchemy import create_engine, text
+import psycopg
+from psycopg import sql
+from sqlalchemy import create_engine, make_url, text
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.sandbox.postgres_copy import PostgresCopySandbox, PostgresCopyStrategy
 from cleveragents_tui.sandbox.sqlite_copy import SqliteCopySandbox, SqliteCopyStrategy
 from cleveragents_tui.sandbox.transaction_rollback import (
     TransactionRollbackSandbox,
@@ -53,9 +58,12 @@ def _seed(url: str, rows: int) -> None:
     engine.dispose()
 
 
+Copy = SqliteCopySandbox | PostgresCopySandbox
+
+
 @contextmanager
-def _targets(quick: bool) -> Iterator[list[tuple[str, str]]]:
-    """(label, url) of a SQLite file and, when possible, a PostgreSQL database."""
+def _targets(quick: bool) -> Iterator[tuple[list[tuple[str, str]], PostgresServer | None]]:
+    """(label, url) of a SQLite file and, when possible, a PostgreSQL database; its server."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "target.db"
         sqlite3.connect(path).close()
@@ -72,7 +80,7 @@ def _targets(quick: bool) -> Iterator[list[tuple[str, str]]]:
                 server.stop()
                 server = None
         try:
-            yield targets
+            yield targets, server
         finally:
             if server is not None:
                 server.stop()
@@ -84,7 +92,7 @@ class _Batches:
     def __init__(self) -> None:
         self._ids = itertools.count(10_000_000, BATCH)
 
-    def insert(self, sandbox: TransactionRollbackSandbox | SqliteCopySandbox) -> None:
+    def insert(self, sandbox: TransactionRollbackSandbox | Copy) -> None:
         start = next(self._ids)
         sandbox.execute(
             "INSERT INTO items VALUES (:id, 'new', 1)", [{"id": start + n} for n in range(BATCH)]
@@ -146,7 +154,7 @@ def _measure(label: str, url: str, rows: int, repeat: int, root: Path) -> list[M
 
 
 def _copy_figures(
-    sandbox: TransactionRollbackSandbox | SqliteCopySandbox, batches: _Batches, repeat: int
+    sandbox: TransactionRollbackSandbox | Copy, batches: _Batches, repeat: int
 ) -> dict[str, float]:
     """Checkpoint, rollback of one batch, the next process taking the sandbox over (after
     ten checkpointed batches), and Apply of those batches, in one sandbox of either kind."""
@@ -168,7 +176,11 @@ def _copy_figures(
             assert sandbox.hand_over()
             sandbox.checkpoint()
     else:
-        strategy = SqliteCopyStrategy()
+        strategy = (
+            SqliteCopyStrategy()
+            if isinstance(sandbox, SqliteCopySandbox)
+            else PostgresCopyStrategy()
+        )
 
         def take_over() -> None:  # a new process opens the files as they are
             strategy.open(sandbox.resource, "BENCH", sandbox.root).checkpoint()
@@ -245,12 +257,88 @@ def _measure_copy(rows: int, repeat: int, root: Path) -> list[Measurement]:
     ]
 
 
+def _template_copy(url: str) -> None:
+    """A plain copy of the database on its server (CREATE DATABASE ... TEMPLATE), dropped
+    before the next one: the least a copy of a PostgreSQL database costs."""
+    target = make_url(url)
+    conninfo = target.set(drivername="postgresql", database="postgres").render_as_string(
+        hide_password=False
+    )
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS bench_plain_copy"))
+        admin.execute(
+            sql.SQL("CREATE DATABASE bench_plain_copy TEMPLATE {}").format(
+                sql.Identifier(str(target.database))
+            )
+        )
+
+
+def _measure_pg_copy(
+    server: PostgresServer, rows: int, repeat: int, root: Path
+) -> list[Measurement]:
+    """The PostgreSQL copy sandbox against the savepoint path and a plain template copy."""
+    figures: dict[str, dict[str, float]] = {}
+    for kind in ("savepoint", "copy"):
+        url = server.create_database(f"bench_{kind}")
+        _seed(url, rows)
+        resource = Resource(
+            resource_id="bench/target",
+            kind="database",
+            location=url,
+            sandbox_strategy=SandboxStrategyName.TRANSACTION_ROLLBACK,
+        )
+        sandbox: TransactionRollbackSandbox | PostgresCopySandbox
+        if kind == "copy":
+            figures["plain"] = {"copy": best_of(partial(_template_copy, url), repeat)}
+            sandbox = PostgresCopyStrategy().create(resource, "BENCH", root / "pg-copy-sandbox")
+        else:
+            strategy = TransactionRollbackStrategy(max_snapshot_rows=10 * rows)
+            sandbox = strategy.create(resource, "BENCH", root / "pg-savepoint-sandbox")
+        try:
+            figures[kind] = _copy_figures(sandbox, _Batches(), repeat)
+        finally:
+            sandbox.discard()
+    plain = figures["plain"]["copy"]
+    copy, savepoint = figures["copy"], figures["savepoint"]
+    prefix = f"postgresql, {rows} rows, database-copy sandbox:"
+    today = "savepoint sandbox (today's path, row snapshots on):"
+    template = "plain CREATE DATABASE ... TEMPLATE"
+    rows_ = [
+        ("checkpoint (template copy)", copy["checkpoint"], template, plain, "informational"),
+        ("checkpoint (template copy)", copy["checkpoint"], f"{today} checkpoint",
+         savepoint["checkpoint"], "informational"),
+        (f"rollback of {BATCH} inserts", copy["rollback"], template, plain, "informational"),
+        (f"rollback of {BATCH} inserts", copy["rollback"], f"{today} rollback",
+         savepoint["rollback"], "informational"),
+        ("next process takes it over (open + checkpoint)", copy["take over"],
+         f"{today} hand over + replay of {10 * BATCH} inserts + checkpoint",
+         savepoint["take over"], "≤ 1× baseline"),
+        (f"Apply of {10 * BATCH} inserts (row diff, one transaction)",
+         copy["apply"], f"{today} COMMIT (with change listing)", savepoint["apply"],
+         "informational"),
+    ]  # fmt: skip
+    return [
+        Measurement(
+            group=GROUP,
+            name=f"{prefix} {name}",
+            seconds=seconds,
+            baseline=baseline,
+            baseline_seconds=base_seconds,
+            target=target,
+            met=None if target == "informational" else seconds <= base_seconds,
+        )
+        for name, seconds, baseline, base_seconds, target in rows_
+    ]
+
+
 def run(quick: bool) -> list[Measurement]:
     rows = 2_000 if quick else 20_000
     repeat = 3 if quick else 7
     measurements: list[Measurement] = []
-    with _targets(quick) as targets, tempfile.TemporaryDirectory() as tmp:
+    with _targets(quick) as (targets, server), tempfile.TemporaryDirectory() as tmp:
         for label, url in targets:
             measurements += _measure(label, url, rows, repeat, Path(tmp))
         measurements += _measure_copy(rows, repeat, Path(tmp))
+        if server is not None:
+            measurements += _measure_pg_copy(server, rows, repeat, Path(tmp))
     return measurements
