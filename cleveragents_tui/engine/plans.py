@@ -67,7 +67,7 @@ def create_plan(
         )
     profile = ProfileRegistry(store).get(resolved.name)
     with store.unit_of_work() as uow:
-        registered = {r.resource_id: r for r in uow.resources.all()}
+        registered = {r.resource_id: r for r in uow.resources.registered()}  # not removed
     resources = {rid: registered.get(rid) for rid in action.resources}
     run_preflight(action, PreflightContext(profile, tools, actors, resources))
     plan = Plan(

@@ -535,7 +535,7 @@ class ResourceRepository:
         found = []
         for plan_id, state, definition in rows:
             action = mapping.load_json("plan_actions", plan_id, "definition", definition)
-            if isinstance(action, dict) and resource_id in (action.get("resources") or ()):
+            if resource_id in _named_resources(action):
                 found.append((plan_id, PlanState(state)))
         return found
 
@@ -563,6 +563,16 @@ class ResourceRepository:
             return False
         self._session.delete(row)
         return True
+
+
+def _named_resources(action: object) -> set[str]:
+    """The resources a stored action names, its subactions' (child plans to come) included."""
+    if not isinstance(action, dict):
+        return set()
+    named = {r for r in action.get("resources") or () if isinstance(r, str)}
+    for sub in action.get("subactions") or ():
+        named |= _named_resources(sub)
+    return named
 
 
 class CheckpointRepository:

@@ -506,3 +506,32 @@ def test_turning_checkpoints_off_is_refused_while_a_plan_uses_the_resource(
         run("config", "set", "sandbox.checkpoint.enabled", "false", "--resource", "shop").exit_code
         == 0
     )
+
+
+def test_remove_is_refused_while_a_child_plan_to_come_names_the_resource(
+    run: Run, repo: Path, tmp_path: Path, home: Path
+) -> None:
+    assert run("init").exit_code == 0
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    assert (
+        run("resource", "add", "docs", "--kind", "filesystem", "--location", str(docs)).exit_code
+        == 0
+    )
+    action_file = tmp_path / "a.yaml"
+    action_file.write_text(
+        ACTION
+        + "subactions:\n  - name: local/write-docs\n    prompt: Document it.\n"
+        + "    resources: [local/docs]\n"
+    )
+    created = run("action", "create", str(action_file), "--automation-profile", "manual")
+    assert created.exit_code == 0, created.output
+    replaced = run("action", "create", str(action_file))
+    assert replaced.exit_code == 2 and "is already registered" in replaced.stderr
+    assert "replaced" in run("action", "create", str(action_file), "--replace").output
+    used = run("plan", "use", "local/shop-readme", "--automation-profile", "manual")
+    assert "strategize · awaiting_approval" in used.output  # waits before Strategize
+    plan_id = used.output.split()[1]
+    refused = run("resource", "remove", "docs")
+    assert refused.exit_code == 2 and f"used by plan {plan_id}" in refused.stderr
+    assert stored_resources(home) == ["local/docs", "local/shop"]
