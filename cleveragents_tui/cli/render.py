@@ -13,6 +13,7 @@ from cleveragents_tui.domain.views import (
     PlanDetails,
     PlanSummary,
     PlanTree,
+    UsageFigures,
 )
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
@@ -33,6 +34,19 @@ def _line(text: str) -> str:
     """A name or title shown inside one line (a heading, a table cell): a newline in it
     is shown as ``\\n`` rather than breaking the line (the output escapes the rest)."""
     return printable(text, one_line=True)
+
+
+def usage_line(usage: UsageFigures) -> str:
+    """``2,400 tokens in 2 model calls · $0.000540 · 1 tool call``."""
+    calls = "call" if usage.model_calls == 1 else "calls"
+    tools = "call" if usage.tool_calls == 1 else "calls"
+    line = (
+        f"{usage.tokens:,} tokens in {usage.model_calls} model {calls} · "
+        f"${usage.cost_usd:.6f} · {usage.tool_calls} tool {tools}"
+    )
+    if usage.unpriced_calls:
+        line += f" ({usage.unpriced_calls} unpriced, counted $0: set prices.PROVIDER:MODEL.*)"
+    return line
 
 
 def plan_heading(plan: Plan) -> str:
@@ -91,6 +105,7 @@ def plan_details(details: PlanDetails) -> str:
         lines.append(f"model        {_line(details.model)} (the chat reasoner)")
     if details.error:
         lines.append(f"error        {_line(details.error)}")
+    lines.append(f"usage        {usage_line(details.usage)}")
     if p.parent_plan_id:
         lines.append(
             f"parent       {p.parent_plan_id} (spawned by decision {p.spawning_decision_id})"

@@ -55,6 +55,17 @@ class PlanSummary:
 
 
 @dataclass(frozen=True)
+class UsageFigures:
+    """What a plan used (engine/policing.py checks the same figures against its limits)."""
+
+    model_calls: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced_calls: int = 0  # calls of a model with no price: counted as $0
+    tool_calls: int = 0
+
+
+@dataclass(frozen=True)
 class PlanDetails:
     summary: PlanSummary
     decisions_by_type: dict[str, int]
@@ -64,6 +75,7 @@ class PlanDetails:
     root_decision_id: str | None
     error: str | None = None  # why it is errored, when a run failed (browse.run_failure)
     model: str | None = None  # the chat model it runs with (PROVIDER:MODEL); None: scripted
+    usage: UsageFigures = UsageFigures()
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,12 @@ from cleveragents_tui.domain.views import (
     PlanTree,
     TreeLine,
     TreeRow,
+    UsageFigures,
 )
 from cleveragents_tui.engine.reasoner_choice import kept_model_name
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
+from cleveragents_tui.store.usage_queries import UsageQueries
 
 
 def list_plans(store: Store) -> list[PlanSummary]:
@@ -59,7 +61,21 @@ def show_plan(store: Store, plan_ref: str) -> PlanDetails:
             root_decision_id=uow.decisions.root_id(plan.plan_id),
             error=run_failure(uow, plan),
             model=kept_model_name(uow, plan),
+            usage=usage_of(uow, plan.plan_id),
         )
+
+
+def usage_of(uow: UnitOfWork, plan_id: str) -> UsageFigures:
+    """The plan's model calls (tokens, cost) and tool calls, as its limits count them."""
+    queries = UsageQueries(uow.session)
+    calls = queries.model_calls(plan_id)
+    return UsageFigures(
+        model_calls=len(calls),
+        tokens=sum(int(str(c.get("tokens", 0))) for c in calls),
+        cost_usd=sum(float(str(c.get("cost_usd", 0.0))) for c in calls),
+        unpriced_calls=sum(1 for c in calls if c.get("priced") is False),
+        tool_calls=queries.tool_calls(plan_id),
+    )
 
 
 def run_failure(uow: UnitOfWork, plan: Plan) -> str | None:

@@ -6,6 +6,7 @@ added within a version, never renamed or removed.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from cleveragents_tui.domain.correction import CorrectionAttempt
@@ -51,6 +52,7 @@ def plan_document(details: PlanDetails) -> dict[str, Any]:
         "checkpoint_count": details.checkpoint_count,
         "error": details.error,
         "model": details.model,
+        "usage": asdict(details.usage),
         "children": [plan_json(c) for c in details.children],
         "corrections": [correction_json(c) for c in details.corrections],
     }

@@ -21,6 +21,7 @@ from langchain_openai import ChatOpenAI
 from cleveragents_tui.actors.reasoners.chat import ChatReasoner
 from cleveragents_tui.actors.tools import default_registry
 from cleveragents_tui.automation.profiles import ProfileRegistry
+from cleveragents_tui.cli.render import usage_line
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.approval import ApprovalKind
 from cleveragents_tui.domain.enums import Phase, PlanState
@@ -29,6 +30,7 @@ from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationProfile
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.approvals import answer_approval
+from cleveragents_tui.engine.browse import show_plan
 from cleveragents_tui.engine.config import set_setting
 from cleveragents_tui.engine.lifecycle import resume_plan
 from cleveragents_tui.engine.runner import RunOptions, start_plan
@@ -173,6 +175,10 @@ def test_each_model_call_records_its_tokens_and_cost(
         assert (call["input_tokens"], call["output_tokens"], call["tokens"]) == (1000, 200, 1200)
         assert call["cost_usd"] == pytest.approx(CALL_COST)
         assert call["priced"] is True
+    shown = show_plan(sqlite_store, plan.plan_id)  # `agents plan show`
+    assert (shown.usage.model_calls, shown.usage.tokens, shown.usage.tool_calls) == (4, 4800, 1)
+    assert shown.usage.cost_usd == pytest.approx(CALLS * CALL_COST)
+    assert usage_line(shown.usage) == "4,800 tokens in 4 model calls · $0.001080 · 1 tool call"
 
 
 @pytest.mark.parametrize(
