@@ -139,7 +139,7 @@ def show(cli: CliContext, name: str, local_format: str | None) -> None:
     echo(f"  kind       {found.kind}")
     echo(f"  location   {found.location}")
     echo(f"  sandbox    {found.sandbox_strategy.value}")
-    echo(f"  checkpoint {_checkpoints(found)}")
+    echo(f"  {_checkpoints(found)}")
     echo(f"  plans      {', '.join(f'{u.plan_id} ({u.state.value})' for u in uses) or 'none'}")
     echo(f"  actions    {', '.join(actions) or 'none'}")
 
