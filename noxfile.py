@@ -12,11 +12,13 @@ nox.options.default_venv_backend = "venv"
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff (lint and format check) and the import-linter layer contracts."""
+    """ruff (lint and format check), the import-linter layer contracts, and vulture (no code
+    that nothing uses; settings in pyproject.toml, exceptions in vulture_whitelist.py)."""
     session.install("-e", ".[dev]")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("lint-imports")
+    session.run("vulture")
 
 
 @nox.session

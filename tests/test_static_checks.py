@@ -35,3 +35,12 @@ def test_ruff_is_clean() -> None:
         timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_vulture_finds_no_code_that_nothing_uses() -> None:
+    """Settings in pyproject.toml ([tool.vulture]); exceptions, each with its reason, in
+    vulture_whitelist.py."""
+    result = subprocess.run(
+        [_tool("vulture")], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -33,7 +33,6 @@ def minimal_environment(home: Path) -> dict[str, str]:
 class ProcessResult:
     returncode: int | None  # None when the command was stopped at its timeout
     output: bytes  # head + marker + tail when the output was longer than head + tail
-    total_bytes: int
     timed_out: bool
 
 
@@ -116,7 +115,6 @@ def run_bounded(
     return ProcessResult(
         returncode=None if timed_out else process.returncode,
         output=capture.output(),
-        total_bytes=capture.total,
         timed_out=timed_out,
     )
 

@@ -132,13 +132,6 @@ def rollback_to_decision(sandboxes: PlanSandboxes, decision_id: str) -> Rollback
     return rollback_to(sandboxes, decision_id, targets, not_rollbackable)
 
 
-def rollback_to_baselines(sandboxes: PlanSandboxes, label: str) -> RollbackReport:
-    """Undo all Execute work of the plan (a Strategize decision corrected during Execute)."""
-    targets, not_rollbackable = baseline_targets(sandboxes)
-    recreate, shared = recreate_targets(sandboxes)
-    return rollback_to(sandboxes, label, targets, [*not_rollbackable, *shared], recreate)
-
-
 def rollback_to(
     sandboxes: PlanSandboxes,
     label: str,

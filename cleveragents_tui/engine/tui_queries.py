@@ -44,11 +44,6 @@ class Progress:
     events: list[EventView]
 
 
-def open_store(url: str | None) -> Store:
-    """Open the database at ``url`` (for interfaces that must not touch the store package)."""
-    return Store.open(url)
-
-
 def fingerprint(store: Store) -> tuple[object, ...]:
     """A tuple that changes whenever a plan, decision, approval, correction or event is
     added or changed. One round trip of aggregate queries; cheap enough to poll every 2 s."""

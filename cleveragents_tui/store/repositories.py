@@ -653,12 +653,6 @@ class CheckpointRepository:
             query = query.where(CheckpointMetadataRow.checkpoint_type != "pre_write")
         return set(self._session.scalars(query.distinct()))
 
-    def all_live(self) -> list[CheckpointMetadata]:
-        rows = self._session.scalars(
-            select(CheckpointMetadataRow).where(CheckpointMetadataRow.pruned_at.is_(None))
-        )
-        return [mapping.checkpoint_from_row(r) for r in rows]
-
     def mark_pruned(self, checkpoint_ids: Sequence[str]) -> None:
         if checkpoint_ids:
             self._session.execute(

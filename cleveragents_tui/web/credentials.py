@@ -72,10 +72,6 @@ class Credentials:
                 known, name = True, owner
         return known, name
 
-    @property
-    def has_users(self) -> bool:
-        return any(owner is not None for _, owner in self.entries)
-
 
 def read_users(path: Path) -> tuple[tuple[bytes, str], ...]:
     """The users file, checked line by line (duplicate names or tokens are refused)."""
