@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 RETRY = "retry"
 ESCALATE = "escalate"
 FAILURE_KEY = "failure"
+RECOVER = "recover"  # step keys of recovery decisions: recover:<step>:<call>:retry-N / escalate
 SUMMARY = 160  # characters of a failure's output kept in questions and decisions
 
 
@@ -67,9 +68,28 @@ def failure_key(decision_id: str, number: int) -> str:
 class FailureHandling:
     """Settles the failed calls of one runner's steps (see the module docstring)."""
 
-    def __init__(self, runner: PlanRunner, executor: ToolExecutor) -> None:
+    def __init__(self, runner: PlanRunner, executor: ToolExecutor | None = None) -> None:
+        """Without ``executor`` nothing is retried: a failure left unsettled is asked about."""
         self._runner = runner
         self._executor = executor
+
+    def before_apply(self) -> None:
+        """Before the Apply gate, every failed call of the plan's current decisions is settled:
+        a replay that did not run its step again (a correction of another decision, or of a
+        recovery decision) left it as it was. Asked about in this attempt, not retried."""
+        with self._runner.store.unit_of_work() as uow:
+            failed = [
+                (decision, number, run)
+                for decision in uow.decisions.for_plan(self._runner.plan_id, False)
+                if decision.phase is Phase.EXECUTE
+                and not (decision.step_key or "").startswith(f"{RECOVER}:")
+                for number, run in enumerate(
+                    uow.tool_invocations.for_decision(decision.decision_id)
+                )
+                if run.ok is False
+            ]
+        for decision, number, run in failed:
+            self.settle(decision, ToolCallRequest(run.tool, dict(run.arguments)), number)
 
     def settle(self, decision: Decision, call: ToolCallRequest, number: int) -> None:
         """Return when call ``number`` of ``decision`` passed, passed on a retry, or a person
@@ -77,7 +97,7 @@ class FailureHandling:
         from cleveragents_tui.engine.runner import WaitForApproval
 
         first = self._first_run(decision, number)
-        if first is None or first.ok:
+        if first is None or first.ok is not False:  # passed, or not known to have failed
             return
         spec = self._runner.registry.tool(call.tool).spec
         while True:
@@ -85,7 +105,7 @@ class FailureHandling:
             if found.passed:
                 return
             pending = next((d for d, run in found.retries if run is None), None)
-            if pending is not None:  # recorded, then the run stopped before the call
+            if pending is not None and self._executor is not None:  # the run stopped before it
                 self._retry(pending, call, number)
                 continue
             if found.escalation is not None:
@@ -93,7 +113,7 @@ class FailureHandling:
                 if self._runner._settled(ApprovalKind.ESCALATION, key):
                     return  # a person accepted the failure
                 raise WaitForApproval(self._ask(decision, spec, number, found))
-            if self._may_retry(decision, spec, number, found):
+            if self._executor is not None and self._may_retry(decision, spec, number, found):
                 self._retry(self._record(decision, spec, call, number, found, RETRY), call, number)
             else:  # the loop asks, or finds the question the flag's gate stored
                 self._record(decision, spec, call, number, found, ESCALATE)
@@ -216,6 +236,7 @@ class FailureHandling:
         )
 
     def _retry(self, recovery: Decision, call: ToolCallRequest, number: int) -> None:
+        assert self._executor is not None
         outcome = self._executor.run(recovery, call, number)
         self._runner._refresh_seal(call, outcome)
 
@@ -239,7 +260,7 @@ class FailureHandling:
 
 
 def _key_base(decision: Decision, number: int) -> str:
-    return f"recover:{decision.step_key or decision.decision_id}:{number}"
+    return f"{RECOVER}:{decision.step_key or decision.decision_id}:{number}"
 
 
 def _decision_type(validation: bool) -> DecisionType:

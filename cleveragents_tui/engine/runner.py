@@ -329,6 +329,7 @@ class PlanRunner:
             if self._landed_by_parent():
                 return self.plan()  # a child waits: its parent's Apply lands it
             self.police.check()
+            FailureHandling(self).before_apply()  # no failed call reaches Apply unasked
             self._gate(
                 AutomationFlag.SELECT_TOOL,
                 "Execute complete. Apply the changes?",

@@ -219,3 +219,32 @@ def test_denying_a_failed_validation_pauses_the_plan_with_the_choices(
     assert run("plan", "cancel", plan.plan_id).exit_code == 0
     with sqlite_store.unit_of_work() as uow:
         assert uow.plans.get(plan.plan_id).state is PlanState.CANCELLED
+
+
+def test_a_replay_that_skips_the_failed_step_still_asks_before_apply(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions
+) -> None:
+    """Correcting a recovery decision replays from the failed step's actor state without
+    running that step again; the failure is still asked about before the Apply gate."""
+    from cleveragents_tui.domain.enums import CorrectionMode
+    from cleveragents_tui.engine.correction import execute, preview
+
+    _edit_action(demo, _test_file(FAILING_TEST))
+    plan = start_plan(
+        sqlite_store, load_action(str(demo.action_file)), profile_override="ci", options=options
+    )
+    with sqlite_store.unit_of_work() as uow:
+        [asked] = uow.approvals.pending(plan.plan_id)
+        first_retry = next(
+            d
+            for d in uow.decisions.for_plan(plan.plan_id)
+            if d.decision_type is DecisionType.VALIDATION_RESPONSE
+        )
+    answer_approval(sqlite_store, asked.approval_id, approve=False, by="maria", reason="no")
+    impact = preview(sqlite_store, first_retry.decision_id, CorrectionMode.REVERT, "retry again")
+    result = execute(sqlite_store, impact, acknowledged=True, requested_by="maria", options=options)
+    assert result.plan.state is not PlanState.APPLIED
+    assert (result.plan.phase, result.plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL)
+    with sqlite_store.unit_of_work() as uow:
+        [again] = uow.approvals.pending(plan.plan_id)
+    assert "local/run-tests failed" in again.question
