@@ -284,8 +284,12 @@ def add_resource(
             f"resource {resource_id}: {'.'.join(map(str, first['loc']))}: {first['msg']}",
             "see docs/resources.md",
         ) from exc
-    if kind in ("database", "external"):
-        problem = reachability_problem(resource)
+    if kind == "database":
+        problem = (
+            _postgres_problem(stored_location)
+            if _is_url(stored_location)
+            else reachability_problem(resource)
+        )
         if problem is not None:
             raise UserError(problem, "check the location, and that the database is running")
     with store.unit_of_work(write=True) as uow:
@@ -297,6 +301,33 @@ def add_resource(
         )
         uow.commit()
     return resource
+
+
+CONNECT_TIMEOUT_SECONDS = 10
+
+
+def _postgres_problem(location: str) -> str | None:
+    """Connect and run ``SELECT 1``, giving up after CONNECT_TIMEOUT_SECONDS: a host that
+    drops packets must not hang ``resource add``. Nothing is changed."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import SQLAlchemyError
+    from sqlalchemy.pool import NullPool
+
+    from cleveragents_tui.store.database import normalise_url
+
+    url = normalise_url(location)
+    engine = create_engine(
+        url, poolclass=NullPool, connect_args={"connect_timeout": CONNECT_TIMEOUT_SECONDS}
+    )
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        return f"cannot connect to the database {url.render_as_string()} ({reason})"
+    finally:
+        engine.dispose()
+    return None
 
 
 def get_resource(store: Store, name: str) -> Resource:
