@@ -104,10 +104,12 @@ def test_the_issue_case_terminates_from_the_cli(
     )
 
     used = agents("plan", "use", str(action_file), "--automation-profile", "ci")
-    assert used.exit_code == 0, used.output
-    assert "execute · errored" in used.output
+    assert used.exit_code == 1, used.output  # errored (cli/outcome.py), the reason in one line
+    [line] = used.stderr.strip().splitlines()
+    assert "was not applied (errored): limits.max_tool_invocations exceeded: used 2 of 1" in line
     plans = json.loads(agents("plan", "list", "--format=json").output)["plans"]
     limited = next(p for p in plans if p["action"].endswith("/add-greeting-limited"))
+    assert (limited["phase"], limited["state"]) == ("execute", "errored")
     shown = agents("plan", "show", limited["plan_id"])
     assert "limits.max_tool_invocations exceeded: used 2 of 1" in shown.output
 
@@ -120,7 +122,7 @@ def test_the_issue_case_terminates_from_the_cli(
         ]
         # run again: terminated again, never applied
         again = agents("plan", "run", limited["plan_id"])
-        assert "execute · errored" in again.output, again.output
+        assert again.exit_code == 1 and "limits.max_tool_invocations" in again.stderr
         assert len(tool_calls(store, plan)) == 1
     finally:
         store.close()
