@@ -42,6 +42,7 @@ import contextlib
 import json
 import random
 import secrets
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -193,6 +194,7 @@ def run_loop(
     """The loop: the uninterrupted Apply, then every crash point; its figures recorded, every
     problem found failed on. Returns the uninterrupted Apply's failpoint hits and what it
     left on the real resources."""
+    started = time.monotonic()
     try:
         hits, expected = uninterrupted(team[0], gate)
         points = crash_points(hits, random.Random(SEED))
@@ -209,6 +211,7 @@ def run_loop(
         stuck=sum(1 for r in results if r.get("stuck")),
         half_applied=sum(1 for r in results if r.get("half")),
         violations=len(failures),
+        seconds=round(time.monotonic() - started),
     )
     assert failures == [], "\n".join(failures)
     return hits, expected
