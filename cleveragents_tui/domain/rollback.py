@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -24,7 +25,9 @@ class ResourceRollback(BaseModel):
     ``restored``: rolled back, then put back as it was because another resource failed.
     ``untouched``: never reached because an earlier resource failed. ``not_rollbackable``:
     a resource with sandbox strategy none. ``recreated``: a sandbox without checkpoints
-    (checkpointing off), discarded and made anew from the real resource.
+    (checkpointing off), discarded and made anew from the real resource; its ``target_ref``
+    is a checkpoint of the new sandbox as it was made, and ``old_files`` what the old one
+    had changed (engine/diff.py, for the correction's diff: nothing else keeps it).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -34,6 +37,7 @@ class ResourceRollback(BaseModel):
     target_ref: str | None = None
     safety_ref: str | None = None
     detail: str | None = None
+    old_files: tuple[dict[str, Any], ...] | None = None
 
 
 class RollbackReport(BaseModel):

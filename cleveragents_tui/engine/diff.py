@@ -9,7 +9,10 @@ A revert's diff compares fixed snapshots recorded for it (docs/corrections.md, "
   final state when none followed). Only for an Execute decision: a Strategize decision did
   no work of its own.
 * **final states**: the old attempt's final state (the safety checkpoint the rollback takes)
-  against the new attempt's final state (a checkpoint taken when the replay ends).
+  against the new attempt's final state (a checkpoint taken when the replay ends). A
+  sandbox without checkpoints that the phase-level tier made anew has no safety checkpoint:
+  the files its old attempt had changed are read before it is discarded
+  (:func:`recreate_keeping_old_files`) and compared with the new sandbox.
 
 The old attempt's points are chosen before the rollback, while its checkpoints are all
 alive, and kept with the correction (its *basis*) before the replay starts; the new
@@ -31,6 +34,7 @@ later revert ends an unfinished replay where it stopped.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -53,7 +57,7 @@ from cleveragents_tui.domain.enums import (
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.ids import parse_ulid
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.domain.rollback import ResourceOutcome, RollbackReport
+from cleveragents_tui.domain.rollback import ResourceOutcome, ResourceRollback, RollbackReport
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
@@ -89,6 +93,9 @@ _RECREATED = (
     "its sandbox has no checkpoints and was made anew from the real resource: the old "
     "attempt's state was not kept"
 )
+# A recreated sandbox compares at most this many files (the old attempt's changes are kept
+# in the correction's report).
+RECREATED_FILES = 2_000
 
 
 # A file name is shown quoted when it holds any of: a control (a line break, a tab, ESC), a
@@ -281,8 +288,8 @@ def record_snapshots(store: Store, correction_id: str, sandbox_base: Path | None
     final: list[dict[str, Any]] = []
     at_decision: list[dict[str, Any]] = []
     for entry in rollback.resources if rollback is not None else ():
-        if entry.outcome is ResourceOutcome.RECREATED:  # phase-level tier: nothing to compare
-            final.append(_stored(ResourceDiff(entry.resource_id, "", "", note=_RECREATED)))
+        if entry.outcome is ResourceOutcome.RECREATED:  # phase-level tier: made anew
+            final.append(_stored(_compare_recreated(sandboxes, entry, budget, ended)))
             continue
         if entry.outcome is not ResourceOutcome.ROLLED_BACK or entry.safety_ref is None:
             continue
@@ -321,6 +328,120 @@ def record_snapshots(store: Store, correction_id: str, sandbox_base: Path | None
     with store.unit_of_work(write=True) as uow:
         uow.corrections.record_snapshots(correction_id, snapshots)
         uow.commit()
+
+
+@dataclass(frozen=True)
+class RecreatedState:
+    """A sandbox the phase-level tier made anew: a checkpoint of the new sandbox as it was
+    made (the real resource then), and the files the discarded one had changed (each as
+    :func:`_kept_side` keeps it). Both None when they could not be read: the diff says so."""
+
+    fresh_ref: str | None
+    old_files: tuple[dict[str, Any], ...] | None
+
+
+def recreate_keeping_old_files(sandboxes: PlanSandboxes, resource_id: str) -> RecreatedState:
+    """Make the sandbox of ``resource_id`` anew (PlanSandboxes.recreate), reading first what
+    its old attempt changed: with no checkpoint of the old attempt, the correction's diff
+    has nothing else to compare the replay with. Reading never stops the rollback."""
+    old_files: tuple[dict[str, Any], ...] | None = None
+    try:
+        old = sandboxes.get(resource_id)
+        ref = old.checkpoint()  # discarded with the sandbox below
+        budget = _Budget(TOTAL_LIMIT)
+        changes = old.changes_since_baseline()[:RECREATED_FILES]
+        old_files = tuple(_kept_side(c.path, old.read(ref, c.path), budget) for c in changes)
+    except Exception:  # the diff says the old state was not kept
+        old_files = None
+    new = sandboxes.recreate(resource_id)
+    try:
+        fresh: str | None = new.checkpoint()
+    except Exception:  # as above
+        fresh = None
+    return RecreatedState(fresh, old_files if fresh is not None else None)
+
+
+def _kept_side(path: str, data: bytes | None, budget: _Budget) -> dict[str, Any]:
+    """One side of a file, as the report keeps it: its hash (to compare), and its text or
+    a summary (a binary or very large file, or past the correction's text budget)."""
+    side: dict[str, Any] = {
+        "path": readable_path(path),
+        "path_bytes": path_bytes(path),
+        "sha": None if data is None else hashlib.sha256(data).hexdigest(),
+        "size": None if data is None else len(data),
+        "text": None,
+        "kind": None,
+    }
+    if data is None:
+        return side
+    if _binary(data):
+        side["kind"] = "binary"
+    elif len(data) > TEXT_LIMIT:
+        side["kind"] = "large"
+    elif budget.left < len(data):
+        side["kind"] = "unkept"
+    else:
+        budget.left -= len(data)
+        side["text"] = _decoded(data)
+    return side
+
+
+def _compare_recreated(
+    sandboxes: PlanSandboxes, entry: ResourceRollback, budget: _Budget, ended: bool
+) -> ResourceDiff:
+    """The final states of a sandbox made anew: the files its old attempt had changed (kept
+    by :func:`recreate_keeping_old_files`) and those the new attempt changed since it was
+    made, each as the old attempt left it against the new sandbox now."""
+    resource_id, fresh = entry.resource_id, entry.target_ref
+    if fresh is None or entry.old_files is None:
+        return ResourceDiff(resource_id, "", "", note=_RECREATED)
+    try:
+        sandbox = sandboxes.get(resource_id)
+        now = sandbox.checkpoint()
+    except UserError as exc:
+        note = f"the new attempt's state could not be recorded: {exc}"
+        return ResourceDiff(resource_id, fresh, "", note=note)
+    try:
+        old = {_path_of(side): side for side in entry.old_files}
+        paths = sorted(set(old) | {c.path for c in sandbox.diff(fresh, now)})
+        files = []
+        for path in paths:
+            new_data = sandbox.read(now, path)
+            was = old.get(path) or _kept_side(path, sandbox.read(fresh, path), budget)
+            new_sha = None if new_data is None else hashlib.sha256(new_data).hexdigest()
+            if was["sha"] == new_sha:
+                continue
+            files.append(_recreated_file(path, was, new_data, budget))
+        return ResourceDiff(resource_id, fresh, now, files)
+    except UserError as exc:
+        return ResourceDiff(resource_id, fresh, now, note=str(exc))
+    finally:
+        with contextlib.suppress(UserError):  # only read here: the diff keeps the contents
+            sandbox.drop_checkpoint(now)
+            if ended:  # the replay is over: the new sandbox's first state is not needed
+                sandbox.drop_checkpoint(fresh)
+
+
+def _recreated_file(path: str, was: dict[str, Any], new: bytes | None, budget: _Budget) -> FileDiff:
+    if was["sha"] is None:
+        kind = ChangeKind.ADDED
+    else:
+        kind = ChangeKind.DELETED if new is None else ChangeKind.MODIFIED
+    change = Change(path, kind)
+    old_size = was["size"]
+    sizes = (
+        f"{'absent' if old_size is None else f'{old_size:,} bytes'} → "
+        f"{'absent' if new is None else f'{len(new):,} bytes'}"
+    )
+    if was["kind"] == "binary" or _binary(new):
+        return FileDiff(change, None, None, f"binary file: contents not shown ({sizes})")
+    if was["kind"] == "large" or len(new or b"") > TEXT_LIMIT:
+        return FileDiff(change, None, None, f"large file: contents not shown ({sizes})")
+    if was["kind"] == "unkept" or budget.left < len(new or b""):
+        kept = f"contents not kept: the diff already holds {TOTAL_LIMIT:,} bytes of text"
+        return FileDiff(change, None, None, kept)
+    budget.left -= len(new or b"")
+    return FileDiff(change, was["text"], _decoded(new))
 
 
 def _latest_replay(uow: UnitOfWork, plan_id: str) -> CorrectionAttempt | None:

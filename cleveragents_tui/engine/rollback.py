@@ -27,6 +27,7 @@ from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.enums import CheckpointType, Phase, SandboxStrategyName
 from cleveragents_tui.domain.errors import UserError, WrongPlanError
 from cleveragents_tui.domain.rollback import ResourceOutcome, ResourceRollback, RollbackReport
+from cleveragents_tui.engine.diff import RecreatedState, recreate_keeping_old_files
 from cleveragents_tui.engine.restore_point import restore_point
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
 from cleveragents_tui.sandbox.base import CheckpointMissingError, Sandbox
@@ -153,13 +154,12 @@ def rollback_to(
         *((r, False) for r in databases),
     ]
     done: list[str] = []
-    remade: list[str] = []
+    remade: dict[str, RecreatedState] = {}
     for resource_id, anew in steps:
         try:
             if anew:
                 failpoints.hit("rollback.recreate", resource_id)
-                sandboxes.recreate(resource_id)
-                remade.append(resource_id)
+                remade[resource_id] = recreate_keeping_old_files(sandboxes, resource_id)
                 continue
             failpoints.hit("rollback.resource", resource_id)
             # Nothing was written since the safety checkpoint: the strategy may roll back
@@ -261,13 +261,17 @@ def _restore(
 
 
 def _recreate_outcomes(
-    recreate: Sequence[str], remade: list[str], failed: str | None, error: Exception | None
+    recreate: Sequence[str],
+    remade: dict[str, RecreatedState],
+    failed: str | None,
+    error: Exception | None,
 ) -> list[ResourceRollback]:
     """A sandbox made anew holds the real resource as it is now; one that failed is in an
     unknown state; one not reached is as it was."""
     outcomes = []
     for resource_id in recreate:
-        if resource_id in remade:
+        kept = remade.get(resource_id)
+        if kept is not None:
             outcome = ResourceOutcome.RECREATED
             detail = "made anew from the real resource (it has no checkpoints)" + (
                 "; the work it held cannot be put back" if error is not None else ""
@@ -276,7 +280,15 @@ def _recreate_outcomes(
             outcome, detail = ResourceOutcome.FAILED, f"making the sandbox anew failed: {error}"
         else:
             outcome, detail = ResourceOutcome.UNTOUCHED, None
-        outcomes.append(ResourceRollback(resource_id=resource_id, outcome=outcome, detail=detail))
+        outcomes.append(
+            ResourceRollback(
+                resource_id=resource_id,
+                outcome=outcome,
+                detail=detail,
+                target_ref=kept.fresh_ref if kept is not None else None,
+                old_files=kept.old_files if kept is not None else None,
+            )
+        )
     return outcomes
 
 

@@ -257,7 +257,7 @@ def test_a_diff_past_its_size_limit_lists_the_other_files_without_their_contents
     )
 
 
-def test_a_sandbox_made_anew_by_the_phase_level_tier_says_its_old_state_was_not_kept(
+def test_a_sandbox_made_anew_by_the_phase_level_tier_is_compared_with_its_old_attempt(
     tmp_path: Path, sqlite_store: Store, options: RunOptions
 ) -> None:
     from tests.e2e.test_phase_level_tier import CLASS, DOCS, REPO, at_apply_gate, register
@@ -268,8 +268,15 @@ def test_a_sandbox_made_anew_by_the_phase_level_tier_says_its_old_state_was_not_
     # When its strategy is corrected (the sandbox is made anew from the real repository)
     impact = preview(sqlite_store, keys["strategy"], CorrectionMode.REVERT, CLASS)
     result = execute(sqlite_store, impact, acknowledged=True, requested_by="ana", options=options)
-    # Then the diff says so for it, and compares the other resource as usual
+    # Then the diff compares what its old attempt had changed with the new sandbox (the
+    # function's file gone, the class's made; the note both wrote is the same), and the
+    # other resource as usual
     diff = correction_diff(sqlite_store, result.correction.correction_id)
     by_id = {r.resource_id: r for r in diff.final}
-    assert "made anew" in (by_id[REPO].note or "")
+    assert by_id[REPO].note is None
+    changed = {(f.change.path, f.change.kind.value, f.old, f.new) for f in by_id[REPO].files}
+    assert changed == {
+        ("greet.py", "deleted", "greet.py\n", None),
+        ("greeter.py", "added", None, "greeter.py\n"),
+    }
     assert by_id[DOCS].note is None and by_id[DOCS].files
