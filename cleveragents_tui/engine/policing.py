@@ -11,6 +11,9 @@ compares it with
   cost together), and ``guards.max_total_cost`` (before a tool call, once the plan's cost
   reaches it).
 
+Under any cost limit, the calls of a model with no price (which count $0) are a breach of
+their own, ``prices.PROVIDER:MODEL``, until a person accepts them or the model gets a price.
+
 A limit is exceeded when usage goes past it; a tool call is counted before it is made, so
 ``max_tool_invocations: 1`` allows one call, never two. On a breach a ``limit_exceeded``
 event names the limit and the figures, then the action's ``on_exceed`` says what happens:
@@ -26,6 +29,7 @@ plan ``errored``, never applied.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -46,6 +50,8 @@ from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine.prices import price_of
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.usage_queries import MODEL_USAGE, UsageQueries
+
+PRICES = "prices."  # the breach of a model with no price, under a cost limit
 
 Settled = Callable[[ApprovalKind, str], bool]
 """The runner's answer look-up: True if approved; raises while pending or when denied."""
@@ -68,6 +74,7 @@ class Usage:
     largest_call_tokens: int  # actor.max_tokens_per_call
     execute_tool_calls: int  # actor.max_tool_calls_per_invocation
     retries_of_tool: int  # actor.max_retries_per_tool, before a call of that tool
+    unpriced: dict[str, int]  # model -> the plan's calls of it with no price (counted $0)
 
 
 class Policing:
@@ -143,6 +150,7 @@ class Policing:
             largest_call_tokens=max((_int(c, "tokens") for c in mine), default=0),
             execute_tool_calls=execute_calls + coming,
             retries_of_tool=retries,
+            unpriced=Counter(str(c.get("model")) for c in mine if c.get("priced") is False),
         )
 
     # -- checks ---------------------------------------------------------------------------
@@ -162,6 +170,11 @@ class Policing:
 
         def allowed(name: str, base: float | None) -> float | None:
             return None if base is None else max(base, raised.get(name, base))
+
+        if self._cost_caps():  # a model with no price would slip past them: ask first
+            for model, calls in usage.unpriced.items():
+                if f"{PRICES}{model}" not in raised:
+                    return LimitBreach(f"{PRICES}{model}", 0, calls, on_exceed)
 
         plan = limits.model_copy(
             update={
@@ -207,6 +220,33 @@ class Policing:
             return LimitBreach("guards.max_total_cost", cap, usage.plan.cost_usd, OnExceed.PAUSE)
         return None
 
+    def _cost_caps(self) -> list[str]:
+        """The cost limits set on this plan."""
+        safety, guards = self._profile.safety, self._profile.guards
+        return [
+            name
+            for name, value in (
+                ("limits.max_cost_usd", self._limits.max_cost_usd),
+                ("safety.max_cost_per_plan", safety.max_cost_per_plan),
+                ("safety.max_total_cost", safety.max_total_cost),
+                ("guards.max_total_cost", guards.max_total_cost if guards else None),
+            )
+            if value is not None
+        ]
+
+    def _says(self, breach: LimitBreach) -> tuple[str, str]:
+        """What went past what, and what approving does."""
+        if breach.limit.startswith(PRICES):
+            model = breach.limit.removeprefix(PRICES)
+            return (
+                f"{model} has no price, so {', '.join(self._cost_caps())} cannot count its "
+                f"{breach.used:g} call(s): set {breach.limit}.input_per_mtok and "
+                ".output_per_mtok (agents config set)",
+                "go on with its calls counted as $0 until it has a price",
+            )
+        raised = breach.used + self._configured(breach.limit)
+        return breach.message, f"go on (the limit moves to {raised:g})"
+
     def _budget_approvals(self) -> list[Approval]:
         with self._store.unit_of_work() as uow:
             return [
@@ -233,9 +273,10 @@ class Policing:
             "used": breach.used,
             "action": breach.action.value,
         }
+        what, approving = self._says(breach)
         if breach.action is OnExceed.TERMINATE:
             self._event(figures)
-            raise LimitTerminated(f"{breach.message} (on_exceed: terminate)")
+            raise LimitTerminated(f"{what} (on_exceed: terminate)")
         # One approval per raise of a limit, answered as any gate's: pending, it is waited
         # for; denied, it is a denial like any other; not asked yet, it is asked now.
         raises = sum(
@@ -251,10 +292,7 @@ class Policing:
         approval = Approval(
             plan_id=self._plan_id,
             kind=ApprovalKind.BUDGET_PAUSE,
-            question=(
-                f"{breach.message}. Approve to go on (the limit moves to "
-                f"{breach.used + base:g}), deny to stop here."
-            ),
+            question=f"{what}. Approve to {approving}, deny to stop here.",
             details={"key": self._scoped(key), **figures, "base": base},
         )
         with self._store.unit_of_work(write=True) as uow:
@@ -266,6 +304,8 @@ class Policing:
 
     def _configured(self, limit: str) -> float:
         """The limit as the action or the profile sets it (not as approvals raised it)."""
+        if limit.startswith(PRICES):
+            return 0.0  # a model with no price: approving accepts the calls made so far
         section, _, name = limit.rpartition(".")
         owner: object = {
             "limits": self._limits,

@@ -31,7 +31,7 @@ from cleveragents_tui.domain.profile import AutomationProfile
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.approvals import answer_approval
 from cleveragents_tui.engine.browse import show_plan
-from cleveragents_tui.engine.config import set_setting
+from cleveragents_tui.engine.config import set_setting, unset_setting
 from cleveragents_tui.engine.lifecycle import resume_plan
 from cleveragents_tui.engine.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
@@ -294,3 +294,30 @@ def test_guards_max_total_cost_asks_before_a_tool_call(
     assert event["used"] == pytest.approx(3 * CALL_COST)
     with sqlite_store.unit_of_work() as uow:
         assert uow.tool_invocations.of_current_decisions_after(plan.plan_id, 0) == []
+
+
+@pytest.mark.parametrize("capped", [True, False], ids=["cost-limit", "no-cost-limit"])
+def test_a_model_with_no_price_stops_a_plan_with_a_cost_limit(
+    sqlite_store: Store, files: Path, openai_server: OpenAIServer, tmp_path: Path, capped: bool
+) -> None:
+    """Unpriced calls would count $0 and slip past any cost limit: the plan asks first."""
+    for side in ("input", "output"):
+        unset_setting(sqlite_store, f"prices.openai:gpt-4o-mini.{side}_per_mtok")
+    limits: dict[str, Any] = {"max_cost_usd": 1.0} if capped else {}
+    plan = run(sqlite_store, openai_server, tmp_path, **limits)
+    if not capped:
+        assert plan.state is PlanState.APPLIED
+        assert {c["priced"] for c in usage_events(sqlite_store, plan)} == {False}
+        return
+    assert (plan.phase, plan.state) == (Phase.STRATEGIZE, PlanState.AWAITING_APPROVAL)
+    with sqlite_store.unit_of_work() as uow:
+        [approval] = uow.approvals.pending(plan.plan_id)
+    assert approval.question.startswith(
+        "openai:gpt-4o-mini has no price, so limits.max_cost_usd cannot count its 1 call(s)"
+    )
+    assert limit_events(sqlite_store, plan) == [
+        {"limit": "prices.openai:gpt-4o-mini", "allowed": 0, "used": 1, "action": "pause"}
+    ]
+    answer_approval(sqlite_store, approval.approval_id, approve=True, by="alice")
+    plan = resume_plan(sqlite_store, plan.plan_id, options_of(tmp_path))
+    assert plan.state is PlanState.APPLIED  # accepted once for that model
