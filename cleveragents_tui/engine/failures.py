@@ -34,6 +34,7 @@ from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import DecisionType, Phase
 from cleveragents_tui.domain.profile import AutomationFlag
 from cleveragents_tui.domain.tool import ToolCategory, ToolInvocation, ToolSpec
+from cleveragents_tui.engine import restore_on_failure
 from cleveragents_tui.engine.recorder import record_decision
 
 if TYPE_CHECKING:
@@ -237,6 +238,7 @@ class FailureHandling:
 
     def _retry(self, recovery: Decision, call: ToolCallRequest, number: int) -> None:
         assert self._executor is not None
+        restore_on_failure.before_retry(self._runner, recovery, call)  # approve_plan
         outcome = self._executor.run(recovery, call, number)
         self._runner._refresh_seal(call, outcome)
 

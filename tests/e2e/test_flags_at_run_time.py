@@ -174,6 +174,42 @@ def _constrained(world: World, profile: str) -> Plan:
     return apply_plan(world.store, plan.plan_id, "alice", world.options)
 
 
+def _half_done(world: World, profile: str) -> Plan:
+    """A command that writes out.txt, then fails the first time it runs (a marker outside
+    the sandbox says it ran before)."""
+    marker = world.folder.parent / "ran-once"
+    script = f"echo x >> out.txt; test -f {marker} || {{ touch {marker}; exit 1; }}"
+    call = {
+        "tool": "local/run-command",
+        "arguments": {"resource": RESOURCE, "argv": ["sh", "-c", script]},
+    }
+    action = _action(_strategy(), _execute("write", "out.txt", call))
+    return start_plan(world.store, action, profile_override=profile, options=world.options)
+
+
+def _fails_once(world: World, profile: str) -> Plan:
+    """The validation local/run-tests fails the first time it runs."""
+    marker = world.folder.parent / "tested-once"
+    call = {
+        "tool": "local/run-tests",
+        "arguments": {
+            "resource": RESOURCE,
+            "argv": ["sh", "-c", f"test -f {marker} || {{ touch {marker}; exit 1; }}"],
+        },
+    }
+    action = _action(_strategy(), _execute("test", "run the tests", call))
+    return start_plan(world.store, action, profile_override=profile, options=world.options)
+
+
+def _retried(world: World, plan: Plan) -> bool:
+    return any(key.startswith("recover:") and ":retry-" in key for key in _current(world, plan))
+
+
+def _restored(world: World, plan: Plan) -> bool:
+    with world.store.unit_of_work() as uow:
+        return bool(uow.events.payloads(plan.plan_id, "restored_before_retry"))
+
+
 @dataclass(frozen=True)
 class Case:
     run: Callable[[World, str], Plan]
@@ -193,6 +229,9 @@ CASES: dict[str, Case] = {
         lambda w, p: _corrections_by(w, p) == ["system (constrained Apply)"],
         {"select_tool": 1.0},
     ),
+    "approve_plan": Case(_half_done, _restored, {}),
+    "create_file": Case(_fails_once, _retried, {}),
+    "modify_config": Case(_half_done, _retried, {}),
     "install_dependency": Case(
         _spawn, lambda w, p: any(c.parent_plan_id == p.plan_id for c in w.plans()), {}
     ),
@@ -275,3 +314,27 @@ def test_the_decompose_task_gate_once_answered(answer: str, worlds: Callable[[],
         assert resumed.state is PlanState.AWAITING_APPROVAL
         assert _current(world, resumed) == {}
         assert [a.pending for a in world.approvals(plan.plan_id, "decompose_task")] == [False, True]
+
+
+@pytest.mark.parametrize(
+    ("approve_plan", "answer", "landed"),
+    [(0.0, None, "x\n"), (1.0, "approve", "x\n"), (1.0, "deny", "x\nx\n")],
+)
+def test_a_failed_call_is_retried_from_its_checkpoint_when_restoring_is_allowed(
+    approve_plan: float, answer: str | None, landed: str, worlds: Callable[[], World]
+) -> None:
+    """The half-done write of the failed first run is rolled back before the retry (one
+    line lands), unless a person denies restoring (both lines land)."""
+    from cleveragents_tui.engine.approvals import answer_approval
+    from cleveragents_tui.engine.lifecycle import resume_plan
+
+    world = worlds()
+    register_profile(world.store, "restore", base="ci", thresholds={"approve_plan": approve_plan})
+    plan = _half_done(world, "local/restore")
+    if answer is not None:
+        [asked] = [a for a in world.approvals(plan.plan_id, "approve_plan") if a.pending]
+        assert "restore it from the checkpoint" in asked.question
+        answer_approval(world.store, asked.approval_id, approve=answer == "approve", by="alice")
+        plan = resume_plan(world.store, plan.plan_id, world.options)
+    assert plan.state is PlanState.APPLIED
+    assert (world.folder / "out.txt").read_text() == landed
