@@ -23,9 +23,11 @@ template), and the role needs ``CREATEDB`` and to own the target: ``database.py`
 to the savepoint sandbox when either is missing. The statements ``CREATE DATABASE``, ``DROP
 DATABASE`` and the like run from the server's ``postgres`` database (or ``template1``).
 
-Apply (``postgres_land.py``) writes the rows that differ between ``base`` and ``work`` into
-the target in one transaction, after checking that nothing the plan changed was changed in
-the target meanwhile; on a conflict or error nothing lands. Then ``base`` and ``work`` are
+Apply (``postgres_land.py``) runs the plan's schema statements again (the state file logs
+each ``CREATE``/``ALTER``/``DROP``/... that ran in ``work``; a rollback cuts the log back to
+its checkpoint) and writes the rows that differ between ``base`` and ``work`` into the
+target in one transaction, after checking that nothing the plan changed was changed in the
+target meanwhile; on a conflict or error nothing lands. Then ``base`` and ``work`` are
 dropped; the checkpoint copies stay for diffs until the sandbox is discarded.
 """
 
@@ -94,6 +96,12 @@ _SERVER_OBJECTS = re.compile(
     r"\b(?:database|tablespace)\b|\bpg_(?:terminate|cancel)_backend\b|\breassign\s+owned\b",
     re.IGNORECASE | re.DOTALL,
 )
+# A statement that changes the schema: logged, so that Apply can run it on the target.
+_SCHEMA_STATEMENT = re.compile(
+    r"^\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*"
+    r"(CREATE|ALTER|DROP|COMMENT|GRANT|REVOKE|SECURITY\s+LABEL)\b",
+    re.IGNORECASE | re.DOTALL,
+)
 _DISCARDED_FIX = "re-run Execute"
 _APPLIED_FIX = "correct the plan with --mode=append (compensating changes)"
 # SQLSTATEs that mean "this server cannot copy the database for us": object in use (others
@@ -114,6 +122,10 @@ class _State:
     status: Literal["open", "applied"] = "open"
     checkpoints: list[str] = field(default_factory=list)
     replacing: bool = False  # a rollback is replacing ``work``: the next operation settles it
+    # The schema statements run in ``work``, in order (Apply runs them again), and how many
+    # of them each checkpoint had seen (a rollback cuts the list back to that).
+    schema_log: list[str] = field(default_factory=list)
+    schema_at: dict[str, int] = field(default_factory=dict)
 
     def dump(self) -> bytes:
         return json.dumps(
@@ -127,6 +139,8 @@ class _State:
                 "status": self.status,
                 "checkpoints": self.checkpoints,
                 "replacing": self.replacing,
+                "schema_log": self.schema_log,
+                "schema_at": self.schema_at,
             },
             indent=2,
         ).encode("utf-8")
@@ -154,6 +168,11 @@ class _State:
                 status=data["status"],
                 checkpoints=[check_savepoint_name(str(ref)) for ref in data["checkpoints"]],
                 replacing=bool(data.get("replacing", False)),
+                schema_log=[str(statement) for statement in data.get("schema_log", [])],
+                schema_at={
+                    check_savepoint_name(str(ref)): int(count)
+                    for ref, count in data.get("schema_at", {}).items()
+                },
             )
         except (ValueError, KeyError, TypeError, UserError) as exc:
             raise SandboxError(
@@ -422,6 +441,13 @@ class PostgresCopySandbox:
                 f"{why}",
                 POSTGRES_DENIED_FIX,
             )
+        schema = _SCHEMA_STATEMENT.match(sql_text) is not None
+        if schema and params:
+            raise SqlStatementError(
+                f"statement {first!r} refused in the sandbox of {self._resource.resource_id}: "
+                "a schema statement takes no parameters",
+                "write its values into the statement",
+            )
         with self._operation() as state:
             if state.status == "applied":
                 raise self._applied()
@@ -430,7 +456,7 @@ class PostgresCopySandbox:
                 with self._engine_for_work(state).connect() as connection, connection.begin():
                     result = connection.execute(text(sql_text), params)
                     # Read every row now: the connection closes with this operation.
-                    return ReadResult(
+                    read = ReadResult(
                         result.returns_rows,
                         tuple(result.keys()) if result.returns_rows else (),
                         [tuple(row) for row in result] if result.returns_rows else [],
@@ -442,6 +468,10 @@ class PostgresCopySandbox:
                 ) from exc
             finally:
                 self._close()
+            if schema:  # committed: Apply runs it again on the target
+                state.schema_log.append(sql_text)
+                state.save(self._root / STATE_FILE_NAME)
+            return read
 
     # -- the Sandbox protocol --------------------------------------------------------------
 
@@ -456,6 +486,7 @@ class PostgresCopySandbox:
                 with self._admin() as admin:
                     self._copy(admin, self._name(state, "work"), self._name(state, ref))
                 state.checkpoints.append(ref)
+                state.schema_at[ref] = len(state.schema_log)
                 state.save(self._root / STATE_FILE_NAME)
             except (psycopg.Error, OSError) as exc:
                 raise self._failed("checkpoint", exc) from exc
@@ -509,6 +540,7 @@ class PostgresCopySandbox:
                         )
                     )
                 state.replacing = False
+                del state.schema_log[state.schema_at.get(ref, len(state.schema_log)) :]
                 state.save(self._root / STATE_FILE_NAME)
             except (psycopg.Error, OSError) as exc:
                 raise SandboxError(
@@ -574,6 +606,7 @@ class PostgresCopySandbox:
         with self._operation() as state:
             if ref in state.checkpoints:
                 state.checkpoints.remove(ref)
+                state.schema_at.pop(ref, None)
                 state.save(self._root / STATE_FILE_NAME)
             try:
                 with self._admin() as admin:
@@ -637,7 +670,7 @@ class PostgresCopySandbox:
             for connection in (base, final):
                 connection.read_only = True
             target.autocommit = True  # the landing transaction is opened explicitly
-            return postgres_land.land(target, base, final)
+            return postgres_land.land(target, base, final, state.schema_log)
 
     def discard(self) -> None:
         """Drop the sandbox's databases and remove its files; the target is untouched.

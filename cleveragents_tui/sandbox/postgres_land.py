@@ -18,8 +18,14 @@ target in one transaction, so what lands is exactly what the plan produced, valu
   fire them a second time: their effects are already in the final rows.
 * Sequences the plan advanced are set to the larger of the target's value and the plan's,
   so no value the plan used is handed out again.
-* The schema must be the same in both copies: a plan that created, dropped or altered a
-  table, index, constraint, trigger, view, function or type is refused (nothing lands).
+* Schema changes: the schema statements the plan ran (``CREATE``, ``ALTER``, ``DROP``,
+  ``COMMENT``, ``GRANT``, ``REVOKE``, in order, as the sandbox logged them) run again in
+  the landing transaction, before the rows; the target must then have exactly the final
+  copy's schema, or nothing lands. A table they created or reshaped (and one they drop)
+  must hold, before they run, exactly its rows at ``base``; after them its rows are made
+  those of the final copy (an ``ADD COLUMN ... DEFAULT now()`` gets the sandbox's values,
+  not the Apply's). A schema that changed without such a statement (a function running
+  DDL) is refused.
 * Conflicts: every row the plan changed must still be, in the target, as it was in
   ``base`` (the rows are locked while this is checked). Rows the plan did not touch may
   have changed meanwhile; they are kept. A target that already holds the final values of
@@ -33,7 +39,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import psycopg
@@ -162,10 +168,15 @@ def _as_text(columns: Iterable[str]) -> sql.Composed:
     return sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in columns)
 
 
-def read_tables(connection: psycopg.Connection[tuple[object, ...]]) -> dict[Name, Table]:
-    """Every user table of the database ``connection`` is on, with all its rows as text."""
+def read_tables(
+    connection: psycopg.Connection[tuple[object, ...]], only: set[Name] | None = None
+) -> dict[Name, Table]:
+    """Every user table (or those named ``only``) of the database ``connection`` is on,
+    with all its rows as text."""
     tables: dict[Name, Table] = {}
     for oid, schema, relname in connection.execute(_TABLES).fetchall():
+        if only is not None and (str(schema), str(relname)) not in only:
+            continue
         columns = tuple(
             Column(str(row[0]), tuple(row[1:]), writable=row[3] == "")
             for row in connection.execute(_COLUMNS, (oid,)).fetchall()
@@ -231,10 +242,18 @@ class Plan:
 
     changes: list[_Change]
     sequences: dict[Name, tuple[int, bool]]  # advanced by the plan: the final values
+    statements: list[str] = field(default_factory=list)  # schema statements, in order
+    rebuilt: dict[Name, Table] = field(default_factory=dict)  # created or reshaped: final
+    replaced: dict[Name, Table] = field(default_factory=dict)  # reshaped or dropped: base
+    schema: set[str] = field(default_factory=set)  # the final copy's (when it changed)
 
     @property
     def empty(self) -> bool:
-        return not self.sequences and all(change.empty for change in self.changes)
+        return (
+            not self.sequences
+            and not self.statements
+            and all(change.empty for change in self.changes)
+        )
 
 
 _KINDS = {"v": "view", "m": "materialized view", "S": "sequence", "f": "foreign table"}
@@ -253,36 +272,55 @@ def _object(line: str) -> str:
     return f"{_KINDS.get(words[0], words[0])} {words[1]}"
 
 
+def _objects(lines: set[str]) -> str:
+    what = sorted({_object(line) for line in lines})
+    return ", ".join(what[:3]) + (f" and {len(what) - 3} more" if len(what) > 3 else "")
+
+
+def _diff(table: Table, old: Table) -> _Change:
+    """What differs between two versions of one table with the same columns."""
+    if table.key:
+        keys = table.rows.keys() | old.rows.keys()
+        changed = sorted(
+            (k for k in keys if table.rows.get(k) != old.rows.get(k)),
+            key=lambda k: tuple("" if v is None else v for v in k),
+        )
+        return _Change(table, old, changed, Counter(), Counter())
+    return _Change(table, old, [], old.bag - table.bag, table.bag - old.bag)
+
+
 def plan(
-    base: psycopg.Connection[tuple[object, ...]], final: psycopg.Connection[tuple[object, ...]]
+    base: psycopg.Connection[tuple[object, ...]],
+    final: psycopg.Connection[tuple[object, ...]],
+    statements: Sequence[str] = (),
 ) -> Plan:
-    """Compare the two copies; raises :class:`LandConflictError` when their schemas differ."""
+    """Compare the two copies. ``statements`` are the schema statements the plan ran;
+    raises :class:`LandConflictError` when the schemas differ and there are none."""
     before, after = schema_of(base), schema_of(final)
-    if before != after:
-        what = sorted({_object(line) for line in (after - before) | (before - after)})
-        names = ", ".join(what[:3]) + (f" and {len(what) - 3} more" if len(what) > 3 else "")
+    if before != after and not statements:
         raise LandConflictError(
-            f"the plan changed the database's schema ({names}), and a PostgreSQL sandbox "
-            "lands rows and sequences only"
+            f"the plan changed the database's schema ({_objects(after ^ before)}) without a "
+            "CREATE, ALTER or DROP statement of its own (a function running DDL?), so it "
+            "cannot be landed"
         )
     base_tables, final_tables = read_tables(base), read_tables(final)
-    changes: list[_Change] = []
+    landing = Plan([], {}, list(statements))
+    if statements:
+        landing.schema = after
+    for name, was in base_tables.items():
+        if name not in final_tables or final_tables[name].columns != was.columns:
+            landing.replaced[name] = was
     for name, table in final_tables.items():
-        old = base_tables[name]
-        if table.key:
-            keys = table.rows.keys() | old.rows.keys()
-            changed = sorted(
-                (k for k in keys if table.rows.get(k) != old.rows.get(k)),
-                key=lambda k: tuple("" if v is None else v for v in k),
-            )
-            changes.append(_Change(table, old, changed, Counter(), Counter()))
-        else:
-            changes.append(_Change(table, old, [], old.bag - table.bag, table.bag - old.bag))
+        old = base_tables.get(name)
+        if old is None or old.columns != table.columns:
+            landing.rebuilt[name] = table
+            continue
+        landing.changes.append(_diff(table, old))
     base_sequences, final_sequences = sequences(base), sequences(final)
-    advanced = {
-        name: value for name, value in final_sequences.items() if base_sequences[name] != value
+    landing.sequences = {
+        name: value for name, value in final_sequences.items() if base_sequences.get(name) != value
     }
-    return Plan(changes, advanced)
+    return landing
 
 
 def _order(connection: psycopg.Connection[tuple[object, ...]], names: Iterable[Name]) -> list[Name]:
@@ -345,6 +383,18 @@ def _target_bag(connection: psycopg.Connection[tuple[object, ...]], table: Table
     )
 
 
+def _whole(
+    connection: psycopg.Connection[tuple[object, ...]], table: Table
+) -> tuple[dict[Row, Row], Counter[Row]] | None:
+    """Every row of ``table`` in the target (locked), as :func:`read_tables` keys them; None
+    when the target has no such table or other columns."""
+    present = read_tables(connection, {table.name}).get(table.name)
+    if present is None or present.columns != table.columns:
+        return None
+    connection.execute(sql.SQL("SELECT 1 FROM {} FOR UPDATE").format(_ident(table.name)))
+    return present.rows, present.bag
+
+
 def _differs(
     connection: psycopg.Connection[tuple[object, ...]], landing: Plan, final: bool
 ) -> str | None:
@@ -366,6 +416,11 @@ def _differs(
         # added) are there.
         if (change.added if final else change.removed) - _target_bag(connection, table):
             return f"rows of table {table.label} (it has no primary key) changed"
+    for table in (landing.rebuilt if final else landing.replaced).values():
+        if _whole(connection, table) != (table.rows, table.bag):
+            return f"rows of table {table.label} changed"
+    if final and landing.schema and schema_of(connection) != landing.schema:
+        return "its schema is not the plan's"
     if final:
         for name, value in landing.sequences.items():
             query = sql.SQL("SELECT last_value, is_called FROM {}").format(_ident(name))
@@ -509,6 +564,7 @@ def land(
     target: psycopg.Connection[tuple[object, ...]],
     base: psycopg.Connection[tuple[object, ...]],
     final: psycopg.Connection[tuple[object, ...]],
+    statements: Sequence[str] = (),
 ) -> Landed:
     """Write into ``target`` what differs between ``base`` and ``final``, in one transaction.
 
@@ -517,28 +573,49 @@ def land(
     unchanged."""
     for connection in (target, base, final):
         session(connection)
-    landing = plan(base, final)
+    landing = plan(base, final, statements)
     if landing.empty:
         return Landed(0, already=False)
     try:
         with target.transaction():
             shape = _same_shape(target, landing)
-            if shape is not None:
-                raise LandConflictError(f"the real database changed its schema: {shape}")
-            conflict = _differs(target, landing, final=False)
+            conflict = shape or _differs(target, landing, final=False)
             if conflict is not None:
                 if _differs(target, landing, final=True) is None:
                     raise _AlreadyLanded
+                if shape is not None:
+                    raise LandConflictError(f"the real database changed its schema: {shape}")
                 raise LandConflictError(
                     "the real database changed where the plan changed it since the sandbox "
                     f"was made: {conflict}"
                 )
+            _run_schema_statements(target, landing)
             written = _write(target, landing)
             failpoints.hit("postgres.land", "commit")  # a crash here: nothing landed
     except _AlreadyLanded:
         return Landed(0, already=True)
     failpoints.hit("postgres.land", "committed")  # here: landed, the sandbox not told
     return Landed(written, already=False)
+
+
+def _run_schema_statements(
+    connection: psycopg.Connection[tuple[object, ...]], landing: Plan
+) -> None:
+    """Run the plan's schema statements, check the schema they give, and add the tables
+    they created or reshaped to the rows to land (against what the statements left)."""
+    if not landing.statements:
+        return
+    for statement in landing.statements:
+        connection.execute(statement.encode("utf-8"))  # the plan's own SQL, confined when run
+    got = schema_of(connection)
+    if got != landing.schema:
+        raise LandConflictError(
+            "the plan's schema statements gave the real database another schema than its "
+            f"sandbox ({_objects(got ^ landing.schema)})"
+        )
+    left = read_tables(connection, set(landing.rebuilt))
+    for name, table in landing.rebuilt.items():
+        landing.changes.append(_diff(table, left[name]))
 
 
 class _AlreadyLanded(Exception):

@@ -20,6 +20,7 @@ import yaml
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.pool import NullPool
 
+from cleveragents_tui.cli.outcome import CONSTRAINED_EXIT
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.store.store import Store
 from tests.e2e.test_database_cli_exact import Cli, _decision
@@ -221,8 +222,9 @@ def test_a_postgres_apply_that_conflicts_fails_in_one_line_and_lands_nothing(
     target: str, sqlite_url: str, tmp_path: Path
 ) -> None:
     """Someone adds release id 2 to the real database while the plan waits at its Apply
-    gate (its trigger writes audit line 1 there): the plan's own rows cannot land. Apply says so in one line and exits 2; the real
-    database keeps exactly what it had (no announcement, audit line or note half-landed)."""
+    gate (its trigger writes audit line 1 there): the plan's own rows cannot land. Apply
+    says so in one line and exits 3 (refused); the real database keeps exactly what it had
+    (no announcement, audit line or note half-landed)."""
     action = tmp_path / "release.action.yaml"
     action.write_text(yaml.safe_dump(RELEASE))
     cli = Cli(sqlite_url, tmp_path)
@@ -234,7 +236,7 @@ def test_a_postgres_apply_that_conflicts_fails_in_one_line_and_lands_nothing(
 
     applied = cli("plan", "apply", plan_id)
 
-    assert applied.returncode == 2, applied.stdout + applied.stderr
+    assert applied.returncode == CONSTRAINED_EXIT, applied.stdout + applied.stderr
     lines = applied.stderr.strip().splitlines()
     assert len(lines) == 1 and "nothing was applied to rel/app-db" in lines[0], lines
     assert "row 1 of table audit changed" in lines[0], lines[0]  # tables in name order

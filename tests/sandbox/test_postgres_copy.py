@@ -229,20 +229,77 @@ def test_a_conflict_lands_nothing_and_says_which_row(
     ]
 
 
-def test_a_schema_change_is_refused_at_apply_in_one_line(
+def schema(url: str) -> list[tuple[Any, ...]]:
+    """The columns (with defaults) and indexes of the public tables."""
+    columns, indexes = run(
+        url,
+        "SELECT table_name, column_name, data_type, column_default FROM "
+        "information_schema.columns WHERE table_schema = 'public' ORDER BY 1, 2",
+        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1",
+    )
+    return columns + indexes
+
+
+def test_apply_lands_the_schema_changes_with_the_values_the_sandbox_gave(
     sandbox: PostgresCopySandbox, target: str
 ) -> None:
-    sandbox.execute("CREATE TABLE notes (body text)")
+    """A table created and filled, a column added with DEFAULT now() (filled in the
+    sandbox), an index: Apply runs the schema statements again, then lands the rows with
+    the sandbox's values, not the ones the statements give at Apply."""
+    sandbox.execute(
+        "CREATE TABLE notes (id serial PRIMARY KEY, body text, at timestamptz DEFAULT now())"
+    )
+    sandbox.execute("INSERT INTO notes (body) VALUES ('first'), ('second')")
+    sandbox.execute("ALTER TABLE items ADD COLUMN seen timestamptz NOT NULL DEFAULT now()")
+    sandbox.execute("CREATE INDEX items_name ON items (name)")
     sandbox.execute("INSERT INTO items (name) VALUES ('three')")
-    before = dump(target)
+    produced = dump(work_url(target, sandbox))
+    notes = run(work_url(target, sandbox), "SELECT t::text FROM notes t ORDER BY id")[0]
+    shape = schema(work_url(target, sandbox))
+
+    sandbox.apply()
+
+    assert dump(target) == produced
+    assert run(target, "SELECT t::text FROM notes t ORDER BY id")[0] == notes
+    assert schema(target) == shape
+    assert run(target, "INSERT INTO notes (body) VALUES ('later') RETURNING id")[0] == [(3,)]
+
+
+def test_a_rollback_takes_back_the_schema_statements_after_its_checkpoint(
+    sandbox: PostgresCopySandbox, target: str
+) -> None:
+    sandbox.execute("CREATE TABLE kept (x integer)")
+    ref = sandbox.checkpoint()
+    sandbox.execute("CREATE TABLE undone (x integer)")
+    sandbox.execute("INSERT INTO items (name) VALUES ('three')")
+    sandbox.rollback(ref)
+    sandbox.apply()
+    tables = run(target, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")[0]
+    assert sorted(name for (name,) in tables) == ["items", "kept", "log", "tags"]
+    assert run(target, "SELECT count(*) FROM items")[0] == [(2,)]
+
+
+def test_a_schema_change_no_statement_explains_lands_nothing(
+    sandbox: PostgresCopySandbox, target: str
+) -> None:
+    """A function that runs DDL changes the sandbox's schema behind the statement log:
+    Apply finds that the statements do not give the sandbox's schema, and writes nothing."""
+    sandbox.execute(
+        "CREATE FUNCTION make_table() RETURNS void LANGUAGE plpgsql AS "
+        "$$BEGIN CREATE TABLE sneaky (x integer); END$$"
+    )
+    sandbox.execute("SELECT make_table()")
+    sandbox.execute("INSERT INTO items (name) VALUES ('three')")
+    before, shape = dump(target), schema(target)
     with pytest.raises(SandboxError) as raised:
         sandbox.apply()
     assert (
-        "the plan changed the database's schema (table public.notes), and a PostgreSQL "
-        "sandbox lands rows and sequences only"
-    ) in raised.value.problem
+        "the plan's schema statements gave the real database another schema than its "
+        "sandbox (table public.sneaky)"
+    ) in raised.value.problem, raised.value.problem
     assert "\n" not in raised.value.problem
-    assert dump(target) == before
+    assert dump(target) == before and schema(target) == shape
+    assert run(target, "SELECT count(*) FROM pg_proc WHERE proname = 'make_table'")[0] == [(0,)]
 
 
 @pytest.mark.parametrize(
