@@ -99,18 +99,18 @@ def _revert(runner: PlanRunner, target: str, reason: str) -> Plan:
     from cleveragents_tui.engine.reconcile import OutsideChoice
 
     guidance = f"Apply was refused: {reason}"
-    with runner.store.unit_of_work(write=True) as uow:
-        uow.events.append(
-            REVERTED_EVENT, {"decision": target, "reason": reason}, plan_id=runner.plan_id
-        )
-        uow.commit()
-    impact = preview(
+    impact = preview(  # a refusal (one line, exit 2 in the CLI) leaves the plan constrained
         runner.store,
         target,
         CorrectionMode.REVERT,
         guidance,
         sandbox_base=runner.options.sandbox_base,
     )
+    with runner.store.unit_of_work(write=True) as uow:
+        uow.events.append(
+            REVERTED_EVENT, {"decision": target, "reason": reason}, plan_id=runner.plan_id
+        )
+        uow.commit()
     return execute(
         runner.store,
         impact,
