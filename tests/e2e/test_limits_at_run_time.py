@@ -309,11 +309,11 @@ def failing_action(**limits: Any) -> Action:
 
 
 @pytest.mark.parametrize(("retries", "stopped"), [(0, True), (100, False)], ids=["below", "at"])
-def test_actor_max_retries_per_tool(
-    sqlite_store: Store, options: RunOptions, tmp_path: Path, retries: int, stopped: bool
+def test_actor_max_retries_per_tool(  # on SQLite and PostgreSQL (the ``store`` fixture)
+    store: Store, options: RunOptions, tmp_path: Path, retries: int, stopped: bool
 ) -> None:
     (tmp_path / "files").mkdir()
-    with sqlite_store.unit_of_work(write=True) as uow:
+    with store.unit_of_work(write=True) as uow:
         uow.resources.add(
             Resource(
                 resource_id="local/files",
@@ -324,14 +324,14 @@ def test_actor_max_retries_per_tool(
         )
         uow.commit()
     action = failing_action(on_exceed="terminate", actor={"max_retries_per_tool": retries})
-    plan = start_plan(sqlite_store, action, profile_override="ci", options=options)
+    plan = start_plan(store, action, profile_override="ci", options=options)
     if not stopped:
-        assert events(sqlite_store, plan) == []
-        assert len(tool_calls(sqlite_store, plan)) >= 2
+        assert events(store, plan) == []
+        assert len(tool_calls(store, plan)) >= 2
         return
     assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.ERRORED)
-    assert tool_calls(sqlite_store, plan) == ["local/write-file"]  # no retry was made
-    assert events(sqlite_store, plan) == [
+    assert tool_calls(store, plan) == ["local/write-file"]  # no retry was made
+    assert events(store, plan) == [
         {
             "limit": "limits.actor.max_retries_per_tool",
             "allowed": 0,
