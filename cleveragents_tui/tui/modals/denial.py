@@ -35,7 +35,8 @@ def _choice_ids(denial: Denial) -> list[tuple[str, str]]:
         elif "--guidance" in command and "plan resume" in command:
             found.append((GUIDANCE, "give guidance for this decision…"))
         elif "plan correct" in command and "--choose N" not in command:
-            found.append((CORRECT, f"{choice.what} (opens the plan: select it, press c)"))
+            what = choice.what.split(" (")[0]  # without the CLI's hint
+            found.append((CORRECT, f"{what}: opens the plan, select it and press c"))
         elif "plan apply" in command:
             found.append((APPLY, choice.what))
         elif "plan resume" in command:
