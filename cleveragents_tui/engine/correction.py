@@ -27,7 +27,6 @@ from pydantic import ValidationError
 from cleveragents_tui import failpoints
 from cleveragents_tui.automation.profiles import ProfileRegistry
 from cleveragents_tui.domain.action import Action
-from cleveragents_tui.domain.approval import ApprovalAnswer
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.decision import Decision
@@ -39,7 +38,7 @@ from cleveragents_tui.domain.enums import (
     PlanState,
     SandboxStrategyName,
 )
-from cleveragents_tui.domain.errors import ConcurrentChangeError, UserError
+from cleveragents_tui.domain.errors import ConcurrentChangeError, NotFoundError, UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.rollback import RollbackReport
@@ -53,7 +52,7 @@ from cleveragents_tui.engine.diff import (
     remember_basis,
 )
 from cleveragents_tui.engine.guidance import Alternatives, alternatives_for
-from cleveragents_tui.engine.impact import affected_subtree
+from cleveragents_tui.engine.impact import affected_decisions_of, affected_subtree
 from cleveragents_tui.engine.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.later_guidance import LaterGuidance, later_guidance
 from cleveragents_tui.engine.later_writers import RemadeDecision, later_writers
@@ -75,6 +74,8 @@ from cleveragents_tui.engine.rollback import (
 )
 from cleveragents_tui.engine.runner import PlanRunner, RunOptions
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.store import correction_queries
+from cleveragents_tui.store.correction_queries import CallFacts
 from cleveragents_tui.store.store import Store
 
 
@@ -196,7 +197,9 @@ def preview(
             )
         plan = uow.plans.get(decision.plan_id)
         resources = {r.resource_id: r for r in uow.resources.all()}
-        used = [c.resource_id for c in uow.checkpoints.for_plan(plan.plan_id)]
+        used = sorted(
+            uow.checkpoints.resources_checkpointed(plan.plan_id, decision_groups_only=False)
+        )
         with contextlib.suppress(UserError):  # the resources its action names, used or not
             named = uow.plan_actions.get(plan.plan_id).get("resources", [])
             used += [str(r) for r in named] if isinstance(named, list) else []
@@ -226,11 +229,7 @@ def preview(
     elif mode is CorrectionMode.REVERT and plan.phase is Phase.APPLY:
         phase_change = (plan.phase, decision.phase)
     # Append leaves history untouched: the child plans under the decision go on as they are.
-    children = (
-        tuple(_child_impact(store, child_id) for child_id in sorted(subtree.plans))
-        if mode is CorrectionMode.REVERT
-        else ()
-    )
+    children = _child_impacts(store, subtree.plans) if mode is CorrectionMode.REVERT else ()
     for child in children:
         if child.outcome is ChildAction.REJECT and mode is CorrectionMode.REVERT:
             raise CorrectionRefusedError(
@@ -243,6 +242,7 @@ def preview(
     rollbackable: tuple[str, ...] = ()
     non_rollbackable: tuple[str, ...] = ()
     outside: tuple[OutsideChanges, ...] = ()
+    calls: list[CallFacts] | None = None  # of the affected decisions, read once
     if mode is CorrectionMode.REVERT and plan.phase is not Phase.STRATEGIZE:
         sandboxes = PlanSandboxes(store, plan.plan_id, sandbox_base)
         if decision.phase is Phase.EXECUTE:
@@ -258,10 +258,15 @@ def preview(
             decision,
             targets,
             affected,
-            lambda d: (warm.affected(d) if warm else affected_subtree(store, d)).decisions,
+            lambda ds: (
+                set().union(*(warm.affected(d).decisions for d in ds))
+                if warm
+                else affected_decisions_of(store, ds)
+            ),
         )
         affected |= {r.decision_id for r in remade} | followers
-        written_later = _none_resources_written(store, affected, resources)
+        calls = _calls_of(store, affected)
+        written_later = _none_resources_written(calls, resources)
         rollbackable = tuple(sorted({*targets, *recreated}))
         non_rollbackable = tuple(sorted(set(marked) | written_later))
         outside = _outside_changes(sandboxes, plan.attempt, rollbackable)
@@ -272,7 +277,11 @@ def preview(
     )
     touched = set(rollbackable) | set(non_rollbackable)
     unaffected = tuple(sorted(r for r in dict.fromkeys(used) if r not in touched))
-    irreversible = _irreversible(store, affected) if mode is CorrectionMode.REVERT else ()
+    irreversible = (
+        _irreversible(calls if calls is not None else _calls_of(store, affected))
+        if mode is CorrectionMode.REVERT
+        else ()
+    )
     impact = Impact(
         plan_id=plan.plan_id,
         plan_version=plan.version,
@@ -449,52 +458,59 @@ def _tier_error(decision: Decision, tier: Tier) -> tuple[str, str]:
     )
 
 
-def _none_resources_written(
-    store: Store, affected: set[str], resources: dict[str, Resource]
-) -> set[str]:
+def _calls_of(store: Store, affected: set[str]) -> list[CallFacts]:
+    """The tool calls of the affected decisions: one statement, however many there are."""
+    with store.unit_of_work() as uow:
+        return correction_queries.calls_of(uow.session, affected)
+
+
+def _none_resources_written(calls: list[CallFacts], resources: dict[str, Resource]) -> set[str]:
     """``none`` resources that tool calls of the affected decisions wrote: no checkpoint holds
     their state, so what those calls did persists."""
     written: set[str] = set()
-    with store.unit_of_work() as uow:
-        for decision_id in affected:
-            for call in uow.tool_invocations.for_decision(decision_id):
-                name = call.arguments.get("resource")
-                resource = resources.get(name) if isinstance(name, str) else None
-                if resource is not None and resource.sandbox_strategy is SandboxStrategyName.NONE:
-                    written.add(resource.resource_id)
+    for call in calls:
+        name = call.arguments.get("resource")
+        resource = resources.get(name) if isinstance(name, str) else None
+        if resource is not None and resource.sandbox_strategy is SandboxStrategyName.NONE:
+            written.add(resource.resource_id)
     return written
 
 
 def _current_execute_decisions(store: Store, plan_id: str) -> set[str]:
     with store.unit_of_work() as uow:
-        return {
-            d.decision_id
-            for d in uow.decisions.for_plan(plan_id, include_superseded=False)
-            if d.phase is Phase.EXECUTE
-        }
+        return correction_queries.current_decision_ids(uow.session, plan_id, Phase.EXECUTE.value)
 
 
-def _child_impact(store: Store, child_id: str) -> ChildImpact:
+def _child_impacts(store: Store, child_ids: frozenset[str]) -> tuple[ChildImpact, ...]:
+    """What a revert does to each child plan under the decision, by plan id (one read)."""
+    if not child_ids:
+        return ()
     with store.unit_of_work() as uow:
-        child = uow.plans.get(child_id)
-    if child.state is PlanState.APPLIED:
-        outcome = ChildAction.REJECT
-    elif child.state is PlanState.CREATED:
-        outcome = ChildAction.CANCEL
-    else:
-        outcome = ChildAction.CANCEL_AND_ROLL_BACK
-    return ChildImpact(child.plan_id, child.action, child.phase, child.state, outcome)
+        found = correction_queries.plans(uow.session, child_ids)
+    impacts = []
+    for child_id in sorted(child_ids):
+        child = found.get(child_id)
+        if child is None:  # as uow.plans.get says it
+            raise NotFoundError(
+                f"plan {child_id} does not exist", "list plans with `agents plan list`"
+            )
+        if child.state is PlanState.APPLIED:
+            outcome = ChildAction.REJECT
+        elif child.state is PlanState.CREATED:
+            outcome = ChildAction.CANCEL
+        else:
+            outcome = ChildAction.CANCEL_AND_ROLL_BACK
+        impacts.append(ChildImpact(child.plan_id, child.action, child.phase, child.state, outcome))
+    return tuple(impacts)
 
 
-def _irreversible(store: Store, affected: set[str]) -> tuple[IrreversibleEffect, ...]:
+def _irreversible(calls: list[CallFacts]) -> tuple[IrreversibleEffect, ...]:
     counts: Counter[str] = Counter()
     effects: dict[str, tuple[str, ...]] = {}
-    with store.unit_of_work() as uow:
-        for decision_id in sorted(affected):
-            for call in uow.tool_invocations.for_decision(decision_id):
-                if call.irreversible:
-                    counts[call.tool] += 1
-                    effects[call.tool] = call.side_effects
+    for call in calls:  # by decision id, then as made: the last one's effects are named
+        if call.irreversible:
+            counts[call.tool] += 1
+            effects[call.tool] = call.side_effects
     return tuple(IrreversibleEffect(t, n, effects[t]) for t, n in sorted(counts.items()))
 
 
@@ -681,13 +697,12 @@ def _take_plan(store: Store, impact: Impact, requested_by: str) -> CorrectionAtt
         )
         uow.corrections.add(correction)
         uow.plans.save(plan.model_copy(update={"attempt": attempt, "updated_at": utc_now()}))
-        for approval in uow.approvals.pending(plan.plan_id):  # gates of the old attempt lapse
-            uow.approvals.answer(
-                approval.approval_id,
-                ApprovalAnswer.DENIED,
-                "correction",
-                f"superseded by correction {correction.correction_id}",
-            )
+        correction_queries.lapse_pending_approvals(  # gates of the old attempt lapse
+            uow.session,
+            plan.plan_id,
+            "correction",
+            f"superseded by correction {correction.correction_id}",
+        )
         uow.events.append(
             "correction_started",
             {"correction_id": correction.correction_id, "mode": impact.mode.value},
@@ -972,15 +987,21 @@ def _forget_destroyed_savepoints(
     """``ROLLBACK TO SAVEPOINT`` destroys every later savepoint: mark their rows pruned, so
     nothing (doctor, a later correction) takes them for live checkpoints. Git and directory
     checkpoints stay: they hold the old attempt for diffs."""
+    savepoints = {
+        resource_id: target
+        for resource_id, target in targets.items()
+        if target.strategy is SandboxStrategyName.TRANSACTION_ROLLBACK
+    }
+    if not savepoints:
+        return
     with store.unit_of_work(write=True) as uow:
+        everything = uow.checkpoints.for_plan(plan_id)
         gone: list[str] = []
-        for resource_id, target in targets.items():
-            if target.strategy is not SandboxStrategyName.TRANSACTION_ROLLBACK:
-                continue
-            rows = uow.checkpoints.for_plan(plan_id, resource_id)
+        for resource_id, target in savepoints.items():
+            rows = [r for r in everything if r.resource_id == resource_id]
             later = rows[[r.checkpoint_id for r in rows].index(target.checkpoint_id) + 1 :]
             gone += [r.checkpoint_id for r in later if r.pruned_at is None]
-        uow.checkpoints.mark_pruned(gone)
+        correction_queries.mark_pruned(uow.session, gone)
         uow.commit()
 
 
@@ -1043,11 +1064,10 @@ def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
         )
         uow.decisions.add(guidance)
         uow.flush()
-        current = {
-            d.decision_id for d in uow.decisions.for_plan(impact.plan_id, include_superseded=False)
-        }
-        superseded = [d for d in impact.affected_decisions if d in current]
-        uow.decisions.supersede(superseded, by=guidance.decision_id)
+        superseded = correction_queries.current_among(
+            uow.session, impact.plan_id, impact.affected_decisions
+        )
+        correction_queries.supersede(uow.session, superseded, by=guidance.decision_id)
         failpoints.hit("correction.supersede")
         uow.commit()
     OPEN_GRAPHS.recorded(guidance)

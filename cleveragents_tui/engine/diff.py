@@ -62,6 +62,7 @@ from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
 from cleveragents_tui.sandbox.base import Change, ChangeKind, Sandbox
+from cleveragents_tui.store.correction_queries import next_execute_decision
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -189,7 +190,8 @@ def old_attempt_points(
         decision = uow.decisions.get(decision_id)
         if decision.phase is not Phase.EXECUTE:
             return None
-        decisions = uow.decisions.for_plan(decision.plan_id, include_superseded=False)
+        # the one _state_after looks for, read alone: not the whole plan (issue 22)
+        decisions = next_execute_decision(uow.session, decision.plan_id, decision.sequence_number)
         rows = uow.checkpoints.for_plan(decision.plan_id)
     found = _state_after(decisions, rows, decision.sequence_number)
     if found is None:

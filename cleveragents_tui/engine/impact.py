@@ -52,6 +52,7 @@ from cleveragents_tui.store.impact_queries import (
     EdgeRow,
     NodeRow,
     affected_refs,
+    affected_refs_of,
     influence_rows,
 )
 from cleveragents_tui.store.store import Store
@@ -244,3 +245,12 @@ def affected_subtree(store: Store, decision_id: str) -> AffectedSubtree:
     if decision_id not in decisions:
         raise NotFoundError(f"decision {decision_id} does not exist", _HOW_TO_LIST)
     return AffectedSubtree(decisions, frozenset(ref[1:] for ref in marked))
+
+
+def affected_decisions_of(store: Store, decision_ids: Iterable[str]) -> frozenset[str]:
+    """The decisions in the affected subtree of any of ``decision_ids``, in one statement
+    (the union of their :func:`affected_subtree` decisions; ids of no decision add none)."""
+    ids = list(decision_ids)
+    if not ids:
+        return frozenset()
+    return frozenset(ref for ref in affected_refs_of(store, ids) if ref[0] != PLAN_MARK)

@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cleveragents_tui.domain.decision import Decision
-from cleveragents_tui.domain.enums import DecisionType, Phase
+from cleveragents_tui.domain.enums import Phase
+from cleveragents_tui.store.correction_queries import guidance_decisions
 from cleveragents_tui.store.store import Store
 
 CORRECTION_KEY = "correction:"  # the step key prefix of a correction's guidance decision
@@ -49,11 +50,7 @@ def later_guidance(
     from cleveragents_tui.actors.graphs import Actor
 
     with store.unit_of_work() as uow:
-        given = [
-            d
-            for d in uow.decisions.for_plan(target.plan_id)
-            if d.is_correction and d.decision_type is DecisionType.USER_INTERVENTION
-        ]
+        given = [d for d in guidance_decisions(uow.session, target.plan_id) if d.is_correction]
     if not given:  # no earlier correction: nothing to lose, no actor state to read
         return (), ()
     lost: list[tuple[Phase, dict[str, str]]] = []

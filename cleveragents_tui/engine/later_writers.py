@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.engine.restore_point import restore_point
+from cleveragents_tui.store.correction_queries import decisions as decisions_by_id
+from cleveragents_tui.store.correction_queries import later_calls
 from cleveragents_tui.store.store import Store
 
 
@@ -40,27 +42,26 @@ def later_writers(
     target: Decision,
     rolled_back: Iterable[str],
     affected: set[str],
-    subtree_of: Callable[[str], Iterable[str]],
+    subtree_of: Callable[[list[str]], Iterable[str]],
 ) -> tuple[tuple[RemadeDecision, ...], set[str]]:
     """The decisions a revert of ``target`` re-makes because the rollback erases their writes,
-    and the decisions that depended on them (``subtree_of``: the affected subtree of one
-    decision). Decisions already in ``affected`` are left out of both."""
+    and the decisions that depended on them (``subtree_of``: the affected subtrees of these
+    decisions, as one set). Decisions already in ``affected`` are left out of both. A fixed
+    number of statements, whatever the number of writers."""
     rolled = set(rolled_back)
     if not rolled:
         return (), set()
     with store.unit_of_work() as uow:
         # The rollback restores this decision's group: what was written after it is erased.
         owner = restore_point(uow, target)
-        calls = uow.tool_invocations.of_current_decisions_after(
-            owner.plan_id, owner.sequence_number
-        )
+        calls = later_calls(uow.session, owner.plan_id, owner.sequence_number)
         written: dict[str, set[str]] = {}
-        for _, call in calls:
+        for call in calls:
             resource = call.arguments.get("resource")
             if call.side_effects and isinstance(resource, str) and resource in rolled:
                 written.setdefault(call.decision_id, set()).add(resource)
         writers = [d for d in written if d not in affected]
-        decisions = {d: uow.decisions.get(d) for d in writers}
+        decisions = decisions_by_id(uow.session, writers)
     remade = tuple(
         RemadeDecision(
             decision_id=d,
@@ -70,7 +71,5 @@ def later_writers(
         )
         for d in writers
     )
-    followers: set[str] = set()
-    for decision_id in writers:
-        followers.update(subtree_of(decision_id))
+    followers = set(subtree_of(writers)) if writers else set()
     return remade, followers - affected

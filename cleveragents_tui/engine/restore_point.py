@@ -15,18 +15,17 @@ Rolling back to a decision, and finding the later decisions whose writes that er
 from __future__ import annotations
 
 from cleveragents_tui.domain.decision import Decision
-from cleveragents_tui.domain.enums import DecisionType
+from cleveragents_tui.store.correction_queries import decisions, guidance_decisions
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 
 def restore_point(uow: UnitOfWork, decision: Decision) -> Decision:
     """The decision whose checkpoint group is the state ``decision`` stands on now."""
     guidance = [
-        d
-        for d in uow.decisions.for_plan(decision.plan_id)
-        if d.decision_type is DecisionType.USER_INTERVENTION and d.corrects_decision_id
+        d for d in guidance_decisions(uow.session, decision.plan_id) if d.corrects_decision_id
     ]
-    corrected = {g.decision_id: uow.decisions.get(str(g.corrects_decision_id)) for g in guidance}
+    found = decisions(uow.session, {str(g.corrects_decision_id) for g in guidance})
+    corrected = {g.decision_id: found[str(g.corrects_decision_id)] for g in guidance}
     owner, limit = decision, None  # limit: only corrections made before this one count
     while True:
         if owner.decision_id in corrected:  # a guidance decision: the state it was made in

@@ -3,6 +3,7 @@ reads that load a plan's influence DAG, and the one recursive CTE of the cold pa
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -27,6 +28,7 @@ from sqlalchemy.orm import InstrumentedAttribute, aliased
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from cleveragents_tui.domain.errors import NotFoundError
+from cleveragents_tui.store.correction_queries import values_of
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.tables import DecisionDependencyRow, DecisionRow, PlanRow
 
@@ -131,7 +133,18 @@ def _plans_of(connection: Connection, decision_ids: Iterable[str]) -> set[str]:
 def affected_refs(store: Store, decision_id: str) -> frozenset[str]:
     """The rows of the affected-subtree CTE for ``decision_id``: decision ids, and child
     plan ids behind :data:`PLAN_MARK`; empty when no such decision exists."""
-    sql, params = _affected_sql(store.engine.dialect, decision_id)
+    return _run_affected(store, _affected_sql(store.engine.dialect, decision_id))
+
+
+def affected_refs_of(store: Store, decision_ids: Iterable[str]) -> frozenset[str]:
+    """The union of the affected subtrees of ``decision_ids``, as :func:`affected_refs`
+    gives them, in one statement: the CTE's anchor is the whole set (one JSON parameter)."""
+    targets = json.dumps(sorted(set(decision_ids)))
+    return _run_affected(store, _affected_sql(store.engine.dialect, targets, many=True))
+
+
+def _run_affected(store: Store, statement: tuple[str, Any]) -> frozenset[str]:
+    sql, params = statement
     with store.engine.connect() as connection:
         cursor = connection.connection.cursor()
         try:
@@ -144,32 +157,34 @@ def affected_refs(store: Store, decision_id: str) -> frozenset[str]:
 # Marks a child plan's id among the CTE's rows. ULIDs are Crockford base32 (digits and
 # capital letters), so no decision id starts with it; a marked id matches no edge either.
 PLAN_MARK = "+"
-_COMPILED: dict[str, SQLCompiler] = {}
+_COMPILED: dict[tuple[str, bool], SQLCompiler] = {}
 
 
-def _affected_sql(dialect: Dialect, decision_id: str) -> tuple[str, Any]:
-    """The statement compiled once per dialect, and the driver's parameters for it.
+def _affected_sql(dialect: Dialect, target: str, many: bool = False) -> tuple[str, Any]:
+    """The statement compiled once per dialect, and the driver's parameters for it
+    (``target``: a decision id, or with ``many`` a JSON array of them).
 
     Run on the driver's own cursor: building SQLAlchemy's cache key for a statement of this
     size, and a result row object per affected decision, costs more than the query itself
     on a small subtree.
     """
-    compiled = _COMPILED.get(dialect.name)
+    compiled = _COMPILED.get((dialect.name, many))
     if compiled is None:
-        compiled = affected_statement(dialect.name).compile(dialect=dialect)
+        compiled = affected_statement(dialect.name, many).compile(dialect=dialect)
         if not isinstance(compiled, SQLCompiler):
             raise TypeError(f"{dialect.name} compiled a SELECT into {type(compiled).__name__}")
-        _COMPILED[dialect.name] = compiled
-    params = compiled.construct_params({"target": decision_id}, escape_names=False)
+        _COMPILED[(dialect.name, many)] = compiled
+    params = compiled.construct_params({"target": target}, escape_names=False)
     if compiled.positiontup is not None:
         return compiled.string, tuple(params[name] for name in compiled.positiontup)
     return compiled.string, params
 
 
-def affected_statement(dialect: str) -> Select[tuple[str]]:
+def affected_statement(dialect: str, many: bool = False) -> Select[tuple[str]]:
     """``WITH RECURSIVE affected(ref)``: the target, then transitively what each row leads to.
 
-    The target's row comes from ``decisions`` (no row: no such decision). A row is a
+    The target's row comes from ``decisions`` (no row: no such decision); with ``many``, the
+    targets' rows, named by a JSON array in the same parameter. A row is a
     decision id, or a child plan's id behind :data:`PLAN_MARK` (a leaf: it matches no edge).
     ``UNION`` keeps each row once, so a diamond is walked once and a cycle would end.
 
@@ -189,8 +204,11 @@ def affected_statement(dialect: str) -> Select[tuple[str]]:
         # PostgreSQL wants one column type across the CTE's terms; the marked ids are text.
         return column.expression if dialect == "sqlite" else cast(column, Text)
 
+    target = bindparam("target", type_=String)
     anchor = select(as_text(DecisionRow.decision_id).label("ref")).where(
-        DecisionRow.decision_id == bindparam("target", type_=String)
+        DecisionRow.decision_id.in_(values_of(dialect, target))
+        if many
+        else DecisionRow.decision_id == target
     )
     affected = anchor.cte("affected", recursive=True)
     queued = affected.alias("queued")

@@ -1,0 +1,257 @@
+"""The set-based SQL of a correction's preview and execute (engine/correction.py): each read
+or write of the affected decisions, or of their tool calls, is one statement whatever the
+number of decisions, so the cost of a correction does not grow in round trips with the plan.
+
+A set of ids travels as ONE bound parameter, a JSON array the database unpacks
+(``json_each`` on SQLite, ``jsonb_array_elements_text`` on PostgreSQL): an ``IN`` list would
+need one placeholder per id, which SQLite caps (32,766) and which the repositories therefore
+split into chunks of 500, one statement each.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, String, bindparam, cast, func, select, update
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Session
+
+from cleveragents_tui.domain.approval import ApprovalAnswer
+from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.domain.errors import ImmutableRecordError
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.store import mapping
+from cleveragents_tui.store.tables import (
+    ApprovalRow,
+    CheckpointMetadataRow,
+    DecisionArtifactRow,
+    DecisionDependencyRow,
+    DecisionRow,
+    PlanRow,
+    ToolInvocationRow,
+)
+
+USER_INTERVENTION = "user_intervention"
+
+
+def id_set(session: Session, ids: Iterable[str], name: str = "ids") -> Select[tuple[str]]:
+    """``SELECT value FROM <the ids>``: the ids bound as one JSON array parameter."""
+    bound = bindparam(name, json.dumps(sorted(set(ids))), type_=String)
+    return values_of(session.get_bind().dialect.name, bound)
+
+
+def values_of(dialect: str, array: ColumnElement[Any]) -> Select[tuple[str]]:
+    """``SELECT value FROM <array>``: the strings of a JSON array (a bound parameter)."""
+    if dialect == "postgresql":
+        table = func.jsonb_array_elements_text(cast(array, JSONB)).table_valued("value")
+    else:
+        table = func.json_each(array).table_valued("value")
+    return select(table.c.value)
+
+
+@dataclass(frozen=True)
+class CallFacts:
+    """What a preview needs of one tool call: its decision, tool, arguments and effects."""
+
+    decision_id: str
+    tool: str
+    arguments: dict[str, object]
+    side_effects: tuple[str, ...]
+    irreversible: bool
+
+
+def calls_of(session: Session, decision_ids: Iterable[str]) -> list[CallFacts]:
+    """The tool calls of these decisions, by decision id, then in the order they were made."""
+    c = ToolInvocationRow
+    rows = session.execute(
+        select(c.invocation_id, c.decision_id, c.tool, c.arguments, c.side_effects, c.irreversible)
+        .where(c.decision_id.in_(id_set(session, decision_ids)))
+        .order_by(c.decision_id, c.created_at, c.invocation_id)
+    )
+    return [
+        CallFacts(
+            decision_id,
+            tool,
+            _object(mapping.load_json("tool_invocations", key, "arguments", arguments)),
+            tuple(mapping.load_json("tool_invocations", key, "side_effects", effects) or ()),
+            bool(irreversible),
+        )
+        for key, decision_id, tool, arguments, effects, irreversible in rows
+    ]
+
+
+def later_calls(session: Session, plan_id: str, sequence_number: int) -> list[CallFacts]:
+    """The tool calls of the plan's current decisions recorded after ``sequence_number``, in
+    the order they were made (only the columns a revert's later writers need)."""
+    c, d = ToolInvocationRow, DecisionRow
+    rows = session.execute(
+        select(c.invocation_id, c.decision_id, c.tool, c.arguments, c.side_effects, c.irreversible)
+        .join(d, d.decision_id == c.decision_id)
+        .where(d.plan_id == plan_id, d.superseded_by.is_(None), d.sequence_number > sequence_number)
+        .order_by(d.sequence_number, c.created_at, c.invocation_id)
+    )
+    return [
+        CallFacts(
+            decision_id,
+            tool,
+            _object(mapping.load_json("tool_invocations", key, "arguments", arguments)),
+            tuple(mapping.load_json("tool_invocations", key, "side_effects", effects) or ()),
+            bool(irreversible),
+        )
+        for key, decision_id, tool, arguments, effects, irreversible in rows
+    ]
+
+
+def _object(value: object) -> dict[str, object]:
+    return value if isinstance(value, dict) else {}
+
+
+def plans(session: Session, plan_ids: Iterable[str]) -> dict[str, Plan]:
+    """These plans by id (one statement)."""
+    rows = session.scalars(select(PlanRow).where(PlanRow.plan_id.in_(id_set(session, plan_ids))))
+    return {row.plan_id: mapping.plan_from_row(row) for row in rows}
+
+
+def decisions(session: Session, decision_ids: Iterable[str]) -> dict[str, Decision]:
+    """These decisions by id, whole (three statements: rows, dependencies, artifacts)."""
+    ids = set(decision_ids)
+    if not ids:
+        return {}
+    rows = list(
+        session.scalars(
+            select(DecisionRow).where(DecisionRow.decision_id.in_(id_set(session, ids)))
+        )
+    )
+    return {d.decision_id: d for d in _hydrate(session, rows, ids)}
+
+
+def guidance_decisions(session: Session, plan_id: str) -> list[Decision]:
+    """The plan's ``user_intervention`` decisions (corrections' guidance), superseded ones
+    too, in sequence order: what restore points and carried guidance are worked out from."""
+    rows = list(
+        session.scalars(
+            select(DecisionRow)
+            .where(DecisionRow.plan_id == plan_id, DecisionRow.decision_type == USER_INTERVENTION)
+            .order_by(DecisionRow.sequence_number)
+        )
+    )
+    return _hydrate(session, rows, {r.decision_id for r in rows}) if rows else []
+
+
+def _hydrate(session: Session, rows: Sequence[DecisionRow], ids: set[str]) -> list[Decision]:
+    deps: dict[str, list[tuple[str, str]]] = {r.decision_id: [] for r in rows}
+    artifacts: dict[str, list[tuple[str, str]]] = {r.decision_id: [] for r in rows}
+    dep, art = DecisionDependencyRow, DecisionArtifactRow
+    for upstream, ref, kind in session.execute(
+        select(dep.upstream_decision_id, dep.downstream_ref, dep.dependency_type)
+        .where(dep.upstream_decision_id.in_(id_set(session, ids)))
+        .order_by(dep.dependency_id)
+    ):
+        deps[upstream].append((ref, kind))
+    for decision_id, path, kind in session.execute(
+        select(art.decision_id, art.artifact_path, art.artifact_type)
+        .where(art.decision_id.in_(id_set(session, ids)))
+        .order_by(art.artifact_id)
+    ):
+        artifacts[decision_id].append((path, kind))
+    return [
+        mapping.decision_from_row(r, deps[r.decision_id], artifacts[r.decision_id]) for r in rows
+    ]
+
+
+def current_decision_ids(session: Session, plan_id: str, phase: str) -> set[str]:
+    """The plan's current decisions of one phase."""
+    d = DecisionRow
+    return set(
+        session.scalars(
+            select(d.decision_id).where(
+                d.plan_id == plan_id, d.phase == phase, d.superseded_by.is_(None)
+            )
+        )
+    )
+
+
+def current_among(session: Session, plan_id: str, decision_ids: Iterable[str]) -> list[str]:
+    """Those of ``decision_ids`` that are current decisions of the plan, sorted."""
+    d = DecisionRow
+    return sorted(
+        session.scalars(
+            select(d.decision_id).where(
+                d.decision_id.in_(id_set(session, decision_ids)),
+                d.plan_id == plan_id,
+                d.superseded_by.is_(None),
+            )
+        )
+    )
+
+
+def supersede(session: Session, decision_ids: Sequence[str], by: str) -> None:
+    """Set ``superseded_by`` on every one of these decisions in one statement; refuses when
+    any is missing or already superseded (a decision is superseded once)."""
+    if not decision_ids:
+        return
+    result = session.execute(
+        update(DecisionRow)
+        .where(
+            DecisionRow.decision_id.in_(id_set(session, decision_ids)),
+            DecisionRow.superseded_by.is_(None),
+        )
+        .values(superseded_by=by)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != len(set(decision_ids)):  # type: ignore[attr-defined]
+        raise ImmutableRecordError(
+            "some of these decisions are missing or already superseded",
+            "a decision is superseded once; correct the current decision instead",
+        )
+
+
+def lapse_pending_approvals(session: Session, plan_id: str, by: str, reason: str) -> int:
+    """Deny every unanswered approval of the plan (its old attempt's gates), in one statement;
+    returns how many."""
+    result = session.execute(
+        update(ApprovalRow)
+        .where(ApprovalRow.plan_id == plan_id, ApprovalRow.answer.is_(None))
+        .values(
+            answer=ApprovalAnswer.DENIED.value, answered_by=by, reason=reason, answered_at=utc_now()
+        )
+        .execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def mark_pruned(session: Session, checkpoint_ids: Iterable[str]) -> None:
+    """Mark these checkpoints pruned, in one statement."""
+    ids = set(checkpoint_ids)
+    if ids:
+        session.execute(
+            update(CheckpointMetadataRow)
+            .where(CheckpointMetadataRow.checkpoint_id.in_(id_set(session, ids)))
+            .values(pruned_at=utc_now())
+            .execution_options(synchronize_session=False)
+        )
+
+
+def next_execute_decision(session: Session, plan_id: str, after: int) -> list[Decision]:
+    """The plan's first current Execute decision recorded after sequence number ``after``
+    that was made in a state of its own (not a correction's guidance): none or one."""
+    d = DecisionRow
+    rows = list(
+        session.scalars(
+            select(d)
+            .where(
+                d.plan_id == plan_id,
+                d.superseded_by.is_(None),
+                d.phase == "execute",
+                d.decision_type != USER_INTERVENTION,
+                d.sequence_number > after,
+            )
+            .order_by(d.sequence_number)
+            .limit(1)
+        )
+    )
+    return _hydrate(session, rows, {r.decision_id for r in rows}) if rows else []

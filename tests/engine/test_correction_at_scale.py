@@ -1,0 +1,63 @@
+"""A correction's preview reads the affected set in a fixed number of statements (issue 22).
+
+Reading per affected decision (a query for each one's tool calls, a transaction per child
+plan) made a preview of a 10,000-decision plan take tens of seconds. Here the statements a
+preview sends are counted (SQLAlchemy's ``before_cursor_execute``) on a plan of 100 and one
+of 1,000 decisions, reverting the first Execute decision (it affects nearly all of them):
+the count must be the same, and the preview must still say what the correction does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+
+from cleveragents_tui.domain.enums import CorrectionMode
+from cleveragents_tui.engine.correction import Impact, IrreversibleEffect, preview
+from tests.support.scale_plan import API, FILES, ScalePlan, build
+
+
+def _counted_preview(scale: ScalePlan) -> tuple[Impact, int]:
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(args[2])
+
+    engine = scale.store.engine
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        impact = preview(
+            scale.store,
+            scale.ids[0],
+            CorrectionMode.REVERT,
+            "make it loud",
+            sandbox_base=scale.options.sandbox_base,
+        )
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    return impact, len(statements)
+
+
+def test_the_preview_sends_as_many_statements_for_1000_decisions_as_for_100(
+    tmp_path: Path,
+) -> None:
+    counts = {}
+    for size in (100, 1_000):
+        scale = build(tmp_path / str(size), size)
+        try:
+            impact, counts[size] = _counted_preview(scale)
+        finally:
+            scale.store.close()
+        bulk = set(scale.ids)
+        assert bulk <= set(impact.affected_decisions)  # the whole tree under the target
+        # every twentieth bulk decision made one irreversible call; every tenth wrote to API
+        notified = (len(scale.ids) - 1) // 20
+        assert impact.irreversible == (
+            IrreversibleEffect("local/notify", notified, ("sends a message",)),
+        )
+        assert impact.non_rollbackable == (API,)
+        assert FILES in impact.rollbackable
+        assert impact.remade  # the later steps wrote to the files: made again
+    assert counts[100] == counts[1_000], counts

@@ -1,0 +1,187 @@
+"""A correctable plan of any size for scale tests and benchmarks (issue 22).
+
+A scripted action run to its Apply gate with a directory sandbox (``filesystem_copy``) and an
+external ``none`` resource; then, under its first Execute decision, a random recursive tree of
+Execute decisions with one influence edge each (as bench_impact's plan), each with one
+recorded tool call — every tenth on the ``none`` resource, every twentieth irreversible — so
+that every part of a correction's preview has rows to read. Bulk rows go in with SQLAlchemy
+Core (executemany) in one transaction.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import insert
+
+from cleveragents_tui.domain.action import Action
+from cleveragents_tui.domain.enums import Phase
+from cleveragents_tui.domain.ids import new_ulid
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.engine.impact import InfluenceGraph
+from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.store.store import Store
+from cleveragents_tui.store.tables import DecisionDependencyRow, DecisionRow, ToolInvocationRow
+
+FILES = "bench/files"
+API = "bench/api"
+STEPS = 4
+
+
+def _action() -> Action:
+    decisions: list[dict[str, Any]] = [
+        {
+            "key": "strategy",
+            "type": "strategy_choice",
+            "question": "How?",
+            "alternatives": [{"option": "one file per step"}],
+        }
+    ]
+    for i in range(STEPS):
+        content = {"plain": f"part {i}\n", "loud": f"PART {i}!\n"}
+        decisions.append(
+            {
+                "key": f"step-{i}",
+                "type": "implementation_choice",
+                "question": f"Write part {i}?",
+                "parent": "strategy",
+                "alternatives": [
+                    {
+                        "option": f"part {i} {tone}",
+                        "match": [tone],
+                        "tool_calls": [
+                            {
+                                "tool": "local/write-file",
+                                "arguments": {
+                                    "resource": FILES,
+                                    "path": f"parts/{i}.txt",
+                                    "content": text,
+                                },
+                            }
+                        ],
+                    }
+                    for tone, text in content.items()
+                ],
+            }
+        )
+    return Action.model_validate(
+        {
+            "name": "bench/scale",
+            "prompt": "write the parts",
+            "resources": [FILES, API],
+            "decisions": decisions,
+        }
+    )
+
+
+@dataclass(frozen=True)
+class ScalePlan:
+    store: Store
+    plan_id: str
+    ids: list[str]  # the bulk decisions; ids[0] is the plan's first Execute decision
+    options: RunOptions
+
+
+def build(base: Path, count: int, seed: int = 11) -> ScalePlan:
+    """The plan of ``count`` decisions described above, in ``base``."""
+    (base / "files").mkdir(parents=True)
+    store = Store.open(str(base / "agents.db"))
+    with store.unit_of_work(write=True) as uow:
+        uow.resources.add(
+            Resource(
+                resource_id=FILES,
+                kind="filesystem",
+                location=str(base / "files"),
+                sandbox_strategy="filesystem_copy",
+            )
+        )
+        uow.resources.add(
+            Resource(
+                resource_id=API,
+                kind="external",
+                location=str(base / "outbox"),
+                sandbox_strategy="none",
+            )
+        )
+        uow.commit()
+    options = RunOptions(sandbox_base=base / "sandboxes")
+    plan = start_plan(store, _action(), profile_override="auto", options=options)
+    with store.unit_of_work() as uow:
+        made = uow.decisions.for_plan(plan.plan_id)
+    first = next(d for d in made if d.phase is Phase.EXECUTE)
+    top = max(d.sequence_number for d in made)
+    rng = random.Random(seed)
+    extra = count - len(made)
+    ids = [first.decision_id, *(new_ulid() for _ in range(extra))]
+    parents: list[int | None] = [None, *(rng.randrange(n) for n in range(1, len(ids)))]
+    now = datetime.now(UTC)
+    decisions = [
+        {
+            "decision_id": ids[n],
+            "plan_id": plan.plan_id,
+            "parent_decision_id": ids[parent],
+            "sequence_number": top + n,
+            "decision_type": "implementation_choice",
+            "phase": "execute",
+            "question": f"question {n}",
+            "chosen_option": f"option {n}",
+            "alternatives_considered": "[]",
+            "relevant_resources": "[]",
+            "created_at": now,
+            "is_correction": False,
+        }
+        for n, parent in enumerate(parents)
+        if parent is not None
+    ]
+    edges = [
+        {
+            "upstream_decision_id": ids[upstream],
+            "downstream_ref": ids[n],
+            "dependency_type": "decision",
+        }
+        for n in range(2, len(ids))
+        if (upstream := rng.randrange(n)) != parents[n]
+    ]
+    calls = [
+        {
+            "invocation_id": new_ulid(),
+            "plan_id": plan.plan_id,
+            "decision_id": ids[n],
+            "tool": "local/notify" if n % 20 == 0 else "local/call",
+            "arguments": f'{{"resource": "{API if n % 10 == 0 else FILES}"}}',
+            "side_effects": '["sends a message"]' if n % 20 == 0 else "[]",
+            "irreversible": n % 20 == 0,
+            "created_at": now,
+            "ok": True,
+            "output": "",
+        }
+        for n in range(1, len(ids))
+    ]
+    with store.engine.begin() as connection:
+        for rows, table in (
+            (decisions, DecisionRow),
+            (edges, DecisionDependencyRow),
+            (calls, ToolInvocationRow),
+        ):
+            for start in range(0, len(rows), 5000):
+                connection.execute(insert(table), rows[start : start + 5000])
+    return ScalePlan(store, plan.plan_id, ids, options)
+
+
+def target_near(scale: ScalePlan, share: float, seed: int = 5) -> tuple[str, int]:
+    """A bulk decision whose affected subtree is closest to ``share`` of the plan."""
+    if share >= 1.0:
+        return scale.ids[0], len(scale.ids)
+    graph = InfluenceGraph.load(scale.store, scale.plan_id)
+    wanted = share * len(scale.ids)
+    best: tuple[float, str, int] | None = None
+    for decision_id in random.Random(seed).sample(scale.ids[1:200], 150):
+        size = len(graph.affected(decision_id).decisions)
+        if best is None or abs(size - wanted) < best[0]:
+            best = (abs(size - wanted), decision_id, size)
+    assert best is not None
+    return best[1], best[2]
