@@ -18,6 +18,8 @@ class AgentsCommands(Provider):
             for b in bindings:
                 if not isinstance(b, Binding) or not b.description or b.action in seen:
                     continue
+                if owner is screen and screen.check_action(b.action, ()) is False:
+                    continue  # cannot act now (the footer hides it too)
                 seen.add(b.action)
                 name = b.description
                 help_text = f"key: {b.key}" + (f" · {b.id}" if b.id else "")

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from textual.app import App
+from textual.pilot import Pilot
+from textual.worker import WorkerCancelled
 
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.actions import load_action
@@ -57,3 +61,13 @@ def demo_plan(tmp_path: Path, sqlite_store: Store, options: RunOptions) -> DemoP
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+async def settle(app: App[None], pilot: Pilot[None]) -> None:
+    """Until the app's workers are done and their messages handled: the app reads the
+    store in thread workers, and an exclusive worker a newer one replaced counts as
+    cancelled (its reading is simply not used)."""
+    for _ in range(3):
+        with contextlib.suppress(WorkerCancelled):
+            await app.workers.wait_for_complete()
+        await pilot.pause()

@@ -32,7 +32,7 @@ from cleveragents_tui.tui.screens.approvals import ApprovalsScreen
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
 from cleveragents_tui.tui.widgets.status_bar import PlanStatus
-from tests.tui.conftest import SIZE, DemoPlan
+from tests.tui.conftest import SIZE, DemoPlan, settle
 
 pytestmark = pytest.mark.anyio
 
@@ -224,7 +224,7 @@ async def test_edit_the_strategy_before_execute(supervised_plan: DemoPlan) -> No
     app = supervised_plan.app(plan_id=supervised_plan.plan.plan_id)
     target = supervised_plan.decision(plain)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(app, pilot)
         app.screen.query_one(DecisionTree).reveal(target)
         await pilot.press("e")
         await pilot.pause()
@@ -254,15 +254,17 @@ async def test_edit_the_strategy_before_execute(supervised_plan: DemoPlan) -> No
     assert greeter in current and plain not in current
 
 
-async def test_editing_an_execute_decision_as_strategy_is_refused(demo_plan: DemoPlan) -> None:
+async def test_edit_strategy_is_not_offered_once_the_plan_executes(demo_plan: DemoPlan) -> None:
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        app.screen.query_one(DecisionTree).reveal(demo_plan.decision("A row in the releases table"))
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, PlanScreen)
+        assert "e" not in screen.active_bindings  # not in the footer, nor in the palette
+        screen.query_one(DecisionTree).reveal(demo_plan.decision("A row in the releases table"))
         await pilot.press("e")
         await pilot.pause()
-        assert isinstance(app.screen, PlanScreen)  # no dialog: refused with a message
-        assert any("not part of the strategy" in n.message for n in app._notifications)
+        assert app.screen is screen  # no dialog
     assert show_plan(demo_plan.store, demo_plan.plan.plan_id).corrections == []
 
 

@@ -3,9 +3,14 @@ process, plan control, lazy chunked tree, help and palette."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+from textual.binding import Binding
+from textual.widgets import Footer, Static
+from textual.widgets._footer import FooterKey
 
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import DecisionType, PlanState
@@ -171,16 +176,54 @@ async def test_a_wide_tree_is_filled_in_chunks_and_jumps_load_what_they_need(
         await app.workers.wait_for_complete()
 
 
-async def test_help_lists_the_keys_with_their_ids(demo_plan: DemoPlan) -> None:
+def _help_text(help_screen: HelpScreen) -> str:
+    console = Console(width=100, record=True, file=io.StringIO())
+    for static in help_screen.query(Static):
+        console.print(static.content)
+    return console.export_text()
+
+
+async def test_help_lists_every_key_readably_and_the_tree_marks(demo_plan: DemoPlan) -> None:
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()
         await pilot.pause()
+        plan_screen = app.screen
+        assert isinstance(plan_screen, PlanScreen)
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
+        shown = _help_text(app.screen)
+        bindings = [
+            *PlanScreen.BINDINGS,
+            *DecisionTree.BINDINGS,  # the tree's own keys: focused under the help
+            *AgentsApp.BINDINGS,
+        ]
+        for binding in bindings:
+            if isinstance(binding, Binding) and binding.description:
+                assert binding.description in shown, binding.description
+        assert "question_mark" not in shown and "?" in shown
+        for mark in ("↻", "✗", "⟲", "Strategize"):
+            assert mark in shown
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, PlanScreen)
         await pilot.press("t")
         assert not app.current_theme.dark
         await app.workers.wait_for_complete()
+
+
+async def test_help_and_quit_lead_the_footer_at_80_columns(demo_plan: DemoPlan) -> None:
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        for screen in (app.screen, app.screen_stack[-2]):  # the plan, the plan list
+            keys = [
+                key for key in screen.active_bindings if screen.active_bindings[key].binding.show
+            ]
+            assert keys[:2] == ["question_mark", "q"], keys
+        footer = app.screen.query_one(Footer)
+        first = [k for k in footer.query(FooterKey)][:2]
+        assert [k.key for k in first] == ["question_mark", "q"]
+        assert all(k.region.right <= 80 and k.region.width > 0 for k in first)

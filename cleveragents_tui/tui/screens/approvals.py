@@ -10,7 +10,6 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from cleveragents_tui.domain.approval import Approval
@@ -22,10 +21,11 @@ from cleveragents_tui.tui.messages import StoreChanged
 from cleveragents_tui.tui.modals.denial import APPLY, CANCEL, CHOOSE, CORRECT, GUIDANCE, DenialModal
 from cleveragents_tui.tui.modals.reason import ReasonModal
 from cleveragents_tui.tui.render import safe_text
+from cleveragents_tui.tui.screens.base import AgentsScreen
 from cleveragents_tui.tui.services import services
 
 
-class ApprovalsScreen(Screen[None]):
+class ApprovalsScreen(AgentsScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back", id="approvals.back"),
         Binding("y", "answer(True)", "Approve", id="approvals.approve"),

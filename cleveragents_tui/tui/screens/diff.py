@@ -15,7 +15,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 from textual.worker import Worker
 
@@ -32,6 +31,7 @@ from cleveragents_tui.engine.diff import (
     shown_path,
 )
 from cleveragents_tui.tui.render import one_line
+from cleveragents_tui.tui.screens.base import AgentsScreen
 from cleveragents_tui.tui.services import services
 
 LEXERS = {
@@ -101,7 +101,7 @@ def decisions_text(d: CorrectionDiff) -> Text:
     return t
 
 
-class DiffScreen(Screen[None]):
+class DiffScreen(AgentsScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back", id="diff.back"),
         Binding("v", "toggle_view", "Unified / side by side", id="diff.view"),

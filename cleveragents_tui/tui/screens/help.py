@@ -8,15 +8,28 @@ from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.dom import DOMNode
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
+LEGEND = (
+    ("S E A", "the phase the decision was made in: Strategize, Execute, Apply"),
+    ("↻", "a correction: the user's guidance, or a decision a correction re-made"),
+    ("✗", "superseded by a correction (shown with s)"),
+    ("⟲", "has a checkpoint group: its resources can be rolled back to this point"),
+    ("0.85", "the confidence the actor gave its choice"),
+)
 
-def _rows(bindings: list[BindingType]) -> list[tuple[str, str, str]]:
+
+def _rows(node: DOMNode | None) -> list[tuple[str, str]]:
+    """(key as people read it, what it does) of ``node``'s own bindings."""
+    if node is None:
+        return []
     out = []
-    for b in bindings:
-        if isinstance(b, Binding):
-            out.append((b.key, b.description or b.action, b.id or ""))
+    for b in node.BINDINGS:
+        if isinstance(b, Binding) and b.description:
+            keys = ", ".join(node.app.get_key_display(Binding(k, "")) for k in b.key.split(","))
+            out.append((keys, b.description))
     return out
 
 
@@ -39,13 +52,17 @@ class HelpScreen(ModalScreen[None]):
         table = Table(title="Keys", expand=True, show_edge=False)
         table.add_column("key", style="bold", no_wrap=True)
         table.add_column("does")
-        table.add_column("binding id", style="dim")
-        for key, what, ident in _rows(list(self.under.BINDINGS)):
-            table.add_row(key, what, ident)
-        table.add_section()
-        for key, what, ident in _rows(list(self.app.BINDINGS)):
-            table.add_row(key, what, ident)
-        table.add_section()
-        table.add_row("ctrl+p", "command palette: every action by name", "")
+        for rows in (_rows(self.under), _rows(self.under.focused), _rows(self.app)):
+            for key, what in rows:
+                table.add_row(key, what)
+            if rows:
+                table.add_section()
+        table.add_row("ctrl+p", "command palette: every action by name")
+        legend = Table(title="Marks in the decision tree", expand=True, show_edge=False)
+        legend.add_column("mark", style="bold", no_wrap=True)
+        legend.add_column("means")
+        for mark, meaning in LEGEND:
+            legend.add_row(mark, meaning)
         with VerticalScroll():
             yield Static(table)
+            yield Static(legend)

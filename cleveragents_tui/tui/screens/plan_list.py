@@ -9,13 +9,13 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from cleveragents_tui.domain.views import PlanSummary
 from cleveragents_tui.engine.browse import list_plans
 from cleveragents_tui.tui.messages import LoadFailed, PlansLoaded, StoreChanged
 from cleveragents_tui.tui.render import safe_text, state_text
+from cleveragents_tui.tui.screens.base import AgentsScreen
 from cleveragents_tui.tui.services import services
 
 SORTS = ("tree", "updated", "state", "action", "approvals")
@@ -40,7 +40,7 @@ def _matches(s: PlanSummary, needle: str) -> bool:
     return needle.lower() in hay.lower()
 
 
-class PlanListScreen(Screen[None]):
+class PlanListScreen(AgentsScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_plan", "Open", id="plans.open", show=True),
         Binding("slash", "focus_filter", "Filter", id="plans.filter"),

@@ -12,10 +12,10 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Tree
 
 from cleveragents_tui.domain.approval import ApprovalKind
+from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine import tui_queries
@@ -43,13 +43,14 @@ from cleveragents_tui.tui.modals.outside import OutsideChangesModal
 from cleveragents_tui.tui.modals.replay import ReplayModal
 from cleveragents_tui.tui.modals.strategy import StrategyDialog
 from cleveragents_tui.tui.render import explanation, one_line
+from cleveragents_tui.tui.screens.base import AgentsScreen
 from cleveragents_tui.tui.services import services
 from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import MORE, DecisionTree
 from cleveragents_tui.tui.widgets.status_bar import PlanStatus
 
 
-class PlanScreen(Screen[None]):
+class PlanScreen(AgentsScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Plans", id="plan.back"),
         Binding("c", "correct", "Correct", id="plan.correct"),
@@ -127,13 +128,25 @@ class PlanScreen(Screen[None]):
             return
         self.post_message(PlanDataLoaded(PlanData(tree, pending, events)))
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`e` only while the strategy can still be edited (before Execute): a key that
+        can never act is not shown."""
+        if action == "edit_strategy":
+            plan = self.plan
+            return (
+                plan is not None and plan.phase is Phase.STRATEGIZE and not plan.state.is_terminal
+            )
+        return True
+
     def on_plan_data_loaded(self, message: PlanDataLoaded) -> None:
         data = message.data
         if data.tree.show_superseded != self.show_superseded:
             return  # toggled meanwhile: the load that follows the toggle shows it
         tree = self.query_one(DecisionTree)
-        first = self.plan is None
-        self.plan = data.tree.plan
+        old, self.plan = self.plan, data.tree.plan
+        first = old is None
+        if old is None or (old.phase, old.state) != (self.plan.phase, self.plan.state):
+            self.refresh_bindings()  # `e` comes or goes with the phase
         self.title = f"plan · {data.tree.plan.action}"
         hidden = (
             f" · {data.tree.hidden_superseded} superseded hidden (s)"
@@ -142,8 +155,6 @@ class PlanScreen(Screen[None]):
         )
         self.sub_title = f"{len(data.tree.lines)} decisions{hidden}"
         tree.load(data.tree, keep=tree.current)
-        if tree.current is not None and self.detail_for is None:
-            self.load_detail(tree.current)  # the first load: no highlight event to wait for
         self._show_status(data)
         if first:
             services(self).compact_heap()
