@@ -134,7 +134,8 @@ class Policing:
         with self._store.unit_of_work() as uow:
             queries = UsageQueries(uow.session)
             mine = queries.model_calls(self._plan_id)
-            everyone = queries.model_calls() if self._profile.safety.max_total_cost else []
+            total_capped = self._profile.safety.max_total_cost is not None
+            everyone = queries.model_calls() if total_capped else []
             started = queries.started_running(self._plan_id)
             tool_calls = queries.tool_calls(self._plan_id)
             execute_calls = queries.execute_tool_calls(self._plan_id)
