@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from cleveragents_tui.domain.display import json_controls_escaped, printable
-from cleveragents_tui.store.store import Store
+
+if TYPE_CHECKING:  # SQLAlchemy is imported when a command opens the store, not at start-up
+    from cleveragents_tui.store.store import Store
 
 
 @dataclass
@@ -21,6 +23,8 @@ class CliContext:
     @property
     def store(self) -> Store:
         if self._store is None:
+            from cleveragents_tui.store.store import Store
+
             self._store = Store.open(self.db_url)
         return self._store
 
