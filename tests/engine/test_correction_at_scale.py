@@ -3,7 +3,7 @@
 Reading per affected decision (a query for each one's tool calls, a transaction per child
 plan) made a preview of a 10,000-decision plan take tens of seconds. Here the statements a
 preview sends are counted (SQLAlchemy's ``before_cursor_execute``) on a plan of 100 and one
-of 1,000 decisions, reverting the first Execute decision (it affects nearly all of them):
+of 1,000 decisions, on SQLite and PostgreSQL, reverting the first Execute decision (it affects nearly all of them):
 the count must be the same, and the preview must still say what the correction does.
 """
 
@@ -41,11 +41,11 @@ def _counted_preview(scale: ScalePlan) -> tuple[Impact, int]:
 
 
 def test_the_preview_sends_as_many_statements_for_1000_decisions_as_for_100(
-    tmp_path: Path,
+    tmp_path: Path, db_url: str
 ) -> None:
     counts = {}
     for size in (100, 1_000):
-        scale = build(tmp_path / str(size), size)
+        scale = build(tmp_path / str(size), size, db_url)
         try:
             impact, counts[size] = _counted_preview(scale)
         finally:

@@ -26,6 +26,7 @@ from cleveragents_tui.engine.impact import InfluenceGraph
 from cleveragents_tui.engine.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.tables import DecisionDependencyRow, DecisionRow, ToolInvocationRow
+from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 FILES = "bench/files"
 API = "bench/api"
@@ -86,27 +87,15 @@ class ScalePlan:
     options: RunOptions
 
 
-def build(base: Path, count: int, seed: int = 11) -> ScalePlan:
-    """The plan of ``count`` decisions described above, in ``base``."""
+def build(base: Path, count: int, url: str | None = None, seed: int = 11) -> ScalePlan:
+    """The plan of ``count`` decisions described above, its files and sandboxes in ``base``,
+    in the database at ``url`` (default: a SQLite file in ``base``; the resources are
+    registered there once)."""
     (base / "files").mkdir(parents=True)
-    store = Store.open(str(base / "agents.db"))
+    store = Store.open(url or str(base / "agents.db"))
     with store.unit_of_work(write=True) as uow:
-        uow.resources.add(
-            Resource(
-                resource_id=FILES,
-                kind="filesystem",
-                location=str(base / "files"),
-                sandbox_strategy="filesystem_copy",
-            )
-        )
-        uow.resources.add(
-            Resource(
-                resource_id=API,
-                kind="external",
-                location=str(base / "outbox"),
-                sandbox_strategy="none",
-            )
-        )
+        if not any(r.resource_id == FILES for r in uow.resources.all()):
+            _register(uow, base)
         uow.commit()
     options = RunOptions(sandbox_base=base / "sandboxes")
     plan = start_plan(store, _action(), profile_override="auto", options=options)
@@ -170,6 +159,25 @@ def build(base: Path, count: int, seed: int = 11) -> ScalePlan:
             for start in range(0, len(rows), 5000):
                 connection.execute(insert(table), rows[start : start + 5000])
     return ScalePlan(store, plan.plan_id, ids, options)
+
+
+def _register(uow: UnitOfWork, base: Path) -> None:
+    uow.resources.add(
+        Resource(
+            resource_id=FILES,
+            kind="filesystem",
+            location=str(base / "files"),
+            sandbox_strategy="filesystem_copy",
+        )
+    )
+    uow.resources.add(
+        Resource(
+            resource_id=API,
+            kind="external",
+            location=str(base / "outbox"),
+            sandbox_strategy="none",
+        )
+    )
 
 
 def target_near(scale: ScalePlan, share: float, seed: int = 5) -> tuple[str, int]:
