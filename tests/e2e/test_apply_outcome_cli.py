@@ -111,7 +111,12 @@ def test_after_denying_the_apply_gate_plan_apply_still_applies(agents: Agents) -
     assert agents.state(plan_id) == "apply/applied"
 
 
-def test_denying_a_decision_then_choosing_another_alternative(agents: Agents) -> None:
+@pytest.mark.parametrize(
+    "how", [("--choose", "2"), ("--guidance", "make it a configurable greeter class")]
+)
+def test_denying_a_decision_then_choosing_another_alternative(
+    agents: Agents, how: tuple[str, str]
+) -> None:
     store = Store.open(agents.db)
     data = ProfileRegistry.builtins()["auto"].model_dump(mode="python")
     data.update(name="local/ask-strategy", description="auto, asking each Strategize decision")
@@ -129,7 +134,7 @@ def test_denying_a_decision_then_choosing_another_alternative(agents: Agents) ->
     assert f"agents plan resume {plan_id} --choose N" in denied.stdout
     assert "2. A greeter class with a configurable greeting" in denied.stdout
     assert agents.state(plan_id) == "strategize/paused"
-    chose = agents("plan", "resume", plan_id, "--choose", "2")
+    chose = agents("plan", "resume", plan_id, *how)
     assert chose.exit_code == 0, chose.output
     [asked] = agents.pending(plan_id)  # the new choice goes through the same gate
     assert "A greeter class" in asked["question"]
