@@ -125,3 +125,11 @@ def _event(row: EventRow) -> EventView:
         payload if isinstance(payload, dict) else {"value": payload},
         row.created_at,
     )
+
+
+def child_plan_of(store: Store, decision_id: str) -> str | None:
+    """The child plan a ``subplan_spawn`` decision spawned, if it spawned one."""
+    with store.unit_of_work() as uow:
+        plan_id = uow.decisions.get(decision_id).plan_id
+        children = uow.plans.children(plan_id)
+    return next((c.plan_id for c in children if c.spawning_decision_id == decision_id), None)

@@ -38,6 +38,20 @@ def one_line(text: str, limit: int = 60) -> str:
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
+def readable(value: object, limit: int = 120) -> str:
+    """A stored value (event payloads, approval details) as a person reads it: a list as
+    items joined by commas, a mapping as ``key value`` pairs, never a Python repr."""
+    if isinstance(value, dict):
+        text = ", ".join(f"{k} {readable(v, limit)}" for k, v in value.items())
+    elif isinstance(value, list | tuple | set | frozenset):
+        text = ", ".join(readable(v, limit) for v in value) or "none"
+    elif isinstance(value, float):
+        text = f"{value:g}"
+    else:
+        text = str(value)
+    return one_line(text, limit)
+
+
 def safe_text(text: Text | str, *, one_line: bool = False) -> Text:
     """``text`` with its control characters escaped (:func:`printable`) and its styles kept:
     what every widget that shows a user's, an agent's or a file's text is given."""

@@ -1,4 +1,4 @@
-"""Ask for a short free-text reason (approvals)."""
+"""Ask for one line of text: a reason (approvals), a search (the tree's `/`)."""
 
 from __future__ import annotations
 
@@ -23,16 +23,21 @@ class ReasonModal(Dialog[str | None]):
         Binding("escape", "cancel", "Cancel", id="reason.cancel")
     ]
 
-    def __init__(self, title: str) -> None:
+    def __init__(
+        self,
+        title: str,
+        placeholder: str = "reason (optional), Enter to confirm, Esc to cancel",
+        value: str = "",
+    ) -> None:
         super().__init__()
         self.title_text = title
+        self.placeholder = placeholder
+        self.value = value
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(safe_text(self.title_text), classes="modal-title", markup=False)
-            yield Input(
-                placeholder="reason (optional), Enter to confirm, Esc to cancel", id="reason"
-            )
+            yield Input(self.value, placeholder=self.placeholder, id="reason")
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()

@@ -20,7 +20,7 @@ from cleveragents_tui.engine.lifecycle import apply_plan, cancel_plan, resume_pl
 from cleveragents_tui.tui.messages import StoreChanged
 from cleveragents_tui.tui.modals.denial import APPLY, CANCEL, CHOOSE, CORRECT, GUIDANCE, DenialModal
 from cleveragents_tui.tui.modals.reason import ReasonModal
-from cleveragents_tui.tui.render import safe_text
+from cleveragents_tui.tui.render import readable, safe_text
 from cleveragents_tui.tui.screens.base import AgentsScreen
 from cleveragents_tui.tui.services import services
 
@@ -86,8 +86,8 @@ class ApprovalsScreen(AgentsScreen):
         if a is not None:
             text.append(f"{a.approval_id}\n", style="dim")
             for k, v in a.details.items():
-                text.append(f"{k}: ", style="bold")
-                text.append(f"{v}\n")
+                text.append(f"{k.replace('_', ' ')}: ", style="bold")
+                text.append(f"{readable(v, 300)}\n")
         self.query_one("#approval-detail", Static).update(safe_text(text))
 
     def on_data_table_row_highlighted(self, _: DataTable.RowHighlighted) -> None:

@@ -40,6 +40,7 @@ from cleveragents_tui.tui.modals.correction import CorrectionDialog
 from cleveragents_tui.tui.modals.export import ExportModal
 from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.modals.outside import OutsideChangesModal
+from cleveragents_tui.tui.modals.reason import ReasonModal
 from cleveragents_tui.tui.modals.replay import ReplayModal
 from cleveragents_tui.tui.modals.strategy import StrategyDialog
 from cleveragents_tui.tui.render import explanation, one_line
@@ -65,6 +66,9 @@ class PlanScreen(AgentsScreen):
         Binding("R", "resume", "Resume/retry", id="plan.resume", show=False),
         Binding("A", "apply", "Apply", id="plan.apply", show=False),
         Binding("x", "export", "Export", id="plan.export"),
+        Binding("slash", "search", "Search", id="plan.search"),
+        Binding("j", "open_child", "Open child plan", id="plan.child", show=False),
+        Binding("y", "copy_id", "Copy id", id="plan.copy_id", show=False),
     ]
 
     def __init__(self, plan_id: str) -> None:
@@ -74,6 +78,7 @@ class PlanScreen(AgentsScreen):
         self.plan: Plan | None = None
         self.detail_for: str | None = None
         self._warned: set[str] = set()  # reconcile approvals already notified
+        self._last_search = ""
         self._reveal_after: tuple[str, str] | None = None  # (decision, what) to show next load
 
     @property
@@ -237,6 +242,44 @@ class PlanScreen(AgentsScreen):
             self._goto(row.superseded_by, "replacement")
         else:
             self.notify("this decision is neither a correction nor superseded", severity="warning")
+
+    @work(exclusive=True, group="search")
+    async def action_search(self) -> None:
+        """`/`: the next decision whose id starts with, or whose type or choice contains,
+        what was typed; `/` then Enter again finds the one after."""
+        query = await self.app.push_screen_wait(
+            ReasonModal("Find a decision", "text or id prefix, Enter to find", self._last_search)
+        )
+        if not query:
+            return
+        self._last_search = query
+        tree = self.query_one(DecisionTree)
+        found = tree.find(query, after=tree.current)
+        if found is None:
+            self.notify(f"no decision matches {query!r}", severity="warning")
+        else:
+            tree.reveal(found)
+
+    def action_copy_id(self) -> None:
+        decision_id = self.query_one(DecisionTree).current
+        if decision_id is None:
+            self.notify("select a decision first", severity="warning")
+            return
+        self.app.copy_to_clipboard(decision_id)
+        self.notify(f"copied {decision_id}")
+
+    @work(exclusive=True, group="child")
+    async def action_open_child(self) -> None:
+        """`j` on a subplan_spawn decision opens the child plan it spawned; esc comes back."""
+        decision_id = self.query_one(DecisionTree).current
+        if decision_id is None:
+            self.notify("select a subplan_spawn decision first", severity="warning")
+            return
+        child = await asyncio.to_thread(tui_queries.child_plan_of, self.store, decision_id)
+        if child is None:
+            self.notify("this decision spawned no child plan", severity="warning")
+            return
+        services(self).open_plan(child)
 
     def action_toggle_superseded(self) -> None:
         self.show_superseded = not self.show_superseded

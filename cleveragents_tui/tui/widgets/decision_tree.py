@@ -216,6 +216,31 @@ class DecisionTree(Tree[str]):
         self._move_to(self._node_of[decision_id])
         return True
 
+    def find(self, query: str, after: str | None = None) -> str | None:
+        """The next decision, in tree order after ``after`` (wrapping round), whose id starts
+        with ``query`` or whose type or chosen option contains it (any case)."""
+        needle = query.strip().lower()
+        if not needle:
+            return None
+        order = self._in_order()
+        start = order.index(after) + 1 if after in order else 0
+        for ident in order[start:] + order[:start]:
+            row = self._rows[ident]
+            if ident.lower().startswith(needle) or any(
+                needle in text.lower() for text in (row.chosen_option, row.decision_type)
+            ):
+                return ident
+        return None
+
+    def _in_order(self) -> list[str]:
+        out: list[str] = []
+        stack = list(reversed(self._kids.get(None, [])))
+        while stack:
+            row = stack.pop()
+            out.append(row.decision_id)
+            stack.extend(reversed(self._kids.get(row.decision_id, [])))
+        return out
+
     def parent_of(self, decision_id: str) -> str | None:
         row = self._rows.get(decision_id)
         if row is None or row.parent_decision_id not in self._rows:

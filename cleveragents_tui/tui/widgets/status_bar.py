@@ -7,11 +7,12 @@ from textual.widgets import Static
 from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.tui_queries import EventView
-from cleveragents_tui.tui.render import one_line, plan_heading, safe_text
+from cleveragents_tui.tui.render import one_line, plan_heading, readable, safe_text
 
 
 def _event_line(event: EventView) -> str:
-    detail = ", ".join(f"{k}={v}" for k, v in list(event.payload.items())[:3])
+    """One line: the time, the event, who, and its first three fields in words."""
+    detail = "; ".join(f"{k} {readable(v, 40)}" for k, v in list(event.payload.items())[:3])
     who = f" by {event.actor}" if event.actor else ""
     return f"{event.created_at:%H:%M:%S} {event.kind}{who}" + (f" ({detail})" if detail else "")
 
@@ -35,7 +36,7 @@ class PlanStatus(Static):
                 t.append(" — answer it in Approvals (a)", style="italic")
         if events:
             t.append("\nnow: ", style="bold")
-            t.append(_event_line(events[0]), style="dim")
+            t.append(one_line(_event_line(events[0]), 70), style="dim")
         t = safe_text(t)
         self.update(t)
         self.plain_text = t.plain

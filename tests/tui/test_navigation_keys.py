@@ -1,0 +1,95 @@
+"""Finding things in a plan: `/` search by text or id prefix, `j` into the child plan a
+decision spawned and esc back, `y` to copy an id, and status lines a person can read."""
+
+from __future__ import annotations
+
+import pytest
+
+from cleveragents_tui.tui.modals.reason import ReasonModal
+from cleveragents_tui.tui.screens.plan_view import PlanScreen
+from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
+from cleveragents_tui.tui.widgets.status_bar import PlanStatus
+from tests.tui.conftest import SIZE, DemoPlan, settle
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_slash_finds_by_text_then_the_next_match_then_by_id(demo_plan: DemoPlan) -> None:
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    row = demo_plan.decision("A row in the releases table")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        tree = app.screen.query_one(DecisionTree)
+        await pilot.press("slash")
+        await pilot.pause()
+        assert isinstance(app.screen, ReasonModal)
+        await pilot.press(*"releases", "enter")
+        await settle(app, pilot)
+        assert tree.current == row
+        await pilot.press("slash", "enter")  # the same text again: the next match, wrapping
+        await settle(app, pilot)
+        assert tree.current == row  # only one decision mentions it
+        await pilot.press("slash", *"tool_invocation", "enter")
+        await settle(app, pilot)
+        first = tree.current
+        await pilot.press("slash", "enter")
+        await settle(app, pilot)
+        assert first is not None and tree.current not in (None, first)
+        announce = demo_plan.decision("Notify #hello-cli")
+        await pilot.press("slash", "ctrl+u", *announce[:14].lower(), "enter")  # an id prefix
+        await settle(app, pilot)
+        assert tree.current == announce
+        await pilot.press("slash", "ctrl+u", *"no such thing", "enter")
+        await settle(app, pilot)
+        assert tree.current == announce
+        assert any("no decision matches" in n.message for n in app._notifications)
+
+
+async def test_j_opens_the_spawned_child_plan_and_escape_comes_back(demo_plan: DemoPlan) -> None:
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    spawn = demo_plan.decision("Spawn a child plan for the user guide")
+    with demo_plan.store.unit_of_work() as uow:
+        [child] = uow.plans.children(demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        parent_screen = app.screen
+        parent_screen.query_one(DecisionTree).reveal(spawn)
+        await pilot.press("j")
+        await settle(app, pilot)
+        assert isinstance(app.screen, PlanScreen) and app.screen.plan_id == child.plan_id
+        assert app.screen.query_one(DecisionTree).row_count > 0
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert app.screen is parent_screen
+        parent_screen.query_one(DecisionTree).reveal(demo_plan.decision("Notify #hello-cli"))
+        await pilot.press("j")
+        await settle(app, pilot)
+        assert app.screen is parent_screen
+        assert any("spawned no child plan" in n.message for n in app._notifications)
+
+
+async def test_y_copies_the_decision_id(demo_plan: DemoPlan) -> None:
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        tree = app.screen.query_one(DecisionTree)
+        await pilot.press("down", "y")
+        await pilot.pause()
+        assert tree.current is not None and app.clipboard == tree.current
+
+
+async def test_the_status_line_is_words_not_a_python_repr(demo_plan: DemoPlan) -> None:
+    with demo_plan.store.unit_of_work(write=True) as uow:
+        uow.events.append(
+            "sandbox_changed_outside",
+            {"paths": ["a.py", "b.py"], "factors": {"risk": 0.4}},
+            plan_id=demo_plan.plan.plan_id,
+        )
+        uow.commit()
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        status = app.screen.query_one(PlanStatus).plain_text
+        [now] = [line for line in status.splitlines() if line.startswith("now:")]
+        assert "paths a.py, b.py" in now and "factors risk 0.4" in now
+        assert not any(c in now for c in "[]{}'")
