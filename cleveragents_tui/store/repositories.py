@@ -706,27 +706,6 @@ class ToolInvocationRepository:
         )
         return [mapping.invocation_from_row(r) for r in rows]
 
-    def of_current_decisions_after(
-        self, plan_id: str, sequence_number: int
-    ) -> list[tuple[int, ToolInvocation]]:
-        """The tool calls of the plan's current decisions recorded after ``sequence_number``,
-        with their decision's sequence number, in the order they were made."""
-        rows = self._session.execute(
-            select(DecisionRow.sequence_number, ToolInvocationRow)
-            .join(DecisionRow, DecisionRow.decision_id == ToolInvocationRow.decision_id)
-            .where(
-                DecisionRow.plan_id == plan_id,
-                DecisionRow.superseded_by.is_(None),
-                DecisionRow.sequence_number > sequence_number,
-            )
-            .order_by(
-                DecisionRow.sequence_number,
-                ToolInvocationRow.created_at,
-                ToolInvocationRow.invocation_id,
-            )
-        )
-        return [(sequence, mapping.invocation_from_row(row)) for sequence, row in rows]
-
 
 class CorrectionRepository:
     def __init__(self, session: Session) -> None:

@@ -76,7 +76,6 @@ class PlanScreen(AgentsScreen):
         self.plan_id = plan_id
         self.show_superseded = False
         self.plan: Plan | None = None
-        self.detail_for: str | None = None
         self._warned: set[str] = set()  # reconcile approvals already notified
         self._last_search = ""
         self._reveal_after: tuple[str, str] | None = None  # (decision, what) to show next load
@@ -204,7 +203,6 @@ class PlanScreen(AgentsScreen):
     def on_decision_loaded(self, message: DecisionLoaded) -> None:
         if message.explanation.decision.decision_id != self.query_one(DecisionTree).current:
             return  # the cursor moved on meanwhile
-        self.detail_for = message.explanation.decision.decision_id
         self.query_one(DecisionDetail).show(explanation(message.explanation, message.group))
 
     def on_decision_failed(self, message: DecisionFailed) -> None:
