@@ -7,9 +7,14 @@ import click
 from cleveragents_tui.cli.context import CliContext, pass_cli
 
 
-def launch(cli: CliContext, plan_ref: str | None, who: str | None) -> None:
+def launch(
+    cli: CliContext, plan_ref: str | None, who: str | None, theme: str | None = None
+) -> None:
     """Open the app on the store (and on ``plan_ref``'s plan). Textual is imported here, on
     demand, so the other commands never load it."""
+    from cleveragents_tui.engine.config import app_theme, theme_value
+
+    theme = theme_value(theme) if theme is not None else app_theme(cli.store)
     plan_id = None
     if plan_ref is not None:
         from cleveragents_tui.engine.browse import show_plan
@@ -17,7 +22,7 @@ def launch(cli: CliContext, plan_ref: str | None, who: str | None) -> None:
         plan_id = show_plan(cli.store, plan_ref).summary.plan.plan_id
     from cleveragents_tui.tui.app import run_app
 
-    run_app(cli.store, plan_id=plan_id, user=who)
+    run_app(cli.store, plan_id=plan_id, user=who, theme=theme)
 
 
 @click.command("tui")
@@ -28,10 +33,15 @@ def launch(cli: CliContext, plan_ref: str | None, who: str | None) -> None:
     metavar="NAME",
     help="Who answers approvals and corrects (default: your user name).",
 )
+@click.option(
+    "--theme",
+    type=click.Choice(["dark", "light"]),
+    help="For this run (default: the tui.theme setting, which `t` in the app changes).",
+)
 @pass_cli
-def tui(cli: CliContext, plan_ref: str | None, who: str | None) -> None:
+def tui(cli: CliContext, plan_ref: str | None, who: str | None, theme: str | None) -> None:
     """Open the app: plans, decision trees, corrections with impact preview, diffs, approvals.
 
     Keys: ? help, ctrl+p every action by name, q quit. Use the global --db to choose the database.
     """
-    launch(cli, plan_ref, who)
+    launch(cli, plan_ref, who, theme)

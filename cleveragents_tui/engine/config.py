@@ -15,12 +15,15 @@ from cleveragents_tui.store.store import Store
 
 GC_RETENTION_KEY = "gc.retention_days"
 GC_RETENTION_DEFAULT = 14
+THEME_KEY = "tui.theme"
+THEMES = ("dark", "light")
 
 KNOWN_SETTINGS: dict[str, str] = {
     PROFILE_KEY: "automation profile of new plans (precedence: plan > action > project > global)",
     chat.REASONER_KEY: "reasoner of new plans: scripted (default) or chat",
     chat.MODEL_KEY: "chat model of new plans, PROVIDER:MODEL (e.g. openai:gpt-4o-mini)",
     chat.BASE_URL_KEY: "base URL of the chat model's server (default: e.g. OPENAI_BASE_URL)",
+    THEME_KEY: "the app's theme: dark (default) or light; `t` in the app sets it too",
     GC_RETENTION_KEY: f"days `agents gc` keeps checkpoints of superseded attempts (default {GC_RETENTION_DEFAULT})",
     **SANDBOX_SETTINGS,
 }
@@ -72,6 +75,8 @@ def set_setting(store: Store, key: str, value: str, project: str | None = None) 
     value = _CHAT_CHECKS.get(key, str)(value)
     if key == GC_RETENTION_KEY:
         value = str(retention_days_value(value))
+    if key == THEME_KEY:
+        value = theme_value(value)
     if key in SANDBOX_SETTINGS:
         value = sandbox_default_text(key, value, scope)
     with store.unit_of_work(write=True) as uow:
@@ -125,3 +130,16 @@ def gc_retention_days(store: Store) -> int:
     """The global ``gc.retention_days``, or its default."""
     setting = get_setting(store, GC_RETENTION_KEY)
     return GC_RETENTION_DEFAULT if setting is None else int(str(setting.value))
+
+
+def theme_value(text: str) -> str:
+    """``tui.theme`` (or ``agents tui --theme``): dark or light."""
+    if text not in THEMES:
+        raise UserError(f"theme {text!r} is not known", f"use one of: {', '.join(THEMES)}")
+    return text
+
+
+def app_theme(store: Store) -> str:
+    """The global ``tui.theme``, or dark."""
+    setting = get_setting(store, THEME_KEY)
+    return THEMES[0] if setting is None else str(setting.value)

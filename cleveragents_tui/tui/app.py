@@ -20,6 +20,7 @@ from textual.notifications import SeverityLevel
 
 from cleveragents_tui.domain.display import printable
 from cleveragents_tui.engine import tui_queries
+from cleveragents_tui.engine.config import THEME_KEY, set_setting
 from cleveragents_tui.engine.runner import RunOptions
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.commands import AgentsCommands
@@ -75,7 +76,7 @@ class AgentsApp(App[None]):
         user: str | None = None,
         run_options: RunOptions | None = None,
         poll_seconds: float | None = 2.0,
-        theme: str = "textual-dark",
+        theme: str = "dark",
     ) -> None:
         super().__init__()
         self.store = store
@@ -87,7 +88,7 @@ class AgentsApp(App[None]):
         self.initial_theme = theme
 
     def on_mount(self) -> None:
-        self.theme = self.initial_theme
+        self.theme = f"textual-{self.initial_theme}"
         self.poll_store(announce=False)  # the first reading: the screens load their own data
         self.push_screen(PlanListScreen())
         if self.initial_plan:
@@ -155,10 +156,22 @@ class AgentsApp(App[None]):
             self.push_screen(HelpScreen(self.screen))
 
     def action_toggle_theme(self) -> None:
-        self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+        light = self.current_theme.dark
+        self.theme = "textual-light" if light else "textual-dark"
         if isinstance(self.screen, DiffScreen):
             self.screen.render_diff()
+        self._keep_theme("light" if light else "dark")
+
+    @work(thread=True, exclusive=True, group="theme", exit_on_error=False)
+    def _keep_theme(self, theme: str) -> None:
+        """The next `agents tui` (and each browser tab of `agents serve`) opens with it."""
+        try:
+            set_setting(self.store, THEME_KEY, theme)
+        except Exception as exc:  # a read-only store: the theme still changed for this run
+            self.call_from_thread(self.notify, f"theme not kept: {exc}", severity="warning")
 
 
-def run_app(store: Store, plan_id: str | None = None, user: str | None = None) -> None:
-    AgentsApp(store, plan_id=plan_id, user=user).run()
+def run_app(
+    store: Store, plan_id: str | None = None, user: str | None = None, theme: str = "dark"
+) -> None:
+    AgentsApp(store, plan_id=plan_id, user=user, theme=theme).run()

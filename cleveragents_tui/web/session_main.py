@@ -11,6 +11,7 @@ import os
 import sys
 
 from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.engine.config import app_theme
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp
 from cleveragents_tui.web.sessions import DATABASE_ENV, USER_ENV
@@ -27,7 +28,7 @@ def main() -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        AgentsApp(store, user=user).run()
+        AgentsApp(store, user=user, theme=app_theme(store)).run()
     finally:
         store.close()
     return 0

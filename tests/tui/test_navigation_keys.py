@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.engine.config import app_theme, set_setting
 from cleveragents_tui.tui.modals.reason import ReasonModal
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
@@ -93,3 +95,21 @@ async def test_the_status_line_is_words_not_a_python_repr(demo_plan: DemoPlan) -
         [now] = [line for line in status.splitlines() if line.startswith("now:")]
         assert "paths a.py, b.py" in now and "factors risk 0.4" in now
         assert not any(c in now for c in "[]{}'")
+
+
+async def test_the_theme_is_kept_for_the_next_run(demo_plan: DemoPlan) -> None:
+    app = demo_plan.app(theme=app_theme(demo_plan.store))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.current_theme.dark
+        await pilot.press("t")
+        await settle(app, pilot)
+        assert not app.current_theme.dark
+    assert app_theme(demo_plan.store) == "light"
+    again = demo_plan.app(theme=app_theme(demo_plan.store))
+    async with again.run_test(size=SIZE) as pilot:
+        await settle(again, pilot)
+        assert not again.current_theme.dark
+    with pytest.raises(UserError, match="use one of: dark, light"):
+        set_setting(demo_plan.store, "tui.theme", "purple")
+    assert app_theme(demo_plan.store) == "light"
