@@ -746,6 +746,10 @@ class PostgresCopyStrategy:
         base = PostgresCopySandbox.database(prefix, "base")
         try:
             root.mkdir(parents=True, exist_ok=True)
+            # First: a process killed while copying leaves a state naming the databases to
+            # drop (discard, or the engine clearing an interrupted sandbox, drops them).
+            state = _State(resource.resource_id, plan_id, prefix, utc_now().isoformat())
+            state.save(root / STATE_FILE_NAME)
             with sandbox._admin() as admin:
                 try:
                     sandbox._copy(admin, str(url.database), base)
@@ -759,11 +763,10 @@ class PostgresCopyStrategy:
                         ) from exc
                     raise
                 sandbox._copy(admin, base, PostgresCopySandbox.database(prefix, "work"))
-            state = _State(resource.resource_id, plan_id, prefix, utc_now().isoformat())
-            state.save(root / STATE_FILE_NAME)  # last: a sandbox without it was never made
         except BaseException as exc:
             with contextlib.suppress(SandboxError):
                 sandbox._drop_all(prefix)
+            (root / STATE_FILE_NAME).unlink(missing_ok=True)
             if isinstance(exc, psycopg.Error | OSError):
                 raise SandboxError(
                     f"cannot copy the database of resource {resource.resource_id} on its "
