@@ -19,6 +19,7 @@ import click
 
 from cleveragents_tui.cli.context import CliContext
 from cleveragents_tui.domain.approval import Approval
+from cleveragents_tui.domain.enums import PlanState
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.export.json import plan_json
@@ -57,15 +58,23 @@ def wanted() -> bool:
 
 
 def plan_result(store: Store, plan: Plan) -> dict[str, Any]:
-    """Where a run, a pause, a cancel or an Apply left the plan, and what it waits for."""
+    """Where a run, a pause, a cancel or an Apply left the plan, what it waits for, and —
+    applied — where each resource's changes landed (as the text's ``landed:`` lines)."""
     from cleveragents_tui.engine.approvals import pending_approvals
 
+    landed: list[str] = []
+    if plan.state is PlanState.APPLIED:
+        with store.unit_of_work() as uow:
+            applied = uow.events.payloads(plan.plan_id, "plan_applied")
+        results = applied[-1].get("results", []) if applied else []
+        landed = [str(line) for line in results] if isinstance(results, list) else []
     return {
         "format": PLAN_RESULT_FORMAT,
         "plan": plan_json(plan),
         "pending_approvals": [
             a.model_dump(mode="json") for a in pending_approvals(store, plan.plan_id)
         ],
+        "landed": landed,
     }
 
 

@@ -121,6 +121,9 @@ def _remember(state: State, name: str, document: dict[str, Any]) -> None:
         state["decision"] = next(
             d["decision_id"] for d in decisions if d["decision_type"] == "implementation_choice"
         )
+    if name == "plan apply":
+        assert document["plan"]["state"] == "applied"
+        assert any("cleveragents/apply/" in line for line in document["landed"]), document
     if name == "demo-data":
         state["sample_plan"] = document["plan"]["plan_id"]
     if name == "plan list":
