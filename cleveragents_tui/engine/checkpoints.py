@@ -10,7 +10,7 @@ pending group that start-up recovery (``engine/recovery.py``) cleans up.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
@@ -70,6 +70,8 @@ def record_execute_decision(
             uow.checkpoints.commit_group(group.group_id, decision.decision_id)
             if also is not None:
                 also(uow)
+            # the budget in the same transaction: one commit fewer per resource written
+            doomed = _mark_over_budget(uow, sandboxes, dict.fromkeys(r.resource_id for r in rows))
             uow.commit()
     except BaseException as exc:
         _undo(sandboxes, group, made)
@@ -79,8 +81,7 @@ def record_execute_decision(
                 "fix the resource named above and record the decision again",
             ) from exc
         raise
-    for row in rows:
-        enforce_budget(sandboxes, row.resource_id)
+    _drop(sandboxes, doomed)
     return group.model_copy(update={"decision_id": decision.decision_id, "status": "committed"})
 
 
@@ -147,12 +148,27 @@ def enforce_budget(sandboxes: PlanSandboxes, resource_id: str) -> list[Checkpoin
     Rows are marked pruned before the sandbox drops them: a crash in between leaves an
     unreferenced object (harmless), never a live row without its checkpoint.
     """
-    sandbox = sandboxes.get(resource_id)
     with sandboxes.store.unit_of_work(write=True) as uow:
-        rows = uow.checkpoints.for_plan(sandboxes.plan_id, resource_id)
-        doomed = select_for_pruning(rows, sandbox.resource.checkpoint_max_per_plan)
-        uow.checkpoints.mark_pruned([c.checkpoint_id for c in doomed])
+        doomed = _mark_over_budget(uow, sandboxes, [resource_id])
         uow.commit()
-    for checkpoint in doomed:
-        sandbox.drop_checkpoint(checkpoint.ref)
+    _drop(sandboxes, doomed)
     return doomed
+
+
+def _mark_over_budget(
+    uow: UnitOfWork, sandboxes: PlanSandboxes, resource_ids: Iterable[str]
+) -> list[CheckpointMetadata]:
+    """Mark pruned what exceeds each resource's budget (read: its live checkpoints only)."""
+    doomed: list[CheckpointMetadata] = []
+    for resource_id in resource_ids:
+        budget = sandboxes.get(resource_id).resource.checkpoint_max_per_plan
+        live = uow.checkpoints.live_for(sandboxes.plan_id, resource_id)
+        doomed += select_for_pruning(live, budget)
+    uow.checkpoints.mark_pruned([c.checkpoint_id for c in doomed])
+    return doomed
+
+
+def _drop(sandboxes: PlanSandboxes, doomed: list[CheckpointMetadata]) -> None:
+    """After the rows are marked pruned (committed): drop what their sandboxes hold."""
+    for checkpoint in doomed:
+        sandboxes.get(checkpoint.resource_id).drop_checkpoint(checkpoint.ref)

@@ -407,7 +407,8 @@ class DecisionRepository:
         """
         column = DecisionRow.actor_state_ref
         return self._session.scalar(
-            select(DecisionRow.decision_id).where(
+            select(DecisionRow.decision_id)
+            .where(
                 DecisionRow.plan_id == plan_id,
                 DecisionRow.superseded_by.is_(None),
                 column.contains(
@@ -641,6 +642,20 @@ class CheckpointRepository:
             query = query.where(CheckpointMetadataRow.resource_id == resource_id)
         rows = self._session.scalars(
             query.order_by(CheckpointMetadataRow.created_at, CheckpointMetadataRow.checkpoint_id)
+        )
+        return [mapping.checkpoint_from_row(r) for r in rows]
+
+    def live_for(self, plan_id: str, resource_id: str) -> list[CheckpointMetadata]:
+        """One resource's live (not pruned) checkpoints in the plan, oldest first: what a
+        checkpoint budget counts, as many as the budget allows whatever the plan's size."""
+        rows = self._session.scalars(
+            select(CheckpointMetadataRow)
+            .where(
+                CheckpointMetadataRow.plan_id == plan_id,
+                CheckpointMetadataRow.resource_id == resource_id,
+                CheckpointMetadataRow.pruned_at.is_(None),
+            )
+            .order_by(CheckpointMetadataRow.created_at, CheckpointMetadataRow.checkpoint_id)
         )
         return [mapping.checkpoint_from_row(r) for r in rows]
 
