@@ -8,8 +8,10 @@ compares it with
 
 * the action's ``limits:`` (per plan, and ``actor:`` per actor invocation),
 * the profile's ``safety.max_cost_per_plan`` and ``safety.max_total_cost`` (every plan's
-  cost together), and ``guards.max_total_cost`` (before a tool call, once the plan's cost
-  reaches it).
+  cost together).
+
+The profile's ``guards.max_total_cost`` stays the guard's (engine/tool_calls.py): it is
+given the plan's cost from :meth:`Policing.cost_usd`.
 
 Under any cost limit, the calls of a model with no price (which count $0) are a breach of
 their own, ``prices.PROVIDER:MODEL``, until a person accepts them or the model gets a price.
@@ -214,12 +216,13 @@ class Policing:
             cap = allowed(name, base)
             if cap is not None and used > cap:
                 return LimitBreach(name, cap, used, on_exceed)
-        guards = self._profile.guards
-        cap = allowed("guards.max_total_cost", guards.max_total_cost if guards else None)
-        if tool is not None and cap is not None and usage.plan.cost_usd >= cap:
-            # a guard asks a person once the cost reaches its cap; it never terminates
-            return LimitBreach("guards.max_total_cost", cap, usage.plan.cost_usd, OnExceed.PAUSE)
         return None
+
+    def cost_usd(self) -> float:
+        """What the plan's model calls cost so far (the guard's ``cost_so_far`` too)."""
+        with self._store.unit_of_work() as uow:
+            calls = UsageQueries(uow.session).model_calls(self._plan_id)
+        return sum(_float(c, "cost_usd") for c in calls)
 
     def _cost_caps(self) -> list[str]:
         """The cost limits set on this plan."""
@@ -312,7 +315,6 @@ class Policing:
             "limits": self._limits,
             "limits.actor": self._limits.actor,
             "safety": self._profile.safety,
-            "guards": self._profile.guards,
         }[section]
         return float(getattr(owner, name))
 

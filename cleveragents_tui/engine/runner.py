@@ -513,6 +513,7 @@ class PlanRunner:
             scope=GuardScope.SUBPLAN if self.plan().parent_plan_id else GuardScope.PLAN,
             approved=lambda tool: self._settled(ApprovalKind.GUARD, tool),
             before_call=lambda tool: self.police.check(tool=tool),  # retries' calls too
+            spent=self.police.cost_usd,  # guards.max_total_cost counts the model's cost
         )
 
         def step(state: ActorState, ref: ActorStateRef) -> dict[str, Any]:

@@ -48,6 +48,7 @@ class ToolExecutor:
         scope: GuardScope,
         approved: Callable[[str], bool],
         before_call: Callable[[str], None] | None = None,
+        spent: Callable[[], float] | None = None,
     ) -> None:
         self._plan_id = plan_id
         self._phase = phase
@@ -57,6 +58,7 @@ class ToolExecutor:
         self._scope = scope
         self._approved = approved
         self._before_call = before_call
+        self._spent = spent  # the plan's model calls so far (engine/policing.py)
         self.calls = 0
         self.cost_usd = 0.0
         self.tokens = 0
@@ -75,8 +77,9 @@ class ToolExecutor:
             )
             self._record(decision, spec, request, outcome)
             return outcome
+        cost = self.cost_usd + (self._spent() if self._spent is not None else 0.0)
         guard = self._profile.check_guard(
-            spec.name, spec.writes, self.cost_usd, calls_this_step, self._scope
+            spec.name, spec.writes, cost, calls_this_step, self._scope
         )
         if not guard.allowed and not self._approved(spec.name):
             raise ToolCallBlocked(

@@ -281,16 +281,34 @@ def test_require_approval_for_apply_stops_at_the_apply_gate(
 # -- retries -------------------------------------------------------------------------------------
 
 
-def failing_action(**limits: Any) -> Action:
-    """Two Execute decisions writing to a resource that does not exist: each call fails, and
-    every call after the first (a retry, or the next decision's) retries the same tool."""
+def files(store: Store, tmp_path: Path) -> Path:
+    """A folder registered as the resource ``local/files``."""
+    folder = tmp_path / "files"
+    folder.mkdir()
+    with store.unit_of_work(write=True) as uow:
+        uow.resources.add(
+            Resource(
+                resource_id="local/files",
+                kind="filesystem",
+                location=str(folder),
+                sandbox_strategy="filesystem_copy",
+            )
+        )
+        uow.commit()
+    return folder
+
+
+def writing_action(resource: str = "local/files", **limits: Any) -> Action:
+    """Two Execute decisions, each writing a file to ``resource``. To ``local/missing``, a
+    resource that does not exist, each call fails, and every call after the first (a retry,
+    or the next decision's) retries the same tool."""
     broken = {
         "tool": "local/write-file",
-        "arguments": {"resource": "local/missing", "path": "a.txt", "content": "a"},
+        "arguments": {"resource": resource, "path": "a.txt", "content": "a"},
     }
     return Action.model_validate(
         {
-            "name": "local/failing",
+            "name": "local/writing",
             "prompt": "Write a file where it cannot go",
             "resources": ["local/files"],
             "tools": ["local/write-file"],
@@ -312,18 +330,10 @@ def failing_action(**limits: Any) -> Action:
 def test_actor_max_retries_per_tool(  # on SQLite and PostgreSQL (the ``store`` fixture)
     store: Store, options: RunOptions, tmp_path: Path, retries: int, stopped: bool
 ) -> None:
-    (tmp_path / "files").mkdir()
-    with store.unit_of_work(write=True) as uow:
-        uow.resources.add(
-            Resource(
-                resource_id="local/files",
-                kind="filesystem",
-                location=str(tmp_path / "files"),
-                sandbox_strategy="filesystem_copy",
-            )
-        )
-        uow.commit()
-    action = failing_action(on_exceed="terminate", actor={"max_retries_per_tool": retries})
+    files(store, tmp_path)
+    action = writing_action(
+        "local/missing", on_exceed="terminate", actor={"max_retries_per_tool": retries}
+    )
     plan = start_plan(store, action, profile_override="ci", options=options)
     if not stopped:
         assert events(store, plan) == []
@@ -339,3 +349,21 @@ def test_actor_max_retries_per_tool(  # on SQLite and PostgreSQL (the ``store`` 
             "action": "terminate",
         }
     ]
+
+
+def test_a_guard_cost_cap_of_zero_asks_once_then_the_plan_goes_on(
+    sqlite_store: Store, options: RunOptions, tmp_path: Path
+) -> None:
+    """A guard's cap reached at $0 (the scripted reasoner costs nothing): the tool's first
+    call asks; approved, that tool is not asked again."""
+    profile = register(sqlite_store, "zero-cap", guards={"max_total_cost": 0})
+    folder = files(sqlite_store, tmp_path)
+    plan = start_plan(sqlite_store, writing_action(), profile_override=profile, options=options)
+    assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL)
+    assert tool_calls(sqlite_store, plan) == []
+    [approval] = pending(sqlite_store, plan)
+    assert approval.kind is ApprovalKind.GUARD and "(max_total_cost)" in approval.question
+    answer_approval(sqlite_store, approval.approval_id, approve=True, by="alice")
+    assert resume_plan(sqlite_store, plan.plan_id, options).state is PlanState.APPLIED
+    assert tool_calls(sqlite_store, plan) == ["local/write-file", "local/write-file"]
+    assert (folder / "a.txt").read_text(encoding="utf-8") == "a"

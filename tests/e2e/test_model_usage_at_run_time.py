@@ -280,7 +280,8 @@ def test_guards_max_total_cost_asks_before_a_tool_call(
     cap: float,
     applied: bool,
 ) -> None:
-    """Three calls ($0.00081) before the write: a cap they reach asks a person first."""
+    """Three calls ($0.00081) before the write: the guard's cap, reached, asks a person
+    first (before, the guard saw only the tools' own cost: $0)."""
     data = ProfileRegistry.builtins()["ci"].model_dump(mode="python")
     data.update(name="local/guarded", guards={"max_total_cost": cap})
     ProfileRegistry(sqlite_store).add(AutomationProfile.model_validate(data))
@@ -289,9 +290,10 @@ def test_guards_max_total_cost_asks_before_a_tool_call(
         assert plan.state is PlanState.APPLIED
         return
     assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL)
-    [event] = limit_events(sqlite_store, plan)
-    assert (event["limit"], event["action"]) == ("guards.max_total_cost", "pause")
-    assert event["used"] == pytest.approx(3 * CALL_COST)
+    with sqlite_store.unit_of_work() as uow:
+        [approval] = uow.approvals.pending(plan.plan_id)
+    assert approval.kind is ApprovalKind.GUARD
+    assert f"cost so far {3 * CALL_COST:g} reached the budget cap" in approval.question
     assert show_plan(sqlite_store, plan.plan_id).usage.tool_calls == 0  # the write waits
 
 
