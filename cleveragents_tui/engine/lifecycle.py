@@ -127,7 +127,14 @@ def _answer_and_apply(store: Store, plan_id: str, by: str, options: RunOptions |
     approve_denied_apply_gate(store, plan_id, by)  # a person who denied it changed their mind
     with store.unit_of_work(write=True) as uow:
         plan = uow.plans.get(plan_id)
-        for approval in uow.approvals.pending(plan.plan_id):
+        pending = uow.approvals.pending(plan.plan_id)
+        first = next((a for a in pending if a.kind.value != "apply_gate"), None)
+        if first is not None and plan.phase is Phase.EXECUTE:  # e.g. a failed call's question
+            raise UserError(
+                f"plan {plan_id} waits for an answer before its Apply gate: {first.question}",
+                f"answer it first: agents approval approve {first.approval_id} (or deny)",
+            )
+        for approval in pending:
             if approval.kind.value == "apply_gate":
                 uow.approvals.answer(
                     approval.approval_id, ApprovalAnswer.APPROVED, by, "agents plan apply"

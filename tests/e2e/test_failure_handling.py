@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from click.testing import CliRunner, Result
 
@@ -14,12 +15,13 @@ from cleveragents_tui.automation.profiles import ProfileRegistry
 from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.approval import ApprovalKind
 from cleveragents_tui.domain.enums import DecisionType, Phase, PlanState
+from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationProfile
 from cleveragents_tui.engine.actions import load_action
 from cleveragents_tui.engine.approvals import answer_approval
 from cleveragents_tui.engine.demo import DemoEnvironment
-from cleveragents_tui.engine.lifecycle import resume_plan
+from cleveragents_tui.engine.lifecycle import apply_plan, resume_plan
 from cleveragents_tui.engine.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 
@@ -105,6 +107,8 @@ def test_a_failing_validation_under_ci_is_retried_then_waits_and_is_not_applied(
         assert uow.plans.get(plan.plan_id).state is not PlanState.APPLIED
     assert asked.kind is ApprovalKind.ESCALATION and "local/run-tests failed" in asked.question
     assert "cleveragents/apply/" not in _branches(demo)  # nothing landed
+    with pytest.raises(UserError, match="waits for an answer before its Apply gate"):
+        apply_plan(sqlite_store, plan.plan_id, "maria", options)  # `plan apply` cannot skip it
     # Running again does not slip past it; approving it goes on to Apply (ci applies)
     assert resume_plan(sqlite_store, plan.plan_id, options).state is PlanState.AWAITING_APPROVAL
     answer_approval(sqlite_store, asked.approval_id, approve=True, by="maria")
