@@ -131,6 +131,11 @@ def _rows(url: str) -> dict[str, list[str]]:
     return {table: [str(row[0]) for row in rows] for table, rows in zip(TABLES, found, strict=True)}
 
 
+def _sandbox_databases(url: str) -> list[str]:
+    found = _query(url, "SELECT datname FROM pg_database WHERE datname LIKE 'agents\\_%'")
+    return sorted(str(name) for (name,) in found[0])
+
+
 def _sandbox_work_database(url: str) -> str:
     """The URL of the one sandbox working copy on the server (the plan's)."""
     ((name,),) = _query(
@@ -216,6 +221,12 @@ def test_a_postgres_database_with_now_and_sequences_is_corrected_and_applied_by_
     assert [rows[0][0] for rows in nexts] == [3, 2, 3]
     show = cli("plan", "show", plan_id, "--format=json")
     assert json.loads(show.stdout)["plan"]["state"] == "applied", show.stdout
+    # Discarding the plan drops the sandbox's databases from the server (checkpoints kept
+    # for diffs until then).
+    assert _sandbox_databases(target)
+    discarded = cli("plan", "discard", plan_id, "--yes")
+    assert discarded.returncode == 0, discarded.stderr
+    assert _sandbox_databases(target) == []
 
 
 def test_a_postgres_apply_that_conflicts_fails_in_one_line_and_lands_nothing(
