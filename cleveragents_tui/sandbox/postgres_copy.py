@@ -92,8 +92,9 @@ _MAINTENANCE: Final = ("postgres", "template1")
 # Objects of the whole server, outside the sandbox's database: a statement naming them would
 # reach the real database (or every database), so it is refused. When unsure, refused.
 _SERVER_OBJECTS = re.compile(
-    r"\b(?:create|alter|drop|comment\s+on|security\s+label\s+on|grant|revoke)\b[^;]*?"
-    r"\b(?:database|tablespace)\b|\bpg_(?:terminate|cancel)_backend\b|\breassign\s+owned\b",
+    r"\b(?:create|alter|drop|comment\s+on|security\s+label\s+on)\s+(?:database|tablespace)\b"
+    r"|\b(?:grant|revoke)\b[^;]*?\bon\s+(?:database|tablespace)\b"
+    r"|\bpg_(?:terminate|cancel)_backend\b|\breassign\s+owned\b",
     re.IGNORECASE | re.DOTALL,
 )
 # A statement that changes the schema: logged, so that Apply can run it on the target.

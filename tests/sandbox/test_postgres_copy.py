@@ -309,6 +309,8 @@ def test_a_schema_change_no_statement_explains_lands_nothing(
         "ALTER DATABASE {target} RENAME TO gone",
         "ALTER DATABASE {target} SET search_path = nowhere",
         "CREATE TABLESPACE t LOCATION '/tmp'",
+        "GRANT CREATE ON DATABASE {target} TO PUBLIC",
+        "COMMENT ON DATABASE {target} IS 'x'",
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity",
         "COMMIT",
     ],
@@ -320,6 +322,12 @@ def test_statements_that_reach_past_the_copy_are_refused(
     with pytest.raises(SqlStatementError, match="refused in the sandbox of t/app-db"):
         sandbox.execute(sql.format(target=f'"{name}"'))
     assert run(target, "SELECT count(*) FROM items")[0] == [(2,)]
+
+
+def test_a_column_named_database_is_not_a_database(sandbox: PostgresCopySandbox) -> None:
+    sandbox.execute("CREATE TABLE sources (database text, tablespace text)")
+    sandbox.execute("INSERT INTO sources (database) VALUES ('crm')")
+    assert sandbox.execute("SELECT database FROM sources").all() == [("crm",)]
 
 
 def test_a_failed_statement_changes_nothing_and_the_next_one_runs(
