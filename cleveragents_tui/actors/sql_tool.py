@@ -151,8 +151,9 @@ class RunSql(BuiltinTool):
         total, outputs = len(statements), []
         writes: tuple[str, ...] = ()
         for number, statement in enumerate(statements, start=1):
-            # A failed statement raises SqlStatementError (a UserError); on SQLite it changed
-            # nothing, on PostgreSQL the transaction waits for a rollback to a checkpoint.
+            # A failed statement raises SqlStatementError (a UserError); in a copy (SQLite,
+            # PostgreSQL) it changed nothing, in a PostgreSQL savepoint sandbox the
+            # transaction waits for a rollback to a checkpoint.
             try:
                 result = sandbox.execute(statement.sql, statement.values)
             except UserError as exc:
