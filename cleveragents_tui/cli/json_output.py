@@ -61,7 +61,9 @@ def plan_result(store: Store, plan: Plan) -> dict[str, Any]:
     """Where a run, a pause, a cancel or an Apply left the plan, what it waits for, and —
     applied — where each resource's changes landed (as the text's ``landed:`` lines)."""
     from cleveragents_tui.engine.approvals import pending_approvals
+    from cleveragents_tui.engine.constrained_apply import reverted_into
 
+    reverted = reverted_into(store, plan)
     landed: list[str] = []
     if plan.state is PlanState.APPLIED:
         with store.unit_of_work() as uow:
@@ -75,6 +77,7 @@ def plan_result(store: Store, plan: Plan) -> dict[str, Any]:
             a.model_dump(mode="json") for a in pending_approvals(store, plan.plan_id)
         ],
         "landed": landed,
+        "reverted_by": None if reverted is None else reverted.correction_id,
     }
 
 

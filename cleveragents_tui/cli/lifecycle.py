@@ -20,11 +20,16 @@ from cleveragents_tui.store.store import Store
 
 def _report(store: Store, result: Plan) -> None:
     from cleveragents_tui.engine.approvals import pending_approvals
+    from cleveragents_tui.engine.constrained_apply import reverted_into
 
     if json_output.wanted():  # the global --format=json
         echo_json(json_output.plan_result(store, result))
         return
     echo(plan_heading(result))
+    if (reverted := reverted_into(store, result)) is not None:  # engine/constrained_apply.py
+        echo(
+            f"  not applied: {reverted.guidance}; reverted to Strategize by {reverted.correction_id}"
+        )
     report_landed(store, result)
     pending = pending_approvals(store, result.plan_id)
     for approval in pending:

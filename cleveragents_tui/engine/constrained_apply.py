@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING
 
 from cleveragents_tui.automation.escalation import EscalationContext
 from cleveragents_tui.domain.approval import Approval, ApprovalAnswer, ApprovalKind
+from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, Phase
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationFlag
+from cleveragents_tui.store.store import Store
 
 if TYPE_CHECKING:
     from cleveragents_tui.engine.runner import PlanRunner
@@ -159,3 +161,15 @@ def _first_strategy_decision(runner: PlanRunner) -> str | None:
     if not candidates:
         return None
     return min(candidates, key=lambda d: d.sequence_number).decision_id
+
+
+def reverted_into(store: Store, plan: Plan) -> CorrectionAttempt | None:
+    """The correction that made the plan's current attempt by reverting a constrained Apply,
+    if that is how the attempt began: `plan apply` and `plan run` say so, since the Apply
+    they asked for did not land."""
+    with store.unit_of_work() as uow:
+        corrections = uow.corrections.for_plan(plan.plan_id)
+    latest = corrections[-1] if corrections else None
+    if latest is None or latest.requested_by != REQUESTED_BY or latest.attempt != plan.attempt:
+        return None
+    return latest

@@ -193,3 +193,36 @@ def test_automatic_reversions_stop_at_max_retries_per_step_and_ask(
     assert len(corrections) == 1  # one automatic revert, then a person is asked
     assert question.details["flag"] == "access_network"
     assert question.details["max_retries_per_step"] == 1
+
+
+def test_plan_apply_says_the_apply_was_refused_and_the_plan_reverted(
+    sqlite_url: str, files: Resource, tmp_path: Path
+) -> None:
+    import json
+
+    import yaml
+    from click.testing import CliRunner
+
+    from cleveragents_tui.cli import cli
+
+    store = Store.open(sqlite_url)
+    try:
+        register_profile(store, "revert", thresholds={"select_tool": 1.0, "access_network": 0.0})
+    finally:
+        store.close()
+    action_file = tmp_path / "layout.yaml"
+    action_file.write_text(yaml.safe_dump(layout_action(files.resource_id).model_dump(mode="json")))
+    runner = CliRunner()
+    env = {"AGENTS_SANDBOX_DIR": str(tmp_path / "sandboxes")}
+    base = ["--db", sqlite_url]
+    use = ["plan", "use", str(action_file), "--automation-profile", "local/revert"]
+    used = runner.invoke(cli, [*base, "--format=json", *use], env=env)
+    assert used.exit_code == 0, used.output
+    plan_id = json.loads(used.stdout)["plan"]["plan_id"]
+    (Path(files.location) / "a.txt").write_text("a person's own a.txt\n")
+    applied = runner.invoke(cli, [*base, "plan", "apply", plan_id], env=env)
+    assert applied.exit_code == 0, applied.output
+    lines = applied.stdout.splitlines()
+    assert "awaiting_approval · attempt 2" in lines[0]
+    assert lines[1].startswith("  not applied: Apply was refused: ") and "a.txt" in lines[1]
+    assert "reverted to Strategize by" in lines[1]
