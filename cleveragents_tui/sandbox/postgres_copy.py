@@ -110,6 +110,14 @@ _APPLIED_FIX = "correct the plan with --mode=append (compensating changes)"
 _CANNOT_COPY: Final = frozenset({"55006", "42501"})
 
 
+def _refusal(sql_text: str) -> str | None:
+    """Why ``sql_text`` may not run in the copy (nor, at Apply, on the target), or None."""
+    why = postgres_refusal(sql_text)
+    if why is None and _SERVER_OBJECTS.search(sql_text):
+        why = "it names a database, a tablespace or another session, outside the sandbox"
+    return why
+
+
 class CopyUnavailableError(SandboxError):
     """The target cannot be copied on its server (others connected, or no privilege)."""
 
@@ -433,9 +441,7 @@ class PostgresCopySandbox:
                 "the sandbox owns its database: checkpoints, rollback, apply and discard go "
                 "through the plan, not through SQL",
             )
-        why = postgres_refusal(sql_text)
-        if why is None and _SERVER_OBJECTS.search(sql_text):
-            why = "it names a database or tablespace, which are outside the sandbox"
+        why = _refusal(sql_text)
         if why is not None:
             raise SqlStatementError(
                 f"statement {first!r} refused in the sandbox of {self._resource.resource_id}: "
@@ -662,6 +668,13 @@ class PostgresCopySandbox:
             )
 
     def _land(self, state: _State) -> postgres_land.Landed:
+        for statement in state.schema_log:  # checked when run; the state file is only a file
+            why = _refusal(statement)
+            if why is not None:
+                raise postgres_land.LandConflictError(
+                    f"its logged schema statement {' '.join(statement.split())[:80]!r} is "
+                    f"refused: {why}"
+                )
         url = self._url
         with (
             psycopg.connect(_conninfo(url, self._name(state, "base"))) as base,
