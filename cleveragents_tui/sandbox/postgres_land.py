@@ -30,7 +30,8 @@ target in one transaction, so what lands is exactly what the plan produced, valu
   ``base`` (the rows are locked while this is checked). Rows the plan did not touch may
   have changed meanwhile; they are kept. A target that already holds the final values of
   every change (an Apply that committed, then died before recording it) counts as landed.
-  A conflict or any error rolls the transaction back: nothing is half-landed.
+  A conflict or any error rolls the transaction back: nothing is half-landed (but a
+  sequence set before the error stays moved forward: PostgreSQL never rolls them back).
 
 Every identifier is quoted with :class:`psycopg.sql.Identifier`; every value is a parameter.
 """
