@@ -54,6 +54,12 @@ from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.usage_queries import MODEL_USAGE, UsageQueries
 
 PRICES = "prices."  # the breach of a model with no price, under a cost limit
+# Limits a tool call is counted against before it is made: what the figure counts.
+_COUNTED_BEFORE = {
+    "max_tool_invocations": "tool call",
+    "max_tool_calls_per_invocation": "tool call",
+    "max_retries_per_tool": "retry",
+}
 
 Settled = Callable[[ApprovalKind, str], bool]
 """The runner's answer look-up: True if approved; raises while pending or when denied."""
@@ -163,7 +169,7 @@ class Policing:
         for a budget approval (WaitForApproval), or end the plan (LimitTerminated)."""
         breach = self._breach(self.usage(tool=tool), self._raised(), tool)
         if breach is not None:
-            self._breached(breach)
+            self._breached(breach, tool)
 
     def _breach(
         self, usage: Usage, raised: dict[str, float], tool: str | None
@@ -238,7 +244,7 @@ class Policing:
             if value is not None
         ]
 
-    def _says(self, breach: LimitBreach) -> tuple[str, str]:
+    def _says(self, breach: LimitBreach, tool: str | None) -> tuple[str, str]:
         """What went past what, and what approving does."""
         if breach.limit.startswith(PRICES):
             model = breach.limit.removeprefix(PRICES)
@@ -249,7 +255,14 @@ class Policing:
                 "go on with its calls counted as $0 until it has a price",
             )
         raised = breach.used + self._configured(breach.limit)
-        return breach.message, f"go on (the limit moves to {raised:g})"
+        counted = _COUNTED_BEFORE.get(breach.limit.rpartition(".")[2])
+        what = breach.message
+        if tool is not None and counted is not None:  # the call is not made
+            what = (
+                f"{breach.limit} exceeded: {tool} would be {counted} {breach.used:g} of at "
+                f"most {breach.allowed:g}, and is not made"
+            )
+        return what, f"go on (the limit moves to {raised:g})"
 
     def _budget_approvals(self) -> list[Approval]:
         with self._store.unit_of_work() as uow:
@@ -270,14 +283,14 @@ class Policing:
             raised[name] = max(raised.get(name, grant), grant)
         return raised
 
-    def _breached(self, breach: LimitBreach) -> None:
+    def _breached(self, breach: LimitBreach, tool: str | None) -> None:
         figures = {
             "limit": breach.limit,
             "allowed": breach.allowed,
             "used": breach.used,
             "action": breach.action.value,
         }
-        what, approving = self._says(breach)
+        what, approving = self._says(breach, tool)
         if breach.action is OnExceed.TERMINATE:
             self._event(figures)
             raise LimitTerminated(f"{what} (on_exceed: terminate)")

@@ -106,12 +106,15 @@ def test_the_issue_case_terminates_from_the_cli(
     used = agents("plan", "use", str(action_file), "--automation-profile", "ci")
     assert used.exit_code == 1, used.output  # errored (cli/outcome.py), the reason in one line
     [line] = used.stderr.strip().splitlines()
-    assert "was not applied (errored): limits.max_tool_invocations exceeded: used 2 of 1" in line
+    assert (
+        "was not applied (errored): limits.max_tool_invocations exceeded: local/edit-file would "
+        "be tool call 2 of at most 1, and is not made (on_exceed: terminate)"
+    ) in line
     plans = json.loads(agents("plan", "list", "--format=json").output)["plans"]
     limited = next(p for p in plans if p["action"].endswith("/add-greeting-limited"))
     assert (limited["phase"], limited["state"]) == ("execute", "errored")
     shown = agents("plan", "show", limited["plan_id"])
-    assert "limits.max_tool_invocations exceeded: used 2 of 1" in shown.output
+    assert "local/edit-file would be tool call 2 of at most 1" in shown.output
 
     store = Store.open(f"sqlite:///{db}")
     try:
