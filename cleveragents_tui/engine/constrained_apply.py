@@ -12,6 +12,10 @@ The question is an ``escalation`` approval of the attempt: approving it reverts 
 cancelled (``agents plan cancel``). Running the plan while the question is open retries the
 Apply instead, and the question is answered "not reverted" by whoever ran it.
 
+An Apply that landed some resource before one refused is not reverted (nor asked about): a
+replay from the sandboxes' baselines would meet those landed changes as changes made outside
+the plan. It stays constrained, to be retried, corrected or cancelled.
+
 The same conflict can come back after a revert (the scripted reasoner re-makes the same
 choices). Automatic reversions are therefore counted per plan; once
 ``safety.max_retries_per_step`` of them were made, a person is asked whatever the confidence.
@@ -22,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cleveragents_tui.automation.escalation import EscalationContext
+from cleveragents_tui.domain.apply_journal import ApplyStepState
 from cleveragents_tui.domain.approval import Approval, ApprovalAnswer, ApprovalKind
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, Phase
@@ -41,8 +46,11 @@ def after_refusal(runner: PlanRunner, reason: str) -> Plan:
     """The Apply was just refused with ``reason`` (the plan is Apply · constrained): revert
     to Strategize if the profile lets the system do it alone, otherwise ask."""
     target = _first_strategy_decision(runner)
-    if target is None:
-        return runner.plan()  # nothing to re-decide: retry, correct or cancel by hand
+    if target is None or _landed_some(runner):
+        # Nothing to re-decide; or a resource already landed this attempt's changes, which a
+        # replay from the baselines would meet as a change made outside: retry, correct or
+        # cancel by hand.
+        return runner.plan()
     question = (
         f"Apply was refused: {reason}. Approve to revert to Strategize and re-plan; deny to "
         f"keep the plan constrained (retry with agents plan run, or agents plan cancel)"
@@ -146,6 +154,18 @@ def _ask_anyway(runner: PlanRunner, question: str, target: str) -> None:
 def _reversions(runner: PlanRunner) -> int:
     with runner.store.unit_of_work() as uow:
         return len(uow.events.payloads(runner.plan_id, REVERTED_EVENT))
+
+
+def _landed_some(runner: PlanRunner) -> bool:
+    """Whether this Apply landed any resource (the plan's own, or a child plan's) before one
+    refused."""
+    with runner.store.unit_of_work() as uow:
+        plans = [uow.plans.get(runner.plan_id), *uow.plans.children(runner.plan_id)]
+        return any(
+            step.state is ApplyStepState.LANDED
+            for plan in plans
+            for step in uow.apply_journal.for_apply(plan.plan_id, plan.attempt)
+        )
 
 
 def _first_strategy_decision(runner: PlanRunner) -> str | None:

@@ -226,3 +226,39 @@ def test_plan_apply_says_the_apply_was_refused_and_the_plan_reverted(
     assert "awaiting_approval · attempt 2" in lines[0]
     assert lines[1].startswith("  not applied: Apply was refused: ") and "a.txt" in lines[1]
     assert "reverted to Strategize by" in lines[1]
+
+
+def test_an_apply_that_landed_some_resource_is_not_reverted(
+    sqlite_store: Store, files: Resource, options: RunOptions, tmp_path: Path
+) -> None:
+    from cleveragents_tui.engine.lifecycle import apply_plan
+
+    (tmp_path / "more").mkdir()
+    more = Resource(
+        resource_id="local/more",
+        kind="filesystem",
+        location=str(tmp_path / "more"),
+        sandbox_strategy="filesystem_copy",
+    )
+    with sqlite_store.unit_of_work(write=True) as uow:
+        uow.resources.add(more)
+        uow.commit()
+    action = layout_action(files.resource_id).model_dump(mode="json")
+    action["resources"] = [files.resource_id, more.resource_id]
+    action["decisions"][1]["alternatives"][0]["tool_calls"].append(
+        _write(more.resource_id, "m.txt")
+    )
+    register_profile(sqlite_store, "revert", thresholds={"select_tool": 1.0, "access_network": 0.0})
+    plan = start_plan(
+        sqlite_store,
+        Action.model_validate(action),
+        profile_override="local/revert",
+        options=options,
+    )
+    (tmp_path / "more" / "m.txt").write_text("a person's own m.txt\n")  # the second refuses
+    result = apply_plan(sqlite_store, plan.plan_id, "alice", options)
+    assert (result.phase, result.state, result.attempt) == (Phase.APPLY, PlanState.CONSTRAINED, 1)
+    assert (Path(files.location) / "a.txt").read_text() == "from the plan\n"  # the first landed
+    with sqlite_store.unit_of_work() as uow:
+        assert uow.corrections.for_plan(plan.plan_id) == []
+        assert uow.approvals.pending(plan.plan_id) == []
