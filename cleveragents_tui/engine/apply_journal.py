@@ -23,7 +23,7 @@ import os
 import stat
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from cleveragents_tui.domain.apply_journal import ApplyStep, ApplyStepState
 from cleveragents_tui.domain.enums import Phase, PlanState, SandboxStrategyName
 from cleveragents_tui.sandbox.base import ApplyResult, ChangeKind, Sandbox
 from cleveragents_tui.store.store import Store
+from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 _FILE_STRATEGIES = (SandboxStrategyName.FILESYSTEM_COPY, SandboxStrategyName.OVERLAY)
 
@@ -152,6 +153,17 @@ class HalfApplied:
         )
 
 
+def _landed_below(uow: UnitOfWork, plan_id: str) -> tuple[str, ...]:
+    """The resources the child plans of ``plan_id`` (and theirs) journaled ``landed`` in
+    their current attempts: landed by the same Apply."""
+    landed: list[str] = []
+    for child in uow.plans.children(plan_id):
+        steps = uow.apply_journal.for_apply(child.plan_id, child.attempt)
+        landed += [s.resource_id for s in steps if s.state is ApplyStepState.LANDED]
+        landed += _landed_below(uow, child.plan_id)
+    return tuple(landed)
+
+
 def half_applied(store: Store) -> list[HalfApplied]:
     """Plans stopped in Apply (not applied) with a resource landing or landed and another not,
     per the apply journal: some real resources hold the plan's result, others not. A child
@@ -189,6 +201,9 @@ def half_applied(store: Store) -> list[HalfApplied]:
                 landed,
                 (*(known.unfinished if known else ()), step.resource_id),
             )
+        for plan_id, known in list(found.items()):  # what its child plans' journals landed
+            landed = known.landed + _landed_below(uow, plan_id)
+            found[plan_id] = replace(known, landed=tuple(dict.fromkeys(landed)))
         # Every resource landed, the plan not yet marked applied (killed in between).
         for plan in uow.plans.all():
             if plan.plan_id in found or plan.phase is not Phase.APPLY:
