@@ -24,6 +24,7 @@ influence graphs get), ``correction <id> <status>``, ``applied <plan>``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -40,7 +41,13 @@ from sqlalchemy.orm import configure_mappers
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.domain.decision import Decision
-from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, Phase, PlanState
+from cleveragents_tui.domain.enums import (
+    CorrectionMode,
+    DecisionType,
+    Phase,
+    PlanState,
+    SandboxStrategyName,
+)
 from cleveragents_tui.engine import correction
 from cleveragents_tui.engine.actions import load_action
 from cleveragents_tui.engine.demo import build_demo
@@ -231,6 +238,28 @@ def applied_result(folder: str, out: str) -> None:
     with store.unit_of_work() as uow:
         found["states"] = sorted(f"{p.phase.value}/{p.state.value}" for p in uow.plans.all())
     Path(out).write_text(json.dumps(found, sort_keys=True), encoding="utf-8")
+
+
+def discard_databases(folder: str, out: str) -> None:
+    """A child process: discard every database sandbox of the work folder's plans (a
+    PostgreSQL copy sandbox keeps databases on the server until then); writes how many."""
+    work = Work(folder)
+    store = work.store()
+    discarded = 0
+    with store.unit_of_work() as uow:
+        plans = [p.plan_id for p in uow.plans.all()]
+        databases = {
+            r.resource_id
+            for r in uow.resources.all()
+            if r.sandbox_strategy is SandboxStrategyName.TRANSACTION_ROLLBACK
+        }
+    for plan_id in plans:
+        sandboxes = PlanSandboxes(store, plan_id, work.sandboxes)
+        for resource_id in sorted(databases):
+            with contextlib.suppress(Exception):  # never made, or already gone
+                sandboxes.get(resource_id).discard()
+                discarded += 1
+    Path(out).write_text(json.dumps({"discarded": discarded}), encoding="utf-8")
 
 
 def append_after_apply(folder: str, out: str) -> None:

@@ -124,7 +124,10 @@ class FreshGates:
             engine.dispose()
 
     def drop(self, worker: Worker) -> None:
+        """Discard the worker's database sandboxes (a copy sandbox's databases live on the
+        server), then drop its target database."""
         if self.server is not None and worker.number in self.databases:
+            worker.in_child(scenario.discard_databases)
             self.server.drop_database(self.databases.pop(worker.number))
 
     def drop_all(self, team: list[Worker]) -> None:
