@@ -3,7 +3,7 @@ What happens when a limit is exceeded is engine/policing.py's."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from cleveragents_tui.automation.precedence import (
@@ -15,7 +15,9 @@ from cleveragents_tui.automation.precedence import (
     resolve_profile,
 )
 from cleveragents_tui.automation.preflight import (
+    Check,
     PreflightContext,
+    PreflightError,
     ToolCatalog,
     parse_action,
     run_preflight,
@@ -40,6 +42,32 @@ def effective_profile(
         project_profile=str(project_value) if project_value else None,
         global_profile=str(global_value) if global_value else None,
     )
+
+
+def _subactions(action: Action) -> Iterator[Action]:
+    for sub in action.subactions:
+        yield sub
+        yield from _subactions(sub)
+
+
+def _check_subactions(action: Action, tools: ToolCatalog, registered: Mapping[str, Any]) -> None:
+    """What a child plan to come names must be registered now, as `action create` requires:
+    else the plan is refused only halfway, when its spawn runs the child's pre-flight."""
+    for sub in _subactions(action):
+        missing = [r for r in sub.resources if r not in registered]
+        if missing:
+            raise PreflightError(
+                Check.RESOURCE_ACCESSIBILITY,
+                f"subaction {sub.name}: resource {missing[0]} is not registered",
+                "register it first: agents resource add",
+            )
+        unknown = [t for t in sub.skill_set if tools.get(t) is None]
+        if unknown:
+            raise PreflightError(
+                Check.TOOL_EXISTENCE,
+                f"subaction {sub.name}: tool {unknown[0]} is not registered",
+                "register the tool or remove it from the subaction",
+            )
 
 
 def create_plan(
@@ -70,6 +98,7 @@ def create_plan(
         registered = {r.resource_id: r for r in uow.resources.registered()}  # not removed
     resources = {rid: registered.get(rid) for rid in action.resources}
     run_preflight(action, PreflightContext(profile, tools, actors, resources))
+    _check_subactions(action, tools, registered)
     plan = Plan(
         action=action.name,
         title=action.description or None,

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
+from cleveragents_tui.store.store import Store
 from tests.support.openai_server import (
     OpenAIServer,
     Reply,
@@ -393,3 +394,96 @@ def test_a_users_own_repository_database_and_folder_from_init_to_discard(
     assert project.rows() == rows_before + inserted  # what Apply landed stays
     assert (project.docs / "discounts.md").read_text() == files["local/docs", "discounts.md"]
     assert project.checkout() == untouched
+
+
+def _stored(project: Project) -> dict[str, list[str]]:
+    """What the app's database holds: resources (removed ones too), actions and plans."""
+    store = Store.open(str(project.home / ".local" / "share" / "cleveragents" / "agents.db"))
+    try:
+        with store.unit_of_work() as uow:
+            return {
+                "resources": sorted(f"{r.resource_id} {r.location}" for r in uow.resources.all()),
+                "actions": sorted(a.name for a in uow.actions.all()),
+                "plans": sorted(p.plan_id for p in uow.plans.all()),
+            }
+    finally:
+        store.close()
+
+
+HEAD = "name: local/bad\nprompt: Do it.\nresources: [local/shop]\ntools: [local/read-file]\n"
+BAD_ACTIONS = {  # what is not registered: the file, and the start of its one line
+    "a tool a decision calls": (
+        HEAD
+        + "decisions:\n  - key: how\n    type: strategy_choice\n    question: How?\n"
+        + "    alternatives:\n      - option: Read it\n        tool_calls:\n"
+        + "          - tool: local/teleport\n            arguments: {resource: local/shop}\n",
+        ":12: decisions.0.alternatives.0.tool_calls.0.tool: tool local/teleport is not registered",
+    ),
+    "a resource a subaction names": (
+        HEAD + "subactions:\n  - name: local/child\n    prompt: Child.\n"
+        "    resources: [local/ghost]\n",
+        ":8: subactions.0.resources.0: resource local/ghost is not registered",
+    ),
+    "a tool a subaction names": (
+        HEAD + "subactions:\n  - name: local/child\n    prompt: Child.\n"
+        "    resources: [local/shop]\n    tools: [local/frobnicate]\n",
+        ":9: subactions.0.tools.0: tool local/frobnicate is not registered",
+    ),
+}
+
+
+def test_bad_input_is_refused_in_one_line_storing_nothing(project: Project) -> None:
+    """The refusals tests/cli/test_bring_your_own.py does not make, each through the CLI:
+    exit 2, one line naming the problem and the fix, nothing stored."""
+    project.ok("init")
+    project.ok("resource", "add", "docs", "--kind", "filesystem", "--location", str(project.docs))
+    sqlite3.connect(project.docs / "kept.db").close()  # a database file in the docs folder
+    project.sandboxes.mkdir()
+    (project.sandboxes / "old").mkdir()
+    stored = _stored(project)
+    checkout = project.checkout()
+    nowhere = project.home / "nowhere"
+
+    def refused(*args: str) -> str:
+        done = project(*args)
+        assert done.returncode == 2, f"agents {' '.join(args)}: {done.stdout}{done.stderr}"
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1, lines
+        assert _stored(project) == stored
+        return lines[0]
+
+    def add(name: str, kind: str, location: str) -> str:
+        return refused("resource", "add", name, "--kind", kind, "--location", location)
+
+    # Locations that do not exist, for every kind that takes a path (and a SQLite URL).
+    for kind in ("git", "database", "external"):
+        assert add("x", kind, str(nowhere)) == (
+            f"error: location {nowhere} does not exist: give an existing path"
+        )
+    assert add("x", "database", f"sqlite:///{nowhere}.db") == (
+        f"error: location {nowhere}.db does not exist: give an existing path"
+    )
+    # Inside the app's sandboxes (AGENTS_SANDBOX_DIR, away from its data folder).
+    assert add("x", "filesystem", str(project.sandboxes / "old")).startswith(
+        f"error: location {project.sandboxes / 'old'} is inside the app's own data "
+        f"({project.sandboxes})"
+    )
+    # A database file inside a folder resource: two sandboxes of the same bytes.
+    assert add("x", "database", str(project.docs / "kept.db")).startswith(
+        f"error: location {project.docs / 'kept.db'} is inside resource local/docs"
+    )
+    # A name taken, given with its namespace; a database URL no driver here speaks.
+    assert add("local/docs", "filesystem", str(project.repo / "src")).startswith(
+        "error: resource local/docs already exists"
+    )
+    assert "mysql://me@db/shop" in add("x", "database", "mysql://me@db/shop")
+
+    # Actions naming what is not registered, in a decision's tool call or a subaction.
+    for what, (text, problem) in BAD_ACTIONS.items():
+        action_file = project.home / f"{what.replace(' ', '-')}.yaml"
+        action_file.write_text(text)
+        assert problem in refused("action", "create", str(action_file)), what
+        # Run as a file, unregistered: refused too, before any plan exists — not halfway,
+        # when the child plan's spawn would find what is missing.
+        assert problem.split(": ")[-1] in refused("plan", "use", str(action_file)), what
+    assert project.checkout() == checkout
