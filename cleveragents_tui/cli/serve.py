@@ -15,7 +15,8 @@ from cleveragents_tui.cli.context import CliContext, echo, pass_cli
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.web.addresses import default_public_url, normalise_public_url
 from cleveragents_tui.web.config import DEFAULT_MAX_SESSIONS, ServeConfig
-from cleveragents_tui.web.credentials import TOKEN_ENV, add_user
+from cleveragents_tui.web.credentials import TOKEN_ENV, add_user, remove_user
+from cleveragents_tui.web.logins import DEFAULT_IDLE_HOURS, DEFAULT_LIFETIME_HOURS
 
 
 def _announce(config: ServeConfig, shown_database: str, users: Path | None) -> None:
@@ -63,6 +64,35 @@ def _announce(config: ServeConfig, shown_database: str, users: Path | None) -> N
     help="Add NAME to the --users file with a new token, print their URL, and exit.",
 )
 @click.option(
+    "--revoke",
+    metavar="NAME",
+    help="Remove NAME from the --users file and exit: a running server ends their logins "
+    "and tabs at once.",
+)
+@click.option(
+    "--login-idle",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_IDLE_HOURS,
+    show_default=True,
+    metavar="HOURS",
+    help="A login unused this long (no open tab) ends; open the address again.",
+)
+@click.option(
+    "--login-lifetime",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_LIFETIME_HOURS,
+    show_default=True,
+    metavar="HOURS",
+    help="A login ends this long after it was made, open tabs included.",
+)
+@click.option(
+    "--export-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Tree exports from the browser are saved in DIR on the server (default: the "
+    "browser downloads them; no other path on the server is written).",
+)
+@click.option(
     "--max-sessions",
     type=click.IntRange(min=1),
     default=DEFAULT_MAX_SESSIONS,
@@ -78,6 +108,10 @@ def serve(
     token: str | None,
     users: Path | None,
     new_user: str | None,
+    revoke: str | None,
+    login_idle: float,
+    login_lifetime: float,
+    export_dir: Path | None,
     max_sessions: int,
 ) -> None:
     """Serve the app to browsers: every tab gets the full app on this database (--db).
@@ -87,6 +121,12 @@ def serve(
     a person's own from --users FILE. Listening beyond this machine (--host) needs one
     given on purpose. Use PostgreSQL (--db postgresql://...) for a team. See docs/web.md.
     """
+    if revoke is not None:
+        if users is None:
+            raise UserError("--revoke needs --users FILE", "name the file to remove the user from")
+        remove_user(users, revoke)
+        echo(f"removed {revoke} from {users}; a running server ends their logins and tabs")
+        return
     if new_user is not None:
         if users is None:
             raise UserError("--add-user needs --users FILE", "name the file to add the user to")
@@ -103,6 +143,9 @@ def serve(
         token=token,
         users=users,
         max_sessions=max_sessions,
+        login_idle_hours=login_idle,
+        login_lifetime_hours=login_lifetime,
+        export_dir=export_dir,
     )
     from cleveragents_tui.web.server import serve as run_server
 

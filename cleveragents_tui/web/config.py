@@ -18,6 +18,7 @@ from cleveragents_tui.web.credentials import (
     new_token,
     read_users,
 )
+from cleveragents_tui.web.logins import DEFAULT_IDLE_HOURS, DEFAULT_LIFETIME_HOURS
 
 DEFAULT_MAX_SESSIONS = 8
 
@@ -32,6 +33,10 @@ class ServeConfig:
     credentials: Credentials
     max_sessions: int = DEFAULT_MAX_SESSIONS
     shared_token: str | None = None  # printed in the URL to open; None with a users file only
+    users: Path | None = None  # re-read while serving: a change takes effect without restart
+    login_idle: float = DEFAULT_IDLE_HOURS * 3600  # seconds a login lasts unused
+    login_lifetime: float = DEFAULT_LIFETIME_HOURS * 3600  # seconds a login lasts at most
+    export_dir: Path | None = None  # resolved; None: exports are downloads to the browser
 
     @property
     def secure(self) -> bool:
@@ -48,6 +53,9 @@ class ServeConfig:
         token: str | None = None,
         users: Path | None = None,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
+        login_idle_hours: float = DEFAULT_IDLE_HOURS,
+        login_lifetime_hours: float = DEFAULT_LIFETIME_HOURS,
+        export_dir: Path | None = None,
     ) -> ServeConfig:
         """Refuse a non-loopback bind unless access was set up on purpose (a token given,
         or a users file); otherwise a token is generated for this run."""
@@ -58,6 +66,16 @@ class ServeConfig:
             )
         if max_sessions < 1:
             raise UserError("--max-sessions must be at least 1")
+        if not 0 < login_idle_hours <= login_lifetime_hours:
+            raise UserError(
+                f"--login-idle {login_idle_hours:g} must be more than 0 and at most "
+                f"--login-lifetime {login_lifetime_hours:g} (hours)",
+                "give a shorter --login-idle or a longer --login-lifetime",
+            )
+        if export_dir is not None and not export_dir.is_dir():
+            raise UserError(
+                f"--export-dir {export_dir} is not a folder", "create it, or name another one"
+            )
         url, origin = normalise_public_url(public_url or default_public_url(host, port))
         shared = check_token(token) if token is not None else None
         user_entries = read_users(users) if users is not None else ()
@@ -77,4 +95,8 @@ class ServeConfig:
             credentials=Credentials(entries),
             max_sessions=max_sessions,
             shared_token=shared,
+            users=users,
+            login_idle=login_idle_hours * 3600,
+            login_lifetime=login_lifetime_hours * 3600,
+            export_dir=export_dir.resolve() if export_dir is not None else None,
         )

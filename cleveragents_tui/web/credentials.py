@@ -120,3 +120,26 @@ def add_user(path: Path, name: str) -> str:
     except OSError as exc:
         raise UserError(f"cannot write the users file {path}: {exc.strerror}") from exc
     return token
+
+
+def remove_user(path: Path, name: str) -> None:
+    """Delete ``name``'s line from the users file (comments and other lines kept), by
+    writing a private copy and renaming it over the file: a running server sees the change
+    at once and ends that user's logins and tabs."""
+    check_name(name)
+    if not any(n == name for _, n in read_users(path)):
+        raise UserError(f"{name} is not in {path}", "check the name (the file lists one per line)")
+    kept = [
+        raw
+        for raw in path.read_text("utf-8").splitlines(keepends=True)
+        if raw.split("#", 1)[0].split()[:1] != [name]
+    ]
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    try:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write("".join(kept))
+        os.replace(temporary, path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise UserError(f"cannot write the users file {path}: {exc.strerror}") from exc

@@ -2,7 +2,10 @@
 
 - **Token, then cookie**: ``?token=...`` (the shared token or a user's) is exchanged for a
   login cookie and the browser is sent back to the same address without it; every other
-  request needs that cookie, the websocket included.
+  request needs that cookie — from the address that logged in, before the login expires,
+  while its user is still allowed — the websocket included.
+- **Logged values are quoted** (``%r``): a path, header or name sent by anyone can neither
+  forge a log line nor reach the operator's terminal as an escape sequence.
 - **Origin**: the websocket, and any request that is not GET/HEAD/OPTIONS, must come from a
   page of the public URL's origin, so another site's page cannot drive the app even in a
   browser that holds the cookie.
@@ -17,12 +20,14 @@ import logging
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
+from cleveragents_tui.web.access import Access
 from cleveragents_tui.web.config import ServeConfig
-from cleveragents_tui.web.logins import COOKIE, Logins
+from cleveragents_tui.web.logins import Logins, cookie_name
 
 log = logging.getLogger("agents.serve")
 
 USER_KEY = web.RequestKey("agents_user", str)
+LOGIN_KEY = web.RequestKey("agents_login", str)  # the login's digest: its tabs are tracked
 WEBSOCKET_PATH = "/ws"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -55,7 +60,7 @@ def _headers(config: ServeConfig) -> dict[str, str]:
 
 def origin_refusal(config: ServeConfig, request: web.Request) -> web.HTTPForbidden:
     sent = request.headers.get("Origin", "(none)")
-    log.warning("refused %s %s from origin %s", request.method, request.path, sent)
+    log.warning("refused %r %r from origin %r", request.method, request.path, sent)
     return web.HTTPForbidden(
         text=f"Refused: this request came from the origin {sent}; this server accepts only its "
         f"own pages, at {config.origin}. Open {config.public_url}/ (behind a reverse proxy, "
@@ -71,22 +76,35 @@ def _same_address_without_token(request: web.Request) -> str:
     return f"./{name}" + (f"?{url.query_string}" if url.query_string else "")
 
 
-def _login(config: ServeConfig, logins: Logins, request: web.Request, token: str) -> None:
-    known, name = config.credentials.identify(token)
+def _login(
+    config: ServeConfig, access: Access, logins: Logins, request: web.Request, token: str
+) -> None:
+    """SameSite=Lax, not Strict: a link to the printed address clicked on another site
+    (chat, webmail) must land logged in, and a Strict cookie set on this redirect would be
+    withheld from the redirected request. Lax still keeps the cookie off other sites'
+    subrequests and non-GETs; the websocket and every non-GET need the public Origin."""
+    known, name = access.credentials.identify(token)
     if not known:
-        log.warning("refused a wrong token from %s", request.remote)
+        log.warning("refused a wrong token from %r", request.remote)
         raise web.HTTPUnauthorized(text=WRONG_ACCESS)
-    login, user = logins.open(name)
-    log.info("login: %s from %s", user, request.remote)
+    login, user = logins.open(name, request.remote)
+    log.info("login: %r from %r", user, request.remote)
     response = web.HTTPSeeOther(_same_address_without_token(request))
     response.set_cookie(
-        COOKIE, login, httponly=True, samesite="Strict", secure=config.secure, path="/"
+        cookie_name(config.public_url),
+        login,
+        httponly=True,
+        samesite="Lax",
+        secure=config.secure,
+        path="/",
+        max_age=int(config.login_lifetime),
     )
     raise response
 
 
-def guard(config: ServeConfig, logins: Logins) -> Middleware:
+def guard(config: ServeConfig, access: Access, logins: Logins) -> Middleware:
     headers = _headers(config)
+    cookie = cookie_name(config.public_url)
 
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         needs_origin = request.path == WEBSOCKET_PATH or request.method not in SAFE_METHODS
@@ -94,11 +112,11 @@ def guard(config: ServeConfig, logins: Logins) -> Middleware:
             raise origin_refusal(config, request)
         token = request.query.get("token")
         if token is not None:
-            _login(config, logins, request, token)
-        user = logins.user(request.cookies.get(COOKIE))
-        if user is None:
+            _login(config, access, logins, request, token)
+        found = logins.user(request.cookies.get(cookie), request.remote)
+        if found is None or not access.allows(found[1]):
             raise web.HTTPUnauthorized(text=NO_LOGIN)
-        request[USER_KEY] = user
+        request[LOGIN_KEY], request[USER_KEY] = found
         return await handler(request)
 
     @web.middleware

@@ -8,9 +8,10 @@ websocket message loop; the websocket handler is ours (the cap, the per-session 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import aiohttp_jinja2
@@ -20,8 +21,9 @@ from textual_serve.server import Server, to_int
 
 from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.web.access import Access
 from cleveragents_tui.web.config import ServeConfig
-from cleveragents_tui.web.guard import USER_KEY, WEBSOCKET_PATH, guard
+from cleveragents_tui.web.guard import LOGIN_KEY, USER_KEY, WEBSOCKET_PATH, guard
 from cleveragents_tui.web.logins import Logins
 from cleveragents_tui.web.sessions import SessionService, SessionSlots, session_command
 
@@ -29,6 +31,7 @@ log = logging.getLogger("agents.serve")
 
 TEMPLATES = Path(__file__).with_name("templates")
 TITLE = "cleveragents"
+WATCH_INTERVAL = 2.0  # seconds between looks for revoked or expired logins with open tabs
 
 
 class AgentsServer(Server):
@@ -42,8 +45,10 @@ class AgentsServer(Server):
             templates_path=TEMPLATES,
         )
         self.config = config
-        self.logins = Logins()
+        self.access = Access(config)
+        self.logins = Logins(idle=config.login_idle, lifetime=config.login_lifetime)
         self.slots = SessionSlots(config.max_sessions)
+        self.tabs: dict[str, set[web.WebSocketResponse]] = {}  # open tabs by login
 
     def full_message(self) -> str:
         return (
@@ -53,7 +58,8 @@ class AgentsServer(Server):
         )
 
     def make_app(self) -> web.Application:
-        app = web.Application(middlewares=[guard(self.config, self.logins)])
+        app = web.Application(middlewares=[guard(self.config, self.access, self.logins)])
+        app.cleanup_ctx.append(self._watching)
         aiohttp_jinja2.setup(
             app, loader=jinja2.FileSystemLoader(self.templates_path), autoescape=True
         )
@@ -67,12 +73,34 @@ class AgentsServer(Server):
         )
         return app
 
+    async def _watching(self, _: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(self._watch())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL)
+            await self.end_lost_logins()
+
+    async def end_lost_logins(self) -> None:
+        """Close the tabs of logins that ended: their user revoked (the users file changed)
+        or their lifetime over. A tab that is open is never idle."""
+        for user in self.logins.revoke(self.access.allows):
+            log.info("logins of %r ended: no longer in the users file", user)
+        for key, tabs in list(self.tabs.items()):
+            if not self.logins.alive(key, in_use=self.tabs):
+                for tab in list(tabs):
+                    await tab.close(message=b"login ended")
+
     async def handle_index(self, request: web.Request) -> web.StreamResponse:
         if self.slots.full:
             raise web.HTTPServiceUnavailable(text=self.full_message())
         if request.host != self.config.origin.split("://", 1)[1]:
             log.warning(
-                "the page was opened as %s but the public URL is %s: its websocket will be "
+                "the page was opened as %r but the public URL is %s: its websocket will be "
                 "refused (set --public-url to the address people open)",
                 request.host,
                 self.config.public_url,
@@ -81,17 +109,25 @@ class AgentsServer(Server):
         return response
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
-        user = request[USER_KEY]
+        user, login = request[USER_KEY], request[LOGIN_KEY]
         if not self.slots.take():
-            log.warning("refused a session for %s: all %d in use", user, self.slots.limit)
+            log.warning("refused a session for %r: all %d in use", user, self.slots.limit)
             raise web.HTTPServiceUnavailable(text=self.full_message())
+        websocket = web.WebSocketResponse(heartbeat=15)
+        tabs = self.tabs.setdefault(login, set())
+        tabs.add(websocket)
         try:
-            return await self._session(request, user)
+            return await self._session(request, user, websocket)
         finally:
+            tabs.discard(websocket)
+            if not tabs:
+                del self.tabs[login]
+                self.logins.touch(login)
             self.slots.release()
 
-    async def _session(self, request: web.Request, user: str) -> web.WebSocketResponse:
-        websocket = web.WebSocketResponse(heartbeat=15)
+    async def _session(
+        self, request: web.Request, user: str, websocket: web.WebSocketResponse
+    ) -> web.WebSocketResponse:
         await websocket.prepare(request)
 
         async def close() -> None:
@@ -104,17 +140,18 @@ class AgentsServer(Server):
             write_str=websocket.send_str,
             close=close,
             download_manager=self.download_manager,
+            export_dir=self.config.export_dir,
         )
         width = to_int(request.query.get("width", "80"), 80)
         height = to_int(request.query.get("height", "24"), 24)
-        log.info("session for %s opened (%d of %d)", user, self.slots.in_use, self.slots.limit)
+        log.info("session for %r opened (%d of %d)", user, self.slots.in_use, self.slots.limit)
         await service.start(width, height)
         try:
             await self._process_messages(websocket, service)
         finally:
             await service.stop()
             await websocket.close()
-            log.info("session for %s closed", user)
+            log.info("session for %r closed", user)
         return websocket
 
     async def start(self) -> web.AppRunner:
@@ -150,8 +187,8 @@ class PrintableFormatter(logging.Formatter):
     the server: each message is one line with its control characters escaped, so it can
     neither forge a second log line nor send an escape sequence to the terminal."""
 
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        return printable(super().formatMessage(record), one_line=True)
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record), one_line=True)
 
 
 def serve(config: ServeConfig, ready: Callable[[], None]) -> None:

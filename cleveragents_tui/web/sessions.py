@@ -1,18 +1,25 @@
 """One browser tab = one app process: its command, its environment, and the session cap.
 
-textual-serve runs its command through ``/bin/sh``. Ours is a constant built with
-``shlex.join`` from the interpreter's path and a module name: nothing a user typed is in
-it. The per-session values (the user's name, the database URL) reach the child as
-environment variables, which no shell parses, and the server's own token is removed from
-the child's environment.
+textual-serve runs its command through ``/bin/sh``; we start ours without a shell: the
+interpreter's path and a module name, nothing a user typed, exec'd directly in a process
+group of its own. The per-session values (the user's name, the database URL) reach the
+child as environment variables, and the server's own token is removed from the child's
+environment. Stopping a session is bounded: the app is asked to quit, and after
+``QUIT_TIMEOUT`` its whole process group is killed — a hung tab neither keeps its slot nor
+holds up the server's shutdown.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import shlex
+import signal
 import sys
+from asyncio.subprocess import Process
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from textual_serve.app_service import AppService
 from textual_serve.download_manager import DownloadManager
@@ -21,14 +28,20 @@ from cleveragents_tui.web.credentials import TOKEN_ENV
 
 USER_ENV = "AGENTS_WEB_USER"
 DATABASE_ENV = "AGENTS_DATABASE_URL"
+EXPORT_DIR_ENV = "AGENTS_WEB_EXPORT_DIR"  # set: exports are saved there; unset: downloads
 SESSION_MODULE = "cleveragents_tui.web.session_main"
 QUIT_TIMEOUT = 10.0  # seconds an app gets to quit before it is killed
 
 
-def session_command() -> str:
+def session_argv() -> list[str]:
     """``python -P -m ...``: -P keeps the working directory off ``sys.path``, so a
     ``cleveragents_tui`` folder where the server was started cannot stand in for ours."""
-    return shlex.join([sys.executable, "-P", "-m", SESSION_MODULE])
+    return [sys.executable, "-P", "-m", SESSION_MODULE]
+
+
+def session_command() -> str:
+    """The same, as the one string textual-serve's server is built with."""
+    return shlex.join(session_argv())
 
 
 class SessionSlots:
@@ -65,6 +78,7 @@ class SessionService(AppService):
         write_str: Callable[[str], Awaitable[None]],
         close: Callable[[], Awaitable[None]],
         download_manager: DownloadManager,
+        export_dir: Path | None = None,
     ) -> None:
         super().__init__(
             session_command(),
@@ -75,23 +89,46 @@ class SessionService(AppService):
         )
         self.user = user
         self.database_url = database_url
+        self.export_dir = export_dir
+
+    async def _open_app_process(self, width: int = 80, height: int = 24) -> Process:
+        """The app itself as the child (no shell in between), leading its own process
+        group, so that :meth:`stop` can end it and anything it started."""
+        self._process = process = await asyncio.create_subprocess_exec(
+            *session_argv(),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self._build_environment(width=width, height=height),
+            start_new_session=True,
+        )
+        assert process.stdin is not None
+        self._stdin = process.stdin
+        return process
 
     async def stop(self) -> None:
-        """Ask the app to quit (textual-serve's stop), then reap its process: no session
-        outlives the server, and no process is left for the event loop to complain about."""
-        await super().stop()
+        """Ask the app to quit (textual-serve's stop) for at most ``QUIT_TIMEOUT``
+        seconds, then kill its process group and reap it: no session outlives the server,
+        and a hung one is ended all the same."""
         process = self._process
-        if process is None or process.returncode is not None:
-            return
         try:
-            await asyncio.wait_for(process.wait(), QUIT_TIMEOUT)
+            await asyncio.wait_for(super().stop(), QUIT_TIMEOUT)
+            if process is not None:
+                await asyncio.wait_for(process.wait(), QUIT_TIMEOUT)
         except TimeoutError:
-            process.kill()
-            await process.wait()
+            pass
+        if process is None or process.returncode is not None:
+            return  # quit by itself (an exited, reaped leader's id could be reused: no kill)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # the group: the app and its children
+        await process.wait()
 
     def _build_environment(self, width: int = 80, height: int = 24) -> dict[str, str]:
         environment = super()._build_environment(width=width, height=height)
         environment.pop(TOKEN_ENV, None)
         environment[USER_ENV] = self.user
         environment[DATABASE_ENV] = self.database_url
+        environment.pop(EXPORT_DIR_ENV, None)
+        if self.export_dir is not None:
+            environment[EXPORT_DIR_ENV] = str(self.export_dir)
         return environment

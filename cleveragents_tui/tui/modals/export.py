@@ -20,16 +20,16 @@ class ExportModal(Dialog[Path | None]):
         Binding("escape", "cancel", "Cancel", id="export.cancel")
     ]
 
-    def __init__(self, default: Path) -> None:
+    def __init__(self, default: Path, where: str) -> None:
         super().__init__()
-        self.default = default
+        self.default, self.where = default, where
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Export the decision tree", classes="modal-title")
             yield Static(
                 f"A file name ending in .png (an image) or .json (docs/json-formats.md), "
-                f"relative to {Path.cwd()}. Enter to export, Esc to cancel.",
+                f"{self.where}. Enter to export, Esc to cancel.",
                 markup=False,
             )
             yield Input(value=str(self.default), id="export-path")
@@ -39,7 +39,7 @@ class ExportModal(Dialog[Path | None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         text = event.value.strip()
-        self.dismiss(Path(text).expanduser() if text else None)
+        self.dismiss(Path(text) if text else None)  # the caller expands ~ (terminal only)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -4,6 +4,8 @@ now, and the controls (correct, diff, pause / cancel / resume / apply)."""
 from __future__ import annotations
 
 import asyncio
+import io
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
@@ -46,6 +48,7 @@ from cleveragents_tui.tui.modals.strategy import StrategyDialog
 from cleveragents_tui.tui.render import explanation, one_line
 from cleveragents_tui.tui.screens.base import AgentsScreen
 from cleveragents_tui.tui.services import services
+from cleveragents_tui.tui.web_exports import web_target, where_exports_go
 from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import MORE, DecisionTree
 from cleveragents_tui.tui.widgets.status_bar import PlanStatus
@@ -391,14 +394,21 @@ class PlanScreen(AgentsScreen):
     @work(exclusive=True, group="export")
     async def action_export(self) -> None:
         """Write the tree as shown (superseded branches included when they are shown)."""
-        path = await self.app.push_screen_wait(ExportModal(Path(f"plan-{self.plan_id[:10]}.png")))
+        web = self.app.is_web
+        default = Path(f"plan-{self.plan_id[:10]}.png")
+        path = await self.app.push_screen_wait(ExportModal(default, where_exports_go(web)))
         if path is None:
             return
         try:
             format_of(path)
+            target = web_target(str(path)) if web else path.expanduser()
         except UserError as exc:
             self.notify(str(exc), title="Export refused", severity="error")
             return
+        if target is None:  # in a browser without --export-dir: a download
+            self._download_in_thread(path.name)
+            return
+        path = target
         force = False
         if path.exists():
             force = await self.app.push_screen_wait(
@@ -420,6 +430,22 @@ class PlanScreen(AgentsScreen):
             )
             return
         self.app.call_from_thread(self.notify, done)
+
+    @work(thread=True, exclusive=True, group="export-run")
+    def _download_in_thread(self, name: str) -> None:
+        """Browser mode: the export goes to the browser, nothing stays on the server."""
+        try:
+            tree = plan_tree(self.store, self.plan_id, show_superseded=self.show_superseded)
+            with tempfile.TemporaryDirectory() as folder:
+                export_tree(tree, Path(folder) / name)
+                data = (Path(folder) / name).read_bytes()
+        except (UserError, OSError) as exc:
+            self.app.call_from_thread(
+                self.notify, str(exc), title="Export failed", severity="error"
+            )
+            return
+        self.app.call_from_thread(self.app.deliver_binary, io.BytesIO(data), save_filename=name)
+        self.app.call_from_thread(self.notify, f"sent {name} to your browser ({len(data)} bytes)")
 
     # -- control ------------------------------------------------------------------------------
 
