@@ -381,13 +381,18 @@ def test_a_users_own_repository_database_and_folder_from_init_to_discard(
     assert project.checkout() == untouched
 
     # 6. Discard: the sandboxes and the apply branch go; the tree stays readable.
-    assert any(project.sandboxes.rglob("*"))
+    assert (project.sandboxes / plan_id).is_dir()
     discarded = project.ok("plan", "discard", plan_id, "--yes")
-    assert discarded.stdout.splitlines()[-1].startswith(f"discarded plan {plan_id}:")
+    listed = discarded.stdout.splitlines()
+    assert f"  branch {branch} in {project.repo} (NOT merged: its commit is lost)" in listed
+    assert {
+        f"  sandbox of {r} (plan {plan_id})" for r in ("local/shop", "local/shop-db", "local/docs")
+    } <= {line.rsplit(":", 1)[0] for line in listed}
+    assert listed[-1].startswith(f"discarded plan {plan_id}:")
+    assert not (project.sandboxes / plan_id).exists()
     assert _git(project.repo, "branch", "--list", "cleveragents/*") == ""
     assert "cleveragents" not in _git(project.repo, "for-each-ref", "--format=%(refname)")
     assert _git(project.repo, "worktree", "list", "--porcelain").count("worktree ") == 1
-    assert not [p for p in project.sandboxes.rglob("*") if p.is_file()]
     assert [d["decision_id"] for d in _tree(project, plan_id)] == [  # still there to read
         d["decision_id"] for d in decisions.values()
     ]
