@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PROBE = """
 import sys
 from cleveragents_tui.cli import cli
@@ -51,3 +53,40 @@ def test_the_app_imports_langgraph_only_to_run_a_plan() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+CLI_PROBE = """
+import sys
+from cleveragents_tui.cli import cli
+try:
+    cli.main(sys.argv[1:], prog_name="agents")
+except SystemExit:
+    pass
+heavy = sorted(
+    m for m in sys.modules
+    if m.split(".")[0] in ("sqlalchemy", "pydantic", "yaml")
+    or m.startswith(("cleveragents_tui.engine", "cleveragents_tui.store"))
+)
+print("HEAVY:" + ",".join(heavy), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(
+    "args", [["--help"], ["--version"], ["plan", "--help"], ["serve", "--help"]]
+)
+def test_help_and_version_import_neither_the_store_nor_pydantic(args: list[str]) -> None:
+    """`agents --help` costs what click costs: no engine, store, SQLAlchemy or pydantic."""
+    result = subprocess.run(
+        [sys.executable, "-c", CLI_PROBE, *args], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Usage" in result.stdout or "version" in result.stdout
+    assert result.stderr.strip().splitlines()[-1] == "HEAVY:"
+
+
+def test_resource_kinds_in_help_match_the_engine() -> None:
+    """`resource add --help` spells the kinds out (no engine at start-up); they must agree."""
+    from cleveragents_tui.cli.resources import KINDS_METAVAR
+    from cleveragents_tui.engine.resource_registry import KINDS
+
+    assert "|".join(KINDS) == KINDS_METAVAR

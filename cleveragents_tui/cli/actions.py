@@ -15,7 +15,6 @@ from cleveragents_tui.cli.context import (
     pass_cli,
 )
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.engine import action_registry as registry
 
 _PATH = click.Path(path_type=Path, dir_okay=False)
 
@@ -39,6 +38,8 @@ def validate(cli: CliContext, path: Path, local_format: str | None) -> None:
     """Check FILE as `action create` would, and report every problem at once, each with its
     line: YAML, the schema, the decision points' rules, and the resources, tools,
     validations, actors and profile it names. Exit 2 when there is any."""
+    from cleveragents_tui.engine import action_registry as registry
+
     checked = registry.check_action_file(cli.store, path)
     if cli.wants_json(local_format):
         echo_json(
@@ -76,6 +77,8 @@ def create(cli: CliContext, path: Path, profile: str | None, replace: bool) -> N
     """Check FILE and register its action, so `agents plan use NAME` runs it. The whole
     definition is stored: later edits of FILE need `create --replace`. Nothing is stored
     if the file has any problem (`agents action validate FILE` lists them all)."""
+    from cleveragents_tui.engine import action_registry as registry
+
     created, new = registry.create_action(cli.store, path, profile=profile, replace=replace)
     echo(
         f"action {created.name} {'registered' if new else 'replaced'} "
@@ -90,6 +93,8 @@ def create(cli: CliContext, path: Path, profile: str | None, replace: bool) -> N
 @pass_cli
 def list_(cli: CliContext, local_format: str | None) -> None:
     """Every registered action."""
+    from cleveragents_tui.engine import action_registry as registry
+
     items = registry.registered_actions(cli.store)
     if cli.wants_json(local_format):
         echo_json(
@@ -119,6 +124,8 @@ def list_(cli: CliContext, local_format: str | None) -> None:
 @pass_cli
 def show(cli: CliContext, name: str, local_format: str | None) -> None:
     """A registered action: where it came from and its whole stored definition."""
+    from cleveragents_tui.engine import action_registry as registry
+
     stored = registry.registered_action(cli.store, name)
     if cli.wants_json(local_format):
         echo_json(

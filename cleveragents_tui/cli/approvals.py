@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import getpass
+from typing import TYPE_CHECKING
 
 import click
 
 from cleveragents_tui.cli import json_output
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.cli.render import one_line
-from cleveragents_tui.domain.approval import Approval
-from cleveragents_tui.engine.approvals import answer_approval, pending_approvals
-from cleveragents_tui.export.json import plan_json
+
+if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
+    from cleveragents_tui.domain.approval import Approval
 
 
 @click.group()
@@ -25,6 +26,8 @@ def approval() -> None:
 @pass_cli
 def list_(cli: CliContext, plan_ref: str | None, local_format: str | None) -> None:
     """Pending approvals, oldest first."""
+    from cleveragents_tui.engine.approvals import pending_approvals
+
     items = pending_approvals(cli.store, plan_ref)
     if cli.wants_json(local_format):
         echo_json(
@@ -48,6 +51,8 @@ def list_(cli: CliContext, plan_ref: str | None, local_format: str | None) -> No
 def _answer(
     cli: CliContext, approval_ref: str, approve: bool, reason: str | None, who: str | None
 ) -> Approval:
+    from cleveragents_tui.engine.approvals import answer_approval
+
     answered = answer_approval(
         cli.store, approval_ref, approve=approve, by=who or getpass.getuser(), reason=reason
     )
@@ -83,6 +88,7 @@ def deny(cli: CliContext, approval_ref: str, reason: str, who: str | None) -> No
     waited, and the choices printed say what can come next (another alternative, guidance
     or a correction, asking again, or `agents plan cancel`)."""
     from cleveragents_tui.engine.denial import denial_of
+    from cleveragents_tui.export.json import plan_json
 
     answered = _answer(cli, approval_ref, False, reason, who)
     denial = denial_of(cli.store, answered)

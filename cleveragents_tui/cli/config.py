@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from cleveragents_tui.cli import json_output
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
-from cleveragents_tui.engine import config as settings
-from cleveragents_tui.engine import resource_registry as registry
+
+if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
+    from cleveragents_tui.engine import config as settings
 
 project_option = click.option(
     "--project", metavar="PROJECT", help="Project scope (default: global)."
@@ -54,6 +57,9 @@ def set_(cli: CliContext, key: str, value: str, project: str | None, resource: s
 
     Example: agents config set core.automation-profile cautious --project local/hello-cli
     """
+    from cleveragents_tui.engine import config as settings
+    from cleveragents_tui.engine import resource_registry as registry
+
     if resource is not None:
         scope = registry.resource_scope(key, resource, project)
         stored = registry.set_resource_setting(cli.store, resource, key, value)
@@ -79,6 +85,9 @@ def get(
     cli: CliContext, key: str, project: str | None, resource: str | None, local_format: str | None
 ) -> None:
     """Show KEY's value at that scope (nothing set: exit 1)."""
+    from cleveragents_tui.engine import config as settings
+    from cleveragents_tui.engine import resource_registry as registry
+
     if resource is not None:
         scope = registry.resource_scope(key, resource, project)
         value = registry.resource_setting(cli.store, resource, key)
@@ -110,6 +119,9 @@ def get(
 @pass_cli
 def unset(cli: CliContext, key: str, project: str | None, resource: str | None) -> None:
     """Remove KEY at that scope (--resource: back to the global default)."""
+    from cleveragents_tui.engine import config as settings
+    from cleveragents_tui.engine import resource_registry as registry
+
     if resource is not None:
         scope = registry.resource_scope(key, resource, project)
         value = registry.set_resource_setting(cli.store, resource, key, None)
@@ -130,6 +142,8 @@ def unset(cli: CliContext, key: str, project: str | None, resource: str | None) 
 @pass_cli
 def list_(cli: CliContext, local_format: str | None) -> None:
     """Every setting, by scope."""
+    from cleveragents_tui.engine import config as settings
+
     items = settings.list_settings(cli.store)
     if cli.wants_json(local_format):
         echo_json(

@@ -6,7 +6,6 @@ import click
 
 from cleveragents_tui.cli import json_output
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, pass_cli
-from cleveragents_tui.engine import maintenance
 
 
 @click.group()
@@ -18,6 +17,8 @@ def db() -> None:
 @pass_cli
 def upgrade(cli: CliContext) -> None:
     """Apply pending migrations. Back the database up first; migrations only move forward."""
+    from cleveragents_tui.engine import maintenance
+
     url, before, after = maintenance.upgrade_database(cli.db_url)
     if json_output.wanted():
         echo_json(

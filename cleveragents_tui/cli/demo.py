@@ -6,9 +6,6 @@ import click
 
 from cleveragents_tui.cli import json_output, render
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, pass_cli
-from cleveragents_tui.engine import browse
-from cleveragents_tui.engine.demo_data import load_sample_plan
-from cleveragents_tui.export.json import plan_tree_document
 
 
 @click.command("demo-data")
@@ -18,6 +15,10 @@ def demo_data_command(cli: CliContext) -> None:
 
     Each run adds a new copy with fresh ids; nothing already stored is changed.
     """
+    from cleveragents_tui.engine import browse
+    from cleveragents_tui.engine.demo_data import load_sample_plan
+    from cleveragents_tui.export.json import plan_tree_document
+
     plan_id = load_sample_plan(cli.store)
     tree = browse.plan_tree(cli.store, plan_id, show_superseded=True)
     if json_output.wanted():

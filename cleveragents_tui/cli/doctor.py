@@ -8,13 +8,6 @@ from dataclasses import asdict
 import click
 
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
-from cleveragents_tui.engine.doctor import (
-    repair_corrections,
-    repair_half_applied,
-    repair_left_running,
-    run_checks,
-)
-from cleveragents_tui.engine.recovery import recover_pending_groups
 
 
 @click.command()
@@ -40,6 +33,14 @@ def doctor(cli: CliContext, repair: bool, local_format: str | None) -> None:
     match their hash, stale lock files, and actor states that do not load
     (docs/reliability.md).
     """
+    from cleveragents_tui.engine.doctor import (
+        repair_corrections,
+        repair_half_applied,
+        repair_left_running,
+        run_checks,
+    )
+    from cleveragents_tui.engine.recovery import recover_pending_groups
+
     repaired = recover_pending_groups(cli.store) if repair else []
     corrections = repair_corrections(cli.store) if repair else []
     finished = repair_half_applied(cli.store) if repair else []  # before: it would pause them

@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from cleveragents_tui.cli.context import CliContext
-from cleveragents_tui.domain.approval import Approval
 from cleveragents_tui.domain.enums import PlanState
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.export.json import plan_json
-from cleveragents_tui.store.store import Store
+
+if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
+    from cleveragents_tui.domain.approval import Approval
+    from cleveragents_tui.domain.plan import Plan
+    from cleveragents_tui.store.store import Store
 
 PLAN_RESULT_FORMAT = "cleveragents.plan-result/1"
 APPROVAL_FORMAT = "cleveragents.approval/1"
@@ -62,6 +63,7 @@ def plan_result(store: Store, plan: Plan) -> dict[str, Any]:
     applied — where each resource's changes landed (as the text's ``landed:`` lines)."""
     from cleveragents_tui.engine.approvals import pending_approvals
     from cleveragents_tui.engine.constrained_apply import reverted_into
+    from cleveragents_tui.export.json import plan_json
 
     reverted = reverted_into(store, plan)
     landed: list[str] = []

@@ -6,6 +6,7 @@ import getpass
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,8 +15,10 @@ from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_opt
 from cleveragents_tui.cli.outcome import finished, refuse_unapplied, report_landed
 from cleveragents_tui.cli.plan import plan
 from cleveragents_tui.cli.render import plan_heading
-from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.store.store import Store
+
+if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
+    from cleveragents_tui.domain.plan import Plan
+    from cleveragents_tui.store.store import Store
 
 
 def _report(store: Store, result: Plan) -> None:

@@ -14,12 +14,15 @@ A script must not take a plan that was not applied for one that was:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from cleveragents_tui.cli.context import echo
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.store.store import Store
+
+if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
+    from cleveragents_tui.domain.plan import Plan
+    from cleveragents_tui.store.store import Store
 
 ERRORED_EXIT = 1
 CONSTRAINED_EXIT = 3

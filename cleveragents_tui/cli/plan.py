@@ -17,10 +17,6 @@ from cleveragents_tui.cli.context import (
 )
 from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.engine import browse
-from cleveragents_tui.export import json as export_json
-from cleveragents_tui.export import png as export_png
-from cleveragents_tui.export import tree_file
 
 
 @click.group()
@@ -36,6 +32,9 @@ def list_(cli: CliContext, local_format: str | None) -> None:
 
     DECISIONS shows current/all (superseded decisions are kept for history).
     """
+    from cleveragents_tui.engine import browse
+    from cleveragents_tui.export import json as export_json
+
     summaries = browse.list_plans(cli.store)
     if cli.wants_json(local_format):
         echo_json(export_json.plan_list_document(summaries))
@@ -49,6 +48,9 @@ def list_(cli: CliContext, local_format: str | None) -> None:
 @pass_cli
 def show(cli: CliContext, plan_ref: str, local_format: str | None) -> None:
     """Show one plan: phase, state, attempt, profile, counts, child plans, corrections."""
+    from cleveragents_tui.engine import browse
+    from cleveragents_tui.export import json as export_json
+
     details = browse.show_plan(cli.store, plan_ref)
     if cli.wants_json(local_format):
         echo_json(export_json.plan_document(details))
@@ -95,6 +97,11 @@ def tree(
     --format=png -o FILE draws the tree as an image: boxes coloured by phase, corrections
     outlined in red, superseded decisions faded, checkpoints marked with a diamond.
     """
+    from cleveragents_tui.engine import browse
+    from cleveragents_tui.export import json as export_json
+    from cleveragents_tui.export import png as export_png
+    from cleveragents_tui.export import tree_file
+
     fmt = local_format or cli.output_format or "text"
     if fmt == "png" and output is None:
         raise UserError("--format=png needs an output file", "add -o FILE.png")
@@ -129,6 +136,9 @@ def explain(
 ) -> None:
     """Explain one decision: question, chosen option, alternatives, rationale, confidence,
     downstream impact, tool invocations and checkpoints."""
+    from cleveragents_tui.engine import browse
+    from cleveragents_tui.export import json as export_json
+
     explanation = browse.explain_decision(cli.store, decision_ref, plan_ref)
     if cli.wants_json(local_format):
         echo_json(export_json.decision_document(explanation))

@@ -9,21 +9,15 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from cleveragents_tui.automation.profiles import (
-    ProfileRegistry,
-    load_profile_file,
-    profile_document,
-    profile_kind,
-    profile_list_document,
-    profile_summary,
-    threshold_mode,
-)
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.domain.display import printable
-from cleveragents_tui.domain.profile import AutomationGuard, AutomationProfile, SafetyProfile
+
+if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
+    from cleveragents_tui.domain.profile import AutomationGuard, AutomationProfile, SafetyProfile
 
 WIDTH = 96
 
@@ -69,6 +63,8 @@ def _guard_rows(guards: AutomationGuard) -> list[tuple[str, str]]:
 
 
 def render_profile(profile: AutomationProfile) -> str:
+    from cleveragents_tui.automation.profiles import profile_kind, profile_summary, threshold_mode
+
     lines = [f"{profile.name} ({profile_kind(profile)})"]
     if profile.description:
         for paragraph in printable(profile.description).splitlines():
@@ -94,6 +90,8 @@ def render_profile(profile: AutomationProfile) -> str:
 
 
 def render_list(profiles: list[AutomationProfile]) -> str:
+    from cleveragents_tui.automation.profiles import profile_kind, profile_summary
+
     rows: list[tuple[str, ...]] = [("NAME", "KIND", "SUMMARY")]
     rows += [(p.name, profile_kind(p), profile_summary(p)) for p in profiles]
     return "\n".join(_table(rows))
@@ -114,6 +112,8 @@ def automation_profile() -> None:
 @pass_cli
 def list_(cli: CliContext, local_format: str | None) -> None:
     """List every profile: built-ins first, then custom ones, each with a one-line summary."""
+    from cleveragents_tui.automation.profiles import ProfileRegistry, profile_list_document
+
     profiles = ProfileRegistry(cli.store).all()
     if cli.wants_json(local_format):
         echo_json(profile_list_document(profiles))
@@ -127,6 +127,8 @@ def list_(cli: CliContext, local_format: str | None) -> None:
 @pass_cli
 def show(cli: CliContext, name: str, local_format: str | None) -> None:
     """Show NAME: each threshold with what it gates, the safety profile and the guards."""
+    from cleveragents_tui.automation.profiles import ProfileRegistry, profile_document
+
     profile = ProfileRegistry(cli.store).get(name)
     if cli.wants_json(local_format):
         echo_json(profile_document(profile))
@@ -151,6 +153,13 @@ def add(cli: CliContext, config: Path, replace: bool, local_format: str | None) 
 
     The file is validated first; on any error nothing is registered.
     """
+    from cleveragents_tui.automation.profiles import (
+        ProfileRegistry,
+        load_profile_file,
+        profile_document,
+        profile_summary,
+    )
+
     profile = load_profile_file(config)
     replaced = ProfileRegistry(cli.store).add(profile, replace=replace, source=str(config))
     result = "replaced" if replaced else "added"
@@ -166,6 +175,8 @@ def add(cli: CliContext, config: Path, replace: bool, local_format: str | None) 
 @pass_cli
 def remove(cli: CliContext, name: str, local_format: str | None) -> None:
     """Remove the custom profile NAME (built-ins cannot be removed)."""
+    from cleveragents_tui.automation.profiles import ProfileRegistry, profile_document
+
     profile = ProfileRegistry(cli.store).remove(name)
     if cli.wants_json(local_format):
         echo_json(profile_document(profile, "removed"))

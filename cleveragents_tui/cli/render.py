@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.display import printable
-from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.domain.views import (
-    DecisionExplanation,
-    PlanDetails,
-    PlanSummary,
-    PlanTree,
-    UsageFigures,
-)
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
+    from cleveragents_tui.domain.decision import Decision
+    from cleveragents_tui.domain.plan import Plan
+    from cleveragents_tui.domain.views import (
+        DecisionExplanation,
+        PlanDetails,
+        PlanSummary,
+        PlanTree,
+        UsageFigures,
+    )
     from cleveragents_tui.engine.append import AppendPlan
 
 SUPERSEDED_MARK = "✗ "

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
-from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine import resource_registry as registry
+
+# engine.resource_registry.KINDS, spelled out so `--help` needs no engine (a test checks).
+KINDS_METAVAR = "git|filesystem|database|external"
+
+if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
+    from cleveragents_tui.domain.resource import Resource
 
 
 def _document(resource: Resource) -> dict[str, object]:
@@ -44,7 +50,7 @@ def resource() -> None:
 @click.option(
     "--kind",
     required=True,
-    metavar="|".join(registry.KINDS),
+    metavar=KINDS_METAVAR,
     help="git (a repository), filesystem (a folder), database (a SQLite file or a "
     "postgresql:// URL), external (anything else: changes are real).",
 )
@@ -83,6 +89,8 @@ def add(
     that the location is there (a repository with a commit, a database that answers), and
     that it is neither the app's own data nor inside another resource. The resource itself
     is only read."""
+    from cleveragents_tui.engine import resource_registry as registry
+
     added = registry.add_resource(
         cli.store,
         name,
@@ -103,6 +111,8 @@ def add(
 @pass_cli
 def list_(cli: CliContext, local_format: str | None) -> None:
     """Every registered resource."""
+    from cleveragents_tui.engine import resource_registry as registry
+
     items = registry.list_resources(cli.store)
     if cli.wants_json(local_format):
         echo_json(
@@ -122,6 +132,8 @@ def list_(cli: CliContext, local_format: str | None) -> None:
 def show(cli: CliContext, name: str, local_format: str | None) -> None:
     """One resource: where it is, its sandbox and checkpoints, the plans and actions that
     use it."""
+    from cleveragents_tui.engine import resource_registry as registry
+
     found = registry.get_resource(cli.store, name)
     uses = registry.resource_uses(cli.store, found.resource_id)
     actions = registry.actions_naming(cli.store, found.resource_id)
@@ -150,6 +162,8 @@ def show(cli: CliContext, name: str, local_format: str | None) -> None:
 def remove(cli: CliContext, name: str) -> None:
     """Unregister NAME; refused while a plan that is not finished uses it. The resource
     itself is not touched. Plans that used it keep naming it in their history."""
+    from cleveragents_tui.engine import resource_registry as registry
+
     resource_id = registry.resource_name(name)
     deleted = registry.remove_resource(cli.store, name)
     echo(
