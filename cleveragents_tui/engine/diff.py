@@ -62,7 +62,11 @@ from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
 from cleveragents_tui.sandbox.base import Change, ChangeKind, Sandbox
-from cleveragents_tui.store.correction_queries import next_execute_decision
+from cleveragents_tui.store.correction_queries import (
+    correcting,
+    next_execute_decision,
+    superseded_by_any,
+)
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -263,27 +267,27 @@ def record_snapshots(store: Store, correction_id: str, sandbox_base: Path | None
         if _replay_state(correction) not in (STARTED, STOPPED):
             return
         ended = _replay_ended(uow, uow.plans.get(correction.plan_id))
-        decisions = uow.decisions.for_plan(correction.plan_id, include_superseded=True)
+        # what follows needs of the plan's decisions only these (issue 22: not all of them)
+        plan_id, target = correction.plan_id, correction.target_decision_id
+        made = correcting(uow.session, plan_id, target)
+        superseded = superseded_by_any(uow.session, plan_id, {d.decision_id for d in made})
+        remade = next(
+            (
+                d
+                for d in made
+                if d.decision_type is not DecisionType.USER_INTERVENTION and d.superseded_by is None
+            ),
+            None,
+        )
+        following = (
+            next_execute_decision(uow.session, plan_id, remade.sequence_number) if remade else []
+        )
         rows = uow.checkpoints.for_plan(correction.plan_id)
     basis = correction.report["snapshots"]["basis"]
     rollback = RollbackReport.model_validate(basis["rollback"]) if basis["rollback"] else None
     old_points: Mapping[str, str] | None = basis["old_points"]
-    target = correction.target_decision_id
-    made = sorted(
-        (d for d in decisions if d.corrects_decision_id == target),
-        key=lambda d: d.sequence_number,
-    )
-    made_ids = {d.decision_id for d in made}
-    remade = next(
-        (
-            d
-            for d in made
-            if d.decision_type is not DecisionType.USER_INTERVENTION and d.superseded_by is None
-        ),
-        None,
-    )
     new_state = (
-        _state_after(decisions, rows, remade.sequence_number) if remade is not None else None
+        _state_after(following, rows, remade.sequence_number) if remade is not None else None
     )
     sandboxes = PlanSandboxes(store, correction.plan_id, sandbox_base)
     budget = _Budget(TOTAL_LIMIT)
@@ -322,7 +326,7 @@ def record_snapshots(store: Store, correction_id: str, sandbox_base: Path | None
         "replay": ENDED if ended else STOPPED,
         "recorded_at": utc_now().isoformat(),
         # superseded by the guidance decision, or by a decision re-made in its place
-        "superseded": [d.decision_id for d in decisions if d.superseded_by in made_ids],
+        "superseded": superseded,
         "replacements": [d.decision_id for d in made],
         "final": final,
         "at_decision": at_decision if old_points is not None else None,

@@ -36,6 +36,7 @@ from cleveragents_tui.domain.profile import AutomationFlag
 from cleveragents_tui.domain.tool import ToolCategory, ToolInvocation, ToolSpec
 from cleveragents_tui.engine import restore_on_failure
 from cleveragents_tui.engine.recorder import record_decision
+from cleveragents_tui.store.correction_queries import failed_calls
 
 if TYPE_CHECKING:
     from cleveragents_tui.engine.runner import PlanRunner
@@ -78,17 +79,8 @@ class FailureHandling:
         """Before the Apply gate, every failed call of the plan's current decisions is settled:
         a replay that did not run its step again (a correction of another decision, or of a
         recovery decision) left it as it was. Asked about in this attempt, not retried."""
-        with self._runner.store.unit_of_work() as uow:
-            failed = [
-                (decision, number, run)
-                for decision in uow.decisions.for_plan(self._runner.plan_id, False)
-                if decision.phase is Phase.EXECUTE
-                and not (decision.step_key or "").startswith(f"{RECOVER}:")
-                for number, run in enumerate(
-                    uow.tool_invocations.for_decision(decision.decision_id)
-                )
-                if run.ok is False
-            ]
+        with self._runner.store.unit_of_work() as uow:  # a few statements, any plan size
+            failed = failed_calls(uow.session, self._runner.plan_id, f"{RECOVER}:")
         for decision, number, run in failed:
             self.settle(decision, ToolCallRequest(run.tool, dict(run.arguments)), number)
 

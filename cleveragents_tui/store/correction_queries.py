@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, String, bindparam, cast, func, select, update
+from sqlalchemy import ColumnElement, Select, String, bindparam, cast, func, or_, select, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
@@ -24,6 +24,7 @@ from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.errors import ImmutableRecordError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.domain.tool import ToolInvocation
 from cleveragents_tui.store import mapping
 from cleveragents_tui.store.tables import (
     ApprovalRow,
@@ -85,13 +86,19 @@ def calls_of(session: Session, decision_ids: Iterable[str]) -> list[CallFacts]:
 
 
 def later_calls(session: Session, plan_id: str, sequence_number: int) -> list[CallFacts]:
-    """The tool calls of the plan's current decisions recorded after ``sequence_number``, in
-    the order they were made (only the columns a revert's later writers need)."""
+    """The tool calls with side effects of the plan's current decisions recorded after
+    ``sequence_number``, in the order they were made: what a revert's later writers are
+    found among (calls without effects, stored as ``[]``, are left in the database)."""
     c, d = ToolInvocationRow, DecisionRow
     rows = session.execute(
         select(c.invocation_id, c.decision_id, c.tool, c.arguments, c.side_effects, c.irreversible)
         .join(d, d.decision_id == c.decision_id)
-        .where(d.plan_id == plan_id, d.superseded_by.is_(None), d.sequence_number > sequence_number)
+        .where(
+            d.plan_id == plan_id,
+            d.superseded_by.is_(None),
+            d.sequence_number > sequence_number,
+            c.side_effects != mapping.dump_json([]),
+        )
         .order_by(d.sequence_number, c.created_at, c.invocation_id)
     )
     return [
@@ -255,3 +262,72 @@ def next_execute_decision(session: Session, plan_id: str, after: int) -> list[De
         )
     )
     return _hydrate(session, rows, {r.decision_id for r in rows}) if rows else []
+
+
+def correcting(session: Session, plan_id: str, target: str) -> list[Decision]:
+    """The plan's decisions that correct ``target`` (its guidance, the decisions re-made in
+    its place), in sequence order."""
+    rows = list(
+        session.scalars(
+            select(DecisionRow)
+            .where(DecisionRow.plan_id == plan_id, DecisionRow.corrects_decision_id == target)
+            .order_by(DecisionRow.sequence_number)
+        )
+    )
+    return _hydrate(session, rows, {r.decision_id for r in rows}) if rows else []
+
+
+def superseded_by_any(session: Session, plan_id: str, by: Iterable[str]) -> list[str]:
+    """The plan's decisions superseded by any of ``by``, in sequence order."""
+    d = DecisionRow
+    return list(
+        session.scalars(
+            select(d.decision_id)
+            .where(d.plan_id == plan_id, d.superseded_by.in_(id_set(session, by)))
+            .order_by(d.sequence_number)
+        )
+    )
+
+
+def failed_calls(
+    session: Session, plan_id: str, skip_key_prefix: str
+) -> list[tuple[Decision, int, ToolInvocation]]:
+    """The failed tool calls (``ok`` false) of the plan's current Execute decisions, but those
+    whose step key starts with ``skip_key_prefix``: (decision, the call's number among the
+    decision's calls, the call), in sequence order, then as made. Three statements and the
+    decisions' hydration, however large the plan."""
+    d, c = DecisionRow, ToolInvocationRow
+    failing = (
+        select(d.decision_id)
+        .join(c, c.decision_id == d.decision_id)
+        .where(
+            d.plan_id == plan_id,
+            d.superseded_by.is_(None),
+            d.phase == "execute",
+            or_(  # compared exactly: SQLite's LIKE ignores case
+                d.step_key.is_(None),
+                func.substr(d.step_key, 1, len(skip_key_prefix)) != skip_key_prefix,
+            ),
+            c.ok.is_(False),
+        )
+    )
+    rows = list(
+        session.scalars(select(d).where(d.decision_id.in_(failing)).order_by(d.sequence_number))
+    )
+    if not rows:
+        return []
+    ids = {r.decision_id for r in rows}
+    calls = session.scalars(
+        select(c)
+        .where(c.decision_id.in_(id_set(session, ids)))
+        .order_by(c.decision_id, c.created_at, c.invocation_id)
+    )
+    numbered: dict[str, list[ToolInvocation]] = {}
+    for row in calls:
+        numbered.setdefault(row.decision_id, []).append(mapping.invocation_from_row(row))
+    return [
+        (decision, number, run)
+        for decision in _hydrate(session, rows, ids)
+        for number, run in enumerate(numbered.get(decision.decision_id, []))
+        if run.ok is False
+    ]
