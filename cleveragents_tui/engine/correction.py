@@ -75,7 +75,6 @@ from cleveragents_tui.engine.rollback import (
 from cleveragents_tui.engine.runner import PlanRunner, RunOptions
 from cleveragents_tui.engine.sandboxes import PlanSandboxes
 from cleveragents_tui.store import correction_queries
-from cleveragents_tui.store.correction_queries import CallFacts
 from cleveragents_tui.store.store import Store
 
 
@@ -242,7 +241,7 @@ def preview(
     rollbackable: tuple[str, ...] = ()
     non_rollbackable: tuple[str, ...] = ()
     outside: tuple[OutsideChanges, ...] = ()
-    calls: list[CallFacts] | None = None  # of the affected decisions, read once
+    calls: _Calls | None = None  # of the affected decisions, read once
     if mode is CorrectionMode.REVERT and plan.phase is not Phase.STRATEGIZE:
         sandboxes = PlanSandboxes(store, plan.plan_id, sandbox_base)
         if decision.phase is Phase.EXECUTE:
@@ -266,7 +265,7 @@ def preview(
         )
         affected |= {r.decision_id for r in remade} | followers
         calls = _calls_of(store, affected)
-        written_later = _none_resources_written(calls, resources)
+        written_later = _none_resources_written(calls[0], resources)
         rollbackable = tuple(sorted({*targets, *recreated}))
         non_rollbackable = tuple(sorted(set(marked) | written_later))
         outside = _outside_changes(sandboxes, plan.attempt, rollbackable)
@@ -278,7 +277,7 @@ def preview(
     touched = set(rollbackable) | set(non_rollbackable)
     unaffected = tuple(sorted(r for r in dict.fromkeys(used) if r not in touched))
     irreversible = (
-        _irreversible(calls if calls is not None else _calls_of(store, affected))
+        _irreversible((calls or _calls_of(store, affected))[1])
         if mode is CorrectionMode.REVERT
         else ()
     )
@@ -458,22 +457,26 @@ def _tier_error(decision: Decision, tier: Tier) -> tuple[str, str]:
     )
 
 
-def _calls_of(store: Store, affected: set[str]) -> list[CallFacts]:
-    """The tool calls of the affected decisions: one statement, however many there are."""
+# What the tool calls of the affected decisions name: the resources they name, and the
+# (tool, side effects) of the irreversible ones, by decision id, then in the order made.
+_Calls = tuple[set[str], list[tuple[str, tuple[str, ...]]]]
+
+
+def _calls_of(store: Store, affected: set[str]) -> _Calls:
+    """One read transaction, a statement for each, however many decisions are affected."""
     with store.unit_of_work() as uow:
-        return correction_queries.calls_of(uow.session, affected)
+        named = correction_queries.resources_named(uow.session, affected)
+        return named, correction_queries.irreversible_calls(uow.session, affected)
 
 
-def _none_resources_written(calls: list[CallFacts], resources: dict[str, Resource]) -> set[str]:
+def _none_resources_written(named: set[str], resources: dict[str, Resource]) -> set[str]:
     """``none`` resources that tool calls of the affected decisions wrote: no checkpoint holds
     their state, so what those calls did persists."""
-    written: set[str] = set()
-    for call in calls:
-        name = call.arguments.get("resource")
-        resource = resources.get(name) if isinstance(name, str) else None
-        if resource is not None and resource.sandbox_strategy is SandboxStrategyName.NONE:
-            written.add(resource.resource_id)
-    return written
+    return {
+        r
+        for r in named
+        if r in resources and resources[r].sandbox_strategy is SandboxStrategyName.NONE
+    }
 
 
 def _current_execute_decisions(store: Store, plan_id: str) -> set[str]:
@@ -504,13 +507,12 @@ def _child_impacts(store: Store, child_ids: frozenset[str]) -> tuple[ChildImpact
     return tuple(impacts)
 
 
-def _irreversible(calls: list[CallFacts]) -> tuple[IrreversibleEffect, ...]:
+def _irreversible(calls: list[tuple[str, tuple[str, ...]]]) -> tuple[IrreversibleEffect, ...]:
     counts: Counter[str] = Counter()
     effects: dict[str, tuple[str, ...]] = {}
-    for call in calls:  # by decision id, then as made: the last one's effects are named
-        if call.irreversible:
-            counts[call.tool] += 1
-            effects[call.tool] = call.side_effects
+    for tool, side_effects in calls:  # the last one's effects are named
+        counts[tool] += 1
+        effects[tool] = side_effects
     return tuple(IrreversibleEffect(t, n, effects[t]) for t, n in sorted(counts.items()))
 
 

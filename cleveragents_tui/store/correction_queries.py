@@ -15,7 +15,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, String, bindparam, cast, func, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    String,
+    bindparam,
+    case,
+    cast,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
@@ -56,7 +67,8 @@ def values_of(dialect: str, array: ColumnElement[Any]) -> Select[tuple[str]]:
 
 @dataclass(frozen=True)
 class CallFacts:
-    """What a preview needs of one tool call: its decision, tool, arguments and effects."""
+    """What a revert's later writers are found from: a call's decision, tool, arguments and
+    effects."""
 
     decision_id: str
     tool: str
@@ -65,23 +77,37 @@ class CallFacts:
     irreversible: bool
 
 
-def calls_of(session: Session, decision_ids: Iterable[str]) -> list[CallFacts]:
-    """The tool calls of these decisions, by decision id, then in the order they were made."""
+def resources_named(session: Session, decision_ids: Iterable[str]) -> set[str]:
+    """The resources the tool calls of these decisions name (their ``resource`` argument, a
+    string): read in the database, one row per resource, whatever the number of calls."""
+    c = ToolInvocationRow
+    if session.get_bind().dialect.name == "postgresql":
+        arguments = cast(c.arguments, JSONB)
+        is_text = func.jsonb_typeof(arguments["resource"]) == "string"
+        named = case((is_text, arguments["resource"].astext))
+    else:
+        is_text = func.json_type(c.arguments, "$.resource") == "text"
+        named = case((is_text, func.json_extract(c.arguments, "$.resource")))
+    rows = session.scalars(
+        select(named).where(c.decision_id.in_(id_set(session, decision_ids))).distinct()
+    )
+    return {str(r) for r in rows if r is not None}
+
+
+def irreversible_calls(
+    session: Session, decision_ids: Iterable[str]
+) -> list[tuple[str, tuple[str, ...]]]:
+    """(tool, side effects) of the irreversible tool calls of these decisions, by decision id,
+    then in the order they were made."""
     c = ToolInvocationRow
     rows = session.execute(
-        select(c.invocation_id, c.decision_id, c.tool, c.arguments, c.side_effects, c.irreversible)
-        .where(c.decision_id.in_(id_set(session, decision_ids)))
+        select(c.invocation_id, c.tool, c.side_effects)
+        .where(c.decision_id.in_(id_set(session, decision_ids)), c.irreversible.is_(True))
         .order_by(c.decision_id, c.created_at, c.invocation_id)
     )
     return [
-        CallFacts(
-            decision_id,
-            tool,
-            _object(mapping.load_json("tool_invocations", key, "arguments", arguments)),
-            tuple(mapping.load_json("tool_invocations", key, "side_effects", effects) or ()),
-            bool(irreversible),
-        )
-        for key, decision_id, tool, arguments, effects, irreversible in rows
+        (tool, tuple(mapping.load_json("tool_invocations", key, "side_effects", effects) or ()))
+        for key, tool, effects in rows
     ]
 
 
