@@ -90,3 +90,18 @@ def test_resource_kinds_in_help_match_the_engine() -> None:
     from cleveragents_tui.engine.resource_registry import KINDS
 
     assert "|".join(KINDS) == KINDS_METAVAR
+
+
+def test_the_stored_summaries_are_the_commands_own_help() -> None:
+    """`agents --help` lists stored summaries (no command imported): they match each help."""
+    import click
+
+    from cleveragents_tui.cli import LAZY_COMMANDS, cli
+
+    context = click.Context(cli)
+    for name, (_, _, summary) in LAZY_COMMANDS.items():
+        command = cli.get_command(context, name)
+        assert command is not None
+        stub = click.Command(name, help=summary)
+        for limit in (40, 76, 300):
+            assert stub.get_short_help_str(limit) == command.get_short_help_str(limit), name

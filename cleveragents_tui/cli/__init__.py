@@ -40,9 +40,103 @@ def environment_error(exc: OSError) -> UserError | None:
     return UserError(f"{exc.strerror or exc}{where}", fix)
 
 
+# Each top-level command: the cli modules defining it (the first holds ATTRIBUTE; `plan`'s
+# subcommands come from four) and its help's first paragraph. A module is imported only when
+# its command is looked up, so `agents --help` lists the commands without importing any of
+# them (tests/test_import_hygiene.py checks the summaries against the real help).
+LAZY_COMMANDS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "action": (("actions",), "action", "Check and register action files (docs/actions.md)."),
+    "approval": (
+        ("approvals",),
+        "approval",
+        "List and answer pending approvals (escalations, phase gates, budget pauses, ...).",
+    ),
+    "automation-profile": (
+        ("profile",),
+        "automation_profile",
+        "Automation profiles: which tasks run automatically and which wait for a person.",
+    ),
+    "config": (("config",), "config", "Read and change settings."),
+    "db": (("db",), "db", "Manage the database schema (Alembic migrations)."),
+    "demo": (
+        ("lifecycle",),
+        "demo",
+        "Build a demo project (git repository, SQLite app database, docs, team chat outbox), "
+        "run the demo plan on it to the Apply gate, and open the app on it (unless --no-tui, "
+        "--format=json, or stdout is not a terminal: then say what to do next).",
+    ),
+    "demo-data": (
+        ("demo",),
+        "demo_data_command",
+        "Load a realistic sample plan (with a correction and a child plan) and print its tree.",
+    ),
+    "doctor": (
+        ("doctor",),
+        "doctor",
+        "Check every invariant of the database, the sandboxes and the actor state; exit 1 if "
+        "anything is broken.",
+    ),
+    "gc": (
+        ("cleanup",),
+        "gc",
+        "Drop checkpoints of superseded attempts older than the retention period.",
+    ),
+    "init": (
+        ("init",),
+        "init",
+        "Register the git repository this folder is in (sandboxed as git worktrees: your "
+        "index and working tree are never touched) and write a starter action file with "
+        "comments.",
+    ),
+    "plan": (
+        ("plan", "correct", "lifecycle", "cleanup"),
+        "plan",
+        "Browse plans and their decision trees.",
+    ),
+    "resource": (
+        ("resources",),
+        "resource",
+        "Register the repositories, folders and databases plans may change.",
+    ),
+    "serve": (
+        ("serve",),
+        "serve",
+        "Serve the app to browsers: every tab gets the full app on this database (--db).",
+    ),
+    "tui": (
+        ("tui",),
+        "tui",
+        "Open the app: plans, decision trees, corrections with impact preview, diffs, approvals.",
+    ),
+}
+
+
 class AgentsGroup(click.Group):
     """Turns :class:`UserError` — and an environment failure (a full disk, a read-only file
-    system) — into one line on stderr and exit code 2."""
+    system) — into one line on stderr and exit code 2. Loads each command on first use
+    (:data:`LAZY_COMMANDS`)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in LAZY_COMMANDS:
+            self.commands[cmd_name] = load_command(cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from the stored summaries: no command module imported."""
+        names = self.list_commands(ctx)
+        shown = {
+            name: self.commands[name]
+            if name in self.commands
+            else click.Command(name, help=LAZY_COMMANDS[name][2])
+            for name in names
+        }
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = [(name, command.get_short_help_str(limit)) for name, command in shown.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -97,42 +191,18 @@ def cli(ctx: click.Context, db_url: str | None, output_format: str | None) -> No
     ctx.call_on_close(context.close)
 
 
-def _register() -> None:
-    from cleveragents_tui.cli.actions import action
-    from cleveragents_tui.cli.approvals import approval
-    from cleveragents_tui.cli.cleanup import gc
-    from cleveragents_tui.cli.config import config
-    from cleveragents_tui.cli.correct import correct  # noqa: F401 - registers plan correct/diff
-    from cleveragents_tui.cli.db import db
-    from cleveragents_tui.cli.demo import demo_data_command
-    from cleveragents_tui.cli.doctor import doctor
-    from cleveragents_tui.cli.init import init
+def load_command(name: str) -> click.Command:
+    """Import the modules of top-level command ``name`` and return it, refusing the global
+    ``--format=json`` where it has no JSON (cli/json_output.py)."""
+    from importlib import import_module
+
     from cleveragents_tui.cli.json_output import refuse_elsewhere
-    from cleveragents_tui.cli.lifecycle import demo
-    from cleveragents_tui.cli.plan import plan
-    from cleveragents_tui.cli.profile import automation_profile
-    from cleveragents_tui.cli.resources import resource
-    from cleveragents_tui.cli.serve import serve
-    from cleveragents_tui.cli.tui import tui
 
-    cli.add_command(plan)
-    cli.add_command(db)
-    cli.add_command(demo_data_command)
-    cli.add_command(doctor)
-    cli.add_command(demo)
-    cli.add_command(automation_profile)
-    cli.add_command(config)
-    cli.add_command(approval)
-    cli.add_command(tui)
-    cli.add_command(serve)
-    cli.add_command(init)
-    cli.add_command(resource)
-    cli.add_command(action)
-    cli.add_command(gc)
-    refuse_elsewhere(cli)  # last: every command is registered
-
-
-_register()
+    modules, attribute, _ = LAZY_COMMANDS[name]
+    loaded = [import_module(f"cleveragents_tui.cli.{module}") for module in modules]
+    command: click.Command = getattr(loaded[0], attribute)
+    refuse_elsewhere(command, (name,))
+    return command
 
 
 def main() -> None:

@@ -93,25 +93,28 @@ def setting(key: str, scope: str | None, value: object) -> dict[str, Any]:
 
 
 def leaf_commands(
-    group: click.Group, path: tuple[str, ...] = ()
+    command: click.Command, path: tuple[str, ...] = ()
 ) -> Iterator[tuple[str, click.Command]]:
-    """Every command under ``group``, named as typed (``plan use``), in name order."""
-    for name in sorted(group.commands):
-        command = group.commands[name]
-        if isinstance(command, click.Group):
-            yield from leaf_commands(command, (*path, name))
-        else:
-            yield " ".join((*path, name)), command
+    """Every command under ``command`` (itself when it has none), named as typed (``plan
+    use``), in name order; a lazily loaded group (cli/__init__.py) loads each on the way."""
+    if not isinstance(command, click.Group):
+        yield " ".join(path), command
+        return
+    context = click.Context(command)
+    for name in command.list_commands(context):
+        sub = command.get_command(context, name)
+        if sub is not None:
+            yield from leaf_commands(sub, (*path, name))
 
 
 def has_own_format(command: click.Command) -> bool:
     return any(p.name == "local_format" for p in command.params)
 
 
-def refuse_elsewhere(group: click.Group) -> None:
-    """Make every command that neither has a --format option nor is in :data:`SPEAKS_JSON`
-    refuse the global ``--format=json`` (exit 2, nothing done)."""
-    for name, command in leaf_commands(group):
+def refuse_elsewhere(group: click.Command, path: tuple[str, ...] = ()) -> None:
+    """Make every command under ``group`` (named ``path``) that neither has a --format option
+    nor is in :data:`SPEAKS_JSON` refuse the global ``--format=json`` (exit 2, nothing done)."""
+    for name, command in leaf_commands(group, path):
         if name in SPEAKS_JSON or has_own_format(command) or command.callback is None:
             continue
         command.callback = _refusing(name, command.callback)
