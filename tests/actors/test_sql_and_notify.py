@@ -17,7 +17,7 @@ from cleveragents_tui.actors.tools import default_registry
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_root
 from cleveragents_tui.sandbox.database import DatabaseStrategy
 from cleveragents_tui.store.store import Store
 from tests.actors.conftest import API, DB, FILES, GIT, LAYERED, OUTBOX, ToolWorld
@@ -363,7 +363,8 @@ def test_run_sql_blobs_on_postgresql_survive_a_new_process(
         )
         assert outcome.ok, outcome.output
         # Opened anew, as the next process opens it: the bytes are there as they were bound.
-        reopened = DatabaseStrategy().open(resource, plan.plan_id, sandbox.root)
+        root = sandbox_root(sandboxes.base_dir, plan.plan_id, resource.resource_id)
+        reopened = DatabaseStrategy().open(resource, plan.plan_id, root)
         (stored,) = reopened.execute("SELECT data FROM files").all()
         assert bytes(stored[0]) == BLOB
     finally:
