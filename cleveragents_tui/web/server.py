@@ -16,7 +16,7 @@ from pathlib import Path
 
 import aiohttp_jinja2
 import jinja2
-from aiohttp import web
+from aiohttp import WSCloseCode, web
 from textual_serve.server import Server, to_int
 
 from cleveragents_tui.domain.display import printable
@@ -60,6 +60,7 @@ class AgentsServer(Server):
     def make_app(self) -> web.Application:
         app = web.Application(middlewares=[guard(self.config, self.access, self.logins)])
         app.cleanup_ctx.append(self._watching)
+        app.on_shutdown.append(self._close_tabs)
         aiohttp_jinja2.setup(
             app, loader=jinja2.FileSystemLoader(self.templates_path), autoescape=True
         )
@@ -79,6 +80,13 @@ class AgentsServer(Server):
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+    async def _close_tabs(self, _: web.Application) -> None:
+        """Shutting down: every tab's websocket is closed, so each session stops its app
+        (bounded, see :meth:`SessionService.stop`) instead of aiohttp waiting for them."""
+        for tabs in list(self.tabs.values()):
+            for tab in list(tabs):
+                await tab.close(code=WSCloseCode.GOING_AWAY, message=b"server shutting down")
 
     async def _watch(self) -> None:
         while True:

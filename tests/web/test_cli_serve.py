@@ -99,4 +99,4 @@ def test_start_print_the_login_url_and_stop(tmp_path: Path) -> None:
             assert page.status == 200 and page.url == f"http://127.0.0.1:{port}/"
     finally:
         assert process.stop() == 0
-    assert "login: web:" in process.stderr()
+    assert "login: 'web:" in process.stderr()

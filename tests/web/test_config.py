@@ -11,7 +11,7 @@ from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.web.addresses import is_loopback, normalise_public_url
 from cleveragents_tui.web.config import ServeConfig
 from cleveragents_tui.web.credentials import add_user, read_users
-from cleveragents_tui.web.logins import Logins
+from cleveragents_tui.web.logins import Logins, login_key
 from tests.web.conftest import TOKEN
 
 
@@ -112,11 +112,30 @@ def test_add_user_keeps_a_file_without_a_final_newline_readable(tmp_path: Path) 
 
 
 def test_logins_are_bounded_and_forget_the_oldest() -> None:
+    here = "127.0.0.1"
     logins = Logins(limit=2)
-    first, _ = logins.open("alice")
-    second, anonymous = logins.open(None)
-    third, _ = logins.open("bob")
-    assert logins.user(first) is None  # forgotten: its tab logs in again with the token
-    assert logins.user(second) == anonymous and anonymous.startswith("web:")
-    assert logins.user(third) == "bob"
-    assert logins.user(None) is None and logins.user("forged") is None
+    first, _ = logins.open("alice", here)
+    second, anonymous = logins.open(None, here)
+    third, _ = logins.open("bob", here)
+    assert logins.user(first, here) is None  # forgotten: its tab logs in again with the token
+    assert logins.user(second, here) == (login_key(second), anonymous)
+    assert anonymous.startswith("web:")
+    assert logins.user(third, here) == (login_key(third), "bob")
+    assert logins.user(None, here) is None and logins.user("forged", here) is None
+
+
+def test_logins_end_when_idle_and_at_their_lifetime_and_elsewhere() -> None:
+    """Hours on a clock the test moves: idle ends a login nobody uses; the lifetime ends
+    even one in use (an open tab); a cookie from another address is not the login."""
+    now = [0.0]
+    logins = Logins(idle=10.0, lifetime=100.0, clock=lambda: now[0])
+    idle, _ = logins.open("alice", "10.0.0.1")
+    busy, _ = logins.open("bob", "10.0.0.1")
+    assert logins.user(idle, "10.0.0.2") is None  # copied to another machine
+    now[0] = 9.0
+    assert logins.user(busy, "10.0.0.1") is not None
+    now[0] = 15.0
+    assert logins.user(idle, "10.0.0.1") is None  # unused for 15 > 10
+    assert logins.alive(login_key(busy), in_use={login_key(busy)})  # a tab is open
+    now[0] = 101.0
+    assert not logins.alive(login_key(busy), in_use={login_key(busy)})

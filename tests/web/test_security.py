@@ -17,7 +17,7 @@ import pytest
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.web.config import ServeConfig
 from cleveragents_tui.web.credentials import add_user
-from cleveragents_tui.web.logins import COOKIE
+from cleveragents_tui.web.logins import cookie_name, login_key
 from cleveragents_tui.web.server import AgentsServer
 from cleveragents_tui.web.sessions import SESSION_MODULE, SessionService, session_command
 from tests.web.conftest import TOKEN
@@ -117,18 +117,20 @@ async def test_a_wrong_token_is_refused_and_gets_no_cookie(server: AgentsServer)
         async with session.get(f"{base(server)}/?token={TOKEN}x") as response:
             assert response.status == 401
             assert "not valid for this server" in await response.text()
-            assert COOKIE not in response.cookies
+            assert not response.cookies
         assert len(session.cookie_jar) == 0
 
 
-async def test_the_token_becomes_a_strict_http_only_cookie(server: AgentsServer) -> None:
+async def test_the_token_becomes_a_lax_http_only_cookie_of_this_server(
+    server: AgentsServer,
+) -> None:
     async with client() as session:
         url = f"{base(server)}/?fontsize=14&token={TOKEN}"
         async with session.get(url, allow_redirects=False) as response:
             assert response.status == 303
             assert response.headers["Location"] == "./?fontsize=14"  # the token leaves the URL
-            cookie = response.cookies[COOKIE]
-            assert cookie["httponly"] and cookie["samesite"] == "Strict" and cookie["path"] == "/"
+            cookie = response.cookies[cookie_name(server.config.public_url)]
+            assert cookie["httponly"] and cookie["samesite"] == "Lax" and cookie["path"] == "/"
             assert not cookie["secure"]  # http://127.0.0.1: a Secure cookie would never return
             assert TOKEN not in cookie.value
         async with session.get(f"{base(server)}/") as page:
@@ -188,17 +190,22 @@ async def test_users_file_tokens_name_their_user(database: str, tmp_path: Path) 
         async with client() as session, session.get(f"{base(server)}/?token={TOKEN}") as response:
             assert response.status == 401
         async with await logged_in(server, alice) as session:
-            [cookie] = [c for c in session.cookie_jar if c.key == COOKIE]
-            assert server.logins.user(cookie.value) == "alice"
+            [cookie] = list(session.cookie_jar)
+            assert server.logins.user(cookie.value, "127.0.0.1") == (
+                login_key(cookie.value),
+                "alice",
+            )
 
 
 async def test_shared_token_logins_are_named_per_browser(server: AgentsServer) -> None:
     names = set()
     for _ in range(2):
         async with await logged_in(server) as session:
-            [cookie] = [c for c in session.cookie_jar if c.key == COOKIE]
-            names.add(server.logins.user(cookie.value))
-    assert len(names) == 2 and all(n and n.startswith("web:") and len(n) == 12 for n in names)
+            [cookie] = list(session.cookie_jar)
+            found = server.logins.user(cookie.value, "127.0.0.1")
+            assert found is not None
+            names.add(found[1])
+    assert len(names) == 2 and all(n.startswith("web:") and len(n) == 12 for n in names)
 
 
 async def test_nothing_typed_reaches_a_shell(tmp_path: Path) -> None:

@@ -1,0 +1,206 @@
+"""Browser mode once a second person uses it (issue 18), against a real server on a real
+port with plain aiohttp clients: logins are this server's own, bound to the address that
+made them, revocable while the server runs and ending on their own; a hung tab gives its
+slot back and does not hold up shutdown; every logged value is quoted."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+from pathlib import Path
+
+import aiohttp
+import pytest
+from click.testing import CliRunner
+
+from cleveragents_tui.cli import cli
+from cleveragents_tui.web.credentials import add_user
+from cleveragents_tui.web.server import AgentsServer
+from tests.web.conftest import TOKEN
+from tests.web.serve_process import descendants, free_port, start_serve
+from tests.web.test_security import (
+    WAIT,
+    base,
+    client,
+    database,
+    first_frame,
+    logged_in,
+    make_config,
+    running,
+    server,
+    wait_until,
+    websocket,
+)
+
+pytestmark = pytest.mark.anyio
+__all__ = ["database", "server"]  # fixtures shared with test_security
+
+
+async def page_status(session: aiohttp.ClientSession, server: AgentsServer) -> int:
+    async with session.get(f"{base(server)}/", allow_redirects=False) as response:
+        return response.status
+
+
+async def test_two_servers_on_one_host_keep_their_own_logins(database: str) -> None:
+    """One browser, two servers on two ports: a host-only cookie goes to both, so a shared
+    cookie name would let the second login replace the first."""
+    async for first in running(make_config(database)):
+        async for second in running(make_config(database)):
+            async with client() as browser:
+                for server in (first, second):
+                    url = f"{base(server)}/?token={TOKEN}"
+                    async with browser.get(url, allow_redirects=False) as response:
+                        assert response.status == 303
+                assert len(browser.cookie_jar) == 2
+                assert await page_status(browser, first) == 200
+                assert await page_status(browser, second) == 200
+
+
+async def test_a_copied_cookie_does_not_work_from_another_address(database: str) -> None:
+    """A login cookie copied to another machine (here: another loopback address) is not a
+    login there, with the right Origin forged or not."""
+    async for srv in running(make_config(database)):
+        async with await logged_in(srv) as browser:
+            [cookie] = list(browser.cookie_jar)
+            assert await page_status(browser, srv) == 200
+        connector = aiohttp.TCPConnector(local_addr=("127.0.0.2", 0))
+        async with aiohttp.ClientSession(
+            connector=connector, cookies={cookie.key: cookie.value}
+        ) as thief:
+            assert await page_status(thief, srv) == 401
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                async with websocket(thief, srv):
+                    pass
+            assert refused.value.status == 401
+        assert srv.slots.in_use == 0
+
+
+async def test_logins_end_when_idle_and_at_their_lifetime(database: str) -> None:
+    now = [0.0]
+    config = make_config(database, login_idle_hours=1.0, login_lifetime_hours=2.0)
+    async for srv in running(config):
+        srv.logins.clock = lambda: now[0]
+        async with await logged_in(srv) as browser:
+            now[0] = 3000.0
+            assert await page_status(browser, srv) == 200  # used: idle starts again
+            now[0] = 3000.0 + 3601.0
+            assert await page_status(browser, srv) == 401  # idle more than an hour
+        async with await logged_in(srv) as browser:
+            now[0] += 7201.0
+            assert await page_status(browser, srv) == 401  # past its lifetime
+
+
+async def test_revoking_a_user_ends_their_logins_and_tabs_without_restart(
+    database: str, tmp_path: Path
+) -> None:
+    users = tmp_path / "team.users"
+    alice, bob = add_user(users, "alice"), add_user(users, "bob")
+    config = make_config(database, token=None, users=users, max_sessions=2)
+    async for srv in running(config):
+        async with await logged_in(srv, alice) as hers, await logged_in(srv, bob) as his:
+            async with websocket(hers, srv) as tab:
+                assert await first_frame(tab)
+                result = CliRunner().invoke(
+                    cli, ["--db", database, "serve", "--users", str(users), "--revoke", "alice"]
+                )
+                assert result.exit_code == 0, result.output
+                assert "removed alice" in result.output
+                async with asyncio.timeout(WAIT):
+                    async for _ in tab:  # the srv closes her open tab
+                        pass
+                assert tab.closed
+            assert await page_status(hers, srv) == 401
+            assert await page_status(his, srv) == 200
+            async with client() as again, again.get(f"{base(srv)}/?token={alice}") as page:
+                assert page.status == 401  # her token is gone too
+        slots = srv.slots
+        await wait_until(lambda: slots.in_use == 0)  # noqa: B023 - awaited in this iteration
+
+
+def test_revoke_needs_a_listed_user(tmp_path: Path) -> None:
+    users = tmp_path / "team.users"
+    add_user(users, "alice")
+    database = str(tmp_path / "agents.db")
+    result = CliRunner().invoke(
+        cli, ["--db", database, "serve", "--users", str(users), "--revoke", "carol"]
+    )
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"error: carol is not in {users}: check the name (the file lists one per line)"
+    )
+
+
+def freeze_apps() -> set[int]:
+    """SIGSTOP every process below this one: the tab's app hangs and answers nothing."""
+    apps = descendants(os.getpid())
+    assert apps, "no app process is running"
+    for pid in apps:
+        os.kill(pid, signal.SIGSTOP)
+    return apps
+
+
+async def test_a_hung_tab_gives_its_slot_back(server: AgentsServer) -> None:
+    async with await logged_in(server) as browser:
+        async with websocket(browser, server) as tab:
+            assert await first_frame(tab)
+            hung = freeze_apps()
+        await wait_until(lambda: server.slots.in_use == 0)
+        assert not hung & descendants(os.getpid())  # killed and reaped
+        async with websocket(browser, server) as again:
+            assert await first_frame(again)
+
+
+async def test_a_hung_tab_does_not_block_shutdown(database: str) -> None:
+    server = AgentsServer(make_config(database))
+    runner = await server.start()
+    async with await logged_in(server) as browser, websocket(browser, server) as tab:
+        assert await first_frame(tab)
+        hung = freeze_apps()
+        async with asyncio.timeout(WAIT):
+            await runner.cleanup()
+    assert not hung & descendants(os.getpid())
+
+
+ESC_ORIGIN = b"http://evil.example\x1b]0;owned\x07"  # aiohttp refuses it: 400
+C1_ORIGIN = "http://evil.example\u009b2J".encode()  # CSI as one character: allowed in a header
+
+
+def test_every_logged_value_is_quoted(tmp_path: Path) -> None:
+    """CR, LF and ESC in a request's path, its headers and a user name in the users file:
+    each log line stays one line, with every value quoted and escaped (repr-style)."""
+    database = str(tmp_path / "agents.db")
+    users = tmp_path / "team.users"
+    add_user(users, "alice")
+    port = free_port()
+    served, _ = start_serve(
+        database, port, "--users", str(users), workdir=tmp_path, env={"AGENTS_SERVE_TOKEN": TOKEN}
+    )
+    try:
+        for origin, status in ((ESC_ORIGIN, b" 400 "), (C1_ORIGIN, b" 403 ")):
+            with socket.create_connection(("127.0.0.1", port)) as raw:  # before any login
+                raw.sendall(
+                    b"POST /x%0D%0A12:00:00%20login:%20'mallory'%1B[2J HTTP/1.1\r\n"
+                    b"Host: 127.0.0.1\r\nOrigin: " + origin + b"\r\n"
+                    b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+                assert status in raw.recv(4096)
+        users.write_text(f"mal\x1b[2Jlory sha256:{'a' * 64}\n")  # read while serving
+        with socket.create_connection(("127.0.0.1", port)) as raw:
+            raw.sendall(
+                f"GET /?token={TOKEN} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+            )
+            assert b" 303 " in raw.recv(4096)
+    finally:
+        assert served.stop() == 0
+    log = served.stderr()
+    assert "\x1b" not in log and "\r" not in log and "\x07" not in log
+    lines = log.splitlines()
+    assert all(line[:2].isdigit() and line[2] == ":" for line in lines), lines
+    assert "\x9b" not in log
+    assert (
+        "refused 'POST' \"/x\\r\\n12:00:00 login: 'mallory'\\x1b[2J\" "
+        "from origin 'http://evil.example\\x9b2J'"
+    ) in log
+    assert "user name 'mal\\x1b[2Jlory' is not allowed" in log  # the users file, re-read
