@@ -105,3 +105,20 @@ def test_the_stored_summaries_are_the_commands_own_help() -> None:
         stub = click.Command(name, help=summary)
         for limit in (40, 76, 300):
             assert stub.get_short_help_str(limit) == command.get_short_help_str(limit), name
+
+
+def test_a_browser_tab_loads_the_plan_list_without_the_engine() -> None:
+    """Each tab of `agents serve` is a new process: until the person opens a plan it needs
+    the store and the plan list, not the runner, the correction engine or the other screens."""
+    probe = (
+        "import sys, cleveragents_tui.web.session_main; "
+        "print(sorted(m for m in sys.modules if m in ("
+        "'cleveragents_tui.engine.runner', 'cleveragents_tui.engine.correction', "
+        "'cleveragents_tui.engine.lifecycle', 'cleveragents_tui.tui.screens.plan_view', "
+        "'cleveragents_tui.tui.screens.diff', 'cleveragents_tui.tui.modals.correction')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

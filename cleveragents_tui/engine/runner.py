@@ -19,8 +19,6 @@ import json
 import subprocess
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from cleveragents_tui import failpoints
@@ -32,7 +30,7 @@ from cleveragents_tui.actors.base import (
     ToolOutcome,
 )
 from cleveragents_tui.actors.reasoners.scripted import ScriptedReasoner
-from cleveragents_tui.actors.tools import ToolRegistry, default_registry
+from cleveragents_tui.actors.tools import default_registry
 from cleveragents_tui.automation.escalation import AutonomyController, EscalationContext
 from cleveragents_tui.automation.profiles import ProfileRegistry
 from cleveragents_tui.domain.action import Action
@@ -64,7 +62,6 @@ from cleveragents_tui.engine.plans import create_plan
 from cleveragents_tui.engine.policing import LimitTerminated, Policing, safety_switches
 from cleveragents_tui.engine.reasoner_choice import (
     CHAT_ACTOR,
-    ModelChoice,
     chat_action,
     check_plan_model,
     keep_choice,
@@ -73,6 +70,7 @@ from cleveragents_tui.engine.reasoner_choice import (
 from cleveragents_tui.engine.reconcile import OutsideChoice, Reconciler
 from cleveragents_tui.engine.reconcile import fingerprint as reconcile_fingerprint
 from cleveragents_tui.engine.recorder import Correction, record_decision
+from cleveragents_tui.engine.run_options import RunOptions
 from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_root
 from cleveragents_tui.engine.tool_calls import ToolCallBlocked, ToolExecutor
 from cleveragents_tui.store.store import Store
@@ -121,15 +119,6 @@ class SandboxUnavailableError(UserError):
         if isinstance(cause, UserError) and resource_id in str(cause):
             return cls(plan_id, str(cause))  # it names the resource, the problem and the fix
         return cls(plan_id, f"the sandbox of {resource_id} could not be made: {cause}")
-
-
-@dataclass
-class RunOptions:
-    registry: ToolRegistry | None = None
-    sandbox_base: Path | None = None
-    reasoner_factory: ReasonerFactory | None = None
-    user: str = "agents"
-    model: ModelChoice | None = None  # a new plan's chat model, kept with it (else scripted)
 
 
 def start_plan(

@@ -21,15 +21,11 @@ from textual.notifications import SeverityLevel
 from cleveragents_tui.domain.display import printable
 from cleveragents_tui.engine import tui_queries
 from cleveragents_tui.engine.config import THEME_KEY, set_setting
-from cleveragents_tui.engine.runner import RunOptions
+from cleveragents_tui.engine.run_options import RunOptions
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.commands import AgentsCommands
 from cleveragents_tui.tui.messages import StoreChanged
-from cleveragents_tui.tui.screens.approvals import ApprovalsScreen
-from cleveragents_tui.tui.screens.diff import DiffScreen
-from cleveragents_tui.tui.screens.help import HelpScreen
 from cleveragents_tui.tui.screens.plan_list import PlanListScreen
-from cleveragents_tui.tui.screens.plan_view import PlanScreen
 
 NARROW = 100  # below this width the details go under the tree
 
@@ -141,23 +137,36 @@ class AgentsApp(App[None]):
 
     # -- navigation ---------------------------------------------------------------------------
 
+    # The other screens are imported when first opened: a browser tab paints the plan list
+    # sooner (docs/benchmarks.md, "serve").
+
     def open_plan(self, plan_id: str) -> None:
+        from cleveragents_tui.tui.screens.plan_view import PlanScreen
+
         self.push_screen(PlanScreen(plan_id))
 
     def open_diff(self, correction_id: str) -> None:
+        from cleveragents_tui.tui.screens.diff import DiffScreen
+
         self.push_screen(DiffScreen(correction_id))
 
     def action_approvals(self) -> None:
+        from cleveragents_tui.tui.screens.approvals import ApprovalsScreen
+
         if not isinstance(self.screen, ApprovalsScreen):
             self.push_screen(ApprovalsScreen())
 
     def action_help(self) -> None:
+        from cleveragents_tui.tui.screens.help import HelpScreen
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.screen))
 
     def action_toggle_theme(self) -> None:
         light = self.current_theme.dark
         self.theme = "textual-light" if light else "textual-dark"
+        from cleveragents_tui.tui.screens.diff import DiffScreen
+
         if isinstance(self.screen, DiffScreen):
             self.screen.render_diff()
         self._keep_theme("light" if light else "dark")
