@@ -24,6 +24,8 @@ from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.web.access import Access
 from cleveragents_tui.web.config import ServeConfig
 from cleveragents_tui.web.guard import LOGIN_KEY, USER_KEY, WEBSOCKET_PATH, guard
+from cleveragents_tui.web.listen import listening_site
+from cleveragents_tui.web.log_lines import OneLineErrors
 from cleveragents_tui.web.logins import Logins
 from cleveragents_tui.web.sessions import SessionService, SessionSlots, session_command
 
@@ -167,7 +169,7 @@ class AgentsServer(Server):
         runner = web.AppRunner(self.make_app(), handle_signals=False, access_log=None)
         await runner.setup()
         try:
-            await web.TCPSite(runner, self.config.host, self.config.port).start()
+            await listening_site(runner, self.config.host, self.config.port).start()
         except OSError as exc:
             await runner.cleanup()
             raise UserError(
@@ -202,5 +204,6 @@ class PrintableFormatter(logging.Formatter):
 def serve(config: ServeConfig, ready: Callable[[], None]) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(PrintableFormatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+    handler.addFilter(OneLineErrors())  # a bad request is one line, not a traceback
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     asyncio.run(AgentsServer(config).run_until_stopped(ready))
