@@ -79,6 +79,16 @@ def holding(base_dir: Path | None, plan_id: str, doing: str) -> Iterator[None]:
                 os.close(held.fd)  # closing the last descriptor drops the flock
 
 
+def held_by(base_dir: Path | None, plan_id: str, thread: int) -> bool:
+    """Whether ``thread`` of this process holds ``plan_id`` now: the app's replay dialog
+    tells its own correction's events from another tab's (the lease is held from before a
+    correction starts to the end of its replay)."""
+    path = ((base_dir or sandbox_base_dir()) / plan_id / RUNNER_LOCK).absolute()
+    with _GUARD:
+        held = _HELD.get(path)
+        return held is not None and held.thread == thread
+
+
 def is_held(base_dir: Path | None, plan_id: str) -> bool:
     """Whether a live runner (this process or another) holds ``plan_id`` now. ``doctor``
     asks it of plans left running; the probe takes the lock for an instant, so a runner

@@ -70,7 +70,7 @@ from cleveragents_tui.engine.reasoner_choice import (
 from cleveragents_tui.engine.reconcile import OutsideChoice, Reconciler
 from cleveragents_tui.engine.reconcile import fingerprint as reconcile_fingerprint
 from cleveragents_tui.engine.recorder import Correction, record_decision
-from cleveragents_tui.engine.run_options import RunOptions
+from cleveragents_tui.engine.run_options import RunOptions as RunOptions  # re-exported
 from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_root
 from cleveragents_tui.engine.tool_calls import ToolCallBlocked, ToolExecutor
 from cleveragents_tui.store.store import Store

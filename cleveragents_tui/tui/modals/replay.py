@@ -3,6 +3,8 @@ and a cancel that pauses the plan (the runner stops before its next decision).""
 
 from __future__ import annotations
 
+import textwrap
+import threading
 from typing import ClassVar
 
 from rich.text import Text
@@ -14,7 +16,7 @@ from textual.worker import Worker, WorkerState
 
 from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.engine import tui_queries
+from cleveragents_tui.engine import run_lease, tui_queries
 from cleveragents_tui.engine.correction import CorrectionResult, Impact, execute
 from cleveragents_tui.engine.lifecycle import pause_plan
 from cleveragents_tui.engine.reconcile import OutsideChoice
@@ -80,6 +82,10 @@ class ReplayModal(Dialog[str | None]):
         self.remade = 0  # decisions re-made so far by the replay
         self._since = tui_queries.last_event_id(store)
         self._worker: Worker[CorrectionResult] | None = None
+        # Another tab may correct the same plan at the same time: its events are in the
+        # store too. Shown are those after a correction_started this dialog's worker made.
+        self._worker_thread: int | None = None
+        self._showing = False
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -99,6 +105,7 @@ class ReplayModal(Dialog[str | None]):
         self._timer = self.set_interval(0.25, self.refresh_progress)
 
     def _execute(self) -> CorrectionResult:
+        self._worker_thread = threading.get_ident()
         return execute(
             self.store,
             self.impact,
@@ -109,12 +116,36 @@ class ReplayModal(Dialog[str | None]):
         )
 
     def _log(self, line: str) -> None:
-        self.query_one(Log).write_line(printable(line, one_line=True))
+        """Write ``line`` wrapped to the log's width (a Log cuts long lines at its edge, and
+        a failure reason is often longer than the window)."""
+        log = self.query_one(Log)
+        width = max(20, (log.scrollable_content_region.width or 96) - 1)
+        for part in textwrap.wrap(printable(line, one_line=True), width, subsequent_indent="  "):
+            log.write_line(part)
+
+    def _ours(self, event: EventView) -> bool:
+        """Whether ``event`` belongs to this dialog's correction (see ``_showing``)."""
+        if event.kind == "correction_started":
+            result = self.result
+            if result is not None:
+                self._showing = event.payload.get("correction_id") == (
+                    result.correction.correction_id
+                )
+            else:
+                thread = self._worker_thread
+                self._showing = thread is not None and run_lease.held_by(
+                    self.options.sandbox_base if self.options else None,
+                    self.impact.plan_id,
+                    thread,
+                )
+        return self._showing
 
     def refresh_progress(self) -> None:
         p = tui_queries.progress(self.store, self.impact.plan_id, self._since)
         for event in p.events:
             self._since = max(self._since, event.event_id)
+            if not self._ours(event):
+                continue
             self.remade += event.kind == "decision_remade"
             self._log(describe(event))
         status = Text()
@@ -129,12 +160,12 @@ class ReplayModal(Dialog[str | None]):
         if event.worker is not self._worker or not event.worker.is_finished:
             return
         self._timer.stop()
-        self.refresh_progress()
         title = self.query_one("#replay-title", Static)
         if event.state is WorkerState.SUCCESS:
             result = event.worker.result
             assert isinstance(result, CorrectionResult)
             self.result = result
+            self.refresh_progress()
             c = result.correction
             self._log(f"correction {c.correction_id}: {c.status.value} (attempt {c.attempt})")
             if result.report is not None:
