@@ -154,3 +154,35 @@ def test_the_budget_can_prune_an_overlay_checkpoint_a_revert_went_back_past(
         check_oracle(definition, side, with_choices(definition, chosen), tmp_path, ["d00→b, d02→b"])
     finally:
         side.close()
+
+
+def test_a_strategize_point_that_exists_only_for_a_choice_goes_when_the_choice_changes(
+    tmp_path: Path,
+) -> None:
+    """Found by the oracle (two corrections): d01, a Strategize point that exists only for
+    d00's option a (``when``), stayed current after d00 was corrected to b — it was nobody's
+    child or dependent, so the correction did not affect it — and a second correction of it
+    was lost. A point's ``when`` is an influence edge now, like ``depends_on``."""
+    conditional = _point("d01", "strategy_choice", [], [])
+    conditional["when"] = {"d00": "d00 option a"}
+    work = _point("d02", "tool_invocation", [_write("a.txt", "a")], [_write("a.txt", "b")])
+    work["when"] = {"d00": "d00 option a"}
+    definition = {
+        "name": "oracle/action",
+        "prompt": "change the resources as the points say",
+        "resources": [DB, FILES],
+        "decisions": [_point("d00", "strategy_choice", [], []), conditional, work],
+    }
+    side = Side.make(tmp_path / "corrected")
+    try:
+        plan_id = run_to_apply_gate(side, tmp_path, definition)
+        assert set(side.current(plan_id)) == {"d00", "d01", "d02"}
+        _revert(side, plan_id, "d00", "b")
+        assert set(side.current(plan_id)) == {"d00"}
+        _revert(side, plan_id, "d00", "a")
+        chosen = {k: d.chosen_option for k, d in side.current(plan_id).items()}
+        assert set(chosen) == {"d00", "d01", "d02"}
+        apply(side, plan_id)
+        check_oracle(definition, side, with_choices(definition, chosen), tmp_path, ["d00→b→a"])
+    finally:
+        side.close()

@@ -130,7 +130,9 @@ class ScriptedReasoner:
                 rationale=alternative.rationale,
                 reasoning=_reasoning(entry, alternative, guided),
                 parent_key=point.parent,
-                depends_on=point.depends_on,
+                # a point that exists only for an earlier choice (`when`) is influenced by
+                # it: correcting that choice re-decides whether the point exists at all
+                depends_on=tuple(dict.fromkeys((*point.depends_on, *point.when))),
                 tool_calls=tuple(
                     ToolCallRequest(c.tool, dict(c.arguments)) for c in alternative.tool_calls
                 ),
