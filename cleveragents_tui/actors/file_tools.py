@@ -170,7 +170,8 @@ class EditFile(BuiltinTool):
     spec = ToolSpec(
         name="local/edit-file",
         category=ToolCategory.WRITE,
-        description="Replace exactly one occurrence of a text in a UTF-8 file.",
+        description="Replace exactly one occurrence of a text in a UTF-8 file (done already "
+        "when the old text is gone and the new one is there once).",
         writes=True,
         side_effects=("writes:files",),
     )
@@ -198,6 +199,10 @@ class EditFile(BuiltinTool):
             except UnicodeDecodeError:
                 return call.outcome(False, f"{name}: {path} is not UTF-8 text; nothing changed")
             count = text.count(old)
+            if count == 0 and new and text.count(new) == 1:
+                # Already made: a retry after a crash between the write and its record, or
+                # corrective work (an append) on a state that has the same edit.
+                return call.outcome(True, f"{path} already has the new text; nothing changed")
             if count != 1:
                 found = "not found" if count == 0 else f"found {count} times"
                 return call.outcome(

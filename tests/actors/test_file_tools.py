@@ -154,6 +154,23 @@ def test_edit_file_replaces_exactly_one_occurrence(tool_world: ToolWorld, resour
     assert content(tool_world, resource, "edit.txt") == b"alpha\nbeta\n\n"
 
 
+def test_an_edit_already_made_succeeds_and_changes_nothing(
+    tool_world: ToolWorld, resource: str
+) -> None:
+    """A retry after a crash between the write and its record, or an append on a state with
+    the same edit, must not fail the step."""
+    base = {"resource": resource, "path": "edit.txt"}
+    assert tool_world.call("local/write-file", {**base, "content": "a = 1\nb = 2\n"}).ok
+    edit = {**base, "old": "a = 1", "new": "z = 9"}
+    assert tool_world.call("local/edit-file", edit).ok
+    again = tool_world.call("local/edit-file", edit)
+    assert again.ok, again.output
+    assert again.output == "edit.txt already has the new text; nothing changed"
+    assert content(tool_world, resource, "edit.txt") == b"z = 9\nb = 2\n"
+    neither = tool_world.call("local/edit-file", {**base, "old": "a = 1", "new": "c = 3"})
+    assert not neither.ok and "not found" in neither.output
+
+
 def test_edit_file_refusals_change_nothing(tool_world: ToolWorld) -> None:
     binary = tool_world.call(
         "local/edit-file",
