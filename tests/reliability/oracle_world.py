@@ -5,12 +5,15 @@ An action here is an ordinary action definition (docs/actions.md, the dict form 
 file ``agents plan use`` reads): a few Strategize points, then Execute points whose
 alternatives call the built-in tools (docs/tools.md) on two to four of these resources:
 
-- ``oracle/repo`` (git_worktree) and ``oracle/files`` (filesystem_copy): write-file (text,
-  NUL bytes, the executable bit), edit-file, delete-file, and run-command with fixed argv for
-  what no file tool does: rename (``mv -f -T``), mode bit (``chmod``), symlink (``ln -sfn``),
-  empty folder (``mkdir -p`` / ``rmdir``) and bytes that are not UTF-8 (``sh -c printf``);
-- ``oracle/layers`` (overlay): the file tools only — run-command needs a working directory,
-  and no file tool renames, links or makes an empty folder;
+- ``oracle/repo`` (git_worktree), ``oracle/files`` (filesystem_copy) and ``oracle/layers``
+  (overlay): write-file (text, NUL bytes, the executable bit), edit-file, delete-file, and
+  the tree tools (actors/tree_tools.py): move (a file, link or folder), delete (a folder
+  with what is in it), mkdir (an empty folder, with a mode), symlink (inside the resource,
+  from the top or a subfolder) and chmod (files and folders);
+- ``oracle/repo`` and ``oracle/files`` also run-command with fixed argv, the way a shell
+  would do the same (the overlay has no working directory to run it in): rename
+  (``mv -f -T``), mode bit (``chmod``), symlink (``ln -sfn``), empty folder (``mkdir -p`` /
+  ``rmdir``) and bytes that are not UTF-8 (``sh -c printf``);
 - ``oracle/db`` (transaction_rollback, SQLite): run-sql insert, update and delete on an
   AUTOINCREMENT table and on a plain one.
 
@@ -38,6 +41,7 @@ from hypothesis import strategies as st
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import DecisionType
 from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.engine.failures import RECOVER
 from cleveragents_tui.engine.runner import RunOptions
 from cleveragents_tui.store.store import Store
 
@@ -173,12 +177,14 @@ class Side:
         self.store.close()
 
     def current(self, plan_id: str) -> dict[str, Decision]:
-        """The plan's current decisions made from the action's points, by key."""
+        """The plan's current decisions made from the action's points, by key (not the
+        recovery decisions of a failed call: ``recover:…``, engine/failures.py)."""
         with self.store.unit_of_work() as uow:
             return {
                 d.step_key: d
                 for d in uow.decisions.for_plan(plan_id, include_superseded=False)
                 if d.step_key
+                and not d.step_key.startswith(f"{RECOVER}:")
                 and d.decision_type
                 not in (DecisionType.PROMPT_DEFINITION, DecisionType.USER_INTERVENTION)
             }
@@ -280,6 +286,7 @@ def _workdir_call(resource: str) -> st.SearchStrategy[dict[str, Any]]:
     raw = st.lists(st.sampled_from((0, 1, 127, 128, 255)), min_size=1, max_size=4)
     return st.one_of(
         _file_call(resource),
+        _tree_call(resource),
         st.tuples(path, path)
         .filter(lambda p: p[0] != p[1])
         .map(lambda p: command(["mv", "-f", "-T", p[0], p[1]])),
@@ -315,6 +322,38 @@ def _file_call(resource: str) -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
+# What the tree tools work on: every kind of path the other calls make, and a folder; a call
+# that finds the wrong kind (or an existing destination) is refused, the same on both sides.
+TREE_PATHS = (*PATHS, *LINKS, *DIRS, "sub")
+FILE_MODES = ("0644", "0755", "0600", "0700")
+FOLDER_MODES = ("0755", "0700", "0750")
+
+
+def _tree_call(resource: str) -> st.SearchStrategy[dict[str, Any]]:
+    """A call of a tree tool: move, delete, mkdir, symlink or chmod."""
+
+    def call(tool: str, **arguments: Any) -> dict[str, Any]:
+        return {"tool": tool, "arguments": {"resource": resource, **arguments}}
+
+    anything = st.sampled_from(TREE_PATHS)
+    link = st.sampled_from((*LINKS, "sub/l3"))
+    return st.one_of(
+        st.tuples(anything, st.sampled_from((*PATHS, *DIRS, "moved", "sub/moved")))
+        .filter(lambda t: t[0] != t[1])
+        .map(lambda t: call("local/move", **{"from": t[0], "to": t[1]})),
+        anything.map(lambda p: call("local/delete", path=p)),
+        st.tuples(st.sampled_from((*DIRS, "sub/e2/e3")), st.sampled_from(FOLDER_MODES)).map(
+            lambda t: call("local/mkdir", path=t[0], mode=t[1])
+        ),
+        st.tuples(link, st.sampled_from(PATHS)).map(
+            lambda t: call("local/symlink", path=t[0], target=("../" if "/" in t[0] else "") + t[1])
+        ),
+        st.tuples(anything, st.sampled_from((*FILE_MODES, *FOLDER_MODES))).map(
+            lambda t: call("local/chmod", path=t[0], mode=t[1])
+        ),
+    )
+
+
 def _sql_call() -> st.SearchStrategy[dict[str, Any]]:
     def sql(statement: str, **params: Any) -> dict[str, Any]:
         arguments: dict[str, Any] = {"resource": DB, "sql": statement}
@@ -344,7 +383,7 @@ def tool_call(resources: list[str]) -> st.SearchStrategy[dict[str, Any]]:
     calls = {
         REPO: _workdir_call(REPO),
         FILES: _workdir_call(FILES),
-        LAYERS: _file_call(LAYERS),
+        LAYERS: st.one_of(_file_call(LAYERS), _tree_call(LAYERS)),
         DB: _sql_call(),
     }
     return st.one_of(*(calls[r] for r in resources))
