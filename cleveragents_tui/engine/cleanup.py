@@ -118,7 +118,7 @@ def discard_plan(store: Store, inventory: DiscardInventory, base_dir: Path | Non
     base = base_dir or sandbox_base_dir()
     with contextlib.ExitStack() as held:
         for plan_id in inventory.plan_ids:
-            held.enter_context(run_lease.holding(base, plan_id, "discarding"))
+            held.enter_context(run_lease.holding(base, plan_id, "discarding", store))
         _cancel_and_prune(store, inventory)
         with store.unit_of_work() as uow:
             resources = {p: _resources_of(uow, p, base) for p in inventory.plan_ids}
@@ -239,7 +239,7 @@ def collect(store: Store, doomed: list[Collectable], base_dir: Path | None = Non
         by_plan.setdefault(item.plan_id, []).append(item.checkpoint)
     freed = 0
     for plan_id, checkpoints in by_plan.items():
-        with run_lease.holding(base, plan_id, "collecting"):
+        with run_lease.holding(base, plan_id, "collecting", store):
             before = folder_size(base / plan_id)
             with store.unit_of_work(write=True) as uow:
                 uow.checkpoints.mark_pruned([c.checkpoint_id for c in checkpoints])

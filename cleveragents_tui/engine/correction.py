@@ -607,7 +607,7 @@ def execute(
         check_plan_model(store, impact.plan_id, replay=True)
     # Held from before the plan is taken to the end of the replay, so a runner in another
     # process never advances the plan under the correction (nor the correction under it).
-    with run_lease.holding(options.sandbox_base, impact.plan_id, "correcting"):
+    with run_lease.holding(options.sandbox_base, impact.plan_id, "correcting", store):
         return _execute(store, impact, requested_by, options, outside)
 
 

@@ -141,7 +141,7 @@ def repair_left_running(store: Store, base_dir: Path | None = None) -> list[str]
     for plan_id in running:
         with (
             contextlib.suppress(run_lease.PlanBusyError),
-            run_lease.holding(base_dir, plan_id, "repairing"),
+            run_lease.holding(base_dir, plan_id, "repairing", store),
         ):
             if _pause_left_running(store, plan_id):
                 repaired.append(plan_id)

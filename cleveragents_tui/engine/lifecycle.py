@@ -54,7 +54,7 @@ def resume_plan(store: Store, plan_ref: str, options: RunOptions | None = None) 
     runner holds the plan."""
     with store.unit_of_work() as uow:
         plan = uow.plans.get(uow.plans.resolve(plan_ref))
-    with run_lease.holding(_sandbox_base(options), plan.plan_id, "running"):
+    with run_lease.holding(_sandbox_base(options), plan.plan_id, "running", store):
         return _resume(store, plan, options)
 
 
@@ -117,7 +117,7 @@ def apply_plan(store: Store, plan_ref: str, by: str, options: RunOptions | None 
     gate left unanswered, while another runner holds the plan."""
     with store.unit_of_work() as uow:
         plan_id = uow.plans.resolve(plan_ref)
-    with run_lease.holding(_sandbox_base(options), plan_id, "applying"):
+    with run_lease.holding(_sandbox_base(options), plan_id, "applying", store):
         return _answer_and_apply(store, plan_id, by, options)
 
 

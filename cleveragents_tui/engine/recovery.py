@@ -34,7 +34,7 @@ def recover_pending_groups(store: Store, base_dir: Path | None = None) -> list[R
     for group, refs in pending:
         sandboxes = PlanSandboxes(store, group.plan_id, base_dir)
         try:
-            with run_lease.holding(sandboxes.base_dir, group.plan_id, "repairing"):
+            with run_lease.holding(sandboxes.base_dir, group.plan_id, "repairing", store):
                 recovered.append(_undo(store, sandboxes, group, refs))
         except PlanBusyError:
             continue

@@ -28,10 +28,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cleveragents_tui.domain.errors import ConcurrentChangeError
 from cleveragents_tui.engine.sandboxes import sandbox_base_dir
 from cleveragents_tui.sandbox import transaction_handover
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from cleveragents_tui.store.store import Store
 
 RUNNER_LOCK = "runner.lock"
 DOINGS = ("running", "applying", "correcting", "repairing", "discarding", "collecting")
@@ -47,6 +53,7 @@ class _Held:
     doing: str
     fd: int
     depth: int
+    shared: Connection | None = None  # PostgreSQL: the session holding the advisory lock
 
 
 _GUARD = threading.Lock()
@@ -54,16 +61,26 @@ _HELD: dict[Path, _Held] = {}
 
 
 @contextmanager
-def holding(base_dir: Path | None, plan_id: str, doing: str) -> Iterator[None]:
+def holding(
+    base_dir: Path | None, plan_id: str, doing: str, store: Store | None = None
+) -> Iterator[None]:
     """Hold ``plan_id`` for this thread while the block runs, or raise PlanBusyError.
     ``base_dir`` is the sandbox folder (None: the default one); ``doing`` (one of
-    :data:`DOINGS`) is what others are told."""
+    :data:`DOINGS`) is what others are told. On PostgreSQL (``store``'s database) the lease
+    is also an advisory lock on the server, so runners on other hosts — each with its own
+    sandbox folder, sharing the database — are refused too."""
     path = ((base_dir or sandbox_base_dir()) / plan_id / RUNNER_LOCK).absolute()
     me = threading.get_ident()
     with _GUARD:
         held = _HELD.get(path)
         if held is None:
-            held = _HELD[path] = _Held(me, doing, _take(path, plan_id, doing), 0)
+            fd = _take(path, plan_id, doing)
+            try:
+                shared = _take_shared(store, plan_id)
+            except BaseException:
+                os.close(fd)
+                raise
+            held = _HELD[path] = _Held(me, doing, fd, 0, shared)
         elif held.thread != me:
             raise _busy(plan_id, f"another task of this process is {held.doing} it")
         held.depth += 1
@@ -77,6 +94,10 @@ def holding(base_dir: Path | None, plan_id: str, doing: str) -> Iterator[None]:
             if held.depth == 0:
                 del _HELD[path]
                 os.close(held.fd)  # closing the last descriptor drops the flock
+                if held.shared is not None:
+                    from cleveragents_tui.store import advisory_lock
+
+                    advisory_lock.unlock(held.shared, plan_id)
 
 
 def held_by(base_dir: Path | None, plan_id: str, thread: int) -> bool:
@@ -126,6 +147,20 @@ def _take(path: Path, plan_id: str, doing: str) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()} {doing}\n".encode("ascii"), 0)
     return fd
+
+
+def _take_shared(store: Store | None, plan_id: str) -> Connection | None:
+    """On PostgreSQL, the plan's advisory lock (None on SQLite: the flock is the lease)."""
+    if store is None:
+        return None
+    from cleveragents_tui.store import advisory_lock
+
+    if not advisory_lock.is_postgresql(store.engine):
+        return None
+    shared = advisory_lock.try_lock(store.engine, plan_id)
+    if shared is None:
+        raise _busy(plan_id, "an agents process using the same database holds it")
+    return shared
 
 
 def _busy(plan_id: str, who: str) -> PlanBusyError:

@@ -206,7 +206,7 @@ class PlanRunner:
         Refused (PlanBusyError) while another runner advances it."""
         if self.options.reasoner_factory is None:
             check_plan_model(self.store, self.plan_id)  # its model is ready, before a change
-        with run_lease.holding(self.sandboxes.base_dir, self.plan_id, "running"):
+        with run_lease.holding(self.sandboxes.base_dir, self.plan_id, "running", self.store):
             replay = self._go_on_with_replay()
             version = self.plan().version
             try:
@@ -776,7 +776,7 @@ class PlanRunner:
         corrected; an applied plan cannot. Refused (PlanBusyError) while another runner
         advances the plan.
         """
-        with run_lease.holding(self.sandboxes.base_dir, self.plan_id, "applying"):
+        with run_lease.holding(self.sandboxes.base_dir, self.plan_id, "applying", self.store):
             return self._apply()
 
     def _apply(self) -> Plan:
