@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.engine.restore_point import restore_point
 from cleveragents_tui.store.correction_queries import decisions as decisions_by_id
-from cleveragents_tui.store.correction_queries import later_calls
+from cleveragents_tui.store.correction_queries import writes_after
 from cleveragents_tui.store.store import Store
 
 
@@ -54,12 +54,10 @@ def later_writers(
     with store.unit_of_work() as uow:
         # The rollback restores this decision's group: what was written after it is erased.
         owner = restore_point(uow, target)
-        calls = later_calls(uow.session, owner.plan_id, owner.sequence_number)
+        writes = writes_after(uow.session, owner.plan_id, owner.sequence_number, rolled)
         written: dict[str, set[str]] = {}
-        for call in calls:
-            resource = call.arguments.get("resource")
-            if call.side_effects and isinstance(resource, str) and resource in rolled:
-                written.setdefault(call.decision_id, set()).add(resource)
+        for decision_id, resource in writes:
+            written.setdefault(decision_id, set()).add(resource)
         writers = [d for d in written if d not in affected]
         decisions = decisions_by_id(uow.session, writers)
     remade = tuple(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
@@ -65,29 +64,23 @@ def values_of(dialect: str, array: ColumnElement[Any]) -> Select[tuple[str]]:
     return select(table.c.value)
 
 
-@dataclass(frozen=True)
-class CallFacts:
-    """What a revert's later writers are found from: a call's decision, tool, arguments and
-    effects."""
-
-    decision_id: str
-    tool: str
-    arguments: dict[str, object]
-    side_effects: tuple[str, ...]
-    irreversible: bool
-
-
-def resources_named(session: Session, decision_ids: Iterable[str]) -> set[str]:
-    """The resources the tool calls of these decisions name (their ``resource`` argument, a
-    string): read in the database, one row per resource, whatever the number of calls."""
+def _resource_argument(session: Session) -> ColumnElement[Any]:
+    """A tool call's ``resource`` argument when it is a string, else NULL, read in the
+    database from the stored JSON."""
     c = ToolInvocationRow
     if session.get_bind().dialect.name == "postgresql":
         arguments = cast(c.arguments, JSONB)
         is_text = func.jsonb_typeof(arguments["resource"]) == "string"
-        named = case((is_text, arguments["resource"].astext))
-    else:
-        is_text = func.json_type(c.arguments, "$.resource") == "text"
-        named = case((is_text, func.json_extract(c.arguments, "$.resource")))
+        return case((is_text, arguments["resource"].astext))
+    is_text = func.json_type(c.arguments, "$.resource") == "text"
+    return case((is_text, func.json_extract(c.arguments, "$.resource")))
+
+
+def resources_named(session: Session, decision_ids: Iterable[str]) -> set[str]:
+    """The resources the tool calls of these decisions name (their ``resource`` argument, a
+    string): one row per resource, whatever the number of calls."""
+    c = ToolInvocationRow
+    named = _resource_argument(session)
     rows = session.scalars(
         select(named).where(c.decision_id.in_(id_set(session, decision_ids))).distinct()
     )
@@ -111,36 +104,28 @@ def irreversible_calls(
     ]
 
 
-def later_calls(session: Session, plan_id: str, sequence_number: int) -> list[CallFacts]:
-    """The tool calls with side effects of the plan's current decisions recorded after
-    ``sequence_number``, in the order they were made: what a revert's later writers are
-    found among (calls without effects, stored as ``[]``, are left in the database)."""
+def writes_after(
+    session: Session, plan_id: str, sequence_number: int, resources: Iterable[str]
+) -> list[tuple[str, str]]:
+    """(decision, resource) of the tool calls with side effects (stored other than ``[]``)
+    that the plan's current decisions recorded after ``sequence_number`` made on one of
+    ``resources``, in the order they were made: a revert's later writers. Only those rows
+    leave the database."""
     c, d = ToolInvocationRow, DecisionRow
+    named = _resource_argument(session)
     rows = session.execute(
-        select(c.invocation_id, c.decision_id, c.tool, c.arguments, c.side_effects, c.irreversible)
+        select(c.decision_id, named)
         .join(d, d.decision_id == c.decision_id)
         .where(
             d.plan_id == plan_id,
             d.superseded_by.is_(None),
             d.sequence_number > sequence_number,
             c.side_effects != mapping.dump_json([]),
+            named.in_(id_set(session, resources, "resources")),
         )
         .order_by(d.sequence_number, c.created_at, c.invocation_id)
     )
-    return [
-        CallFacts(
-            decision_id,
-            tool,
-            _object(mapping.load_json("tool_invocations", key, "arguments", arguments)),
-            tuple(mapping.load_json("tool_invocations", key, "side_effects", effects) or ()),
-            bool(irreversible),
-        )
-        for key, decision_id, tool, arguments, effects, irreversible in rows
-    ]
-
-
-def _object(value: object) -> dict[str, object]:
-    return value if isinstance(value, dict) else {}
+    return [(decision_id, str(resource)) for decision_id, resource in rows]
 
 
 def plans(session: Session, plan_ids: Iterable[str]) -> dict[str, Plan]:

@@ -187,7 +187,7 @@ def target_near(scale: ScalePlan, share: float, seed: int = 5) -> tuple[str, int
     graph = InfluenceGraph.load(scale.store, scale.plan_id)
     wanted = share * len(scale.ids)
     best: tuple[float, str, int] | None = None
-    for decision_id in random.Random(seed).sample(scale.ids[1:200], 150):
+    for decision_id in random.Random(seed).sample(scale.ids[1:1000], min(200, len(scale.ids) - 1)):
         size = len(graph.affected(decision_id).decisions)
         if best is None or abs(size - wanted) < best[0]:
             best = (abs(size - wanted), decision_id, size)
