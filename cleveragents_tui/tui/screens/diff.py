@@ -5,6 +5,7 @@ recorded them (engine/diff.py) — unified or side by side, syntax coloured."""
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.console import Group, RenderableType
@@ -34,24 +35,6 @@ from cleveragents_tui.tui.render import one_line
 from cleveragents_tui.tui.screens.base import AgentsScreen
 from cleveragents_tui.tui.services import services
 
-LEXERS = {
-    ".py": "python",
-    ".md": "markdown",
-    ".toml": "toml",
-    ".yaml": "yaml",
-    ".yml": "yaml",
-    ".json": "json",
-    ".sql": "sql",
-    ".txt": "text",
-    ".sh": "bash",
-    ".cfg": "ini",
-}
-
-
-def _lexer(path: str) -> str:
-    dot = path.rfind(".")
-    return LEXERS.get(path[dot:].lower(), "text") if dot >= 0 else "text"
-
 
 def file_diff(f: FileDiff, side_by_side: bool, theme: str) -> RenderableType:
     path = shown_path(f.change.path)  # one line, whatever the name holds
@@ -70,15 +53,101 @@ def file_diff(f: FileDiff, side_by_side: bool, theme: str) -> RenderableType:
         return Group(
             head, Syntax(body or "(no textual change)\n", "diff", theme=theme, word_wrap=True)
         )
-    table = Table(expand=True, show_lines=False, pad_edge=False)
+    return Group(head, side_by_side_table(aligned_rows(old, new)))
+
+
+# unchanged lines kept around each change; a longer unchanged run shows as one "⋯" row
+CONTEXT = 3
+# rows drawn at most per file (a 5,000-line file stays one fast frame); then "… N more lines"
+MAX_ROWS = 400
+MARK_STYLES = {"-": "red", "+": "green", "~": "yellow", " ": "", "⋯": "dim"}
+
+
+@dataclass(frozen=True)
+class SideRow:
+    """One aligned row of the side-by-side view: old line ``old_no`` beside new line
+    ``new_no`` (None: a filler, that side has no line here). ``mark``: ``' '`` unchanged,
+    ``'~'`` changed, ``'-'`` removed, ``'+'`` added, ``'⋯'`` a run of unchanged lines
+    left out (its count in ``old_text``)."""
+
+    old_no: int | None
+    old_text: str
+    mark: str
+    new_no: int | None
+    new_text: str
+
+
+def _lines(text: str) -> list[str]:
+    """The file's lines as numbered by an editor (only ``\n`` ends a line)."""
+    lines = text.split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
+def aligned_rows(old: str, new: str) -> list[SideRow]:
+    """Old and new aligned by difflib's opcodes: equal lines side by side, a replaced block
+    paired line by line (the longer side's rest beside blank fillers), removed lines beside
+    fillers on the new side, added ones beside fillers on the old side."""
+    a, b = _lines(old), _lines(new)
+    rows: list[SideRow] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b).get_opcodes():
+        if tag == "equal":
+            rows.extend(_equal(a, i1, i2, j1, first=not rows, last=i2 == len(a)))
+            continue
+        for k in range(max(i2 - i1, j2 - j1)):
+            i, j = i1 + k, j1 + k
+            has_old, has_new = i < i2, j < j2
+            mark = "~" if has_old and has_new else "-" if has_old else "+"
+            rows.append(
+                SideRow(
+                    i + 1 if has_old else None,
+                    a[i] if has_old else "",
+                    mark,
+                    j + 1 if has_new else None,
+                    b[j] if has_new else "",
+                )
+            )
+    return rows
+
+
+def _equal(a: list[str], i1: int, i2: int, j1: int, *, first: bool, last: bool) -> list[SideRow]:
+    """An unchanged run: whole when short, else its CONTEXT lines next to each change and
+    one ``⋯`` row for the lines between."""
+    rows = [SideRow(i + 1, a[i], " ", j1 + i - i1 + 1, a[i]) for i in range(i1, i2)]
+    keep_head = 0 if first else CONTEXT
+    keep_tail = 0 if last else CONTEXT
+    if len(rows) <= keep_head + keep_tail + 1:
+        return rows
+    skipped = len(rows) - keep_head - keep_tail
+    gap = SideRow(None, f"{skipped:,} unchanged lines", "⋯", None, "")
+    return [*rows[:keep_head], gap, *rows[len(rows) - keep_tail :]]
+
+
+def side_by_side_table(rows: list[SideRow]) -> RenderableType:
+    """The rows as a table: line numbers, the gutter mark, and each side styled by its
+    change; at most MAX_ROWS rows, then how many were left out."""
+    table = Table(expand=True, show_lines=False, pad_edge=False, box=None, padding=(0, 1, 0, 0))
+    table.add_column("#", justify="right", style="dim", no_wrap=True)
     table.add_column("old attempt", ratio=1, overflow="fold")
+    table.add_column("", no_wrap=True)
+    table.add_column("#", justify="right", style="dim", no_wrap=True)
     table.add_column("new attempt", ratio=1, overflow="fold")
-    lexer = _lexer(path)
-    table.add_row(
-        Syntax(old or " ", lexer, theme=theme, line_numbers=True, word_wrap=True),
-        Syntax(new or " ", lexer, theme=theme, line_numbers=True, word_wrap=True),
-    )
-    return Group(head, table)
+    for row in rows[:MAX_ROWS]:
+        style = MARK_STYLES[row.mark]
+        if row.mark == "⋯":
+            table.add_row("", Text(f"⋯ {row.old_text}", style=style), "⋯", "", "")
+            continue
+        old_style = style if row.mark in "-~" else ""
+        new_style = style if row.mark in "+~" else ""
+        table.add_row(
+            "" if row.old_no is None else str(row.old_no),
+            Text(row.old_text, style=old_style),
+            Text(row.mark, style=f"bold {style}".strip()),
+            "" if row.new_no is None else str(row.new_no),
+            Text(row.new_text, style=new_style),
+        )
+    if len(rows) > MAX_ROWS:
+        return Group(table, Text(f"… {len(rows) - MAX_ROWS:,} more lines", style="dim"))
+    return table
 
 
 def decisions_text(d: CorrectionDiff) -> Text:
