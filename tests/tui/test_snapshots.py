@@ -7,6 +7,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 
+from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phase, PlanState
 from cleveragents_tui.engine.browse import plan_tree
@@ -22,18 +23,18 @@ from cleveragents_tui.engine.diff import CorrectionDiff, FileDiff, ResourceDiff
 from cleveragents_tui.sandbox.base import Change, ChangeKind
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp
+from cleveragents_tui.tui.modals.correction import CorrectionDialog
 from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.screens.diff import DiffScreen
+from tests.tui.conftest import settle as settle_app
 from tests.tui.fixed_data import CHILD, PLAN, T0, build_fixed, uid
 
 SIZE = (120, 32)
 
 
 async def settle(pilot: Pilot[None]) -> None:
-    """Let the highlight message start the details worker, wait for it, then for its message."""
-    await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    """Until the screen's data and the selected decision's details are loaded and shown."""
+    await settle_app(pilot.app, pilot)
 
 
 def _app(store: Store, **kwargs: Any) -> AgentsApp:
@@ -42,7 +43,61 @@ def _app(store: Store, **kwargs: Any) -> AgentsApp:
 
 
 def test_plan_list(snap_compare: Any, sqlite_store: Store) -> None:
-    assert snap_compare(_app(sqlite_store), terminal_size=SIZE)
+    assert snap_compare(_app(sqlite_store), terminal_size=SIZE, run_before=settle)
+
+
+def test_plan_at_80_by_24_in_the_light_theme(snap_compare: Any, sqlite_store: Store) -> None:
+    """The smallest terminal the app supports: ? Help and q Quit still in the footer."""
+    app = _app(sqlite_store, plan_id=PLAN, theme="light")
+    assert snap_compare(app, terminal_size=(80, 24), run_before=settle)
+
+
+def test_help(snap_compare: Any, sqlite_store: Store) -> None:
+    async def run_before(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+
+    app = _app(sqlite_store, plan_id=PLAN)
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_correction_dialog(snap_compare: Any, sqlite_store: Store) -> None:
+    async def run_before(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        await pilot.press("down", "down", "down", "down")
+        await settle(pilot)
+        await pilot.press("c")  # its worker waits on the dialog: settle would wait forever
+        for _ in range(100):
+            if isinstance(pilot.app.screen, CorrectionDialog):
+                break
+            await pilot.pause()
+        await pilot.press(*"use a Greeter class")
+
+    app = _app(sqlite_store, plan_id=PLAN)
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_approvals(snap_compare: Any, sqlite_store: Store) -> None:
+    async def run_before(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        await pilot.press("a")
+        await settle(pilot)
+
+    app = _app(sqlite_store)
+    escalation = Approval(
+        approval_id=uid(1, "A"),
+        plan_id=PLAN,
+        decision_id=uid(9),
+        kind=ApprovalKind.ESCALATION,
+        question="Record release 1.1.0 in the app database?",
+        details={"factors": {"risk": 0.4, "confidence": 0.62}, "threshold": 0.7},
+        requested_at=T0,
+    )
+    with sqlite_store.unit_of_work(write=True) as uow:
+        uow.approvals.add(escalation)
+        uow.commit()
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
 def test_decision_tree(snap_compare: Any, sqlite_store: Store) -> None:

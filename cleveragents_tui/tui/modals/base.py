@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input
+from textual.widgets import Button, Footer, Input
 
 ResultT = TypeVar("ResultT")
 
@@ -24,6 +24,11 @@ class Dialog(ModalScreen[ResultT]):
     Dialog Button { margin-left: 2; }
     Dialog .dialog-error { color: $error; height: auto; }
     """
+
+    def on_mount(self) -> None:
+        """Each dialog shows its own keys in a footer of its own: the screen's footer
+        underneath lists keys that do not act while the dialog is open."""
+        self.mount(Footer())
 
 
 class FormDialog(Dialog[ResultT | None]):
