@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
@@ -13,7 +15,9 @@ from cleveragents_tui.store.database import (
     normalise_url,
 )
 from cleveragents_tui.store.schema import ensure_schema
-from cleveragents_tui.store.unit_of_work import UnitOfWork
+
+if TYPE_CHECKING:
+    from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 
 class Store:
@@ -44,6 +48,10 @@ class Store:
         return cls(engine)
 
     def unit_of_work(self, write: bool = False) -> UnitOfWork:
+        # Imported here: the ORM mapping costs ~0.3 s, and `agents serve` only checks the
+        # database before it listens (its tabs' processes work in it).
+        from cleveragents_tui.store.unit_of_work import UnitOfWork
+
         return UnitOfWork(self.engine, write=write)
 
     def close(self) -> None:
