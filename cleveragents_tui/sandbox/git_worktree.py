@@ -889,7 +889,8 @@ class GitWorktreeSandbox:
                 "merge or delete it (git branch -D), then apply again",
             )
         return ApplyResult(
-            summary=f"branch {_short(branch)} at {landed[:12]}: {len(changes)} changes on top "
+            summary=f"branch {_short(branch)} at {landed[:12]}: {len(changes)} "
+            f"change{'' if len(changes) == 1 else 's'} on top "
             f"of {self._base[:12]}; review and merge it with `git merge {_short(branch)}`",
             changes=changes,
         )
