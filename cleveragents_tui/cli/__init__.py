@@ -178,6 +178,8 @@ def cli(ctx: click.Context, db_url: str | None, output_format: str | None) -> No
 
     \b
     Start here:
+      agents demo                    build a demo project, run a plan to its Apply gate
+      agents init                    use it on the git repository you are in
       agents demo-data               load a sample plan and show its tree
       agents plan list               every plan, child plans under their parent
       agents plan tree PLAN          the decision tree (--show-superseded, --format=json)
