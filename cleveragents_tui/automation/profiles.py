@@ -34,7 +34,6 @@ from cleveragents_tui.domain.profile import (
     is_builtin_name,
 )
 from cleveragents_tui.resources import data_path
-from cleveragents_tui.store.profile_repository import AutomationProfileRepository
 from cleveragents_tui.store.store import Store
 
 MAX_FILE_BYTES = 256 * 1024
@@ -356,7 +355,7 @@ class ProfileRegistry:
 
     def names(self) -> list[str]:
         with self._store.unit_of_work() as uow:
-            custom = AutomationProfileRepository(uow.session).names()
+            custom = uow.automation_profiles.names()
         return [*BUILTIN_PROFILE_NAMES, *custom]
 
     def get(self, name: str) -> AutomationProfile:
@@ -365,7 +364,7 @@ class ProfileRegistry:
         if builtin is not None:
             return builtin
         with self._store.unit_of_work() as uow:
-            profile = AutomationProfileRepository(uow.session).get(name)
+            profile = uow.automation_profiles.get(name)
         if profile is None:
             raise self._not_found(name)
         return profile
@@ -373,7 +372,7 @@ class ProfileRegistry:
     def all(self) -> list[AutomationProfile]:
         """Every profile: the built-ins in the specification's order, then custom by name."""
         with self._store.unit_of_work() as uow:
-            custom = AutomationProfileRepository(uow.session).all()
+            custom = uow.automation_profiles.all()
         return [*self.builtins().values(), *custom]
 
     def add(
@@ -398,7 +397,7 @@ class ProfileRegistry:
                 "custom profile names are namespace/name",
             )
         with self._store.unit_of_work(write=True) as uow:
-            repository = AutomationProfileRepository(uow.session)
+            repository = uow.automation_profiles
             exists = repository.exists(profile.name)
             if exists and not replace:
                 raise ProfileError(
@@ -437,7 +436,7 @@ class ProfileRegistry:
                 "only custom (namespace/name) profiles can be removed",
             )
         with self._store.unit_of_work(write=True) as uow:
-            repository = AutomationProfileRepository(uow.session)
+            repository = uow.automation_profiles
             profile = repository.get(name)
             if profile is None:
                 raise self._not_found(name)

@@ -23,7 +23,6 @@ from cleveragents_tui.domain.views import (
 from cleveragents_tui.engine.reasoner_choice import kept_model_name
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
-from cleveragents_tui.store.usage_queries import UsageQueries
 
 
 def list_plans(store: Store) -> list[PlanSummary]:
@@ -67,7 +66,7 @@ def show_plan(store: Store, plan_ref: str) -> PlanDetails:
 
 def usage_of(uow: UnitOfWork, plan_id: str) -> UsageFigures:
     """The plan's model calls (tokens, cost) and tool calls, as its limits count them."""
-    queries = UsageQueries(uow.session)
+    queries = uow.usage
     calls = queries.model_calls(plan_id)
     return UsageFigures(
         model_calls=len(calls),

@@ -66,9 +66,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import select, text
-from sqlalchemy.orm import Session
-
 from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.decision import Decision
@@ -81,32 +78,17 @@ from cleveragents_tui.domain.enums import (
     PlanState,
     SandboxStrategyName,
 )
-from cleveragents_tui.domain.errors import StoreCorruptedError, UserError
+from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine import run_lease
 from cleveragents_tui.engine.apply_journal import half_applied, landing_began
 from cleveragents_tui.engine.run_lease import RUNNER_LOCK
 from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_base_dir, sandbox_root
 from cleveragents_tui.sandbox import transaction_handover
-from cleveragents_tui.store import mapping
 from cleveragents_tui.store.store import Store
-from cleveragents_tui.store.tables import (
-    CheckpointGroupRow,
-    CheckpointMetadataRow,
-    ContextBlobRow,
-    CorrectionAttemptRow,
-    DecisionRow,
-    EventRow,
-    PlanActionRow,
-)
 
 STALE_LOCK_SECONDS = 600
-_TRIGGERS = {
-    "sqlite": {"decisions_no_delete", "decisions_supersede_only"},
-    "postgresql": {"decisions_append_only", "decisions_no_truncate"},
-}
 _ARCHIVE_STRATEGIES = (SandboxStrategyName.FILESYSTEM_COPY, SandboxStrategyName.OVERLAY)
-_CHUNK = 500  # ids per IN (...) query
 
 
 @dataclass(frozen=True)
@@ -178,79 +160,25 @@ def check_invariants(store: Store, *, base_dir: Path | None = None) -> Invariant
 
 def _load(store: Store) -> _Stored:
     with store.unit_of_work() as uow:
-        s = uow.session
         plans = {p.plan_id: p for p in uow.plans.all()}
-        decisions: list[Decision] = []
-        invalid: list[tuple[str, str]] = []
-        for row in s.scalars(
-            select(DecisionRow).order_by(DecisionRow.plan_id, DecisionRow.sequence_number)
-        ):
-            try:
-                decisions.append(mapping.decision_from_row(row))
-            except StoreCorruptedError as exc:
-                invalid.append((row.decision_id, exc.problem))
-        groups = [mapping.group_from_row(r) for r in s.scalars(select(CheckpointGroupRow))]
-        checkpoints = [
-            mapping.checkpoint_from_row(r) for r in s.scalars(select(CheckpointMetadataRow))
-        ]
-        corrections = [
-            mapping.correction_from_row(r)
-            for r in s.scalars(
-                select(CorrectionAttemptRow).order_by(CorrectionAttemptRow.created_at)
-            )
-        ]
-        run_here = set(s.scalars(select(PlanActionRow.plan_id)))
-        hashes = sorted({d.context_snapshot.hot_context_hash or "" for d in decisions} - {""})
-        contexts: dict[str, str] = {}
-        for start in range(0, len(hashes), _CHUNK):
-            query = select(ContextBlobRow.context_hash, ContextBlobRow.body).where(
-                ContextBlobRow.context_hash.in_(hashes[start : start + _CHUNK])
-            )
-            contexts.update({h: b for h, b in s.execute(query)})
-        applied_at: dict[str, datetime] = {}
-        last_event: dict[str, datetime] = {}
-        for event in s.execute(
-            select(EventRow.plan_id, EventRow.kind, EventRow.payload, EventRow.created_at)
-            .where(EventRow.plan_id.is_not(None))
-            .order_by(EventRow.event_id)
-        ):
-            plan_id, kind, payload, created = str(event[0]), event[1], event[2], event[3]
-            if kind != "correction_finished":
-                last_event[plan_id] = max(created, last_event.get(plan_id, created))
-            if kind == "plan_state" and plan_id not in applied_at:
-                state = mapping.load_json("events", plan_id, "payload", payload).get("state")
-                if state == PlanState.APPLIED.value:
-                    applied_at[plan_id] = created
+        records = uow.invariants.records()
         resources = uow.resources.all()
-        triggers = _triggers(uow.session)
+        triggers = uow.invariants.triggers()
     return _Stored(
         plans=plans,
-        decisions=decisions,
-        invalid=invalid,
-        groups=groups,
-        checkpoints=checkpoints,
-        corrections=corrections,
-        run_here=run_here,
-        contexts=contexts,
+        decisions=records.decisions,
+        invalid=records.invalid,
+        groups=records.groups,
+        checkpoints=records.checkpoints,
+        corrections=records.corrections,
+        run_here=records.run_here,
+        contexts=records.contexts,
         triggers=triggers,
-        applied_at=applied_at,
-        last_event=last_event,
+        applied_at=records.applied_at,
+        last_event=records.last_event,
         resources={r.resource_id: r.sandbox_strategy for r in resources},
         locations={r.resource_id: r.location for r in resources},
     )
-
-
-def _triggers(session: Session) -> tuple[set[str], set[str]]:
-    """(the append-only triggers ``decisions`` must have, those it has)."""
-    dialect = session.get_bind().dialect.name
-    queries = {
-        "sqlite": "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'decisions'",
-        "postgresql": "SELECT tgname FROM pg_trigger "
-        "WHERE tgrelid = 'decisions'::regclass AND NOT tgisinternal",
-    }
-    if dialect not in queries:
-        return set(), set()
-    return _TRIGGERS[dialect], {str(name) for (name,) in session.execute(text(queries[dialect]))}
 
 
 # -- the records ------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ from cleveragents_tui.domain.profile import ALWAYS_MANUAL, AutomationFlag, Autom
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine.prices import price_of
 from cleveragents_tui.store.store import Store
-from cleveragents_tui.store.usage_queries import MODEL_USAGE, UsageQueries
+from cleveragents_tui.store.usage_queries import MODEL_USAGE
 
 PRICES = "prices."  # the breach of a model with no price, under a cost limit
 # Limits a tool call is counted against before it is made: what the figure counts.
@@ -140,7 +140,7 @@ class Policing:
         """The figures now; with ``tool``, counting the call about to be made."""
         coming = 1 if tool is not None else 0
         with self._store.unit_of_work() as uow:
-            queries = UsageQueries(uow.session)
+            queries = uow.usage
             mine = queries.model_calls(self._plan_id)
             total_capped = self._profile.safety.max_total_cost is not None
             everyone = queries.model_calls() if total_capped else []
@@ -227,7 +227,7 @@ class Policing:
     def cost_usd(self) -> float:
         """What the plan's model calls cost so far (the guard's ``cost_so_far`` too)."""
         with self._store.unit_of_work() as uow:
-            calls = UsageQueries(uow.session).model_calls(self._plan_id)
+            calls = uow.usage.model_calls(self._plan_id)
         return sum(_float(c, "cost_usd") for c in calls)
 
     def _cost_caps(self) -> list[str]:

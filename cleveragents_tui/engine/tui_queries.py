@@ -5,31 +5,11 @@ group, and replay progress. Read-only; no Textual here.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from datetime import datetime
-
-from sqlalchemy import func, select
 
 from cleveragents_tui.domain.checkpoint import CheckpointGroup
+from cleveragents_tui.store.app_queries import EventView
 from cleveragents_tui.store.store import Store
-from cleveragents_tui.store.tables import (
-    ApprovalRow,
-    CorrectionAttemptRow,
-    DecisionRow,
-    EventRow,
-    PlanRow,
-)
-
-
-@dataclass(frozen=True)
-class EventView:
-    event_id: int
-    plan_id: str | None
-    kind: str
-    actor: str | None
-    payload: dict[str, object]
-    created_at: datetime
 
 
 @dataclass(frozen=True)
@@ -48,46 +28,23 @@ def fingerprint(store: Store) -> tuple[object, ...]:
     """A tuple that changes whenever a plan, decision, approval, correction or event is
     added or changed. One round trip of aggregate queries; cheap enough to poll every 2 s."""
     with store.unit_of_work() as uow:
-        s = uow.session
-        plans = s.execute(
-            select(
-                func.count(),
-                func.coalesce(func.sum(PlanRow.version), 0),
-                func.max(PlanRow.updated_at),
-            )
-        ).one()
-        decisions = s.execute(select(func.count(), func.count(DecisionRow.superseded_by))).one()
-        approvals = s.execute(select(func.count(), func.count(ApprovalRow.answer))).one()
-        corrections = s.execute(
-            select(func.count(), func.max(CorrectionAttemptRow.finished_at))
-        ).one()
-        events = s.scalar(select(func.max(EventRow.event_id)))
-    return (*plans, *decisions, *approvals, *corrections, events)
+        return uow.app.fingerprint()
 
 
 def recent_events(store: Store, plan_id: str | None = None, limit: int = 8) -> list[EventView]:
     """The newest events (of one plan, or of all), newest first."""
     with store.unit_of_work() as uow:
-        query = select(EventRow).order_by(EventRow.event_id.desc()).limit(limit)
-        if plan_id is not None:
-            query = query.where(EventRow.plan_id == plan_id)
-        rows = list(uow.session.scalars(query))
-        return [_event(r) for r in rows]
+        return uow.app.recent_events(plan_id, limit)
 
 
 def events_since(store: Store, plan_id: str, after_event_id: int) -> list[EventView]:
     with store.unit_of_work() as uow:
-        rows = uow.session.scalars(
-            select(EventRow)
-            .where(EventRow.plan_id == plan_id, EventRow.event_id > after_event_id)
-            .order_by(EventRow.event_id)
-        )
-        return [_event(r) for r in rows]
+        return uow.app.events_since(plan_id, after_event_id)
 
 
 def last_event_id(store: Store) -> int:
     with store.unit_of_work() as uow:
-        return int(uow.session.scalar(select(func.max(EventRow.event_id))) or 0)
+        return uow.app.last_event_id()
 
 
 def progress(store: Store, plan_id: str, after_event_id: int) -> Progress:
@@ -110,21 +67,6 @@ def checkpoint_group(store: Store, plan_id: str, decision_id: str) -> Checkpoint
             if group.decision_id == decision_id:
                 return group
     return None
-
-
-def _event(row: EventRow) -> EventView:
-    try:
-        payload = json.loads(row.payload)
-    except ValueError:
-        payload = {"raw": row.payload}
-    return EventView(
-        row.event_id,
-        row.plan_id,
-        row.kind,
-        row.actor,
-        payload if isinstance(payload, dict) else {"value": payload},
-        row.created_at,
-    )
 
 
 def child_plan_of(store: Store, decision_id: str) -> str | None:

@@ -9,8 +9,10 @@ from sqlalchemy.orm import Session
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.store.action_repository import ActionRepository
+from cleveragents_tui.store.app_queries import AppQueries
 from cleveragents_tui.store.apply_journal import ApplyJournalRepository
 from cleveragents_tui.store.database import SQLITE_BEGIN
+from cleveragents_tui.store.invariant_queries import InvariantQueries
 from cleveragents_tui.store.profile_repository import AutomationProfileRepository
 from cleveragents_tui.store.repositories import (
     ApprovalRepository,
@@ -25,6 +27,7 @@ from cleveragents_tui.store.repositories import (
     SettingRepository,
     ToolInvocationRepository,
 )
+from cleveragents_tui.store.usage_queries import UsageQueries
 
 
 class UnitOfWork:
@@ -56,6 +59,9 @@ class UnitOfWork:
         self.automation_profiles = AutomationProfileRepository(self.session)
         self.apply_journal = ApplyJournalRepository(self.session)
         self.actions = ActionRepository(self.session)
+        self.app = AppQueries(self.session)
+        self.invariants = InvariantQueries(self.session)
+        self.usage = UsageQueries(self.session)
         return self
 
     def flush(self) -> None:

@@ -1,0 +1,87 @@
+"""The SQL of the interactive app's reads (engine/tui_queries.py): a cheap change
+fingerprint for live refresh and a plan's recent events."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from cleveragents_tui.store.tables import (
+    ApprovalRow,
+    CorrectionAttemptRow,
+    DecisionRow,
+    EventRow,
+    PlanRow,
+)
+
+
+@dataclass(frozen=True)
+class EventView:
+    event_id: int
+    plan_id: str | None
+    kind: str
+    actor: str | None
+    payload: dict[str, object]
+    created_at: datetime
+
+
+class AppQueries:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def fingerprint(self) -> tuple[object, ...]:
+        """A tuple that changes whenever a plan, decision, approval, correction or event is
+        added or changed: aggregate queries only, cheap enough to poll every 2 s."""
+        s = self._session
+        plans = s.execute(
+            select(
+                func.count(),
+                func.coalesce(func.sum(PlanRow.version), 0),
+                func.max(PlanRow.updated_at),
+            )
+        ).one()
+        decisions = s.execute(select(func.count(), func.count(DecisionRow.superseded_by))).one()
+        approvals = s.execute(select(func.count(), func.count(ApprovalRow.answer))).one()
+        corrections = s.execute(
+            select(func.count(), func.max(CorrectionAttemptRow.finished_at))
+        ).one()
+        events = s.scalar(select(func.max(EventRow.event_id)))
+        return (*plans, *decisions, *approvals, *corrections, events)
+
+    def recent_events(self, plan_id: str | None, limit: int) -> list[EventView]:
+        """The newest events (of one plan, or of all), newest first."""
+        query = select(EventRow).order_by(EventRow.event_id.desc()).limit(limit)
+        if plan_id is not None:
+            query = query.where(EventRow.plan_id == plan_id)
+        return [_event(r) for r in self._session.scalars(query)]
+
+    def events_since(self, plan_id: str, after_event_id: int) -> list[EventView]:
+        """The plan's events after ``after_event_id``, oldest first."""
+        rows = self._session.scalars(
+            select(EventRow)
+            .where(EventRow.plan_id == plan_id, EventRow.event_id > after_event_id)
+            .order_by(EventRow.event_id)
+        )
+        return [_event(r) for r in rows]
+
+    def last_event_id(self) -> int:
+        return int(self._session.scalar(select(func.max(EventRow.event_id))) or 0)
+
+
+def _event(row: EventRow) -> EventView:
+    try:
+        payload = json.loads(row.payload)
+    except ValueError:
+        payload = {"raw": row.payload}
+    return EventView(
+        row.event_id,
+        row.plan_id,
+        row.kind,
+        row.actor,
+        payload if isinstance(payload, dict) else {"value": payload},
+        row.created_at,
+    )
