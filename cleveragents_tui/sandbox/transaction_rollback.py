@@ -115,6 +115,7 @@ from sqlalchemy.sql import Select
 from sqlalchemy.sql.base import Executable
 
 from cleveragents_tui import failpoints
+from cleveragents_tui.database_url import normalise_url
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.resource import Resource
@@ -133,7 +134,6 @@ from cleveragents_tui.sandbox.sql_confinement import (
     confine_sqlite,
     postgres_refusal,
 )
-from cleveragents_tui.store.database import normalise_url
 
 log = logging.getLogger(__name__)
 
