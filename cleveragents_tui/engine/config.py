@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cleveragents_tui.automation.precedence import GLOBAL_SCOPE, PROFILE_KEY, project_scope
-from cleveragents_tui.automation.profiles import ProfileRegistry
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine import reasoner_choice as chat
 from cleveragents_tui.engine.prices import EXAMPLE as PRICE_EXAMPLE
@@ -69,6 +68,10 @@ def set_setting(store: Store, key: str, value: str, project: str | None = None) 
     _check_key(key)
     scope = _scope(project)
     if key == PROFILE_KEY:
+        # imported here: YAML and the profile models are not needed to read a setting (each
+        # browser tab reads the theme at start)
+        from cleveragents_tui.automation.profiles import ProfileRegistry
+
         value = ProfileRegistry(store).get(value).name
     if is_price_key(key):
         value = str(price_value(key, value))
