@@ -465,8 +465,8 @@ _Calls = tuple[set[str], list[tuple[str, tuple[str, ...]]]]
 def _calls_of(store: Store, affected: set[str]) -> _Calls:
     """One read transaction, a statement for each, however many decisions are affected."""
     with store.unit_of_work() as uow:
-        named = correction_queries.resources_named(uow.session, affected)
-        return named, correction_queries.irreversible_calls(uow.session, affected)
+        named = uow.run(correction_queries.resources_named, affected)
+        return named, uow.run(correction_queries.irreversible_calls, affected)
 
 
 def _none_resources_written(named: set[str], resources: dict[str, Resource]) -> set[str]:
@@ -481,7 +481,7 @@ def _none_resources_written(named: set[str], resources: dict[str, Resource]) -> 
 
 def _current_execute_decisions(store: Store, plan_id: str) -> set[str]:
     with store.unit_of_work() as uow:
-        return correction_queries.current_decision_ids(uow.session, plan_id, Phase.EXECUTE.value)
+        return uow.run(correction_queries.current_decision_ids, plan_id, Phase.EXECUTE.value)
 
 
 def _child_impacts(store: Store, child_ids: frozenset[str]) -> tuple[ChildImpact, ...]:
@@ -489,7 +489,7 @@ def _child_impacts(store: Store, child_ids: frozenset[str]) -> tuple[ChildImpact
     if not child_ids:
         return ()
     with store.unit_of_work() as uow:
-        found = correction_queries.plans(uow.session, child_ids)
+        found = uow.run(correction_queries.plans, child_ids)
     impacts = []
     for child_id in sorted(child_ids):
         child = found.get(child_id)
@@ -699,8 +699,8 @@ def _take_plan(store: Store, impact: Impact, requested_by: str) -> CorrectionAtt
         )
         uow.corrections.add(correction)
         uow.plans.save(plan.model_copy(update={"attempt": attempt, "updated_at": utc_now()}))
-        correction_queries.lapse_pending_approvals(  # gates of the old attempt lapse
-            uow.session,
+        uow.run(  # gates of the old attempt lapse
+            correction_queries.lapse_pending_approvals,
             plan.plan_id,
             "correction",
             f"superseded by correction {correction.correction_id}",
@@ -1003,7 +1003,7 @@ def _forget_destroyed_savepoints(
             rows = [r for r in everything if r.resource_id == resource_id]
             later = rows[[r.checkpoint_id for r in rows].index(target.checkpoint_id) + 1 :]
             gone += [r.checkpoint_id for r in later if r.pruned_at is None]
-        correction_queries.mark_pruned(uow.session, gone)
+        uow.run(correction_queries.mark_pruned, gone)
         uow.commit()
 
 
@@ -1066,10 +1066,10 @@ def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
         )
         uow.decisions.add(guidance)
         uow.flush()
-        superseded = correction_queries.current_among(
-            uow.session, impact.plan_id, impact.affected_decisions
+        superseded = uow.run(
+            correction_queries.current_among, impact.plan_id, impact.affected_decisions
         )
-        correction_queries.supersede(uow.session, superseded, by=guidance.decision_id)
+        uow.run(correction_queries.supersede, superseded, by=guidance.decision_id)
         failpoints.hit("correction.supersede")
         uow.commit()
     OPEN_GRAPHS.recorded(guidance)

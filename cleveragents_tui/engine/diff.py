@@ -195,7 +195,7 @@ def old_attempt_points(
         if decision.phase is not Phase.EXECUTE:
             return None
         # the one _state_after looks for, read alone: not the whole plan (issue 22)
-        decisions = next_execute_decision(uow.session, decision.plan_id, decision.sequence_number)
+        decisions = uow.run(next_execute_decision, decision.plan_id, decision.sequence_number)
         rows = uow.checkpoints.for_plan(decision.plan_id)
     found = _state_after(decisions, rows, decision.sequence_number)
     if found is None:
@@ -269,8 +269,8 @@ def record_snapshots(store: Store, correction_id: str, sandbox_base: Path | None
         ended = _replay_ended(uow, uow.plans.get(correction.plan_id))
         # what follows needs of the plan's decisions only these (issue 22: not all of them)
         plan_id, target = correction.plan_id, correction.target_decision_id
-        made = correcting(uow.session, plan_id, target)
-        superseded = superseded_by_any(uow.session, plan_id, {d.decision_id for d in made})
+        made = uow.run(correcting, plan_id, target)
+        superseded = uow.run(superseded_by_any, plan_id, {d.decision_id for d in made})
         remade = next(
             (
                 d
@@ -280,7 +280,7 @@ def record_snapshots(store: Store, correction_id: str, sandbox_base: Path | None
             None,
         )
         following = (
-            next_execute_decision(uow.session, plan_id, remade.sequence_number) if remade else []
+            uow.run(next_execute_decision, plan_id, remade.sequence_number) if remade else []
         )
         rows = uow.checkpoints.for_plan(correction.plan_id)
     basis = correction.report["snapshots"]["basis"]

@@ -80,7 +80,7 @@ class FailureHandling:
         a replay that did not run its step again (a correction of another decision, or of a
         recovery decision) left it as it was. Asked about in this attempt, not retried."""
         with self._runner.store.unit_of_work() as uow:  # a few statements, any plan size
-            failed = failed_calls(uow.session, self._runner.plan_id, f"{RECOVER}:")
+            failed = uow.run(failed_calls, self._runner.plan_id, f"{RECOVER}:")
         for decision, number, run in failed:
             self.settle(decision, ToolCallRequest(run.tool, dict(run.arguments)), number)
 

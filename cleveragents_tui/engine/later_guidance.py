@@ -50,7 +50,7 @@ def later_guidance(
     from cleveragents_tui.actors.graphs import Actor
 
     with store.unit_of_work() as uow:
-        given = [d for d in guidance_decisions(uow.session, target.plan_id) if d.is_correction]
+        given = [d for d in uow.run(guidance_decisions, target.plan_id) if d.is_correction]
     if not given:  # no earlier correction: nothing to lose, no actor state to read
         return (), ()
     lost: list[tuple[Phase, dict[str, str]]] = []

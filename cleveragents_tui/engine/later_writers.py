@@ -54,12 +54,12 @@ def later_writers(
     with store.unit_of_work() as uow:
         # The rollback restores this decision's group: what was written after it is erased.
         owner = restore_point(uow, target)
-        writes = writes_after(uow.session, owner.plan_id, owner.sequence_number, rolled)
+        writes = uow.run(writes_after, owner.plan_id, owner.sequence_number, rolled)
         written: dict[str, set[str]] = {}
         for decision_id, resource in writes:
             written.setdefault(decision_id, set()).add(resource)
         writers = [d for d in written if d not in affected]
-        decisions = decisions_by_id(uow.session, writers)
+        decisions = uow.run(decisions_by_id, writers)
     remade = tuple(
         RemadeDecision(
             decision_id=d,

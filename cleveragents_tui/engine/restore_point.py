@@ -21,10 +21,8 @@ from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 def restore_point(uow: UnitOfWork, decision: Decision) -> Decision:
     """The decision whose checkpoint group is the state ``decision`` stands on now."""
-    guidance = [
-        d for d in guidance_decisions(uow.session, decision.plan_id) if d.corrects_decision_id
-    ]
-    found = decisions(uow.session, {str(g.corrects_decision_id) for g in guidance})
+    guidance = [d for d in uow.run(guidance_decisions, decision.plan_id) if d.corrects_decision_id]
+    found = uow.run(decisions, {str(g.corrects_decision_id) for g in guidance})
     corrected = {g.decision_id: found[str(g.corrects_decision_id)] for g in guidance}
     owner, limit = decision, None  # limit: only corrections made before this one count
     while True:

@@ -51,7 +51,7 @@ def influence_rows(store: Store, plan_id: str) -> tuple[set[str], list[NodeRow],
     nodes: list[NodeRow] = []
     dependencies: list[EdgeRow] = []
     with store.unit_of_work() as uow:
-        connection = uow.session.connection()
+        connection = uow._session.connection()
         pending = {plan_id}
         while pending:
             found = _plan_trees(connection, pending) - plans

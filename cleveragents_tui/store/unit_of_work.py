@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
+from typing import Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -29,12 +31,17 @@ from cleveragents_tui.store.repositories import (
 )
 from cleveragents_tui.store.usage_queries import UsageQueries
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 
 class UnitOfWork:
     """Use as a context manager; nothing is written unless :meth:`commit` is called.
 
     ``write=True`` takes SQLite's write lock when the transaction begins, so concurrent
-    writers wait (busy timeout) instead of failing halfway.
+    writers wait (busy timeout) instead of failing halfway. The session is private: code
+    outside ``store/`` reads and writes through the repositories and query objects bound
+    here, or runs one of the store's query functions with :meth:`run`.
     """
 
     def __init__(self, engine: Engine, write: bool = False) -> None:
@@ -42,34 +49,40 @@ class UnitOfWork:
         self._write = write
 
     def __enter__(self) -> UnitOfWork:
-        self.session = Session(self._engine, expire_on_commit=False, autoflush=False)
+        self._session = Session(self._engine, expire_on_commit=False, autoflush=False)
         if self._write and self._engine.dialect.name == "sqlite":
-            self.session.connection(execution_options={SQLITE_BEGIN: "IMMEDIATE"})
-        self.plans = PlanRepository(self.session)
-        self.decisions = DecisionRepository(self.session)
-        self.resources = ResourceRepository(self.session)
-        self.checkpoints = CheckpointRepository(self.session)
-        self.tool_invocations = ToolInvocationRepository(self.session)
-        self.corrections = CorrectionRepository(self.session)
-        self.approvals = ApprovalRepository(self.session)
-        self.events = EventRepository(self.session)
-        self.settings = SettingRepository(self.session)
-        self.plan_actions = PlanActionRepository(self.session)
-        self.contexts = ContextBlobRepository(self.session)
-        self.automation_profiles = AutomationProfileRepository(self.session)
-        self.apply_journal = ApplyJournalRepository(self.session)
-        self.actions = ActionRepository(self.session)
-        self.app = AppQueries(self.session)
-        self.invariants = InvariantQueries(self.session)
-        self.usage = UsageQueries(self.session)
+            self._session.connection(execution_options={SQLITE_BEGIN: "IMMEDIATE"})
+        self.plans = PlanRepository(self._session)
+        self.decisions = DecisionRepository(self._session)
+        self.resources = ResourceRepository(self._session)
+        self.checkpoints = CheckpointRepository(self._session)
+        self.tool_invocations = ToolInvocationRepository(self._session)
+        self.corrections = CorrectionRepository(self._session)
+        self.approvals = ApprovalRepository(self._session)
+        self.events = EventRepository(self._session)
+        self.settings = SettingRepository(self._session)
+        self.plan_actions = PlanActionRepository(self._session)
+        self.contexts = ContextBlobRepository(self._session)
+        self.automation_profiles = AutomationProfileRepository(self._session)
+        self.apply_journal = ApplyJournalRepository(self._session)
+        self.actions = ActionRepository(self._session)
+        self.app = AppQueries(self._session)
+        self.invariants = InvariantQueries(self._session)
+        self.usage = UsageQueries(self._session)
         return self
 
+    def run(
+        self, query: Callable[Concatenate[Session, P], R], *args: P.args, **kwargs: P.kwargs
+    ) -> R:
+        """Call a query function of ``store/`` (``f(session, ...)``) in this transaction."""
+        return query(self._session, *args, **kwargs)
+
     def flush(self) -> None:
-        self.session.flush()
+        self._session.flush()
 
     def commit(self) -> None:
         failpoints.hit("store.commit")
-        self.session.commit()
+        self._session.commit()
 
     def __exit__(
         self,
@@ -77,5 +90,5 @@ class UnitOfWork:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.session.rollback()
-        self.session.close()
+        self._session.rollback()
+        self._session.close()

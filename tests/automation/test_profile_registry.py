@@ -42,7 +42,7 @@ def write(tmp_path: Path, text: str, filename: str = "p.yaml") -> Path:
 
 def stored_names(store: Store) -> list[str]:
     with store.unit_of_work() as uow:
-        return AutomationProfileRepository(uow.session).names()
+        return AutomationProfileRepository(uow._session).names()
 
 
 def one_line(error: Exception) -> str:
@@ -198,7 +198,7 @@ def test_remove_refused_while_an_unfinished_plan_uses_it(store: Store, tmp_path:
     )
     assert stored_names(store) == ["local/mine"]
     with store.unit_of_work(write=True) as uow:
-        uow.session.execute(
+        uow._session.execute(
             update(PlanRow)
             .where(PlanRow.plan_id == plan.plan_id)
             .values(state=PlanState.CANCELLED.value)
@@ -340,7 +340,7 @@ def test_several_problems_are_counted(tmp_path: Path) -> None:
 def test_row_holds_the_models_json(store: Store, tmp_path: Path) -> None:
     added = ProfileRegistry(store).add_from_file(write(tmp_path, profile_yaml()))
     with store.unit_of_work() as uow:
-        row = uow.session.scalars(select(AutomationProfileRow)).one()
+        row = uow._session.scalars(select(AutomationProfileRow)).one()
         assert row.name == "local/mine"
         assert row.description == "mine"
         assert row.created_at is not None
@@ -358,7 +358,7 @@ def test_row_holds_the_models_json(store: Store, tmp_path: Path) -> None:
 def test_corrupted_row(store: Store, tmp_path: Path, definition: str, expected: str) -> None:
     ProfileRegistry(store).add_from_file(write(tmp_path, profile_yaml()))
     with store.unit_of_work(write=True) as uow:
-        uow.session.execute(update(AutomationProfileRow).values(definition=definition))
+        uow._session.execute(update(AutomationProfileRow).values(definition=definition))
         uow.commit()
     with pytest.raises(StoreCorruptedError, match="automation_profiles row local/mine") as caught:
         ProfileRegistry(store).get("local/mine")
@@ -369,7 +369,7 @@ def test_row_naming_another_profile_is_corrupted(store: Store, tmp_path: Path) -
     ProfileRegistry(store).add_from_file(write(tmp_path, profile_yaml()))
     other = parse_profile_yaml(profile_yaml("local/other"), "x").model_dump_json()
     with store.unit_of_work(write=True) as uow:
-        uow.session.execute(update(AutomationProfileRow).values(definition=other))
+        uow._session.execute(update(AutomationProfileRow).values(definition=other))
         uow.commit()
     with pytest.raises(StoreCorruptedError, match="names another profile"):
         ProfileRegistry(store).get("local/mine")

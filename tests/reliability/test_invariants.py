@@ -89,7 +89,7 @@ def test_a_plan_left_running_without_a_runner_is_reported_then_repaired(world: W
 
 def sql(world: World, statement: str, **values: object) -> None:
     with world.store.unit_of_work(write=True) as uow:
-        uow.session.execute(text(statement), values)
+        uow._session.execute(text(statement), values)
         uow.commit()
 
 
@@ -374,7 +374,7 @@ def test_sqlite_and_postgresql_both_report_a_missing_append_only_trigger(
     dialect = store.engine.dialect.name
     trigger = "decisions_no_delete" if dialect == "sqlite" else "decisions_append_only"
     with store.unit_of_work(write=True) as uow:
-        uow.session.execute(
+        uow._session.execute(
             text(f"DROP TRIGGER {trigger}" + ("" if dialect == "sqlite" else " ON decisions"))
         )
         uow.commit()

@@ -351,7 +351,7 @@ class CorrectionMachine(RuleBasedStateMachine):
     def _events(self, last: int = 8) -> list[tuple[str, str]]:
         """The plan's latest events, newest first (for failure messages)."""
         with self.store.unit_of_work() as uow:
-            rows = uow.session.execute(
+            rows = uow._session.execute(
                 select(EventRow.kind, EventRow.payload)
                 .where(EventRow.plan_id == self.plan_id)
                 .order_by(EventRow.event_id.desc())

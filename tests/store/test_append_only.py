@@ -80,7 +80,7 @@ def test_deleting_a_decision_is_refused_by_the_database(store: Store) -> None:
         store.unit_of_work(write=True) as uow,
         pytest.raises(ImmutableRecordError, match="never deleted"),
     ):
-        uow.session.execute(delete(DecisionRow).where(DecisionRow.decision_id == old.decision_id))
+        uow._session.execute(delete(DecisionRow).where(DecisionRow.decision_id == old.decision_id))
         uow.commit()
     with store.unit_of_work() as uow:
         assert uow.decisions.get(old.decision_id) == old
@@ -89,8 +89,8 @@ def test_deleting_a_decision_is_refused_by_the_database(store: Store) -> None:
 def test_an_orm_delete_is_refused_too(store: Store) -> None:
     _, old, _ = _tree(store)
     with store.unit_of_work(write=True) as uow, pytest.raises(ImmutableRecordError):
-        row = uow.session.get(DecisionRow, old.decision_id)
-        uow.session.delete(row)
+        row = uow._session.get(DecisionRow, old.decision_id)
+        uow._session.delete(row)
         uow.commit()
     with store.unit_of_work() as uow:
         assert uow.decisions.get(old.decision_id) == old
@@ -109,7 +109,7 @@ def test_an_orm_delete_is_refused_too(store: Store) -> None:
 def test_editing_any_other_column_is_refused(store: Store, column: str, value: object) -> None:
     _, old, _ = _tree(store)
     with pytest.raises((ImmutableRecordError, DBAPIError)), store.unit_of_work(write=True) as uow:
-        uow.session.execute(
+        uow._session.execute(
             update(DecisionRow)
             .where(DecisionRow.decision_id == old.decision_id)
             .values({column: value})
@@ -125,7 +125,7 @@ def test_setting_superseded_by_together_with_another_column_is_refused(store: St
         store.unit_of_work(write=True) as uow,
         pytest.raises(ImmutableRecordError, match="only superseded_by"),
     ):
-        uow.session.execute(
+        uow._session.execute(
             update(DecisionRow)
             .where(DecisionRow.decision_id == old.decision_id)
             .values(superseded_by=new.decision_id, chosen_option="async")
@@ -139,14 +139,14 @@ def test_changing_superseded_by_after_it_is_set_is_refused(store: Store) -> None
         uow.decisions.supersede([old.decision_id], by=new.decision_id)
         uow.commit()
     with store.unit_of_work(write=True) as uow, pytest.raises(ImmutableRecordError, match="once"):
-        uow.session.execute(
+        uow._session.execute(
             update(DecisionRow)
             .where(DecisionRow.decision_id == old.decision_id)
             .values(superseded_by=root.decision_id)
         )
         uow.commit()
     with store.unit_of_work(write=True) as uow, pytest.raises(ImmutableRecordError, match="once"):
-        uow.session.execute(
+        uow._session.execute(
             update(DecisionRow)
             .where(DecisionRow.decision_id == old.decision_id)
             .values(superseded_by=None)
@@ -160,7 +160,7 @@ def test_truncate_is_refused_on_postgresql(postgres_url: str) -> None:
     try:
         _tree(store)
         with store.unit_of_work(write=True) as uow, pytest.raises(ImmutableRecordError):
-            uow.session.execute(text("TRUNCATE decisions CASCADE"))
+            uow._session.execute(text("TRUNCATE decisions CASCADE"))
             uow.commit()
     finally:
         store.close()
