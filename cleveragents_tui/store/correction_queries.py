@@ -194,17 +194,16 @@ def current_decision_ids(session: Session, plan_id: str, phase: str) -> set[str]
 
 
 def current_among(session: Session, plan_id: str, decision_ids: Iterable[str]) -> list[str]:
-    """Those of ``decision_ids`` that are current decisions of the plan, sorted."""
+    """Those of ``decision_ids`` that are current decisions of the plan, sorted. The plan is
+    compared here, not in the WHERE clause: given it, SQLite walks the plan's index (every
+    decision of the plan) instead of looking each id up by its key."""
     d = DecisionRow
-    return sorted(
-        session.scalars(
-            select(d.decision_id).where(
-                d.decision_id.in_(id_set(session, decision_ids)),
-                d.plan_id == plan_id,
-                d.superseded_by.is_(None),
-            )
+    rows = session.execute(
+        select(d.decision_id, d.plan_id).where(
+            d.decision_id.in_(id_set(session, decision_ids)), d.superseded_by.is_(None)
         )
     )
+    return sorted(decision_id for decision_id, plan in rows if plan == plan_id)
 
 
 def supersede(session: Session, decision_ids: Sequence[str], by: str) -> None:
