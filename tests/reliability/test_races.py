@@ -380,9 +380,10 @@ def test_a_correction_while_another_process_is_taking_the_plan(
 ) -> None:
     """Process 1 stops inside the transaction that takes the plan (PostgreSQL: the plan row
     locked FOR UPDATE; SQLite: the write lock). Process 2's correction: PostgreSQL refuses at
-    once (NOWAIT) with "another process is changing this database right now"; on SQLite it
-    waits for the lock (busy timeout), so process 1 is let go first and process 2 then finds
-    its correction running: "is busy". Process 2 has a sandbox folder of its own, as on
+    once — the run lease is an advisory lock on the server (engine/run_lease.py), taken
+    before the plan row — with "an agents process using the same database holds it"; on
+    SQLite it waits for the lock (busy timeout), so process 1 is let go first and process 2
+    then finds its correction running: "is busy". Process 2 has a sandbox folder of its own, as on
     another machine sharing the database (on one machine the run lease in the shared folder
     refuses it before it reaches the database: the test above), and appends (a revert would
     first find it cannot reach the sandboxes to roll back, and be refused for that)."""
@@ -414,8 +415,12 @@ def _race_for_the_plan_lock(
         else:
             first.send("release")
             refused = second.receive()
-        assert _outcome("correction vs plan lock", refused) == "ConcurrentChangeError"
-        expected = "changing this database right now" if postgres else "is busy: correction"
+        if postgres:  # the run lease's advisory lock on the server refuses it first
+            assert _outcome("correction vs plan lock", refused) == "PlanBusyError"
+            expected = "an agents process using the same database holds it"
+        else:
+            assert _outcome("correction vs plan lock", refused) == "ConcurrentChangeError"
+            expected = "is busy: correction"
         assert expected in _refusal(refused)
         assert first.expect("ok")[1] == "succeeded"
         FIGURES["races"] += 1
