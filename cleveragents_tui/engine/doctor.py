@@ -126,9 +126,9 @@ def repair_left_running(store: Store, base_dir: Path | None = None) -> list[str]
     Paused is what such a plan is: nothing advances it until someone resumes it (`agents
     plan run`, or R in the app), which goes on from its last recorded decision (and runs on
     the child plans its run left running: they stay as they are). Each plan is
-    held (its run lease) while it is repaired, so a live runner's plan is left alone; one
-    that a runner on another machine advances (a shared PostgreSQL database) only stops
-    before its next decision, as a pause would.
+    held (its run lease) while it is repaired, so a live runner's plan is left alone — on
+    PostgreSQL one a runner on another machine advances too (the lease is an advisory lock
+    on the server).
     """
     repaired: list[str] = []
     with store.unit_of_work() as uow:
