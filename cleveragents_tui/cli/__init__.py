@@ -59,7 +59,7 @@ LAZY_COMMANDS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "config": (("config",), "config", "Read and change settings."),
     "db": (("db",), "db", "Manage the database schema (Alembic migrations)."),
     "demo": (
-        ("lifecycle",),
+        ("demo",),
         "demo",
         "Build a demo project (git repository, SQLite app database, docs, team chat outbox), "
         "run the demo plan on it to the Apply gate, and open the app on it (unless --no-tui, "

@@ -1,11 +1,17 @@
-"""``agents demo-data``: load the bundled sample plan."""
+"""``agents demo``: build a demo project and run its plan; ``agents demo-data``: load the
+bundled sample plan."""
 
 from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
 
 import click
 
 from cleveragents_tui.cli import json_output, render
-from cleveragents_tui.cli.context import CliContext, echo, echo_json, pass_cli
+from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
+from cleveragents_tui.cli.outcome import report_plan
 
 
 @click.command("demo-data")
@@ -41,3 +47,71 @@ def demo_data_command(cli: CliContext) -> None:
         f"  agents plan explain {pick}\n"
         f"  agents plan tree {plan_id} --format=json"
     )
+
+
+@click.command()
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(path_type=Path),
+    help="Where to build the demo (a new or empty folder).",
+)
+@click.option(
+    "--automation-profile",
+    "profile",
+    default="auto",
+    show_default=True,
+    help="Profile of the demo plan; `auto` runs it to the Apply gate.",
+)
+@click.option(
+    "--no-tui",
+    is_flag=True,
+    help="Do not open the app afterwards (it opens only when stdout is a terminal).",
+)
+@format_option
+@pass_cli
+def demo(
+    cli: CliContext, directory: Path | None, profile: str, no_tui: bool, local_format: str | None
+) -> None:
+    """Build a demo project (git repository, SQLite app database, docs, team chat outbox),
+    run the demo plan on it to the Apply gate, and open the app on it (unless --no-tui,
+    --format=json, or stdout is not a terminal: then say what to do next)."""
+    from cleveragents_tui.engine.actions import load_action
+    from cleveragents_tui.engine.demo import build_demo
+    from cleveragents_tui.engine.runner import start_plan
+
+    target = directory or Path(tempfile.mkdtemp(prefix="agents-demo-"))
+    environment = build_demo(cli.store, target)
+    if not cli.wants_json(local_format):
+        echo(
+            f"Demo project in {environment.directory} (resources {environment.namespace}/...). Running the plan..."
+        )
+    result = start_plan(
+        cli.store, load_action(str(environment.action_file)), profile_override=profile
+    )
+    if cli.wants_json(local_format):
+        echo_json(
+            {
+                "format": "cleveragents.demo/1",
+                "plan_id": result.plan_id,
+                "phase": result.phase.value,
+                "state": result.state.value,
+                "directory": str(environment.directory),
+                "action_file": str(environment.action_file),
+                "database_url": cli.store.engine.url.render_as_string(),
+                "app_database": str(environment.database),
+            }
+        )
+        return
+    report_plan(cli.store, result)
+    echo(
+        "\nNext:\n"
+        f"  agents plan tree {result.plan_id}\n"
+        f"  agents plan explain DECISION\n"
+        f'  agents plan correct DECISION --mode=revert --guidance "..." --dry-run\n'
+        f"  agents plan apply {result.plan_id}      # land it on the demo's real files and database\n"
+    )
+    if not no_tui and sys.stdout.isatty():
+        from cleveragents_tui.cli.tui import launch
+
+        launch(cli, result.plan_id, None)

@@ -3,46 +3,16 @@
 from __future__ import annotations
 
 import getpass
-import sys
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from cleveragents_tui.cli import json_output
-from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
-from cleveragents_tui.cli.outcome import finished, refuse_unapplied, report_landed
+from cleveragents_tui.cli.context import CliContext, pass_cli
+from cleveragents_tui.cli.outcome import finished, refuse_unapplied, report_plan
 from cleveragents_tui.cli.plan import plan
-from cleveragents_tui.cli.render import plan_heading
 
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
     from cleveragents_tui.domain.plan import Plan
-    from cleveragents_tui.store.store import Store
-
-
-def _report(store: Store, result: Plan) -> None:
-    from cleveragents_tui.engine.approvals import pending_approvals
-    from cleveragents_tui.engine.constrained_apply import reverted_into
-
-    if json_output.wanted():  # the global --format=json
-        echo_json(json_output.plan_result(store, result))
-        return
-    echo(plan_heading(result))
-    if (reverted := reverted_into(store, result)) is not None:  # engine/constrained_apply.py
-        echo(
-            f"  not applied: {reverted.guidance}; reverted to Strategize by {reverted.correction_id}"
-        )
-    report_landed(store, result)
-    pending = pending_approvals(store, result.plan_id)
-    for approval in pending:
-        echo(
-            f"  waiting for: {approval.question}  (agents approval approve {approval.approval_id})"
-        )
-    if any(a.kind.value == "apply_gate" for a in pending):
-        echo(
-            f"  review it: agents plan tree {result.plan_id}; land it: agents plan apply {result.plan_id}"
-        )
 
 
 @plan.command()
@@ -99,7 +69,7 @@ def use(
         options=RunOptions(model=chosen),
     )
     refuse_unapplied(cli.store, result)  # constrained or errored: exit 3 or 1 (cli/outcome.py)
-    _report(cli.store, result)
+    report_plan(cli.store, result)
 
 
 @plan.command(name="run")
@@ -113,7 +83,7 @@ def run_(cli: CliContext, plan_ref: str) -> None:
     from cleveragents_tui.engine.lifecycle import resume_plan
 
     result = finished(cli.store, plan_ref, lambda: resume_plan(cli.store, plan_ref))
-    _report(cli.store, result)
+    report_plan(cli.store, result)
 
 
 @plan.command()
@@ -139,7 +109,7 @@ def resume(cli: CliContext, plan_ref: str, choose: int | None, guidance: str | N
             return resume_with(cli.store, plan_ref, choose=choose, guidance=guidance)
         return resume_plan(cli.store, plan_ref)
 
-    _report(cli.store, finished(cli.store, plan_ref, run))
+    report_plan(cli.store, finished(cli.store, plan_ref, run))
 
 
 @plan.command()
@@ -149,7 +119,7 @@ def pause(cli: CliContext, plan_ref: str) -> None:
     """Pause PLAN; a runner stops before its next decision."""
     from cleveragents_tui.engine.lifecycle import pause_plan
 
-    _report(cli.store, pause_plan(cli.store, plan_ref))
+    report_plan(cli.store, pause_plan(cli.store, plan_ref))
 
 
 @plan.command()
@@ -159,7 +129,7 @@ def cancel(cli: CliContext, plan_ref: str) -> None:
     """Cancel PLAN (its sandboxes stay until discarded; nothing is applied)."""
     from cleveragents_tui.engine.lifecycle import cancel_plan
 
-    _report(cli.store, cancel_plan(cli.store, plan_ref))
+    report_plan(cli.store, cancel_plan(cli.store, plan_ref))
 
 
 @plan.command()
@@ -180,72 +150,4 @@ def apply(cli: CliContext, plan_ref: str, who: str | None) -> None:
     result = finished(
         cli.store, plan_ref, lambda: apply_plan(cli.store, plan_ref, who or getpass.getuser())
     )
-    _report(cli.store, result)
-
-
-@click.command()
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(path_type=Path),
-    help="Where to build the demo (a new or empty folder).",
-)
-@click.option(
-    "--automation-profile",
-    "profile",
-    default="auto",
-    show_default=True,
-    help="Profile of the demo plan; `auto` runs it to the Apply gate.",
-)
-@click.option(
-    "--no-tui",
-    is_flag=True,
-    help="Do not open the app afterwards (it opens only when stdout is a terminal).",
-)
-@format_option
-@pass_cli
-def demo(
-    cli: CliContext, directory: Path | None, profile: str, no_tui: bool, local_format: str | None
-) -> None:
-    """Build a demo project (git repository, SQLite app database, docs, team chat outbox),
-    run the demo plan on it to the Apply gate, and open the app on it (unless --no-tui,
-    --format=json, or stdout is not a terminal: then say what to do next)."""
-    from cleveragents_tui.engine.actions import load_action
-    from cleveragents_tui.engine.demo import build_demo
-    from cleveragents_tui.engine.runner import start_plan
-
-    target = directory or Path(tempfile.mkdtemp(prefix="agents-demo-"))
-    environment = build_demo(cli.store, target)
-    if not cli.wants_json(local_format):
-        echo(
-            f"Demo project in {environment.directory} (resources {environment.namespace}/...). Running the plan..."
-        )
-    result = start_plan(
-        cli.store, load_action(str(environment.action_file)), profile_override=profile
-    )
-    if cli.wants_json(local_format):
-        echo_json(
-            {
-                "format": "cleveragents.demo/1",
-                "plan_id": result.plan_id,
-                "phase": result.phase.value,
-                "state": result.state.value,
-                "directory": str(environment.directory),
-                "action_file": str(environment.action_file),
-                "database_url": cli.store.engine.url.render_as_string(),
-                "app_database": str(environment.database),
-            }
-        )
-        return
-    _report(cli.store, result)
-    echo(
-        "\nNext:\n"
-        f"  agents plan tree {result.plan_id}\n"
-        f"  agents plan explain DECISION\n"
-        f'  agents plan correct DECISION --mode=revert --guidance "..." --dry-run\n'
-        f"  agents plan apply {result.plan_id}      # land it on the demo's real files and database\n"
-    )
-    if not no_tui and sys.stdout.isatty():
-        from cleveragents_tui.cli.tui import launch
-
-        launch(cli, result.plan_id, None)
+    report_plan(cli.store, result)

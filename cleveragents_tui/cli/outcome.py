@@ -16,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cleveragents_tui.cli.context import echo
+from cleveragents_tui.cli import json_output
+from cleveragents_tui.cli.context import echo, echo_json
+from cleveragents_tui.cli.render import plan_heading
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
 
@@ -69,6 +71,32 @@ def refuse_unapplied(store: Store, result: Plan, cause: str | None = None) -> No
             f"plan {result.plan_id} was not applied (errored): {reason}",
             f"once the cause is fixed, retry with agents plan run {result.plan_id}",
             ERRORED_EXIT,
+        )
+
+
+def report_plan(store: Store, result: Plan) -> None:
+    """Where a run left the plan: its heading, what landed, what it waits for and how to
+    answer (or the JSON document under --format=json)."""
+    from cleveragents_tui.engine.approvals import pending_approvals
+    from cleveragents_tui.engine.constrained_apply import reverted_into
+
+    if json_output.wanted():  # the global --format=json
+        echo_json(json_output.plan_result(store, result))
+        return
+    echo(plan_heading(result))
+    if (reverted := reverted_into(store, result)) is not None:  # engine/constrained_apply.py
+        echo(
+            f"  not applied: {reverted.guidance}; reverted to Strategize by {reverted.correction_id}"
+        )
+    report_landed(store, result)
+    pending = pending_approvals(store, result.plan_id)
+    for approval in pending:
+        echo(
+            f"  waiting for: {approval.question}  (agents approval approve {approval.approval_id})"
+        )
+    if any(a.kind.value == "apply_gate" for a in pending):
+        echo(
+            f"  review it: agents plan tree {result.plan_id}; land it: agents plan apply {result.plan_id}"
         )
 
 
