@@ -521,7 +521,7 @@ def is_left_running(store: Store, base: Path, plan_id: str) -> bool:
     """Whether the plan is ``running`` now with no live runner and no running correction.
     The lock is probed first and the plan read after: a runner sets a plan running only
     while it holds the lock, and leaves it otherwise before it lets go."""
-    if run_lease.is_held(base, plan_id):
+    if run_lease.is_held(base, plan_id, store):
         return False
     with store.unit_of_work() as uow:
         plan = uow.plans.get(plan_id)
@@ -561,7 +561,7 @@ def _check_half_applied(store: Store, base: Path, found: _Findings) -> set[str]:
     found.examined("half-applied", len(stopped))
     reported = set()
     for plan in stopped:
-        if not run_lease.is_held(base, plan.plan_id):
+        if not run_lease.is_held(base, plan.plan_id, store):
             found.add("half-applied", plan.plan_id, plan.message)
             reported.add(plan.plan_id)
     return reported

@@ -110,24 +110,38 @@ def held_by(base_dir: Path | None, plan_id: str, thread: int) -> bool:
         return held is not None and held.thread == thread
 
 
-def is_held(base_dir: Path | None, plan_id: str) -> bool:
-    """Whether a live runner (this process or another) holds ``plan_id`` now. ``doctor``
-    asks it of plans left running; the probe takes the lock for an instant, so a runner
-    starting at that very instant is told the plan is busy, as with any other holder."""
+def is_held(base_dir: Path | None, plan_id: str, store: Store | None = None) -> bool:
+    """Whether a live runner (this process or another; on PostgreSQL, ``store``'s, another
+    host too) holds ``plan_id`` now. ``doctor`` asks it of plans left running; the probe
+    takes the lock for an instant, so a runner starting at that very instant is told the
+    plan is busy, as with any other holder."""
     path = ((base_dir or sandbox_base_dir()) / plan_id / RUNNER_LOCK).absolute()
     with _GUARD:
-        if path in _HELD:
+        if path in _HELD or _locally_held(path):
             return True
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return False  # never run here: no runner ever held it
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
+            shared = _take_shared(store, plan_id)
+        except PlanBusyError:
             return True
-        finally:
-            os.close(fd)  # closing drops the probe's own lock
+        if shared is not None:
+            from cleveragents_tui.store import advisory_lock
+
+            advisory_lock.unlock(shared, plan_id)
+    return False
+
+
+def _locally_held(path: Path) -> bool:
+    """Whether a process of this machine holds the lock file (probed with a shared flock)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False  # never run here: no runner ever held it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the probe's own lock
     return False
 
 

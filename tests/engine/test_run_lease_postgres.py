@@ -87,6 +87,9 @@ def test_a_correction_from_another_host_is_refused_while_one_runs(
             assert "Traceback" not in other.stderr
             with store.unit_of_work() as uow:
                 assert uow.plans.get(plan.plan_id).attempt == plan.attempt  # nothing changed
+            # and `agents doctor` on host B sees the plan held, not left running
+            assert run_lease.is_held(host_b / "sandboxes", plan.plan_id, store)
+        assert not run_lease.is_held(host_b / "sandboxes", plan.plan_id, store)
         # host A's correction goes on and wins
         result = execute(store, impact, acknowledged=True, requested_by="alice", options=options)
         assert result.correction.status is CorrectionStatus.SUCCEEDED
