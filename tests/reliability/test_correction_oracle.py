@@ -36,8 +36,10 @@ X's work lands on top of the parent's result (oracle_world.with_corrective_work)
 Settings: the ``ci`` profile is derandomized with no example database (the same examples
 every run) and small actions (5–6 points) to stay within a few minutes on two cores;
 ``HYPOTHESIS_PROFILE=soak`` (``nox -s soak``) runs three times the examples, random, with
-actions of 5–30 points (``AGENTS_ORACLE_EXAMPLES=N``: N per scenario instead). The figures (examples, divergences) go to
-``correction_oracle_<scenario>.json`` (tests.reliability.harness.record_figures).
+actions of 5–30 points (``AGENTS_ORACLE_EXAMPLES=N``: N per scenario instead). The figures
+(examples, divergences, corrections the checkpoint budget refused) go to
+``correction_oracle_<scenario>.json``, a soak's to ``correction_oracle_<scenario>_soak.json``
+(tests.reliability.harness.record_figures).
 """
 
 from __future__ import annotations
@@ -115,7 +117,8 @@ def _figures() -> Iterator[None]:
     for scenario, counts in FIGURES.items():
         if counts:
             record_figures(
-                f"correction_oracle_{scenario}",
+                # a soak's row stands beside the bounded run's (docs/reliability.md)
+                f"correction_oracle_{scenario}{'_soak' if SOAK else ''}",
                 profile=PROFILE,
                 examples=counts["examples"],
                 divergences=counts["divergences"],
