@@ -208,38 +208,10 @@ def reachability_problem(resource: Resource) -> str | None:
     if resource.kind == "filesystem":
         return None if Path(location).is_dir() else f"folder {location} does not exist"
     if resource.kind == "database":
-        return _database_problem(location)
+        from cleveragents_tui.sandbox.database_probe import connect_problem
+
+        return connect_problem(location)
     return None  # external resources: nothing local to check
-
-
-def _database_problem(location: str) -> str | None:
-    """Connect read-only and run ``SELECT 1``; never change the database (no WAL switch)."""
-    import sqlite3
-
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.exc import SQLAlchemyError
-    from sqlalchemy.pool import NullPool
-
-    from cleveragents_tui.store.database import normalise_url
-
-    try:
-        url = normalise_url(location)
-        if url.get_backend_name() == "sqlite":
-            path = Path(url.database or "")
-            if not path.is_file():
-                return f"database file {path} does not exist"
-            with sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True) as connection:
-                connection.execute("SELECT 1")
-            return None
-        engine = create_engine(url, poolclass=NullPool)
-        try:
-            with engine.connect() as connection:
-                connection.execute(text("SELECT 1"))
-        finally:
-            engine.dispose()
-    except (SQLAlchemyError, sqlite3.Error, UserError) as exc:
-        return f"cannot connect to the database ({str(exc).splitlines()[0]})"
-    return None
 
 
 def _validations(action: Action, context: PreflightContext) -> tuple[str, str] | None:

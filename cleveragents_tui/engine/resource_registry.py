@@ -285,8 +285,10 @@ def add_resource(
             "see docs/resources.md",
         ) from exc
     if kind == "database":
+        from cleveragents_tui.sandbox.database_probe import postgres_problem
+
         problem = (
-            _postgres_problem(stored_location)
+            postgres_problem(stored_location)
             if _is_url(stored_location)
             else reachability_problem(resource)
         )
@@ -301,33 +303,6 @@ def add_resource(
         )
         uow.commit()
     return resource
-
-
-CONNECT_TIMEOUT_SECONDS = 10
-
-
-def _postgres_problem(location: str) -> str | None:
-    """Connect and run ``SELECT 1``, giving up after CONNECT_TIMEOUT_SECONDS: a host that
-    drops packets must not hang ``resource add``. Nothing is changed."""
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.exc import SQLAlchemyError
-    from sqlalchemy.pool import NullPool
-
-    from cleveragents_tui.store.database import normalise_url
-
-    url = normalise_url(location)
-    engine = create_engine(
-        url, poolclass=NullPool, connect_args={"connect_timeout": CONNECT_TIMEOUT_SECONDS}
-    )
-    try:
-        with engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
-    except SQLAlchemyError as exc:
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        return f"cannot connect to the database {url.render_as_string()} ({reason})"
-    finally:
-        engine.dispose()
-    return None
 
 
 def get_resource(store: Store, name: str) -> Resource:
