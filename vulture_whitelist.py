@@ -20,6 +20,8 @@ _.markup, _.sub_title, _.show_root, _.guide_depth  # Textual App/Screen/Tree att
 _.discover  # Textual command palette Provider hook (tui/commands.py)
 _._on_tree_node_expanded, _._on_tree_node_selected  # Textual message handlers by name
 _.exc_type, _.tb  # the __exit__ protocol's parameters
+_.format_commands  # click: Group.format_commands, the --help command list (cli/__init__.py)
+_.msg, _.exc_text, _.stack_info  # logging.LogRecord fields a filter rewrites (web/log_lines.py)
 down_revision, branch_labels  # Alembic reads each migration module's globals
 
 # -- read by name, not by attribute -----------------------------------------------------------
