@@ -135,10 +135,13 @@ def serve(
         echo(f"added {new_user} to {users}; their address (shown once, keep it private):")
         echo(f"{address}/?token={user_token}")
         return
+    from cleveragents_tui.store.database import normalise_url  # the URL only: no store yet
+
+    url = normalise_url(cli.db_url)
     config = ServeConfig.build(
         host=host,
         port=port,
-        database_url=cli.store.engine.url.render_as_string(hide_password=False),
+        database_url=url.render_as_string(hide_password=False),
         public_url=public_url,
         token=token,
         users=users,
@@ -149,6 +152,14 @@ def serve(
     )
     from cleveragents_tui.web.server import serve as run_server
 
-    shown = cli.store.engine.url.render_as_string(hide_password=True)
-    cli.close()  # each session opens the database itself
-    run_server(config, lambda: _announce(config, shown, users))
+    shown = url.render_as_string(hide_password=True)
+
+    def ready() -> None:
+        """Listening: check the database (an empty one gets the schema), then announce. The
+        store is imported only now, so the server listens sooner; each tab opens it itself."""
+        from cleveragents_tui.store.store import Store
+
+        Store.open(cli.db_url).close()  # as typed: its errors name what the user gave
+        _announce(config, shown, users)
+
+    run_server(config, ready)
