@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from cleveragents_tui.cli import cli
 from cleveragents_tui.web.credentials import add_user
 from cleveragents_tui.web.server import AgentsServer
+from cleveragents_tui.web.sessions import SESSION_MODULE
 from tests.web.conftest import TOKEN
 from tests.web.serve_process import descendants, free_port, start_serve
 from tests.web.test_security import (
@@ -132,9 +133,23 @@ def test_revoke_needs_a_listed_user(tmp_path: Path) -> None:
     )
 
 
+def app_processes() -> set[int]:
+    """The tabs' app processes below this one (not, say, a PostgreSQL server a fixture
+    started)."""
+    found = set()
+    for pid in descendants(os.getpid()):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if SESSION_MODULE.encode() in command:
+            found.add(pid)
+    return found
+
+
 def freeze_apps() -> set[int]:
-    """SIGSTOP every process below this one: the tab's app hangs and answers nothing."""
-    apps = descendants(os.getpid())
+    """SIGSTOP the tab's app: it hangs and answers nothing."""
+    apps = app_processes()
     assert apps, "no app process is running"
     for pid in apps:
         os.kill(pid, signal.SIGSTOP)
@@ -147,7 +162,7 @@ async def test_a_hung_tab_gives_its_slot_back(server: AgentsServer) -> None:
             assert await first_frame(tab)
             hung = freeze_apps()
         await wait_until(lambda: server.slots.in_use == 0)
-        assert not hung & descendants(os.getpid())  # killed and reaped
+        assert not hung & app_processes()  # killed and reaped
         async with websocket(browser, server) as again:
             assert await first_frame(again)
 
@@ -160,7 +175,7 @@ async def test_a_hung_tab_does_not_block_shutdown(database: str) -> None:
         hung = freeze_apps()
         async with asyncio.timeout(WAIT):
             await runner.cleanup()
-    assert not hung & descendants(os.getpid())
+    assert not hung & app_processes()
 
 
 ESC_ORIGIN = b"http://evil.example\x1b]0;owned\x07"  # aiohttp refuses it: 400
