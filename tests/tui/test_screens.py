@@ -27,7 +27,7 @@ from cleveragents_tui.tui.screens.plan_list import PlanListScreen
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
 from cleveragents_tui.tui.widgets.decision_tree import CHUNK, MORE, DecisionTree
 from cleveragents_tui.tui.widgets.status_bar import PlanStatus
-from tests.tui.conftest import SIZE, DemoPlan
+from tests.tui.conftest import SIZE, DemoPlan, settle
 from tests.tui.fixed_data import CHILD, PLAN, build_fixed, uid
 
 pytestmark = pytest.mark.anyio
@@ -132,6 +132,55 @@ async def test_cancel_plan_asks_first_and_then_cancels(demo_plan: DemoPlan) -> N
         assert isinstance(app.screen, PlanScreen)
     with demo_plan.store.unit_of_work() as uow:
         assert uow.plans.get(demo_plan.plan.plan_id).state is PlanState.CANCELLED
+
+
+async def test_a_tree_that_grows_while_shown_opens_the_new_branches(sqlite_store: Store) -> None:
+    """A plan run by another process (or `R`) from its first decision: the rows it adds
+    appear expanded, as a fresh load shows them, and the cursor stays where it was."""
+    plan = Plan(action="bench/grow")
+    root = Decision(
+        plan_id=plan.plan_id,
+        sequence_number=0,
+        decision_type=DecisionType.PROMPT_DEFINITION,
+        question="q",
+        chosen_option="root",
+    )
+    with sqlite_store.unit_of_work(write=True) as uow:
+        uow.plans.add(plan)
+        uow.flush()
+        uow.decisions.add_many([root])
+        uow.commit()
+    app = AgentsApp(sqlite_store, plan_id=plan.plan_id, user="t", poll_seconds=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        tree = app.screen.query_one(DecisionTree)
+        assert tree.row_count == 1 and tree.current == root.decision_id
+        strategy = Decision(
+            plan_id=plan.plan_id,
+            parent_decision_id=root.decision_id,
+            sequence_number=1,
+            decision_type=DecisionType.STRATEGY_CHOICE,
+            question="q",
+            chosen_option="a strategy",
+        )
+        step = Decision(
+            plan_id=plan.plan_id,
+            parent_decision_id=strategy.decision_id,
+            sequence_number=2,
+            decision_type=DecisionType.IMPLEMENTATION_CHOICE,
+            question="q",
+            chosen_option="a step",
+        )
+        with sqlite_store.unit_of_work(write=True) as uow:
+            uow.decisions.add_many([strategy, step])
+            uow.commit()
+        app.poll_store()
+        await settle(app, pilot)
+        top = tree.root.children[0]
+        assert top.is_expanded and [c.data for c in top.children] == [strategy.decision_id]
+        assert top.children[0].is_expanded
+        assert [c.data for c in top.children[0].children] == [step.decision_id]
+        assert tree.current == root.decision_id
 
 
 async def test_a_wide_tree_is_filled_in_chunks_and_jumps_load_what_they_need(

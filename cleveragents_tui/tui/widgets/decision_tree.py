@@ -105,7 +105,11 @@ class DecisionTree(Tree[str]):
             if node is None:
                 continue  # its parent is not shown yet
             if key not in self._loaded:
-                node.allow_expand = True  # collapsed (maybe a leaf until now): expanding loads
+                if old_counts.get(key, 0) == 0 and len(self._node_of) < AUTO_EXPAND_BUDGET:
+                    self._populate(node, key)  # a leaf until now: open it, as a load would
+                    node.expand()
+                else:
+                    node.allow_expand = True  # collapsed by the user: expanding loads it
                 continue
             more = self._more.get(key)
             if more is None:
