@@ -169,18 +169,16 @@ def accept_failures(side: Side, plan: Plan) -> Plan:
     waits for a person (engine/failures.py): accept each such failure, as a person would and
     as the other side does, until the plan waits at its Apply gate or stops otherwise."""
     for _ in range(100):
-        if plan.state is not PlanState.AWAITING_APPROVAL:
-            return plan
-        asked = [
-            a
-            for a in pending_approvals(side.store, plan.plan_id)
-            if a.kind is ApprovalKind.ESCALATION
-        ]
+        # an appended plan's failure waits in that plan: every plan of the side is asked
+        asked = [a for a in pending_approvals(side.store) if a.kind is ApprovalKind.ESCALATION]
         if not asked:
-            return plan
+            with side.store.unit_of_work() as uow:
+                return uow.plans.get(plan.plan_id)
         for approval in asked:
             answer_approval(side.store, approval.approval_id, approve=True, by="oracle")
-        plan = resume_plan(side.store, plan.plan_id, side.options)
+        for waiting in dict.fromkeys(a.plan_id for a in asked):
+            resumed = resume_plan(side.store, waiting, side.options)
+            plan = resumed if waiting == plan.plan_id else plan
     raise AssertionError(f"plan {plan.plan_id} still asks about failures after 100 answers")
 
 
@@ -199,6 +197,9 @@ def run_to_apply_gate(side: Side, folder: Path, definition: dict[str, Any]) -> s
 
 
 def apply(side: Side, plan_id: str) -> None:
+    with side.store.unit_of_work() as uow:
+        waiting = uow.plans.get(plan_id)
+    accept_failures(side, waiting)
     plan = apply_plan(side.store, plan_id, "oracle", side.options)
     assert plan.state is PlanState.APPLIED, f"Apply ended {plan.phase.value} · {plan.state.value}"
 
