@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from itertools import pairwise
 from typing import ClassVar
 
 from rich.text import Text
@@ -11,13 +13,68 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Label, RadioButton, RadioSet, Static
 
+from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.engine.correction import Impact, guidance_line
 from cleveragents_tui.engine.guidance import with_choice
 from cleveragents_tui.tui.modals.base import Dialog
-from cleveragents_tui.tui.render import safe_text
+from cleveragents_tui.tui.render import one_line, safe_text
+
+# affected decisions named in the preview at most; the rest are counted (and highlighted in
+# the tree): a 10,000-decision revert still opens at once
+NAMED_AT_MOST = 200
+
+RowOf = Callable[[str], TreeRow | None]
 
 
-def impact_text(impact: Impact) -> Text:
+def id_prefixes(ids: list[str]) -> dict[str, str]:
+    """Each id cut to the shortest prefix (8 characters at least) that tells the listed ids
+    apart: what a user types after ``/`` in the tree to find one."""
+    ordered = sorted(ids)
+    common = max((_shared(a, b) for a, b in pairwise(ordered)), default=0)
+    size = max(8, common + 1)
+    return {i: i if len(i) <= size else i[:size] + "…" for i in ordered}
+
+
+def _shared(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` have in common."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def affected_text(t: Text, impact: Impact, row_of: RowOf | None) -> None:
+    """The superseded decisions by name — id prefix, step key or type, chosen option — in
+    the plan's order, the re-made ones marked; at most NAMED_AT_MOST, then a count."""
+    remade = {r.decision_id: r for r in impact.remade}
+    rows = {d: row_of(d) if row_of else None for d in impact.affected_decisions}
+
+    def in_plan_order(decision_id: str) -> tuple[bool, int, str]:
+        row = rows[decision_id]
+        return (row is None, row.sequence_number if row else 0, decision_id)
+
+    order = sorted(rows, key=in_plan_order)
+    shown = order[:NAMED_AT_MOST]
+    prefix = id_prefixes(shown)
+    for decision_id in shown:
+        row, again = rows[decision_id], remade.get(decision_id)
+        if decision_id == impact.decision_id:
+            name = impact.step_key or (row.decision_type if row else "")
+        elif again is not None:
+            name = again.step_key or (row.decision_type if row else "")
+        else:
+            name = row.decision_type if row else ""
+        chosen = row.chosen_option if row else (again.chosen_option if again else "")
+        t.append(f"  {prefix[decision_id]} ", style="dim")
+        t.append(f"{name or '?'}", style="bold" if decision_id == impact.decision_id else "")
+        t.append(f"  {one_line(chosen, 40)}")
+        t.append("  (re-made)\n" if again else "\n", style="yellow")
+    if len(order) > NAMED_AT_MOST:
+        t.append(f"  … and {len(order) - NAMED_AT_MOST:,} more\n", style="dim")
+
+
+def impact_text(impact: Impact, row_of: RowOf | None = None) -> Text:
+    """The preview; ``row_of`` names the affected decisions from the rows the tree holds."""
     if impact.append is not None:
         return append_text(impact)
     t = Text()
@@ -36,9 +93,10 @@ def impact_text(impact: Impact) -> Text:
         t.append(f"{impact.phase_change[0].value} → {impact.phase_change[1].value}\n")
     t.append(
         f"\n{len(impact.affected_decisions)} decision(s) superseded and re-made "
-        "(highlighted in the tree)\n",
+        "(also highlighted in the tree behind this preview)\n",
         style="bold",
     )
+    affected_text(t, impact, row_of)
     if impact.remade:
         t.append("\nre-made because the resources they wrote roll back\n", style="bold")
         for remade in impact.remade:
@@ -151,15 +209,18 @@ class ImpactModal(Dialog[bool]):
         *(Binding(str(n), f"pick({n})", show=False) for n in range(1, 10)),
     ]
 
-    def __init__(self, impact: Impact) -> None:
+    def __init__(self, impact: Impact, row_of: RowOf | None = None) -> None:
         super().__init__()
         self.impact = impact
+        self.row_of = row_of  # the plan screen's tree rows, to name the affected decisions
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Impact preview", classes="modal-title")
             with VerticalScroll(id="impact-body"):
-                yield Static(safe_text(impact_text(self.impact)), id="impact-text", markup=False)
+                yield Static(
+                    safe_text(impact_text(self.impact, self.row_of)), id="impact-text", markup=False
+                )
                 yield from self._alternatives()
             with Horizontal():
                 yield Button("Correct… (y)", id="go", variant="warning")

@@ -347,7 +347,7 @@ class PlanScreen(AgentsScreen):
             return
         tree.highlight(impact.affected_decisions)
         try:
-            preview_modal = ImpactModal(impact)
+            preview_modal = ImpactModal(impact, tree.row)
             go = await self.app.push_screen_wait(preview_modal)
             impact = preview_modal.impact  # with the alternative picked there, if any
             for number, warning in enumerate(impact.warnings, 1):
