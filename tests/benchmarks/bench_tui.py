@@ -23,10 +23,13 @@ from textual.pilot import Pilot
 from textual.widgets import Static, Tree
 from textual.worker import WorkerCancelled
 
-from cleveragents_tui.domain.enums import PlanState
+from cleveragents_tui.domain.enums import CorrectionMode, Phase, PlanState
+from cleveragents_tui.engine.correction import Impact, Tier
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp
+from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
+from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
 from tests.benchmarks.bench_plan_tree import build_plan
 from tests.benchmarks.harness import Measurement
@@ -149,7 +152,7 @@ def _set_state(store: Store, plan_id: str, state: PlanState) -> None:
         uow.commit()
 
 
-async def _plan(store: Store, plan_id: str) -> tuple[float, float, float]:
+async def _plan(store: Store, plan_id: str) -> tuple[float, float, float, float, float, float]:
     start = time.perf_counter()
     app = AgentsApp(store, plan_id=plan_id, poll_seconds=None, user="bench")
     async with app.run_test(size=SIZE) as pilot:
@@ -158,7 +161,14 @@ async def _plan(store: Store, plan_id: str) -> tuple[float, float, float]:
         ):
             await pilot.pause()
         first_paint = time.perf_counter() - start
+        while not app.screen.query_one(DecisionDetail).text.strip():
+            await pilot.pause()
+        with_details = time.perf_counter() - start
         await _settle(app, pilot)
+        tree = app.screen.query_one(DecisionTree)
+        every = _ids(tree)
+        modal_full = await _modal_shown(app, _bench_impact(plan_id, every), tree)
+        modal_one = await _modal_shown(app, _bench_impact(plan_id, every[:1]), tree)
         tree = app.screen.query_one(DecisionTree)
         move = await _move_to_frame(app, tree)
         await _settle(app, pilot)
@@ -166,7 +176,59 @@ async def _plan(store: Store, plan_id: str) -> tuple[float, float, float]:
         tree.action_cursor_down()
         await _settle(app, pilot)
         move_details = time.perf_counter() - t0
-    return first_paint, move, move_details
+    return first_paint, move, move_details, with_details, modal_full, modal_one
+
+
+def _ids(tree: DecisionTree) -> list[str]:
+    """Every decision the tree holds."""
+    return list(tree._rows)
+
+
+def _bench_impact(plan_id: str, affected: list[str]) -> Impact:
+    """A revert's preview as the engine returns it, affecting ``affected``."""
+    return Impact(
+        plan_id=plan_id,
+        plan_version=1,
+        attempt=1,
+        decision_id=affected[0],
+        decision_phase=Phase.EXECUTE,
+        step_key="step",
+        mode=CorrectionMode.REVERT,
+        guidance="bench",
+        tier=Tier.FULL,
+        affected_decisions=tuple(affected),
+        children=(),
+        rollbackable=(),
+        non_rollbackable=(),
+        unaffected=(),
+        irreversible=(),
+        phase_change=None,
+    )
+
+
+async def _modal_shown(app: AgentsApp, impact: Impact, tree: DecisionTree) -> float:
+    """Seconds from the preview's result to the impact modal's first frame, as the plan
+    screen does it: highlight the affected decisions, push the modal naming them."""
+    framed = asyncio.Event()
+    display = app._display
+
+    def spy(screen: Any, renderable: Any) -> None:
+        display(screen, renderable)
+        if renderable is not None and isinstance(app.screen, ImpactModal):
+            framed.set()
+
+    app._display = spy  # type: ignore[method-assign]
+    try:
+        start = time.perf_counter()
+        tree.highlight(impact.affected_decisions)
+        app.push_screen(ImpactModal(impact, tree.row))
+        await framed.wait()
+        shown = time.perf_counter() - start
+    finally:
+        app._display = display  # type: ignore[method-assign]
+    app.pop_screen()
+    tree.highlight(())
+    return shown
 
 
 def run(quick: bool) -> list[Measurement]:
@@ -187,6 +249,9 @@ def run(quick: bool) -> list[Measurement]:
     paint = min(r[0] for r in runs)
     move = min(r[1] for r in runs)
     details = min(r[2] for r in runs)
+    painted = min(r[3] for r in runs)
+    modal = min(r[4] for r in runs)
+    modal_one = min(r[5] for r in runs)
     idle = min(asyncio.run(_idle_gap()) for _ in range(repeat))
     return [
         Measurement(
@@ -206,6 +271,24 @@ def run(quick: bool) -> list[Measurement]:
             empty,
             "< 1 s",
             paint < 1.0,
+        ),
+        Measurement(
+            "tui",
+            f"open a plan of {count:,} decisions to a painted tree and its details",
+            painted,
+            "empty Textual app, first paint",
+            empty,
+            "≤ 1.5×",
+            painted <= 1.5 * empty,
+        ),
+        Measurement(
+            "tui",
+            f"preview → impact modal shown, all {count:,} decisions affected",
+            modal,
+            "the same modal, one decision affected",
+            modal_one,
+            "< 100 ms",
+            modal < 0.1,
         ),
         Measurement(
             "tui",
