@@ -321,6 +321,11 @@ def test_correcting_a_replayed_decision_lands_what_a_fresh_plan_lands(
     revert_scenario("replayed", data)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (issue 14): a failed call of the appended child plan stops it awaiting an "
+    "answer the oracle does not give yet, so the parent's Apply is refused",
+)
 @oracle_settings("append")
 @given(data=st.data())
 def test_append_lands_the_parent_and_the_corrective_work(data: st.DataObject) -> None:
