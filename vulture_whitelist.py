@@ -22,6 +22,7 @@ _._on_tree_node_expanded, _._on_tree_node_selected  # Textual message handlers b
 _.exc_type, _.tb  # the __exit__ protocol's parameters
 _.format_commands  # click: Group.format_commands, the --help command list (cli/__init__.py)
 _.msg, _.exc_text, _.stack_info  # logging.LogRecord fields a filter rewrites (web/log_lines.py)
+_._open_app_process, _._stdin  # textual-serve's AppSession calls and writes these (web/sessions.py)
 down_revision, branch_labels  # Alembic reads each migration module's globals
 
 # -- read by name, not by attribute -----------------------------------------------------------

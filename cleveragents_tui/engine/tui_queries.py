@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cleveragents_tui.domain.checkpoint import CheckpointGroup
-from cleveragents_tui.store.app_queries import EventView
+from cleveragents_tui.store.app_queries import EventView as EventView  # the app's type
 from cleveragents_tui.store.store import Store
 
 
