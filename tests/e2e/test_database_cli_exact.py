@@ -196,7 +196,8 @@ def test_an_apply_that_conflicts_fails_in_one_line_and_lands_nothing(
     target: Path, sqlite_url: str, tmp_path: Path
 ) -> None:
     """Someone adds release id 2 to the real database while the plan waits at its Apply
-    gate: the plan's own row 2 cannot land. Apply says so in one line and exits 2; the real
+    gate: the plan's own row 2 cannot land. Apply says so in one line and exits 3 (Apply
+    refused, docs/user-guide.md); the real
     database keeps exactly what it had (no audit line, no note half-landed)."""
     action = tmp_path / "release.action.yaml"
     action.write_text(yaml.safe_dump(RELEASE))
@@ -212,7 +213,7 @@ def test_an_apply_that_conflicts_fails_in_one_line_and_lands_nothing(
 
     applied = cli("plan", "apply", plan_id)
 
-    assert applied.returncode == 2, applied.stdout + applied.stderr
+    assert applied.returncode == 3, applied.stdout + applied.stderr
     lines = applied.stderr.strip().splitlines()
     assert len(lines) == 1 and "nothing was applied to rel/app-db" in lines[0], lines
     assert "row (2,) of table releases changed" in lines[0]
