@@ -10,7 +10,8 @@ from typing import Any
 
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import PlanState
-from cleveragents_tui.engine.lifecycle import apply_plan
+from cleveragents_tui.engine.approvals import answer_approval, pending_approvals
+from cleveragents_tui.engine.lifecycle import apply_plan, resume_plan
 from cleveragents_tui.engine.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from tests.e2e.test_run_sql_statements import DB, Target, options, target
@@ -74,6 +75,14 @@ def test_an_escaping_plan_applies_only_its_own_rows(
             "SELECT pg_read_file('/etc/hostname')",
         ]
     plan = start_plan(sqlite_store, action(escapes), profile_override="auto", options=options)
+    # Each refused call is retried, then waits for a person (engine/failures.py), who
+    # accepts the refusal; the plan goes on to the next call, then to its Apply gate.
+    while gates := [
+        a for a in pending_approvals(sqlite_store, plan.plan_id) if a.kind.value != "apply_gate"
+    ]:
+        for gate in gates:
+            answer_approval(sqlite_store, gate.approval_id, approve=True, by="ana")
+        plan = resume_plan(sqlite_store, plan.plan_id, options)
     assert plan.state is PlanState.AWAITING_APPROVAL, plan
     with sqlite_store.unit_of_work() as uow:
         calls = [
@@ -81,9 +90,11 @@ def test_an_escaping_plan_applies_only_its_own_rows(
             for decision in uow.decisions.for_plan(plan.plan_id, include_superseded=False)
             for call in uow.tool_invocations.for_decision(decision.decision_id)
         ]
-    outcomes = [(call.ok, call.output or "") for call in calls]
-    assert [ok for ok, _ in outcomes] == [False] * len(escapes) + [True], outcomes
-    for _, out in outcomes[:-1]:  # the table in the unattached schema is simply unknown
+    refused = {call.arguments["sql"]: call for call in calls if not call.ok}
+    assert set(refused) == set(escapes), [c.arguments for c in calls]
+    assert [call.ok for call in calls if call.arguments.get("blobs")] == [True]
+    for call in refused.values():  # the table in the unattached schema is simply unknown
+        out = call.output or ""
         assert "refused in the sandbox of" in out or "unknown database v" in out, out
         assert "\n" not in out
     applied = apply_plan(sqlite_store, plan.plan_id, "ana", options)
