@@ -8,10 +8,10 @@ lets the system do it alone. Below the threshold an ``escalation`` approval asks
 restores then retries; deny retries without restoring (after the denial's pause, on
 ``agents plan run``).
 
-Nothing to restore — a call that does not write, names no resource, or whose resource keeps
-no checkpoints — asks nothing. A database in a live transaction (``transaction_rollback``)
-is left as it is: rolling it back to a savepoint would destroy the savepoints of the
-decisions recorded since.
+Nothing to restore — a call that does not write, names no resource, whose resource keeps
+no checkpoints, or whose ``pre_write`` checkpoint the budget pruned — asks nothing. A
+database in a live transaction (``transaction_rollback``) is left as it is: rolling it back
+to a savepoint would destroy the savepoints of the decisions recorded since.
 """
 
 from __future__ import annotations
@@ -77,19 +77,23 @@ def before_retry(runner: PlanRunner, recovery: Decision, call: ToolCallRequest) 
 
 
 def _restore_point(runner: PlanRunner, call: ToolCallRequest) -> CheckpointMetadata | None:
-    """The live ``pre_write`` checkpoint taken right before the call's last run."""
+    """The ``pre_write`` checkpoint taken right before the call's last run: the resource's
+    latest one, if it is still live. Never an older one in its place: when the budget pruned
+    it (the retry decision's own checkpoint can push it out), an older ``pre_write`` holds a
+    state from before other decisions' work, and restoring it would erase that work."""
     resource = call.arguments.get("resource")
     spec = runner.registry.get(call.tool)
     if not isinstance(resource, str) or spec is None or not spec.writes:
         return None
     with runner.store.unit_of_work() as uow:
         rows = uow.checkpoints.for_plan(runner.plan_id, resource)
-    pre_writes = [
-        c for c in rows if c.checkpoint_type is CheckpointType.PRE_WRITE and c.pruned_at is None
-    ]
-    if not pre_writes or pre_writes[-1].strategy is SandboxStrategyName.TRANSACTION_ROLLBACK:
+    pre_writes = [c for c in rows if c.checkpoint_type is CheckpointType.PRE_WRITE]
+    if not pre_writes:
         return None
-    return pre_writes[-1]
+    latest = pre_writes[-1]
+    if latest.pruned_at is not None or latest.strategy is SandboxStrategyName.TRANSACTION_ROLLBACK:
+        return None
+    return latest
 
 
 def _restore(runner: PlanRunner, recovery: Decision, checkpoint: CheckpointMetadata) -> None:

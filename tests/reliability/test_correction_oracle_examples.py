@@ -186,3 +186,36 @@ def test_a_strategize_point_that_exists_only_for_a_choice_goes_when_the_choice_c
         check_oracle(definition, side, with_choices(definition, chosen), tmp_path, ["d00→b→a"])
     finally:
         side.close()
+
+
+def test_a_retry_whose_checkpoint_the_budget_pruned_keeps_the_work_before_it(
+    tmp_path: Path,
+) -> None:
+    """Found by the soak (one revert of an Execute decision, a long action): a failed call is
+    retried after its resource goes back to the ``pre_write`` checkpoint taken before the call
+    (engine/restore_on_failure.py). The first run fits the checkpoint budget; the replay,
+    with the old attempt's checkpoints still live, goes past it, the retry's own decision
+    checkpoint pruned that ``pre_write``, and the retry restored the oldest live one instead
+    — the plan's first — erasing the work of every decision before it (here d01's and d02's).
+    An older checkpoint is never a stand-in: with its own pruned, the retry restores nothing."""
+    missing = {"tool": "local/delete-file", "arguments": {"resource": FILES, "path": "nope.txt"}}
+    definition = {
+        "name": "oracle/action",
+        "prompt": "change the resources as the points say",
+        "resources": [FILES],
+        "decisions": [
+            _point("d00", "strategy_choice", [], []),
+            _point("d01", "tool_invocation", [_write("a.txt", "a")], [_write("a.txt", "b")]),
+            _point("d02", "tool_invocation", [_write("b.txt", "kept")], []),
+            _point("d03", "tool_invocation", [missing], []),
+        ],
+    }
+    side = Side.make(tmp_path / "corrected", budgets={FILES: 10})  # the first run fits
+    try:
+        plan_id = run_to_apply_gate(side, tmp_path, definition)
+        _revert(side, plan_id, "d01", "b")  # d02 and d03 are re-made on the new a.txt
+        chosen = {k: d.chosen_option for k, d in side.current(plan_id).items()}
+        apply(side, plan_id)
+        check_oracle(definition, side, with_choices(definition, chosen), tmp_path, ["d01→b"])
+    finally:
+        side.close()
