@@ -37,6 +37,7 @@ async def test_plan_list_nests_filters_and_sorts(sqlite_store: Store) -> None:
     build_fixed(sqlite_store)
     app = AgentsApp(sqlite_store, user="t", poll_seconds=None)
     async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)  # the list is read in a worker
         screen = app.screen
         assert isinstance(screen, PlanListScreen)
         assert screen.shown == [PLAN, CHILD, uid(3, "P")]  # the child right under its parent
