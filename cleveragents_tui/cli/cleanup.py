@@ -14,12 +14,15 @@ if TYPE_CHECKING:  # the engine is imported when a command runs, not when the CL
 
 
 def human_size(size: int) -> str:
+    """``size`` bytes as B, KB, MB or GB (powers of 1024)."""
+    if size < 1024:
+        return f"{size} B"
     value = float(size)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+    for unit in ("KB", "MB", "GB"):
         value /= 1024
-    raise AssertionError("unreachable")
+        if value < 1024 or unit == "GB":
+            break
+    return f"{value:.1f} {unit}"
 
 
 @plan.command()

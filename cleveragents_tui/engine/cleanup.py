@@ -23,7 +23,7 @@ from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine import run_lease
-from cleveragents_tui.engine.restore_point import restore_point
+from cleveragents_tui.engine.restore_point import restore_points
 from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_base_dir, sandbox_root
 from cleveragents_tui.sandbox.git_branches import (
     ApplyBranch,
@@ -121,16 +121,17 @@ def discard_plan(store: Store, inventory: DiscardInventory, base_dir: Path | Non
             held.enter_context(run_lease.holding(base, plan_id, "discarding", store))
         _cancel_and_prune(store, inventory)
         with store.unit_of_work() as uow:
-            resources = {p: _resources_of(uow, p, base) for p in inventory.plan_ids}
-        for plan_id, plan_resources in resources.items():
-            sandboxes = PlanSandboxes(store, plan_id, base)
-            for resource in plan_resources:
-                if sandbox_root(base, plan_id, resource.resource_id).exists():
-                    sandboxes.clear_interrupted(resource)
+            resources = {
+                r: uow.resources.get(r)
+                for r in {f.resource_id for f in inventory.sandboxes}
+                | {b.resource_id for b in inventory.branches}
+            }
+        for folder in inventory.sandboxes:  # the folders the inventory listed, no others
+            PlanSandboxes(store, folder.plan_id, base).clear_interrupted(
+                resources[folder.resource_id]
+            )
         for branch in inventory.branches:
-            with store.unit_of_work() as uow:
-                resource = uow.resources.get(branch.resource_id)
-            delete_apply_branch(resource, branch.plan_id)
+            delete_apply_branch(resources[branch.resource_id], branch.plan_id)
     for plan_id in inventory.plan_ids:  # the runner locks were the last files left
         shutil.rmtree(base / plan_id, ignore_errors=True)
     with store.unit_of_work(write=True) as uow:
@@ -215,7 +216,7 @@ def collectable(store: Store, retention_days: int) -> list[Collectable]:
                 continue  # `agents plan discard` removes a finished plan's sandboxes whole
             decisions = uow.decisions.for_plan(plan.plan_id)
             current = [d for d in decisions if d.superseded_by is None]
-            keep = {restore_point(uow, d).decision_id for d in current}
+            keep = {d.decision_id for d in restore_points(uow, plan.plan_id, current).values()}
             superseded = {d.decision_id for d in decisions if d.superseded_by is not None}
             for checkpoint in uow.checkpoints.for_plan(plan.plan_id):
                 if (

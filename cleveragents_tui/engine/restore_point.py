@@ -21,9 +21,21 @@ from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 def restore_point(uow: UnitOfWork, decision: Decision) -> Decision:
     """The decision whose checkpoint group is the state ``decision`` stands on now."""
-    guidance = [d for d in uow.run(guidance_decisions, decision.plan_id) if d.corrects_decision_id]
+    return restore_points(uow, decision.plan_id, [decision])[decision.decision_id]
+
+
+def restore_points(uow: UnitOfWork, plan_id: str, wanted: list[Decision]) -> dict[str, Decision]:
+    """:func:`restore_point` of each of ``wanted`` (decisions of ``plan_id``), reading the
+    plan's corrections once."""
+    guidance = [d for d in uow.run(guidance_decisions, plan_id) if d.corrects_decision_id]
     found = uow.run(decisions, {str(g.corrects_decision_id) for g in guidance})
     corrected = {g.decision_id: found[str(g.corrects_decision_id)] for g in guidance}
+    return {d.decision_id: _resolve(d, guidance, corrected) for d in wanted}
+
+
+def _resolve(
+    decision: Decision, guidance: list[Decision], corrected: dict[str, Decision]
+) -> Decision:
     owner, limit = decision, None  # limit: only corrections made before this one count
     while True:
         if owner.decision_id in corrected:  # a guidance decision: the state it was made in
