@@ -320,7 +320,7 @@ class PlanScreen(AgentsScreen):
             self.notify("select a strategy decision first", severity="warning")
             return
         try:
-            decision = editable_strategy_decision(self.store, decision_id)
+            decision = await asyncio.to_thread(editable_strategy_decision, self.store, decision_id)
         except UserError as exc:
             self.notify(str(exc), title="Cannot edit the strategy", severity="error", timeout=10)
             return
