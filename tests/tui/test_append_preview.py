@@ -12,7 +12,7 @@ from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.modals.replay import ReplayModal
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
-from tests.tui.conftest import SIZE, DemoPlan
+from tests.tui.conftest import SIZE, DemoPlan, settle
 
 pytestmark = pytest.mark.anyio
 
@@ -23,6 +23,7 @@ async def test_the_append_preview_names_the_appended_plans_work(demo_plan: DemoP
     app = demo_plan.app()
     target = demo_plan.decision(STRATEGY)
     async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)  # the app reads the store in workers
         await pilot.press("enter")
         await pilot.pause()
         screen = app.screen

@@ -44,7 +44,7 @@ def _state(demo_plan: DemoPlan) -> PlanState:
 async def test_pause_then_resume_runs_the_plan_back_to_its_apply_gate(demo_plan: DemoPlan) -> None:
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(app, pilot)
         await pilot.press("P")
         await pilot.pause()
         assert _state(demo_plan) is PlanState.PAUSED
@@ -59,7 +59,7 @@ async def test_pause_then_resume_runs_the_plan_back_to_its_apply_gate(demo_plan:
 async def test_apply_asks_first_then_lands_the_plan(demo_plan: DemoPlan) -> None:
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(app, pilot)
         await pilot.press("A")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmModal)
@@ -116,7 +116,7 @@ async def test_cancelling_a_running_replay_pauses_the_plan_and_resume_finishes_i
     app.run_options = held
     target = demo_plan.decision("A row in the releases table")
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(app, pilot)
         app.screen.query_one(DecisionTree).reveal(target)
         await pilot.press("c", *"record rc1", "enter")
         await pilot.pause()
@@ -157,7 +157,7 @@ async def test_export_the_tree_from_the_app(
     monkeypatch.chdir(tmp_path)
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(app, pilot)
         await pilot.press("x")
         await pilot.pause()
         assert isinstance(app.screen, ExportModal)
@@ -193,7 +193,7 @@ async def test_export_to_an_unknown_format_is_refused_with_a_message(
     monkeypatch.chdir(out)
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(app, pilot)
         await pilot.press("x")
         await pilot.pause()
         app.screen.query_one("#export-path").value = "tree.svg"  # type: ignore[attr-defined]
@@ -279,7 +279,7 @@ async def test_files_changed_outside_the_plan_are_warned_about_and_can_be_discar
     (workdir / "SCRATCH.md").write_text("someone else's note\n", "utf-8")
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(app, pilot)
         await pilot.press("A", "y")  # apply: it stops and asks instead of landing the file
         await pilot.pause()
         await app.workers.wait_for_complete()

@@ -17,7 +17,7 @@ from cleveragents_tui.tui.screens.plan_list import PlanListScreen
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
 from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
-from tests.tui.conftest import SIZE, DemoPlan
+from tests.tui.conftest import SIZE, DemoPlan, settle
 
 pytestmark = pytest.mark.anyio
 
@@ -28,6 +28,7 @@ async def test_open_correct_confirm_replay_and_diff(demo_plan: DemoPlan) -> None
     app = demo_plan.app()
     target = demo_plan.decision(RECORD)
     async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)  # the app reads the store in workers
         # the plan list: open the demo plan with Enter
         assert isinstance(app.screen, PlanListScreen)
         assert app.screen.selected_plan_id == demo_plan.plan.plan_id
@@ -122,7 +123,7 @@ async def test_answering_no_to_a_warning_changes_nothing(demo_plan: DemoPlan) ->
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     target = demo_plan.decision(RECORD)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(app, pilot)
         screen = app.screen
         assert isinstance(screen, PlanScreen)
         screen.query_one(DecisionTree).reveal(target)
@@ -141,7 +142,7 @@ async def test_answering_no_to_a_warning_changes_nothing(demo_plan: DemoPlan) ->
 async def test_a_refused_correction_is_reported_not_raised(demo_plan: DemoPlan) -> None:
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(app, pilot)
         tree = app.screen.query_one(DecisionTree)
         root = next(iter(tree.root.children)).data
         assert root is not None and tree.row(root).decision_type == "prompt_definition"  # type: ignore[union-attr]

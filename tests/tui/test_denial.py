@@ -9,7 +9,7 @@ from cleveragents_tui.domain.enums import PlanState
 from cleveragents_tui.engine.browse import show_plan
 from cleveragents_tui.tui.modals.denial import DenialModal
 from cleveragents_tui.tui.screens.approvals import ApprovalsScreen
-from tests.tui.conftest import SIZE, DemoPlan
+from tests.tui.conftest import SIZE, DemoPlan, settle
 
 pytestmark = pytest.mark.anyio
 
@@ -19,7 +19,7 @@ def _state(demo_plan: DemoPlan) -> PlanState:
 
 
 async def _deny_the_apply_gate(app, pilot) -> DenialModal:  # type: ignore[no-untyped-def]
-    await pilot.pause()
+    await settle(app, pilot)
     await pilot.press("a")  # the approvals queue
     await pilot.pause()
     assert isinstance(app.screen, ApprovalsScreen)

@@ -16,7 +16,7 @@ from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.modals.replay import ReplayModal
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
-from tests.tui.conftest import SIZE, DemoPlan
+from tests.tui.conftest import SIZE, DemoPlan, settle
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +30,7 @@ async def test_the_alternative_picked_in_the_preview_is_what_the_replay_takes(
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     target = demo_plan.decision(STRATEGY)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(app, pilot)
         screen = app.screen
         assert isinstance(screen, PlanScreen)
         screen.query_one(DecisionTree).reveal(target)
@@ -93,7 +93,7 @@ async def test_a_number_and_y_typed_at_once_correct_with_that_alternative(
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     target = demo_plan.decision(STRATEGY)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(app, pilot)
         screen = app.screen
         assert isinstance(screen, PlanScreen)
         screen.query_one(DecisionTree).reveal(target)

@@ -11,7 +11,7 @@ from cleveragents_tui.tui.modals.confirm import ConfirmModal
 from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
-from tests.tui.conftest import SIZE, DemoPlan
+from tests.tui.conftest import SIZE, DemoPlan, settle
 
 pytestmark = pytest.mark.anyio
 
@@ -40,7 +40,7 @@ async def test_the_impact_dialog_names_the_earlier_guidance(
     _correct_the_test_step(demo_plan)
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(app, pilot)
         assert isinstance(app.screen, PlanScreen)
         app.screen.query_one(DecisionTree).reveal(demo_plan.decision(chosen))
         await pilot.press("c", *"do it again", "enter")

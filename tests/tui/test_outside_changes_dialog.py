@@ -21,7 +21,7 @@ from cleveragents_tui.tui.modals.outside import OutsideChangesModal
 from cleveragents_tui.tui.modals.replay import ReplayModal
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
-from tests.tui.conftest import SIZE, DemoPlan
+from tests.tui.conftest import SIZE, DemoPlan, settle
 
 pytestmark = pytest.mark.anyio
 
@@ -42,7 +42,7 @@ def _edit_by_hand(demo_plan: DemoPlan) -> Path:
 
 async def _to_the_question(demo_plan: DemoPlan, app: AgentsApp, pilot: Pilot[None]) -> None:
     """Correct the implementation choice up to the keep/discard question."""
-    await pilot.pause()
+    await settle(app, pilot)
     screen = app.screen
     assert isinstance(screen, PlanScreen)
     screen.query_one(DecisionTree).reveal(demo_plan.decision(IMPLEMENT))

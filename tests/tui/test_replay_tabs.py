@@ -11,7 +11,7 @@ from cleveragents_tui.domain.enums import CorrectionMode
 from cleveragents_tui.engine import run_lease
 from cleveragents_tui.engine.correction import preview
 from cleveragents_tui.tui.modals.replay import ReplayModal
-from tests.tui.conftest import DemoPlan
+from tests.tui.conftest import DemoPlan, settle
 
 pytestmark = pytest.mark.anyio
 
@@ -33,6 +33,7 @@ async def test_the_losing_tab_shows_its_refusal_not_the_winners_correction(
     )
     app = demo_plan.app()
     async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)  # the app reads the store in workers
         # The other tab won: it holds the plan and has started its correction.
         with run_lease.holding(base, plan_id, "correcting"):
             replay = ReplayModal(store, impact, "tester", demo_plan.options)

@@ -54,6 +54,7 @@ async def test_approve_with_a_reason_records_who_and_when(demo_plan: DemoPlan) -
     app = demo_plan.app()
     [gate] = pending_approvals(demo_plan.store, demo_plan.plan.plan_id)
     async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)  # the app reads the store in workers
         await pilot.press("a")
         await pilot.pause()
         assert isinstance(app.screen, ApprovalsScreen)
@@ -75,8 +76,7 @@ async def test_approve_with_a_reason_records_who_and_when(demo_plan: DemoPlan) -
 async def test_changes_by_another_process_show_up(demo_plan: DemoPlan) -> None:
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     async with app.run_test(size=SIZE) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await settle(app, pilot)  # the app reads the store in workers
         screen = app.screen
         assert isinstance(screen, PlanScreen)
         tree = screen.query_one(DecisionTree)
@@ -100,8 +100,7 @@ async def test_a_database_gone_while_shown_is_a_notification(
 ) -> None:
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     async with app.run_test(size=SIZE) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await settle(app, pilot)  # the app reads the store in workers
         demo_plan.store.close()
         database = Path(str(demo_plan.store.engine.url.database))
         database.unlink()
@@ -124,7 +123,7 @@ async def test_a_database_gone_while_shown_is_a_notification(
 async def test_cancel_plan_asks_first_and_then_cancels(demo_plan: DemoPlan) -> None:
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(app, pilot)
         await pilot.press("X")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmModal)
@@ -213,7 +212,7 @@ async def test_a_wide_tree_is_filled_in_chunks_and_jumps_load_what_they_need(
         uow.commit()
     app = AgentsApp(sqlite_store, plan_id=plan.plan_id, user="t", poll_seconds=None)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(app, pilot)
         tree = app.screen.query_one(DecisionTree)
         top = tree.root.children[0]
         assert len(top.children) == CHUNK + 1  # a chunk and a "more" node
@@ -236,8 +235,7 @@ def _help_text(help_screen: HelpScreen) -> str:
 async def test_help_lists_every_key_readably_and_the_tree_marks(demo_plan: DemoPlan) -> None:
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     async with app.run_test(size=SIZE) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await settle(app, pilot)  # the app reads the store in workers
         plan_screen = app.screen
         assert isinstance(plan_screen, PlanScreen)
         await pilot.press("question_mark")
@@ -266,8 +264,7 @@ async def test_help_lists_every_key_readably_and_the_tree_marks(demo_plan: DemoP
 async def test_help_and_quit_lead_the_footer_at_80_columns(demo_plan: DemoPlan) -> None:
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     async with app.run_test(size=(80, 24)) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await settle(app, pilot)  # the app reads the store in workers
         for screen in (app.screen, app.screen_stack[-2]):  # the plan, the plan list
             keys = [
                 key for key in screen.active_bindings if screen.active_bindings[key].binding.show

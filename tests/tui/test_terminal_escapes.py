@@ -17,7 +17,7 @@ from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
 from cleveragents_tui.tui.widgets.status_bar import PlanStatus
 from tests.cli.test_terminal_escapes import HOSTILE, RAW, _poison
-from tests.tui.conftest import SIZE
+from tests.tui.conftest import SIZE, settle
 
 pytestmark = pytest.mark.anyio
 
@@ -45,7 +45,7 @@ async def test_every_view_of_a_hostile_plan_shows_escapes_escaped(
     )
     app = AgentsApp(sqlite_store, plan_id=plan_id, user="t", poll_seconds=None)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(app, pilot)
         screen = app.screen
         tree = screen.query_one(DecisionTree)
         assert tree.reveal(poisoned)

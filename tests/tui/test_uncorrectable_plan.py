@@ -17,7 +17,7 @@ from cleveragents_tui.tui.app import AgentsApp
 from cleveragents_tui.tui.modals.correction import CorrectionDialog
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
-from tests.tui.conftest import SIZE
+from tests.tui.conftest import SIZE, settle
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +39,7 @@ async def test_the_dialog_says_the_sample_cannot_be_corrected_and_offers_no_prev
         poll_seconds=None,
     )
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(app, pilot)
         assert app.screen.query_one(DecisionTree).reveal(target)
         await pilot.press("c")
         await pilot.pause()
