@@ -54,5 +54,4 @@ _.change_profile  # engine/plans.py: a parent's explicit profile change; no comm
 _.add_from_file  # ProfileRegistry: the CLI reads the file itself; tests use this shortcut
 _.child_plans  # engine/impact.py: Impact's child plans by outcome; only tests read it
 _.rollback_to_decision  # engine/rollback.py: corrections call rollback_targets/rollback_to
-_.decision_note, _.build_messages  # the chat reasoner's message helpers, read by its tests
 _.parameters  # BuiltinTool: a tool's JSON schema; only tests read it

@@ -29,6 +29,7 @@ from cleveragents_tui.actors.base import (
     ToolCallRequest,
     ToolOutcome,
 )
+from cleveragents_tui.actors.notes import decision_note
 from cleveragents_tui.actors.reasoners.scripted import ScriptedReasoner
 from cleveragents_tui.actors.tools import default_registry
 from cleveragents_tui.automation.escalation import AutonomyController, EscalationContext
@@ -563,7 +564,7 @@ class PlanRunner:
                 proposal.rationale or f"the constraints of {proposal.revise_strategy} are too tight"
             )
             raise ReviseStrategy(proposal.revise_strategy, reason)
-        note = f"{proposal.key}: {proposal.chosen_option}"
+        note = decision_note(proposal)
         return {"position": state["position"] + 1, "notes": [*state["notes"], note]}
 
     def _resume_step(self, executor: ToolExecutor, phase: Phase, decision_id: str) -> Proposal:

@@ -11,6 +11,7 @@ import pytest
 
 from cleveragents_tui.actors.checkpointer import actor_database_path, open_checkpointer
 from cleveragents_tui.actors.graphs import Actor
+from cleveragents_tui.actors.notes import keys_in_notes
 from cleveragents_tui.domain.enums import CheckpointType, Phase, PlanState
 from cleveragents_tui.engine.actions import load_action
 from cleveragents_tui.engine.demo import DemoEnvironment, build_demo
@@ -119,6 +120,8 @@ def test_every_execute_decision_can_restore_the_actor_state_it_was_made_from(
             state = actor.load(ref)
             assert state["position"] == number  # the state before this decision was made
             assert len(state["notes"]) == number
+            # the notes name the keys already taken: the chat reasoner reads them back
+            assert keys_in_notes(state["notes"]) == tuple(d.step_key for d in execute[:number])
 
 
 def test_strategize_changes_nothing_on_disk_or_in_the_database(

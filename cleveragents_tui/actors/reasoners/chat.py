@@ -13,8 +13,8 @@ reasoning rollback (LangGraph time travel) rewinds it too.
 
 Decision keys are unique among the plan's current decisions, which is stricter than unique
 within the phase and makes ``depends_on``/``parent_key`` unambiguous across phases. The keys
-taken are the union of (1) the keys in the notes — the graph appends :func:`decision_note`
-for each recorded proposal and :func:`keys_in_notes` reads them back — and (2) the keys of
+taken are the union of (1) the keys in the notes — the runner appends
+``actors.notes.decision_note`` for each recorded proposal and ``keys_in_notes`` reads them back — and (2) the keys of
 ``current_steps()``, the same store look-up the scripted reasoner uses. A superseded decision
 is in neither (the notes are rewound with the actor state; the store no longer counts it as
 current), so the decision a correction re-makes takes its old key again.
@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -36,6 +36,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import Runnable
 
 from cleveragents_tui.actors.base import ActorState, Proposal, ToolCallRequest
+from cleveragents_tui.actors.notes import keys_in_notes
 from cleveragents_tui.actors.reasoners.usage import ModelCall
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import DecisionType, Phase
@@ -51,7 +52,6 @@ CurrentSteps = Callable[[], Mapping[str, str]]
 """Key -> chosen option of the plan's current decisions (as ``scripted.CurrentSteps``)."""
 
 _KEY = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")  # as ``domain.action.Key``
-_NOTE = re.compile(r"^decision (?P<key>[a-z0-9][a-z0-9_-]{0,63}) \[(?P<type>[a-z_]+)\]")
 
 # Made by the system, never by an actor.
 _SYSTEM_TYPES = frozenset({DecisionType.PROMPT_DEFINITION, DecisionType.USER_INTERVENTION})
@@ -103,27 +103,6 @@ _REMINDER = (
 
 class ReasonerError(UserError):
     """The reasoner could not produce a valid decision (the model's reply was refused)."""
-
-
-def decision_note(proposal: Proposal) -> str:
-    """The one-line note the graph appends to ``ActorState.notes`` after recording ``proposal``.
-
-    :func:`keys_in_notes` reads the keys back, so keys stay unique and
-    ``depends_on`` and ``parent_key`` can be checked against decisions already made.
-    """
-    question = " ".join(proposal.question.split())
-    chosen = " ".join(proposal.chosen_option.split())
-    return f"decision {proposal.key} [{proposal.decision_type.value}]: {question} -> {chosen}"
-
-
-def keys_in_notes(notes: Iterable[str]) -> tuple[str, ...]:
-    """The decision keys recorded in ``notes`` by :func:`decision_note`, in order, once each."""
-    keys: dict[str, None] = {}
-    for note in notes:
-        found = _NOTE.match(note) if isinstance(note, str) else None
-        if found is not None:
-            keys[found.group("key")] = None
-    return tuple(keys)
 
 
 def allowed_types(phase: Phase) -> tuple[DecisionType, ...]:
@@ -221,10 +200,6 @@ class ChatReasoner:
         return known
 
     # -- the messages -------------------------------------------------------------------
-
-    def build_messages(self, state: ActorState, phase: Phase) -> list[BaseMessage]:
-        """The messages one :meth:`propose` call sends (before any reminder)."""
-        return self._messages(state, phase, self._known(state))
 
     def _messages(
         self, state: ActorState, phase: Phase, known: Mapping[str, str | None]

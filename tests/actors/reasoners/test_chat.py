@@ -23,14 +23,13 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
 from cleveragents_tui.actors.base import ActorState, Proposal, ToolCallRequest
+from cleveragents_tui.actors.notes import decision_note, keys_in_notes
 from cleveragents_tui.actors.reasoners.chat import (
     FINISH_PHASE,
     RECORD_DECISION,
     ChatReasoner,
     ReasonerError,
     allowed_types,
-    decision_note,
-    keys_in_notes,
 )
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import DecisionType, Phase
