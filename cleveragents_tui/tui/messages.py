@@ -13,7 +13,7 @@ from textual.message import Message
 from cleveragents_tui.domain.approval import Approval
 from cleveragents_tui.domain.checkpoint import CheckpointGroup
 from cleveragents_tui.domain.views import DecisionExplanation, PlanSummary, PlanTree
-from cleveragents_tui.engine.tui_queries import EventView
+from cleveragents_tui.engine.tui_queries import EventView, Progress
 
 
 class StoreChanged(Message):
@@ -56,6 +56,28 @@ class PlansLoaded(Message):
 
     def __init__(self, summaries: list[PlanSummary]) -> None:
         self.summaries = summaries
+        super().__init__()
+
+
+class ApprovalsLoaded(Message):
+    """The pending approvals of every plan, read in a worker thread."""
+
+    def __init__(self, approvals: list[Approval]) -> None:
+        self.approvals = approvals
+        super().__init__()
+
+
+class ProgressRead(Message):
+    """A running correction's progress, read in a worker thread."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        super().__init__()
+
+
+class ProgressFailed(Message):
+    def __init__(self, error: str) -> None:
+        self.error = error
         super().__init__()
 
 

@@ -131,7 +131,10 @@ async def test_cancelling_a_running_replay_pauses_the_plan_and_resume_finishes_i
         assert await asyncio.to_thread(entered.wait, 30), "the replay never reached Execute"
         await pilot.press("x")  # cancel while the replay is held mid-run
         await pilot.pause()
-        assert replay.cancel_requested
+        assert replay.cancel_requested and replay.pausing is not None
+        await replay.pausing.wait()  # the pause is written in a thread
+        await pilot.pause()
+        assert "cancel: plan paused" in "\n".join(replay.query_one("#replay-log").lines)  # type: ignore[attr-defined]
         assert _state(demo_plan) is PlanState.PAUSED
         release.set()
         await replay.worker.wait()
@@ -291,7 +294,7 @@ async def test_files_changed_outside_the_plan_are_warned_about_and_can_be_discar
         assert "SCRATCH.md (added)" in status
         assert any("SCRATCH.md" in n.message for n in app._notifications)
         await pilot.press("a")  # the approvals queue: deny discards the outside change
-        await pilot.pause()
+        await settle(app, pilot)
         assert isinstance(app.screen, ApprovalsScreen)
         [asked] = app.screen.approvals
         assert asked.kind is ApprovalKind.RECONCILE

@@ -21,7 +21,7 @@ def _state(demo_plan: DemoPlan) -> PlanState:
 async def _deny_the_apply_gate(app, pilot) -> DenialModal:  # type: ignore[no-untyped-def]
     await settle(app, pilot)
     await pilot.press("a")  # the approvals queue
-    await pilot.pause()
+    await settle(app, pilot)
     assert isinstance(app.screen, ApprovalsScreen)
     await pilot.press("n", *"wrong greeting", "enter")
     for _ in range(20):  # the answer is recorded in a thread, then the choices open

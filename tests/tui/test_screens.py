@@ -56,15 +56,14 @@ async def test_approve_with_a_reason_records_who_and_when(demo_plan: DemoPlan) -
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)  # the app reads the store in workers
         await pilot.press("a")
-        await pilot.pause()
+        await settle(app, pilot)
         assert isinstance(app.screen, ApprovalsScreen)
         assert [a.approval_id for a in app.screen.approvals] == [gate.approval_id]
         await pilot.press("y")
         await pilot.pause()
         assert isinstance(app.screen, ReasonModal)
         await pilot.press(*"looks good [ok]", "enter")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await settle(app, pilot)
         assert isinstance(app.screen, ApprovalsScreen) and app.screen.approvals == []
     with demo_plan.store.unit_of_work() as uow:
         answered = uow.approvals.get(gate.approval_id)

@@ -1,5 +1,6 @@
 """The correction running: execute() in a thread worker, live progress read from the store,
-and a cancel that pauses the plan (the runner stops before its next decision)."""
+and a cancel that pauses the plan (the runner stops before its next decision). Every read
+and write of the store runs in a thread: the event loop never waits on the database."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import threading
 from typing import ClassVar
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
@@ -21,8 +23,9 @@ from cleveragents_tui.engine.correction import CorrectionResult, Impact, execute
 from cleveragents_tui.engine.lifecycle import pause_plan
 from cleveragents_tui.engine.reconcile import OutsideChoice
 from cleveragents_tui.engine.runner import RunOptions
-from cleveragents_tui.engine.tui_queries import EventView
+from cleveragents_tui.engine.tui_queries import EventView, Progress
 from cleveragents_tui.store.store import Store
+from cleveragents_tui.tui.messages import ProgressFailed, ProgressRead
 from cleveragents_tui.tui.modals.base import Dialog
 from cleveragents_tui.tui.render import safe_text
 
@@ -80,8 +83,9 @@ class ReplayModal(Dialog[str | None]):
         self.error: str | None = None
         self.cancel_requested = False
         self.remade = 0  # decisions re-made so far by the replay
-        self._since = tui_queries.last_event_id(store)
-        self._worker: Worker[CorrectionResult] | None = None
+        self._since: int | None = None  # read by the correction's thread before it starts
+        self._worker: Worker[tuple[CorrectionResult, Progress]] | None = None
+        self.pausing: Worker[None] | None = None  # the cancel's pause, in a thread
         # Another tab may correct the same plan at the same time: its events are in the
         # store too. Shown are those after a correction_started this dialog's worker made.
         self._worker_thread: int | None = None
@@ -104,9 +108,12 @@ class ReplayModal(Dialog[str | None]):
         )
         self._timer = self.set_interval(0.25, self.refresh_progress)
 
-    def _execute(self) -> CorrectionResult:
+    def _execute(self) -> tuple[CorrectionResult, Progress]:
+        """The correction, then its last progress (read here, so the dialog's final lines
+        follow every event of it)."""
         self._worker_thread = threading.get_ident()
-        return execute(
+        self._since = tui_queries.last_event_id(self.store)
+        result = execute(
             self.store,
             self.impact,
             acknowledged=True,
@@ -114,6 +121,7 @@ class ReplayModal(Dialog[str | None]):
             options=self.options,
             outside=self.outside,
         )
+        return result, tui_queries.progress(self.store, self.impact.plan_id, self._since)
 
     def _log(self, line: str) -> None:
         """Write ``line`` wrapped to the log's width (a Log cuts long lines at its edge, and
@@ -123,8 +131,10 @@ class ReplayModal(Dialog[str | None]):
         for part in textwrap.wrap(printable(line, one_line=True), width, subsequent_indent="  "):
             log.write_line(part)
 
-    def _ours(self, event: EventView) -> bool:
-        """Whether ``event`` belongs to this dialog's correction (see ``_showing``)."""
+    def _ours(self, event: EventView) -> bool | None:
+        """Whether ``event`` belongs to this dialog's correction (see ``_showing``); None
+        when a correction_started cannot be told yet: the correction's thread no longer
+        holds the plan and its result has not arrived (it will, with these events)."""
         if event.kind == "correction_started":
             result = self.result
             if result is not None:
@@ -133,18 +143,49 @@ class ReplayModal(Dialog[str | None]):
                 )
             else:
                 thread = self._worker_thread
-                self._showing = thread is not None and run_lease.held_by(
+                if thread is None or not run_lease.held_by(
                     self.options.sandbox_base if self.options else None,
                     self.impact.plan_id,
                     thread,
-                )
+                ):
+                    return None
+                self._showing = True
         return self._showing
 
     def refresh_progress(self) -> None:
-        p = tui_queries.progress(self.store, self.impact.plan_id, self._since)
+        """Every 0.25 s while the correction runs: read its progress in a thread."""
+        if self._since is not None and not self.finished:
+            self._read_progress(self._since)
+
+    @work(thread=True, exclusive=True, group="progress", exit_on_error=False)
+    def _read_progress(self, since: int) -> None:
+        try:
+            p = tui_queries.progress(self.store, self.impact.plan_id, since)
+        except Exception as exc:  # the database went away: say so where the status is
+            self.post_message(ProgressFailed(str(exc)))
+            return
+        self.post_message(ProgressRead(p))
+
+    def on_progress_read(self, message: ProgressRead) -> None:
+        if not self.finished:  # a reading that arrives after the result is older than it
+            self._show_progress(message.progress)
+
+    def on_progress_failed(self, message: ProgressFailed) -> None:
+        if not self.finished:
+            self.query_one("#replay-status", Static).update(
+                f"cannot read the progress: {message.error}"
+            )
+
+    def _show_progress(self, p: Progress) -> None:
+        """Log the events of this correction not shown yet, and the plan's status."""
         for event in p.events:
-            self._since = max(self._since, event.event_id)
-            if not self._ours(event):
+            if self._since is not None and event.event_id <= self._since:
+                continue  # shown by an earlier reading
+            ours = self._ours(event)
+            if ours is None:
+                break  # shown when the result arrives
+            self._since = event.event_id
+            if not ours:
                 continue
             self.remade += event.kind == "decision_remade"
             self._log(describe(event))
@@ -162,10 +203,11 @@ class ReplayModal(Dialog[str | None]):
         self._timer.stop()
         title = self.query_one("#replay-title", Static)
         if event.state is WorkerState.SUCCESS:
-            result = event.worker.result
+            assert event.worker.result is not None
+            result, last = event.worker.result
             assert isinstance(result, CorrectionResult)
             self.result = result
-            self.refresh_progress()
+            self._show_progress(last)
             c = result.correction
             self._log(f"correction {c.correction_id}: {c.status.value} (attempt {c.attempt})")
             if result.report is not None:
@@ -188,7 +230,7 @@ class ReplayModal(Dialog[str | None]):
         self.query_one("#close", Button).focus()
 
     @property
-    def worker(self) -> Worker[CorrectionResult] | None:
+    def worker(self) -> Worker[tuple[CorrectionResult, Progress]] | None:
         return self._worker
 
     @property
@@ -199,17 +241,26 @@ class ReplayModal(Dialog[str | None]):
         if self.finished:
             return
         self.cancel_requested = True
+        self.pausing = self._pause()
+
+    @work(thread=True, exclusive=True, group="pause", exit_on_error=False)
+    def _pause(self) -> None:
+        """Pause the plan in a thread; the runner stops before its next decision."""
         try:
             pause_plan(self.store, self.impact.plan_id)
-            self._log(
+            line = (
                 "cancel: plan paused; the replay stops before its next decision. What was "
                 "already rolled back and re-made stays (resume with R, or correct again)."
             )
         except UserError as exc:
-            self._log(
+            line = (
                 f"cancel not possible right now ({exc}); the rollback step cannot be "
                 "interrupted: try again in a moment"
             )
+        except Exception as exc:  # the database went away: a notification
+            self.app.call_from_thread(self.notify, f"cannot pause: {exc}", severity="error")
+            return
+        self.app.call_from_thread(self._log, line)
 
     def action_open_diff(self) -> None:
         if self.finished and self.result and self.result.correction.status.value == "succeeded":

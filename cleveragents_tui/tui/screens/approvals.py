@@ -17,7 +17,7 @@ from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine.approvals import answer_approval, pending_approvals
 from cleveragents_tui.engine.denial import denial_of, resume_with
 from cleveragents_tui.engine.lifecycle import apply_plan, cancel_plan, resume_plan
-from cleveragents_tui.tui.messages import StoreChanged
+from cleveragents_tui.tui.messages import ApprovalsLoaded, LoadFailed, StoreChanged
 from cleveragents_tui.tui.modals.denial import APPLY, CANCEL, CHOOSE, CORRECT, GUIDANCE, DenialModal
 from cleveragents_tui.tui.modals.reason import ReasonModal
 from cleveragents_tui.tui.render import readable, safe_text
@@ -47,7 +47,7 @@ class ApprovalsScreen(AgentsScreen):
     def on_mount(self) -> None:
         self.title = "approvals"
         self.query_one(DataTable).add_columns("kind", "plan", "question", "requested")
-        self.refresh_data()
+        # no refresh_data() here: the ScreenResume that follows every push loads the queue
         self.query_one(DataTable).focus()
 
     def on_screen_resume(self) -> None:
@@ -57,7 +57,24 @@ class ApprovalsScreen(AgentsScreen):
         self.refresh_data()
 
     def refresh_data(self) -> None:
-        self.approvals = pending_approvals(services(self).store)
+        """Reload the queue in a thread; :meth:`on_approvals_loaded` shows it."""
+        self._load_approvals()
+
+    @work(thread=True, exclusive=True, group="approvals", exit_on_error=False)
+    def _load_approvals(self) -> None:
+        try:
+            approvals = pending_approvals(services(self).store)
+        except Exception as exc:  # the database went away: a notification, not a traceback
+            self.post_message(LoadFailed(str(exc)))
+            return
+        self.post_message(ApprovalsLoaded(approvals))
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        self.notify(message.error, title="Cannot list the approvals", severity="error")
+
+    def on_approvals_loaded(self, message: ApprovalsLoaded) -> None:
+        keep = self._selected()
+        self.approvals = message.approvals
         table = self.query_one(DataTable)
         table.clear()
         for a in self.approvals:
@@ -74,6 +91,9 @@ class ApprovalsScreen(AgentsScreen):
             if n
             else "Nothing waits for you."
         )
+        ids = [a.approval_id for a in self.approvals]
+        if keep is not None and keep.approval_id in ids:
+            table.move_cursor(row=ids.index(keep.approval_id), animate=False)
         self._show_detail()
 
     def _selected(self) -> Approval | None:
