@@ -51,7 +51,6 @@ _.row_count  # DecisionTree (widget): rows shown, read by the app's tests and be
 
 # -- OPEN: called by tests only; each needs an interface or to go (issue 15 report) ----------
 _.change_profile  # engine/plans.py: a parent's explicit profile change; no command calls it
-_.add_from_file  # ProfileRegistry: the CLI reads the file itself; tests use this shortcut
 _.child_plans  # engine/impact.py: Impact's child plans by outcome; only tests read it
 _.rollback_to_decision  # engine/rollback.py: corrections call rollback_targets/rollback_to
 _.parameters  # BuiltinTool: a tool's JSON schema; only tests read it

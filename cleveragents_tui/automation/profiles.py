@@ -418,12 +418,6 @@ class ProfileRegistry:
             uow.commit()
         return exists
 
-    def add_from_file(self, path: str | Path, *, replace: bool = False) -> AutomationProfile:
-        """Read, validate and register the profile file at ``path``."""
-        profile = load_profile_file(path)
-        self.add(profile, replace=replace, source=str(path))
-        return profile
-
     def remove(self, name: str) -> AutomationProfile:
         """Remove a custom profile and return it.
 

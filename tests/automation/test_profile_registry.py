@@ -11,12 +11,13 @@ from cleveragents_tui.automation.profiles import (
     ProfileError,
     ProfileRegistry,
     load_builtin_profiles,
+    load_profile_file,
     parse_profile_yaml,
 )
 from cleveragents_tui.domain.enums import PlanState
 from cleveragents_tui.domain.errors import NotFoundError, StoreCorruptedError
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.domain.profile import BUILTIN_PROFILE_NAMES, AutomationFlag
+from cleveragents_tui.domain.profile import BUILTIN_PROFILE_NAMES, AutomationFlag, AutomationProfile
 from cleveragents_tui.resources import data_path
 from cleveragents_tui.store.profile_repository import AutomationProfileRepository
 from cleveragents_tui.store.store import Store
@@ -32,6 +33,15 @@ def profile_yaml(name: str = "local/mine", extra: str = "", **thresholds: object
         if value is not None:
             lines.append(f"{flag.value}: {value}")
     return "\n".join(lines) + "\n" + extra
+
+
+def add_file(
+    registry: ProfileRegistry, path: str | Path, *, replace: bool = False
+) -> AutomationProfile:
+    """What `agents automation-profile add FILE` does: read, validate, register."""
+    profile = load_profile_file(path)
+    registry.add(profile, replace=replace, source=str(path))
+    return profile
 
 
 def write(tmp_path: Path, text: str, filename: str = "p.yaml") -> Path:
@@ -64,7 +74,7 @@ def test_builtins_listed_first_in_spec_order(store: Store) -> None:
 
 
 def test_unknown_profile_lists_the_known_names(store: Store) -> None:
-    ProfileRegistry(store).add_from_file(data_path("profiles", "examples", "careful-auto.yaml"))
+    add_file(ProfileRegistry(store), data_path("profiles", "examples", "careful-auto.yaml"))
     with pytest.raises(NotFoundError) as caught:
         ProfileRegistry(store).get("local/nope")
     message = one_line(caught.value)
@@ -78,7 +88,7 @@ def test_unknown_profile_lists_the_known_names(store: Store) -> None:
 
 def test_add_show_list_remove(store: Store, tmp_path: Path) -> None:
     registry = ProfileRegistry(store)
-    added = registry.add_from_file(write(tmp_path, profile_yaml(edit_code=0.3)))
+    added = add_file(registry, write(tmp_path, profile_yaml(edit_code=0.3)))
     assert added.name == "local/mine"
     got = registry.get("local/mine")
     assert got == added
@@ -93,7 +103,7 @@ def test_add_show_list_remove(store: Store, tmp_path: Path) -> None:
 def test_the_spec_examples_register(store: Store) -> None:
     registry = ProfileRegistry(store)
     for example in ("careful-auto", "nuanced-auto"):
-        registry.add_from_file(data_path("profiles", "examples", f"{example}.yaml"))
+        add_file(registry, data_path("profiles", "examples", f"{example}.yaml"))
     assert stored_names(store) == ["local/careful-auto", "local/nuanced-auto"]
     nuanced = registry.get("local/nuanced-auto")
     assert nuanced.proceeds("execute_command", 0.7)
@@ -103,7 +113,7 @@ def test_the_spec_examples_register(store: Store) -> None:
 def test_custom_profiles_listed_by_name_after_builtins(store: Store, tmp_path: Path) -> None:
     registry = ProfileRegistry(store)
     for name in ("team/zeta", "local/alpha", "team/beta"):
-        registry.add_from_file(write(tmp_path, profile_yaml(name), f"{name.replace('/', '_')}.y"))
+        add_file(registry, write(tmp_path, profile_yaml(name), f"{name.replace('/', '_')}.y"))
     names = [p.name for p in registry.all()]
     assert names == [*BUILTIN_PROFILE_NAMES, "local/alpha", "team/beta", "team/zeta"]
 
@@ -123,7 +133,7 @@ guards:
   require_approval_for_writes: true
 """
     registry = ProfileRegistry(store)
-    added = registry.add_from_file(write(tmp_path, profile_yaml(extra=extra)))
+    added = add_file(registry, write(tmp_path, profile_yaml(extra=extra)))
     again = registry.get("local/mine")
     assert again == added
     assert again.safety.allowed_skill_categories == ("docs", "tests")
@@ -133,16 +143,16 @@ guards:
 
 def test_existing_name_refused_unless_replace(store: Store, tmp_path: Path) -> None:
     registry = ProfileRegistry(store)
-    registry.add_from_file(write(tmp_path, profile_yaml(edit_code=0.3)))
+    add_file(registry, write(tmp_path, profile_yaml(edit_code=0.3)))
     second = write(tmp_path, profile_yaml(edit_code=0.9), "second.yaml")
     with pytest.raises(ProfileError) as caught:
-        registry.add_from_file(second)
+        add_file(registry, second)
     assert one_line(caught.value) == (
         "automation profile local/mine already exists: "
         "pass --replace to overwrite it, or choose another name"
     )
     assert registry.get("local/mine").threshold("edit_code") == 0.3
-    registry.add_from_file(second, replace=True)
+    add_file(registry, second, replace=True)
     assert registry.get("local/mine").threshold("edit_code") == 0.9
     assert stored_names(store) == ["local/mine"]
 
@@ -158,7 +168,7 @@ def test_add_reports_whether_it_replaced(store: Store) -> None:
 @pytest.mark.parametrize("name", BUILTIN_PROFILE_NAMES)
 def test_builtins_cannot_be_shadowed(store: Store, tmp_path: Path, name: str) -> None:
     with pytest.raises(ProfileError) as caught:
-        ProfileRegistry(store).add_from_file(write(tmp_path, profile_yaml(name)), replace=True)
+        add_file(ProfileRegistry(store), write(tmp_path, profile_yaml(name)), replace=True)
     message = one_line(caught.value)
     assert message.startswith(f"{tmp_path / 'p.yaml'}: name: {name} is a built-in automation ")
     assert "built-in profiles cannot be shadowed" in message
@@ -185,7 +195,7 @@ def test_remove_unknown(store: Store) -> None:
 
 def test_remove_refused_while_an_unfinished_plan_uses_it(store: Store, tmp_path: Path) -> None:
     registry = ProfileRegistry(store)
-    registry.add_from_file(write(tmp_path, profile_yaml()))
+    add_file(registry, write(tmp_path, profile_yaml()))
     plan = Plan(action="local/act", automation_profile="local/mine")
     with store.unit_of_work(write=True) as uow:
         uow.plans.add(plan)
@@ -290,7 +300,7 @@ def test_bad_profile_files_are_refused(store: Store, tmp_path: Path, case: str) 
     text, expected = BAD_FILES[case]
     path = write(tmp_path, text)
     with pytest.raises(ProfileError) as caught:
-        ProfileRegistry(store).add_from_file(path)
+        add_file(ProfileRegistry(store), path)
     message = one_line(caught.value)
     assert message.startswith(str(path) + ":")
     assert expected.removeprefix("p.yaml") in message
@@ -302,16 +312,16 @@ def test_unsafe_tag_never_runs(store: Store, tmp_path: Path) -> None:
     canary = tmp_path / "pwned"
     text = f"name: !!python/object/apply:os.system ['touch {canary}']\n" + THRESHOLDS
     with pytest.raises(ProfileError):
-        ProfileRegistry(store).add_from_file(write(tmp_path, text))
+        add_file(ProfileRegistry(store), write(tmp_path, text))
     assert not canary.exists()
 
 
 def test_missing_file_and_directory(store: Store, tmp_path: Path) -> None:
     registry = ProfileRegistry(store)
     with pytest.raises(ProfileError, match="no such file"):
-        registry.add_from_file(tmp_path / "absent.yaml")
+        add_file(registry, tmp_path / "absent.yaml")
     with pytest.raises(ProfileError, match="not a file"):
-        registry.add_from_file(tmp_path)
+        add_file(registry, tmp_path)
     assert stored_names(store) == []
 
 
@@ -320,11 +330,11 @@ def test_not_utf8_and_too_large(store: Store, tmp_path: Path) -> None:
     binary = tmp_path / "bin.yaml"
     binary.write_bytes(b"name: \xff\xfe\n")
     with pytest.raises(ProfileError, match="is not UTF-8 text"):
-        registry.add_from_file(binary)
+        add_file(registry, binary)
     huge = tmp_path / "huge.yaml"
     huge.write_text(profile_yaml() + "# " + "x" * 300_000 + "\n", encoding="utf-8")
     with pytest.raises(ProfileError, match="larger than 256 KiB"):
-        registry.add_from_file(huge)
+        add_file(registry, huge)
     assert stored_names(store) == []
 
 
@@ -338,7 +348,7 @@ def test_several_problems_are_counted(tmp_path: Path) -> None:
 
 
 def test_row_holds_the_models_json(store: Store, tmp_path: Path) -> None:
-    added = ProfileRegistry(store).add_from_file(write(tmp_path, profile_yaml()))
+    added = add_file(ProfileRegistry(store), write(tmp_path, profile_yaml()))
     with store.unit_of_work() as uow:
         row = uow._session.scalars(select(AutomationProfileRow)).one()
         assert row.name == "local/mine"
@@ -356,7 +366,7 @@ def test_row_holds_the_models_json(store: Store, tmp_path: Path) -> None:
     ],
 )
 def test_corrupted_row(store: Store, tmp_path: Path, definition: str, expected: str) -> None:
-    ProfileRegistry(store).add_from_file(write(tmp_path, profile_yaml()))
+    add_file(ProfileRegistry(store), write(tmp_path, profile_yaml()))
     with store.unit_of_work(write=True) as uow:
         uow._session.execute(update(AutomationProfileRow).values(definition=definition))
         uow.commit()
@@ -366,7 +376,7 @@ def test_corrupted_row(store: Store, tmp_path: Path, definition: str, expected: 
 
 
 def test_row_naming_another_profile_is_corrupted(store: Store, tmp_path: Path) -> None:
-    ProfileRegistry(store).add_from_file(write(tmp_path, profile_yaml()))
+    add_file(ProfileRegistry(store), write(tmp_path, profile_yaml()))
     other = parse_profile_yaml(profile_yaml("local/other"), "x").model_dump_json()
     with store.unit_of_work(write=True) as uow:
         uow._session.execute(update(AutomationProfileRow).values(definition=other))

@@ -100,12 +100,16 @@ def test_an_unknown_profile_is_refused(sqlite_store: Store) -> None:
 def test_a_custom_profile_locked_to_a_running_plan_cannot_be_replaced(
     sqlite_store: Store, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]
-    from cleveragents_tui.automation.profiles import ProfileError, ProfileRegistry
+    from cleveragents_tui.automation.profiles import (
+        ProfileError,
+        ProfileRegistry,
+        load_profile_file,
+    )
     from cleveragents_tui.resources import data_path
 
     registry = ProfileRegistry(sqlite_store)
     example = data_path("profiles", "examples", "careful-auto.yaml")
-    registry.add_from_file(example)
+    registry.add(load_profile_file(example))
     make(sqlite_store, profile_override="local/careful-auto")
     with pytest.raises(ProfileError, match="locked to 1 unfinished plan"):
-        registry.add_from_file(example, replace=True)
+        registry.add(load_profile_file(example), replace=True)
