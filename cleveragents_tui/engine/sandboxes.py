@@ -28,7 +28,7 @@ ENV_VAR = "AGENTS_SANDBOX_DIR"
 # Imported on first use: read-only paths never need the strategies.
 _STRATEGIES: dict[SandboxStrategyName, tuple[str, str]] = {
     SandboxStrategyName.GIT_WORKTREE: (
-        "cleveragents_tui.sandbox.git_worktree",
+        "cleveragents_tui.sandbox.git",
         "GitWorktreeStrategy",
     ),
     SandboxStrategyName.FILESYSTEM_COPY: (
@@ -110,9 +110,9 @@ class PlanSandboxes:
         with contextlib.suppress(UserError):  # it may be too incomplete to open
             strategy.open(resource, self.plan_id, root).discard()
         if resource.sandbox_strategy is SandboxStrategyName.GIT_WORKTREE:
-            from cleveragents_tui.sandbox.git_worktree import GitWorktreeSandbox
+            from cleveragents_tui.sandbox.git import clear_leftovers
 
-            GitWorktreeSandbox.clear_leftovers(resource, self.plan_id, root)
+            clear_leftovers(resource, self.plan_id, root)
         shutil.rmtree(root, ignore_errors=True)
         self._open.pop(resource.resource_id, None)
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.sandbox.git_worktree import (
-    _FSCK,
-    _base_env,
-    _deletions,
-    _Names,
-    _Repository,
-    _short,
-    _subject,
+from cleveragents_tui.sandbox.git.process import FSCK, base_env
+from cleveragents_tui.sandbox.git.repository import (
+    Names,
+    Repository,
+    deletions,
+    short_ref,
+    subject_of,
 )
 
 
@@ -32,8 +31,8 @@ class ApplyBranch:
 
 def find_apply_branch(resource: Resource, plan_id: str) -> ApplyBranch | None:
     """The plan's apply branch in ``resource``'s repository, or None if there is none."""
-    names = _Names.for_plan(plan_id)
-    repository = _Repository.find(resource, _subject(resource, plan_id), _base_env())
+    names = Names.for_plan(plan_id)
+    repository = Repository.find(resource, subject_of(resource, plan_id), base_env())
     git = repository.git
     if git.call("rev-parse", "--verify", "--quiet", names.apply_branch).returncode != 0:
         return None
@@ -42,14 +41,14 @@ def find_apply_branch(resource: Resource, plan_id: str) -> ApplyBranch | None:
         plan_id=plan_id,
         resource_id=resource.resource_id,
         repository=str(repository.location),
-        branch=_short(names.apply_branch),
+        branch=short_ref(names.apply_branch),
         merged=merged,
     )
 
 
 def delete_apply_branch(resource: Resource, plan_id: str) -> None:
-    names = _Names.for_plan(plan_id)
-    repository = _Repository.find(resource, _subject(resource, plan_id), _base_env())
+    names = Names.for_plan(plan_id)
+    repository = Repository.find(resource, subject_of(resource, plan_id), base_env())
     repository.git.run(
-        "update-ref", "--stdin", stdin=_deletions([names.apply_branch]).encode(), fix=_FSCK
+        "update-ref", "--stdin", stdin=deletions([names.apply_branch]).encode(), fix=FSCK
     )

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.sandbox.git_worktree import GitWorktreeSandbox, GitWorktreeStrategy
+from cleveragents_tui.sandbox.git import GitWorktreeSandbox, GitWorktreeStrategy
 from tests.benchmarks.harness import Measurement, best_of
 
 GROUP = "git_worktree"

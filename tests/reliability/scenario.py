@@ -418,7 +418,7 @@ _PRELOAD = (
     "cleveragents_tui.actors.notify_tool",
     "cleveragents_tui.actors.sql_tool",
     "cleveragents_tui.sandbox.filesystem_copy",
-    "cleveragents_tui.sandbox.git_worktree",
+    "cleveragents_tui.sandbox.git",
     "cleveragents_tui.sandbox.none",
     "cleveragents_tui.sandbox.overlay",
     "cleveragents_tui.sandbox.transaction_rollback",

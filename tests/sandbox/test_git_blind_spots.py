@@ -19,7 +19,7 @@ import pytest
 from cleveragents_tui import failpoints
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.sandbox.git_worktree import GitWorktreeSandbox, GitWorktreeStrategy
+from cleveragents_tui.sandbox.git import GitWorktreeSandbox, GitWorktreeStrategy
 
 PLAN = "01HXPLAN0000000000000000CC"
 PATHS = ["fast", "full"]

@@ -28,7 +28,7 @@ from cleveragents_tui.sandbox.base import (
     SandboxError,
     SandboxStrategy,
 )
-from cleveragents_tui.sandbox.git_worktree import GitWorktreeSandbox, GitWorktreeStrategy
+from cleveragents_tui.sandbox.git import GitWorktreeSandbox, GitWorktreeStrategy
 from cleveragents_tui.sandbox.safety import UnsafeInputError
 
 PLAN = "01HXPLAN0000000000000000AA"

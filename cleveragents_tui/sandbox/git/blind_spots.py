@@ -1,21 +1,7 @@
 """What git does not keep of a git_worktree sandbox, kept beside each of its checkpoints.
 
-A git tree holds tracked and untracked files with one permission bit (executable or not).
-It holds no folder without a file in it, no ignored file, and no other permission bit. A
-:class:`Record` holds exactly the rest of the worktree's state, so the git tree and the
-record together describe every file, symlink and folder (except the top ``.git`` file, the
-insides of nested repositories and submodules, and sockets, FIFOs and devices, which
-neither keeps):
-
-- ``dirs``: every folder outside the ignored paths, with its permission bits, empty ones
-  too;
-- ``file_mode``/``exec_mode``: the usual permission bits of files git sees as plain and as
-  executable (those of the baseline, whose files git wrote with the umask's bits), and
-  ``modes``, the files of the git tree whose bits are not the usual ones (``chmod 600``);
-- ``ignored``: each path ``git ls-files --others --ignored --directory`` names (a file, a
-  symlink, or a wholly ignored folder), as entries of the object store the filesystem_copy
-  sandbox uses (:mod:`.objects`, :mod:`.trees`): content, permission bits, a folder's
-  listing, and the lstat details that let the next checkpoint skip unchanged files.
+A :class:`.records.Record` holds what git does not keep of one state (see
+:mod:`.records`); this module takes, stores and restores them.
 
 Layout of the folder (``<root>/blind-spots``, beside the worktree)::
 
@@ -33,126 +19,48 @@ as git does not flush the loose objects of its checkpoints either.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import stat
 from collections import Counter
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
 
 from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError
-from cleveragents_tui.sandbox.files import READ_FLAGS, fs_now
-from cleveragents_tui.sandbox.names import check_entry_path, check_name, check_oid, join_path
-from cleveragents_tui.sandbox.objects import ObjectStore
-from cleveragents_tui.sandbox.safety import UnsafeInputError
-from cleveragents_tui.sandbox.tree_writer import TreeWriter, remove_tree
-from cleveragents_tui.sandbox.trees import (
+from cleveragents_tui.sandbox.git.records import (
+    Record,
+    Walk,
+    encode_note,
+    keeps,
+    leave_out,
+    listing_of,
+    read_note,
+    remove_quietly,
+    usual_mode,
+)
+from cleveragents_tui.sandbox.objectstore.files import READ_FLAGS, fs_now
+from cleveragents_tui.sandbox.objectstore.names import (
+    check_entry_path,
+    check_name,
+    join_path,
+)
+from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
+from cleveragents_tui.sandbox.objectstore.tree_writer import TreeWriter, remove_tree
+from cleveragents_tui.sandbox.objectstore.trees import (
     DIRECTORY,
     FILE,
-    KINDS,
     LINK_MODE,
     SYMLINK,
     Entry,
     Trees,
     is_clean,
 )
+from cleveragents_tui.sandbox.safety import UnsafeInputError
 
 DIRNAME = "blind-spots"
 # What git lists as ignored: wholly ignored folders once (``build/``), empty ones included.
 LIST_IGNORED = ("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
 _PLAIN = 0o644
-
-
-class Walk(NamedTuple):
-    """What :meth:`BlindSpots.walk` found: the clock when it began, folders, files."""
-
-    stamp: int
-    dirs: dict[str, int]
-    files: dict[str, int]
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """What git does not keep of one state of the worktree (see the module docstring).
-
-    ``files`` (every file of the git tree and its permission bits) is known only for a
-    state just scanned; a record read back from the store has None there.
-    """
-
-    stamp: int
-    file_mode: int
-    exec_mode: int
-    dirs: dict[str, int]
-    modes: dict[str, int]
-    ignored: dict[str, Entry]
-    files: dict[str, int] | None = field(default=None, compare=False)
-
-    def mode_of(self, path: str, st_mode: int) -> int:
-        """The permission bits file ``path`` has in this state; ``st_mode`` (its mode now)
-        says whether git sees it as executable, as git's own bit follows the owner's x."""
-        found = self.modes.get(path)
-        if found is not None:
-            return found
-        return self.exec_mode if st_mode & stat.S_IXUSR else self.file_mode
-
-    def encode(self) -> bytes:
-        doc = {
-            "v": 1,
-            "stamp": self.stamp,
-            "file": self.file_mode,
-            "exec": self.exec_mode,
-            "dirs": sorted(self.dirs.items()),
-            "modes": sorted(self.modes.items()),
-            "ignored": [[path, *entry] for path, entry in sorted(self.ignored.items())],
-        }
-        return json.dumps(doc, separators=(",", ":")).encode()
-
-    @staticmethod
-    def decode(data: bytes) -> Record:
-        """Parse and validate a stored record; anything unexpected raises UnsafeInputError."""
-        try:
-            doc = json.loads(data)
-            if not isinstance(doc, dict) or doc.get("v") != 1:
-                raise ValueError("unknown format")
-            dirs = {check_entry_path(path): _mode(mode) for path, mode in doc["dirs"]}
-            modes = {check_entry_path(path): _mode(mode) for path, mode in doc["modes"]}
-            ignored = {check_entry_path(row[0]): _entry(row[1:]) for row in doc["ignored"]}
-            return Record(
-                _int(doc["stamp"]), _mode(doc["file"]), _mode(doc["exec"]), dirs, modes, ignored
-            )
-        except (ValueError, TypeError, KeyError, IndexError) as exc:
-            raise UnsafeInputError(
-                f"a record of what git does not keep is damaged ({exc})",
-                "the checkpoint cannot be used; roll back to another one",
-            ) from exc
-
-
-def _int(value: object) -> int:
-    if type(value) is not int:
-        raise ValueError(f"{value!r} is not an integer")
-    return value
-
-
-def _mode(value: object) -> int:
-    if not 0 <= _int(value) <= 0o7777:
-        raise ValueError(f"mode {value!r}")
-    return _int(value)
-
-
-def _entry(row: list[object]) -> Entry:
-    kind, mode, size, mtime, ino, ctime, ref = row
-    if kind not in KINDS or type(ref) is not str or not ref:
-        raise ValueError(f"entry {row!r}")
-    if kind != SYMLINK:
-        check_oid(ref)
-    return Entry(str(kind), _mode(mode), _int(size), _int(mtime), _int(ino), _int(ctime), ref)
-
-
-def _usual(counts: Counter[int], default: int) -> int:
-    return counts.most_common(1)[0][0] if counts else default
 
 
 class BlindSpots:
@@ -198,15 +106,15 @@ class BlindSpots:
         for path in sorted(skipped - ignored_paths):  # ignored no more: walked now
             self._walk_path(path, dirs, files)
         if ignored_paths - skipped:
-            _leave_out(ignored_paths, dirs, files)
+            leave_out(ignored_paths, dirs, files)
         if usual is not None:
             file_mode, exec_mode = usual.file_mode, usual.exec_mode
         else:
             plain = Counter(mode for mode in files.values() if not mode & stat.S_IXUSR)
             executable = Counter(mode for mode in files.values() if mode & stat.S_IXUSR)
-            file_mode = _usual(plain, _PLAIN)
+            file_mode = usual_mode(plain, _PLAIN)
             # With no executable file to go by: what the same umask gives one.
-            exec_mode = _usual(executable, file_mode | (file_mode & 0o444) >> 2)
+            exec_mode = usual_mode(executable, file_mode | (file_mode & 0o444) >> 2)
         modes = {
             path: mode
             for path, mode in files.items()
@@ -229,7 +137,7 @@ class BlindSpots:
         """Store ``record`` as checkpoint ``sha``'s, with its note, in one append."""
         with self._store.batch(durable=False):
             oid = self._store.put_bytes(record.encode())
-            self._store.add_note(_note(checkpoint=sha, record=oid))
+            self._store.add_note(encode_note(checkpoint=sha, record=oid))
         kept = replace(record, files=None)  # every file's bits: only a rollback needs them
         self._records[sha] = kept
         self._latest = kept
@@ -277,7 +185,7 @@ class BlindSpots:
         stack = [(top, full)]
         while stack:
             rel, path = stack.pop()
-            found = _listing(path, rel or ".")
+            found = listing_of(path, rel or ".")
             if rel and any(item.name == ".git" for item in found):
                 continue
             for item in found:
@@ -337,7 +245,7 @@ class BlindSpots:
     def _capture_dir(self, full: str, cached: str | None, stamp: int) -> str:
         before = self._cache_tree(cached)
         tree: dict[str, Entry] = {}
-        names = sorted(item.name for item in _listing(full, full))
+        names = sorted(item.name for item in listing_of(full, full))
         for name in names:
             old = before.get(name)
             if old is None:
@@ -402,7 +310,7 @@ class BlindSpots:
     def _note_of(self, sha: str) -> str | None:
         found = None
         for raw in self._store.notes():
-            note = _read_note(raw)
+            note = read_note(raw)
             if note is not None and note[0] == sha:
                 found = note[1]
         return found
@@ -410,11 +318,11 @@ class BlindSpots:
     def drop(self, sha: str) -> None:
         """Forget checkpoint ``sha``'s record and delete what no other record needs."""
         with self._store.batch(durable=False):
-            self._store.add_note(_note(drop=sha))
+            self._store.add_note(encode_note(drop=sha))
         self._records.pop(sha, None)
         live: dict[str, str] = {}
         for raw in self._store.notes():
-            note = _read_note(raw)
+            note = read_note(raw)
             if note is not None:
                 if note[1] is None:
                     live.pop(note[0], None)
@@ -428,7 +336,7 @@ class BlindSpots:
                     self._reachable(entry, keep)
         except (CheckpointMissingError, UnsafeInputError):
             return  # an unreadable record: keep everything
-        self._store.sweep(keep, lambda raw: _keeps(raw, live))
+        self._store.sweep(keep, lambda raw: keeps(raw, live))
 
     def _reachable(self, entry: Entry, into: set[str]) -> None:
         if entry.kind == FILE:
@@ -464,7 +372,7 @@ class BlindSpots:
         if stale:
             with TreeWriter(self._workdir, durable=False) as writer:
                 for path in sorted(stale, reverse=True):
-                    _remove(writer, path)
+                    remove_quietly(writer, path)
 
     def restore(self, have: Record, want: Record, written: Iterable[str] | None) -> None:
         """Make what git does not keep equal to ``want``, git having rolled back already.
@@ -504,7 +412,7 @@ class BlindSpots:
                 continue
             st = writer.lstat(path)
             if st is not None and stat.S_ISDIR(st.st_mode):  # else git put a file there
-                _remove(writer, path)
+                remove_quietly(writer, path)
                 removed.add(path)
         if written is None:
             suspects: Collection[str] = want.dirs
@@ -524,7 +432,7 @@ class BlindSpots:
             mode = want.dirs[path]
             st = writer.lstat(path)
             if st is not None and not stat.S_ISDIR(st.st_mode):
-                _remove(writer, path)
+                remove_quietly(writer, path)
                 st = None
             if st is None:
                 writer.make_dir(path)
@@ -567,7 +475,7 @@ class BlindSpots:
     ) -> None:
         """Make ``path`` what ``want`` says, ``have`` being what it is (None: nothing)."""
         if have is not None and have.kind != want.kind:
-            _remove(writer, path)
+            remove_quietly(writer, path)
             have = None
         if want.kind == FILE:
             if have is None or not have.same_content(want):
@@ -582,60 +490,8 @@ class BlindSpots:
                 inner = self._trees.load(have.ref) if have is not None else {}
                 wanted = self._trees.load(want.ref)
                 for name in sorted(inner.keys() - wanted.keys(), reverse=True):
-                    _remove(writer, join_path(path, name))
+                    remove_quietly(writer, join_path(path, name))
                 for name, entry in sorted(wanted.items()):
                     self._put(writer, join_path(path, name), inner.get(name), entry, dir_modes)
             if have is None or have.mode != want.mode:
                 dir_modes.append((path, want.mode))
-
-
-def _remove(writer: TreeWriter, path: str) -> None:
-    """Remove ``path`` (and what is under it) if it is there, following no symlink."""
-    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-        writer.remove(path)
-
-
-def _listing(path: str, name: str) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(path) as listing:
-            return list(listing)
-    except OSError as exc:
-        raise SandboxError(
-            f"cannot read the folder {name!r} of the sandbox ({exc.strerror})",
-            "give its owner read and execute permission (chmod u+rx), or delete it",
-        ) from None
-
-
-def _leave_out(ignored: set[str], dirs: dict[str, int], files: dict[str, int]) -> None:
-    """Drop from a walk the ignored paths and what is under them."""
-    under: set[str] = set()
-    for path in sorted(dirs):  # a folder sorts before what it holds
-        parent = path.rpartition("/")[0]
-        if path in ignored or parent in under:
-            under.add(path)
-            del dirs[path]
-    for path in [path for path in files if path in ignored or path.rpartition("/")[0] in under]:
-        del files[path]
-
-
-def _note(**fields: object) -> bytes:
-    return json.dumps({"v": 1, **fields}, sort_keys=True).encode()
-
-
-def _read_note(raw: bytes) -> tuple[str, str | None] | None:
-    """(sha, record id) of a checkpoint note, (sha, None) of a drop note, None otherwise."""
-    try:
-        doc = json.loads(raw)
-        if not isinstance(doc, dict) or doc.get("v") != 1:
-            return None
-        if "drop" in doc:
-            return str(doc["drop"]), None
-        return str(doc["checkpoint"]), check_oid(doc["record"])
-    except (ValueError, KeyError, UnsafeInputError):
-        return None
-
-
-def _keeps(raw: bytes, live: dict[str, str]) -> bool:
-    """Whether a note still matters: the latest note of each live checkpoint."""
-    note = _read_note(raw)
-    return note is not None and note[1] is not None and live.get(note[0]) == note[1]

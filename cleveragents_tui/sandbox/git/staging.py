@@ -1,0 +1,109 @@
+"""Bringing the sandbox's index up to date with its files, and what a rollback from a fresh
+checkpoint leaves for ``git clean``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from cleveragents_tui.sandbox.base import SandboxError
+from cleveragents_tui.sandbox.git.blind_spots import LIST_IGNORED, BlindSpots
+from cleveragents_tui.sandbox.git.process import FSCK, Git, reason_of
+from cleveragents_tui.sandbox.git.records import Walk
+
+
+def stage(
+    git: Git, spots: BlindSpots | None, workdir: Path, *, list_ignored: bool = False
+) -> tuple[bytes, Walk | None]:
+    """Bring the sandbox's index up to date with its files; with ``list_ignored``, also
+    list the ignored paths (:data:`LIST_IGNORED`, run beside ``status``, while the
+    record of what git does not keep walks the worktree) and return them.
+
+    ``git status`` (one pass over the files, untracked cache for new ones) names the
+    changed paths; only those go to ``update-index``, through stdin, never as arguments.
+    Deletions use ``--force-remove`` because a path under a directory that became a
+    symlink cannot be examined, only dropped.
+    """
+    status = (
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--no-renames",
+        "--untracked-files=all",
+        "--ignore-submodules=dirty",
+    )
+    if list_ignored:
+        walked = list[Walk]()
+        results = git.call_together(
+            status,
+            LIST_IGNORED,
+            meanwhile=(lambda: walked.append(spots.walk())) if spots is not None else None,
+        )
+        for done, args in zip(results, (status, LIST_IGNORED), strict=True):
+            if done.returncode != 0:
+                reason = reason_of(done.stderr, done.returncode)
+                raise SandboxError(f"{git.subject}: git {args[0]} failed ({reason})", FSCK)
+        out, listing = results[0].stdout, results[1].stdout
+        walk = walked[0] if walked else None
+    else:
+        out, listing, walk = git.run(*status, fix=FSCK), b"", None
+    entries = [(entry[:2], entry[3:]) for entry in out.split(b"\0") if entry]
+    nested = [path for code, path in entries if code == b"??" and path.endswith(b"/")]
+    if nested:
+        raise SandboxError(
+            f"{git.subject}: the sandbox holds a nested git repository at "
+            f"{os.fsdecode(nested[0])!r}, which a checkpoint cannot capture",
+            "delete it or list it in .gitignore",
+        )
+    removed = [path for code, path in entries if code[1:] == b"D"]
+    updated = [path for code, path in entries if code[1:] not in (b" ", b"D")]
+    for options, paths in (("--force-remove",), removed), (("--add", "--replace"), updated):
+        if paths:
+            git.run(
+                "update-index",
+                *options,
+                "-z",
+                "--stdin",
+                stdin=b"\0".join(paths) + b"\0",
+                fix=f"check that {workdir} is readable and the disk is not full",
+            )
+    return listing, walk
+
+
+def needs_clean(workdir: Path, changed: bytes, untracked: bytes) -> bool:
+    """Whether ``clean`` has work after a rollback from a fresh checkpoint (``_roll_from``).
+
+    ``changed`` is the ``diff-tree -z --name-only`` output of the two checkpoints,
+    ``untracked`` the ``ls-files -z --others --directory`` output taken while ``read-tree``
+    was writing, so it may list a file ``read-tree`` had just written, or a folder holding
+    only such files; those are explained by ``changed``. An entry nothing explains is an
+    empty folder (or what only a changed ``.gitignore`` would expose): ``clean`` runs. A
+    folder that also holds written files is searched for empty folders once ``read-tree``
+    is done.
+    """
+    paths = set(filter(None, changed.split(b"\0")))
+    if any(os.path.basename(path) == b".gitignore" for path in paths):
+        return True
+    return not all(
+        _written_by_read_tree(workdir, entry, paths)
+        for entry in filter(None, untracked.split(b"\0"))
+    )
+
+
+def _written_by_read_tree(workdir: Path, entry: bytes, changed: set[bytes]) -> bool:
+    if not entry.endswith(b"/"):
+        return entry in changed
+    if not any(path.startswith(entry) for path in changed):
+        return False
+    return not _holds_empty_folder(os.path.join(os.fsencode(workdir), entry))
+
+
+def _holds_empty_folder(folder: bytes) -> bool:
+    """Whether ``folder`` is, or holds, a folder with nothing in it but empty folders."""
+    try:
+        with os.scandir(folder) as entries:
+            found = list(entries)
+    except OSError:
+        return True  # cannot tell: let clean decide
+    subfolders = [entry.path for entry in found if entry.is_dir(follow_symlinks=False)]
+    return not found or any(_holds_empty_folder(path) for path in subfolders)
