@@ -33,10 +33,10 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from cleveragents_tui.sandbox.base import Sandbox, SandboxError
-from cleveragents_tui.sandbox.names import check_link_target
+from cleveragents_tui.sandbox.objectstore.names import check_link_target
+from cleveragents_tui.sandbox.objectstore.tree_writer import TreeWriter, remove_tree
 from cleveragents_tui.sandbox.overlay import EntryKind, OverlaySandbox
 from cleveragents_tui.sandbox.safety import UnsafeInputError, resolve_inside, safe_relative_path
-from cleveragents_tui.sandbox.tree_writer import TreeWriter, remove_tree
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _WRITE_FLAGS = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

@@ -460,7 +460,7 @@ def _check_checkpoints(store: Store, base: Path, stored: _Stored, found: _Findin
 def _check_archive_objects(base: Path, stored: _Stored, found: _Findings) -> None:
     """Every object of every archive store on disk, reread and hashed."""
     from cleveragents_tui.sandbox.base import CheckpointMissingError
-    from cleveragents_tui.sandbox.objects import ObjectStore
+    from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
 
     for plan_id in stored.plans:
         for resource_id, strategy in stored.resources.items():

@@ -7,9 +7,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 from cleveragents_tui.sandbox.base import Change, ChangeKind
-from cleveragents_tui.sandbox.objects import ObjectStore
-from cleveragents_tui.sandbox.tree_writer import TreeWriter, hash_path, lstat_path, readlink_path
-from cleveragents_tui.sandbox.trees import DIRECTORY, FILE, SYMLINK, Entry
+from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
+from cleveragents_tui.sandbox.objectstore.tree_writer import (
+    TreeWriter,
+    hash_path,
+    lstat_path,
+    readlink_path,
+)
+from cleveragents_tui.sandbox.objectstore.trees import DIRECTORY, FILE, SYMLINK, Entry
 
 
 class Item(NamedTuple):

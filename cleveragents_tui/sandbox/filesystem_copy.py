@@ -5,7 +5,7 @@ Layout of the ``root`` folder given to ``create`` (the sandbox owns it)::
     sandbox.json        plan, strategy, resource, real location, and the *origin*: the tree of
                         the real directory when the sandbox was made (or last applied)
     work/               the copy tools work in (``workdir``)
-    objects/            blobs and trees (:mod:`.objects`), and the checkpoint records: a
+    objects/            blobs and trees (:mod:`.objectstore`), and the checkpoint records: a
                         note ``{"checkpoint": <ref>, "root": <tree id>, "stamp": <fs time of
                         its scan>}`` stored with the checkpoint's objects, in the same write
                         and the same flush; ``{"drop": <ref>}`` when it is dropped
@@ -39,7 +39,8 @@ from cleveragents_tui.sandbox.base import (
     SandboxError,
 )
 from cleveragents_tui.sandbox.changes import Item, apply_items, changes_of, holds_new
-from cleveragents_tui.sandbox.files import (
+from cleveragents_tui.sandbox.home import META, Identity, resource_directory
+from cleveragents_tui.sandbox.objectstore.files import (
     DIR_FLAGS,
     fs_now,
     hash_fd,
@@ -48,8 +49,7 @@ from cleveragents_tui.sandbox.files import (
     read_json_object,
     write_json,
 )
-from cleveragents_tui.sandbox.home import META, Identity, resource_directory
-from cleveragents_tui.sandbox.names import (
+from cleveragents_tui.sandbox.objectstore.names import (
     MAX_DEPTH,
     check_link_target,
     check_name,
@@ -59,9 +59,8 @@ from cleveragents_tui.sandbox.names import (
     new_ref,
     ref_seq,
 )
-from cleveragents_tui.sandbox.objects import ObjectStore
-from cleveragents_tui.sandbox.safety import UnsafeInputError
-from cleveragents_tui.sandbox.tree_writer import (
+from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
+from cleveragents_tui.sandbox.objectstore.tree_writer import (
     TreeWriter,
     hash_path,
     list_path,
@@ -69,7 +68,7 @@ from cleveragents_tui.sandbox.tree_writer import (
     readlink_path,
     remove_tree,
 )
-from cleveragents_tui.sandbox.trees import (
+from cleveragents_tui.sandbox.objectstore.trees import (
     DIRECTORY,
     FILE,
     LINK_MODE,
@@ -78,6 +77,7 @@ from cleveragents_tui.sandbox.trees import (
     Trees,
     is_clean,
 )
+from cleveragents_tui.sandbox.safety import UnsafeInputError
 
 _STRATEGY = SandboxStrategyName.FILESYSTEM_COPY
 _GIT = ".git"

@@ -8,7 +8,7 @@ from pathlib import Path
 from cleveragents_tui.domain.ids import parse_ulid
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.sandbox.base import SandboxError
-from cleveragents_tui.sandbox.files import read_json_object
+from cleveragents_tui.sandbox.objectstore.files import read_json_object
 
 META = "sandbox.json"
 

@@ -51,15 +51,15 @@ from cleveragents_tui.sandbox.base import (
     SandboxError,
 )
 from cleveragents_tui.sandbox.changes import Item, apply_items, changes_of, holds_new
-from cleveragents_tui.sandbox.files import (
+from cleveragents_tui.sandbox.home import META, Identity, resource_directory
+from cleveragents_tui.sandbox.objectstore.files import (
     DIR_FLAGS,
     json_int,
     read_json_object,
     write_atomic,
     write_json,
 )
-from cleveragents_tui.sandbox.home import META, Identity, resource_directory
-from cleveragents_tui.sandbox.names import (
+from cleveragents_tui.sandbox.objectstore.names import (
     check_entry_path,
     check_link_target,
     check_oid,
@@ -69,9 +69,8 @@ from cleveragents_tui.sandbox.names import (
     ref_seq,
     split_path,
 )
-from cleveragents_tui.sandbox.objects import ObjectStore
-from cleveragents_tui.sandbox.safety import UnsafeInputError
-from cleveragents_tui.sandbox.tree_writer import (
+from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
+from cleveragents_tui.sandbox.objectstore.tree_writer import (
     hash_path,
     list_path,
     lstat_path,
@@ -79,7 +78,8 @@ from cleveragents_tui.sandbox.tree_writer import (
     readlink_path,
     remove_tree,
 )
-from cleveragents_tui.sandbox.trees import DIRECTORY, FILE, SYMLINK, Entry
+from cleveragents_tui.sandbox.objectstore.trees import DIRECTORY, FILE, SYMLINK, Entry
+from cleveragents_tui.sandbox.safety import UnsafeInputError
 
 _STRATEGY = SandboxStrategyName.OVERLAY
 _WHITEOUT = "w"

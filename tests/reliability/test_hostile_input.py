@@ -59,7 +59,7 @@ from cleveragents_tui.domain.profile import AutomationProfile
 from cleveragents_tui.engine.actions import load_action
 from cleveragents_tui.resources import data_path
 from cleveragents_tui.sandbox.filesystem_copy import FilesystemCopySandbox, FilesystemCopyStrategy
-from cleveragents_tui.sandbox.objects import ObjectStore
+from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
 from cleveragents_tui.sandbox.overlay import EntryKind, OverlayStrategy
 from tests.reliability.harness import record_figures
 from tests.sandbox.test_filesystem_copy import Canary, Row, file_row, fs_resource, plant

@@ -15,7 +15,6 @@ import pytest
 from cleveragents_tui.domain.errors import InvalidIdError
 from cleveragents_tui.domain.ids import new_ulid
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.sandbox import packs
 from cleveragents_tui.sandbox.base import (
     Change,
     ChangeKind,
@@ -24,7 +23,8 @@ from cleveragents_tui.sandbox.base import (
     SandboxError,
 )
 from cleveragents_tui.sandbox.filesystem_copy import FilesystemCopySandbox, FilesystemCopyStrategy
-from cleveragents_tui.sandbox.objects import ObjectStore
+from cleveragents_tui.sandbox.objectstore import packs
+from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
 from cleveragents_tui.sandbox.safety import UnsafeInputError
 
 State = dict[str, tuple[object, ...]]

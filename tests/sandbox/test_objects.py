@@ -11,14 +11,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cleveragents_tui.sandbox import objects, packs
 from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError
-from cleveragents_tui.sandbox.files import fs_now
-from cleveragents_tui.sandbox.names import check_entry_path, check_link_target
-from cleveragents_tui.sandbox.objects import ObjectStore
+from cleveragents_tui.sandbox.objectstore import objects, packs
+from cleveragents_tui.sandbox.objectstore.files import fs_now
+from cleveragents_tui.sandbox.objectstore.names import check_entry_path, check_link_target
+from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
+from cleveragents_tui.sandbox.objectstore.tree_writer import (
+    TreeWriter,
+    lstat_path,
+    read_path,
+    remove_tree,
+)
+from cleveragents_tui.sandbox.objectstore.trees import Entry, decode_tree, encode_tree, is_clean
 from cleveragents_tui.sandbox.safety import UnsafeInputError
-from cleveragents_tui.sandbox.tree_writer import TreeWriter, lstat_path, read_path, remove_tree
-from cleveragents_tui.sandbox.trees import Entry, decode_tree, encode_tree, is_clean
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from cleveragents_tui.sandbox.base import (
     Sandbox,
     SandboxError,
 )
-from cleveragents_tui.sandbox.objects import ObjectStore
+from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
 from cleveragents_tui.sandbox.overlay import EntryKind, OverlaySandbox, OverlayStrategy
 from cleveragents_tui.sandbox.safety import UnsafeInputError
 from tests.sandbox.test_filesystem_copy import Canary, build_tree, tree_state

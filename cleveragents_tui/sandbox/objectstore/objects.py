@@ -24,9 +24,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cleveragents_tui.sandbox.base import CheckpointMissingError
-from cleveragents_tui.sandbox.files import CHUNK, STEP, fsync_dir, write_all
-from cleveragents_tui.sandbox.names import check_oid
-from cleveragents_tui.sandbox.packs import (
+from cleveragents_tui.sandbox.objectstore.files import CHUNK, STEP, fsync_dir, write_all
+from cleveragents_tui.sandbox.objectstore.names import check_oid
+from cleveragents_tui.sandbox.objectstore.packs import (
     JOURNAL_LIMIT,
     MAGIC,
     NAME,

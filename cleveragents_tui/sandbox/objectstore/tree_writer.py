@@ -18,16 +18,20 @@ from types import TracebackType
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.sandbox.base import SandboxError
-from cleveragents_tui.sandbox.files import (
+from cleveragents_tui.sandbox.objectstore.files import (
     DIR_FLAGS,
     READ_FLAGS,
     hash_fd,
     open_regular,
     read_all,
 )
-from cleveragents_tui.sandbox.names import check_entry_path, check_link_target, split_path
-from cleveragents_tui.sandbox.objects import ObjectStore
-from cleveragents_tui.sandbox.trees import Entry
+from cleveragents_tui.sandbox.objectstore.names import (
+    check_entry_path,
+    check_link_target,
+    split_path,
+)
+from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
+from cleveragents_tui.sandbox.objectstore.trees import Entry
 
 
 def remove_at(dir_fd: int, name: str) -> None:

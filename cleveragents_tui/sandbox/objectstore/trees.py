@@ -1,6 +1,6 @@
 """Tree objects: one directory's listing (name → :class:`Entry`), stored git-style.
 
-A tree is a JSON object in the :class:`~cleveragents_tui.sandbox.objects.ObjectStore`; a
+A tree is a JSON object in the :class:`~cleveragents_tui.sandbox.objectstore.objects.ObjectStore`; a
 sub-directory's entry names its tree, so checkpoints that differ in ten files share every
 other tree and blob. Entries also carry the lstat details a file had when it was recorded,
 which is what lets a checkpoint skip unchanged files without reading them (:func:`is_clean`).
@@ -14,13 +14,13 @@ import stat
 from collections import OrderedDict
 from typing import NamedTuple
 
-from cleveragents_tui.sandbox.names import (
+from cleveragents_tui.sandbox.objectstore.names import (
     check_entry_path,
     check_link_target,
     check_name,
     join_path,
 )
-from cleveragents_tui.sandbox.objects import ObjectStore
+from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
 from cleveragents_tui.sandbox.safety import UnsafeInputError
 
 _HEX = "0123456789abcdef"

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.sandbox.base import CheckpointMissingError
-from cleveragents_tui.sandbox.files import fsync_dir, write_all
+from cleveragents_tui.sandbox.objectstore.files import fsync_dir, write_all
 
 MAGIC = b"CAPACK2\n"
 NAME = re.compile(r"^[0-9a-f]{16}\.(?:pack|log)$")
