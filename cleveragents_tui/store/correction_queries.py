@@ -24,6 +24,7 @@ from sqlalchemy import (
     func,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -37,6 +38,7 @@ from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.tool import ToolInvocation
 from cleveragents_tui.store import mapping
 from cleveragents_tui.store.tables import (
+    WROTE,
     ApprovalRow,
     CheckpointMetadataRow,
     DecisionArtifactRow,
@@ -117,10 +119,14 @@ def writes_after(
         select(c.decision_id, named)
         .join(d, d.decision_id == c.decision_id)
         .where(
-            d.plan_id == plan_id,
+            # the plan and the writes as in the partial index ix_tool_invocations_plan_writes
+            # (a bound value would hide the match from SQLite's planner), the plan compared on
+            # the call only: the database starts from the plan's calls that wrote something,
+            # not from every later decision of the plan
+            c.plan_id == plan_id,
+            text(WROTE),
             d.superseded_by.is_(None),
             d.sequence_number > sequence_number,
-            c.side_effects != mapping.dump_json([]),
             named.in_(id_set(session, resources, "resources")),
         )
         .order_by(d.sequence_number, c.created_at, c.invocation_id)

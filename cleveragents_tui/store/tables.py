@@ -19,6 +19,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -27,6 +28,8 @@ from cleveragents_tui.store.types import UtcDateTime
 ULID = String(26)
 NAME = String(130)
 ENUM = String(32)
+# A tool call that wrote something: side effects stored other than the empty JSON list.
+WROTE = "side_effects <> '[]'"
 
 
 class Base(DeclarativeBase):
@@ -94,6 +97,8 @@ class DecisionRow(Base):
     __table_args__ = (
         UniqueConstraint("plan_id", "sequence_number", name="uq_decisions_plan_sequence"),
         Index("ix_decisions_parent_decision_id", "parent_decision_id"),
+        # migration 0008: a plan's decisions of one type (guidance) without the others
+        Index("ix_decisions_plan_type_sequence", "plan_id", "decision_type", "sequence_number"),
         CheckConstraint(
             "confidence_score IS NULL OR (confidence_score >= 0 AND confidence_score <= 1)",
             name="ck_decisions_confidence",
@@ -200,7 +205,18 @@ class ToolInvocationRow(Base):
     ok: Mapped[bool | None] = mapped_column(Boolean)
     output: Mapped[str | None] = mapped_column(Text)
 
-    __table_args__ = (Index("ix_tool_invocations_decision_id", "decision_id"),)
+    __table_args__ = (
+        Index("ix_tool_invocations_decision_id", "decision_id"),
+        # migration 0008: usage counts by plan; the calls that wrote something, by plan
+        Index("ix_tool_invocations_plan_id", "plan_id"),
+        Index(
+            "ix_tool_invocations_plan_writes",
+            "plan_id",
+            "decision_id",
+            sqlite_where=text(WROTE),
+            postgresql_where=text(WROTE),
+        ),
+    )
 
 
 class CorrectionAttemptRow(Base):

@@ -1,0 +1,90 @@
+"""Large plans' indexes (migration 0008, issue 22) reach existing databases, and the reads
+they were made for use them.
+
+A database made by an older version is upgraded by `agents db upgrade`; afterwards the
+indexes are there on SQLite and PostgreSQL. On SQLite the query plan of a revert's later
+writers (store/correction_queries.writes_after) starts from the partial index of the
+plan's calls that wrote something, and a plan's guidance decisions from the plan-and-type
+index: before, both read every decision of the plan.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from click.testing import CliRunner
+from sqlalchemy import event, inspect
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.orm import Session
+
+from cleveragents_tui.cli import cli
+from cleveragents_tui.store import correction_queries
+from cleveragents_tui.store.database import make_engine, normalise_url
+from cleveragents_tui.store.schema import SCHEMA_HEAD, current_revision
+from cleveragents_tui.store.store import Store
+from tests.support.scale_plan import FILES, build
+
+NEW_INDEXES = {
+    "decisions": {"ix_decisions_plan_type_sequence"},
+    "tool_invocations": {"ix_tool_invocations_plan_id", "ix_tool_invocations_plan_writes"},
+}
+
+
+def _indexes(store: Store) -> dict[str, set[str]]:
+    found = inspect(store.engine)
+    return {table: {str(i["name"]) for i in found.get_indexes(table)} for table in NEW_INDEXES}
+
+
+def test_an_0007_database_gets_the_scale_indexes_from_db_upgrade(db_url: str) -> None:
+    engine = make_engine(normalise_url(db_url))
+    config = Config()
+    config.set_main_option("script_location", "cleveragents_tui.store:migrations")
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0007")
+    engine.dispose()
+
+    result = CliRunner().invoke(cli, ["--db", db_url, "db", "upgrade"])
+
+    assert result.exit_code == 0, result.output
+    assert f"schema upgraded from 0007 to revision {SCHEMA_HEAD}" in result.output
+    store = Store.open(db_url)
+    try:
+        assert current_revision(store.engine) == SCHEMA_HEAD
+        found = _indexes(store)
+        for table, names in NEW_INDEXES.items():
+            assert names <= found[table], (table, found[table])
+    finally:
+        store.close()
+
+
+def _query_plan(store: Store, statement: object) -> str:
+    with Session(store.engine) as session:
+        compiled = statement.compile(  # type: ignore[attr-defined]
+            dialect=sqlite.dialect(), compile_kwargs={"render_postcompile": True}
+        )
+        rows = session.connection().exec_driver_sql(
+            f"EXPLAIN QUERY PLAN {compiled}",
+            tuple(compiled.params[name] for name in compiled.positiontup or ()),
+        )
+        return "\n".join(str(row[-1]) for row in rows)
+
+
+def test_later_writers_and_guidance_start_from_their_indexes(tmp_path: Path) -> None:
+    scale = build(tmp_path, 300)
+    statements: list[object] = []
+    try:
+        with Session(scale.store.engine) as session:
+            event.listen(
+                session, "do_orm_execute", lambda state: statements.append(state.statement)
+            )
+            writes = correction_queries.writes_after(session, scale.plan_id, 0, [FILES])
+            correction_queries.guidance_decisions(session, scale.plan_id)
+        assert writes  # the action's steps wrote to the files after the first decision
+        later, guidance = (_query_plan(scale.store, s) for s in statements[:2])
+    finally:
+        scale.store.close()
+    assert "ix_tool_invocations_plan_writes" in later, later
+    assert "ix_decisions_plan_type_sequence" in guidance, guidance
