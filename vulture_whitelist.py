@@ -50,7 +50,6 @@ _.savepoints_held  # transaction_rollback: the savepoints a test expects to be h
 _.row_count  # DecisionTree (widget): rows shown, read by the app's tests and benchmark
 
 # -- OPEN: called by tests only; each needs an interface or to go (issue 15 report) ----------
-_.change_profile  # engine/plans.py: a parent's explicit profile change; no command calls it
 _.child_plans  # engine/impact.py: Impact's child plans by outcome; only tests read it
 _.rollback_to_decision  # engine/rollback.py: corrections call rollback_targets/rollback_to
 _.parameters  # BuiltinTool: a tool's JSON schema; only tests read it

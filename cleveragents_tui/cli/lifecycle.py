@@ -122,6 +122,21 @@ def pause(cli: CliContext, plan_ref: str) -> None:
     report_plan(cli.store, pause_plan(cli.store, plan_ref))
 
 
+@plan.command(name="set-profile")
+@click.argument("plan_ref", metavar="PLAN")
+@click.argument("profile_name", metavar="PROFILE")
+@pass_cli
+def set_profile(cli: CliContext, plan_ref: str, profile_name: str) -> None:
+    """Change PLAN's automation profile to PROFILE from its next step on.
+
+    A plan's profile is locked when it is created; this is the explicit change. Child plans
+    spawned from now on inherit PROFILE; children already created keep theirs. Approvals
+    already asked stay asked (answer them with `agents approval`)."""
+    from cleveragents_tui.engine.plans import change_profile
+
+    report_plan(cli.store, change_profile(cli.store, plan_ref, profile_name))
+
+
 @plan.command()
 @click.argument("plan_ref", metavar="PLAN")
 @pass_cli

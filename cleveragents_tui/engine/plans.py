@@ -24,6 +24,7 @@ from cleveragents_tui.automation.preflight import (
 )
 from cleveragents_tui.automation.profiles import ProfileRegistry
 from cleveragents_tui.domain.action import Action
+from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.store.store import Store
@@ -123,12 +124,18 @@ def create_plan(
     return plan, resolved
 
 
-def change_profile(store: Store, plan_id: str, profile_name: str) -> Plan:
+def change_profile(store: Store, plan_ref: str, profile_name: str) -> Plan:
     """Change a plan's locked profile explicitly: child plans spawned from now on inherit it;
-    children already created keep theirs."""
+    children already created keep theirs. Refused for an applied or cancelled plan."""
     profile = ProfileRegistry(store).get(profile_name)
     with store.unit_of_work(write=True) as uow:
+        plan_id = uow.plans.resolve(plan_ref)
         plan = uow.plans.get(plan_id)
+        if plan.state.is_terminal:
+            raise UserError(
+                f"plan {plan_id} is {plan.state.value}: its profile no longer matters",
+                "change the profile of a plan that is still open (`agents plan list`)",
+            )
         updated = uow.plans.save(
             plan.model_copy(update={"automation_profile": profile.name, "updated_at": utc_now()})
         )

@@ -155,3 +155,26 @@ def test_a_child_plan_whose_sandbox_cannot_be_made_errors_its_parent_too(
     assert again.exit_code == 0, again.output
     plans = json.loads(run("plan", "list", "--format=json").output)["plans"]
     assert [p["state"] for p in plans[-2:]] == ["awaiting_approval", "completed"]
+
+
+def test_set_profile_changes_an_open_plan_and_refuses_a_cancelled_one(
+    run: Run, tmp_path: Path, sandboxes: Path
+) -> None:
+    demo = json.loads(run("demo", "--dir", str(tmp_path / "demo"), "--format=json").output)
+    plan_id = demo["plan_id"]
+    changed = run("plan", "set-profile", plan_id, "supervised")
+    assert changed.exit_code == 0, changed.output
+    shown = json.loads(run("plan", "show", plan_id, "--format=json").output)
+    assert shown["plan"]["automation_profile"] == "supervised"
+
+    unknown = run("plan", "set-profile", plan_id, "local/nope")
+    assert unknown.exit_code == 2
+    assert "no automation profile named 'local/nope'" in unknown.stderr
+    assert "supervised" in run("plan", "show", plan_id).output  # unchanged
+
+    assert run("plan", "cancel", plan_id).exit_code == 0
+    refused = run("plan", "set-profile", plan_id, "manual")
+    assert refused.exit_code == 2
+    assert "is cancelled" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    shown = json.loads(run("plan", "show", plan_id, "--format=json").output)
+    assert shown["plan"]["automation_profile"] == "supervised"
