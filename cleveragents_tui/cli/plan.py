@@ -91,7 +91,7 @@ def tree(
 ) -> None:
     """Print the decision tree of PLAN, or write it to a file with -o.
 
-    Each line: decision id, tree branch, type, chosen option, confidence, ⟲ when the decision
+    Each line: decision id, tree branch, type, chosen option, confidence, ⚑ when the decision
     has a checkpoint group. ↻ marks a correction, ✗ a superseded decision.
 
     --format=png -o FILE draws the tree as an image: boxes coloured by phase, corrections

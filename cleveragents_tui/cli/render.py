@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
 
 SUPERSEDED_MARK = "✗ "
 CORRECTION_MARK = "↻ "
-CHECKPOINT_BADGE = "  ⟲"
+CHECKPOINT_BADGE = "  ⚑"
 MAX_OPTION = 72
 
 

@@ -15,7 +15,7 @@ from cleveragents_tui.domain.views import DecisionExplanation, TreeRow
 
 SUPERSEDED = "✗ "
 CORRECTION = "↻ "
-CHECKPOINT = " ⟲"
+CHECKPOINT = " ⚑"
 
 STATE_STYLE = {
     "running": "bold green",

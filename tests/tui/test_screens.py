@@ -250,7 +250,7 @@ async def test_help_lists_every_key_readably_and_the_tree_marks(demo_plan: DemoP
             if isinstance(binding, Binding) and binding.description:
                 assert binding.description in shown, binding.description
         assert "question_mark" not in shown and "?" in shown
-        for mark in ("↻", "✗", "⟲", "Strategize"):
+        for mark in ("↻", "✗", "⚑", "Strategize"):
             assert mark in shown
         await pilot.press("escape")
         await pilot.pause()

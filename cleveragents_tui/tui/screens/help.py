@@ -16,7 +16,7 @@ LEGEND = (
     ("S E A", "the phase the decision was made in: Strategize, Execute, Apply"),
     ("↻", "a correction: the user's guidance, or a decision a correction re-made"),
     ("✗", "superseded by a correction (shown with s)"),
-    ("⟲", "has a checkpoint group: its resources can be rolled back to this point"),
+    ("⚑", "has a checkpoint group: its resources can be rolled back to this point"),
     ("0.85", "the confidence the actor gave its choice"),
 )
 
