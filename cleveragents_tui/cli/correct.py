@@ -18,102 +18,19 @@ if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
     from cleveragents_tui.engine.diff import ResourceDiff
 
 
-def _impact_text(impact: object) -> str:
-    from cleveragents_tui.engine.correction import Impact
+def _impact_text(cli: CliContext, impact: Impact) -> str:
+    """The preview as the app's impact modal shows it (views/impact.py), the superseded
+    decisions named from the plan's tree."""
+    from cleveragents_tui.engine.browse import plan_tree
+    from cleveragents_tui.views.impact import impact_view
+    from cleveragents_tui.views.sections import to_plain_text
 
-    assert isinstance(impact, Impact)
-    if impact.append is not None:
-        return _append_text(impact)
-    lines = [
-        f"Correct decision {impact.decision_id} ({impact.decision_phase.value}) of plan {impact.plan_id}",
-        f"  mode {impact.mode.value} · rollback tier: {impact.tier.value} · attempt {impact.attempt} → {impact.attempt + 1}",
-        f"  guidance: {impact.guidance}",
-        f"  decisions superseded and re-made: {len(impact.affected_decisions)}",
-    ]
-    if impact.remade:
-        lines.append("  re-made because the resources they wrote roll back:")
-        lines += [
-            f"    {r.decision_id} {r.step_key or '-'}: {r.chosen_option} ({', '.join(r.resources)})"
-            for r in impact.remade
-        ]
-    if impact.phase_change:
-        lines.append(f"  phase: {impact.phase_change[0].value} → {impact.phase_change[1].value}")
-    lines += _alternatives_text(impact)
-    for child in impact.children:
-        lines.append(
-            f"  child plan {child.plan_id} {child.action} ({child.state.value}): {child.outcome.value}"
-        )
-    lines.append(f"  resources rolled back: {', '.join(impact.rolled_back()) or '-'}")
-    lines.append(f"  cannot be rolled back: {', '.join(impact.non_rollbackable) or '-'}")
-    lines.append(f"  unaffected: {', '.join(impact.unaffected) or '-'}")
-    for effect in impact.irreversible:
-        lines.append(f"  irreversible: {effect.tool} ({effect.invocations} invocation(s))")
-    return "\n".join([*lines, *_later_work_text(impact)])
-
-
-def _later_work_text(impact: Impact) -> list[str]:
-    """Files changed outside the plan that the revert rolls back, and the guidance of
-    earlier corrections the restored actor lacks (carried forward, or dropped)."""
-    from cleveragents_tui.engine.correction import guidance_line
-
-    lines = []
-    if impact.outside_changes:
-        lines.append("  changed outside the plan in sandboxes the revert rolls back:")
-        lines += [f"    {c.summary(limit=50)}" for c in impact.outside_changes]
-        lines.append(
-            "    keep them (put back on top of the rolled-back state, before the replay) or "
-            "discard them: --outside-changes=keep|discard"
-        )
-    if impact.guidance_carried:
-        lines.append("  guidance of earlier corrections carried forward (they stand):")
-        lines += [f"    {guidance_line(g)}" for g in impact.guidance_carried]
-    if impact.guidance_dropped:
-        lines.append("  guidance of earlier corrections dropped (the revert supersedes them):")
-        lines += [f"    {guidance_line(g)}" for g in impact.guidance_dropped]
-    return lines
-
-
-def _append_text(impact: Impact) -> str:
-    """An append supersedes nothing and rolls nothing back: it says what the appended plan
-    will do instead, and which irreversible effects that work repeats."""
-    from cleveragents_tui.cli.render import append_lines
-
-    assert impact.append is not None
-    lines = [
-        f"Append to decision {impact.decision_id} ({impact.decision_phase.value}) of plan {impact.plan_id}",
-        f"  mode append · attempt {impact.attempt} → {impact.attempt + 1}",
-        f"  guidance: {impact.guidance}",
-        "  decisions superseded: none (history untouched; nothing is rolled back)",
-        *_alternatives_text(impact),
-        *append_lines(impact.plan_id, impact.append),
-    ]
-    lines += [
-        f"  irreversible, repeated: {e.tool} ({e.invocations} invocation(s))"
-        for e in impact.irreversible
-    ]
-    return "\n".join(lines)
-
-
-def _alternatives_text(impact: Impact) -> list[str]:
-    """The corrected decision's alternatives, numbered, and which one the replay takes."""
-    found = impact.alternatives
-    if found is None:
-        return []
-    lines = [f"  alternatives of step {found.key}:"]
-    lines += [f"    {n}. {option}" for n, option in enumerate(found.options, 1)]
-    if found.selected is not None:
-        how = "chosen with --choose" if found.chosen else "selected by the guidance"
-        lines.append(f"  the replay takes {found.selected} ({how})")
-        return lines
-    lines.append(
-        "  the guidance selects none of them: the replay would make the same choice again "
-        f"({found.fallback}); name one with --choose N"
-    )
-    lines += [
-        f"  it selects {e.option!r} of {e.key} ({e.decision_id}): correct that decision instead"
-        for e in found.elsewhere
-    ]
-    return lines
+    rows = {}
+    if impact.affected_decisions:
+        rows = {
+            line.row.decision_id: line.row for line in plan_tree(cli.store, impact.plan_id).lines
+        }
+    return to_plain_text(impact_view(impact, rows.get))
 
 
 def _impact_json(impact: object) -> dict[str, object]:
@@ -221,7 +138,7 @@ def _dry_run_or_execute(
     elif as_json:
         echo_json(_impact_json(impact))
     else:
-        echo(_impact_text(impact))
+        echo(_impact_text(cli, impact))
         for warning in impact.warnings:
             echo("\n" + warning)
 
@@ -242,7 +159,7 @@ def _confirm_and_execute(
     from cleveragents_tui.engine.reconcile import OutsideChoice
 
     if not as_json:
-        echo(_impact_text(impact))
+        echo(_impact_text(cli, impact))
     for warning in impact.warnings:
         if yes:
             continue
@@ -370,13 +287,9 @@ def diff(
 
     The snapshots compared were recorded by the correction itself (docs/corrections.md,
     "Diffs"), so a correction's diff is the same whenever it is asked for."""
-    from cleveragents_tui.domain.display import printable
-    from cleveragents_tui.engine.diff import (
-        AT_DECISION,
-        FINAL,
-        NO_AT_DECISION,
-        correction_diff,
-    )
+    from cleveragents_tui.engine.diff import AT_DECISION, FINAL, correction_diff
+    from cleveragents_tui.views.diff import diff_view
+    from cleveragents_tui.views.sections import to_plain_text
 
     result = correction_diff(cli.store, correction_ref)
     if cli.wants_json(local_format):
@@ -397,22 +310,7 @@ def diff(
             }
         )
         return
-    c = result.correction
-    echo(
-        f"correction {c.correction_id} of decision {c.target_decision_id} · {c.mode.value} · "
-        f"{c.status.value} · attempt {c.attempt}"
-    )
-    echo(printable(f"guidance: {c.guidance}"))
-    for row in result.superseded:
-        echo(printable(f"- {row.decision_type}: {row.chosen_option}"))
-    for row in result.replacements:
-        echo(printable(f"+ {row.decision_type}: {row.chosen_option}"))
-    if result.unfinished:
-        echo(f"\n({result.unfinished})")
-    if result.note:
-        echo(printable(f"\n({result.note})"))
-    elif result.at_decision is None:
-        echo(f"\n({NO_AT_DECISION})")
+    echo(to_plain_text(diff_view(result)))  # what the app's diff screen shows (views/diff.py)
     sections = [] if result.at_decision is None else [(AT_DECISION, result.at_decision)]
     for title, resources in [*sections, (FINAL, result.final)]:
         echo(f"\n### {title}")
@@ -449,12 +347,10 @@ def _echo_resource(resource: ResourceDiff, side_by_side: bool) -> None:
     """One resource's changed files: never raw bytes, never a control character."""
     from cleveragents_tui.domain.display import printable
     from cleveragents_tui.engine.diff import shown_path
+    from cleveragents_tui.views.diff import resource_view
+    from cleveragents_tui.views.sections import to_plain_text
 
-    note = f" ({resource.note})" if resource.note else ""
-    echo(printable(f"\n== {resource.resource_id}{note}"))
-    echo(f"   {resource.old_ref[:12] or '-'} → {resource.new_ref[:12] or '-'}")
-    if not resource.files and not resource.note:
-        echo("   (no file changed)")
+    echo("\n" + to_plain_text(resource_view(resource)))
     for f in resource.files:
         path = shown_path(f.change.path)  # one line, whatever the name holds
         if f.summary is not None:

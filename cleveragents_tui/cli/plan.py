@@ -135,12 +135,17 @@ def explain(
     cli: CliContext, decision_ref: str, plan_ref: str | None, local_format: str | None
 ) -> None:
     """Explain one decision: question, chosen option, alternatives, rationale, confidence,
-    downstream impact, tool invocations and checkpoints."""
-    from cleveragents_tui.engine import browse
+    downstream impact, context, checkpoint group and tool invocations (what the app's
+    details panel shows)."""
+    from cleveragents_tui.engine import browse, tui_queries
     from cleveragents_tui.export import json as export_json
+    from cleveragents_tui.views.explain import explanation_view
+    from cleveragents_tui.views.sections import to_plain_text
 
     explanation = browse.explain_decision(cli.store, decision_ref, plan_ref)
     if cli.wants_json(local_format):
         echo_json(export_json.decision_document(explanation))
     else:
-        echo(render.decision_explanation(explanation))
+        decision = explanation.decision
+        group = tui_queries.checkpoint_group(cli.store, decision.plan_id, decision.decision_id)
+        echo(to_plain_text(explanation_view(explanation, group)))

@@ -44,10 +44,11 @@ def test_the_dry_run_says_what_the_appended_plan_does(run: Run, demo_plan: dict[
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     out = result.output
-    assert "decisions superseded: none" in out and "superseded and re-made" not in out
+    assert "no decision superseded, nothing rolled back" in out
+    assert "superseded and re-made" not in out
     assert "1. strategy (strategize): A greeter class with a configurable greeting" in out
     assert "2. implement-class (execute): hello_cli/greet.py with a Greeter class" in out
-    assert f"works in: the sandboxes of plan {plan}" in out
+    assert f"works in\n  the sandboxes of plan {plan}" in out
     assert "WARNING" not in out  # its work triggers no irreversible effect
     assert corrections(run, plan) == []
 
@@ -59,7 +60,7 @@ def test_an_append_that_repeats_a_notification_asks_first(
     dry = run(*args, "--choose", "1", "--dry-run")
     assert dry.exit_code == 0, dry.output
     assert "1. announce (execute): Notify #hello-cli — local/notify" in dry.output
-    assert "irreversible, repeated: local/notify (1 invocation(s))" in dry.output
+    assert "irreversible effects it repeats\n  ⚠ local/notify (1 invocation(s))" in dry.output
     assert "WARNING: The appended plan repeats work that triggers" in dry.output
     sent = len(Path(demo_plan["outbox"]).read_text("utf-8").splitlines())
     declined = CliRunner().invoke(
@@ -80,7 +81,7 @@ def test_an_append_to_an_applied_plan_says_how_to_land_it(
         "--guidance", "use a greeter class", "--yes",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "works in: sandboxes of its own, made from the real resources" in result.output
+    assert "works in\n  sandboxes of its own, made from the real resources" in result.output
     [done] = corrections(run, plan)
     assert isinstance(done, dict)
     appended = done["appended_plan_id"]

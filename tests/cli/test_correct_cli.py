@@ -39,8 +39,8 @@ def test_dry_run_prints_the_impact_and_the_warnings_and_changes_nothing(
         "--dry-run",
     )
     assert result.exit_code == 0, result.output
-    assert "rollback tier: full decision-level" in result.output
-    assert "irreversible: local/notify (1 invocation(s))" in result.output
+    assert "rollback tier  full decision-level" in result.output
+    assert "⚠ local/notify (1 invocation(s)) — external:notification" in result.output
     assert "WARNING: Rolling back past this decision undoes work that triggered" in result.output
     doc = json.loads(
         run(
@@ -154,7 +154,7 @@ def test_guidance_that_selects_no_alternative_is_refused_and_changes_nothing(
 
     dry = run(*args, "--dry-run")
     assert dry.exit_code == 0, dry.output
-    assert "alternatives of step implement-function:\n    1. hello_cli/greet.py" in dry.output
+    assert "alternatives of step implement-function\n  1. hello_cli/greet.py" in dry.output
     assert "the guidance selects none of them" in dry.output
     preview = json.loads(run(*args, "--dry-run", "--format=json").output)
     assert preview["alternatives"]["options"] == ["hello_cli/greet.py with a hello() function"]
@@ -216,7 +216,7 @@ def test_superseded_by_names_the_decision_that_replaced_it(
     assert explained["decision"]["superseded_by"] == greeter
     text = run("plan", "explain", demo_plan["strategy"]).output
     assert (
-        f"superseded by {greeter}  strategy_choice: A greeter class with a configurable greeting"
+        f"✗ superseded by  {greeter}  strategy_choice: A greeter class with a configurable greeting"
         in text
     )
     refused = run("plan", "correct", demo_plan["strategy"], "--mode=revert", "--guidance", "x")

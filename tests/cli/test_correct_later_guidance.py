@@ -57,7 +57,7 @@ def test_reverting_an_earlier_decision_carries_the_later_guidance_forward(
     implement = _current(run, corrected_later, IMPLEMENT)
     text = _correct(run, implement, "write it again", "--dry-run")
     assert text.exit_code == 0, text.output
-    assert "guidance of earlier corrections carried forward (they stand):" in text.output
+    assert "guidance of earlier corrections carried forward (they stand)\n" in text.output
     assert f"'{EARLIER}' (step test, correction " in text.output
     doc = json.loads(
         _correct(run, implement, "write it again", "--dry-run", "--format=json").output
@@ -79,7 +79,7 @@ def test_a_revert_that_supersedes_the_earlier_correction_names_the_guidance_it_d
     strategy = _current(run, corrected_later, STRATEGY)
     text = _correct(run, strategy, "use a greeter class", "--dry-run")
     assert text.exit_code == 0, text.output
-    assert "guidance of earlier corrections dropped (the revert supersedes them):" in text.output
+    assert "guidance of earlier corrections dropped (the revert supersedes them)\n" in text.output
     assert "WARNING: This revert drops guidance that earlier corrections gave" in text.output
     assert f"'{EARLIER}' (step test, correction " in text.output
     doc = json.loads(

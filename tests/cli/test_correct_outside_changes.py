@@ -100,7 +100,7 @@ def test_the_preview_lists_the_files_changed_outside_the_plan(
 ) -> None:
     text = _correct(run, edited, "--dry-run")
     assert text.exit_code == 0, text.output
-    assert "changed outside the plan in sandboxes the revert rolls back:" in text.output
+    assert "changed outside the plan in sandboxes the revert rolls back\n" in text.output
     assert f"{NOTES} (added)" in text.output and "README.md (modified)" in text.output
     assert "--outside-changes=keep|discard" in text.output
     doc = json.loads(_correct(run, edited, "--dry-run", "--format=json").output)

@@ -111,13 +111,13 @@ def test_explain_shows_question_choice_alternatives_rationale_confidence_and_imp
     run: Run, sample: dict[str, str]
 ) -> None:
     out = run("plan", "explain", sample["impl"]).output
-    assert "question     How should arguments be parsed?" in out
-    assert "chosen       click, as the other commands do" in out
-    assert "alternatives argparse; typer" in out
-    assert "confidence   0.74" in out
+    assert "question      How should arguments be parsed?" in out
+    assert "chosen        click, as the other commands do" in out
+    assert "alternatives  argparse; typer" in out
+    assert "confidence    0.74" in out
     assert "downstream impact" in out
-    assert "artifact:      src/hello_cli/commands/hello.py (source)" in out
-    assert "child:" in out and "tool_invocation: local/run-migration" in out
+    assert "artifact  src/hello_cli/commands/hello.py (source)" in out
+    assert "  child  " in out and "tool_invocation: local/run-migration" in out
 
 
 def test_explain_lists_irreversible_tool_invocations_and_supersession(

@@ -220,9 +220,12 @@ def test_the_preview_cli_names_the_phase_level_tier_and_the_recreated_resource(
         catch_exceptions=False,
     )
     assert shown.exit_code == 0, shown.output
-    assert "rollback tier: phase-level" in shown.output
-    assert f"resources rolled back: {DOCS}, {REPO} (recreated)" in shown.output
-    assert "unaffected: -" in shown.output
+    lines = shown.output.splitlines()
+    assert "rollback tier  phase-level" in lines
+    assert [line.split() for line in lines if line.startswith(("  rolled back", "  unaffected"))] == [
+        ["rolled", "back", f"{DOCS},", REPO, "(recreated)"],
+        ["unaffected", "-"],
+    ]
 
 
 def test_the_tier_is_named_for_an_append_and_an_execute_decision_is_still_refused(

@@ -31,7 +31,7 @@ def _correct_the_test_step(demo_plan: DemoPlan) -> None:
     ("chosen", "heading"),
     [
         ("hello_cli/greet.py with a hello() function", "carried forward"),
-        ("A plain function registered in COMMANDS", "dropped (superseded)"),
+        ("A plain function registered in COMMANDS", "dropped (the revert supersedes them)"),
     ],
 )
 async def test_the_impact_dialog_names_the_earlier_guidance(

@@ -2,195 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
-from itertools import pairwise
 from typing import ClassVar
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Label, RadioButton, RadioSet, Static
 
-from cleveragents_tui.domain.views import TreeRow
-from cleveragents_tui.engine.correction import Impact, guidance_line
+from cleveragents_tui.engine.correction import Impact
 from cleveragents_tui.engine.guidance import with_choice
 from cleveragents_tui.tui.modals.base import Dialog
-from cleveragents_tui.tui.render import one_line, safe_text
-
-# affected decisions named in the preview at most; the rest are counted (and highlighted in
-# the tree): a 10,000-decision revert still opens at once
-NAMED_AT_MOST = 200
-
-RowOf = Callable[[str], TreeRow | None]
-
-
-def id_prefixes(ids: list[str]) -> dict[str, str]:
-    """Each id cut to the shortest prefix (8 characters at least) that tells the listed ids
-    apart: what a user types after ``/`` in the tree to find one."""
-    ordered = sorted(ids)
-    common = max((_shared(a, b) for a, b in pairwise(ordered)), default=0)
-    size = max(8, common + 1)
-    return {i: i if len(i) <= size else i[:size] + "…" for i in ordered}
-
-
-def _shared(a: str, b: str) -> int:
-    """How many leading characters ``a`` and ``b`` have in common."""
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
-
-
-def affected_text(t: Text, impact: Impact, row_of: RowOf | None) -> None:
-    """The superseded decisions by name — id prefix, step key or type, chosen option — in
-    the plan's order, the re-made ones marked; at most NAMED_AT_MOST, then a count."""
-    remade = {r.decision_id: r for r in impact.remade}
-    rows = {d: row_of(d) if row_of else None for d in impact.affected_decisions}
-
-    def in_plan_order(decision_id: str) -> tuple[bool, int, str]:
-        row = rows[decision_id]
-        return (row is None, row.sequence_number if row else 0, decision_id)
-
-    order = sorted(rows, key=in_plan_order)
-    shown = order[:NAMED_AT_MOST]
-    prefix = id_prefixes(shown)
-    for decision_id in shown:
-        row, again = rows[decision_id], remade.get(decision_id)
-        if decision_id == impact.decision_id:
-            name = impact.step_key or (row.decision_type if row else "")
-        elif again is not None:
-            name = again.step_key or (row.decision_type if row else "")
-        else:
-            name = row.decision_type if row else ""
-        chosen = row.chosen_option if row else (again.chosen_option if again else "")
-        t.append(f"  {prefix[decision_id]} ", style="dim")
-        t.append(f"{name or '?'}", style="bold" if decision_id == impact.decision_id else "")
-        t.append(f"  {one_line(chosen, 40)}")
-        t.append("  (re-made)\n" if again else "\n", style="yellow")
-    if len(order) > NAMED_AT_MOST:
-        t.append(f"  … and {len(order) - NAMED_AT_MOST:,} more\n", style="dim")
-
-
-def impact_text(impact: Impact, row_of: RowOf | None = None) -> Text:
-    """The preview; ``row_of`` names the affected decisions from the rows the tree holds."""
-    if impact.append is not None:
-        return append_text(impact)
-    t = Text()
-    t.append(f"Correct decision {impact.decision_id}", style="bold")
-    t.append(f" ({impact.decision_phase.value}) of plan {impact.plan_id}\n")
-    t.append("mode ", style="bold")
-    t.append(f"{impact.mode.value}  ")
-    t.append("tier ", style="bold")
-    t.append(f"{impact.tier.value}  ")
-    t.append("attempt ", style="bold")
-    t.append(f"{impact.attempt} → {impact.attempt + 1}\n")
-    t.append("guidance ", style="bold")
-    t.append(f"{impact.guidance}\n")
-    if impact.phase_change:
-        t.append("phase ", style="bold")
-        t.append(f"{impact.phase_change[0].value} → {impact.phase_change[1].value}\n")
-    t.append(
-        f"\n{len(impact.affected_decisions)} decision(s) superseded and re-made "
-        "(also highlighted in the tree behind this preview)\n",
-        style="bold",
-    )
-    affected_text(t, impact, row_of)
-    if impact.remade:
-        t.append("\nre-made because the resources they wrote roll back\n", style="bold")
-        for remade in impact.remade:
-            t.append(f"  {remade.step_key or remade.decision_id}: {remade.chosen_option} ")
-            t.append(f"({', '.join(remade.resources)})\n", style="dim")
-    t.append("\nchild plans\n", style="bold")
-    if not impact.children:
-        t.append("  -\n", style="dim")
-    for child in impact.children:
-        t.append(f"  {child.plan_id} {child.action} ({child.phase.value}, {child.state.value}): ")
-        t.append(f"{child.outcome.value}\n", style="yellow")
-    t.append("\nresources\n", style="bold")
-    t.append("  rolled back        ")
-    t.append(", ".join(impact.rolled_back()) or "-", style="green")
-    t.append("\n  cannot roll back   ")
-    t.append(", ".join(impact.non_rollbackable) or "-", style="bold red")
-    t.append("\n  unaffected         ")
-    t.append(", ".join(impact.unaffected) or "-", style="dim")
-    t.append("\n\nirreversible effects\n", style="bold")
-    if not impact.irreversible:
-        t.append("  -\n", style="dim")
-    for effect in impact.irreversible:
-        effects = f" — {', '.join(effect.side_effects)}" if effect.side_effects else ""
-        t.append(f"  ⚠ {effect.tool} ({effect.invocations} invocation(s)){effects}\n", style="red")
-    _later_work(t, impact)
-    if impact.warnings:
-        t.append(f"\n{len(impact.warnings)} warning(s) to confirm next.\n", style="bold yellow")
-    if impact.outside_changes:
-        t.append("Then: keep or discard the files changed outside the plan.\n", style="bold yellow")
-    return t
-
-
-def _later_work(t: Text, impact: Impact) -> None:
-    """Files changed outside the plan that the revert rolls back, and the guidance of
-    earlier corrections the restored actor lacks (carried forward, or dropped)."""
-    if impact.outside_changes:
-        t.append("\nchanged outside the plan (the revert rolls these back)\n", style="bold")
-        for change in impact.outside_changes:
-            t.append(f"  ⚠ {change.summary(limit=50)}\n", style="yellow")
-    for title, found, style in (
-        ("guidance of earlier corrections carried forward", impact.guidance_carried, "green"),
-        ("guidance of earlier corrections dropped (superseded)", impact.guidance_dropped, "red"),
-    ):
-        if found:
-            t.append(f"\n{title}\n", style="bold")
-            for guidance in found:
-                t.append(f"  {guidance_line(guidance)}\n", style=style)
-
-
-def append_text(impact: Impact) -> Text:
-    """An append supersedes nothing and rolls nothing back: what the appended plan will
-    make, where it works, how it lands, and the irreversible effects its work repeats."""
-    appended = impact.append
-    assert appended is not None
-    t = Text()
-    t.append(f"Append to decision {impact.decision_id}", style="bold")
-    t.append(f" ({impact.decision_phase.value}) of plan {impact.plan_id}\n")
-    t.append("attempt ", style="bold")
-    t.append(f"{impact.attempt} → {impact.attempt + 1}\n")
-    t.append("guidance ", style="bold")
-    t.append(f"{impact.guidance}\n")
-    t.append("\nno decision superseded, nothing rolled back: history untouched\n", style="bold")
-    t.append("\nthe appended plan makes\n", style="bold")
-    if not appended.predicted:
-        t.append(
-            "  what its actor decides under the guidance (no decision point of the action is "
-            "this decision's: the scripted reasoner makes none)\n",
-            style="dim",
-        )
-    for n, step in enumerate(appended.steps, 1):
-        t.append(f"  {n}. {step.key} ({step.phase.value}): {step.chosen_option}")
-        work = [*step.tool_calls, *(f"spawns {s}" for s in step.spawns)]
-        t.append(f" — {', '.join(work)}\n" if work else "\n", style="dim")
-    t.append("\nworks in\n", style="bold")
-    if appended.sandbox_host is not None:
-        t.append(
-            f"  the sandboxes of plan {appended.sandbox_host}, on top of what they hold now; "
-            "it lands once, with that plan's Apply\n"
-        )
-    else:
-        t.append(
-            "  sandboxes of its own, made from the real resources (the plan is applied); "
-            "it lands on its own Apply, on its own branch\n"
-        )
-    t.append(f"  {', '.join(appended.resources) or '-'}\n", style="dim")
-    t.append("\nirreversible effects it repeats\n", style="bold")
-    if not impact.irreversible:
-        t.append("  -\n", style="dim")
-    for effect in impact.irreversible:
-        effects = f" — {', '.join(effect.side_effects)}" if effect.side_effects else ""
-        t.append(f"  ⚠ {effect.tool} ({effect.invocations} invocation(s)){effects}\n", style="red")
-    if impact.warnings:
-        t.append(f"\n{len(impact.warnings)} warning(s) to confirm next.\n", style="bold yellow")
-    return t
+from cleveragents_tui.views.impact import RowOf, impact_view
+from cleveragents_tui.views.rich_text import to_rich
 
 
 class ImpactModal(Dialog[bool]):
@@ -218,9 +42,9 @@ class ImpactModal(Dialog[bool]):
         with Vertical():
             yield Static("Impact preview", classes="modal-title")
             with VerticalScroll(id="impact-body"):
-                yield Static(
-                    safe_text(impact_text(self.impact, self.row_of)), id="impact-text", markup=False
-                )
+                # what `agents plan correct --dry-run` prints; the alternatives are the buttons
+                view = impact_view(self.impact, self.row_of, alternatives=False)
+                yield Static(to_rich(view), id="impact-text", markup=False)
                 yield from self._alternatives()
             with Horizontal():
                 yield Button("Correct… (y)", id="go", variant="warning")

@@ -24,16 +24,16 @@ from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine.diff import (
     AT_DECISION,
     FINAL,
-    NO_AT_DECISION,
     CorrectionDiff,
     FileDiff,
     ResourceDiff,
     correction_diff,
     shown_path,
 )
-from cleveragents_tui.tui.render import one_line
 from cleveragents_tui.tui.screens.base import AgentsScreen
 from cleveragents_tui.tui.services import services
+from cleveragents_tui.views.diff import diff_view, resource_view
+from cleveragents_tui.views.rich_text import to_rich
 
 
 def file_diff(f: FileDiff, side_by_side: bool, theme: str) -> RenderableType:
@@ -150,26 +150,6 @@ def side_by_side_table(rows: list[SideRow]) -> RenderableType:
     return table
 
 
-def decisions_text(d: CorrectionDiff) -> Text:
-    c = d.correction
-    t = Text()
-    t.append(f"correction {c.correction_id}", style="bold")
-    t.append(
-        f" · {c.mode.value} of {c.target_decision_id} · {c.status.value} · attempt {c.attempt}"
-    )
-    if c.requested_by:
-        t.append(f" · by {c.requested_by}")
-    t.append(f"\nguidance: {printable(c.guidance)}\n\n")
-    t.append("decisions changed\n", style="bold")
-    for row in d.superseded:
-        t.append(f"- {row.decision_type}: {one_line(row.chosen_option, 90)}\n", style="red")
-    for row in d.replacements:
-        t.append(f"+ {row.decision_type}: {one_line(row.chosen_option, 90)}\n", style="green")
-    if not (d.superseded or d.replacements):
-        t.append("  (none)\n", style="dim")
-    return t
-
-
 class DiffScreen(AgentsScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back", id="diff.back"),
@@ -217,15 +197,10 @@ class DiffScreen(AgentsScreen):
         if self.diff is None:
             return  # still loading
         self.sub_title = "side by side" if self.side_by_side else "unified"
-        self.query_one("#diff-decisions", Static).update(decisions_text(self.diff))
+        # what `agents plan diff` prints above the files (views/diff.py)
+        self.query_one("#diff-decisions", Static).update(to_rich(diff_view(self.diff)))
         theme = "ansi_dark" if self.app.current_theme.dark else "ansi_light"
         parts: list[RenderableType] = []
-        if self.diff.unfinished:
-            parts.append(Text(f"\n{self.diff.unfinished}", style="yellow"))
-        if self.diff.note:
-            parts.append(Text(f"\n{printable(self.diff.note)}", style="dim"))
-        elif self.diff.at_decision is None:
-            parts.append(Text(f"\n{NO_AT_DECISION}", style="dim"))
         sections = [] if self.diff.at_decision is None else [(AT_DECISION, self.diff.at_decision)]
         for title, resources in [*sections, (FINAL, self.diff.final)]:
             parts.append(Text(f"\n{title}", style="bold underline"))
@@ -235,15 +210,7 @@ class DiffScreen(AgentsScreen):
         self.query_one("#diff-files", Static).update(Group(*parts))
 
     def _resource(self, r: ResourceDiff, theme: str) -> RenderableType:
-        head = Text(f"\n== {r.resource_id}", style="bold magenta")
-        if r.note:
-            head.append(f"  ({printable(r.note)})", style="dim")
-        parts: list[RenderableType] = [
-            head,
-            Text(f"   {r.old_ref[:12] or '-'} → {r.new_ref[:12] or '-'}", style="dim"),
-        ]
-        if not r.files and not r.note:
-            parts.append(Text("   (no file changed)", style="dim"))
+        parts: list[RenderableType] = [Text(""), to_rich(resource_view(r))]
         parts.extend(file_diff(f, self.side_by_side, theme) for f in r.files)
         return Group(*parts)
 

@@ -45,13 +45,13 @@ from cleveragents_tui.tui.modals.outside import OutsideChangesModal
 from cleveragents_tui.tui.modals.reason import ReasonModal
 from cleveragents_tui.tui.modals.replay import ReplayModal
 from cleveragents_tui.tui.modals.strategy import StrategyDialog
-from cleveragents_tui.tui.render import explanation, one_line
 from cleveragents_tui.tui.screens.base import AgentsScreen
 from cleveragents_tui.tui.services import services
 from cleveragents_tui.tui.web_exports import web_target, where_exports_go
 from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import MORE, DecisionTree
 from cleveragents_tui.tui.widgets.status_bar import PlanStatus
+from cleveragents_tui.views.lines import one_line
 
 
 class PlanScreen(AgentsScreen):
@@ -206,7 +206,7 @@ class PlanScreen(AgentsScreen):
     def on_decision_loaded(self, message: DecisionLoaded) -> None:
         if message.explanation.decision.decision_id != self.query_one(DecisionTree).current:
             return  # the cursor moved on meanwhile
-        self.query_one(DecisionDetail).show(explanation(message.explanation, message.group))
+        self.query_one(DecisionDetail).show_explanation(message.explanation, message.group)
 
     def on_decision_failed(self, message: DecisionFailed) -> None:
         self.notify(message.error, severity="error")

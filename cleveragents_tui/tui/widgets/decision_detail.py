@@ -1,4 +1,5 @@
-"""The details of the selected decision (what ``agents plan explain`` shows, and more)."""
+"""The details of the selected decision: what ``agents plan explain`` prints, the same
+sections and values (cleveragents_tui/views/explain.py), styled."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from cleveragents_tui.tui.render import safe_text
+from cleveragents_tui.domain.checkpoint import CheckpointGroup
+from cleveragents_tui.domain.views import DecisionExplanation
+from cleveragents_tui.views.explain import explanation_view
+from cleveragents_tui.views.rich_text import to_rich
 
 
 class DecisionDetail(VerticalScroll):
@@ -18,8 +22,9 @@ class DecisionDetail(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static(Text("Select a decision.", style="dim"), id="detail-body", markup=False)
 
-    def show(self, text: Text) -> None:
-        self.query_one("#detail-body", Static).update(safe_text(text))
+    def show_explanation(self, e: DecisionExplanation, group: CheckpointGroup | None) -> None:
+        """Show one decision's explanation (its control characters escaped by the view)."""
+        self.query_one("#detail-body", Static).update(to_rich(explanation_view(e, group)))
         self.scroll_home(animate=False)
 
     @property

@@ -7,7 +7,8 @@ from textual.widgets import Static
 from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.tui_queries import EventView
-from cleveragents_tui.tui.render import one_line, plan_heading, readable, safe_text
+from cleveragents_tui.tui.render import plan_heading, readable, safe_text
+from cleveragents_tui.views.lines import one_line
 
 
 def _event_line(event: EventView) -> str:
