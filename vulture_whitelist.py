@@ -52,4 +52,3 @@ _.row_count  # DecisionTree (widget): rows shown, read by the app's tests and be
 # -- OPEN: called by tests only; each needs an interface or to go (issue 15 report) ----------
 _.child_plans  # engine/impact.py: Impact's child plans by outcome; only tests read it
 _.rollback_to_decision  # engine/rollback.py: corrections call rollback_targets/rollback_to
-_.parameters  # BuiltinTool: a tool's JSON schema; only tests read it

@@ -94,4 +94,9 @@ class ToolOutcome:
 class Tool(Protocol):
     spec: ToolSpec
 
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The JSON Schema of the tool's arguments, as a chat model is told it."""
+        ...
+
     def run(self, context: ToolContext, arguments: Mapping[str, Any]) -> ToolOutcome: ...

@@ -319,13 +319,14 @@ def factory(choice: ModelChoice, registry: ToolRegistry) -> ReasonerFactory:
     def make(action: Action, chosen: Callable[[], dict[str, str]]) -> Reasoner:
         from cleveragents_tui.actors.reasoners.chat import ChatReasoner
 
-        specs = [s for s in (registry.get(t) for t in action.skill_set) if s is not None]
+        names = [t for t in action.skill_set if t in registry]
         return ChatReasoner(
             model,
             action,
-            specs,
+            [registry.tool(t).spec for t in names],
             current_steps=chosen,
             tool_choice=provider.tool_choice if provider else None,
+            arguments={t: registry.tool(t).parameters for t in names},
         )
 
     return make

@@ -40,6 +40,7 @@ BUILTINS = {
 class _Echo:
     def __init__(self, name: str = "test/echo") -> None:
         self.spec = ToolSpec(name=name, category=ToolCategory.READ)
+        self.parameters: dict[str, Any] = {"type": "object"}
 
     def run(self, context: ToolContext, arguments: Mapping[str, Any]) -> ToolOutcome:
         return ToolOutcome(ok=True, output=str(dict(arguments)))
@@ -72,12 +73,12 @@ def test_default_registry_holds_the_builtin_tools_with_their_flags() -> None:
 def test_each_builtin_describes_its_arguments_as_json_schema() -> None:
     registry = default_registry()
     for name in registry.names():
-        schema = registry.tool(name).parameters  # type: ignore[attr-defined]
+        schema = registry.tool(name).parameters
         assert schema["type"] == "object"
         assert schema["additionalProperties"] is False
         assert "resource" in schema["required"]
         assert set(schema["required"]) <= set(schema["properties"])
-    run = registry.tool("local/run-command").parameters  # type: ignore[attr-defined]
+    run = registry.tool("local/run-command").parameters
     assert run["properties"]["argv"]["type"] == "array"
     assert run["required"] == ["resource", "argv"]
 

@@ -170,6 +170,8 @@ def test_a_chat_model_runs_a_plan_and_remakes_the_corrected_decision(
     assert sent[0].tool_names == ["record_decision", "finish_phase"]
     assert "Write a README for the project" in sent[0].text
     assert "local/write-file" in json.dumps(sent[2].body["tools"])  # Execute offers the tool
+    # ... and tells the model its arguments, so a real model can call it right the first time
+    assert '"required":["resource","path","content"]' in sent[2].text
     tree = cli.tree(plan_id)
     assert tree["strategy_choice"]["chosen_option"] == "one README at the top"
     assert tree["implementation_choice"]["chosen_option"] == "a one-line README"

@@ -130,10 +130,12 @@ class ChatReasoner:
         *,
         current_steps: CurrentSteps | None = None,
         tool_choice: str | None = None,
+        arguments: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self._action = action
         self._current_steps = current_steps
         self._tools = tuple(tools)
+        self._arguments = dict(arguments or {})  # tool name -> JSON Schema of its arguments
         self._model_id = model_id(model)
         self._calls: list[ModelCall] = []  # since the runner last took them (take_usage)
         self._bound: dict[Phase, Runnable[LanguageModelInput, AIMessage]] = {}
@@ -225,7 +227,7 @@ class ChatReasoner:
         names = set(self.tool_names(phase))
         tools = [t for t in self._tools if t.name in names]
         if tools:
-            lines = "\n".join(f"- {_describe_tool(t)}" for t in tools)
+            lines = "\n".join(f"- {_describe_tool(t, self._arguments.get(t.name))}" for t in tools)
             parts.append(f"## Tools your decisions may call (in tool_calls)\n{lines}")
         else:
             parts.append("## Tools\nNo tools are available in this phase: leave tool_calls empty.")
@@ -557,7 +559,7 @@ def _guidance_for(state: ActorState, key: str) -> str | None:
 # -- tool schemas ---------------------------------------------------------------------------
 
 
-def _describe_tool(spec: ToolSpec) -> str:
+def _describe_tool(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> str:
     traits = [spec.category.value]
     if spec.writes:
         traits.append("writes")
@@ -566,7 +568,12 @@ def _describe_tool(spec: ToolSpec) -> str:
     if spec.side_effects:
         traits.append("side effects: " + ", ".join(spec.side_effects))
     description = f": {spec.description}" if spec.description else ""
-    return f"{spec.name} ({'; '.join(traits)}){description}"
+    schema = (
+        f" Arguments (JSON Schema): {json.dumps(arguments, separators=(',', ':'))}"
+        if arguments
+        else ""
+    )
+    return f"{spec.name} ({'; '.join(traits)}){description}{schema}"
 
 
 _FINISH_SCHEMA: dict[str, Any] = {
