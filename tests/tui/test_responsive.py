@@ -1,0 +1,58 @@
+"""The event loop never waits on the store: while the poll's read of a changed store is
+held, the cursor keys go on moving the cursor (issue 17)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy.engine import Engine
+from textual.worker import WorkerState
+
+from cleveragents_tui.engine.lifecycle import pause_plan
+from cleveragents_tui.tui.screens.plan_view import PlanScreen
+from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
+from cleveragents_tui.tui.widgets.status_bar import PlanStatus
+from tests.tui.conftest import SIZE, DemoPlan, settle
+
+pytestmark = pytest.mark.anyio
+
+
+@contextlib.contextmanager
+def every_connection_taken(engine: Engine) -> Iterator[None]:
+    """Hold every connection of the store's pool, as many readers at once would: the next
+    read waits for one. (In WAL mode a writer never blocks a reader, so a read is held
+    where it really can wait: for a connection.)"""
+    pool = engine.pool
+    held = [engine.raw_connection() for _ in range(pool.size() + pool._max_overflow)]  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        for connection in held:
+            connection.close()  # back to the pool: the waiting read goes on
+
+
+async def test_cursor_keys_move_while_the_polls_read_waits(demo_plan: DemoPlan) -> None:
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, PlanScreen)
+        tree = screen.query_one(DecisionTree)
+        status = screen.query_one(PlanStatus)
+        assert "awaiting_approval" in status.plain_text
+        pause_plan(demo_plan.store, demo_plan.plan.plan_id)  # another process changes it
+        with every_connection_taken(demo_plan.store.engine):
+            poll = app.poll_store()  # the timer's call: its read now waits
+            lines = [tree.cursor_line]
+            for _ in range(4):
+                await pilot.press("down")
+                lines.append(tree.cursor_line)
+            assert lines == list(range(lines[0], lines[0] + 5)), lines  # every key acted
+            assert poll.state is WorkerState.RUNNING  # ... while the read still waited
+            assert "awaiting_approval" in status.plain_text
+        await settle(app, pilot)
+        assert poll.state is WorkerState.SUCCESS
+        assert "paused" in status.plain_text  # the change shows once the read is done
+        assert tree.cursor_line == lines[-1]  # and the cursor stays where the keys put it
