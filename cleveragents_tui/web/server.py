@@ -205,5 +205,7 @@ def serve(config: ServeConfig, ready: Callable[[], None]) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(PrintableFormatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
     handler.addFilter(OneLineErrors())  # a bad request is one line, not a traceback
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    for name in ("agents.serve", "textual-serve"):  # not the libraries' chatter (alembic's)
+        logging.getLogger(name).setLevel(logging.INFO)
     asyncio.run(AgentsServer(config).run_until_stopped(ready))

@@ -6,13 +6,16 @@ group of its own. The per-session values (the user's name, the database URL) rea
 child as environment variables, and the server's own token is removed from the child's
 environment. Stopping a session is bounded: the app is asked to quit, and after
 ``QUIT_TIMEOUT`` its whole process group is killed — a hung tab neither keeps its slot nor
-holds up the server's shutdown.
+holds up the server's shutdown. What the app writes to stderr (an error, a traceback) goes
+to the server's log one quoted line at a time — textual-serve would copy it raw to the
+operator's terminal, escape sequences and forged lines included.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shlex
 import signal
@@ -31,6 +34,9 @@ DATABASE_ENV = "AGENTS_DATABASE_URL"
 EXPORT_DIR_ENV = "AGENTS_WEB_EXPORT_DIR"  # set: exports are saved there; unset: downloads
 SESSION_MODULE = "cleveragents_tui.web.session_main"
 QUIT_TIMEOUT = 10.0  # seconds an app gets to quit before it is killed
+OUTPUT_TIMEOUT = 1.0  # seconds the app's last stderr lines get to reach the log after it ends
+
+log = logging.getLogger("agents.serve")
 
 
 def session_argv() -> list[str]:
@@ -90,6 +96,7 @@ class SessionService(AppService):
         self.user = user
         self.database_url = database_url
         self.export_dir = export_dir
+        self._output: asyncio.Task[None] | None = None
 
     async def _open_app_process(self, width: int = 80, height: int = 24) -> Process:
         """The app itself as the child (no shell in between), leading its own process
@@ -102,9 +109,26 @@ class SessionService(AppService):
             env=self._build_environment(width=width, height=height),
             start_new_session=True,
         )
-        assert process.stdin is not None
+        assert process.stdin is not None and process.stderr is not None
         self._stdin = process.stdin
+        self._output = asyncio.create_task(self._log_output(process.stderr))
+        ended = asyncio.StreamReader()  # upstream reads (and would print raw) an empty stderr
+        ended.feed_eof()
+        process.stderr = ended
         return process
+
+    async def _log_output(self, stderr: asyncio.StreamReader) -> None:
+        """Each line the app writes to stderr, as one log line with the line quoted."""
+        while True:
+            try:
+                line = await stderr.readline()
+            except ValueError:  # longer than the stream's limit (64 KiB): dropped
+                log.warning("the app of %r wrote a line too long to log", self.user)
+                continue
+            if not line:
+                return
+            text = line.decode("utf-8", "replace").rstrip("\n")
+            log.warning("the app of %r wrote: %r", self.user, text)
 
     async def stop(self) -> None:
         """Ask the app to quit (textual-serve's stop) for at most ``QUIT_TIMEOUT``
@@ -117,11 +141,13 @@ class SessionService(AppService):
                 await asyncio.wait_for(process.wait(), QUIT_TIMEOUT)
         except TimeoutError:
             pass
-        if process is None or process.returncode is not None:
-            return  # quit by itself (an exited, reaped leader's id could be reused: no kill)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)  # the group: the app and its children
-        await process.wait()
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):  # (a reaped leader's id: no kill)
+                os.killpg(process.pid, signal.SIGKILL)  # the group: the app and its children
+            await process.wait()
+        if self._output is not None:  # its last lines; a child that kept stderr open: cut off
+            await asyncio.wait([self._output], timeout=OUTPUT_TIMEOUT)
+            self._output.cancel()
 
     def _build_environment(self, width: int = 80, height: int = 24) -> dict[str, str]:
         environment = super()._build_environment(width=width, height=height)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import socket
 from pathlib import Path
@@ -219,3 +220,41 @@ def test_every_logged_value_is_quoted(tmp_path: Path) -> None:
         "from origin 'http://evil.example\\x9b2J'"
     ) in log
     assert "user name 'mal\\x1b[2Jlory' is not allowed" in log  # the users file, re-read
+
+
+FORGED = "db\x1b[2J\n12:00:00 login: 'mallory'"  # a folder name: the tab's error repeats it
+
+
+def test_the_apps_error_output_reaches_the_log_quoted(tmp_path: Path) -> None:
+    """A tab's app that fails writes its error to stderr; the server logs it one quoted
+    line at a time instead of copying it raw to the operator's terminal."""
+    folder = tmp_path / FORGED
+    folder.mkdir()
+    database = str(folder / "agents.db")
+    port = free_port()
+    served, _ = start_serve(database, port, workdir=tmp_path, env={"AGENTS_SERVE_TOKEN": TOKEN})
+    try:
+        shutil.rmtree(folder)  # the tab's app cannot open the database: it says why
+
+        async def open_a_tab() -> None:
+            async with client() as browser:
+                url = f"http://127.0.0.1:{port}"
+                async with browser.get(f"{url}/?token={TOKEN}", allow_redirects=False):
+                    pass
+                headers = {"Origin": url}
+                async with browser.ws_connect(f"{url}/ws", headers=headers):
+                    await wait_until(lambda: "wrote: 'error" in served.stderr())
+
+        asyncio.run(open_a_tab())
+    finally:
+        assert served.stop() == 0
+    output = []
+    while (line := served.next_line()) != "":
+        output.append(line)
+    log = served.stderr()
+    for text in (log, "\n".join(output)):
+        assert "\x1b" not in text and "login: 'mallory'\n" not in text
+    assert all(line[:2].isdigit() and line[2] == ":" for line in log.splitlines()), log
+    assert "wrote: 'error: cannot create the database" in log
+    assert "db\\x1b[2J'" in log  # its line ends at the folder name's newline, escaped
+    assert "wrote: \"12:00:00 login: 'mallory'/agents.db" in log  # the next: no forged line
