@@ -169,9 +169,11 @@ def alternatives_for(
 ) -> Alternatives | None:
     """:func:`alternatives` for a stored decision, read from its plan's stored action."""
     with store.unit_of_work() as uow:
-        current = uow.decisions.current_steps(decision.plan_id)
         try:
             action: Action | None = Action.model_validate(uow.plan_actions.get(decision.plan_id))
         except (UserError, ValidationError):  # no action to replay: the preview refuses that
             action = None
+        # only the action's steps are looked up: not every current decision of a large plan
+        keys = {p.key for p in action.decisions} if action is not None else set()
+        current = uow.decisions.current_steps(decision.plan_id, keys)
     return alternatives(action, decision, guidance, current, choose)

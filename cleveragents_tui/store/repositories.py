@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Select, case, func, select, update
@@ -385,18 +385,22 @@ class DecisionRepository:
         ).one()
         return int(row[0]), int(row[1] or 0)
 
-    def current_steps(self, plan_id: str) -> dict[str, tuple[str, str]]:
-        """step key -> (decision id, chosen option) of the plan's current decisions."""
-        rows = self._session.execute(
-            select(DecisionRow.step_key, DecisionRow.decision_id, DecisionRow.chosen_option)
-            .where(
-                DecisionRow.plan_id == plan_id,
-                DecisionRow.superseded_by.is_(None),
-                DecisionRow.step_key.is_not(None),
-            )
-            .order_by(DecisionRow.sequence_number)
+    def current_steps(
+        self, plan_id: str, keys: Collection[str] | None = None
+    ) -> dict[str, tuple[str, str]]:
+        """step key -> (decision id, chosen option) of the plan's current decisions; of those
+        of the steps ``keys`` only, if given: then read through the plan-and-step index and
+        put in order here (ordered by the database, SQLite would walk the plan's sequence
+        index instead: every decision of the plan)."""
+        d = DecisionRow
+        query = select(d.sequence_number, d.step_key, d.decision_id, d.chosen_option).where(
+            d.plan_id == plan_id, d.superseded_by.is_(None), d.step_key.is_not(None)
         )
-        return {str(key): (decision_id, chosen) for key, decision_id, chosen in rows}
+        if keys is None:
+            rows = list(self._session.execute(query.order_by(d.sequence_number)))
+        else:
+            rows = sorted(self._session.execute(query.where(d.step_key.in_(sorted(keys)))))
+        return {str(key): (decision_id, chosen) for _, key, decision_id, chosen in rows}
 
     def made_from_actor_checkpoint(
         self, plan_id: str, thread_id: str, checkpoint_id: str

@@ -97,8 +97,9 @@ class DecisionRow(Base):
     __table_args__ = (
         UniqueConstraint("plan_id", "sequence_number", name="uq_decisions_plan_sequence"),
         Index("ix_decisions_parent_decision_id", "parent_decision_id"),
-        # migration 0008: a plan's decisions of one type (guidance) without the others
+        # migration 0008: a plan's decisions of one type (guidance), of a few steps
         Index("ix_decisions_plan_type_sequence", "plan_id", "decision_type", "sequence_number"),
+        Index("ix_decisions_plan_step_key", "plan_id", "step_key"),
         CheckConstraint(
             "confidence_score IS NULL OR (confidence_score >= 0 AND confidence_score <= 1)",
             name="ck_decisions_confidence",

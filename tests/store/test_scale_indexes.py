@@ -22,12 +22,13 @@ from sqlalchemy.orm import Session
 from cleveragents_tui.cli import cli
 from cleveragents_tui.store import correction_queries
 from cleveragents_tui.store.database import make_engine, normalise_url
+from cleveragents_tui.store.repositories import DecisionRepository
 from cleveragents_tui.store.schema import SCHEMA_HEAD, current_revision
 from cleveragents_tui.store.store import Store
 from tests.support.scale_plan import FILES, build
 
 NEW_INDEXES = {
-    "decisions": {"ix_decisions_plan_type_sequence"},
+    "decisions": {"ix_decisions_plan_type_sequence", "ix_decisions_plan_step_key"},
     "tool_invocations": {"ix_tool_invocations_plan_id", "ix_tool_invocations_plan_writes"},
 }
 
@@ -82,9 +83,12 @@ def test_later_writers_and_guidance_start_from_their_indexes(tmp_path: Path) -> 
             )
             writes = correction_queries.writes_after(session, scale.plan_id, 0, [FILES])
             correction_queries.guidance_decisions(session, scale.plan_id)
+            steps = DecisionRepository(session).current_steps(scale.plan_id, {"step-1"})
+        assert set(steps) == {"step-1"}
         assert writes  # the action's steps wrote to the files after the first decision
-        later, guidance = (_query_plan(scale.store, s) for s in statements[:2])
+        later, guidance, step = (_query_plan(scale.store, s) for s in statements[:3])
     finally:
         scale.store.close()
     assert "ix_tool_invocations_plan_writes" in later, later
     assert "ix_decisions_plan_type_sequence" in guidance, guidance
+    assert "ix_decisions_plan_step_key" in step, step

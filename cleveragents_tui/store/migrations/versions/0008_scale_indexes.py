@@ -3,6 +3,8 @@
 - ``decisions (plan_id, decision_type, sequence_number)``: a plan's corrections' guidance
   decisions (every preview and execute reads them to find restore points) without reading
   every decision of the plan.
+- ``decisions (plan_id, step_key)``: the current decisions of an action's few steps (a
+  correction's alternatives) without every decision of the plan.
 - ``tool_invocations (plan_id)``: the usage counts checked before each step (policing) and
   ``agents plan show``, which otherwise read the whole table.
 - ``tool_invocations (plan_id, decision_id)`` of the calls with side effects only (a partial
@@ -32,6 +34,7 @@ def upgrade() -> None:
         "decisions",
         ["plan_id", "decision_type", "sequence_number"],
     )
+    op.create_index("ix_decisions_plan_step_key", "decisions", ["plan_id", "step_key"])
     op.create_index("ix_tool_invocations_plan_id", "tool_invocations", ["plan_id"])
     op.create_index(
         "ix_tool_invocations_plan_writes",
@@ -45,4 +48,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("ix_tool_invocations_plan_writes", "tool_invocations")
     op.drop_index("ix_tool_invocations_plan_id", "tool_invocations")
+    op.drop_index("ix_decisions_plan_step_key", "decisions")
     op.drop_index("ix_decisions_plan_type_sequence", "decisions")
