@@ -51,6 +51,7 @@ from cleveragents_tui.tui.web_exports import web_target, where_exports_go
 from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import MORE, DecisionTree
 from cleveragents_tui.tui.widgets.status_bar import PlanStatus
+from cleveragents_tui.tui.widgets.working import Working
 from cleveragents_tui.views.lines import one_line
 
 
@@ -93,6 +94,7 @@ class PlanScreen(AgentsScreen):
         with Horizontal(id="plan-body"):
             yield DecisionTree(id="tree")
             yield DecisionDetail(id="detail")
+        yield Working(id="working")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -340,11 +342,18 @@ class PlanScreen(AgentsScreen):
         discard the files changed outside the plan that the revert rolls back, then the
         replay; opens the diff when it succeeded."""
         tree = self.query_one(DecisionTree)
+        working = self.query_one(Working)
+        working.start("computing the impact preview: what the correction would roll back…")
         try:
             impact = await asyncio.to_thread(make_preview)
         except UserError as exc:
             self.notify(str(exc), title="Correction refused", severity="error", timeout=10)
             return
+        except Exception as exc:  # the store went away meanwhile: a notification
+            self.notify(str(exc), title="Cannot preview the correction", severity="error")
+            return
+        finally:
+            working.stop()
         tree.highlight(impact.affected_decisions)
         try:
             preview_modal = ImpactModal(impact, tree.row)
