@@ -27,7 +27,6 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
 from cleveragents_tui.domain.approval import ApprovalAnswer
@@ -60,6 +59,8 @@ def id_set(session: Session, ids: Iterable[str], name: str = "ids") -> Select[tu
 def values_of(dialect: str, array: ColumnElement[Any]) -> Select[tuple[str]]:
     """``SELECT value FROM <array>``: the strings of a JSON array (a bound parameter)."""
     if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import JSONB  # not loaded by commands on SQLite
+
         table = func.jsonb_array_elements_text(cast(array, JSONB)).table_valued("value")
     else:
         table = func.json_each(array).table_valued("value")
@@ -71,6 +72,8 @@ def _resource_argument(session: Session) -> ColumnElement[Any]:
     database from the stored JSON."""
     c = ToolInvocationRow
     if session.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import JSONB  # not loaded by commands on SQLite
+
         arguments = cast(c.arguments, JSONB)
         is_text = func.jsonb_typeof(arguments["resource"]) == "string"
         return case((is_text, arguments["resource"].astext))

@@ -214,8 +214,9 @@ class ToolInvocationRow(Base):
             "ix_tool_invocations_plan_writes",
             "plan_id",
             "decision_id",
+            # partial on both backends (migration 0008); only SQLite's option is named here,
+            # as naming PostgreSQL's loads its dialect into every command on SQLite
             sqlite_where=text(WROTE),
-            postgresql_where=text(WROTE),
         ),
     )
 
