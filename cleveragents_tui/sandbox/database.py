@@ -4,7 +4,7 @@ A SQLite target gets a copy of its file (``sqlite_copy.py``), a PostgreSQL targe
 its database on its server (``postgres_copy.py``): exact in every process, with no statement
 replay. When the server cannot copy a PostgreSQL database (others are connected to it, or
 the login may not create databases or does not own it) the sandbox is one transaction with
-savepoints (``transaction_rollback.py``), which a later process rebuilds by replaying its
+savepoints (``transaction/``), which a later process rebuilds by replaying its
 statement log; the reason is logged. Sandboxes made by the savepoint strategy (older
 versions, or that fallback) keep opening as one.
 """
@@ -27,11 +27,11 @@ from cleveragents_tui.sandbox.sqlite_copy import (
     SqliteCopyStrategy,
     is_copy_sandbox,
 )
-from cleveragents_tui.sandbox.transaction_rollback import (
+from cleveragents_tui.sandbox.transaction import (
     TransactionRollbackSandbox,
     TransactionRollbackStrategy,
-    _target_url,
 )
+from cleveragents_tui.sandbox.transaction.connection import target_url
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class DatabaseStrategy:
     name: SandboxStrategyName = SandboxStrategyName.TRANSACTION_ROLLBACK
 
     def create(self, resource: Resource, plan_id: str, root: Path) -> DatabaseSandbox:
-        if _target_url(resource).get_backend_name() == "sqlite":
+        if target_url(resource).get_backend_name() == "sqlite":
             return SqliteCopyStrategy().create(resource, plan_id, root)
         try:
             return PostgresCopyStrategy().create(resource, plan_id, root)

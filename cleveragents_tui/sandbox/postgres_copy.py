@@ -1,6 +1,6 @@
 """A PostgreSQL database sandbox that any process can roll back exactly: copies of the database.
 
-The savepoint sandbox (``transaction_rollback.py``) lives in one connection of one process,
+The savepoint sandbox (``transaction/``) lives in one connection of one process,
 so each later process (each CLI command is one) *replayed* its statement log, and a schema
 with ``DEFAULT now()``, ``random()``, ``gen_random_uuid()`` or a sequence replayed to other
 rows: corrections were refused ("was lost on restart ... rows differ") and Apply landed
@@ -68,18 +68,20 @@ from cleveragents_tui.sandbox.base import (
 from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
 from cleveragents_tui.sandbox.sql_confinement import POSTGRES_DENIED_FIX, postgres_refusal
 from cleveragents_tui.sandbox.sqlite_copy import ReadResult
-from cleveragents_tui.sandbox.transaction_rollback import (
-    _PG_TABLES,
-    _TRANSACTION_CONTROL,
+from cleveragents_tui.sandbox.transaction.connection import (
+    TRANSACTION_CONTROL,
+    first_line,
+    target_url,
+)
+from cleveragents_tui.sandbox.transaction.core import SqlStatementError
+from cleveragents_tui.sandbox.transaction.snapshots import (
     DEFAULT_MAX_SNAPSHOT_ROWS,
+    PG_TABLES,
     Snapshot,
-    SqlStatementError,
-    _compare,
-    _first_line,
-    _path_part,
-    _render_row,
-    _Table,
-    _target_url,
+    Table,
+    compare,
+    path_part,
+    render_row,
 )
 
 log = logging.getLogger(__name__)
@@ -214,10 +216,8 @@ def _snapshot(url: URL, database: str, max_rows: int) -> Snapshot | None:
         with engine.connect() as connection:
             result: Snapshot = {}
             remaining = max_rows
-            for schema, table, is_default, pk in connection.execute(_PG_TABLES).all():
-                path = (
-                    _path_part(table) if is_default else f"{_path_part(schema)}.{_path_part(table)}"
-                )
+            for schema, table, is_default, pk in connection.execute(PG_TABLES).all():
+                path = path_part(table) if is_default else f"{path_part(schema)}.{path_part(table)}"
                 query = sql.SQL("SELECT * FROM {}").format(sql.Identifier(schema, table))
                 raw: Any = connection.connection.dbapi_connection
                 rows_result = connection.exec_driver_sql(query.as_string(raw))
@@ -230,7 +230,7 @@ def _snapshot(url: URL, database: str, max_rows: int) -> Snapshot | None:
                         return None
                     values = tuple(row)
                     if positions:
-                        rows[",".join(_path_part(values[i]) for i in positions)] = values
+                        rows[",".join(path_part(values[i]) for i in positions)] = values
                         continue
                     digest = hashlib.blake2b(repr(values).encode(), digest_size=8).hexdigest()
                     key, duplicate = f"~{digest}", 1
@@ -238,7 +238,7 @@ def _snapshot(url: URL, database: str, max_rows: int) -> Snapshot | None:
                         duplicate += 1
                         key = f"~{digest}#{duplicate}"
                     rows[key] = values
-                result[path] = _Table(columns, rows)
+                result[path] = Table(columns, rows)
             return dict(sorted(result.items()))
     finally:
         engine.dispose()
@@ -309,7 +309,7 @@ class PostgresCopySandbox:
             try:
                 connection = psycopg.connect(_conninfo(self._url, name), autocommit=True)
             except psycopg.Error as exc:
-                errors.append(_first_line(exc))
+                errors.append(first_line(exc))
                 continue
             try:
                 yield connection
@@ -398,7 +398,7 @@ class PostgresCopySandbox:
 
     def _failed(self, doing: str, exc: BaseException) -> SandboxError:
         return SandboxError(
-            f"cannot {doing} the sandbox of {self._resource.resource_id}: {_first_line(exc)}",
+            f"cannot {doing} the sandbox of {self._resource.resource_id}: {first_line(exc)}",
             "check that the database server is reachable, then retry",
         )
 
@@ -435,7 +435,7 @@ class PostgresCopySandbox:
                 "pass the statement as text",
             )
         first = " ".join(sql_text.split())[:80]
-        if _TRANSACTION_CONTROL.match(sql_text):
+        if TRANSACTION_CONTROL.match(sql_text):
             raise SqlStatementError(
                 f"statement {first!r} refused in the sandbox of {self._resource.resource_id}",
                 "the sandbox owns its database: checkpoints, rollback, apply and discard go "
@@ -471,7 +471,7 @@ class PostgresCopySandbox:
                     )
             except SQLAlchemyError as exc:
                 raise SqlStatementError(
-                    f"SQL failed in the sandbox of {self._resource.resource_id}: {_first_line(exc)}"
+                    f"SQL failed in the sandbox of {self._resource.resource_id}: {first_line(exc)}"
                 ) from exc
             finally:
                 self._close()
@@ -551,7 +551,7 @@ class PostgresCopySandbox:
                 state.save(self._root / STATE_FILE_NAME)
             except (psycopg.Error, OSError) as exc:
                 raise SandboxError(
-                    f"cannot roll {self._resource.resource_id} back to {ref}: {_first_line(exc)}",
+                    f"cannot roll {self._resource.resource_id} back to {ref}: {first_line(exc)}",
                     "retry; the working copy is either as it was or as the checkpoint",
                 ) from exc
 
@@ -561,7 +561,7 @@ class PostgresCopySandbox:
         except SQLAlchemyError as exc:
             raise SandboxError(
                 f"cannot read the rows of {self._resource.resource_id} at {what}: "
-                f"{_first_line(exc)}",
+                f"{first_line(exc)}",
                 "check that the database server is reachable",
             ) from exc
         if taken is None:
@@ -583,7 +583,7 @@ class PostgresCopySandbox:
     def diff(self, old_ref: str, new_ref: str) -> list[Change]:
         """Row changes between two checkpoints (also after Apply: the copies stay)."""
         with self._operation() as state:
-            return _compare(self._rows_at(state, old_ref), self._rows_at(state, new_ref))
+            return compare(self._rows_at(state, old_ref), self._rows_at(state, new_ref))
 
     def read(self, ref: str, path: str) -> bytes | None:
         """Row ``table/key`` at checkpoint ``ref`` as UTF-8 JSON; None when absent."""
@@ -594,7 +594,7 @@ class PostgresCopySandbox:
         if table is None or not separator:
             return None
         row = table.rows.get(key)
-        return None if row is None else _render_row(table.columns, row)
+        return None if row is None else render_row(table.columns, row)
 
     def changes_since_baseline(self) -> list[Change]:
         """Row changes of the working copy against the target at creation."""
@@ -602,7 +602,7 @@ class PostgresCopySandbox:
             if state.status == "applied":
                 raise self._applied()
             self._settle(state)
-            return _compare(
+            return compare(
                 self._rows(self._name(state, "base"), "creation"),
                 self._rows(self._name(state, "work"), "present"),
             )
@@ -635,7 +635,7 @@ class PostgresCopySandbox:
             changes: tuple[Change, ...] = ()
             with contextlib.suppress(SandboxError):
                 changes = tuple(
-                    _compare(
+                    compare(
                         self._rows(self._name(state, "base"), "creation"),
                         self._rows(self._name(state, "work"), "present"),
                     )
@@ -651,7 +651,7 @@ class PostgresCopySandbox:
             except psycopg.Error as exc:
                 raise SandboxError(
                     f"nothing was applied to {self._resource.resource_id}: PostgreSQL refused "
-                    f"the change: {_first_line(exc)}",
+                    f"the change: {first_line(exc)}",
                     "retry apply when the database is free, or fix what PostgreSQL names",
                 ) from exc
             state.status = "applied"
@@ -716,7 +716,7 @@ class PostgresCopySandbox:
         except (psycopg.Error, SandboxError) as exc:
             raise SandboxError(
                 f"cannot drop the sandbox databases agents_{prefix}_* of "
-                f"{self._resource.resource_id}: {_first_line(exc)}",
+                f"{self._resource.resource_id}: {first_line(exc)}",
                 "drop them with psql (DROP DATABASE), or retry when the server is reachable",
             ) from exc
 
@@ -735,7 +735,7 @@ class PostgresCopyStrategy:
         self.max_snapshot_rows = max_snapshot_rows
 
     def _url(self, resource: Resource) -> URL:
-        url = _target_url(resource)
+        url = target_url(resource)
         if url.get_backend_name() != "postgresql" or not url.database:
             raise SandboxError(
                 f"resource {resource.resource_id} is not a PostgreSQL database",
@@ -771,7 +771,7 @@ class PostgresCopyStrategy:
                     if exc.sqlstate in _CANNOT_COPY:
                         raise CopyUnavailableError(
                             f"cannot copy the database {url.database} of resource "
-                            f"{resource.resource_id}: {_first_line(exc)}",
+                            f"{resource.resource_id}: {first_line(exc)}",
                             "close other connections to it, or give its login CREATEDB and "
                             "ownership of it",
                         ) from exc
@@ -784,7 +784,7 @@ class PostgresCopyStrategy:
             if isinstance(exc, psycopg.Error | OSError):
                 raise SandboxError(
                     f"cannot copy the database of resource {resource.resource_id} on its "
-                    f"server: {_first_line(exc)}",
+                    f"server: {first_line(exc)}",
                     "check that the server is reachable and its login may create databases",
                 ) from exc
             raise

@@ -73,17 +73,19 @@ from cleveragents_tui.sandbox.sqlite_land import (
     q,
     virtual_tables,
 )
-from cleveragents_tui.sandbox.transaction_rollback import (
-    _TRANSACTION_CONTROL,
+from cleveragents_tui.sandbox.transaction.connection import (
+    TRANSACTION_CONTROL,
+    first_line,
+    target_url,
+)
+from cleveragents_tui.sandbox.transaction.core import SqlStatementError
+from cleveragents_tui.sandbox.transaction.snapshots import (
     DEFAULT_MAX_SNAPSHOT_ROWS,
     Snapshot,
-    SqlStatementError,
-    _compare,
-    _first_line,
-    _path_part,
-    _render_row,
-    _Table,
-    _target_url,
+    Table,
+    compare,
+    path_part,
+    render_row,
 )
 
 STATE_FILE_NAME: Final = "sqlite_copy.json"
@@ -235,7 +237,7 @@ def snapshot(path: Path, max_rows: int) -> Snapshot | None:
                 if remaining < 0:
                     return None
                 if positions:
-                    rows[",".join(_path_part(values[i]) for i in positions)] = tuple(values)
+                    rows[",".join(path_part(values[i]) for i in positions)] = tuple(values)
                     continue
                 digest = hashlib.blake2b(repr(values).encode(), digest_size=8).hexdigest()
                 key, duplicate = f"~{digest}", 1
@@ -243,7 +245,7 @@ def snapshot(path: Path, max_rows: int) -> Snapshot | None:
                     duplicate += 1
                     key = f"~{digest}#{duplicate}"
                 rows[key] = tuple(values)
-            result[_path_part(name)] = _Table(columns, rows)
+            result[path_part(name)] = Table(columns, rows)
         return result
     finally:
         connection.close()
@@ -394,7 +396,7 @@ class SqliteCopySandbox:
                 f"only SQL text runs in the sandbox of {self._resource.resource_id}",
                 "pass the statement as text",
             )
-        if _TRANSACTION_CONTROL.match(sql) or _ATTACH.match(sql):
+        if TRANSACTION_CONTROL.match(sql) or _ATTACH.match(sql):
             first = sql.strip().splitlines()[0][:80]
             raise SqlStatementError(
                 f"statement {first!r} refused in the sandbox of {self._resource.resource_id}",
@@ -415,14 +417,14 @@ class SqliteCopySandbox:
                         result.rowcount,
                     )
             except SQLAlchemyError as exc:
-                if sqlite_denied(_first_line(exc)):
+                if sqlite_denied(first_line(exc)):
                     raise SqlStatementError(
                         f"statement {' '.join(sql.split())[:80]!r} refused in the sandbox of "
                         f"{self._resource.resource_id}: it reaches outside its database",
                         SQLITE_DENIED_FIX,
                     ) from exc
                 raise SqlStatementError(
-                    f"SQL failed in the sandbox of {self._resource.resource_id}: {_first_line(exc)}"
+                    f"SQL failed in the sandbox of {self._resource.resource_id}: {first_line(exc)}"
                 ) from exc
 
     # -- the Sandbox protocol --------------------------------------------------------------
@@ -516,7 +518,7 @@ class SqliteCopySandbox:
     def diff(self, old_ref: str, new_ref: str) -> list[Change]:
         """Row changes between two checkpoints (also after Apply: the copies stay)."""
         with self._operation() as state:
-            return _compare(self._snapshot_at(state, old_ref), self._snapshot_at(state, new_ref))
+            return compare(self._snapshot_at(state, old_ref), self._snapshot_at(state, new_ref))
 
     def read(self, ref: str, path: str) -> bytes | None:
         """Row ``table/key`` at checkpoint ``ref`` as UTF-8 JSON; None when absent."""
@@ -527,12 +529,12 @@ class SqliteCopySandbox:
         if table is None or not separator:
             return None
         row = table.rows.get(key)
-        return None if row is None else _render_row(table.columns, row)
+        return None if row is None else render_row(table.columns, row)
 
     def changes_since_baseline(self) -> list[Change]:
         """Row changes of the working copy against the target at creation."""
         with self._operation():
-            return _compare(
+            return compare(
                 self._snapshot(self._root / BASELINE, "creation"),
                 self._snapshot(self._root / WORK, "present"),
             )
@@ -559,7 +561,7 @@ class SqliteCopySandbox:
             changes: tuple[Change, ...] = ()
             with contextlib.suppress(SandboxError):
                 changes = tuple(
-                    _compare(
+                    compare(
                         self._snapshot(self._root / BASELINE, "creation"),
                         self._snapshot(self._root / WORK, "present"),
                     )
@@ -614,7 +616,7 @@ class SqliteCopyStrategy:
         self.max_snapshot_rows = max_snapshot_rows
 
     def _target(self, resource: Resource) -> Path:
-        url = _target_url(resource)
+        url = target_url(resource)
         if url.get_backend_name() != "sqlite" or not url.database:
             raise SandboxError(
                 f"resource {resource.resource_id} is not a SQLite database file",
@@ -652,7 +654,7 @@ class SqliteCopyStrategy:
             sandbox.discard()
             raise SandboxError(
                 f"cannot copy the database {target} of resource {resource.resource_id} "
-                f"into {root}: {_first_line(exc)}",
+                f"into {root}: {first_line(exc)}",
                 "check that the database is readable and the sandbox folder has free space",
             ) from exc
         except BaseException:

@@ -12,12 +12,12 @@ holds the file's write lock). So the transaction is held only while it is used:
   ``<sandboxes>/<plan>`` for as long as it is held.
 * **Handing over**: when the last pin of a folder ends, every sandbox this process holds
   that no pin still covers is handed over
-  (:meth:`~cleveragents_tui.sandbox.transaction_rollback.TransactionRollbackSandbox.hand_over`):
+  (:meth:`~cleveragents_tui.sandbox.transaction.replay.ReplayingSandbox.hand_over`):
   its state file is brought up to date, its transaction is rolled back (nothing of it was
   committed: every statement is already in the fsynced statement log), its connection is
   closed and its ``flock`` released. Its object stays in this process, *released*.
 * **Taking it back**: the next use, in any process, replays the statement log into a new
-  transaction (``transaction_rollback.py`` "Statement log and replay"). In the process that
+  transaction (``transaction/replay.py``; docs/sandboxes.md). In the process that
   handed it over, that is the same object: it rereads the state file and the log, so it sees
   whatever another process did meanwhile (a correction rolled the database back and replayed
   the plan), never its own earlier transaction. When no one else held it meanwhile (the

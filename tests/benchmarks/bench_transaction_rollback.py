@@ -31,7 +31,7 @@ from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.sandbox.postgres_copy import PostgresCopySandbox, PostgresCopyStrategy
 from cleveragents_tui.sandbox.sqlite_copy import SqliteCopySandbox, SqliteCopyStrategy
-from cleveragents_tui.sandbox.transaction_rollback import (
+from cleveragents_tui.sandbox.transaction import (
     TransactionRollbackSandbox,
     TransactionRollbackStrategy,
 )

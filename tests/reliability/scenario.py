@@ -421,7 +421,7 @@ _PRELOAD = (
     "cleveragents_tui.sandbox.git",
     "cleveragents_tui.sandbox.none",
     "cleveragents_tui.sandbox.overlay",
-    "cleveragents_tui.sandbox.transaction_rollback",
+    "cleveragents_tui.sandbox.transaction",
     "langchain_core.tracers.stdout",
 )
 

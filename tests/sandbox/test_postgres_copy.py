@@ -23,7 +23,7 @@ from cleveragents_tui.failpoints import InjectedFault
 from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError
 from cleveragents_tui.sandbox.database import DatabaseStrategy
 from cleveragents_tui.sandbox.postgres_copy import STATE_FILE_NAME, PostgresCopySandbox
-from cleveragents_tui.sandbox.transaction_rollback import (
+from cleveragents_tui.sandbox.transaction import (
     SqlStatementError,
     TransactionRollbackSandbox,
 )

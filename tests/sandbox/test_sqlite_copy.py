@@ -17,7 +17,7 @@ from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError
 from cleveragents_tui.sandbox.database import DatabaseStrategy
 from cleveragents_tui.sandbox.sqlite_copy import SqliteCopySandbox
-from cleveragents_tui.sandbox.transaction_rollback import SqlStatementError
+from cleveragents_tui.sandbox.transaction import SqlStatementError
 
 SCHEMA = """
 CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL,
@@ -182,7 +182,7 @@ def test_a_dropped_checkpoint_is_missing_and_discard_leaves_the_target(
 def test_a_savepoint_sandbox_made_before_copies_existed_still_opens_as_one(
     resource: Resource, tmp_path: Path
 ) -> None:
-    from cleveragents_tui.sandbox.transaction_rollback import (
+    from cleveragents_tui.sandbox.transaction import (
         TransactionRollbackSandbox,
         TransactionRollbackStrategy,
     )

@@ -26,10 +26,8 @@ from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.failpoints import ENV_VAR
 from cleveragents_tui.sandbox import pg_commit
-from cleveragents_tui.sandbox.transaction_rollback import (
-    STATE_FILE_NAME,
-    TransactionRollbackStrategy,
-)
+from cleveragents_tui.sandbox.transaction import TransactionRollbackStrategy
+from cleveragents_tui.sandbox.transaction.state import STATE_FILE_NAME
 
 pytestmark = pytest.mark.postgres
 
@@ -40,7 +38,7 @@ import sys
 from pathlib import Path
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.sandbox.transaction_rollback import TransactionRollbackStrategy
+from cleveragents_tui.sandbox.transaction import TransactionRollbackStrategy
 
 location, root, plan = sys.argv[1:4]
 resource = Resource(resource_id="local/target-db", kind="database", location=location,

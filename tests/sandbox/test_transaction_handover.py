@@ -20,11 +20,11 @@ import pytest
 
 from cleveragents_tui.sandbox import transaction_handover
 from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError
-from cleveragents_tui.sandbox.transaction_rollback import (
-    LOCK_FILE_NAME,
+from cleveragents_tui.sandbox.transaction import (
     TransactionRollbackSandbox,
     TransactionRollbackStrategy,
 )
+from cleveragents_tui.sandbox.transaction.state import LOCK_FILE_NAME
 from tests.sandbox.test_transaction_replay import as_json, run_process
 from tests.sandbox.test_transaction_rollback import PLAN, Target, _resource, _seed, view
 

@@ -23,13 +23,12 @@ from sqlalchemy import text
 
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.sandbox.base import ChangeKind, CheckpointMissingError, SandboxError
-from cleveragents_tui.sandbox.transaction_rollback import (
-    LOG_FILE_NAME,
-    STATE_FILE_NAME,
+from cleveragents_tui.sandbox.transaction import (
     TransactionRollbackSandbox,
     TransactionRollbackStrategy,
-    _State,
 )
+from cleveragents_tui.sandbox.transaction.state import STATE_FILE_NAME, State
+from cleveragents_tui.sandbox.transaction.statement_log import LOG_FILE_NAME
 from tests.sandbox.test_transaction_rollback import PLAN, REPO, Target, _resource, _seed, view
 
 # Runs a list of operations on a sandbox and prints what it saw as JSON, then ends without
@@ -40,7 +39,7 @@ from pathlib import Path
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.sandbox.base import SandboxError
-from cleveragents_tui.sandbox.transaction_rollback import (
+from cleveragents_tui.sandbox.transaction import (
     SqlStatementError,
     TransactionRollbackStrategy,
 )
@@ -623,7 +622,7 @@ def test_a_sandbox_applied_while_this_process_waited_is_not_replayed(
     """This process read the state before another one applied the sandbox: the state read
     again under the lock wins, so the changes are not replayed (and committed) twice."""
     run_process(sqlite_target, root, ["create"], ["exec", "INSERT INTO items VALUES (50, 'x', 1)"])
-    stale = _State.load(root / STATE_FILE_NAME)
+    stale = State.load(root / STATE_FILE_NAME)
     assert stale is not None
     run_process(sqlite_target, root, ["open"], ["apply"])
     resource = _resource(sqlite_target.location)

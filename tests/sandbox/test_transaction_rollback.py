@@ -28,12 +28,12 @@ from cleveragents_tui.sandbox.base import (
     SandboxStrategy,
 )
 from cleveragents_tui.sandbox.safety import UnsafeInputError
-from cleveragents_tui.sandbox.transaction_rollback import (
-    STATE_FILE_NAME,
+from cleveragents_tui.sandbox.transaction import (
     SqlStatementError,
     TransactionRollbackSandbox,
     TransactionRollbackStrategy,
 )
+from cleveragents_tui.sandbox.transaction.state import STATE_FILE_NAME
 
 REPO = Path(__file__).resolve().parents[2]
 PLAN = "01J0000000000000000000PLAN"
@@ -486,7 +486,7 @@ import json, sys
 from pathlib import Path
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.sandbox.transaction_rollback import TransactionRollbackStrategy
+from cleveragents_tui.sandbox.transaction import TransactionRollbackStrategy
 
 location, root, plan = sys.argv[1:4]
 resource = Resource(resource_id="local/target-db", kind="database", location=location,
