@@ -1,3 +1,4 @@
+# Over 500 lines: OverlaySandbox is one ~660-line layer stack; a base shared with filesystem_copy is planned.
 """The overlay sandbox: copy-on-write layers in user space over the real directory.
 
 No mount: the real directory is the read-only *lower* layer, and tools go through this

@@ -1,3 +1,4 @@
+# Over 500 lines: PostgresCopySandbox is one ~475-line state machine; landing is postgres_land.
 """A PostgreSQL database sandbox that any process can roll back exactly: copies of the database.
 
 The savepoint sandbox (``transaction/``) lives in one connection of one process,

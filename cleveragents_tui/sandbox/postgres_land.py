@@ -1,3 +1,4 @@
+# Over 500 lines: one landing (read, plan, write); its steps share the catalog queries, none stands alone.
 """Landing a PostgreSQL sandbox: the rows that differ between two copies, written into the target.
 
 A ``postgres_copy`` sandbox (``postgres_copy.py``) keeps the database as it was at creation
