@@ -4,6 +4,12 @@ Priority (ADR-035, "Checkpoint Budget Considerations"): the first checkpoint and
 recent one are always kept; past the budget, regular ``pre_write`` checkpoints go before
 decision-linked ones, oldest first. Markers of ``none`` resources cost nothing and are never
 counted or pruned.
+
+The newest ``pre_write`` checkpoint is kept too, even when that leaves one checkpoint over
+the budget: it is the state before the call that ran last, which a failed call's retry
+restores (engine/restore_on_failure.py), and the retry's own decision checkpoint is what
+pushes the count over the budget. Pruning it left the retry nothing to restore, so it ran
+on top of the failed run's half-done work.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ from cleveragents_tui.domain.enums import CheckpointType
 def select_for_pruning(
     checkpoints: Sequence[CheckpointMetadata], budget: int
 ) -> list[CheckpointMetadata]:
-    """The checkpoints to prune so that at most ``budget`` live ones remain.
+    """The checkpoints to prune so that at most ``budget`` live ones remain (one more
+    when the newest ``pre_write`` is all the budget could still take).
 
     ``checkpoints`` are one resource's in one plan, oldest first; pruned ones and markers are
     ignored.
@@ -31,6 +38,13 @@ def select_for_pruning(
     if excess <= 0:
         return []
     middle = live[1:-1]
-    pre_write = [c for c in middle if c.checkpoint_type is CheckpointType.PRE_WRITE]
+    newest = _newest_pre_write(live)  # the state a retry of the last call restores
+    pre_write = [
+        c for c in middle if c.checkpoint_type is CheckpointType.PRE_WRITE and c is not newest
+    ]
     decision_linked = [c for c in middle if c.checkpoint_type is CheckpointType.DECISION_POINT]
     return (pre_write + decision_linked)[:excess]
+
+
+def _newest_pre_write(live: Sequence[CheckpointMetadata]) -> CheckpointMetadata | None:
+    return next((c for c in reversed(live) if c.checkpoint_type is CheckpointType.PRE_WRITE), None)

@@ -180,7 +180,8 @@ def test_budget_prunes_pre_write_first_and_refuses_rollback_to_a_pruned_decision
     live = [r for r in rows if r.pruned_at is None]
     assert len(live) == budget
     assert live[0] == rows[0]  # the baseline
-    assert all(r.checkpoint_type is CheckpointType.DECISION_POINT for r in live[1:])
+    assert live[-2].checkpoint_type is CheckpointType.PRE_WRITE  # the newest: a retry's
+    assert all(r.checkpoint_type is CheckpointType.DECISION_POINT for r in live[1:-2])
     pruned_decisions = {r.decision_id for r in rows if r.pruned_at is not None and r.decision_id}
     assert pruned_decisions, "more decisions than the budget: some decision checkpoints went"
     oldest = decisions[0]

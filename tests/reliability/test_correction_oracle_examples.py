@@ -219,3 +219,32 @@ def test_a_retry_whose_checkpoint_the_budget_pruned_keeps_the_work_before_it(
         check_oracle(definition, side, with_choices(definition, chosen), tmp_path, ["d01→b"])
     finally:
         side.close()
+
+
+def test_a_budget_limited_sandbox_still_restores_before_each_retry(tmp_path: Path) -> None:
+    """The checkpoint budget never prunes the newest ``pre_write`` checkpoint: a failed call
+    (a command that writes half its work, then exits 1) is retried from the state before
+    its run, as a plan with the default budget retries it, however small the budget. With a
+    budget of 2, the retry decision's own checkpoint used to prune that ``pre_write``, the
+    retry restored nothing, and each run's line piled up in the applied file."""
+    half_done = {
+        "tool": "local/run-command",
+        "arguments": {"resource": FILES, "argv": ["sh", "-c", "echo line >> out.txt; exit 1"]},
+    }
+    definition = {
+        "name": "oracle/action",
+        "prompt": "change the resources as the points say",
+        "resources": [FILES],
+        "decisions": [
+            _point("d00", "strategy_choice", [], []),
+            _point("d01", "tool_invocation", [_write("a.txt", "a")], []),
+            _point("d02", "tool_invocation", [half_done], []),
+        ],
+    }
+    side = Side.make(tmp_path / "limited", budgets={FILES: 2})
+    try:
+        apply(side, run_to_apply_gate(side, tmp_path, definition))
+        assert (side.locations[FILES] / "out.txt").read_text() == "line\n"
+        check_oracle(definition, side, definition, tmp_path, ["budget 2 against the default"])
+    finally:
+        side.close()

@@ -52,8 +52,16 @@ def test_pre_write_checkpoints_go_first_oldest_first() -> None:
 
 
 def test_decision_checkpoints_go_only_when_no_pre_write_is_left() -> None:
-    chosen = select_for_pruning(checkpoints("pdpdddd"), budget=3)
+    chosen = select_for_pruning(checkpoints("pdpdddp"), budget=3)
     assert refs(chosen) == ["ref-2", "ref-1", "ref-3", "ref-4"]
+
+
+def test_the_newest_pre_write_stays_for_the_retry_of_the_last_call() -> None:
+    # a call's pre_write (ref-2), then its failure's retry decision (ref-3): the retry
+    # restores ref-2, so a decision checkpoint goes instead
+    assert refs(select_for_pruning(checkpoints("pdpd"), budget=3)) == ["ref-1"]
+    # and when nothing else could go, the resource stays one over its budget
+    assert select_for_pruning(checkpoints("ppd"), budget=2) == []
 
 
 def test_the_first_and_the_most_recent_always_stay() -> None:
