@@ -103,6 +103,16 @@ def test_an_export_goes_only_into_the_export_folder(
     document = json.loads((folder / "tree.json").read_text("utf-8"))
     assert document["plan"]["plan_id"] == demo.plan_id
 
+    terminal.press("x")  # again: it exists, so the app asks before replacing it ...
+    terminal.wait_for("Export the decision tree")
+    export(terminal, demo, "tree.json")
+    terminal.wait_for("Replace it?")
+    (folder / "tree.json").unlink()  # ... and meanwhile someone plants a link there
+    (folder / "tree.json").symlink_to(outside)
+    terminal.press("y")
+    terminal.wait_for("is a link")
+    assert outside.read_text() == "keep"
+
 
 class LinkPage(BaseHTTPRequestHandler):
     """Another site's page (a chat message) with the printed address as a link."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
@@ -47,7 +46,12 @@ from cleveragents_tui.tui.modals.replay import ReplayModal
 from cleveragents_tui.tui.modals.strategy import StrategyDialog
 from cleveragents_tui.tui.screens.base import AgentsScreen
 from cleveragents_tui.tui.services import services
-from cleveragents_tui.tui.web_exports import web_target, where_exports_go
+from cleveragents_tui.tui.web_exports import (
+    rendered,
+    save_in_folder,
+    web_target,
+    where_exports_go,
+)
 from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import MORE, DecisionTree
 from cleveragents_tui.tui.widgets.status_bar import PlanStatus
@@ -426,6 +430,9 @@ class PlanScreen(AgentsScreen):
             if not force:
                 return
         self.notify(f"exporting to {path}…")
+        if web:  # into the export folder: no link planted there meanwhile is followed
+            self._save_in_thread(path.name, force)
+            return
         self._export_in_thread(path, force)
 
     @work(thread=True, exclusive=True, group="export-run")
@@ -445,9 +452,7 @@ class PlanScreen(AgentsScreen):
         """Browser mode: the export goes to the browser, nothing stays on the server."""
         try:
             tree = plan_tree(self.store, self.plan_id, show_superseded=self.show_superseded)
-            with tempfile.TemporaryDirectory() as folder:
-                export_tree(tree, Path(folder) / name)
-                data = (Path(folder) / name).read_bytes()
+            data = rendered(tree, name)
         except (UserError, OSError) as exc:
             self.app.call_from_thread(
                 self.notify, str(exc), title="Export failed", severity="error"
@@ -455,6 +460,20 @@ class PlanScreen(AgentsScreen):
             return
         self.app.call_from_thread(self.app.deliver_binary, io.BytesIO(data), save_filename=name)
         self.app.call_from_thread(self.notify, f"sent {name} to your browser ({len(data)} bytes)")
+
+    @work(thread=True, exclusive=True, group="export-run")
+    def _save_in_thread(self, name: str, replace: bool) -> None:
+        """Browser mode with --export-dir: the file goes into that folder only."""
+        try:
+            tree = plan_tree(self.store, self.plan_id, show_superseded=self.show_superseded)
+            data = rendered(tree, name)
+            path = save_in_folder(name, data, replace=replace)
+        except (UserError, OSError) as exc:
+            self.app.call_from_thread(
+                self.notify, str(exc), title="Export failed", severity="error"
+            )
+            return
+        self.app.call_from_thread(self.notify, f"wrote {path} ({len(data)} bytes)")
 
     # -- control ------------------------------------------------------------------------------
 
