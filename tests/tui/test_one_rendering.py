@@ -1,8 +1,8 @@
 """The CLI and the app show one rendering of each read model (issue 17,
 cleveragents_tui/views): for the same decision of the demo plan, ``agents plan explain``
 prints what the app's details panel shows, and ``agents plan correct --dry-run`` what its
-impact preview shows — the same sections and values, the context ref and the checkpoint
-group in both."""
+impact preview shows, and ``agents plan diff`` heads with what its diff screen heads with —
+the same sections and values, the context ref and the checkpoint group in both."""
 
 from __future__ import annotations
 
@@ -11,8 +11,11 @@ from click.testing import CliRunner
 from textual.widgets import RadioButton, Static
 
 from cleveragents_tui.cli import cli
+from cleveragents_tui.domain.enums import CorrectionMode
+from cleveragents_tui.engine.correction import execute, preview
 from cleveragents_tui.tui.modals.correction import CorrectionDialog
 from cleveragents_tui.tui.modals.impact import ImpactModal
+from cleveragents_tui.tui.screens.diff import DiffScreen
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
 from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
@@ -113,3 +116,26 @@ async def test_correct_dry_run_prints_what_the_impact_preview_shows(
         ["record", "A", "row", "in", "the", "releases", "table"],
         ["tool_invocation", "Notify", "#hello-cli"],
     ]
+
+
+async def test_plan_diff_heads_with_what_the_diff_screen_shows(
+    demo_plan: DemoPlan, sqlite_url: str
+) -> None:
+    target = demo_plan.decision(RECORD)
+    impact = preview(demo_plan.store, target, CorrectionMode.REVERT, "record rc1", choose=1)
+    done = execute(
+        demo_plan.store, impact, acknowledged=True, requested_by="ana", options=demo_plan.options
+    )
+    correction = done.correction.correction_id
+    printed = _agents(sqlite_url, "plan", "diff", "--correction", correction)
+    app = demo_plan.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await app.push_screen(DiffScreen(correction))
+        await settle(app, pilot)
+        content = app.screen.query_one("#diff-decisions", Static).content
+        shown = getattr(content, "plain", str(content))
+
+    assert "by ana" in shown and "guidance  record rc1" in shown
+    assert "- tool_invocation: A row in the releases table" in shown
+    assert printed.startswith(shown + "\n\n### ")  # then the files, each interface its own way
