@@ -89,6 +89,7 @@ class PlanSandboxes:
         root.mkdir(parents=True, exist_ok=True)
         sandbox = strategy_for(resource.sandbox_strategy).create(resource, self.plan_id, root)
         self._open[resource.resource_id] = sandbox
+        _track_handouts(sandbox)
         if resource.rollbackable:
             baseline = CheckpointMetadata(
                 plan_id=self.plan_id,
@@ -140,6 +141,7 @@ class PlanSandboxes:
             strategy = strategy_for(resource.sandbox_strategy)
             sandbox = strategy.open(resource, self.host_plan_id, root)
             self._open[resource_id] = sandbox
+            _track_handouts(sandbox)
         return sandbox
 
     def note_write(self, resource_id: str) -> None:
@@ -167,3 +169,11 @@ class PlanSandboxes:
 
     def open_ids(self) -> Iterable[str]:
         return tuple(self._open)
+
+
+def _track_handouts(sandbox: Sandbox) -> None:
+    """Tools ask for ``workdir`` before each write, so git_worktree may skip re-examining
+    a worktree nobody was handed since its last checkpoint (the safety checkpoint)."""
+    track = getattr(sandbox, "track_handouts", None)
+    if track is not None:
+        track()

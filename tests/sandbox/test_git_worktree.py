@@ -549,6 +549,58 @@ def only_git(monkeypatch: pytest.MonkeyPatch, *refused: str) -> None:
     failpoints.reset()
 
 
+@pytest.mark.parametrize("edit", sorted(EDITS))
+def test_a_correction_in_another_process_rolls_back_exactly_without_a_scan(
+    resource: Resource, root: Path, user: UserCheckout, edit: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the engine runs it: the plan's process takes two decisions' checkpoints, asking for
+    the worktree before each write; a correction opens the sandbox anew, takes the safety
+    checkpoint (no ``git status``: nobody was handed the worktree since) and rolls back."""
+    running = GitWorktreeStrategy().create(resource, PLAN, root)
+    running.track_handouts()
+    work = running.workdir
+    (work / "build").mkdir()
+    (work / "build" / "out.o").write_bytes(b"ignored, never touched")
+    target = running.checkpoint()
+    before, folders_before = snapshot(work), folders(work)
+    EDITS[edit](running.workdir)
+    decision = running.checkpoint()
+    after, folders_after = snapshot(work), folders(work)
+    del running
+    gc.collect()
+
+    correcting = GitWorktreeStrategy().open(resource, PLAN, root)
+    correcting.track_handouts()
+    only_git(monkeypatch, "status")  # a scan would fail: the safety checkpoint needs none
+    safety = correcting.checkpoint()
+    assert correcting.diff(decision, safety) == []
+    correcting.rollback(target, current=safety)
+    assert (snapshot(work), folders(work)) == (before, folders_before)
+    assert_consistent(correcting, target)
+    correcting.rollback(safety, current=target)  # and undone, as a failed group would
+    assert (snapshot(work), folders(work)) == (after, folders_after)
+    assert_consistent(correcting, safety)
+    user.check()
+
+
+def test_a_write_after_the_worktree_was_handed_out_is_in_the_next_checkpoint(
+    sandbox: GitWorktreeSandbox, root: Path, resource: Resource
+) -> None:
+    """Asking for the worktree withdraws the promise that nothing changed, in this process
+    and in any other that opens the sandbox (the mark beside the worktree goes first)."""
+    sandbox.track_handouts()
+    first = sandbox.checkpoint()
+    (sandbox.workdir / "README.md").write_text("written by a tool\n")
+    other = GitWorktreeStrategy().open(resource, PLAN, root)
+    other.track_handouts()
+    safety = other.checkpoint()
+    assert other.read(safety, "README.md") == b"written by a tool\n"
+    other.rollback(first, current=safety)
+    assert (other.workdir / "README.md").read_text() == "# demo\n"
+    (sandbox.workdir / "new.txt").write_text("written after another process's rollback\n")
+    assert sandbox.read(sandbox.checkpoint(), "new.txt") is not None
+
+
 def test_rollback_from_the_safety_checkpoint_writes_only_what_differs(
     sandbox: GitWorktreeSandbox, user: UserCheckout, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.sandbox.base import Change, ChangeKind, SandboxError
-from cleveragents_tui.sandbox.git.process import Git, full_sha, reason_of
+from cleveragents_tui.sandbox.git.process import BATCH_HEADER, FSCK, Git, full_sha, reason_of
 from cleveragents_tui.sandbox.safety import UnsafeInputError, check_ref_name
 
 _CHANGE_KINDS = {
@@ -116,3 +116,34 @@ def subject_of(resource: Resource, plan_id: str) -> str:
 
 def deletions(refs: list[str]) -> str:
     return "".join(f"delete {check_ref_name(ref)}\n" for ref in refs)
+
+
+def existing_apply(git: Git, branch: str, tree: str, base: str) -> str | None:
+    """The commit of an earlier apply of ``tree`` onto ``base`` on ``branch``, so a retried
+    apply is a no-op."""
+    out = git.run("cat-file", "--batch", stdin=f"{branch}\n".encode(), fix=FSCK)
+    header, _, body = out.partition(b"\n")
+    found = BATCH_HEADER.match(header)
+    if found is None or found[1] != b"commit":
+        return None
+    lines = body.partition(b"\n\n")[0].decode().splitlines()
+    parents = [line for line in lines if line.startswith("parent ")]
+    if lines[:1] != [f"tree {tree}"] or parents != [f"parent {base}"]:
+        return None
+    return header.split()[0].decode()
+
+
+def blob_listed(git: Git, name: str, relative: str, verify: Callable[[], None]) -> bytes | None:
+    """The content of ``relative`` in commit ``name`` for a path with a line break (which
+    ``cat-file --batch`` cannot take): its blob from ``ls-tree -z``, which takes the path as
+    it is, no pattern. None if it is absent, a folder or a submodule; if git fails, ``verify``
+    raises what is missing, else a SandboxError says the checkpoint cannot be read."""
+    done = git.call("ls-tree", "-z", "--full-tree", name, "--", relative)
+    if done.returncode != 0:
+        verify()
+        raise SandboxError(f"{git.subject}: cannot read checkpoint {name}", FSCK)
+    meta, _, _ = done.stdout.partition(b"\t")
+    fields = meta.split()
+    if len(fields) != 3 or fields[1] != b"blob":
+        return None
+    return git.run("cat-file", "blob", fields[2].decode(), fix=FSCK)

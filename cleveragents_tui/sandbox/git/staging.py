@@ -3,12 +3,13 @@ checkpoint leaves for ``git clean``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 from cleveragents_tui.sandbox.base import SandboxError
 from cleveragents_tui.sandbox.git.blind_spots import LIST_IGNORED, BlindSpots
-from cleveragents_tui.sandbox.git.process import FSCK, Git, reason_of
+from cleveragents_tui.sandbox.git.process import FSCK, Git, full_sha, reason_of
 from cleveragents_tui.sandbox.git.records import Walk
 
 
@@ -107,3 +108,57 @@ def _holds_empty_folder(folder: bytes) -> bool:
         return True  # cannot tell: let clean decide
     subfolders = [entry.path for entry in found if entry.is_dir(follow_symlinks=False)]
     return not found or any(_holds_empty_folder(path) for path in subfolders)
+
+
+def index_stamp(admin_dir: Path) -> tuple[int, int, int] | None:
+    """Identity of the worktree's index file: every index write replaces it."""
+    try:
+        found = (admin_dir / "index").stat()
+    except OSError:
+        return None
+    return found.st_ino, found.st_size, found.st_mtime_ns
+
+
+def tree_of(git: Git, sha: str) -> str:
+    """The tree of commit ``sha``."""
+    return full_sha(git.run("rev-parse", "--verify", f"{sha}^{{tree}}", fix=FSCK).decode().strip())
+
+
+UNTOUCHED = "untouched"
+
+
+class UntouchedMark:
+    """A file beside the worktree saying it holds the tip exactly as the last checkpoint or
+    rollback left it: ``<tip> <index inode> <size> <mtime>``. Removed before the worktree is
+    handed to anyone (so a write never precedes it, even in a process that then crashes) and
+    at the start of every checkpoint and rollback; written at their end only by a sandbox
+    object whose owner promised to ask for the worktree before each write (``tracking``).
+    Another process (a correction) can trust it too: its index must still be that file."""
+
+    def __init__(self, path: Path, admin_dir: Path) -> None:
+        self.path = path
+        self._admin_dir = admin_dir
+        self.tracking = False
+
+    def clear(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.unlink(missing_ok=True)
+
+    def put(self, tip: str) -> None:
+        text = self._text(tip)
+        if self.tracking and text is not None:
+            with contextlib.suppress(OSError):  # a mark not written only costs a scan
+                self.path.write_text(text, "ascii")
+
+    def holds(self, tip: str) -> bool:
+        text = self._text(tip)
+        if not self.tracking or text is None:
+            return False
+        try:
+            return self.path.read_text("ascii") == text
+        except (OSError, UnicodeDecodeError):
+            return False
+
+    def _text(self, tip: str) -> str | None:
+        stamp = index_stamp(self._admin_dir)
+        return None if stamp is None else f"{tip} {stamp[0]} {stamp[1]} {stamp[2]}"

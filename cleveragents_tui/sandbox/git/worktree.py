@@ -32,11 +32,20 @@ from cleveragents_tui.sandbox.git.records import Record, Walk
 from cleveragents_tui.sandbox.git.repository import (
     Names,
     Repository,
+    blob_listed,
     deletions,
+    existing_apply,
     parse_changes,
     short_ref,
 )
-from cleveragents_tui.sandbox.git.staging import needs_clean, stage
+from cleveragents_tui.sandbox.git.staging import (
+    UNTOUCHED,
+    UntouchedMark,
+    index_stamp,
+    needs_clean,
+    stage,
+    tree_of,
+)
 from cleveragents_tui.sandbox.safety import check_ref_name, safe_relative_path
 
 
@@ -89,11 +98,14 @@ class GitWorktreeSandbox:
         self._discarded = False
         # The index file as this object's last checkpoint or rollback left it (see _roll_from).
         self._index_seen: tuple[int, int, int] | None = None
+        # Whether the worktree still holds the tip as the last checkpoint or rollback left it
+        # (nobody was handed the worktree since): then a checkpoint reuses the tip's tree and
+        # record instead of examining every file. Trusted only once :meth:`track_handouts`.
+        self._mark = UntouchedMark(workdir.parent / UNTOUCHED, admin_dir)
+        self._tree: str | None = None  # the tip's tree, when this object wrote it
         # What git does not keep (empty folders, ignored files, permission bits), recorded
         # beside each checkpoint; None for a sandbox made before such records were kept.
         self._spots = spots
-
-    # ----------------------------------------------------------------- creating, reopening
 
     # ----------------------------------------------------------------------- properties
 
@@ -103,7 +115,17 @@ class GitWorktreeSandbox:
 
     @property
     def workdir(self) -> Path:
+        """Where tools work. Whoever asks may change anything there, so the next checkpoint
+        examines every file again."""
+        self._mark.clear()
         return self._workdir
+
+    def track_handouts(self) -> None:
+        """Promise that whoever writes in the worktree asks for :attr:`workdir` first, each
+        time (the engine's tools do): then a checkpoint with nothing handed out since the last
+        checkpoint or rollback trusts that nothing changed, as the rollback protocol's safety
+        checkpoint usually finds, instead of examining every file."""
+        self._mark.tracking = True
 
     @property
     def base(self) -> str:
@@ -121,9 +143,15 @@ class GitWorktreeSandbox:
         self._ensure_live()
         self._ensure_on_branch()
         spots = self._spots
-        listing, walked = stage(self._git, spots, self._workdir, list_ignored=spots is not None)
-        scanned = spots.scan(listing, spots.load(self._base), walked) if spots else None
-        tree = self._write_tree()
+        if self._mark.holds(self._tip):
+            # Nothing can have changed since the tip: its tree and record are this state's.
+            tree = self._tree or tree_of(self._git, self._tip)
+            scanned = spots.load(self._tip) if spots else None
+        else:
+            listing, walked = stage(self._git, spots, self._workdir, list_ignored=spots is not None)
+            scanned = spots.scan(listing, spots.load(self._base), walked) if spots else None
+            tree = self._write_tree()
+        self._mark.clear()
         # The Checkpoint-Id line makes every checkpoint a distinct commit, even of an
         # identical state on the same parent in the same second, so dropping one checkpoint
         # (which deletes its ref) never takes another decision's checkpoint with it.
@@ -139,8 +167,9 @@ class GitWorktreeSandbox:
             f"create {self._names.checkpoint(commit)} {commit}\n",
             fix="check that the repository is writable (disk space, permissions)",
         )
-        self._tip = commit
-        self._index_seen = self._index_stamp()
+        self._tip, self._tree = commit, tree
+        self._index_seen = index_stamp(self._admin_dir)
+        self._mark.put(commit)
         return commit
 
     def verify(self, ref: str) -> None:
@@ -169,6 +198,7 @@ class GitWorktreeSandbox:
         self._ensure_live()
         sha = full_sha(ref)
         self._ensure_on_branch()
+        self._mark.clear()
         spots = self._spots
         target = spots.load(sha) if spots is not None else None
         written = None if current is None else self._roll_from(full_sha(current), sha, target)
@@ -189,7 +219,9 @@ class GitWorktreeSandbox:
                 spots.restore(present, target, None)
             else:
                 spots.restore(spots.load(full_sha(current or "")), target, written)
-        self._index_seen = self._index_stamp()
+        self._index_seen = index_stamp(self._admin_dir)
+        self._tree = None
+        self._mark.put(sha)
 
     def _roll_fully(self, sha: str) -> None:
         """What ``reset --hard`` + ``clean -ffd`` do, from any state of the worktree."""
@@ -230,7 +262,7 @@ class GitWorktreeSandbox:
         only be empty folders (every other untracked file is in the checkpoint). See
         :func:`_needs_clean` for what it may see of ``read-tree`` at work.
         """
-        stamp = self._index_stamp()
+        stamp = index_stamp(self._admin_dir)
         if current != self._tip or stamp is None or stamp != self._index_seen:
             return None
         old, new = self._ref_for(current), self._ref_for(target)
@@ -280,14 +312,6 @@ class GitWorktreeSandbox:
             fix=f"check that {self._workdir} is writable, then retry the rollback",
         )
 
-    def _index_stamp(self) -> tuple[int, int, int] | None:
-        """Identity of the worktree's index file: every index write replaces it."""
-        try:
-            found = (self._admin_dir / "index").stat()
-        except OSError:
-            return None
-        return found.st_ino, found.st_size, found.st_mtime_ns
-
     def drop_checkpoint(self, ref: str) -> None:
         self._ensure_live()
         sha = full_sha(ref)
@@ -301,6 +325,8 @@ class GitWorktreeSandbox:
         )
         if self._spots is not None:
             self._spots.drop(sha)
+        if sha == self._tip:
+            self._mark.clear()  # its record is gone: the next checkpoint scans
 
     # -------------------------------------------------------------------------- reading
 
@@ -322,7 +348,7 @@ class GitWorktreeSandbox:
         relative = safe_relative_path(path).as_posix()
         name = self._ref_for(sha)
         if "\n" in relative:  # cat-file --batch reads one name a line (-z: git 2.38)
-            return self._read_listed(sha, name, relative)
+            return blob_listed(self._git, name, relative, lambda: self.verify(sha))
         # One cat-file process answers both "is the checkpoint there?" and "the content".
         query = f"{name}\n{name}:".encode() + os.fsencode(relative) + b"\n"
         out = self._git.run("cat-file", "--batch", stdin=query, fix=FSCK)
@@ -336,19 +362,6 @@ class GitWorktreeSandbox:
         if found is None or found[1] != b"blob":
             return None  # absent, a directory, or a submodule
         return rest[: int(found[2])]
-
-    def _read_listed(self, sha: str, name: str, relative: str) -> bytes | None:
-        """``read`` of a name with a line break: its blob from ``ls-tree -z`` (which takes
-        the path as it is, no pattern), then its content."""
-        done = self._git.call("ls-tree", "-z", "--full-tree", name, "--", relative)
-        if done.returncode != 0:
-            self.verify(sha)
-            raise SandboxError(f"{self._git.subject}: cannot read checkpoint {sha}", FSCK)
-        meta, _, _ = done.stdout.partition(b"\t")
-        fields = meta.split()
-        if len(fields) != 3 or fields[1] != b"blob":
-            return None  # absent, a directory, or a submodule
-        return self._git.run("cat-file", "blob", fields[2].decode(), fix=FSCK)
 
     def changes_since_baseline(self) -> list[Change]:
         self._ensure_live()
@@ -382,7 +395,7 @@ class GitWorktreeSandbox:
                 f"changes since {self._base[:12]}; no branch was created",
                 changes=(),
             )
-        landed = self._existing_apply(tree)
+        landed = existing_apply(self._git, branch, tree, self._base)
         if landed is None:
             message = (
                 f"Apply cleveragents plan {self._names.plan_id}\n\n"
@@ -480,17 +493,3 @@ class GitWorktreeSandbox:
     def _tree_changes(self, tree: str) -> list[Change]:
         args = ("diff-tree", "-r", "-z", "--no-renames", "--name-status", "--no-ext-diff")
         return parse_changes(self._git.run(*args, self._names.base, tree, "--", fix=FSCK))
-
-    def _existing_apply(self, tree: str) -> str | None:
-        """The commit of an earlier identical apply, so a retried apply is a no-op."""
-        branch = self._names.apply_branch
-        out = self._git.run("cat-file", "--batch", stdin=f"{branch}\n".encode(), fix=FSCK)
-        header, _, body = out.partition(b"\n")
-        found = BATCH_HEADER.match(header)
-        if found is None or found[1] != b"commit":
-            return None
-        lines = body.partition(b"\n\n")[0].decode().splitlines()
-        parents = [line for line in lines if line.startswith("parent ")]
-        if lines[:1] != [f"tree {tree}"] or parents != [f"parent {self._base}"]:
-            return None
-        return header.split()[0].decode()
