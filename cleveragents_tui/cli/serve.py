@@ -17,6 +17,7 @@ from cleveragents_tui.web.addresses import default_public_url, normalise_public_
 from cleveragents_tui.web.config import DEFAULT_MAX_SESSIONS, ServeConfig
 from cleveragents_tui.web.credentials import TOKEN_ENV, add_user, remove_user
 from cleveragents_tui.web.logins import DEFAULT_IDLE_HOURS, DEFAULT_LIFETIME_HOURS
+from cleveragents_tui.web.revocations import revocations_file, revoke_login
 
 
 def _announce(config: ServeConfig, shown_database: str, users: Path | None) -> None:
@@ -66,8 +67,8 @@ def _announce(config: ServeConfig, shown_database: str, users: Path | None) -> N
 @click.option(
     "--revoke",
     metavar="NAME",
-    help="Remove NAME from the --users file and exit: a running server ends their logins "
-    "and tabs at once.",
+    help="Remove NAME from the --users file, or end one shared-token login (web:3f9a12cd, "
+    "as the log names it), and exit: a running server ends those logins and tabs at once.",
 )
 @click.option(
     "--login-idle",
@@ -121,6 +122,10 @@ def serve(
     a person's own from --users FILE. Listening beyond this machine (--host) needs one
     given on purpose. Use PostgreSQL (--db postgresql://...) for a team. See docs/web.md.
     """
+    if revoke is not None and revoke.startswith("web:"):  # one shared-token login
+        revoke_login(revocations_file(), revoke)
+        echo(f"revoked the login {revoke}; a running agents serve ends it and its tabs")
+        return
     if revoke is not None:
         if users is None:
             raise UserError("--revoke needs --users FILE", "name the file to remove the user from")
@@ -149,6 +154,7 @@ def serve(
         login_idle_hours=login_idle,
         login_lifetime_hours=login_lifetime,
         export_dir=export_dir,
+        revocations=revocations_file(),
     )
     from cleveragents_tui.web.server import serve as run_server
 

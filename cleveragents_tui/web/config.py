@@ -37,6 +37,7 @@ class ServeConfig:
     login_idle: float = DEFAULT_IDLE_HOURS * 3600  # seconds a login lasts unused
     login_lifetime: float = DEFAULT_LIFETIME_HOURS * 3600  # seconds a login lasts at most
     export_dir: Path | None = None  # resolved; None: exports are downloads to the browser
+    revocations: Path | None = None  # shared-token logins ended by hand (web/revocations.py)
 
     @property
     def secure(self) -> bool:
@@ -56,6 +57,7 @@ class ServeConfig:
         login_idle_hours: float = DEFAULT_IDLE_HOURS,
         login_lifetime_hours: float = DEFAULT_LIFETIME_HOURS,
         export_dir: Path | None = None,
+        revocations: Path | None = None,
     ) -> ServeConfig:
         """Refuse a non-loopback bind unless access was set up on purpose (a token given,
         or a users file); otherwise a token is generated for this run."""
@@ -99,4 +101,5 @@ class ServeConfig:
             login_idle=login_idle_hours * 3600,
             login_lifetime=login_lifetime_hours * 3600,
             export_dir=export_dir.resolve() if export_dir is not None else None,
+            revocations=revocations,
         )

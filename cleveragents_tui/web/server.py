@@ -96,10 +96,10 @@ class AgentsServer(Server):
             await self.end_lost_logins()
 
     async def end_lost_logins(self) -> None:
-        """Close the tabs of logins that ended: their user revoked (the users file changed)
-        or their lifetime over. A tab that is open is never idle."""
+        """Close the tabs of logins that ended: revoked (the users file or the revocation
+        file changed) or their lifetime over. A tab that is open is never idle."""
         for user in self.logins.revoke(self.access.allows):
-            log.info("logins of %r ended: no longer in the users file", user)
+            log.info("logins of %r ended: revoked (the users or the revocation file)", user)
         for key, tabs in list(self.tabs.items()):
             if not self.logins.alive(key, in_use=self.tabs):
                 for tab in list(tabs):

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from cleveragents_tui.cli import cli
 from cleveragents_tui.web.credentials import add_user
+from cleveragents_tui.web.revocations import revocations_file
 from cleveragents_tui.web.server import AgentsServer
 from cleveragents_tui.web.sessions import SESSION_MODULE
 from tests.web.conftest import TOKEN
@@ -119,6 +120,45 @@ async def test_revoking_a_user_ends_their_logins_and_tabs_without_restart(
                 assert page.status == 401  # her token is gone too
         slots = srv.slots
         await wait_until(lambda: slots.in_use == 0)  # noqa: B023 - awaited in this iteration
+
+
+async def test_one_shared_token_login_is_revoked_the_others_keep_working(
+    database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two browsers logged in with the one shared token: ``--revoke web:…`` (the name the
+    log shows) ends the first one's login and open tab; the second and the token work on."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # this account's files
+    config = make_config(database, revocations=revocations_file(), max_sessions=2)
+    async for srv in running(config):
+        async with await logged_in(srv) as first, await logged_in(srv) as second:
+            [cookie] = list(first.cookie_jar)
+            found = srv.logins.user(cookie.value, "127.0.0.1")
+            assert found is not None
+            async with websocket(first, srv) as tab:
+                assert await first_frame(tab)
+                result = CliRunner().invoke(cli, ["--db", database, "serve", "--revoke", found[1]])
+                assert result.exit_code == 0, result.output
+                assert f"revoked the login {found[1]}" in result.output
+                async with asyncio.timeout(WAIT):
+                    async for _ in tab:  # the server closes the revoked login's tab
+                        pass
+                assert tab.closed
+            assert await page_status(first, srv) == 401
+            assert await page_status(second, srv) == 200
+            async with websocket(second, srv) as other:
+                assert await first_frame(other)
+        async with await logged_in(srv) as again:  # the shared token itself still works
+            assert await page_status(again, srv) == 200
+
+
+def test_revoke_of_a_name_that_is_no_login_is_one_line(tmp_path: Path) -> None:
+    database = str(tmp_path / "agents.db")
+    result = CliRunner().invoke(cli, ["--db", database, "serve", "--revoke", "web:xyz"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "error: 'web:xyz' is not a shared-token login: give the name the server's log shows "
+        "after 'login:', e.g. web:3f9a12cd"
+    )
 
 
 def test_revoke_needs_a_listed_user(tmp_path: Path) -> None:
