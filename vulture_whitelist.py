@@ -52,3 +52,11 @@ _.row_count  # DecisionTree (widget): rows shown, read by the app's tests and be
 # -- OPEN: called by tests only; each needs an interface or to go (issue 15 report) ----------
 _.child_plans  # engine/impact.py: Impact's child plans by outcome; only tests read it
 _.rollback_to_decision  # engine/rollback.py: corrections call rollback_targets/rollback_to
+
+# -- the printed JSON documents (domain/documents.py) -----------------------------------------
+# Fields set by keyword where a document is built and printed by model_dump.
+_.reverted_by, _.app_database, _.from_, _.to, _.repaired_groups, _.repaired_corrections
+_.repaired_plans, _.finished_applies, _.discarded, _.bytes_freed
+_.finished_plans_with_sandboxes
+# Read by tests/domain/test_documents.py, which checks every field against docs/.
+_.DOC_PAGE, _.DOCUMENTED_AS, DOCUMENTS

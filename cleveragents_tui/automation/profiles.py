@@ -24,6 +24,10 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from cleveragents_tui.domain.documents import (
+    AutomationProfileDocument,
+    AutomationProfileListDocument,
+)
 from cleveragents_tui.domain.errors import NotFoundError, UserError
 from cleveragents_tui.domain.profile import (
     BUILTIN_PROFILE_NAMES,
@@ -323,21 +327,12 @@ def profile_object(profile: AutomationProfile) -> dict[str, Any]:
 
 def profile_document(profile: AutomationProfile, result: str | None = None) -> dict[str, Any]:
     """``cleveragents.automation-profile/1``; ``result`` (added/replaced/removed) when set."""
-    document: dict[str, Any] = {
-        "format": "cleveragents.automation-profile/1",
-        "profile": profile_object(profile),
-    }
-    if result is not None:
-        document["result"] = result
-    return document
+    return AutomationProfileDocument(profile=profile_object(profile), result=result).dump()
 
 
 def profile_list_document(profiles: list[AutomationProfile]) -> dict[str, Any]:
     """``cleveragents.automation-profile-list/1``: built-ins first, then custom by name."""
-    return {
-        "format": "cleveragents.automation-profile-list/1",
-        "profiles": [profile_object(p) for p in profiles],
-    }
+    return AutomationProfileListDocument(profiles=[profile_object(p) for p in profiles]).dump()
 
 
 # The registry --------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from cleveragents_tui.cli.context import (
     json_text,
     pass_cli,
 )
+from cleveragents_tui.domain.documents import ActionCheckDocument, ActionDocument, ActionsDocument
 from cleveragents_tui.domain.errors import UserError
 
 _PATH = click.Path(path_type=Path, dir_okay=False)
@@ -43,15 +44,14 @@ def validate(cli: CliContext, path: Path, local_format: str | None) -> None:
     checked = registry.check_action_file(cli.store, path)
     if cli.wants_json(local_format):
         echo_json(
-            {
-                "format": "cleveragents.action-check/1",
-                "file": str(path),
-                "action": checked.action.name if checked.action else None,
-                "problems": [
+            ActionCheckDocument(
+                file=str(path),
+                action=checked.action.name if checked.action else None,
+                problems=[
                     {"line": p.line, "where": p.where, "message": p.message}
                     for p in checked.problems
                 ],
-            }
+            ).dump()
         )
     elif checked.action is not None:
         echo(f"{path}: ok, action {checked.action.name}")
@@ -98,9 +98,8 @@ def list_(cli: CliContext, local_format: str | None) -> None:
     items = registry.registered_actions(cli.store)
     if cli.wants_json(local_format):
         echo_json(
-            {
-                "format": "cleveragents.actions/1",
-                "actions": [
+            ActionsDocument(
+                actions=[
                     {
                         "name": a.name,
                         "source": a.source,
@@ -109,7 +108,7 @@ def list_(cli: CliContext, local_format: str | None) -> None:
                     }
                     for a in items
                 ],
-            }
+            ).dump()
         )
     elif not items:
         echo("No actions registered. Register one: agents action create FILE")
@@ -129,13 +128,12 @@ def show(cli: CliContext, name: str, local_format: str | None) -> None:
     stored = registry.registered_action(cli.store, name)
     if cli.wants_json(local_format):
         echo_json(
-            {
-                "format": "cleveragents.action/1",
-                "name": stored.name,
-                "source": stored.source,
-                "updated_at": stored.updated_at.isoformat(),
-                "definition": stored.definition,
-            }
+            ActionDocument(
+                name=stored.name,
+                source=stored.source,
+                updated_at=stored.updated_at.isoformat(),
+                definition=stored.definition,
+            ).dump()
         )
         return
     echo(f"action {stored.name}")

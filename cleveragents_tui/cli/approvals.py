@@ -9,6 +9,7 @@ import click
 
 from cleveragents_tui.cli import json_output
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
+from cleveragents_tui.domain.documents import ApprovalDocument, ApprovalsDocument
 from cleveragents_tui.views.lines import one_line
 
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
@@ -30,12 +31,7 @@ def list_(cli: CliContext, plan_ref: str | None, local_format: str | None) -> No
 
     items = pending_approvals(cli.store, plan_ref)
     if cli.wants_json(local_format):
-        echo_json(
-            {
-                "format": "cleveragents.approvals/1",
-                "approvals": [a.model_dump(mode="json") for a in items],
-            }
-        )
+        echo_json(ApprovalsDocument(approvals=[a.model_dump(mode="json") for a in items]).dump())
         return
     if not items:
         echo("No pending approvals.")
@@ -75,7 +71,7 @@ def approve(cli: CliContext, approval_ref: str, reason: str | None, who: str | N
     """Approve APPROVAL."""
     answered = _answer(cli, approval_ref, True, reason, who)
     if json_output.wanted():
-        echo_json(json_output.approval(answered))
+        echo_json(ApprovalDocument(approval=answered.model_dump(mode="json")).dump())
 
 
 @approval.command()
@@ -94,12 +90,12 @@ def deny(cli: CliContext, approval_ref: str, reason: str, who: str | None) -> No
     denial = denial_of(cli.store, answered)
     if json_output.wanted():
         echo_json(
-            {
-                **json_output.approval(answered),
-                "plan": plan_json(denial.plan),
-                "choices": [{"what": c.what, "command": c.command} for c in denial.choices],
-                "alternatives": list(denial.alternatives),
-            }
+            ApprovalDocument(
+                approval=answered.model_dump(mode="json"),
+                plan=plan_json(denial.plan),
+                choices=[{"what": c.what, "command": c.command} for c in denial.choices],
+                alternatives=list(denial.alternatives),
+            ).dump()
         )
         return
     if not denial.choices:

@@ -8,6 +8,7 @@ import click
 
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.cli.plan import plan
+from cleveragents_tui.domain.documents import DiscardDocument, GcDocument
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not when the CLI starts
     from cleveragents_tui.engine.cleanup import DiscardInventory
@@ -76,17 +77,16 @@ def _list(inventory: DiscardInventory, *, err: bool) -> None:
 
 
 def _document(inventory: DiscardInventory, *, done: bool) -> dict[str, object]:
-    return {
-        "format": "cleveragents.discard/1",
-        "plan_id": inventory.plan_id,
-        "discarded": done,
-        "plans": list(inventory.plan_ids),
-        "cancelled": list(inventory.cancels),
-        "sandboxes": [
+    return DiscardDocument(
+        plan_id=inventory.plan_id,
+        discarded=done,
+        plans=list(inventory.plan_ids),
+        cancelled=list(inventory.cancels),
+        sandboxes=[
             {"plan_id": f.plan_id, "resource": f.resource_id, "path": str(f.path), "bytes": f.size}
             for f in inventory.sandboxes
         ],
-        "branches": [
+        branches=[
             {
                 "resource": b.resource_id,
                 "repository": b.repository,
@@ -95,9 +95,9 @@ def _document(inventory: DiscardInventory, *, done: bool) -> dict[str, object]:
             }
             for b in inventory.branches
         ],
-        "checkpoints": inventory.checkpoints,
-        "bytes": inventory.size,
-    }
+        checkpoints=inventory.checkpoints,
+        bytes=inventory.size,
+    ).dump()
 
 
 @click.command()
@@ -131,11 +131,10 @@ def gc(cli: CliContext, retention_days: str | None, apply_: bool, local_format: 
     finished = finished_with_sandboxes(cli.store)
     if cli.wants_json(local_format):
         echo_json(
-            {
-                "format": "cleveragents.gc/1",
-                "retention_days": days,
-                "applied": apply_,
-                "checkpoints": [
+            GcDocument(
+                retention_days=days,
+                applied=apply_,
+                checkpoints=[
                     {
                         "plan_id": d.plan_id,
                         "checkpoint_id": d.checkpoint.checkpoint_id,
@@ -143,11 +142,11 @@ def gc(cli: CliContext, retention_days: str | None, apply_: bool, local_format: 
                     }
                     for d in doomed
                 ],
-                "bytes_freed": freed,
-                "finished_plans_with_sandboxes": [
+                bytes_freed=freed,
+                finished_plans_with_sandboxes=[
                     {"plan_id": p, "bytes": size} for p, size in finished
                 ],
-            }
+            ).dump()
         )
         return
     plans = len({d.plan_id for d in doomed})

@@ -8,6 +8,7 @@ import click
 
 from cleveragents_tui.cli import json_output
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
+from cleveragents_tui.domain.documents import SettingDocument, SettingsDocument
 
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
     from cleveragents_tui.engine import config as settings
@@ -64,13 +65,13 @@ def set_(cli: CliContext, key: str, value: str, project: str | None, resource: s
         scope = registry.resource_scope(key, resource, project)
         stored = registry.set_resource_setting(cli.store, resource, key, value)
         if json_output.wanted():
-            echo_json(json_output.setting(key, scope, str(stored).lower()))
+            echo_json(SettingDocument(key=key, scope=scope, value=str(stored).lower()).dump())
             return
         echo(f"{key} = {str(stored).lower()} ({scope})")
         return
     setting = settings.set_setting(cli.store, key, value, project)
     if json_output.wanted():
-        echo_json(json_output.setting(setting.key, setting.scope, setting.value))
+        echo_json(SettingDocument(key=setting.key, scope=setting.scope, value=setting.value).dump())
         return
     echo(f"{setting.key} = {setting.value} ({setting.scope})")
 
@@ -97,12 +98,11 @@ def get(
         setting = settings.get_setting(cli.store, key, project)
     if cli.wants_json(local_format):
         echo_json(
-            {
-                "format": "cleveragents.setting/1",
-                "key": key,
-                "scope": setting.scope if setting else None,
-                "value": setting.value if setting else None,
-            }
+            SettingDocument(
+                key=key,
+                scope=setting.scope if setting else None,
+                value=setting.value if setting else None,
+            ).dump()
         )
     elif setting is None:
         echo(f"{key} is not set", err=True)
@@ -126,13 +126,15 @@ def unset(cli: CliContext, key: str, project: str | None, resource: str | None) 
         scope = registry.resource_scope(key, resource, project)
         value = registry.set_resource_setting(cli.store, resource, key, None)
         if json_output.wanted():
-            echo_json({**json_output.setting(key, scope, str(value).lower()), "removed": True})
+            echo_json(
+                SettingDocument(key=key, scope=scope, value=str(value).lower(), removed=True).dump()
+            )
             return
         echo(f"{key} = {str(value).lower()} ({scope}, the default)")
         return
     removed = settings.unset_setting(cli.store, key, project)
     if json_output.wanted():
-        echo_json({**json_output.setting(key, None, None), "removed": removed})
+        echo_json(SettingDocument(key=key, scope=None, value=None, removed=removed).dump())
         return
     echo(f"{key} unset" if removed else f"{key} was not set")
 
@@ -147,10 +149,9 @@ def list_(cli: CliContext, local_format: str | None) -> None:
     items = settings.list_settings(cli.store)
     if cli.wants_json(local_format):
         echo_json(
-            {
-                "format": "cleveragents.settings/1",
-                "settings": [{"scope": s.scope, "key": s.key, "value": s.value} for s in items],
-            }
+            SettingsDocument(
+                settings=[{"scope": s.scope, "key": s.key, "value": s.value} for s in items]
+            ).dump()
         )
     elif not items:
         echo("No settings. Example: agents config set core.automation-profile cautious")

@@ -12,6 +12,11 @@ import click
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.cli.plan import plan
 from cleveragents_tui.cli.render import plan_heading
+from cleveragents_tui.domain.documents import (
+    CorrectionDiffDocument,
+    CorrectionDocument,
+    CorrectionPreviewDocument,
+)
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
     from cleveragents_tui.engine.correction import Impact
@@ -38,7 +43,7 @@ def _impact_json(impact: object) -> dict[str, object]:
 
     data = _plain(asdict(impact))  # type: ignore[call-overload]
     assert isinstance(data, dict)
-    return {"format": "cleveragents.correction-preview/1", **data}
+    return CorrectionPreviewDocument.model_validate(data).dump()
 
 
 def _plain(value: object) -> object:
@@ -190,11 +195,10 @@ def _confirm_and_execute(
         sys.exit(1)
     if as_json:
         echo_json(
-            {
-                "format": "cleveragents.correction/1",
-                "correction": result.correction.model_dump(mode="json"),
-                "plan": result.plan.model_dump(mode="json"),
-            }
+            CorrectionDocument(
+                correction=result.correction.model_dump(mode="json"),
+                plan=result.plan.model_dump(mode="json"),
+            ).dump()
         )
         return
     c = result.correction
@@ -296,18 +300,17 @@ def diff(
         from cleveragents_tui.export.json import correction_json
 
         echo_json(
-            {
-                "format": "cleveragents.correction-diff/1",
-                "correction": correction_json(result.correction),
-                "superseded": [r.decision_id for r in result.superseded],
-                "replacements": [r.decision_id for r in result.replacements],
-                "note": result.note,
-                "unfinished": result.unfinished,
-                "resources": _json_resources(result.final),
-                "at_decision": (
+            CorrectionDiffDocument(
+                correction=correction_json(result.correction),
+                superseded=[r.decision_id for r in result.superseded],
+                replacements=[r.decision_id for r in result.replacements],
+                note=result.note,
+                unfinished=result.unfinished,
+                resources=_json_resources(result.final),
+                at_decision=(
                     None if result.at_decision is None else _json_resources(result.at_decision)
                 ),
-            }
+            ).dump()
         )
         return
     echo(to_plain_text(diff_view(result)))  # what the app's diff screen shows (views/diff.py)

@@ -6,6 +6,7 @@ import click
 
 from cleveragents_tui.cli import json_output
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, pass_cli
+from cleveragents_tui.domain.documents import SchemaDocument
 
 
 @click.group()
@@ -22,7 +23,7 @@ def upgrade(cli: CliContext) -> None:
     url, before, after = maintenance.upgrade_database(cli.db_url)
     if json_output.wanted():
         echo_json(
-            {"format": json_output.SCHEMA_FORMAT, "database": url, "from": before, "to": after}
+            SchemaDocument.model_validate({"database": url, "from": before, "to": after}).dump()
         )
     elif before == after:
         echo(f"{url}: schema already at revision {after}")

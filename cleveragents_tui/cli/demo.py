@@ -12,6 +12,7 @@ import click
 from cleveragents_tui.cli import json_output, render
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.cli.outcome import report_plan
+from cleveragents_tui.domain.documents import DemoDocument, SamplePlanDocument
 
 
 @click.command("demo-data")
@@ -28,7 +29,7 @@ def demo_data_command(cli: CliContext) -> None:
     plan_id = load_sample_plan(cli.store)
     tree = browse.plan_tree(cli.store, plan_id, show_superseded=True)
     if json_output.wanted():
-        echo_json({**plan_tree_document(tree), "format": json_output.SAMPLE_FORMAT})
+        echo_json(plan_tree_document(tree, SamplePlanDocument))
         return
     echo(f"Loaded sample plan {plan_id} into the database.\n")
     echo(render.plan_tree(tree))
@@ -91,16 +92,15 @@ def demo(
     )
     if cli.wants_json(local_format):
         echo_json(
-            {
-                "format": "cleveragents.demo/1",
-                "plan_id": result.plan_id,
-                "phase": result.phase.value,
-                "state": result.state.value,
-                "directory": str(environment.directory),
-                "action_file": str(environment.action_file),
-                "database_url": cli.store.engine.url.render_as_string(),
-                "app_database": str(environment.database),
-            }
+            DemoDocument(
+                plan_id=result.plan_id,
+                phase=result.phase.value,
+                state=result.state.value,
+                directory=str(environment.directory),
+                action_file=str(environment.action_file),
+                database_url=cli.store.engine.url.render_as_string(),
+                app_database=str(environment.database),
+            ).dump()
         )
         return
     report_plan(cli.store, result)

@@ -8,6 +8,7 @@ from dataclasses import asdict
 import click
 
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
+from cleveragents_tui.domain.documents import DoctorDocument
 
 
 @click.command()
@@ -48,16 +49,15 @@ def doctor(cli: CliContext, repair: bool, local_format: str | None) -> None:
     report = run_checks(cli.store)
     if cli.wants_json(local_format):
         echo_json(
-            {
-                "format": "cleveragents.doctor/1",
-                "checkpoints_verified": report.checkpoints_verified,
-                "checked": report.checked,
-                "repaired_groups": [asdict(r) for r in repaired],
-                "repaired_corrections": [asdict(c) for c in corrections],
-                "repaired_plans": paused,
-                "finished_applies": [asdict(f) for f in finished],
-                "problems": [asdict(p) for p in report.problems],
-            }
+            DoctorDocument(
+                checkpoints_verified=report.checkpoints_verified,
+                checked=report.checked,
+                repaired_groups=[asdict(r) for r in repaired],
+                repaired_corrections=[asdict(c) for c in corrections],
+                repaired_plans=paused,
+                finished_applies=[asdict(f) for f in finished],
+                problems=[asdict(p) for p in report.problems],
+            ).dump()
         )
     else:
         for r in repaired:

@@ -22,15 +22,8 @@ from cleveragents_tui.domain.enums import PlanState
 from cleveragents_tui.domain.errors import UserError
 
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
-    from cleveragents_tui.domain.approval import Approval
     from cleveragents_tui.domain.plan import Plan
     from cleveragents_tui.store.store import Store
-
-PLAN_RESULT_FORMAT = "cleveragents.plan-result/1"
-APPROVAL_FORMAT = "cleveragents.approval/1"
-SETTING_FORMAT = "cleveragents.setting/1"
-SCHEMA_FORMAT = "cleveragents.schema/1"
-SAMPLE_FORMAT = "cleveragents.sample-plan/1"
 
 # Commands without a --format option of their own that print JSON under the global one.
 SPEAKS_JSON = frozenset(
@@ -61,6 +54,7 @@ def wanted() -> bool:
 def plan_result(store: Store, plan: Plan) -> dict[str, Any]:
     """Where a run, a pause, a cancel or an Apply left the plan, what it waits for, and —
     applied — where each resource's changes landed (as the text's ``landed:`` lines)."""
+    from cleveragents_tui.domain.documents import PlanResultDocument
     from cleveragents_tui.engine.approvals import pending_approvals
     from cleveragents_tui.engine.constrained_apply import reverted_into
     from cleveragents_tui.export.json import plan_json
@@ -72,24 +66,14 @@ def plan_result(store: Store, plan: Plan) -> dict[str, Any]:
             applied = uow.events.payloads(plan.plan_id, "plan_applied")
         results = applied[-1].get("results", []) if applied else []
         landed = [str(line) for line in results] if isinstance(results, list) else []
-    return {
-        "format": PLAN_RESULT_FORMAT,
-        "plan": plan_json(plan),
-        "pending_approvals": [
+    return PlanResultDocument(
+        plan=plan_json(plan),
+        pending_approvals=[
             a.model_dump(mode="json") for a in pending_approvals(store, plan.plan_id)
         ],
-        "landed": landed,
-        "reverted_by": None if reverted is None else reverted.correction_id,
-    }
-
-
-def approval(answered: Approval) -> dict[str, Any]:
-    return {"format": APPROVAL_FORMAT, "approval": answered.model_dump(mode="json")}
-
-
-def setting(key: str, scope: str | None, value: object) -> dict[str, Any]:
-    """As ``agents config get --format=json``: a removed setting has scope and value null."""
-    return {"format": SETTING_FORMAT, "key": key, "scope": scope, "value": value}
+        landed=landed,
+        reverted_by=None if reverted is None else reverted.correction_id,
+    ).dump()
 
 
 def leaf_commands(

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
+from cleveragents_tui.domain.documents import ResourceDocument, ResourcesDocument
 
 # engine.resource_registry.KINDS, spelled out so `--help` needs no engine (a test checks).
 KINDS_METAVAR = "git|filesystem|database|external"
@@ -115,9 +116,7 @@ def list_(cli: CliContext, local_format: str | None) -> None:
 
     items = registry.list_resources(cli.store)
     if cli.wants_json(local_format):
-        echo_json(
-            {"format": "cleveragents.resources/1", "resources": [_document(r) for r in items]}
-        )
+        echo_json(ResourcesDocument(resources=[_document(r) for r in items]).dump())
     elif not items:
         echo("No resources. Register one: agents init (in a git repository) or agents resource add")
     else:
@@ -139,12 +138,13 @@ def show(cli: CliContext, name: str, local_format: str | None) -> None:
     actions = registry.actions_naming(cli.store, found.resource_id)
     if cli.wants_json(local_format):
         echo_json(
-            {
-                "format": "cleveragents.resource/1",
-                **_document(found),
-                "plans": [{"plan_id": u.plan_id, "state": u.state.value} for u in uses],
-                "actions": actions,
-            }
+            ResourceDocument.model_validate(
+                {
+                    **_document(found),
+                    "plans": [{"plan_id": u.plan_id, "state": u.state.value} for u in uses],
+                    "actions": actions,
+                }
+            ).dump()
         )
         return
     echo(f"resource {found.resource_id}")

@@ -1,7 +1,7 @@
 """The stable JSON formats of ``--format=json`` (documented in docs/json-formats.md).
 
-Each document carries ``format: cleveragents.<kind>/<version>``; fields are only ever
-added within a version, never renamed or removed.
+Each document is a model of domain/documents.py (``format: cleveragents.<kind>/<version>``);
+fields are only ever added within a version, never renamed or removed.
 """
 
 from __future__ import annotations
@@ -10,6 +10,12 @@ from dataclasses import asdict
 from typing import Any
 
 from cleveragents_tui.domain.correction import CorrectionAttempt
+from cleveragents_tui.domain.documents import (
+    DecisionDocument,
+    PlanDocument,
+    PlanListDocument,
+    PlanTreeDocument,
+)
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.views import (
     DecisionExplanation,
@@ -18,11 +24,6 @@ from cleveragents_tui.domain.views import (
     PlanTree,
     TreeRow,
 )
-
-PLAN_LIST_FORMAT = "cleveragents.plan-list/1"
-PLAN_FORMAT = "cleveragents.plan/1"
-PLAN_TREE_FORMAT = "cleveragents.plan-tree/1"
-DECISION_FORMAT = "cleveragents.decision/1"
 
 
 def plan_json(plan: Plan) -> dict[str, Any]:
@@ -40,22 +41,21 @@ def summary_json(summary: PlanSummary) -> dict[str, Any]:
 
 
 def plan_list_document(summaries: list[PlanSummary]) -> dict[str, Any]:
-    return {"format": PLAN_LIST_FORMAT, "plans": [summary_json(s) for s in summaries]}
+    return PlanListDocument(plans=[summary_json(s) for s in summaries]).dump()
 
 
 def plan_document(details: PlanDetails) -> dict[str, Any]:
-    return {
-        "format": PLAN_FORMAT,
-        "plan": summary_json(details.summary),
-        "root_decision_id": details.root_decision_id,
-        "decisions_by_type": dict(sorted(details.decisions_by_type.items())),
-        "checkpoint_count": details.checkpoint_count,
-        "error": details.error,
-        "model": details.model,
-        "usage": asdict(details.usage),
-        "children": [plan_json(c) for c in details.children],
-        "corrections": [correction_json(c) for c in details.corrections],
-    }
+    return PlanDocument(
+        plan=summary_json(details.summary),
+        root_decision_id=details.root_decision_id,
+        decisions_by_type=dict(sorted(details.decisions_by_type.items())),
+        checkpoint_count=details.checkpoint_count,
+        error=details.error,
+        model=details.model,
+        usage=asdict(details.usage),
+        children=[plan_json(c) for c in details.children],
+        corrections=[correction_json(c) for c in details.corrections],
+    ).dump()
 
 
 def correction_json(correction: CorrectionAttempt) -> dict[str, Any]:
@@ -81,13 +81,15 @@ def tree_row_json(row: TreeRow) -> dict[str, Any]:
     }
 
 
-def plan_tree_document(tree: PlanTree) -> dict[str, Any]:
-    return {
-        "format": PLAN_TREE_FORMAT,
-        "plan": plan_json(tree.plan),
-        "show_superseded": tree.show_superseded,
-        "hidden_superseded": tree.hidden_superseded,
-        "decisions": [
+def plan_tree_document(
+    tree: PlanTree, document: type[PlanTreeDocument] = PlanTreeDocument
+) -> dict[str, Any]:
+    """``cleveragents.plan-tree/1`` (or, ``document``, a document of the same shape)."""
+    return document(
+        plan=plan_json(tree.plan),
+        show_superseded=tree.show_superseded,
+        hidden_superseded=tree.hidden_superseded,
+        decisions=[
             {
                 **tree_row_json(line.row),
                 "depth": line.depth,
@@ -95,16 +97,15 @@ def plan_tree_document(tree: PlanTree) -> dict[str, Any]:
             }
             for line in tree.lines
         ],
-    }
+    ).dump()
 
 
 def decision_document(explanation: DecisionExplanation) -> dict[str, Any]:
-    return {
-        "format": DECISION_FORMAT,
-        "decision": explanation.decision.model_dump(mode="json"),
-        "plan": plan_json(explanation.plan),
-        "children": [tree_row_json(c) for c in explanation.children],
-        "depends_on": explanation.depends_on,
-        "tool_invocations": [t.model_dump(mode="json") for t in explanation.tool_invocations],
-        "checkpoints": [c.model_dump(mode="json") for c in explanation.checkpoints],
-    }
+    return DecisionDocument(
+        decision=explanation.decision.model_dump(mode="json"),
+        plan=plan_json(explanation.plan),
+        children=[tree_row_json(c) for c in explanation.children],
+        depends_on=explanation.depends_on,
+        tool_invocations=[t.model_dump(mode="json") for t in explanation.tool_invocations],
+        checkpoints=[c.model_dump(mode="json") for c in explanation.checkpoints],
+    ).dump()
