@@ -84,11 +84,6 @@ def fuzz(examples: int) -> settings:
 
 TALLY: Counter[str] = Counter()
 
-# Known problems outside the files this suite may fix, each with a strict xfail case below.
-# engine's action schema errors (automation/preflight.py parse_action) join the location of
-# the error with str(), so a key holding a newline makes the message two lines.
-PREFLIGHT_LOCATION_UNESCAPED = False
-
 
 def attempt(target: str, call: Callable[[], Any]) -> Any:
     """Run ``call``: a result, or a one-line ``UserError`` (returned); anything else fails."""
@@ -97,9 +92,8 @@ def attempt(target: str, call: Callable[[], Any]) -> Any:
         result = call()
     except UserError as exc:
         message = str(exc)
-        known = PREFLIGHT_LOCATION_UNESCAPED and message.startswith("pre-flight check")
         assert message.strip(), f"{target}: an empty message"
-        assert known or "\n" not in message, f"{target}: not one line: {message!r}"
+        assert "\n" not in message, f"{target}: not one line: {message!r}"
         TALLY[f"{target}: refused"] += 1
         return exc
     TALLY[f"{target}: accepted"] += 1
@@ -393,11 +387,6 @@ def test_impossible_paths_are_refused_with_one_line(tmp_path: Path) -> None:
             assert isinstance(result, UserError), (name, target, result)
 
 
-@pytest.mark.xfail(
-    PREFLIGHT_LOCATION_UNESCAPED,
-    strict=True,
-    reason="automation/preflight.py parse_action: the error location is joined with str()",
-)
 def test_an_action_key_with_a_newline_is_reported_on_one_line(tmp_path: Path) -> None:
     content = (
         b"name: a/b\nprompt: p\ndecisions:\n  - key: k\n    type: strategy_choice\n"
@@ -477,15 +466,7 @@ def _world(folder: Path) -> tuple[FilesystemCopySandbox, Path, Canary]:
     return sandbox, real, canary
 
 
-# Was True: a tree could give a symlink any mode; the link was made (links have no mode of
-# their own) and a rescan recorded 0o777, so a diff showed it "modified". decode_tree now
-# refuses such a row.
-LINK_MODE_NOT_CHECKED = False
-
-
-def _restore_and_apply(
-    sandbox: FilesystemCopySandbox, real: Path, canary: Canary, ref: str, *, odd_links: bool = False
-) -> str:
+def _restore_and_apply(sandbox: FilesystemCopySandbox, real: Path, canary: Canary, ref: str) -> str:
     """Roll back to the planted checkpoint, then land it on ``real``: a correct result at each
     step or a clean refusal, and the canaries untouched either way."""
     restored = attempt("archive restore", lambda: sandbox.rollback(ref))
@@ -494,8 +475,7 @@ def _restore_and_apply(
     if isinstance(restored, UserError):
         return "refused"
     rescanned = sandbox.checkpoint()  # the folder now is exactly the planted tree
-    if not (LINK_MODE_NOT_CHECKED and odd_links):
-        assert sandbox.diff(ref, rescanned) == []
+    assert sandbox.diff(ref, rescanned) == []
     _traps(real, canary)  # someone else's: a hard link, links out, a FIFO
     applied = attempt("archive apply", sandbox.apply)
     assert canary.unchanged(), "an apply changed a file outside the real folder"
@@ -534,30 +514,18 @@ def test_hostile_checkpoint_trees(trees: list[list[Row]]) -> None:
     with fresh() as scratch:
         sandbox, real, canary = _world(scratch)
         before = _content(sandbox.workdir)
-        odd = any(len(r) == 8 and r[1] == "l" and r[2] != 0o777 for rows in trees for r in rows)
         ref = plant(sandbox, trees)
-        outcome = _restore_and_apply(sandbox, real, canary, ref, odd_links=odd)
-        if outcome == "refused" and not (SIZE_CHECKED_WHILE_WRITING and _lies(trees)):
+        outcome = _restore_and_apply(sandbox, real, canary, ref)
+        if outcome == "refused":
             assert _content(sandbox.workdir) == before, "refused after changing work/"
 
 
-@pytest.mark.xfail(LINK_MODE_NOT_CHECKED, strict=True, reason="see LINK_MODE_NOT_CHECKED")
 def test_a_link_row_with_a_mode_is_refused_or_restored_as_recorded(tmp_path: Path) -> None:
     sandbox, _, _ = _world(tmp_path)
     ref = plant(sandbox, [[["a", "l", 0o644, 1, 0, 0, 0, "b"]]])
     if isinstance(attempt("archive restore", lambda: sandbox.rollback(ref)), UserError):
         return
     assert sandbox.diff(ref, sandbox.checkpoint()) == []
-
-
-def _lies(trees: list[list[Row]]) -> bool:
-    """Some file row records a size other than its blob's."""
-    return any(
-        len(row) == 8 and isinstance(row[7], str) and row[7].startswith("=")
-        and row[3] != len(row[7][1:].encode())
-        for rows in trees
-        for row in rows
-    )  # fmt: skip
 
 
 def _dirs(*names: str, leaf: list[Row]) -> list[list[Row]]:
@@ -632,10 +600,6 @@ TRAVERSAL_CORPUS: dict[str, tuple[list[list[Row]], str]] = {
 }
 
 
-# The restore checks that every blob it needs exists and matches its id before the first
-# change, but not that its size is the one the tree records: a lying size is found while
-# writing, with work/ partly restored (sandbox/filesystem_copy.py _restore, ObjectStore.check).
-SIZE_CHECKED_WHILE_WRITING = False
 SIZE_CASES = ("size larger than the blob", "size smaller than the blob")
 
 
@@ -646,12 +610,11 @@ def test_traversal_corpus_filesystem_copy(tmp_path: Path, case: str) -> None:
     before = _content(sandbox.workdir)
     outcome = _restore_and_apply(sandbox, real, canary, plant(sandbox, trees))
     assert outcome == expected
-    if outcome == "refused" and not (SIZE_CHECKED_WHILE_WRITING and case in SIZE_CASES):
+    if outcome == "refused":
         # planned and checked before the first change: nothing changed
         assert _content(sandbox.workdir) == before
 
 
-@pytest.mark.xfail(SIZE_CHECKED_WHILE_WRITING, strict=True, reason="see SIZE_CHECKED_WHILE_WRITING")
 @pytest.mark.parametrize("case", SIZE_CASES)
 def test_a_lying_size_is_refused_before_anything_changes(tmp_path: Path, case: str) -> None:
     sandbox, _, _ = _world(tmp_path)

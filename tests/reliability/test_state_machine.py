@@ -29,10 +29,8 @@ leaves the plan errored; append leaves history alone). After every step the stor
 match the model exactly, the files in the sandbox (and, after Apply, in the real folder)
 must be the model's, and the invariant checker (``engine.invariants``) must find nothing.
 
-Where the engine contradicts the specification the model follows the engine behind a named
-switch (``APPEND_CANCELS_CHILDREN`` and the others below), so everything else stays checked;
-each switch has a strict xfail scenario at the end of this file that passes once the engine is
-fixed — then turn the switch off.
+The scenarios at the end of this file pin the places where this machine once found the
+engine contradicting the specification (each fixed since).
 
 Settings: the default profile is derandomized with no example database, so CI runs the same
 examples every time (8 examples of up to 20 steps, about 10 s). ``HYPOTHESIS_PROFILE=soak``
@@ -104,21 +102,6 @@ MAX_CHILDREN = 3
 MAX_APPENDS = 1
 PROFILE = "supervised"  # Strategize → Execute and Apply are gated: the machine passes them
 
-# Engine behaviour that contradicts the specification, found by this machine. The model
-# follows the engine while a switch is on, so the rest stays checked; each has a strict
-# xfail test below that starts passing when the engine is fixed: then turn the switch off.
-APPEND_CANCELS_CHILDREN = False  # execute() cancels the target's child plans in append mode
-# A write a tool made is known to the PlanSandboxes object that saw it (note_write) and to
-# the database only once a checkpoint group holds the resource: a new process forgets it,
-# and its next decision's group leaves the resource out (a revert to it goes to baseline).
-RESTART_FORGETS_WRITES = False
-# A correction's user_intervention decision has no checkpoint group: reverting one made in
-# Execute rolls every resource back to its baseline, not to the state it was recorded in.
-GUIDANCE_REVERT_GOES_TO_BASELINE = False
-# An appended plan works in its parent's sandboxes. Apply opens the parent's sandbox (to
-# reconcile) before the appended child lands that same sandbox, then applies it again from
-# the stale copy's origin: "path(s) changed ... since the sandbox was made", constrained.
-APPLY_AFTER_APPEND_CONFLICTS = False
 # By design since the fault loop found it: past its resource rollback a revert is carried
 # forward (ROLLBACK TO SAVEPOINT cannot be undone), each step tried three times. A fault that
 # persists (these are injected on every hit) ends it failed with the plan errored and the
@@ -415,8 +398,7 @@ class CorrectionMachine(RuleBasedStateMachine):
         )
         if phase is Phase.EXECUTE:
             self.model.in_group |= modified
-            forgot = RESTART_FORGETS_WRITES and not modified
-            self.model.at[decision.decision_id] = {} if forgot else dict(self.model.files)
+            self.model.at[decision.decision_id] = dict(self.model.files)
         return decision, proposal
 
     # -- rules --------------------------------------------------------------------------------
@@ -627,14 +609,12 @@ class CorrectionMachine(RuleBasedStateMachine):
         """The sandbox's files after rolling back to ``node`` (the plan is in Execute)."""
         if node.phase is Phase.STRATEGIZE:
             return {}  # all Execute work goes: every resource back to its baseline
-        if GUIDANCE_REVERT_GOES_TO_BASELINE and node.kind is DecisionType.USER_INTERVENTION:
-            return {}
         return dict(self.model.at[node.decision_id])
 
     @precondition(
         lambda self: (
             len(self.model.appended) < MAX_APPENDS
-            # late in a plan's life: it costs a child plan (and see APPLY_AFTER_APPEND_CONFLICTS)
+            # late in a plan's life: it costs a child plan
             and (self.model.applied or self.model.errored or len(self.model.at) >= 3)
             # a corrective plan builds on what the plan did: refused while it is in Strategize
             and self.model.phase is not Phase.STRATEGIZE
@@ -654,10 +634,6 @@ class CorrectionMachine(RuleBasedStateMachine):
         with self.store.unit_of_work() as uow:
             child = uow.plans.get(appended)
         assert (child.parent_plan_id, child.spawning_decision_id) == (self.plan_id, target)
-        if APPEND_CANCELS_CHILDREN:
-            under = self.model.subtree(target)
-            spawned = {c for c, d in self.model.children.items() if d in under}
-            self.model.cancelled |= spawned - self.model.landed  # an applied child stays
         self.model.appended.append(appended)
         self.model.corrections.append("succeeded")
         if self.model.phase is Phase.EXECUTE:
@@ -668,7 +644,6 @@ class CorrectionMachine(RuleBasedStateMachine):
             self._open()
             and self.model.phase is Phase.EXECUTE
             and len(self.model.at) >= 1  # some Execute work first
-            and not (APPLY_AFTER_APPEND_CONFLICTS and self.model.appended)
         )
     )
     @rule()
@@ -844,14 +819,9 @@ def _workdir_files(machine: CorrectionMachine) -> dict[str, str]:
     return _files(workdir)
 
 
-@pytest.mark.xfail(
-    APPEND_CANCELS_CHILDREN,
-    strict=True,
-    reason="engine/correction.py execute() cancels impact.children in append mode too",
-)
 def test_append_leaves_child_plans_alone(machine: CorrectionMachine) -> None:
     """docs/corrections.md: append leaves history untouched. A child plan spawned under the
-    target must keep running; today it is cancelled (an applied one too)."""
+    target must keep running (it was once cancelled, an applied one too)."""
     root = machine.model.current()[0]
     machine.spawn_child(_Script(root, []))
     [child] = machine.model.children
@@ -863,17 +833,12 @@ def test_append_leaves_child_plans_alone(machine: CorrectionMachine) -> None:
         assert uow.plans.get(child).state is not PlanState.CANCELLED
 
 
-@pytest.mark.xfail(
-    RESTART_FORGETS_WRITES,
-    strict=True,
-    reason="engine/sandboxes.py PlanSandboxes.modified() forgets writes noted by another process",
-)
 def test_a_write_is_checkpointed_by_the_next_decision_of_another_process(
     machine: CorrectionMachine,
 ) -> None:
     """Decision 1 writes a.txt; decision 2 is recorded by a new process (as every Execute
     decision is under `supervised`: approved, then run by `agents approval approve`).
-    Reverting decision 2 must keep decision 1's write; today a.txt goes back to baseline."""
+    Reverting decision 2 must keep decision 1's write (it once went back to baseline)."""
     machine.enter_execute()
     root = machine.model.current()[0]
     _decide(machine, root, "write", "a.txt")
@@ -884,11 +849,6 @@ def test_a_write_is_checkpointed_by_the_next_decision_of_another_process(
     assert "a.txt" in _workdir_files(machine)
 
 
-@pytest.mark.xfail(
-    GUIDANCE_REVERT_GOES_TO_BASELINE,
-    strict=True,
-    reason="a user_intervention decision has no checkpoint group: reverting it means baseline",
-)
 def test_reverting_a_correction_decision_keeps_earlier_work(
     machine: CorrectionMachine,
 ) -> None:
@@ -910,11 +870,6 @@ def test_reverting_a_correction_decision_keeps_earlier_work(
     assert "a.txt" in _workdir_files(machine)
 
 
-@pytest.mark.xfail(
-    APPLY_AFTER_APPEND_CONFLICTS,
-    strict=True,
-    reason="engine/runner.py apply(): the parent's stale sandbox object re-applies after the child",
-)
 def test_apply_after_an_append_lands_the_plan(machine: CorrectionMachine) -> None:
     """An appended plan works in its parent's sandboxes; applying the parent lands both, once."""
     machine.enter_execute()
