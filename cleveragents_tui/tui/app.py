@@ -122,14 +122,17 @@ class AgentsApp(App[None]):
         return True
 
     def compact_heap(self) -> None:
-        """Collect once, then move every live object out of the cycle collector's sight
-        (``gc.freeze``). Called when a plan is first shown: a full collection otherwise
-        walks the ~200k long-lived objects (Textual, the tree) and stops every thread for
-        0.3-0.8 s on a loaded machine — the loop's longest stall (docs/benchmarks.md).
-        Unfreezing first lets the collection reclaim screens closed since the last call."""
-        gc.unfreeze()
-        gc.collect()
+        """Move every live object out of the cycle collector's sight (``gc.freeze``, which
+        costs nothing). Called when a plan is first shown: a full collection otherwise walks
+        the ~200k long-lived objects (Textual, the tree) and stops every thread for 0.3-0.8 s
+        on a loaded machine — the loop's longest stall (docs/benchmarks.md). Collecting
+        before freezing cost as much, right before the plan's first paint."""
         gc.freeze()
+
+    def thaw_heap(self) -> None:
+        """When a plan screen closes: hand what was frozen back to the collector, so the
+        closed screen's objects are reclaimed."""
+        gc.unfreeze()
 
     def action_refresh_store(self) -> None:
         self._fingerprint = None

@@ -14,6 +14,7 @@ from cleveragents_tui.domain.approval import Approval
 from cleveragents_tui.domain.checkpoint import CheckpointGroup
 from cleveragents_tui.domain.views import DecisionExplanation, PlanSummary, PlanTree
 from cleveragents_tui.engine.tui_queries import EventView, Progress
+from cleveragents_tui.tui.widgets.decision_tree import TreeIndex
 
 
 class StoreChanged(Message):
@@ -43,6 +44,9 @@ class PlanData:
     tree: PlanTree
     pending: list[Approval]
     events: list[EventView]
+    index: TreeIndex  # the tree arranged for the widget
+    base: TreeIndex | None  # the one shown when the load started
+    changed: list[str] | None  # rows changed since ``base``; None: rebuild
 
 
 class PlanDataLoaded(Message):

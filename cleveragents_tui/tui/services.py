@@ -21,6 +21,8 @@ class AppServices(Protocol):
 
     def compact_heap(self) -> None: ...
 
+    def thaw_heap(self) -> None: ...
+
 
 def services(node: DOMNode) -> AppServices:
     return cast(AppServices, node.app)

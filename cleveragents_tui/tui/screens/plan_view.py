@@ -53,7 +53,7 @@ from cleveragents_tui.tui.web_exports import (
     where_exports_go,
 )
 from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
-from cleveragents_tui.tui.widgets.decision_tree import MORE, DecisionTree
+from cleveragents_tui.tui.widgets.decision_tree import MORE, DecisionTree, TreeIndex
 from cleveragents_tui.tui.widgets.status_bar import PlanStatus
 from cleveragents_tui.tui.widgets.working import Working
 from cleveragents_tui.views.lines import one_line
@@ -109,6 +109,7 @@ class PlanScreen(AgentsScreen):
 
     def on_unmount(self) -> None:
         OPEN_GRAPHS.close(self.plan_id)
+        services(self).thaw_heap()
 
     def on_screen_resume(self) -> None:
         self.refresh_data()
@@ -128,10 +129,12 @@ class PlanScreen(AgentsScreen):
     def refresh_data(self) -> None:
         """Reload what the screen shows, in a thread; :meth:`on_plan_data_loaded` patches
         the tree with it on the event loop."""
-        self._load_data(self.show_superseded)
+        self._load_data(self.show_superseded, self.query_one(DecisionTree).index)
 
     @work(thread=True, exclusive=True, group="data", exit_on_error=False)
-    def _load_data(self, show_superseded: bool) -> None:
+    def _load_data(self, show_superseded: bool, shown: TreeIndex | None) -> None:
+        """Read the plan, and arrange its tree against the one ``shown`` (here, not on the
+        event loop: on a 10,000-decision plan that is most of a refresh's work)."""
         try:
             tree = plan_tree(self.store, self.plan_id, show_superseded=show_superseded)
             pending = pending_approvals(self.store, self.plan_id)
@@ -139,17 +142,20 @@ class PlanScreen(AgentsScreen):
         except Exception as exc:  # deleted meanwhile, database gone: a notification
             self.post_message(LoadFailed(str(exc)))
             return
-        self.post_message(PlanDataLoaded(PlanData(tree, pending, events)))
+        index = TreeIndex.of(tree)
+        changed = index.changed_since(shown)
+        self.post_message(PlanDataLoaded(PlanData(tree, pending, events, index, shown, changed)))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`e` only while the strategy can still be edited (before Execute): a key that
         can never act is not shown."""
         if action == "edit_strategy":
-            plan = self.plan
-            return (
-                plan is not None and plan.phase is Phase.STRATEGIZE and not plan.state.is_terminal
-            )
+            return self._editable(self.plan)
         return True
+
+    @staticmethod
+    def _editable(plan: Plan | None) -> bool:
+        return plan is not None and plan.phase is Phase.STRATEGIZE and not plan.state.is_terminal
 
     def on_plan_data_loaded(self, message: PlanDataLoaded) -> None:
         data = message.data
@@ -158,8 +164,8 @@ class PlanScreen(AgentsScreen):
         tree = self.query_one(DecisionTree)
         old, self.plan = self.plan, data.tree.plan
         first = old is None
-        if old is None or (old.phase, old.state) != (self.plan.phase, self.plan.state):
-            self.refresh_bindings()  # `e` comes or goes with the phase
+        if self._editable(old) != self._editable(self.plan):
+            self.refresh_bindings()  # `e` comes or goes with the phase (the footer redraws)
         self.title = f"plan · {data.tree.plan.action}"
         hidden = (
             f" · {data.tree.hidden_superseded} superseded hidden (s)"
@@ -167,7 +173,10 @@ class PlanScreen(AgentsScreen):
             else ""
         )
         self.sub_title = f"{len(data.tree.lines)} decisions{hidden}"
-        tree.load(data.tree, keep=tree.current)
+        changed = data.changed
+        if data.base is not tree.index:  # another load was shown meanwhile: compare here
+            changed = data.index.changed_since(tree.index)
+        tree.load(data.index, changed, keep=tree.current)
         self._show_status(data)
         if first:
             services(self).compact_heap()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual.widgets import Tree
@@ -19,6 +20,53 @@ AUTO_EXPAND_BUDGET = 300  # expand breadth-first on open until this many nodes a
 MORE = "more:"  # node data of a "… N more" node: MORE + the parent's decision id ("" = top)
 
 
+@dataclass(frozen=True, repr=False)
+class TreeIndex:
+    """A plan's tree arranged as the widget shows it: built, and compared with the one
+    shown, in the loading thread, so the event loop only adds or relabels nodes (on a
+    10,000-decision plan the arranging and comparing took most of a refresh's time)."""
+
+    rows: dict[str, TreeRow]
+    kids: dict[str | None, list[TreeRow]]
+    checkpoints: frozenset[str]
+
+    def __repr__(self) -> str:
+        """Short: a worker's description quotes its arguments (``@work``), and ten thousand
+        rows took half a second to print, on the event loop."""
+        return f"TreeIndex({len(self.rows)} rows)"
+
+    @classmethod
+    def of(cls, tree: PlanTree) -> TreeIndex:
+        rows = {line.row.decision_id: line.row for line in tree.lines}
+        kids: dict[str | None, list[TreeRow]] = defaultdict(list)
+        for line in tree.lines:  # pre-order: each child list stays in tree order
+            parent = line.row.parent_decision_id
+            kids[parent if parent in rows else None].append(line.row)
+        return cls(rows, dict(kids), tree.has_checkpoints)
+
+    def changed_since(self, old: TreeIndex | None) -> list[str] | None:
+        """The decisions of ``old`` whose row or checkpoint mark differs now, when the tree
+        only changed those or grew at the end of child lists (a running plan, an answered
+        approval); None when it must be rebuilt (a correction re-parents rows, superseded
+        rows shown or hidden)."""
+        if old is None or not old.rows:
+            return None
+        for key, before in old.kids.items():
+            now = self.kids.get(key, [])
+            if len(now) < len(before) or any(
+                a.decision_id != b.decision_id for a, b in zip(before, now, strict=False)
+            ):
+                return None
+        return [
+            ident
+            for ident, row in self.rows.items()
+            if ident in old.rows
+            and (
+                row != old.rows[ident] or (ident in self.checkpoints) != (ident in old.checkpoints)
+            )
+        ]
+
+
 class DecisionTree(Tree[str]):
     """Node data: a decision id, or ``MORE + parent id`` for a "load more" node."""
 
@@ -30,6 +78,7 @@ class DecisionTree(Tree[str]):
         super().__init__("decisions", id=id)
         self.show_root = False
         self.guide_depth = 2
+        self.index: TreeIndex | None = None  # what is shown
         self._rows: dict[str, TreeRow] = {}
         self._kids: dict[str | None, list[TreeRow]] = {}
         self._node_of: dict[str, TreeNode[str]] = {}
@@ -40,25 +89,20 @@ class DecisionTree(Tree[str]):
 
     # -- loading ----------------------------------------------------------------------------
 
-    def load(self, tree: PlanTree, keep: str | None = None) -> None:
-        """Show ``tree``; keep the cursor on decision ``keep`` if it is still there.
+    def load(self, index: TreeIndex, changed: list[str] | None, keep: str | None = None) -> None:
+        """Show ``index``; keep the cursor on decision ``keep`` if it is still there.
 
-        A refresh patches the nodes in place when the tree only changed labels or grew at
-        the end of child lists (a running plan, an answered approval): only changed rows are
-        redrawn, and the cursor, scroll and expanded branches stay. Anything else (a
-        correction re-parents rows, superseded rows shown or hidden) rebuilds it.
+        ``changed`` is ``index.changed_since(self.index)``, worked out in the loading
+        thread: a list patches the nodes in place (only those rows are relabelled, rows
+        appended are added; the cursor, scroll and expanded branches stay), None rebuilds.
         """
-        rows = {line.row.decision_id: line.row for line in tree.lines}
-        kids: dict[str | None, list[TreeRow]] = defaultdict(list)
-        for line in tree.lines:  # pre-order: each child list stays in tree order
-            parent = line.row.parent_decision_id
-            kids[parent if parent in rows else None].append(line.row)
-        if self._rows and self._grew(kids):
-            self._patch(rows, dict(kids), tree.has_checkpoints)
+        self.index = index
+        if changed is not None:
+            self._patch(index.rows, index.kids, index.checkpoints, changed)
             return
-        self._checkpoints = tree.has_checkpoints
-        self._rows = rows
-        self._kids = dict(kids)
+        self._checkpoints = index.checkpoints
+        self._rows = index.rows
+        self._kids = index.kids
         self._node_of = {}
         self._loaded = {}
         self._more = {}
@@ -70,28 +114,13 @@ class DecisionTree(Tree[str]):
         elif self.root.children:
             self._move_to(self.root.children[0])
 
-    def _grew(self, kids: dict[str | None, list[TreeRow]]) -> bool:
-        """Whether every child list shown now is a prefix of its new one."""
-        for key, old in self._kids.items():
-            new = kids.get(key, [])
-            if len(new) < len(old) or any(
-                a.decision_id != b.decision_id for a, b in zip(old, new, strict=False)
-            ):
-                return False
-        return True
-
     def _patch(
         self,
         rows: dict[str, TreeRow],
         kids: dict[str | None, list[TreeRow]],
         checkpoints: frozenset[str],
+        changed: list[str],
     ) -> None:
-        changed = [
-            ident
-            for ident, row in rows.items()
-            if ident in self._rows
-            and (row != self._rows[ident] or (ident in checkpoints) != (ident in self._checkpoints))
-        ]
         old_counts = {key: len(rows_) for key, rows_ in self._kids.items()}
         self._rows, self._kids, self._checkpoints = rows, kids, checkpoints
         for ident in changed:
