@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import Engine
@@ -96,3 +97,18 @@ async def settle_on(pilot: Pilot[None], done: Callable[[], bool]) -> None:
     async with asyncio.timeout(30):
         while not done():
             await pilot.pause()
+
+
+async def test_an_action_whose_read_fails_is_a_notification(demo_plan: DemoPlan) -> None:
+    """`d` reads the plan's corrections in a worker; with the database gone that read fails
+    in a way no action foresees: a notification, and the app goes on (no traceback)."""
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        demo_plan.store.close()
+        Path(str(demo_plan.store.engine.url.database)).unlink()
+        await pilot.press("d")
+        await settle(app, pilot)
+        assert isinstance(app.screen, PlanScreen) and app.is_running
+        errors = [n for n in app._notifications if n.severity == "error"]
+        assert [n.title for n in errors] == ["Something went wrong"], errors

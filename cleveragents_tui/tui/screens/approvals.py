@@ -113,7 +113,7 @@ class ApprovalsScreen(AgentsScreen):
     def on_data_table_row_highlighted(self, _: DataTable.RowHighlighted) -> None:
         self._show_detail()
 
-    @work(exclusive=True, group="answer")
+    @work(exclusive=True, group="answer", exit_on_error=False)
     async def action_answer(self, approve: bool) -> None:
         a = self._selected()
         if a is None:
@@ -156,7 +156,7 @@ class ApprovalsScreen(AgentsScreen):
             return
         self._after_denial(denial.plan.plan_id, choice, guidance)
 
-    @work(thread=True, exclusive=True, group="run")
+    @work(thread=True, exclusive=True, group="run", exit_on_error=False)
     def _after_denial(self, plan_id: str, choice: str, guidance: str | None) -> None:
         """Carry out the choice made after a denial (engine/denial.py), off the event loop."""
         app = services(self)

@@ -1,9 +1,11 @@
-"""What every full screen of the app shares: Help and Quit first in the footer."""
+"""What every full screen of the app shares: Help and Quit first in the footer, and a
+worker's unexpected error shown as a notification."""
 
 from __future__ import annotations
 
 from textual.binding import ActiveBinding
 from textual.screen import Screen
+from textual.worker import Worker, WorkerState
 
 FIRST_KEYS = ("question_mark", "q")  # Help, Quit
 
@@ -17,3 +19,12 @@ class AgentsScreen(Screen[None]):
         bindings = super().active_bindings
         first = {key: bindings[key] for key in FIRST_KEYS if key in bindings}
         return first | bindings
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A worker that failed in a way its code did not foresee (the database went away
+        mid-action): a notification, never a traceback. The screens' workers are declared
+        with ``exit_on_error=False`` so the app goes on."""
+        if event.state is WorkerState.ERROR:
+            self.notify(
+                str(event.worker.error), title="Something went wrong", severity="error", timeout=10
+            )

@@ -179,7 +179,7 @@ class DiffScreen(AgentsScreen):
         else:
             self.render_diff()
 
-    @work(thread=True, exclusive=True, group="diff")
+    @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
     def load_diff(self) -> None:
         """Read the diff the correction recorded, off the event loop."""
         try:

@@ -118,7 +118,7 @@ class PlanScreen(AgentsScreen):
         self.refresh_data()
         self.open_influence_graph()  # another process changed the store: reload it
 
-    @work(thread=True, exclusive=True, group="graph")
+    @work(thread=True, exclusive=True, group="graph", exit_on_error=False)
     def open_influence_graph(self) -> None:
         """Keep the plan's influence graph in memory while it is shown, so correction
         previews answer without querying the store (engine/influence.py)."""
@@ -208,7 +208,7 @@ class PlanScreen(AgentsScreen):
         if ident and not ident.startswith(MORE):
             self.load_detail(ident)
 
-    @work(thread=True, exclusive=True, group="detail")
+    @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
     def load_detail(self, decision_id: str) -> None:
         try:
             e = explain_decision(self.store, decision_id)
@@ -259,7 +259,7 @@ class PlanScreen(AgentsScreen):
         else:
             self.notify("this decision is neither a correction nor superseded", severity="warning")
 
-    @work(exclusive=True, group="search")
+    @work(exclusive=True, group="search", exit_on_error=False)
     async def action_search(self) -> None:
         """`/`: the next decision whose id starts with, or whose type or choice contains,
         what was typed; `/` then Enter again finds the one after."""
@@ -284,7 +284,7 @@ class PlanScreen(AgentsScreen):
         self.app.copy_to_clipboard(decision_id)
         self.notify(f"copied {decision_id}")
 
-    @work(exclusive=True, group="child")
+    @work(exclusive=True, group="child", exit_on_error=False)
     async def action_open_child(self) -> None:
         """`j` on a subplan_spawn decision opens the child plan it spawned; esc comes back."""
         decision_id = self.query_one(DecisionTree).current
@@ -303,7 +303,7 @@ class PlanScreen(AgentsScreen):
 
     # -- correction ---------------------------------------------------------------------------
 
-    @work(exclusive=True, group="correct")
+    @work(exclusive=True, group="correct", exit_on_error=False)
     async def action_correct(self) -> None:
         tree = self.query_one(DecisionTree)
         decision_id = tree.current
@@ -327,7 +327,7 @@ class PlanScreen(AgentsScreen):
             )
         )
 
-    @work(exclusive=True, group="correct")
+    @work(exclusive=True, group="correct", exit_on_error=False)
     async def action_edit_strategy(self) -> None:
         """Before Execute: replace a Strategize decision (engine/strategy.py)."""
         decision_id = self.query_one(DecisionTree).current
@@ -397,7 +397,7 @@ class PlanScreen(AgentsScreen):
         if correction_id:
             app.open_diff(correction_id)
 
-    @work(exclusive=True, group="diff")
+    @work(exclusive=True, group="diff", exit_on_error=False)
     async def action_diff(self) -> None:
         details = await asyncio.to_thread(show_plan, self.store, self.plan_id)
         done = [c for c in details.corrections if c.status.value == "succeeded"]
@@ -413,7 +413,7 @@ class PlanScreen(AgentsScreen):
 
     # -- export -------------------------------------------------------------------------------
 
-    @work(exclusive=True, group="export")
+    @work(exclusive=True, group="export", exit_on_error=False)
     async def action_export(self) -> None:
         """Write the tree as shown (superseded branches included when they are shown)."""
         web = self.app.is_web
@@ -444,7 +444,7 @@ class PlanScreen(AgentsScreen):
             return
         self._export_in_thread(path, force)
 
-    @work(thread=True, exclusive=True, group="export-run")
+    @work(thread=True, exclusive=True, group="export-run", exit_on_error=False)
     def _export_in_thread(self, path: Path, force: bool) -> None:
         try:
             tree = plan_tree(self.store, self.plan_id, show_superseded=self.show_superseded)
@@ -456,7 +456,7 @@ class PlanScreen(AgentsScreen):
             return
         self.app.call_from_thread(self.notify, done)
 
-    @work(thread=True, exclusive=True, group="export-run")
+    @work(thread=True, exclusive=True, group="export-run", exit_on_error=False)
     def _download_in_thread(self, name: str) -> None:
         """Browser mode: the export goes to the browser, nothing stays on the server."""
         try:
@@ -470,7 +470,7 @@ class PlanScreen(AgentsScreen):
         self.app.call_from_thread(self.app.deliver_binary, io.BytesIO(data), save_filename=name)
         self.app.call_from_thread(self.notify, f"sent {name} to your browser ({len(data)} bytes)")
 
-    @work(thread=True, exclusive=True, group="export-run")
+    @work(thread=True, exclusive=True, group="export-run", exit_on_error=False)
     def _save_in_thread(self, name: str, replace: bool) -> None:
         """Browser mode with --export-dir: the file goes into that folder only."""
         try:
@@ -499,7 +499,7 @@ class PlanScreen(AgentsScreen):
     def action_pause(self) -> None:
         self._control("paused", pause_plan)
 
-    @work(exclusive=True, group="control")
+    @work(exclusive=True, group="control", exit_on_error=False)
     async def action_cancel_plan(self) -> None:
         if await self.app.push_screen_wait(
             ConfirmModal(
@@ -514,7 +514,7 @@ class PlanScreen(AgentsScreen):
         self.notify("running the plan…")
         self._run_in_thread("resume")
 
-    @work(exclusive=True, group="control")
+    @work(exclusive=True, group="control", exit_on_error=False)
     async def action_apply(self) -> None:
         if await self.app.push_screen_wait(
             ConfirmModal(
@@ -525,7 +525,7 @@ class PlanScreen(AgentsScreen):
         ):
             self._run_in_thread("apply")
 
-    @work(thread=True, exclusive=True, group="run")
+    @work(thread=True, exclusive=True, group="run", exit_on_error=False)
     def _run_in_thread(self, what: str) -> None:
         app = services(self)
         try:
