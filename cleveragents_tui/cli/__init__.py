@@ -89,7 +89,7 @@ LAZY_COMMANDS: dict[str, tuple[tuple[str, ...], str, str]] = {
         "comments.",
     ),
     "plan": (
-        ("plan", "correct", "lifecycle", "cleanup"),
+        ("plan",),  # its group loads correct, lifecycle and cleanup when needed
         "plan",
         "Browse plans and their decision trees.",
     ),
@@ -203,7 +203,8 @@ def load_command(name: str) -> click.Command:
     modules, attribute, _ = LAZY_COMMANDS[name]
     loaded = [import_module(f"cleveragents_tui.cli.{module}") for module in modules]
     command: click.Command = getattr(loaded[0], attribute)
-    refuse_elsewhere(command, (name,))
+    if not getattr(command, "refuses_json_itself", False):  # `plan` refuses as it loads
+        refuse_elsewhere(command, (name,))
     return command
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from importlib import import_module
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -15,11 +17,49 @@ from cleveragents_tui.cli.context import (
     json_text,
     pass_cli,
 )
+from cleveragents_tui.cli.json_output import refuse_elsewhere
 from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.errors import UserError
 
+# The other modules that add `plan` subcommands. They import the correction and run engines,
+# so they load only when one of their subcommands, or the whole list, is asked for: `agents
+# plan tree` imports neither (docs/benchmarks.md, plan_tree).
+MORE_SUBCOMMANDS = ("correct", "lifecycle", "cleanup")
 
-@click.group()
+
+class PlanGroup(click.Group):
+    """``plan``, loading the subcommands of :data:`MORE_SUBCOMMANDS` on first need; each
+    subcommand refuses the global ``--format=json`` as it is first handed out (where it has
+    none), which cli/__init__.py otherwise does for a whole command when it loads it."""
+
+    refuses_json_itself = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._all_loaded = False
+        self._refusing: set[str] = set()
+
+    def _load_all(self) -> None:
+        if not self._all_loaded:
+            self._all_loaded = True
+            for module in MORE_SUBCOMMANDS:
+                import_module(f"cleveragents_tui.cli.{module}")
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_all()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            self._load_all()
+        command = super().get_command(ctx, cmd_name)
+        if command is not None and cmd_name not in self._refusing:
+            self._refusing.add(cmd_name)
+            refuse_elsewhere(command, ("plan", cmd_name))
+        return command
+
+
+@click.group(cls=PlanGroup)
 def plan() -> None:
     """Browse plans and their decision trees."""
 
