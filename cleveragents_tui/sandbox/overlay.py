@@ -1,4 +1,4 @@
-# Over 500 lines: OverlaySandbox is one ~660-line layer stack; a base shared with filesystem_copy is planned.
+# Over 500 lines: OverlaySandbox is one ~660-line layer stack; its layer format is overlay_layers.
 """The overlay sandbox: copy-on-write layers in user space over the real directory.
 
 No mount: the real directory is the read-only *lower* layer, and tools go through this
@@ -41,7 +41,7 @@ import stat
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
@@ -55,7 +55,6 @@ from cleveragents_tui.sandbox.changes import Item, apply_items, changes_of, hold
 from cleveragents_tui.sandbox.home import META, Identity, resource_directory
 from cleveragents_tui.sandbox.objectstore.files import (
     DIR_FLAGS,
-    json_int,
     read_json_object,
     write_atomic,
     write_json,
@@ -80,12 +79,21 @@ from cleveragents_tui.sandbox.objectstore.tree_writer import (
     remove_tree,
 )
 from cleveragents_tui.sandbox.objectstore.trees import DIRECTORY, FILE, SYMLINK, Entry
+from cleveragents_tui.sandbox.overlay_layers import (
+    GONE,
+    SPECIAL,
+    WHITEOUT,
+    Layer,
+    Node,
+    encode_layer,
+    fold,
+    log_line,
+    parse_record,
+    put_node,
+)
 from cleveragents_tui.sandbox.safety import UnsafeInputError
 
 _STRATEGY = SandboxStrategyName.OVERLAY
-_WHITEOUT = "w"
-_SPECIAL = "x"
-_LAYER_KINDS = frozenset({FILE, DIRECTORY, SYMLINK, _WHITEOUT})
 
 
 class EntryKind(StrEnum):
@@ -99,7 +107,7 @@ _KIND_NAMES = {
     FILE: EntryKind.FILE,
     DIRECTORY: EntryKind.DIRECTORY,
     SYMLINK: EntryKind.SYMLINK,
-    _SPECIAL: EntryKind.OTHER,
+    SPECIAL: EntryKind.OTHER,
 }
 
 
@@ -111,94 +119,6 @@ class OverlayEntry:
     kind: EntryKind
     mode: int
     size: int
-
-
-class Node(NamedTuple):
-    """What a layer (or the real directory) has at a path.
-
-    ``ref`` is the object id of a file written through the sandbox ("" for a file of the
-    real directory) or a symlink's target. ``opaque`` marks a directory that replaced
-    something, so nothing below it in lower layers shows through.
-    """
-
-    kind: str
-    mode: int
-    size: int
-    ref: str
-    opaque: bool
-
-    def hides_below(self) -> bool:
-        return self.kind != DIRECTORY or self.opaque
-
-
-_GONE = Node(_WHITEOUT, 0, 0, "", False)
-
-
-def put_node(entries: dict[str, Node], path: str, node: Node, *, strict: bool = False) -> None:
-    """Record ``node`` at ``path`` over what ``entries`` holds (a layer, or a merged view).
-
-    A whiteout, file, link or opaque directory hides everything below it, so entries under
-    the path go. A plain directory over something that was not a plain directory becomes
-    opaque: what it replaced hid the lower layers, and so must it. ``strict`` (records
-    read from disk) refuses a path below a non-directory of the same layer.
-    """
-    old = entries.get(path)
-    if node.kind == DIRECTORY and not node.opaque and old is not None and old.hides_below():
-        node = node._replace(opaque=True)
-    if strict:
-        parts = path.split("/")
-        for depth in range(1, len(parts)):
-            above = entries.get("/".join(parts[:depth]))
-            if above is not None and above.kind != DIRECTORY:
-                raise UnsafeInputError(f"layer has {path!r} below a non-directory", "damaged layer")
-    if node.hides_below():
-        prefix = path + "/"
-        for below in [p for p in entries if p.startswith(prefix)]:
-            del entries[below]
-    entries[path] = node
-
-
-def fold(layers: list[dict[str, Node]]) -> dict[str, Node]:
-    """The merged view of ``layers`` (bottom first); parents go before children.
-
-    Strict: a layer cannot put anything below what a lower layer made a non-directory
-    (the file operations never do; a damaged or planted layer would).
-    """
-    view: dict[str, Node] = {}
-    for entries in layers:
-        for path in sorted(entries):
-            put_node(view, path, entries[path], strict=True)
-    return view
-
-
-def _record(path: str, node: Node) -> list[object]:
-    return [node.kind, path, node.mode, node.size, node.ref, node.opaque]
-
-
-def _parse_record(row: object) -> tuple[str, Node]:
-    if not isinstance(row, list) or len(row) != 6:
-        raise UnsafeInputError(f"layer record {row!r} is malformed", "the layer is damaged")
-    kind, path, mode, size, ref, opaque = row
-    if kind not in _LAYER_KINDS or not isinstance(path, str) or not isinstance(opaque, bool):
-        raise UnsafeInputError(f"layer record {row!r} is not allowed", "the layer is damaged")
-    check_entry_path(path)
-    mode, size = json_int(mode, "mode"), json_int(size, "size")
-    if not 0 <= mode <= 0o777 or size < 0:
-        raise UnsafeInputError(f"{path!r} has mode {mode:o} or size {size}", "the layer is damaged")
-    if kind == FILE:
-        check_oid(ref)
-    elif kind == SYMLINK:
-        check_link_target(path, ref)
-    elif ref != "":
-        raise UnsafeInputError(f"{path!r} has an unexpected reference", "the layer is damaged")
-    return path, Node(kind, mode, size, str(ref), opaque)
-
-
-@dataclass
-class _Layer:
-    name: str
-    entries: dict[str, Node]
-    sealed: str | None = None
 
 
 class OverlayStrategy:
@@ -256,7 +176,7 @@ class OverlaySandbox:
         self._kept_dir = home / "kept"
         self._base_file = home / "base.json"
         self._store = ObjectStore(home / "objects", durable=durable)
-        self._layers: list[_Layer] = []
+        self._layers: list[Layer] = []
         self._view: dict[str, Node] = {}
         # checkpoints rolled back past: reference -> the merged view at it (read when asked)
         self._kept: dict[str, dict[str, Node] | None] = {}
@@ -278,10 +198,10 @@ class OverlaySandbox:
             folder = self._layers_dir / name
             if (folder / "sealed").is_file():
                 oid = self._sealed_id(name)
-                self._layers.append(_Layer(name, self._read_layer(oid), oid))
+                self._layers.append(Layer(name, self._read_layer(oid), oid))
             elif position == len(names) - 1:
                 log = folder / "log"
-                self._layers.append(_Layer(name, self._replay_log(log) if log.exists() else {}))
+                self._layers.append(Layer(name, self._replay_log(log) if log.exists() else {}))
                 self._log = open(log, "ab")  # noqa: SIM115 - kept open between writes
             else:
                 raise CheckpointMissingError(
@@ -325,7 +245,7 @@ class OverlaySandbox:
     def delete(self, path: str) -> None:
         """Delete a file, symlink or directory (with everything in it)."""
         self._existing(path)
-        self._put(path, _GONE)
+        self._put(path, GONE)
 
     def exists(self, path: str) -> bool:
         self._alive()
@@ -391,7 +311,7 @@ class OverlaySandbox:
         records: list[tuple[str, Node]] = []
         for old, each in moved:
             new = destination + old[len(source) :]
-            if each.kind == _SPECIAL:
+            if each.kind == SPECIAL:
                 raise SandboxError(f"{old!r} is a special file", "only files, links, folders move")
             if each.kind == FILE and not each.ref:
                 data = read_path(self._lower, old)
@@ -402,7 +322,7 @@ class OverlaySandbox:
                 each = each._replace(opaque=old == source)
             records.append((new, each))
         self._make_parents(destination)
-        self._put_all([*records, (source, _GONE)])
+        self._put_all([*records, (source, GONE)])
 
     def read_link(self, path: str) -> str:
         node = self._existing(path)
@@ -423,7 +343,7 @@ class OverlaySandbox:
         for child, node in self._view.items():
             parent, name = split_path(child)
             if parent == path:
-                (names.discard if node.kind == _WHITEOUT else names.add)(name)
+                (names.discard if node.kind == WHITEOUT else names.add)(name)
         return sorted(names)
 
     def walk(self, path: str = "") -> list[OverlayEntry]:
@@ -451,7 +371,7 @@ class OverlaySandbox:
         """Seal the top layer (its reference is returned) and start a new one."""
         self._alive()
         top = self._layers[-1]
-        oid = self._store.put_bytes(_encode_layer(top.entries))
+        oid = self._store.put_bytes(encode_layer(top.entries))
         self._store.sync()
         write_json(
             self._layers_dir / top.name / "sealed", {"v": 1, "layer": oid}, durable=self._durable
@@ -490,10 +410,10 @@ class OverlaySandbox:
                 remove_tree(self._layers_dir / layer.name)
             folder = self._layers_dir / ref
             folder.mkdir()
-            oid = self._store.put_bytes(_encode_layer(view))
+            oid = self._store.put_bytes(encode_layer(view))
             self._store.sync()
             write_json(folder / "sealed", {"v": 1, "layer": oid}, durable=self._durable)
-            self._layers = [_Layer(ref, dict(view), oid)]
+            self._layers = [Layer(ref, dict(view), oid)]
             (self._kept_dir / ref).unlink()
             del self._kept[ref]
         else:
@@ -515,7 +435,7 @@ class OverlaySandbox:
         """A file's bytes at ``ref``; a symlink's target; None for a directory or nothing."""
         self._alive()
         node = self._resolve(self._view_at(ref), check_entry_path(path))
-        if node is None or node.kind in (DIRECTORY, _SPECIAL):
+        if node is None or node.kind in (DIRECTORY, SPECIAL):
             return None
         if node.kind == SYMLINK:
             return os.fsencode(node.ref)
@@ -541,13 +461,13 @@ class OverlaySandbox:
             put_node(merged, path, above.entries[path])
         folder = self._layers_dir / above.name
         if above.sealed is not None:
-            oid = self._store.put_bytes(_encode_layer(merged))
+            oid = self._store.put_bytes(encode_layer(merged))
             self._store.sync()
             write_json(folder / "sealed", {"v": 1, "layer": oid}, durable=self._durable)
             above.sealed = oid
         else:
             self._close_log()
-            lines = b"".join(_log_line(path, merged[path]) for path in sorted(merged))
+            lines = b"".join(log_line(path, merged[path]) for path in sorted(merged))
             write_atomic(folder / "log", lines, durable=self._durable)
             self._log = open(folder / "log", "ab")  # noqa: SIM115 - kept open between writes
         above.entries = merged
@@ -641,7 +561,7 @@ class OverlaySandbox:
     def _resolve(self, view: dict[str, Node], path: str) -> Node | None:
         node = view.get(path)
         if node is not None:
-            return None if node.kind == _WHITEOUT else node
+            return None if node.kind == WHITEOUT else node
         if self._hidden(path, view, including=False):
             return None
         return self._lower_node(path)
@@ -666,7 +586,7 @@ class OverlaySandbox:
             return Node(DIRECTORY, mode, 0, "", False)
         if stat.S_ISLNK(st.st_mode):
             return Node(SYMLINK, 0o777, st.st_size, readlink_path(self._lower, path), False)
-        return Node(_SPECIAL, mode, st.st_size, "", False)
+        return Node(SPECIAL, mode, st.st_size, "", False)
 
     def _lower_below(self, path: str) -> list[str]:
         """Every path of the real directory under ``path`` (no symlink followed)."""
@@ -710,7 +630,7 @@ class OverlaySandbox:
                 put_node(view, path, layer.entries[path], strict=True)
             if layer.sealed is None or layer.name in self._kept:
                 continue
-            oid = self._store.put_bytes(_encode_layer(view))
+            oid = self._store.put_bytes(encode_layer(view))
             self._store.sync()
             self._kept_dir.mkdir(exist_ok=True)
             write_json(self._kept_dir / layer.name, {"v": 1, "layer": oid}, durable=self._durable)
@@ -806,7 +726,7 @@ class OverlaySandbox:
     def _put(self, path: str, node: Node) -> None:
         log = self._log
         assert log is not None
-        log.write(_log_line(path, node))
+        log.write(log_line(path, node))
         log.flush()
         put_node(self._layers[-1].entries, path, node)
         put_node(self._view, path, node)
@@ -815,7 +735,7 @@ class OverlaySandbox:
         """:meth:`_put` of several records, written to the log in one write."""
         log = self._log
         assert log is not None
-        log.write(b"".join(_log_line(path, node) for path, node in records))
+        log.write(b"".join(log_line(path, node) for path, node in records))
         log.flush()
         for path, node in records:
             put_node(self._layers[-1].entries, path, node)
@@ -836,7 +756,7 @@ class OverlaySandbox:
         folder = self._layers_dir / name
         folder.mkdir()
         self._log = open(folder / "log", "ab")  # noqa: SIM115 - kept open between writes
-        self._layers.append(_Layer(name, {}))
+        self._layers.append(Layer(name, {}))
 
     def _close_log(self) -> None:
         if self._log is not None:
@@ -861,7 +781,7 @@ class OverlaySandbox:
             )
         entries: dict[str, Node] = {}
         for row in rows:
-            path, node = _parse_record(row)
+            path, node = parse_record(row)
             put_node(entries, path, node, strict=True)
         return entries
 
@@ -878,7 +798,7 @@ class OverlaySandbox:
                     f"a line of the layer log {path} is not a record ({exc})",
                     "the layer is damaged: discard the sandbox",
                 ) from exc
-            record_path, node = _parse_record(record)
+            record_path, node = parse_record(record)
             put_node(entries, record_path, node, strict=True)
         return entries
 
@@ -901,15 +821,6 @@ class OverlaySandbox:
             raise SandboxError(
                 f"the sandbox of {self._resource.resource_id} was discarded", "create a new one"
             )
-
-
-def _encode_layer(entries: dict[str, Node]) -> bytes:
-    rows = [_record(path, entries[path]) for path in sorted(entries)]
-    return json.dumps({"v": 1, "e": rows}, separators=(",", ":")).encode()
-
-
-def _log_line(path: str, node: Node) -> bytes:
-    return json.dumps(_record(path, node), separators=(",", ":")).encode() + b"\n"
 
 
 def _removed_on_the_way(lower: Path, item: Item, base: dict[str, list[int]]) -> bool:
