@@ -123,10 +123,11 @@ class AgentsApp(App[None]):
 
     def compact_heap(self) -> None:
         """Move every live object out of the cycle collector's sight (``gc.freeze``, which
-        costs nothing). Called when a plan is first shown: a full collection otherwise walks
-        the ~200k long-lived objects (Textual, the tree) and stops every thread for 0.3-0.8 s
-        on a loaded machine — the loop's longest stall (docs/benchmarks.md). Collecting
-        before freezing cost as much, right before the plan's first paint."""
+        costs nothing). Called after each load of a plan: a full collection otherwise walks
+        the ~200k long-lived objects (Textual, the tree, the rows of the last reload) and
+        stops every thread for 0.1-0.8 s on a loaded machine — the loop's longest stall
+        (docs/benchmarks.md). Rows dropped by the next reload are still freed (they hold no
+        cycles); collecting before freezing cost as much, right before the first paint."""
         gc.freeze()
 
     def thaw_heap(self) -> None:

@@ -163,7 +163,6 @@ class PlanScreen(AgentsScreen):
             return  # toggled meanwhile: the load that follows the toggle shows it
         tree = self.query_one(DecisionTree)
         old, self.plan = self.plan, data.tree.plan
-        first = old is None
         if self._editable(old) != self._editable(self.plan):
             self.refresh_bindings()  # `e` comes or goes with the phase (the footer redraws)
         self.title = f"plan · {data.tree.plan.action}"
@@ -178,8 +177,7 @@ class PlanScreen(AgentsScreen):
             changed = data.index.changed_since(tree.index)
         tree.load(data.index, changed, keep=tree.current)
         self._show_status(data)
-        if first:
-            services(self).compact_heap()
+        services(self).compact_heap()  # after every load: its rows out of the collector's way
         if self._reveal_after is not None:
             decision_id, what = self._reveal_after
             self._reveal_after = None
