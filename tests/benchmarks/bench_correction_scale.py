@@ -53,6 +53,26 @@ from tests.support.scale_plan import ScalePlan, build, target_near
 GROUP = "correction at scale"
 SHARES = (0.005, 0.05, 0.40, 1.0)
 CTE = text(PLAIN_CTE.replace("?", ":target"))
+# PostgreSQL allows one recursive term: the two edge kinds as a LATERAL union (as
+# store/impact_queries.py writes it there).
+PG_CTE = text(
+    """
+WITH RECURSIVE affected(decision_id) AS (
+  SELECT CAST(:target AS TEXT)
+  UNION
+  SELECT step.decision_id FROM affected a CROSS JOIN LATERAL (
+    SELECT CAST(d.decision_id AS TEXT) AS decision_id FROM decisions d
+    WHERE d.parent_decision_id = a.decision_id AND d.superseded_by IS NULL
+    UNION ALL
+    SELECT CAST(dd.downstream_ref AS TEXT) FROM decision_dependencies dd
+    JOIN decisions d ON d.decision_id = dd.downstream_ref
+    WHERE dd.upstream_decision_id = a.decision_id AND dd.dependency_type = 'decision'
+    AND d.superseded_by IS NULL
+  ) step
+)
+SELECT decision_id FROM affected
+"""
+)
 CHILDREN = text(
     "SELECT decision_id FROM decisions WHERE parent_decision_id = :d AND superseded_by IS NULL"
 )
@@ -69,9 +89,10 @@ CHILD_PLANS = text(
 
 
 def plain_cte(store: Store, target: str) -> list[str]:
-    """The plain recursive CTE, one ``text()`` statement (works on both backends)."""
+    """The plain recursive CTE, one ``text()`` statement, as each backend allows it."""
+    statement = PG_CTE if store.engine.dialect.name == "postgresql" else CTE
     with store.engine.connect() as connection:
-        return list(connection.execute(CTE, {"target": target}).scalars())
+        return list(connection.execute(statement, {"target": target}).scalars())
 
 
 def adr_loop(store: Store, target: str) -> tuple[set[str], set[str]]:
