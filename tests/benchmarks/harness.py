@@ -16,7 +16,7 @@ class Measurement:
     """One figure: ``seconds`` for ``name`` against ``baseline_seconds`` for ``baseline``.
 
     ``target`` states the goal in words (for example "≤ 0.8× baseline");
-    ``met`` says whether this run met it (None when there is no goal).
+    ``met`` says whether this run met it (None when there is no goal), judged on ``seconds``.
     """
 
     group: str
@@ -26,6 +26,9 @@ class Measurement:
     baseline_seconds: float
     target: str
     met: bool | None
+    # Where ``seconds`` are minimums, the medians of the same runs (noise shows in the gap).
+    median: float | None = None
+    baseline_median: float | None = None
 
     @property
     def ratio(self) -> float:

@@ -27,8 +27,11 @@ def _table(results: list[Measurement]) -> str:
     ]
     for m in results:
         met = "" if m.met is None else ("yes" if m.met else "**no**")
+        ours, theirs = f"{m.seconds:.4f}", f"{m.baseline_seconds:.4f}"
+        if m.median is not None and m.baseline_median is not None:  # min (median)
+            ours, theirs = f"{ours} ({m.median:.4f})", f"{theirs} ({m.baseline_median:.4f})"
         lines.append(
-            f"| {m.group} | {m.name} | {m.seconds:.4f} | {m.baseline} | {m.baseline_seconds:.4f} "
+            f"| {m.group} | {m.name} | {ours} | {m.baseline} | {theirs} "
             f"| {m.ratio:.2f}× | {m.target} | {met} |"
         )
     return "\n".join(lines)
@@ -57,7 +60,7 @@ def main() -> int:
         for m in module.run(quick=args.quick):
             print(
                 f"  {m.name}: {m.seconds:.4f}s vs {m.baseline} {m.baseline_seconds:.4f}s = {m.ratio:.2f}x "
-                f"(target {m.target}; met: {m.met})",
+                f"(target {m.target}; met: {m.met}; medians {m.median} vs {m.baseline_median})",
                 flush=True,
             )
             results.append(m)
