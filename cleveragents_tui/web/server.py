@@ -27,7 +27,13 @@ from cleveragents_tui.web.guard import LOGIN_KEY, USER_KEY, WEBSOCKET_PATH, guar
 from cleveragents_tui.web.listen import listening_site
 from cleveragents_tui.web.log_lines import OneLineErrors
 from cleveragents_tui.web.logins import Logins
-from cleveragents_tui.web.sessions import SessionService, SessionSlots, session_command
+from cleveragents_tui.web.sessions import (
+    SessionService,
+    SessionSlots,
+    Spare,
+    app_environment,
+    session_command,
+)
 
 log = logging.getLogger("agents.serve")
 
@@ -51,6 +57,7 @@ class AgentsServer(Server):
         self.logins = Logins(idle=config.login_idle, lifetime=config.login_lifetime)
         self.slots = SessionSlots(config.max_sessions)
         self.tabs: dict[str, set[web.WebSocketResponse]] = {}  # open tabs by login
+        self.spare = Spare(lambda: app_environment(config.database_url, config.export_dir))
 
     def full_message(self) -> str:
         return (
@@ -77,11 +84,14 @@ class AgentsServer(Server):
         return app
 
     async def _watching(self, _: web.Application) -> AsyncIterator[None]:
+        """While serving: the watcher of logins, and the next tab's app started ahead."""
+        self.spare.fill()
         task = asyncio.create_task(self._watch())
         yield
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        await self.spare.close()
 
     async def _close_tabs(self, _: web.Application) -> None:
         """Shutting down: every tab's websocket is closed, so each session stops its app
@@ -151,6 +161,7 @@ class AgentsServer(Server):
             close=close,
             download_manager=self.download_manager,
             export_dir=self.config.export_dir,
+            spare=self.spare,
         )
         width = to_int(request.query.get("width", "80"), 80)
         height = to_int(request.query.get("height", "24"), 24)

@@ -2,9 +2,11 @@
 
 textual-serve runs its command through ``/bin/sh``; we start ours without a shell: the
 interpreter's path and a module name, nothing a user typed, exec'd directly in a process
-group of its own. The per-session values (the user's name, the database URL) reach the
+group of its own. The server-wide values (the database URL, the export folder) reach the
 child as environment variables, and the server's own token is removed from the child's
-environment. Stopping a session is bounded: the app is asked to quit, and after
+environment; the tab's own (its user's name, its size) come as the first line on its stdin.
+So the next tab's process can be started ahead (:class:`Spare`): a tab opens without
+waiting for Python to load the app. Stopping a session is bounded: the app is asked to quit, and after
 ``QUIT_TIMEOUT`` its whole process group is killed — a hung tab neither keeps its slot nor
 holds up the server's shutdown. What the app writes to stderr (an error, a traceback) goes
 to the server's log one quoted line at a time — textual-serve would copy it raw to the
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import shlex
@@ -22,6 +25,7 @@ import signal
 import sys
 from asyncio.subprocess import Process
 from collections.abc import Awaitable, Callable
+from importlib.metadata import version
 from pathlib import Path
 
 from textual_serve.app_service import AppService
@@ -29,10 +33,10 @@ from textual_serve.download_manager import DownloadManager
 
 from cleveragents_tui.web.credentials import TOKEN_ENV
 
-USER_ENV = "AGENTS_WEB_USER"
 DATABASE_ENV = "AGENTS_DATABASE_URL"
 EXPORT_DIR_ENV = "AGENTS_WEB_EXPORT_DIR"  # set: exports are saved there; unset: downloads
 SESSION_MODULE = "cleveragents_tui.web.session_main"
+HEADER_LIMIT = 4096  # bytes of the tab's first stdin line (its user and size), at most
 QUIT_TIMEOUT = 10.0  # seconds an app gets to quit before it is killed
 OUTPUT_TIMEOUT = 1.0  # seconds the app's last stderr lines get to reach the log after it ends
 
@@ -48,6 +52,82 @@ def session_argv() -> list[str]:
 def session_command() -> str:
     """The same, as the one string textual-serve's server is built with."""
     return shlex.join(session_argv())
+
+
+def app_environment(database_url: str, export_dir: Path | None) -> dict[str, str]:
+    """The app process's environment: the server's, with textual-serve's settings for its
+    web driver, without the server's token, with the database URL and the export folder."""
+    environment = dict(os.environ)
+    environment.update(  # as textual-serve's AppService._build_environment sets them
+        TEXTUAL_DRIVER="textual.drivers.web_driver:WebDriver",
+        TEXTUAL_FPS="60",
+        TEXTUAL_COLOR_SYSTEM="truecolor",
+        TERM_PROGRAM="textual",
+        TERM_PROGRAM_VERSION=version("textual-serve"),
+    )
+    environment.pop(TOKEN_ENV, None)
+    environment[DATABASE_ENV] = database_url
+    environment.pop(EXPORT_DIR_ENV, None)
+    if export_dir is not None:
+        environment[EXPORT_DIR_ENV] = str(export_dir)
+    return environment
+
+
+async def start_app(environment: dict[str, str]) -> Process:
+    """The app itself (no shell in between), leading its own process group, so that a
+    session's stop can end it and anything it started."""
+    return await asyncio.create_subprocess_exec(
+        *session_argv(),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=environment,
+        start_new_session=True,
+    )
+
+
+async def end_app(process: Process) -> None:
+    """Kill the process group of an app that has not exited, and reap it."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):  # (a reaped leader's id: no kill)
+            os.killpg(process.pid, signal.SIGKILL)  # the group: the app and its children
+        await process.wait()
+
+
+class Spare:
+    """One app process started ahead of the next tab: it loads Python and the app's modules
+    (most of a tab's start) while nobody waits, then waits for its tab's first line. A tab
+    takes it, and the next spare starts at once; one that died meanwhile is replaced."""
+
+    def __init__(self, environment: Callable[[], dict[str, str]]) -> None:
+        self._environment = environment
+        self._next: asyncio.Task[Process] | None = None
+        self.closed = False
+
+    def fill(self) -> None:
+        if self._next is None and not self.closed:
+            self._next = asyncio.create_task(start_app(self._environment()))
+
+    @property
+    def pid(self) -> int | None:
+        """The waiting spare's process id (None while none has started)."""
+        task = self._next
+        return task.result().pid if task is not None and task.done() else None
+
+    async def take(self) -> Process:
+        task, self._next = self._next, None
+        process = await task if task is not None else None
+        self.fill()
+        if process is None or process.returncode is not None:
+            return await start_app(self._environment())
+        return process
+
+    async def close(self) -> None:
+        """The server stops: the waiting spare ends (it has no tab, nothing to save)."""
+        self.closed = True
+        task, self._next = self._next, None
+        if task is not None:
+            await end_app(await task)
 
 
 class SessionSlots:
@@ -85,6 +165,7 @@ class SessionService(AppService):
         close: Callable[[], Awaitable[None]],
         download_manager: DownloadManager,
         export_dir: Path | None = None,
+        spare: Spare | None = None,
     ) -> None:
         super().__init__(
             session_command(),
@@ -96,21 +177,20 @@ class SessionService(AppService):
         self.user = user
         self.database_url = database_url
         self.export_dir = export_dir
+        self.spare = spare
         self._output: asyncio.Task[None] | None = None
 
     async def _open_app_process(self, width: int = 80, height: int = 24) -> Process:
-        """The app itself as the child (no shell in between), leading its own process
-        group, so that :meth:`stop` can end it and anything it started."""
-        self._process = process = await asyncio.create_subprocess_exec(
-            *session_argv(),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self._build_environment(width=width, height=height),
-            start_new_session=True,
-        )
+        """The spare app process (or a new one), told its tab: user and size."""
+        if self.spare is not None:
+            process = await self.spare.take()
+        else:
+            process = await start_app(self._build_environment(width, height))
+        self._process = process
         assert process.stdin is not None and process.stderr is not None
         self._stdin = process.stdin
+        header = {"user": self.user, "columns": width, "rows": height}
+        process.stdin.write(json.dumps(header).encode("utf-8") + b"\n")
         self._output = asyncio.create_task(self._log_output(process.stderr))
         ended = asyncio.StreamReader()  # upstream reads (and would print raw) an empty stderr
         ended.feed_eof()
@@ -141,20 +221,13 @@ class SessionService(AppService):
                 await asyncio.wait_for(process.wait(), QUIT_TIMEOUT)
         except TimeoutError:
             pass
-        if process is not None and process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):  # (a reaped leader's id: no kill)
-                os.killpg(process.pid, signal.SIGKILL)  # the group: the app and its children
-            await process.wait()
+        if process is not None:
+            await end_app(process)
         if self._output is not None:  # its last lines; a child that kept stderr open: cut off
             await asyncio.wait([self._output], timeout=OUTPUT_TIMEOUT)
             self._output.cancel()
 
     def _build_environment(self, width: int = 80, height: int = 24) -> dict[str, str]:
-        environment = super()._build_environment(width=width, height=height)
-        environment.pop(TOKEN_ENV, None)
-        environment[USER_ENV] = self.user
-        environment[DATABASE_ENV] = self.database_url
-        environment.pop(EXPORT_DIR_ENV, None)
-        if self.export_dir is not None:
-            environment[EXPORT_DIR_ENV] = str(self.export_dir)
+        environment = app_environment(self.database_url, self.export_dir)
+        environment["COLUMNS"], environment["ROWS"] = str(width), str(height)
         return environment

@@ -147,6 +147,8 @@ async def test_one_shared_token_login_is_revoked_the_others_keep_working(
             assert await page_status(second, srv) == 200
             async with websocket(second, srv) as other:
                 assert await first_frame(other)
+        slots = srv.slots
+        await wait_until(lambda: slots.in_use == 0)  # noqa: B023 - awaited in this iteration
         async with await logged_in(srv) as again:  # the shared token itself still works
             assert await page_status(again, srv) == 200
 
@@ -188,9 +190,10 @@ def app_processes() -> set[int]:
     return found
 
 
-def freeze_apps() -> set[int]:
-    """SIGSTOP the tab's app: it hangs and answers nothing."""
-    apps = app_processes()
+def freeze_apps(server: AgentsServer) -> set[int]:
+    """SIGSTOP the tab's app (not the spare started for the next tab): it hangs and answers
+    nothing."""
+    apps = app_processes() - {server.spare.pid}
     assert apps, "no app process is running"
     for pid in apps:
         os.kill(pid, signal.SIGSTOP)
@@ -201,7 +204,7 @@ async def test_a_hung_tab_gives_its_slot_back(server: AgentsServer) -> None:
     async with await logged_in(server) as browser:
         async with websocket(browser, server) as tab:
             assert await first_frame(tab)
-            hung = freeze_apps()
+            hung = freeze_apps(server)
         await wait_until(lambda: server.slots.in_use == 0)
         assert not hung & app_processes()  # killed and reaped
         async with websocket(browser, server) as again:
@@ -213,10 +216,10 @@ async def test_a_hung_tab_does_not_block_shutdown(database: str) -> None:
     runner = await server.start()
     async with await logged_in(server) as browser, websocket(browser, server) as tab:
         assert await first_frame(tab)
-        hung = freeze_apps()
+        hung = freeze_apps(server)
         async with asyncio.timeout(WAIT):
             await runner.cleanup()
-    assert not hung & app_processes()
+    assert not app_processes()  # the hung tab's and the spare waiting for the next tab
 
 
 ESC_ORIGIN = b"http://evil.example\x1b]0;owned\x07"  # aiohttp refuses it: 400
