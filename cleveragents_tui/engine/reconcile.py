@@ -126,11 +126,18 @@ def fingerprint(changes: Iterable[OutsideChanges]) -> str:
 class Reconciler:
     """The seals of one plan's sandboxes, kept in ``<sandbox base>/<plan>/reconcile.json``."""
 
-    def __init__(self, sandboxes: PlanSandboxes, resource_ids: Iterable[str], attempt: int):
+    def __init__(
+        self,
+        sandboxes: PlanSandboxes,
+        resource_ids: Iterable[str],
+        attempt: int,
+        plan_id: str | None = None,
+    ):
+        """``plan_id``: whose seals (default: the plan of ``sandboxes``)."""
         self._sandboxes = sandboxes
         self._resource_ids = tuple(resource_ids)
         self._attempt = attempt
-        self._file = sandboxes.base_dir / sandboxes.plan_id / SEAL_FILE
+        self._file = sandboxes.base_dir / (plan_id or sandboxes.plan_id) / SEAL_FILE
 
     # -- the seal file ----------------------------------------------------------------------
 
@@ -182,7 +189,20 @@ class Reconciler:
     def refresh(self, resource_ids: Iterable[str]) -> None:
         """The plan wrote to these resources: seal again, as they are now, those that are
         sealed, so the plan's own writes are never taken for someone else's. Nothing is
-        sealed before the plan first stops, so a run that never stopped pays nothing."""
+        sealed before the plan first stops, so a run that never stopped pays nothing.
+
+        An appended plan writes in its host's sandboxes, so its writes are the host's own
+        too: the host's seals are refreshed as well (the host, stopped while the appended
+        plan waited and then resumed, took them for someone else's)."""
+        written = tuple(dict.fromkeys(resource_ids))
+        self._refresh(written)
+        host = self._sandboxes.host_plan_id
+        if host != self._sandboxes.plan_id:
+            with self._sandboxes.store.unit_of_work() as uow:
+                attempt = uow.plans.get(host).attempt
+            Reconciler(self._sandboxes, written, attempt, plan_id=host)._refresh(written)
+
+    def _refresh(self, resource_ids: Iterable[str]) -> None:
         seals = self._load()
         sealed = [r for r in dict.fromkeys(resource_ids) if r in seals and r in self._resource_ids]
         changed = False

@@ -12,7 +12,16 @@ from typing import Any
 
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus
 from cleveragents_tui.engine.correction import execute, preview
-from tests.reliability.oracle_world import DB, FILES, LAYERS, Side, match_word, with_choices
+from tests.reliability.oracle_world import (
+    DB,
+    FILES,
+    LAYERS,
+    REPO,
+    Side,
+    match_word,
+    with_choices,
+    with_corrective_work,
+)
 from tests.reliability.test_correction_oracle import apply, check_oracle, run_to_apply_gate
 
 
@@ -246,5 +255,55 @@ def test_a_budget_limited_sandbox_still_restores_before_each_retry(tmp_path: Pat
         apply(side, run_to_apply_gate(side, tmp_path, definition))
         assert (side.locations[FILES] / "out.txt").read_text() == "line\n"
         check_oracle(definition, side, definition, tmp_path, ["budget 2 against the default"])
+    finally:
+        side.close()
+
+
+def _append(side: Side, plan_id: str, key: str, letter: str) -> None:
+    decision = side.current(plan_id)[key]
+    impact = preview(
+        side.store, decision.decision_id, CorrectionMode.APPEND, f"take {match_word(key, letter)}"
+    )
+    done = execute(
+        side.store, impact, acknowledged=True, requested_by="oracle", options=side.options
+    )
+    assert done.correction.status is CorrectionStatus.SUCCEEDED, done.correction
+
+
+def test_an_appended_plan_that_stopped_hands_its_later_writes_to_its_host(
+    tmp_path: Path,
+) -> None:
+    """Found by the soak (append): the appended plan works in its parent's sandboxes. Its
+    first call failed, so it stopped for the failure and the parent stopped for it ("child
+    plan stopped"), sealing the sandboxes as they were. Resumed, the appended plan made
+    folders, refreshing only its own seal, and the parent's Apply then asked about
+    "files changed outside the plan" — its appended plan's. An appended plan's writes
+    refresh its host's seal too."""
+    fails = {
+        "tool": "local/edit-file",
+        "arguments": {"resource": REPO, "path": "run.sh", "old": "alpha", "new": "alpha"},
+    }
+    mkdir = {
+        "tool": "local/mkdir",
+        "arguments": {"resource": REPO, "path": "sub/e2/e3", "mode": "0700"},
+    }
+    definition = {
+        "name": "oracle/action",
+        "prompt": "change the resources as the points say",
+        "resources": [REPO],
+        "decisions": [
+            _point("d00", "strategy_choice", [], []),
+            _point("d01", "tool_invocation", [_write("a.txt", "a", REPO)], []),
+            _point("d02", "tool_invocation", [], [fails, mkdir]),
+        ],
+    }
+    side = Side.make(tmp_path / "corrected")
+    try:
+        plan_id = run_to_apply_gate(side, tmp_path, definition)
+        chosen = {k: d.chosen_option for k, d in side.current(plan_id).items()}
+        _append(side, plan_id, "d02", "b")
+        apply(side, plan_id)
+        fresh = with_corrective_work(definition, chosen, "d02", "d02 option b")
+        check_oracle(definition, side, fresh, tmp_path, ["appended d02→b"])
     finally:
         side.close()
