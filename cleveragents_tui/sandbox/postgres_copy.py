@@ -35,11 +35,8 @@ dropped; the checkpoint copies stay for diffs until the sandbox is discarded.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import json
 import logging
-import os
 import re
 import secrets
 import threading
@@ -56,7 +53,6 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
-from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.sandbox import postgres_land
@@ -65,6 +61,13 @@ from cleveragents_tui.sandbox.base import (
     Change,
     CheckpointMissingError,
     SandboxError,
+)
+from cleveragents_tui.sandbox.database_common import (
+    DatabaseSandboxIdentity,
+    applied_error,
+    load_state_file,
+    locked_state,
+    owned_state,
 )
 from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
 from cleveragents_tui.sandbox.sql_confinement import POSTGRES_DENIED_FIX, postgres_refusal
@@ -81,9 +84,11 @@ from cleveragents_tui.sandbox.transaction.snapshots import (
     Snapshot,
     Table,
     compare,
+    key_rows,
     path_part,
-    render_row,
+    read_row,
 )
+from cleveragents_tui.sandbox.transaction.state import write_private
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +111,6 @@ _SCHEMA_STATEMENT = re.compile(
     r"(CREATE|ALTER|DROP|COMMENT|GRANT|REVOKE|SECURITY\s+LABEL)\b",
     re.IGNORECASE | re.DOTALL,
 )
-_DISCARDED_FIX = "re-run Execute"
-_APPLIED_FIX = "correct the plan with --mode=append (compensating changes)"
 # SQLSTATEs that mean "this server cannot copy the database for us": object in use (others
 # are connected to the template), insufficient privilege (no CREATEDB, not the owner).
 _CANNOT_COPY: Final = frozenset({"55006", "42501"})
@@ -159,49 +162,33 @@ class _State:
 
     @classmethod
     def load(cls, path: Path) -> _State | None:
-        try:
-            raw = path.read_text("utf-8")
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise SandboxError(f"cannot read sandbox state {path}: {exc}") from exc
-        try:
-            data = json.loads(raw)
-            if data["version"] != _STATE_VERSION or data["status"] not in ("open", "applied"):
-                raise ValueError("unsupported version or status")
-            prefix = str(data["prefix"])
-            if not _PREFIX.match(prefix):
-                raise ValueError(f"bad prefix {prefix!r}")
-            return cls(
-                resource_id=str(data["resource_id"]),
-                plan_id=str(data["plan_id"]),
-                prefix=prefix,
-                created_at=str(data["created_at"]),
-                status=data["status"],
-                checkpoints=[check_savepoint_name(str(ref)) for ref in data["checkpoints"]],
-                replacing=bool(data.get("replacing", False)),
-                schema_log=[str(statement) for statement in data.get("schema_log", [])],
-                schema_at={
-                    check_savepoint_name(str(ref)): int(count)
-                    for ref, count in data.get("schema_at", {}).items()
-                },
-            )
-        except (ValueError, KeyError, TypeError, UserError) as exc:
-            raise SandboxError(
-                f"the sandbox state file {path} is damaged ({exc})",
-                "discard the sandbox and re-run Execute",
-            ) from exc
+        return load_state_file(path, cls._parse)
+
+    @classmethod
+    def _parse(cls, data: dict[str, Any]) -> _State:
+        if data["version"] != _STATE_VERSION or data["status"] not in ("open", "applied"):
+            raise ValueError("unsupported version or status")
+        prefix = str(data["prefix"])
+        if not _PREFIX.match(prefix):
+            raise ValueError(f"bad prefix {prefix!r}")
+        return cls(
+            resource_id=str(data["resource_id"]),
+            plan_id=str(data["plan_id"]),
+            prefix=prefix,
+            created_at=str(data["created_at"]),
+            status=data["status"],
+            checkpoints=[check_savepoint_name(str(ref)) for ref in data["checkpoints"]],
+            replacing=bool(data.get("replacing", False)),
+            schema_log=[str(statement) for statement in data.get("schema_log", [])],
+            schema_at={
+                check_savepoint_name(str(ref)): int(count)
+                for ref, count in data.get("schema_at", {}).items()
+            },
+        )
 
     def save(self, path: Path) -> None:
-        """Atomically (temporary file, fsync, rename): the state names the valid checkpoints."""
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, self.dump())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, path)
+        """Atomically (mode 0600, fsync, rename): the state names the valid checkpoints."""
+        write_private(path, self.dump())
 
 
 def _conninfo(url: URL, database: str) -> str:
@@ -223,29 +210,17 @@ def _snapshot(url: URL, database: str, max_rows: int) -> Snapshot | None:
                 raw: Any = connection.connection.dbapi_connection
                 rows_result = connection.exec_driver_sql(query.as_string(raw))
                 columns = tuple(rows_result.keys())
-                positions = [columns.index(column) for column in pk]
-                rows: dict[str, tuple[Any, ...]] = {}
-                for row in rows_result:
-                    remaining -= 1
-                    if remaining < 0:
-                        return None
-                    values = tuple(row)
-                    if positions:
-                        rows[",".join(path_part(values[i]) for i in positions)] = values
-                        continue
-                    digest = hashlib.blake2b(repr(values).encode(), digest_size=8).hexdigest()
-                    key, duplicate = f"~{digest}", 1
-                    while key in rows:
-                        duplicate += 1
-                        key = f"~{digest}#{duplicate}"
-                    rows[key] = values
+                keyed = key_rows(rows_result, [columns.index(c) for c in pk], remaining)
+                if keyed is None:
+                    return None
+                rows, remaining = keyed
                 result[path] = Table(columns, rows)
             return dict(sorted(result.items()))
     finally:
         engine.dispose()
 
 
-class PostgresCopySandbox:
+class PostgresCopySandbox(DatabaseSandboxIdentity):
     """A PostgreSQL target's sandbox as a copy of its database; checkpoints are copies too.
 
     Keeps no transaction between calls: every process sees and changes the same databases,
@@ -264,22 +239,6 @@ class PostgresCopySandbox:
         self._lock = threading.RLock()
         self._engine: Engine | None = None
         self._prefix: str | None = None
-
-    @property
-    def resource(self) -> Resource:
-        return self._resource
-
-    @property
-    def workdir(self) -> Path | None:
-        return None
-
-    @property
-    def plan_id(self) -> str:
-        return self._plan_id
-
-    @property
-    def root(self) -> Path:
-        return self._root
 
     @property
     def dialect(self) -> str:
@@ -367,35 +326,20 @@ class PostgresCopySandbox:
     @contextlib.contextmanager
     def _operation(self) -> Iterator[_State]:
         """This process's lock, then the folder's ``flock``; yields the current state."""
-        with self._lock:
-            try:
-                fd = os.open(self._root / LOCK_FILE_NAME, os.O_RDWR | os.O_CREAT, 0o600)
-            except OSError as exc:
-                raise SandboxError(
-                    f"the sandbox of {self._resource.resource_id} under {self._root} is gone "
-                    f"({exc.strerror})",
-                    _DISCARDED_FIX,
-                ) from exc
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                state = _State.load(self._root / STATE_FILE_NAME)
-                if state is None:
-                    raise SandboxError(
-                        f"the sandbox of {self._resource.resource_id} under {self._root} was "
-                        "discarded",
-                        _DISCARDED_FIX,
-                    )
-                self._prefix = state.prefix
-                yield state
-            finally:
-                os.close(fd)  # releases the flock
+        with (
+            self._lock,
+            locked_state(
+                self._root,
+                LOCK_FILE_NAME,
+                self._resource.resource_id,
+                lambda: _State.load(self._root / STATE_FILE_NAME),
+            ) as state,
+        ):
+            self._prefix = state.prefix
+            yield state
 
     def _applied(self) -> SandboxError:
-        return CheckpointMissingError(
-            f"the sandbox of {self._resource.resource_id} was applied: its changes are in the "
-            "real database",
-            _APPLIED_FIX,
-        )
+        return applied_error(self._resource.resource_id)
 
     def _failed(self, doing: str, exc: BaseException) -> SandboxError:
         return SandboxError(
@@ -590,12 +534,7 @@ class PostgresCopySandbox:
         """Row ``table/key`` at checkpoint ``ref`` as UTF-8 JSON; None when absent."""
         with self._operation() as state:
             taken = self._rows_at(state, ref)
-        table_path, separator, key = path.partition("/")
-        table = taken.get(table_path)
-        if table is None or not separator:
-            return None
-        row = table.rows.get(key)
-        return None if row is None else render_row(table.columns, row)
+        return read_row(taken, path)
 
     def changes_since_baseline(self) -> list[Change]:
         """Row changes of the working copy against the target at creation."""
@@ -793,18 +732,9 @@ class PostgresCopyStrategy:
 
     def open(self, resource: Resource, plan_id: str, root: Path) -> PostgresCopySandbox:
         """The sandbox ``create`` made (in any process)."""
-        state = _State.load(root / STATE_FILE_NAME)
-        if state is None:
-            raise SandboxError(
-                f"no database sandbox of {resource.resource_id} for plan {plan_id} under {root}",
-                "it was discarded or never created: re-run Execute",
-            )
-        if state.resource_id != resource.resource_id or state.plan_id != plan_id:
-            raise SandboxError(
-                f"the sandbox under {root} belongs to {state.resource_id} of plan "
-                f"{state.plan_id}, not to {resource.resource_id} of plan {plan_id}",
-                "open the sandbox folder of this resource and plan",
-            )
+        state = owned_state(
+            _State.load(root / STATE_FILE_NAME), resource, plan_id, root, "database"
+        )
         sandbox = PostgresCopySandbox(
             resource, plan_id, root, self._url(resource), self.max_snapshot_rows
         )

@@ -22,6 +22,7 @@ from sqlalchemy.sql.base import Executable
 
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError
+from cleveragents_tui.sandbox.database_common import DatabaseSandboxIdentity
 from cleveragents_tui.sandbox.safety import check_savepoint_name
 from cleveragents_tui.sandbox.sql_confinement import POSTGRES_DENIED_FIX, postgres_refusal
 from cleveragents_tui.sandbox.transaction.connection import (
@@ -51,7 +52,7 @@ class SqlStatementError(SandboxError):
     """A tool's SQL statement failed; the sandbox and its checkpoints are still there."""
 
 
-class SandboxCore:
+class SandboxCore(DatabaseSandboxIdentity):
     """What every layer shares: the connection, the savepoint stack, the row snapshots, the
     status, and the guards each statement passes. See :class:`TransactionRollbackSandbox`."""
 
@@ -92,22 +93,6 @@ class SandboxCore:
         self._lock_fd: int | None = None
 
     # -- properties ------------------------------------------------------------------------
-
-    @property
-    def resource(self) -> Resource:
-        return self._resource
-
-    @property
-    def workdir(self) -> Path | None:
-        return None
-
-    @property
-    def plan_id(self) -> str:
-        return self._plan_id
-
-    @property
-    def root(self) -> Path:
-        return self._root
 
     @property
     def status(self) -> Status:

@@ -24,7 +24,7 @@ from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_
 from cleveragents_tui.sandbox.transaction.connection import first_line
 from cleveragents_tui.sandbox.transaction.core import APPLIED_FIX, LOST_FIX, SqlStatementError
 from cleveragents_tui.sandbox.transaction.replay import ReplayingSandbox
-from cleveragents_tui.sandbox.transaction.snapshots import compare, render_row, snapshot_digest
+from cleveragents_tui.sandbox.transaction.snapshots import compare, read_row, snapshot_digest
 from cleveragents_tui.sandbox.transaction.state import LOCK_FILE_NAME, STATE_FILE_NAME
 from cleveragents_tui.sandbox.transaction.statement_log import LOG_FILE_NAME
 
@@ -146,13 +146,7 @@ class TransactionRollbackSandbox(ReplayingSandbox):
     def read(self, ref: str, path: str) -> bytes | None:
         """Row ``table/key`` at checkpoint ``ref`` as UTF-8 JSON (``{"column": value}``);
         None when the row is absent there or ``path`` names no row (a bare table name)."""
-        snapshot = self._snapshot_at(ref)
-        table_path, separator, key = path.partition("/")
-        table = snapshot.get(table_path)
-        if table is None or not separator:
-            return None
-        row = table.rows.get(key)
-        return None if row is None else render_row(table.columns, row)
+        return read_row(self._snapshot_at(ref), path)
 
     def changes_since_baseline(self) -> list[Change]:
         """Row changes in the transaction's current view against the rows at creation.

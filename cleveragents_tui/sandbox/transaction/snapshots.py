@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
@@ -78,6 +78,17 @@ def render_row(columns: Sequence[str], row: Sequence[Any]) -> bytes:
     return rendered.encode("utf-8")
 
 
+def read_row(snapshot: Snapshot, path: str) -> bytes | None:
+    """Row ``table/key`` of ``snapshot`` as UTF-8 JSON (``{"column": value}``); None when the
+    row is absent or ``path`` names no row (a bare table name)."""
+    table_path, separator, key = path.partition("/")
+    table = snapshot.get(table_path)
+    if table is None or not separator:
+        return None
+    row = table.rows.get(key)
+    return None if row is None else render_row(table.columns, row)
+
+
 _PLAIN_PART = re.compile(r"^[A-Za-z0-9 _.:@+=~-]*$")
 
 
@@ -87,6 +98,30 @@ def path_part(value: object) -> str:
         return bytes(value).hex()
     raw = str(value)
     return raw if _PLAIN_PART.match(raw) else quote(raw, safe=" _.:@+=~-")
+
+
+def key_rows(
+    rows: Iterable[Sequence[Any]], positions: Sequence[int], budget: int
+) -> tuple[dict[str, tuple[Any, ...]], int] | None:
+    """``rows`` keyed by their primary key (the columns at ``positions``), else by ``~hash``
+    (``#2``, ``#3``... for a repeat), and how much of ``budget`` is left; None when there are
+    more rows than ``budget``. Every database sandbox keys its rows so."""
+    keyed: dict[str, tuple[Any, ...]] = {}
+    for row in rows:
+        budget -= 1
+        if budget < 0:
+            return None
+        values = tuple(row)
+        if positions:
+            keyed[",".join(path_part(values[i]) for i in positions)] = values
+            continue
+        digest = hashlib.blake2b(repr(values).encode(), digest_size=8).hexdigest()
+        key, duplicate = f"~{digest}", 1
+        while key in keyed:
+            duplicate += 1
+            key = f"~{digest}#{duplicate}"
+        keyed[key] = values
+    return keyed, budget
 
 
 def compare(old: Snapshot, new: Snapshot) -> list[Change]:
@@ -160,23 +195,11 @@ def take_snapshot(
         # Identifiers from the catalog, always quoted: no user text reaches this SQL.
         result = connection.exec_driver_sql(f"SELECT * FROM {qualified}")  # noqa: S608
         columns = tuple(result.keys())
-        positions = [columns.index(column) for column in pk_columns]
-        rows: dict[str, tuple[Any, ...]] = {}
-        for row in result:
-            remaining -= 1
-            if remaining < 0:
-                result.close()
-                return None
-            values = tuple(row)
-            if positions:
-                rows[",".join(path_part(values[i]) for i in positions)] = values
-                continue
-            digest = hashlib.blake2b(repr(values).encode(), digest_size=8).hexdigest()
-            key, duplicate = f"~{digest}", 1
-            while key in rows:
-                duplicate += 1
-                key = f"~{digest}#{duplicate}"
-            rows[key] = values
+        keyed = key_rows(result, [columns.index(column) for column in pk_columns], remaining)
+        if keyed is None:
+            result.close()
+            return None
+        rows, remaining = keyed
         table_now = Table(columns, rows)
         previous = None if last is None else last.get(path)
         # Share unchanged tables between snapshots, so memory grows with changes only.

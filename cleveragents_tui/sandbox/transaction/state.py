@@ -13,11 +13,10 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
-from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.sandbox.base import SandboxError
+from cleveragents_tui.sandbox.database_common import load_state_file
 from cleveragents_tui.sandbox.safety import check_savepoint_name
 
 STATE_FILE_NAME: Final = "transaction_rollback.json"
@@ -64,38 +63,29 @@ class State:
 
     @classmethod
     def load(cls, path: Path) -> State | None:
-        try:
-            raw = path.read_text("utf-8")
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise SandboxError(f"cannot read sandbox state {path}: {exc}") from exc
-        try:
-            data = json.loads(raw)
-            status = data["status"]
-            if data["version"] != _STATE_VERSION or status not in ("open", "applying", "applied"):
-                raise ValueError(f"unsupported version or status in {path}")
-            savepoints = [check_savepoint_name(str(name)) for name in data["savepoints"]]
-            unreplayable = data.get("unreplayable")
-            txid = data.get("commit_txid")
-            return cls(
-                resource_id=str(data["resource_id"]),
-                plan_id=str(data["plan_id"]),
-                pid=int(data["pid"]),
-                token=str(data["token"]),
-                dialect=str(data["dialect"]),
-                created_at=str(data["created_at"]),
-                status=status,
-                savepoints=savepoints,
-                unreplayable=None if unreplayable is None else str(unreplayable),
-                released=bool(data.get("released", False)),
-                commit_txid=None if txid is None else int(txid),
-            )
-        except (ValueError, KeyError, TypeError, UserError) as exc:
-            raise SandboxError(
-                f"the sandbox state file {path} is damaged ({exc})",
-                "discard the sandbox and re-run Execute",
-            ) from exc
+        return load_state_file(path, cls._parse)
+
+    @classmethod
+    def _parse(cls, data: dict[str, Any]) -> State:
+        status = data["status"]
+        if data["version"] != _STATE_VERSION or status not in ("open", "applying", "applied"):
+            raise ValueError("unsupported version or status")
+        savepoints = [check_savepoint_name(str(name)) for name in data["savepoints"]]
+        unreplayable = data.get("unreplayable")
+        txid = data.get("commit_txid")
+        return cls(
+            resource_id=str(data["resource_id"]),
+            plan_id=str(data["plan_id"]),
+            pid=int(data["pid"]),
+            token=str(data["token"]),
+            dialect=str(data["dialect"]),
+            created_at=str(data["created_at"]),
+            status=status,
+            savepoints=savepoints,
+            unreplayable=None if unreplayable is None else str(unreplayable),
+            released=bool(data.get("released", False)),
+            commit_txid=None if txid is None else int(txid),
+        )
 
     def save(self, path: Path, *, durable: bool = False) -> None:
         """Write atomically (temporary file + rename). Without ``durable`` no fsync: the file
@@ -144,16 +134,6 @@ def write_private(path: Path, data: bytes) -> None:
         temporary.unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
-
-
-def append_private(path: Path, data: bytes) -> None:
-    """Append and fsync. Never creates the file: a log deleted meanwhile must not restart."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-    try:
-        write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def try_lock(path: Path) -> int | None:

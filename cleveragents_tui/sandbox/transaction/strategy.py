@@ -14,6 +14,7 @@ from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.sandbox import transaction_handover
 from cleveragents_tui.sandbox.base import SandboxError
+from cleveragents_tui.sandbox.database_common import owned_state
 from cleveragents_tui.sandbox.transaction.connection import target_url
 from cleveragents_tui.sandbox.transaction.sandbox import TransactionRollbackSandbox
 from cleveragents_tui.sandbox.transaction.snapshots import DEFAULT_MAX_SNAPSHOT_ROWS
@@ -121,18 +122,7 @@ class TransactionRollbackStrategy:
             state = State.load(state_path)
         except SandboxError as exc:
             raise SandboxError(exc.problem, f"delete {state_path} and re-run Execute") from exc
-        if state is None:
-            raise SandboxError(
-                f"no transaction_rollback sandbox of {resource.resource_id} for plan "
-                f"{plan_id} under {root}",
-                "it was discarded or never created: re-run Execute",
-            )
-        if state.resource_id != resource.resource_id or state.plan_id != plan_id:
-            raise SandboxError(
-                f"the sandbox under {root} belongs to {state.resource_id} of plan "
-                f"{state.plan_id}, not to {resource.resource_id} of plan {plan_id}",
-                "open the sandbox folder of this resource and plan",
-            )
+        state = owned_state(state, resource, plan_id, root, "transaction_rollback")
         current = transaction_handover.registered(root)
         if (
             isinstance(current, TransactionRollbackSandbox)
