@@ -47,6 +47,7 @@ class PlanData:
     index: TreeIndex  # the tree arranged for the widget
     base: TreeIndex | None  # the one shown when the load started
     changed: list[str] | None  # rows changed since ``base``; None: rebuild
+    fingerprint: tuple[object, ...]  # the store's, read before the plan
 
 
 class PlanDataLoaded(Message):

@@ -87,6 +87,7 @@ class PlanScreen(AgentsScreen):
         self._warned: set[str] = set()  # reconcile approvals already notified
         self._last_search = ""
         self._reveal_after: tuple[str, str] | None = None  # (decision, what) to show next load
+        self._fingerprint: tuple[object, ...] | None = None  # the store's, at the last load
 
     @property
     def store(self) -> Store:
@@ -112,7 +113,13 @@ class PlanScreen(AgentsScreen):
         services(self).thaw_heap()
 
     def on_screen_resume(self) -> None:
-        self.refresh_data()
+        """Back from a dialog or another screen: reload only if the store changed since the
+        last load (a reload of a 10,000-decision plan after every closed dialog held the
+        next cursor move for a second on a loaded machine)."""
+        if self._fingerprint is None:
+            self.refresh_data()
+        else:
+            self._reload_if_changed(self._fingerprint)
 
     def on_store_changed(self, _: StoreChanged) -> None:
         self.refresh_data()
@@ -136,6 +143,7 @@ class PlanScreen(AgentsScreen):
         """Read the plan, and arrange its tree against the one ``shown`` (here, not on the
         event loop: on a 10,000-decision plan that is most of a refresh's work)."""
         try:
+            fingerprint = tui_queries.fingerprint(self.store)
             tree = plan_tree(self.store, self.plan_id, show_superseded=show_superseded)
             pending = pending_approvals(self.store, self.plan_id)
             events = tui_queries.recent_events(self.store, self.plan_id, limit=1)
@@ -144,7 +152,18 @@ class PlanScreen(AgentsScreen):
             return
         index = TreeIndex.of(tree)
         changed = index.changed_since(shown)
-        self.post_message(PlanDataLoaded(PlanData(tree, pending, events, index, shown, changed)))
+        data = PlanData(tree, pending, events, index, shown, changed, fingerprint)
+        self.post_message(PlanDataLoaded(data))
+
+    @work(thread=True, exclusive=True, group="data-check", exit_on_error=False)
+    def _reload_if_changed(self, known: tuple[object, ...]) -> None:
+        try:
+            changed = tui_queries.fingerprint(self.store) != known
+        except Exception as exc:  # the database went away: a notification
+            self.post_message(LoadFailed(str(exc)))
+            return
+        if changed:
+            self.app.call_from_thread(self.refresh_data)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`e` only while the strategy can still be edited (before Execute): a key that
@@ -162,6 +181,7 @@ class PlanScreen(AgentsScreen):
         if data.tree.show_superseded != self.show_superseded:
             return  # toggled meanwhile: the load that follows the toggle shows it
         tree = self.query_one(DecisionTree)
+        self._fingerprint = data.fingerprint
         old, self.plan = self.plan, data.tree.plan
         if self._editable(old) != self._editable(self.plan):
             self.refresh_bindings()  # `e` comes or goes with the phase (the footer redraws)
