@@ -39,7 +39,6 @@ import json
 import logging
 import re
 import secrets
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,11 +61,9 @@ from cleveragents_tui.sandbox.base import (
     CheckpointMissingError,
     SandboxError,
 )
+from cleveragents_tui.sandbox.copy_sandbox import CopySandbox, refuse_open_sandbox
 from cleveragents_tui.sandbox.database_common import (
-    DatabaseSandboxIdentity,
-    applied_error,
     load_state_file,
-    locked_state,
     owned_state,
 )
 from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
@@ -86,7 +83,6 @@ from cleveragents_tui.sandbox.transaction.snapshots import (
     compare,
     key_rows,
     path_part,
-    read_row,
 )
 from cleveragents_tui.sandbox.transaction.state import write_private
 
@@ -220,7 +216,7 @@ def _snapshot(url: URL, database: str, max_rows: int) -> Snapshot | None:
         engine.dispose()
 
 
-class PostgresCopySandbox(DatabaseSandboxIdentity):
+class PostgresCopySandbox(CopySandbox[_State]):
     """A PostgreSQL target's sandbox as a copy of its database; checkpoints are copies too.
 
     Keeps no transaction between calls: every process sees and changes the same databases,
@@ -231,24 +227,14 @@ class PostgresCopySandbox(DatabaseSandboxIdentity):
         self, resource: Resource, plan_id: str, root: Path, url: URL, max_rows: int
     ) -> None:
         """Made by :class:`PostgresCopyStrategy`."""
-        self._resource = resource
-        self._plan_id = plan_id
-        self._root = root
+        super().__init__(resource, plan_id, root, max_rows)
         self._url = url
-        self._max_rows = max_rows
-        self._lock = threading.RLock()
         self._engine: Engine | None = None
         self._prefix: str | None = None
 
     @property
     def dialect(self) -> str:
         return "postgresql"
-
-    @property
-    def checkpoints(self) -> tuple[str, ...]:
-        """The valid checkpoint references, oldest first."""
-        with self._operation() as state:
-            return tuple(state.checkpoints)
 
     # -- databases and locking -------------------------------------------------------------
 
@@ -323,23 +309,13 @@ class PostgresCopySandbox(DatabaseSandboxIdentity):
         state.replacing = False
         state.save(self._root / STATE_FILE_NAME)
 
-    @contextlib.contextmanager
-    def _operation(self) -> Iterator[_State]:
-        """This process's lock, then the folder's ``flock``; yields the current state."""
-        with (
-            self._lock,
-            locked_state(
-                self._root,
-                LOCK_FILE_NAME,
-                self._resource.resource_id,
-                lambda: _State.load(self._root / STATE_FILE_NAME),
-            ) as state,
-        ):
-            self._prefix = state.prefix
-            yield state
+    LOCK_FILE_NAME = LOCK_FILE_NAME
 
-    def _applied(self) -> SandboxError:
-        return applied_error(self._resource.resource_id)
+    def _load_state(self) -> _State | None:
+        return _State.load(self._root / STATE_FILE_NAME)
+
+    def _opened(self, state: _State) -> None:
+        self._prefix = state.prefix
 
     def _failed(self, doing: str, exc: BaseException) -> SandboxError:
         return SandboxError(
@@ -525,17 +501,6 @@ class PostgresCopySandbox(DatabaseSandboxIdentity):
             )
         return self._rows(self._name(state, ref), f"checkpoint {ref}")
 
-    def diff(self, old_ref: str, new_ref: str) -> list[Change]:
-        """Row changes between two checkpoints (also after Apply: the copies stay)."""
-        with self._operation() as state:
-            return compare(self._rows_at(state, old_ref), self._rows_at(state, new_ref))
-
-    def read(self, ref: str, path: str) -> bytes | None:
-        """Row ``table/key`` at checkpoint ``ref`` as UTF-8 JSON; None when absent."""
-        with self._operation() as state:
-            taken = self._rows_at(state, ref)
-        return read_row(taken, path)
-
     def changes_since_baseline(self) -> list[Change]:
         """Row changes of the working copy against the target at creation."""
         with self._operation() as state:
@@ -688,12 +653,7 @@ class PostgresCopyStrategy:
         :class:`CopyUnavailableError` when the server cannot copy it."""
         url = self._url(resource)
         existing = _State.load(root / STATE_FILE_NAME) if is_copy_sandbox(root) else None
-        if existing is not None and existing.status == "open":
-            raise SandboxError(
-                f"resource {resource.resource_id} already has an open sandbox under {root} "
-                f"for plan {existing.plan_id}",
-                "apply or discard it first",
-            )
+        refuse_open_sandbox(existing, resource, root)
         sandbox = PostgresCopySandbox(resource, plan_id, root, url, self.max_snapshot_rows)
         sandbox.discard()
         prefix = secrets.token_hex(6)

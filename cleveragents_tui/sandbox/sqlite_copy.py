@@ -39,7 +39,6 @@ import os
 import re
 import shutil
 import sqlite3
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,11 +57,9 @@ from cleveragents_tui.sandbox.base import (
     CheckpointMissingError,
     SandboxError,
 )
+from cleveragents_tui.sandbox.copy_sandbox import CopySandbox, refuse_open_sandbox
 from cleveragents_tui.sandbox.database_common import (
-    DatabaseSandboxIdentity,
-    applied_error,
     load_state_file,
-    locked_state,
     owned_state,
 )
 from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
@@ -91,7 +88,6 @@ from cleveragents_tui.sandbox.transaction.snapshots import (
     compare,
     key_rows,
     path_part,
-    read_row,
 )
 from cleveragents_tui.sandbox.transaction.state import write_private
 
@@ -257,7 +253,7 @@ class ReadResult:
         self.rows = []
 
 
-class SqliteCopySandbox(DatabaseSandboxIdentity):
+class SqliteCopySandbox(CopySandbox[_State]):
     """A SQLite target's sandbox as a copy of its file; checkpoints are copies of the copy.
 
     Keeps no transaction between calls: every process sees and changes the same files, one
@@ -268,45 +264,23 @@ class SqliteCopySandbox(DatabaseSandboxIdentity):
         self, resource: Resource, plan_id: str, root: Path, target: Path, max_rows: int
     ) -> None:
         """Made by :class:`SqliteCopyStrategy`."""
-        self._resource = resource
-        self._plan_id = plan_id
-        self._root = root
+        super().__init__(resource, plan_id, root, max_rows)
         self._target = target
-        self._max_rows = max_rows
-        self._lock = threading.RLock()
         self._engine: Engine | None = None
 
     @property
     def dialect(self) -> str:
         return "sqlite"
 
-    @property
-    def checkpoints(self) -> tuple[str, ...]:
-        """The valid checkpoint references, oldest first."""
-        with self._operation() as state:
-            return tuple(state.checkpoints)
-
     # -- files and locking -----------------------------------------------------------------
 
     def _checkpoint_path(self, ref: str) -> Path:
         return self._root / CHECKPOINTS / f"{check_savepoint_name(ref)}.db"
 
-    @contextlib.contextmanager
-    def _operation(self) -> Iterator[_State]:
-        """This process's lock, then the folder's ``flock``; yields the current state."""
-        with (
-            self._lock,
-            locked_state(
-                self._root,
-                LOCK_FILE_NAME,
-                self._resource.resource_id,
-                lambda: _State.load(self._root / STATE_FILE_NAME),
-            ) as state,
-        ):
-            yield state
+    LOCK_FILE_NAME = LOCK_FILE_NAME
 
-    def _applied(self) -> SandboxError:
-        return applied_error(self._resource.resource_id)
+    def _load_state(self) -> _State | None:
+        return _State.load(self._root / STATE_FILE_NAME)
 
     def _engine_for_work(self) -> Engine:
         """Connections to the working copy, one per statement: none stays open between
@@ -453,7 +427,7 @@ class SqliteCopySandbox(DatabaseSandboxIdentity):
             )
         return taken
 
-    def _snapshot_at(self, state: _State, ref: str) -> Snapshot:
+    def _rows_at(self, state: _State, ref: str) -> Snapshot:
         path = self._checkpoint_path(ref)
         if ref not in state.checkpoints or not path.is_file():
             raise CheckpointMissingError(
@@ -461,17 +435,6 @@ class SqliteCopySandbox(DatabaseSandboxIdentity):
                 "pick a checkpoint of the current attempt",
             )
         return self._snapshot(path, f"checkpoint {ref}")
-
-    def diff(self, old_ref: str, new_ref: str) -> list[Change]:
-        """Row changes between two checkpoints (also after Apply: the copies stay)."""
-        with self._operation() as state:
-            return compare(self._snapshot_at(state, old_ref), self._snapshot_at(state, new_ref))
-
-    def read(self, ref: str, path: str) -> bytes | None:
-        """Row ``table/key`` at checkpoint ``ref`` as UTF-8 JSON; None when absent."""
-        with self._operation() as state:
-            taken = self._snapshot_at(state, ref)
-        return read_row(taken, path)
 
     def changes_since_baseline(self) -> list[Change]:
         """Row changes of the working copy against the target at creation."""
@@ -570,12 +533,7 @@ class SqliteCopyStrategy:
         """Copy the target into ``root``. Refused while an open sandbox is there."""
         target = self._target(resource)
         existing = _State.load(root / STATE_FILE_NAME) if is_copy_sandbox(root) else None
-        if existing is not None and existing.status == "open":
-            raise SandboxError(
-                f"resource {resource.resource_id} already has an open sandbox under {root} "
-                f"for plan {existing.plan_id}",
-                "apply or discard it first",
-            )
+        refuse_open_sandbox(existing, resource, root)
         sandbox = SqliteCopySandbox(resource, plan_id, root, target, self.max_snapshot_rows)
         sandbox.discard()
         try:

@@ -1,0 +1,107 @@
+"""What the SQLite and PostgreSQL copy sandboxes share: one operation at a time across
+threads and processes, the checkpoint list, and diff and read over checkpoint snapshots.
+
+Each copy says how it loads its state and takes the rows at a checkpoint; the rest is
+here. See docs/sandboxes.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar, Generic, Protocol, TypeVar
+
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.sandbox.base import Change, SandboxError
+from cleveragents_tui.sandbox.database_common import (
+    DatabaseSandboxIdentity,
+    applied_error,
+    locked_state,
+)
+from cleveragents_tui.sandbox.transaction.snapshots import Snapshot, compare, read_row
+
+
+class CopyState(Protocol):
+    """The part of a copy sandbox's state file the shared code reads."""
+
+    checkpoints: list[str]
+
+    @property
+    def plan_id(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+
+CopyStateT = TypeVar("CopyStateT", bound=CopyState)
+
+
+class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT]):
+    """A database sandbox kept as copies: no transaction between calls, so every process
+    sees and changes the same copies, one operation at a time (``flock``)."""
+
+    LOCK_FILE_NAME: ClassVar[str]
+
+    def __init__(self, resource: Resource, plan_id: str, root: Path, max_rows: int) -> None:
+        self._resource = resource
+        self._plan_id = plan_id
+        self._root = root
+        self._max_rows = max_rows
+        self._lock = threading.RLock()
+
+    @abstractmethod
+    def _load_state(self) -> CopyStateT | None:
+        """The state file under ``root``; None when there is none."""
+
+    @abstractmethod
+    def _rows_at(self, state: CopyStateT, ref: str) -> Snapshot:
+        """The rows at checkpoint ``ref`` (CheckpointMissingError when it was dropped)."""
+
+    def _opened(self, state: CopyStateT) -> None:
+        """Called with the state at the start of each operation (nothing by default)."""
+
+    @property
+    def checkpoints(self) -> tuple[str, ...]:
+        """The valid checkpoint references, oldest first."""
+        with self._operation() as state:
+            return tuple(state.checkpoints)
+
+    @contextlib.contextmanager
+    def _operation(self) -> Iterator[CopyStateT]:
+        """This process's lock, then the folder's ``flock``; yields the current state."""
+        with (
+            self._lock,
+            locked_state(
+                self._root, self.LOCK_FILE_NAME, self._resource.resource_id, self._load_state
+            ) as state,
+        ):
+            self._opened(state)
+            yield state
+
+    def _applied(self) -> SandboxError:
+        return applied_error(self._resource.resource_id)
+
+    def diff(self, old_ref: str, new_ref: str) -> list[Change]:
+        """Row changes between two checkpoints (also after Apply: the copies stay)."""
+        with self._operation() as state:
+            return compare(self._rows_at(state, old_ref), self._rows_at(state, new_ref))
+
+    def read(self, ref: str, path: str) -> bytes | None:
+        """Row ``table/key`` at checkpoint ``ref`` as UTF-8 JSON; None when absent."""
+        with self._operation() as state:
+            taken = self._rows_at(state, ref)
+        return read_row(taken, path)
+
+
+def refuse_open_sandbox(existing: CopyState | None, resource: Resource, root: Path) -> None:
+    """Refuse to make a sandbox over one still open under ``root`` (its changes would be
+    lost); an applied one may be replaced."""
+    if existing is not None and existing.status == "open":
+        raise SandboxError(
+            f"resource {resource.resource_id} already has an open sandbox under {root} "
+            f"for plan {existing.plan_id}",
+            "apply or discard it first",
+        )
