@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
-from fontTools.ttLib import TTFont
+from fontTools.ttLib import TTFont  # type: ignore[import-untyped]
 
 from cleveragents_tui.cli.render import CHECKPOINT_BADGE, CORRECTION_MARK, SUPERSEDED_MARK
 from cleveragents_tui.tui.render import CHECKPOINT, CORRECTION, SUPERSEDED

@@ -238,8 +238,8 @@ class ReplayModal(Dialog[str | None]):
         return self._worker is not None and self._worker.is_finished
 
     def action_cancel_replay(self) -> None:
-        if self.finished:
-            return
+        if self.finished or (self.pausing is not None and self.pausing.is_running):
+            return  # a second `x` while the pause is being written: one is enough
         self.cancel_requested = True
         self.pausing = self._pause()
 
