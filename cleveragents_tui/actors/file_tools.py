@@ -64,6 +64,24 @@ class FileCall:
         return ToolOutcome(ok=ok, output=output, writes=writes)
 
 
+class FileTool(BuiltinTool):
+    """A tool on one resource's files: the call's files, a refusal as one line, the write
+    reported if any. Subclasses say what ``change`` does."""
+
+    def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
+        call = FileCall(context, arguments.text("resource"))
+        if call.files is None:
+            return call.no_files(self.spec.name)
+        try:
+            return call.outcome(True, self.change(call, arguments))
+        except FileRefused as exc:
+            return call.outcome(False, f"{self.spec.name}: {exc}")
+
+    def change(self, call: FileCall, arguments: Arguments) -> str:
+        """Read or change through ``call.files``; the output line. Raises FileRefused."""
+        raise NotImplementedError
+
+
 def _utf8(text: str) -> bytes | None:
     try:
         return text.encode("utf-8")
@@ -71,7 +89,7 @@ def _utf8(text: str) -> bytes | None:
         return None
 
 
-class ReadFile(BuiltinTool):
+class ReadFile(FileTool):
     spec = ToolSpec(
         name="local/read-file",
         category=ToolCategory.READ,
@@ -79,21 +97,15 @@ class ReadFile(BuiltinTool):
     )
     params = (RESOURCE, PATH)
 
-    def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
-        call = FileCall(context, arguments.text("resource"))
-        if call.files is None:
-            return call.no_files(self.spec.name)
-        path = arguments.text("path")
-        try:
-            data, total = call.files.read(path, OUTPUT_LIMIT)
-        except FileRefused as exc:
-            return call.outcome(False, f"{self.spec.name}: {exc}")
+    def change(self, call: FileCall, arguments: Arguments) -> str:
+        assert call.files is not None
+        data, total = call.files.read(arguments.text("path"), OUTPUT_LIMIT)
         text, binary = truncate_text(data, total)
         if binary:
             text = (
                 f"[binary file: {total} bytes, shown as UTF-8 with invalid bytes replaced]\n" + text
             )
-        return call.outcome(True, text)
+        return text
 
 
 def _base64(text: str) -> bytes | None:
@@ -222,7 +234,7 @@ class EditFile(BuiltinTool):
         return call.outcome(True, f"edited {path}: replaced 1 occurrence at line {line}")
 
 
-class DeleteFile(BuiltinTool):
+class DeleteFile(FileTool):
     spec = ToolSpec(
         name="local/delete-file",
         category=ToolCategory.WRITE,
@@ -232,16 +244,11 @@ class DeleteFile(BuiltinTool):
     )
     params = (RESOURCE, PATH)
 
-    def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
-        call = FileCall(context, arguments.text("resource"))
-        if call.files is None:
-            return call.no_files(self.spec.name)
+    def change(self, call: FileCall, arguments: Arguments) -> str:
+        assert call.files is not None
         path = arguments.text("path")
-        try:
-            call.files.delete(path)
-        except FileRefused as exc:
-            return call.outcome(False, f"{self.spec.name}: {exc}")
-        return call.outcome(True, f"deleted {path}")
+        call.files.delete(path)
+        return f"deleted {path}"
 
 
 __all__ = ["DeleteFile", "EditFile", "Kind", "ReadFile", "WriteFile"]

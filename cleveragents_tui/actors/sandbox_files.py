@@ -27,7 +27,7 @@ import os
 import posixpath
 import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Protocol
@@ -165,6 +165,23 @@ def files_of(sandbox: Sandbox, on_change: Callable[[], None]) -> SandboxFiles | 
     return WorkdirFiles(workdir, on_change)
 
 
+def _check_deletable(path: str, kind: Kind) -> None:
+    """local/delete-file removes files and symlinks only."""
+    if kind is Kind.MISSING:
+        raise FileRefused(f"{path} does not exist")
+    if kind is Kind.DIRECTORY:
+        raise FileRefused(f"{path} is a folder; local/delete-file removes files only")
+
+
+def _folder_exists(path: str, kind: Kind) -> bool:
+    """Whether make_dir has nothing to do; refused when something else is at ``path``."""
+    if kind is Kind.DIRECTORY:
+        return True
+    if kind is not Kind.MISSING:
+        raise FileRefused(f"{path} exists and is a {kind}, not a folder")
+    return False
+
+
 def _refusal(exc: OSError, path: str) -> FileRefused:
     reasons = {
         errno.ENOENT: "does not exist",
@@ -275,10 +292,7 @@ class WorkdirFiles:
     def delete(self, path: str) -> None:
         target = self._target(path)
         kind = self.kind(path)
-        if kind is Kind.MISSING:
-            raise FileRefused(f"{path} does not exist")
-        if kind is Kind.DIRECTORY:
-            raise FileRefused(f"{path} is a folder; local/delete-file removes files only")
+        _check_deletable(path, kind)
         try:
             os.unlink(target)
         except OSError as exc:
@@ -330,10 +344,8 @@ class WorkdirFiles:
         check_mode(path, mode, Kind.DIRECTORY)
         target = self._target(path)
         kind = self.kind(path)
-        if kind is Kind.DIRECTORY:
+        if _folder_exists(path, kind):
             return False
-        if kind is not Kind.MISSING:
-            raise FileRefused(f"{path} exists and is a {kind}, not a folder")
         self._make_parents(target, path)
         with self._writer(path) as writer:
             writer.make_dir(path)
@@ -480,10 +492,7 @@ class OverlayFiles:
     def delete(self, path: str) -> None:
         path = check_path(path)
         kind = self.kind(path)
-        if kind is Kind.MISSING:
-            raise FileRefused(f"{path} does not exist")
-        if kind is Kind.DIRECTORY:
-            raise FileRefused(f"{path} is a folder; local/delete-file removes files only")
+        _check_deletable(path, kind)
         self._sandbox.delete(path)
         self._on_change()
 
@@ -513,26 +522,18 @@ class OverlayFiles:
             links = [e.path for e in self._sandbox.walk(source) if e.kind is EntryKind.SYMLINK]
         for link in links:
             check_target(moved_path(link, source, destination), self._sandbox.read_link(link))
-        try:
+        with self._changing(source):
             self._sandbox.move(source, destination)
-        except (OSError, SandboxError) as exc:
-            raise _overlay_refusal(exc, source) from exc
-        self._on_change()
         return kind
 
     def make_dir(self, path: str, mode: int) -> bool:
         path = check_path(path)
         check_mode(path, mode, Kind.DIRECTORY)
         kind = self.kind(path)
-        if kind is Kind.DIRECTORY:
+        if _folder_exists(path, kind):
             return False
-        if kind is not Kind.MISSING:
-            raise FileRefused(f"{path} exists and is a {kind}, not a folder")
-        try:
+        with self._changing(path):
             self._sandbox.make_dirs(path, mode)
-        except (OSError, SandboxError) as exc:
-            raise _overlay_refusal(exc, path) from exc
-        self._on_change()
         return True
 
     def symlink(self, path: str, target: str) -> None:
@@ -540,11 +541,8 @@ class OverlayFiles:
         check_target(path, target)
         if self.kind(path) is not Kind.MISSING:
             raise FileRefused(f"{path} already exists (delete it first)")
-        try:
+        with self._changing(path):
             self._sandbox.symlink(path, target)
-        except (OSError, SandboxError) as exc:
-            raise _overlay_refusal(exc, path) from exc
-        self._on_change()
 
     def chmod(self, path: str, mode: int) -> Kind:
         path = check_path(path)
@@ -552,12 +550,18 @@ class OverlayFiles:
         if kind is Kind.MISSING:
             raise FileRefused(f"{path} does not exist")
         check_mode(path, mode, kind)
-        try:
+        with self._changing(path):
             self._sandbox.chmod(path, mode)
+        return kind
+
+    @contextlib.contextmanager
+    def _changing(self, path: str) -> Iterator[None]:
+        """A change to the overlay: its refusal as one about ``path``; then ``on_change``."""
+        try:
+            yield
         except (OSError, SandboxError) as exc:
             raise _overlay_refusal(exc, path) from exc
         self._on_change()
-        return kind
 
     def _refuse_nested_git(self, path: str) -> None:
         for entry in self._sandbox.walk(path):

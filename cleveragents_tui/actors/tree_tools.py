@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import re
 
-from cleveragents_tui.actors.base import ToolContext, ToolOutcome
-from cleveragents_tui.actors.file_tools import PATH, RESOURCE, FileCall
+from cleveragents_tui.actors.file_tools import PATH, RESOURCE, FileCall, FileTool
 from cleveragents_tui.actors.sandbox_files import NEW_FOLDER_MODE, FileRefused
-from cleveragents_tui.actors.tool_support import Arguments, BuiltinTool, Param, ParamType
+from cleveragents_tui.actors.tool_support import Arguments, Param, ParamType
 from cleveragents_tui.domain.tool import ToolCategory, ToolSpec
 
 
@@ -39,21 +38,8 @@ def parse_mode(text: str) -> int | None:
     return None if match is None else int(match.group(1), 8)
 
 
-class _TreeTool(BuiltinTool):
-    """A tree tool: the call's files, a refusal as one line, the write reported if any."""
-
-    def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
-        call = FileCall(context, arguments.text("resource"))
-        if call.files is None:
-            return call.no_files(self.spec.name)
-        try:
-            return call.outcome(True, self.change(call, arguments))
-        except FileRefused as exc:
-            return call.outcome(False, f"{self.spec.name}: {exc}")
-
-    def change(self, call: FileCall, arguments: Arguments) -> str:
-        """Make the change through ``call.files``; the output line. Raises FileRefused."""
-        raise NotImplementedError
+class _TreeTool(FileTool):
+    """A tree tool: a file tool that may take permission bits."""
 
     def mode(self, arguments: Arguments, default: int | None = None) -> int:
         text = arguments.optional_text("mode")
