@@ -10,6 +10,7 @@ from cleveragents_tui.cli.context import (
     CliContext,
     echo,
     echo_json,
+    echo_listing,
     format_option,
     json_text,
     pass_cli,
@@ -96,25 +97,24 @@ def list_(cli: CliContext, local_format: str | None) -> None:
     from cleveragents_tui.engine import action_registry as registry
 
     items = registry.registered_actions(cli.store)
-    if cli.wants_json(local_format):
-        echo_json(
-            ActionsDocument(
-                actions=[
-                    {
-                        "name": a.name,
-                        "source": a.source,
-                        "description": a.definition.get("description"),
-                        "updated_at": a.updated_at.isoformat(),
-                    }
-                    for a in items
-                ],
-            ).dump()
-        )
-    elif not items:
-        echo("No actions registered. Register one: agents action create FILE")
-    else:
-        for a in items:
-            echo(f"{a.name:<40} {a.definition.get('description') or ''}")
+    echo_listing(
+        cli,
+        local_format,
+        items,
+        lambda: ActionsDocument(
+            actions=[
+                {
+                    "name": a.name,
+                    "source": a.source,
+                    "description": a.definition.get("description"),
+                    "updated_at": a.updated_at.isoformat(),
+                }
+                for a in items
+            ],
+        ).dump(),
+        "No actions registered. Register one: agents action create FILE",
+        lambda a: f"{a.name:<40} {a.definition.get('description') or ''}",
+    )
 
 
 @action.command()

@@ -7,7 +7,14 @@ from typing import TYPE_CHECKING
 import click
 
 from cleveragents_tui.cli import json_output
-from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
+from cleveragents_tui.cli.context import (
+    CliContext,
+    echo,
+    echo_json,
+    echo_listing,
+    format_option,
+    pass_cli,
+)
 from cleveragents_tui.domain.documents import SettingDocument, SettingsDocument
 
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
@@ -147,14 +154,13 @@ def list_(cli: CliContext, local_format: str | None) -> None:
     from cleveragents_tui.engine import config as settings
 
     items = settings.list_settings(cli.store)
-    if cli.wants_json(local_format):
-        echo_json(
-            SettingsDocument(
-                settings=[{"scope": s.scope, "key": s.key, "value": s.value} for s in items]
-            ).dump()
-        )
-    elif not items:
-        echo("No settings. Example: agents config set core.automation-profile cautious")
-    else:
-        for s in items:
-            echo(f"{s.scope:<30} {s.key} = {s.value}")
+    echo_listing(
+        cli,
+        local_format,
+        items,
+        lambda: SettingsDocument(
+            settings=[{"scope": s.scope, "key": s.key, "value": s.value} for s in items]
+        ).dump(),
+        "No settings. Example: agents config set core.automation-profile cautious",
+        lambda s: f"{s.scope:<30} {s.key} = {s.value}",
+    )

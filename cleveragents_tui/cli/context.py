@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -62,3 +63,25 @@ def json_text(document: object) -> str:
 
 def echo_json(document: dict[str, Any]) -> None:
     echo(json_text(document))
+
+
+ItemT = TypeVar("ItemT")
+
+
+def echo_listing(
+    cli: CliContext,
+    local_format: str | None,
+    items: Sequence[ItemT],
+    document: Callable[[], dict[str, Any]],
+    empty: str,
+    line: Callable[[ItemT], str],
+) -> None:
+    """What every ``list`` command prints: its JSON document, or ``empty`` (how to make the
+    first one) when there is nothing, or one ``line`` an item."""
+    if cli.wants_json(local_format):
+        echo_json(document())
+    elif not items:
+        echo(empty)
+    else:
+        for item in items:
+            echo(line(item))

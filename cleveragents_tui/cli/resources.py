@@ -6,7 +6,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
+from cleveragents_tui.cli.context import (
+    CliContext,
+    echo,
+    echo_json,
+    echo_listing,
+    format_option,
+    pass_cli,
+)
 from cleveragents_tui.domain.documents import ResourceDocument, ResourcesDocument
 
 # engine.resource_registry.KINDS, spelled out so `--help` needs no engine (a test checks).
@@ -115,13 +122,14 @@ def list_(cli: CliContext, local_format: str | None) -> None:
     from cleveragents_tui.engine import resource_registry as registry
 
     items = registry.list_resources(cli.store)
-    if cli.wants_json(local_format):
-        echo_json(ResourcesDocument(resources=[_document(r) for r in items]).dump())
-    elif not items:
-        echo("No resources. Register one: agents init (in a git repository) or agents resource add")
-    else:
-        for r in items:
-            echo(f"{r.resource_id:<32} {r.kind:<10} {r.sandbox_strategy.value:<20} {r.location}")
+    echo_listing(
+        cli,
+        local_format,
+        items,
+        lambda: ResourcesDocument(resources=[_document(r) for r in items]).dump(),
+        "No resources. Register one: agents init (in a git repository) or agents resource add",
+        lambda r: f"{r.resource_id:<32} {r.kind:<10} {r.sandbox_strategy.value:<20} {r.location}",
+    )
 
 
 @resource.command()
