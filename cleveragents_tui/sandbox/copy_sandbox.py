@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar, Generic, Protocol, TypeVar
 
+from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.sandbox.base import Change, SandboxError
 from cleveragents_tui.sandbox.database_common import (
@@ -21,7 +22,12 @@ from cleveragents_tui.sandbox.database_common import (
     applied_error,
     locked_state,
 )
-from cleveragents_tui.sandbox.transaction.snapshots import Snapshot, compare, read_row
+from cleveragents_tui.sandbox.transaction.snapshots import (
+    DEFAULT_MAX_SNAPSHOT_ROWS,
+    Snapshot,
+    compare,
+    read_row,
+)
 
 
 class CopyState(Protocol):
@@ -105,3 +111,13 @@ def refuse_open_sandbox(existing: CopyState | None, resource: Resource, root: Pa
             f"for plan {existing.plan_id}",
             "apply or discard it first",
         )
+
+
+class CopyStrategy:
+    """What the copy strategies share: they stand in for ``transaction_rollback`` (which
+    ``database.py`` picks among them), and how many rows a snapshot may hold."""
+
+    name: SandboxStrategyName = SandboxStrategyName.TRANSACTION_ROLLBACK
+
+    def __init__(self, *, max_snapshot_rows: int = DEFAULT_MAX_SNAPSHOT_ROWS) -> None:
+        self.max_snapshot_rows = max_snapshot_rows

@@ -51,7 +51,6 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.sandbox import postgres_land
@@ -61,7 +60,11 @@ from cleveragents_tui.sandbox.base import (
     CheckpointMissingError,
     SandboxError,
 )
-from cleveragents_tui.sandbox.copy_sandbox import CopySandbox, refuse_open_sandbox
+from cleveragents_tui.sandbox.copy_sandbox import (
+    CopySandbox,
+    CopyStrategy,
+    refuse_open_sandbox,
+)
 from cleveragents_tui.sandbox.database_common import (
     load_state_file,
     owned_state,
@@ -76,7 +79,6 @@ from cleveragents_tui.sandbox.transaction.connection import (
 )
 from cleveragents_tui.sandbox.transaction.core import SqlStatementError
 from cleveragents_tui.sandbox.transaction.snapshots import (
-    DEFAULT_MAX_SNAPSHOT_ROWS,
     PG_TABLES,
     Snapshot,
     Table,
@@ -631,13 +633,8 @@ def is_copy_sandbox(root: Path) -> bool:
     return (root / STATE_FILE_NAME).is_file()
 
 
-class PostgresCopyStrategy:
+class PostgresCopyStrategy(CopyStrategy):
     """Makes :class:`PostgresCopySandbox` objects for PostgreSQL targets (``database.py``)."""
-
-    name: SandboxStrategyName = SandboxStrategyName.TRANSACTION_ROLLBACK
-
-    def __init__(self, *, max_snapshot_rows: int = DEFAULT_MAX_SNAPSHOT_ROWS) -> None:
-        self.max_snapshot_rows = max_snapshot_rows
 
     def _url(self, resource: Resource) -> URL:
         url = target_url(resource)

@@ -48,7 +48,6 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.sandbox.base import (
@@ -57,7 +56,11 @@ from cleveragents_tui.sandbox.base import (
     CheckpointMissingError,
     SandboxError,
 )
-from cleveragents_tui.sandbox.copy_sandbox import CopySandbox, refuse_open_sandbox
+from cleveragents_tui.sandbox.copy_sandbox import (
+    CopySandbox,
+    CopyStrategy,
+    refuse_open_sandbox,
+)
 from cleveragents_tui.sandbox.database_common import (
     load_state_file,
     owned_state,
@@ -82,7 +85,6 @@ from cleveragents_tui.sandbox.transaction.connection import (
 )
 from cleveragents_tui.sandbox.transaction.core import SqlStatementError
 from cleveragents_tui.sandbox.transaction.snapshots import (
-    DEFAULT_MAX_SNAPSHOT_ROWS,
     Snapshot,
     Table,
     compare,
@@ -512,13 +514,8 @@ def is_copy_sandbox(root: Path) -> bool:
     return (root / STATE_FILE_NAME).is_file()
 
 
-class SqliteCopyStrategy:
+class SqliteCopyStrategy(CopyStrategy):
     """Makes :class:`SqliteCopySandbox` objects for SQLite targets (``database.py`` picks)."""
-
-    name: SandboxStrategyName = SandboxStrategyName.TRANSACTION_ROLLBACK
-
-    def __init__(self, *, max_snapshot_rows: int = DEFAULT_MAX_SNAPSHOT_ROWS) -> None:
-        self.max_snapshot_rows = max_snapshot_rows
 
     def _target(self, resource: Resource) -> Path:
         url = target_url(resource)
