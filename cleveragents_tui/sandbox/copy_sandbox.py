@@ -16,7 +16,7 @@ from typing import ClassVar, Generic, Protocol, TypeVar
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.sandbox.base import Change, SandboxError
+from cleveragents_tui.sandbox.base import ApplyResult, Change, SandboxError
 from cleveragents_tui.sandbox.database_common import (
     DatabaseSandboxIdentity,
     applied_error,
@@ -89,6 +89,24 @@ class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT]):
 
     def _applied(self) -> SandboxError:
         return applied_error(self._resource.resource_id)
+
+    def _already_applied(self) -> ApplyResult:
+        """Apply's answer the second time: a no-op."""
+        return ApplyResult(
+            f"already applied: the changes of {self._resource.resource_id} are in the "
+            "real database",
+            (),
+        )
+
+    def _landed(self, changes: tuple[Change, ...], already: bool, rows: int) -> ApplyResult:
+        """Apply's answer once the rows landed (``already``: a retry found them there)."""
+        tables = {change.path.partition("/")[0] for change in changes}
+        how = "were already there" if already else f"{rows} rows written"
+        return ApplyResult(
+            summary=f"landed the sandbox of {self._resource.resource_id} in one "
+            f"transaction ({len(changes)} changes in {len(tables)} tables; {how})",
+            changes=changes,
+        )
 
     def diff(self, old_ref: str, new_ref: str) -> list[Change]:
         """Row changes between two checkpoints (also after Apply: the copies stay)."""

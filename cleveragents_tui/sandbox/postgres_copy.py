@@ -386,12 +386,7 @@ class PostgresCopySandbox(CopySandbox[_State]):
                 with self._engine_for_work(state).connect() as connection, connection.begin():
                     result = connection.execute(text(sql_text), params)
                     # Read every row now: the connection closes with this operation.
-                    read = ReadResult(
-                        result.returns_rows,
-                        tuple(result.keys()) if result.returns_rows else (),
-                        [tuple(row) for row in result] if result.returns_rows else [],
-                        result.rowcount,
-                    )
+                    read = ReadResult.whole(result)
             except SQLAlchemyError as exc:
                 raise SqlStatementError(
                     f"SQL failed in the sandbox of {self._resource.resource_id}: {first_line(exc)}"
@@ -533,11 +528,7 @@ class PostgresCopySandbox(CopySandbox[_State]):
         leaving the target as it was (``postgres_land.py``). Applying again is a no-op."""
         with self._operation() as state:
             if state.status == "applied":
-                return ApplyResult(
-                    f"already applied: the changes of {self._resource.resource_id} are in the "
-                    "real database",
-                    (),
-                )
+                return self._already_applied()
             self._settle(state)
             changes: tuple[Change, ...] = ()
             with contextlib.suppress(SandboxError):
@@ -566,13 +557,7 @@ class PostgresCopySandbox(CopySandbox[_State]):
             with contextlib.suppress(psycopg.Error, SandboxError), self._admin() as admin:
                 for what in ("base", "work", "next"):
                     self._drop(admin, self._name(state, what))
-            tables = {change.path.partition("/")[0] for change in changes}
-            how = "were already there" if landed.already else f"{landed.rows} rows written"
-            return ApplyResult(
-                summary=f"landed the sandbox of {self._resource.resource_id} in one "
-                f"transaction ({len(changes)} changes in {len(tables)} tables; {how})",
-                changes=changes,
-            )
+            return self._landed(changes, landed.already, landed.rows)
 
     def _land(self, state: _State) -> postgres_land.Landed:
         for statement in state.schema_log:  # checked when run; the state file is only a file

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
@@ -237,6 +238,16 @@ class ReadResult:
     rows: list[tuple[Any, ...]]
     rowcount: int
 
+    @classmethod
+    def whole(cls, result: CursorResult[Any]) -> ReadResult:
+        """Every row of ``result`` now: its connection closes with the operation."""
+        return cls(
+            result.returns_rows,
+            tuple(result.keys()) if result.returns_rows else (),
+            [tuple(row) for row in result] if result.returns_rows else [],
+            result.rowcount,
+        )
+
     def keys(self) -> tuple[str, ...]:
         return self.columns
 
@@ -333,12 +344,7 @@ class SqliteCopySandbox(CopySandbox[_State]):
                 with self._engine_for_work().connect() as connection:
                     result = connection.execute(text(sql), params)
                     # Read every row now: the connection closes with this operation.
-                    return ReadResult(
-                        result.returns_rows,
-                        tuple(result.keys()) if result.returns_rows else (),
-                        [tuple(row) for row in result] if result.returns_rows else [],
-                        result.rowcount,
-                    )
+                    return ReadResult.whole(result)
             except SQLAlchemyError as exc:
                 if sqlite_denied(first_line(exc)):
                     raise SqlStatementError(
@@ -460,11 +466,7 @@ class SqliteCopySandbox(CopySandbox[_State]):
         raise leaving the target as it was (``sqlite_land.py``). Applying again is a no-op."""
         with self._operation() as state:
             if state.status == "applied":
-                return ApplyResult(
-                    f"already applied: the changes of {self._resource.resource_id} are in the "
-                    "real database",
-                    (),
-                )
+                return self._already_applied()
             changes: tuple[Change, ...] = ()
             with contextlib.suppress(SandboxError):
                 changes = tuple(
@@ -490,13 +492,7 @@ class SqliteCopySandbox(CopySandbox[_State]):
                 ) from exc
             state.status = "applied"
             state.save(self._root / STATE_FILE_NAME)
-            tables = {change.path.partition("/")[0] for change in changes}
-            how = "were already there" if landed.already else f"{landed.rows} rows written"
-            return ApplyResult(
-                summary=f"landed the sandbox of {self._resource.resource_id} in one "
-                f"transaction ({len(changes)} changes in {len(tables)} tables; {how})",
-                changes=changes,
-            )
+            return self._landed(changes, landed.already, landed.rows)
 
     def discard(self) -> None:
         """Remove the copies and the state; the target is untouched. Idempotent."""
