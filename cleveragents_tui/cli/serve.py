@@ -140,6 +140,9 @@ def serve(
         echo(f"added {new_user} to {users}; their address (shown once, keep it private):")
         echo(f"{address}/?token={user_token}")
         return
+    from cleveragents_tui.web.sessions import start_first_app
+
+    first_app = start_first_app()  # the first tab's app loads while the server starts
     from cleveragents_tui.store.database import normalise_url  # the URL only: no store yet
 
     url = normalise_url(cli.db_url)
@@ -168,4 +171,4 @@ def serve(
         Store.open(cli.db_url).close()  # as typed: its errors name what the user gave
         _announce(config, shown, users)
 
-    run_server(config, ready)
+    run_server(config, ready, first_app)

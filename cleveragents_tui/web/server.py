@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -31,7 +32,6 @@ from cleveragents_tui.web.sessions import (
     SessionService,
     SessionSlots,
     Spare,
-    app_environment,
     session_command,
 )
 
@@ -43,7 +43,9 @@ WATCH_INTERVAL = 2.0  # seconds between looks for revoked or expired logins with
 
 
 class AgentsServer(Server):
-    def __init__(self, config: ServeConfig) -> None:
+    def __init__(
+        self, config: ServeConfig, first_app: subprocess.Popen[bytes] | None = None
+    ) -> None:
         super().__init__(
             session_command(),
             host=config.host,
@@ -57,7 +59,7 @@ class AgentsServer(Server):
         self.logins = Logins(idle=config.login_idle, lifetime=config.login_lifetime)
         self.slots = SessionSlots(config.max_sessions)
         self.tabs: dict[str, set[web.WebSocketResponse]] = {}  # open tabs by login
-        self.spare = Spare(lambda: app_environment(config.database_url, config.export_dir))
+        self.spare = Spare(first_app)
 
     def full_message(self) -> str:
         return (
@@ -212,11 +214,13 @@ class PrintableFormatter(logging.Formatter):
         return printable(super().format(record), one_line=True)
 
 
-def serve(config: ServeConfig, ready: Callable[[], None]) -> None:
+def serve(
+    config: ServeConfig, ready: Callable[[], None], first_app: subprocess.Popen[bytes] | None
+) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(PrintableFormatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
     handler.addFilter(OneLineErrors())  # a bad request is one line, not a traceback
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     for name in ("agents.serve", "textual-serve"):  # not the libraries' chatter (alembic's)
         logging.getLogger(name).setLevel(logging.INFO)
-    asyncio.run(AgentsServer(config).run_until_stopped(ready))
+    asyncio.run(AgentsServer(config, first_app).run_until_stopped(ready))

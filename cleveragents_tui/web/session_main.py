@@ -1,10 +1,10 @@
 """The process behind one browser tab: the full app on the server's database, as its user.
 
-Started by the server (``python -P -m cleveragents_tui.web.session_main``) with the database
-URL in the environment, often before anyone opens a tab (the server keeps one started
-ahead, see :class:`cleveragents_tui.web.sessions.Spare`): it loads the app's modules first,
-then waits for its tab — the first line on stdin, ``{"user": ..., "columns": ...,
-"rows": ...}`` — and only then opens the database and starts the app. Its stdout is
+Started by the server (``python -P -m cleveragents_tui.web.session_main``), usually before
+anyone opens a tab (the server keeps one started ahead, see
+:class:`cleveragents_tui.web.sessions.Spare`): it loads the app's modules first, then waits
+for its tab — the first line on stdin, ``{"user", "columns", "rows", "database",
+"export_dir"}`` — and only then opens the database and starts the app. Its stdout is
 textual-serve's protocol channel: nothing else may print there, so errors go to stderr.
 """
 
@@ -20,7 +20,7 @@ from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine.config import app_theme
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp
-from cleveragents_tui.web.sessions import DATABASE_ENV, HEADER_LIMIT
+from cleveragents_tui.web.sessions import EXPORT_DIR_ENV, HEADER_LIMIT
 
 
 def read_header() -> dict[str, object] | None:
@@ -37,17 +37,16 @@ def read_header() -> dict[str, object] | None:
 
 
 def main() -> int:
-    database = os.environ.get(DATABASE_ENV)
     header = read_header()
     if header is None:  # the server closed the pipe: shut down without a tab
         return 0
-    user = header.get("user")
-    if not isinstance(user, str) or not user or not database:
-        print(
-            f"error: {DATABASE_ENV} and the tab's user must come from agents serve", file=sys.stderr
-        )
+    user, database = header.get("user"), header.get("database")
+    if not isinstance(user, str) or not user or not isinstance(database, str):
+        print("error: the tab's user and database must come from agents serve", file=sys.stderr)
         return 2
     os.environ["COLUMNS"], os.environ["ROWS"] = str(header["columns"]), str(header["rows"])
+    if isinstance(export_dir := header.get("export_dir"), str):  # for tui/web_exports.py
+        os.environ[EXPORT_DIR_ENV] = export_dir
     try:
         store = Store.open(database)
     except UserError as exc:

@@ -2,15 +2,14 @@
 
 textual-serve runs its command through ``/bin/sh``; we start ours without a shell: the
 interpreter's path and a module name, nothing a user typed, exec'd directly in a process
-group of its own. The server-wide values (the database URL, the export folder) reach the
-child as environment variables, and the server's own token is removed from the child's
-environment; the tab's own (its user's name, its size) come as the first line on its stdin.
-So the next tab's process can be started ahead (:class:`Spare`): a tab opens without
-waiting for Python to load the app. Stopping a session is bounded: the app is asked to quit, and after
-``QUIT_TIMEOUT`` its whole process group is killed — a hung tab neither keeps its slot nor
-holds up the server's shutdown. What the app writes to stderr (an error, a traceback) goes
-to the server's log one quoted line at a time — textual-serve would copy it raw to the
-operator's terminal, escape sequences and forged lines included.
+group of its own, with the server's environment minus its token. Everything else — the
+tab's user and size, the database URL, the export folder — comes as the first line on the
+app's stdin. So the next tab's process is started ahead (:class:`Spare`): a tab opens
+without waiting for Python to load the app. Stopping a session is bounded: the app is
+asked to quit, and after ``QUIT_TIMEOUT`` its whole process group is killed — a hung tab
+neither keeps its slot nor holds up the server's shutdown. What the app writes to stderr
+(an error, a traceback) goes to the server's log one quoted line at a time — textual-serve
+would copy it raw to the operator's terminal, escape sequences and forged lines included.
 """
 
 from __future__ import annotations
@@ -22,9 +21,11 @@ import logging
 import os
 import shlex
 import signal
+import subprocess
 import sys
 from asyncio.subprocess import Process
 from collections.abc import Awaitable, Callable
+from functools import partial
 from importlib.metadata import version
 from pathlib import Path
 
@@ -54,9 +55,10 @@ def session_command() -> str:
     return shlex.join(session_argv())
 
 
-def app_environment(database_url: str, export_dir: Path | None) -> dict[str, str]:
+def app_environment() -> dict[str, str]:
     """The app process's environment: the server's, with textual-serve's settings for its
-    web driver, without the server's token, with the database URL and the export folder."""
+    web driver, without the server's token. The database URL and the export folder come in
+    the tab's first line, so a process can be started before the server has read them."""
     environment = dict(os.environ)
     environment.update(  # as textual-serve's AppService._build_environment sets them
         TEXTUAL_DRIVER="textual.drivers.web_driver:WebDriver",
@@ -65,15 +67,12 @@ def app_environment(database_url: str, export_dir: Path | None) -> dict[str, str
         TERM_PROGRAM="textual",
         TERM_PROGRAM_VERSION=version("textual-serve"),
     )
-    environment.pop(TOKEN_ENV, None)
-    environment[DATABASE_ENV] = database_url
-    environment.pop(EXPORT_DIR_ENV, None)
-    if export_dir is not None:
-        environment[EXPORT_DIR_ENV] = str(export_dir)
+    for name in (TOKEN_ENV, DATABASE_ENV, EXPORT_DIR_ENV):
+        environment.pop(name, None)
     return environment
 
 
-async def start_app(environment: dict[str, str]) -> Process:
+async def start_app() -> Process:
     """The app itself (no shell in between), leading its own process group, so that a
     session's stop can end it and anything it started."""
     return await asyncio.create_subprocess_exec(
@@ -81,12 +80,62 @@ async def start_app(environment: dict[str, str]) -> Process:
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=environment,
+        env=app_environment(),
         start_new_session=True,
     )
 
 
-async def end_app(process: Process) -> None:
+def start_first_app() -> subprocess.Popen[bytes]:
+    """The first spare, started by ``agents serve`` before it loads the server or checks
+    the database (no event loop runs yet): its start overlaps the server's own. If the
+    server never takes it, it ends when its stdin closes with the server."""
+    return subprocess.Popen(
+        session_argv(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=app_environment(),
+        start_new_session=True,
+    )
+
+
+class AdoptedApp:
+    """A :func:`start_first_app` process on the event loop: the parts of
+    ``asyncio.subprocess.Process`` that textual-serve and :class:`SessionService` use."""
+
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        stdin: asyncio.StreamWriter,
+        stdout: asyncio.StreamReader,
+        stderr: asyncio.StreamReader,
+    ) -> None:
+        self._popen, self.pid = popen, popen.pid
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
+
+    @classmethod
+    async def adopt(cls, popen: subprocess.Popen[bytes]) -> AdoptedApp:
+        loop = asyncio.get_running_loop()
+        readers = []
+        for pipe in (popen.stdout, popen.stderr):
+            reader = asyncio.StreamReader()
+            await loop.connect_read_pipe(partial(asyncio.StreamReaderProtocol, reader), pipe)
+            readers.append(reader)
+        transport, protocol = await loop.connect_write_pipe(
+            lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), popen.stdin
+        )
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        return cls(popen, writer, readers[0], readers[1])
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll()
+
+    async def wait(self) -> int:
+        return await asyncio.to_thread(self._popen.wait)
+
+
+async def end_app(process: Process | AdoptedApp) -> None:
     """Kill the process group of an app that has not exited, and reap it."""
     if process.returncode is None:
         with contextlib.suppress(ProcessLookupError):  # (a reaped leader's id: no kill)
@@ -99,14 +148,16 @@ class Spare:
     (most of a tab's start) while nobody waits, then waits for its tab's first line. A tab
     takes it, and the next spare starts at once; one that died meanwhile is replaced."""
 
-    def __init__(self, environment: Callable[[], dict[str, str]]) -> None:
-        self._environment = environment
-        self._next: asyncio.Task[Process] | None = None
+    def __init__(self, first: subprocess.Popen[bytes] | None = None) -> None:
+        self._first = first
+        self._next: asyncio.Task[Process | AdoptedApp] | None = None
         self.closed = False
 
     def fill(self) -> None:
         if self._next is None and not self.closed:
-            self._next = asyncio.create_task(start_app(self._environment()))
+            first, self._first = self._first, None
+            started = AdoptedApp.adopt(first) if first is not None else start_app()
+            self._next = asyncio.create_task(started)
 
     @property
     def pid(self) -> int | None:
@@ -114,12 +165,12 @@ class Spare:
         task = self._next
         return task.result().pid if task is not None and task.done() else None
 
-    async def take(self) -> Process:
+    async def take(self) -> Process | AdoptedApp:
         task, self._next = self._next, None
         process = await task if task is not None else None
         self.fill()
         if process is None or process.returncode is not None:
-            return await start_app(self._environment())
+            return await start_app()
         return process
 
     async def close(self) -> None:
@@ -128,6 +179,9 @@ class Spare:
         task, self._next = self._next, None
         if task is not None:
             await end_app(await task)
+        elif self._first is not None:
+            self._first.kill()
+            self._first.wait()
 
 
 class SessionSlots:
@@ -180,16 +234,21 @@ class SessionService(AppService):
         self.spare = spare
         self._output: asyncio.Task[None] | None = None
 
-    async def _open_app_process(self, width: int = 80, height: int = 24) -> Process:
+    async def _open_app_process(  # type: ignore[override]
+        self, width: int = 80, height: int = 24
+    ) -> Process | AdoptedApp:
         """The spare app process (or a new one), told its tab: user and size."""
-        if self.spare is not None:
-            process = await self.spare.take()
-        else:
-            process = await start_app(self._build_environment(width, height))
-        self._process = process
+        process = await self.spare.take() if self.spare is not None else await start_app()
+        self._process = process  # type: ignore[assignment] # an AdoptedApp serves as one
         assert process.stdin is not None and process.stderr is not None
         self._stdin = process.stdin
-        header = {"user": self.user, "columns": width, "rows": height}
+        header = {
+            "user": self.user,
+            "columns": width,
+            "rows": height,
+            "database": self.database_url,
+            "export_dir": str(self.export_dir) if self.export_dir is not None else None,
+        }
         process.stdin.write(json.dumps(header).encode("utf-8") + b"\n")
         self._output = asyncio.create_task(self._log_output(process.stderr))
         ended = asyncio.StreamReader()  # upstream reads (and would print raw) an empty stderr
@@ -226,8 +285,3 @@ class SessionService(AppService):
         if self._output is not None:  # its last lines; a child that kept stderr open: cut off
             await asyncio.wait([self._output], timeout=OUTPUT_TIMEOUT)
             self._output.cancel()
-
-    def _build_environment(self, width: int = 80, height: int = 24) -> dict[str, str]:
-        environment = app_environment(self.database_url, self.export_dir)
-        environment["COLUMNS"], environment["ROWS"] = str(width), str(height)
-        return environment

@@ -75,7 +75,7 @@ class Demo:
         return lines[index].row.decision_id, index
 
     def sequence(self, decision_id: str) -> int:
-        """Its number, as the details pane shows it (``TYPE · PHASE · #N``)."""
+        """Its number, as the details pane shows it (``decision ID · TYPE · PHASE · #N``)."""
         with self.store.unit_of_work() as uow:
             return uow.decisions.get(decision_id).sequence_number
 

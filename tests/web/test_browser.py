@@ -58,13 +58,13 @@ def test_run_and_correct_a_plan_in_the_browser(
     terminal.press("Enter")  # the only plan is selected: open it
     terminal.wait_for("0 decisions")
     terminal.press("R")  # run it, in this tab's process
-    terminal.wait_for("8 decisions", "awaiting_approval", "prompt_definition · strategize")
+    terminal.wait_for("8 decisions", "awaiting_approval", "· strategize · #0")  # root
 
     target, row = demo.decision(NOTIFY)
     expected = preview(demo.store, target, CorrectionMode.REVERT, GUIDANCE)  # pure reading
     assert len(expected.warnings) == 2
     terminal.press(*["ArrowDown"] * row)  # from the root, down the tree to the announcement
-    terminal.wait_for(f"tool_invocation · execute · #{demo.sequence(target)}")
+    terminal.wait_for(f"· execute · #{demo.sequence(target)}")  # its details
     terminal.press("c")  # revert is the default mode
     give_guidance(terminal, GUIDANCE)
     terminal.wait_for("Impact preview", "demo-")  # resources listed

@@ -19,7 +19,7 @@ from cleveragents_tui.web.config import ServeConfig
 from cleveragents_tui.web.credentials import add_user
 from cleveragents_tui.web.logins import cookie_name, login_key
 from cleveragents_tui.web.server import AgentsServer
-from cleveragents_tui.web.sessions import SESSION_MODULE, SessionService, session_command
+from cleveragents_tui.web.sessions import SESSION_MODULE, app_environment
 from tests.web.conftest import TOKEN
 from tests.web.serve_process import free_port
 
@@ -209,7 +209,7 @@ async def test_shared_token_logins_are_named_per_browser(server: AgentsServer) -
 
 
 async def test_nothing_typed_reaches_a_shell(tmp_path: Path) -> None:
-    """The database URL travels in the environment: shell syntax in it stays a file name."""
+    """The database URL travels on the app's stdin: shell syntax in it stays a file name."""
     hostile = str(tmp_path / "a$(touch pwned);touch pwned2;.db")
     Store.open(hostile).close()
     async for server in running(make_config(hostile)):
@@ -220,28 +220,17 @@ async def test_nothing_typed_reaches_a_shell(tmp_path: Path) -> None:
     assert not (Path.cwd() / "pwned2").exists()
 
 
-def test_the_session_environment_has_the_database_not_the_token(
+def test_the_app_environment_has_neither_the_token_nor_the_database(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The app process is started before its tab is known: user, database URL (with its
+    password) and export folder come on its stdin, and the server's token not at all."""
     monkeypatch.setenv("AGENTS_SERVE_TOKEN", TOKEN)
-
-    async def ignore(_: object = None) -> None:
-        return None
-
-    service = SessionService(
-        user="alice",
-        database_url="postgresql+psycopg://u:secret@db/agents",
-        write_bytes=ignore,
-        write_str=ignore,
-        close=ignore,
-        download_manager=None,  # type: ignore[arg-type]
-    )
-    environment = service._build_environment(120, 40)
+    monkeypatch.setenv("AGENTS_DATABASE_URL", "postgresql+psycopg://u:secret@db/agents")
+    environment = app_environment()
     assert "AGENTS_SERVE_TOKEN" not in environment
-    assert "alice" not in environment.values()  # the user comes on stdin: a spare has none
-    assert environment["AGENTS_DATABASE_URL"] == "postgresql+psycopg://u:secret@db/agents"
-    assert environment["COLUMNS"] == "120"
-    assert service.command == session_command()
+    assert "AGENTS_DATABASE_URL" not in environment
+    assert environment["TEXTUAL_DRIVER"] == "textual.drivers.web_driver:WebDriver"
 
 
 async def test_the_public_url_decides_the_origin(database: str) -> None:

@@ -216,7 +216,7 @@ async def test_a_hung_tab_does_not_block_shutdown(database: str) -> None:
     runner = await server.start()
     async with await logged_in(server) as browser, websocket(browser, server) as tab:
         assert await first_frame(tab)
-        hung = freeze_apps(server)
+        freeze_apps(server)
         async with asyncio.timeout(WAIT):
             await runner.cleanup()
     assert not app_processes()  # the hung tab's and the spare waiting for the next tab

@@ -33,7 +33,7 @@ def open_plan(page: Page, served: Served, token: str) -> Terminal:
     terminal.open(served.login(token))
     terminal.wait_for("add-greeting")
     terminal.press("Enter")
-    terminal.wait_for("8 decisions", "prompt_definition · strategize")  # root's details
+    terminal.wait_for("8 decisions", "· strategize · #0")  # root's details
     return terminal
 
 
@@ -44,7 +44,7 @@ def correct_spawn(terminal: Terminal, demo: Demo, guidance: str) -> None:
     with demo.store.unit_of_work() as uow:
         sequence = uow.decisions.get(target).sequence_number
     terminal.press(*["ArrowDown"] * row)
-    terminal.wait_for(f"subplan_spawn · strategize · #{sequence}")  # its details
+    terminal.wait_for(f"· strategize · #{sequence}")  # its details
     terminal.press("c")
     choose_append(terminal)
     give_guidance(terminal, guidance)
