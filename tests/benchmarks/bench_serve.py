@@ -4,7 +4,8 @@ Timed from spawning ``agents serve`` (on the demo plan's database) until the pag
 plan list: the server's start, the login redirect, textual-serve's page and script, the
 websocket, the tab's app process (Python, Textual, the engine, the database) and its first
 frame, read from xterm.js's buffer. The browser is already running; each run gets a fresh
-context.
+context. The tab's app process that ``agents serve`` starts ahead, first thing, is part of
+the command timed: nothing is warm but the disk cache and the browser.
 
 Baselines, measured in the same run with the same browser and the same readiness rule
 (listening, then announced on stdout):
