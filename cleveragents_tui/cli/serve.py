@@ -143,22 +143,27 @@ def serve(
     from cleveragents_tui.web.sessions import start_first_app
 
     first_app = start_first_app()  # the first tab's app loads while the server starts
-    from cleveragents_tui.store.database import normalise_url  # the URL only: no store yet
+    try:
+        from cleveragents_tui.store.database import normalise_url  # the URL only: no store yet
 
-    url = normalise_url(cli.db_url)
-    config = ServeConfig.build(
-        host=host,
-        port=port,
-        database_url=url.render_as_string(hide_password=False),
-        public_url=public_url,
-        token=token,
-        users=users,
-        max_sessions=max_sessions,
-        login_idle_hours=login_idle,
-        login_lifetime_hours=login_lifetime,
-        export_dir=export_dir,
-        revocations=revocations_file(),
-    )
+        url = normalise_url(cli.db_url)
+        config = ServeConfig.build(
+            host=host,
+            port=port,
+            database_url=url.render_as_string(hide_password=False),
+            public_url=public_url,
+            token=token,
+            users=users,
+            max_sessions=max_sessions,
+            login_idle_hours=login_idle,
+            login_lifetime_hours=login_lifetime,
+            export_dir=export_dir,
+            revocations=revocations_file(),
+        )
+    except BaseException:  # a user error: nobody will take that app
+        first_app.kill()
+        first_app.wait()
+        raise
     from cleveragents_tui.web.server import serve as run_server
 
     shown = url.render_as_string(hide_password=True)
