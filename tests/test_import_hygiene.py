@@ -72,7 +72,8 @@ print("HEAVY:" + ",".join(heavy), file=sys.stderr)
 
 
 @pytest.mark.parametrize(
-    "args", [["--help"], ["--version"], ["plan", "--help"], ["serve", "--help"]]
+    "args",
+    [["--help"], ["--version"], ["plan", "--help"], ["serve", "--help"], ["config", "--help"]],
 )
 def test_help_and_version_import_neither_the_store_nor_pydantic(args: list[str]) -> None:
     """`agents --help` costs what click costs: no engine, store, SQLAlchemy or pydantic."""

@@ -15,7 +15,6 @@ from cleveragents_tui.cli.context import (
     json_text,
     pass_cli,
 )
-from cleveragents_tui.domain.documents import ActionCheckDocument, ActionDocument, ActionsDocument
 from cleveragents_tui.domain.errors import UserError
 
 _PATH = click.Path(path_type=Path, dir_okay=False)
@@ -40,6 +39,7 @@ def validate(cli: CliContext, path: Path, local_format: str | None) -> None:
     """Check FILE as `action create` would, and report every problem at once, each with its
     line: YAML, the schema, the decision points' rules, and the resources, tools,
     validations, actors and profile it names. Exit 2 when there is any."""
+    from cleveragents_tui.domain.documents import ActionCheckDocument
     from cleveragents_tui.engine import action_registry as registry
 
     checked = registry.check_action_file(cli.store, path)
@@ -94,6 +94,7 @@ def create(cli: CliContext, path: Path, profile: str | None, replace: bool) -> N
 @pass_cli
 def list_(cli: CliContext, local_format: str | None) -> None:
     """Every registered action."""
+    from cleveragents_tui.domain.documents import ActionsDocument
     from cleveragents_tui.engine import action_registry as registry
 
     items = registry.registered_actions(cli.store)
@@ -123,6 +124,7 @@ def list_(cli: CliContext, local_format: str | None) -> None:
 @pass_cli
 def show(cli: CliContext, name: str, local_format: str | None) -> None:
     """A registered action: where it came from and its whole stored definition."""
+    from cleveragents_tui.domain.documents import ActionDocument
     from cleveragents_tui.engine import action_registry as registry
 
     stored = registry.registered_action(cli.store, name)

@@ -9,7 +9,6 @@ import click
 
 from cleveragents_tui.cli import json_output
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
-from cleveragents_tui.domain.documents import ApprovalDocument, ApprovalsDocument
 from cleveragents_tui.views.lines import one_line
 
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
@@ -27,6 +26,7 @@ def approval() -> None:
 @pass_cli
 def list_(cli: CliContext, plan_ref: str | None, local_format: str | None) -> None:
     """Pending approvals, oldest first."""
+    from cleveragents_tui.domain.documents import ApprovalsDocument
     from cleveragents_tui.engine.approvals import pending_approvals
 
     items = pending_approvals(cli.store, plan_ref)
@@ -69,6 +69,8 @@ who_option = click.option(
 @pass_cli
 def approve(cli: CliContext, approval_ref: str, reason: str | None, who: str | None) -> None:
     """Approve APPROVAL."""
+    from cleveragents_tui.domain.documents import ApprovalDocument
+
     answered = _answer(cli, approval_ref, True, reason, who)
     if json_output.wanted():
         echo_json(ApprovalDocument(approval=answered.model_dump(mode="json")).dump())
@@ -83,6 +85,7 @@ def deny(cli: CliContext, approval_ref: str, reason: str, who: str | None) -> No
     """Deny APPROVAL (a reason is required). The plan is not cancelled: it pauses where it
     waited, and the choices printed say what can come next (another alternative, guidance
     or a correction, asking again, or `agents plan cancel`)."""
+    from cleveragents_tui.domain.documents import ApprovalDocument
     from cleveragents_tui.engine.denial import denial_of
     from cleveragents_tui.export.json import plan_json
 

@@ -8,7 +8,6 @@ import click
 
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.cli.plan import plan
-from cleveragents_tui.domain.documents import DiscardDocument, GcDocument
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not when the CLI starts
     from cleveragents_tui.engine.cleanup import DiscardInventory
@@ -77,6 +76,8 @@ def _list(inventory: DiscardInventory, *, err: bool) -> None:
 
 
 def _document(inventory: DiscardInventory, *, done: bool) -> dict[str, object]:
+    from cleveragents_tui.domain.documents import DiscardDocument
+
     return DiscardDocument(
         plan_id=inventory.plan_id,
         discarded=done,
@@ -118,6 +119,7 @@ def gc(cli: CliContext, retention_days: str | None, apply_: bool, local_format: 
     which gc lists). Git checkpoints are refs in your repository: `git gc` there frees
     their space.
     """
+    from cleveragents_tui.domain.documents import GcDocument
     from cleveragents_tui.engine.cleanup import collect, collectable, finished_with_sandboxes
     from cleveragents_tui.engine.config import gc_retention_days, retention_days_value
 

@@ -15,7 +15,6 @@ from cleveragents_tui.cli.context import (
     format_option,
     pass_cli,
 )
-from cleveragents_tui.domain.documents import SettingDocument, SettingsDocument
 
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
     from cleveragents_tui.engine import config as settings
@@ -65,6 +64,7 @@ def set_(cli: CliContext, key: str, value: str, project: str | None, resource: s
 
     Example: agents config set core.automation-profile cautious --project local/hello-cli
     """
+    from cleveragents_tui.domain.documents import SettingDocument
     from cleveragents_tui.engine import config as settings
     from cleveragents_tui.engine import resource_registry as registry
 
@@ -93,6 +93,7 @@ def get(
     cli: CliContext, key: str, project: str | None, resource: str | None, local_format: str | None
 ) -> None:
     """Show KEY's value at that scope (nothing set: exit 1)."""
+    from cleveragents_tui.domain.documents import SettingDocument
     from cleveragents_tui.engine import config as settings
     from cleveragents_tui.engine import resource_registry as registry
 
@@ -126,6 +127,7 @@ def get(
 @pass_cli
 def unset(cli: CliContext, key: str, project: str | None, resource: str | None) -> None:
     """Remove KEY at that scope (--resource: back to the global default)."""
+    from cleveragents_tui.domain.documents import SettingDocument
     from cleveragents_tui.engine import config as settings
     from cleveragents_tui.engine import resource_registry as registry
 
@@ -151,6 +153,7 @@ def unset(cli: CliContext, key: str, project: str | None, resource: str | None) 
 @pass_cli
 def list_(cli: CliContext, local_format: str | None) -> None:
     """Every setting, by scope."""
+    from cleveragents_tui.domain.documents import SettingsDocument
     from cleveragents_tui.engine import config as settings
 
     items = settings.list_settings(cli.store)

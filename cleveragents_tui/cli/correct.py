@@ -12,11 +12,6 @@ import click
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.cli.plan import plan
 from cleveragents_tui.cli.render import plan_heading
-from cleveragents_tui.domain.documents import (
-    CorrectionDiffDocument,
-    CorrectionDocument,
-    CorrectionPreviewDocument,
-)
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
     from cleveragents_tui.engine.correction import Impact
@@ -40,6 +35,8 @@ def _impact_text(cli: CliContext, impact: Impact) -> str:
 
 def _impact_json(impact: object) -> dict[str, object]:
     from dataclasses import asdict
+
+    from cleveragents_tui.domain.documents import CorrectionPreviewDocument
 
     data = _plain(asdict(impact))  # type: ignore[call-overload]
     assert isinstance(data, dict)
@@ -160,6 +157,7 @@ def _confirm_and_execute(
     """Show the impact, ask each warning y/N (unless --yes) and keep/discard/cancel for
     files changed outside the plan (unless --outside-changes), run the correction, report
     it; exit 1 when a question is declined or the correction did not succeed."""
+    from cleveragents_tui.domain.documents import CorrectionDocument
     from cleveragents_tui.engine.correction import CorrectionIncompleteError, execute
     from cleveragents_tui.engine.reconcile import OutsideChoice
 
@@ -291,6 +289,7 @@ def diff(
 
     The snapshots compared were recorded by the correction itself (docs/corrections.md,
     "Diffs"), so a correction's diff is the same whenever it is asked for."""
+    from cleveragents_tui.domain.documents import CorrectionDiffDocument
     from cleveragents_tui.engine.diff import AT_DECISION, FINAL, correction_diff
     from cleveragents_tui.views.diff import diff_view
     from cleveragents_tui.views.sections import to_plain_text

@@ -6,7 +6,6 @@ import click
 
 from cleveragents_tui.cli import json_output
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, pass_cli
-from cleveragents_tui.domain.documents import SchemaDocument
 
 
 @click.group()
@@ -18,6 +17,7 @@ def db() -> None:
 @pass_cli
 def upgrade(cli: CliContext) -> None:
     """Apply pending migrations. Back the database up first; migrations only move forward."""
+    from cleveragents_tui.domain.documents import SchemaDocument
     from cleveragents_tui.engine import maintenance
 
     url, before, after = maintenance.upgrade_database(cli.db_url)

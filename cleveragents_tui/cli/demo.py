@@ -12,7 +12,6 @@ import click
 from cleveragents_tui.cli import json_output, render
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.cli.outcome import report_plan
-from cleveragents_tui.domain.documents import DemoDocument, SamplePlanDocument
 
 
 @click.command("demo-data")
@@ -22,6 +21,7 @@ def demo_data_command(cli: CliContext) -> None:
 
     Each run adds a new copy with fresh ids; nothing already stored is changed.
     """
+    from cleveragents_tui.domain.documents import SamplePlanDocument
     from cleveragents_tui.engine import browse
     from cleveragents_tui.engine.demo_data import load_sample_plan
     from cleveragents_tui.export.json import plan_tree_document
@@ -77,6 +77,7 @@ def demo(
     """Build a demo project (git repository, SQLite app database, docs, team chat outbox),
     run the demo plan on it to the Apply gate, and open the app on it (unless --no-tui,
     --format=json, or stdout is not a terminal: then say what to do next)."""
+    from cleveragents_tui.domain.documents import DemoDocument
     from cleveragents_tui.engine.actions import load_action
     from cleveragents_tui.engine.demo import build_demo
     from cleveragents_tui.engine.runner import start_plan

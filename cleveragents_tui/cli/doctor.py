@@ -8,7 +8,6 @@ from dataclasses import asdict
 import click
 
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
-from cleveragents_tui.domain.documents import DoctorDocument
 
 
 @click.command()
@@ -34,6 +33,7 @@ def doctor(cli: CliContext, repair: bool, local_format: str | None) -> None:
     match their hash, stale lock files, and actor states that do not load
     (docs/reliability.md).
     """
+    from cleveragents_tui.domain.documents import DoctorDocument
     from cleveragents_tui.engine.doctor import (
         repair_corrections,
         repair_half_applied,

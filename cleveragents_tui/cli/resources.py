@@ -14,7 +14,6 @@ from cleveragents_tui.cli.context import (
     format_option,
     pass_cli,
 )
-from cleveragents_tui.domain.documents import ResourceDocument, ResourcesDocument
 
 # engine.resource_registry.KINDS, spelled out so `--help` needs no engine (a test checks).
 KINDS_METAVAR = "git|filesystem|database|external"
@@ -119,6 +118,7 @@ def add(
 @pass_cli
 def list_(cli: CliContext, local_format: str | None) -> None:
     """Every registered resource."""
+    from cleveragents_tui.domain.documents import ResourcesDocument
     from cleveragents_tui.engine import resource_registry as registry
 
     items = registry.list_resources(cli.store)
@@ -139,6 +139,7 @@ def list_(cli: CliContext, local_format: str | None) -> None:
 def show(cli: CliContext, name: str, local_format: str | None) -> None:
     """One resource: where it is, its sandbox and checkpoints, the plans and actions that
     use it."""
+    from cleveragents_tui.domain.documents import ResourceDocument
     from cleveragents_tui.engine import resource_registry as registry
 
     found = registry.get_resource(cli.store, name)
