@@ -222,7 +222,9 @@ def test_the_preview_cli_names_the_phase_level_tier_and_the_recreated_resource(
     assert shown.exit_code == 0, shown.output
     lines = shown.output.splitlines()
     assert "rollback tier  phase-level" in lines
-    assert [line.split() for line in lines if line.startswith(("  rolled back", "  unaffected"))] == [
+    assert [
+        line.split() for line in lines if line.startswith(("  rolled back", "  unaffected"))
+    ] == [
         ["rolled", "back", f"{DOCS},", REPO, "(recreated)"],
         ["unaffected", "-"],
     ]
