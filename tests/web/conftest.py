@@ -74,11 +74,6 @@ class Demo:
         index = next(i for i, line in enumerate(lines) if line.row.chosen_option == chosen)
         return lines[index].row.decision_id, index
 
-    def sequence(self, decision_id: str) -> int:
-        """Its number, as the details pane shows it (``decision ID · TYPE · PHASE · #N``)."""
-        with self.store.unit_of_work() as uow:
-            return uow.decisions.get(decision_id).sequence_number
-
 
 def make_demo(
     database: str, workdir: Path, monkeypatch: pytest.MonkeyPatch, *, run: bool = True

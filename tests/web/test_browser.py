@@ -64,7 +64,7 @@ def test_run_and_correct_a_plan_in_the_browser(
     expected = preview(demo.store, target, CorrectionMode.REVERT, GUIDANCE)  # pure reading
     assert len(expected.warnings) == 2
     terminal.press(*["ArrowDown"] * row)  # from the root, down the tree to the announcement
-    terminal.wait_for(f"· execute · #{demo.sequence(target)}")  # its details
+    terminal.wait_for(f"decision {target}")  # its details (the heading may wrap)
     terminal.press("c")  # revert is the default mode
     give_guidance(terminal, GUIDANCE)
     terminal.wait_for("Impact preview", "demo-")  # resources listed

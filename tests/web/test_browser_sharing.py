@@ -17,14 +17,12 @@ from tests.web.browser import Terminal
 from tests.web.conftest import TOKEN, Demo, Served, serve
 from tests.web.serve_process import free_port
 
-ERASE = ["End", *["Backspace"] * 40]  # from the end: more than the default name
-
 
 def open_export(terminal: Terminal, served: Served) -> None:
     terminal.open(served.login())
     terminal.wait_for("2 of 2 plans")
     terminal.press("Enter")
-    terminal.wait_for("decisions")
+    terminal.wait_for("decisions", "question", "x Export")  # the plan screen, loaded
     terminal.press("x")
     terminal.wait_for("Export the decision tree")
 
@@ -34,7 +32,9 @@ def export(terminal: Terminal, demo: Demo, name: str) -> None:
     paint), erase the default name, type ``name``, submit."""
     default = f"plan-{demo.plan_id[:10]}.png"
     terminal.click(default)
-    terminal.press(*ERASE)
+    # from the end, exactly one Backspace per character: once the name is gone no key is
+    # still on its way to be handled after the text inserted next
+    terminal.press("End", *["Backspace"] * len(default))
     terminal.wait_gone(default)  # the field has the focus: what is typed next arrives there
     terminal.page.keyboard.insert_text(name)  # one input event: no key can get lost
     terminal.wait_for(name)

@@ -41,10 +41,8 @@ def correct_spawn(terminal: Terminal, demo: Demo, guidance: str) -> None:
     """From the root: down to the spawn decision, correct it (append), confirm everything."""
     target, row = demo.decision(SPAWN)
     warnings = len(preview(demo.store, target, CorrectionMode.APPEND, guidance).warnings)
-    with demo.store.unit_of_work() as uow:
-        sequence = uow.decisions.get(target).sequence_number
     terminal.press(*["ArrowDown"] * row)
-    terminal.wait_for(f"· strategize · #{sequence}")  # its details
+    terminal.wait_for(f"decision {target}")  # its details (the heading may wrap)
     terminal.press("c")
     choose_append(terminal)
     give_guidance(terminal, guidance)
