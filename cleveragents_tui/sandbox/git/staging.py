@@ -144,21 +144,24 @@ class UntouchedMark:
         with contextlib.suppress(OSError):
             self.path.unlink(missing_ok=True)
 
-    def put(self, tip: str) -> None:
-        text = self._text(tip)
+    def put(self, tip: str, stamp: tuple[int, int, int] | None) -> None:
+        """Mark ``tip`` with ``stamp``, the :func:`index_stamp` the caller just took."""
+        text = self._text(tip, stamp)
         if self.tracking and text is not None:
             with contextlib.suppress(OSError):  # a mark not written only costs a scan
                 self.path.write_text(text, "ascii")
 
     def holds(self, tip: str) -> bool:
-        text = self._text(tip)
-        if not self.tracking or text is None:
+        if not self.tracking:
+            return False
+        text = self._text(tip, index_stamp(self._admin_dir))
+        if text is None:
             return False
         try:
             return self.path.read_text("ascii") == text
         except (OSError, UnicodeDecodeError):
             return False
 
-    def _text(self, tip: str) -> str | None:
-        stamp = index_stamp(self._admin_dir)
+    @staticmethod
+    def _text(tip: str, stamp: tuple[int, int, int] | None) -> str | None:
         return None if stamp is None else f"{tip} {stamp[0]} {stamp[1]} {stamp[2]}"

@@ -169,7 +169,7 @@ class GitWorktreeSandbox:
         )
         self._tip, self._tree = commit, tree
         self._index_seen = index_stamp(self._admin_dir)
-        self._mark.put(commit)
+        self._mark.put(commit, self._index_seen)
         return commit
 
     def verify(self, ref: str) -> None:
@@ -221,7 +221,7 @@ class GitWorktreeSandbox:
                 spots.restore(spots.load(full_sha(current or "")), target, written)
         self._index_seen = index_stamp(self._admin_dir)
         self._tree = None
-        self._mark.put(sha)
+        self._mark.put(sha, self._index_seen)
 
     def _roll_fully(self, sha: str) -> None:
         """What ``reset --hard`` + ``clean -ffd`` do, from any state of the worktree."""
