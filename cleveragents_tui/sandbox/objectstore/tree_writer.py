@@ -13,8 +13,10 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.sandbox.base import SandboxError
@@ -315,31 +317,31 @@ def lstat_path(root: Path, rel: str) -> os.stat_result | None:
         os.close(fd)
 
 
-def _open_path_file(root: Path, rel: str) -> int:
-    """A descriptor of regular file ``rel`` under ``root``, following no symlink."""
+_T = TypeVar("_T")
+
+
+def _on_path_file(root: Path, rel: str, use: Callable[[int], _T]) -> _T:
+    """``use`` applied to a descriptor of regular file ``rel`` under ``root``, following no
+    symlink."""
     parent, name = split_path(rel)
     fd = open_path_dir(root, parent)
     try:
-        return open_regular(fd, name)
+        file_fd = open_regular(fd, name)
     finally:
         os.close(fd)
+    try:
+        return use(file_fd)
+    finally:
+        os.close(file_fd)
 
 
 def read_path(root: Path, rel: str) -> bytes:
     """The bytes of regular file ``rel`` under ``root``, following no symlink."""
-    file_fd = _open_path_file(root, rel)
-    try:
-        return read_all(file_fd)
-    finally:
-        os.close(file_fd)
+    return _on_path_file(root, rel, read_all)
 
 
 def hash_path(root: Path, rel: str) -> str:
-    file_fd = _open_path_file(root, rel)
-    try:
-        return hash_fd(file_fd)
-    finally:
-        os.close(file_fd)
+    return _on_path_file(root, rel, hash_fd)
 
 
 def readlink_path(root: Path, rel: str) -> str:
