@@ -25,7 +25,7 @@ import subprocess
 import sys
 from asyncio.subprocess import Process
 from collections.abc import Awaitable, Callable
-from functools import partial
+from functools import cache, partial
 from importlib.metadata import version
 from pathlib import Path
 
@@ -55,6 +55,13 @@ def session_command() -> str:
     return shlex.join(session_argv())
 
 
+@cache
+def _serve_version() -> str:
+    """textual-serve's version, looked up once: each app start would scan the installed
+    distributions' metadata again, on the event loop."""
+    return version("textual-serve")
+
+
 def app_environment() -> dict[str, str]:
     """The app process's environment: the server's, with textual-serve's settings for its
     web driver, without the server's token. The database URL and the export folder come in
@@ -65,7 +72,7 @@ def app_environment() -> dict[str, str]:
         TEXTUAL_FPS="60",
         TEXTUAL_COLOR_SYSTEM="truecolor",
         TERM_PROGRAM="textual",
-        TERM_PROGRAM_VERSION=version("textual-serve"),
+        TERM_PROGRAM_VERSION=_serve_version(),
     )
     for name in (TOKEN_ENV, DATABASE_ENV, EXPORT_DIR_ENV):
         environment.pop(name, None)
