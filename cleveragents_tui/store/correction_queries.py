@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import (
+    Cast,
     ColumnElement,
     Select,
     String,
@@ -27,7 +28,7 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import QueryableAttribute, Session
 
 from cleveragents_tui.domain.approval import ApprovalAnswer
 from cleveragents_tui.domain.decision import Decision
@@ -56,12 +57,17 @@ def id_set(session: Session, ids: Iterable[str], name: str = "ids") -> Select[tu
     return values_of(session.get_bind().dialect.name, bound)
 
 
+def _jsonb(value: ColumnElement[Any] | QueryableAttribute[Any]) -> Cast[Any]:
+    """``value`` cast to PostgreSQL's JSONB."""
+    from sqlalchemy.dialects.postgresql import JSONB  # not loaded by commands on SQLite
+
+    return cast(value, JSONB)
+
+
 def values_of(dialect: str, array: ColumnElement[Any]) -> Select[tuple[str]]:
     """``SELECT value FROM <array>``: the strings of a JSON array (a bound parameter)."""
     if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import JSONB  # not loaded by commands on SQLite
-
-        table = func.jsonb_array_elements_text(cast(array, JSONB)).table_valued("value")
+        table = func.jsonb_array_elements_text(_jsonb(array)).table_valued("value")
     else:
         table = func.json_each(array).table_valued("value")
     return select(table.c.value)
@@ -72,9 +78,7 @@ def _resource_argument(session: Session) -> ColumnElement[Any]:
     database from the stored JSON."""
     c = ToolInvocationRow
     if session.get_bind().dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import JSONB  # not loaded by commands on SQLite
-
-        arguments = cast(c.arguments, JSONB)
+        arguments = _jsonb(c.arguments)
         is_text = func.jsonb_typeof(arguments["resource"]) == "string"
         return case((is_text, arguments["resource"].astext))
     is_text = func.json_type(c.arguments, "$.resource") == "text"
