@@ -78,14 +78,25 @@ class DecisionTree(Tree[str]):
         super().__init__("decisions", id=id)
         self.show_root = False
         self.guide_depth = 2
-        self.index: TreeIndex | None = None  # what is shown
-        self._rows: dict[str, TreeRow] = {}
-        self._kids: dict[str | None, list[TreeRow]] = {}
+        self.index = TreeIndex({}, {}, frozenset())  # what is shown
         self._node_of: dict[str, TreeNode[str]] = {}
         self._loaded: dict[str | None, int] = {}
         self._more: dict[str | None, TreeNode[str]] = {}
-        self._checkpoints: frozenset[str] = frozenset()
         self._affected: frozenset[str] = frozenset()
+
+    # what is shown, read from ``index`` (one copy of it, replaced whole by each load)
+
+    @property
+    def _rows(self) -> dict[str, TreeRow]:
+        return self.index.rows
+
+    @property
+    def _kids(self) -> dict[str | None, list[TreeRow]]:
+        return self.index.kids
+
+    @property
+    def _checkpoints(self) -> frozenset[str]:
+        return self.index.checkpoints
 
     # -- loading ----------------------------------------------------------------------------
 
@@ -96,13 +107,10 @@ class DecisionTree(Tree[str]):
         thread: a list patches the nodes in place (only those rows are relabelled, rows
         appended are added; the cursor, scroll and expanded branches stay), None rebuilds.
         """
-        self.index = index
+        old, self.index = self.index, index
         if changed is not None:
-            self._patch(index.rows, index.kids, index.checkpoints, changed)
+            self._patch(old, changed)
             return
-        self._checkpoints = index.checkpoints
-        self._rows = index.rows
-        self._kids = index.kids
         self._node_of = {}
         self._loaded = {}
         self._more = {}
@@ -114,15 +122,10 @@ class DecisionTree(Tree[str]):
         elif self.root.children:
             self._move_to(self.root.children[0])
 
-    def _patch(
-        self,
-        rows: dict[str, TreeRow],
-        kids: dict[str | None, list[TreeRow]],
-        checkpoints: frozenset[str],
-        changed: list[str],
-    ) -> None:
-        old_counts = {key: len(rows_) for key, rows_ in self._kids.items()}
-        self._rows, self._kids, self._checkpoints = rows, kids, checkpoints
+    def _patch(self, old: TreeIndex, changed: list[str]) -> None:
+        """Relabel the ``changed`` rows and add those appended since ``old``."""
+        rows, kids = self._rows, self._kids
+        old_counts = {key: len(rows_) for key, rows_ in old.kids.items()}
         for ident in changed:
             node = self._node_of.get(ident)
             if node is not None:
