@@ -30,7 +30,7 @@ down_revision, branch_labels  # Alembic reads each migration module's globals
 _.decompose_task, _.create_tool, _.select_tool, _.edit_code, _.execute_command
 _.create_file, _.delete_content, _.access_network, _.install_dependency
 _.modify_config, _.approve_plan, _.APPROVE_PLAN
-# Sandbox strategies are imported by name (engine/sandboxes.py, _STRATEGIES).
+# Sandbox strategies are imported by name (engine/core/sandboxes.py, _STRATEGIES).
 DatabaseStrategy, FilesystemCopyStrategy, GitWorktreeStrategy, NoneStrategy, OverlayStrategy
 _.DISCARD  # OutsideChoice: parsed from --outside-changes=discard by value
 _.automation_profiles  # UnitOfWork repository, used through AutomationProfileRepository too
@@ -50,8 +50,8 @@ _.savepoints_held  # transaction_rollback: the savepoints a test expects to be h
 _.row_count  # DecisionTree (widget): rows shown, read by the app's tests and benchmark
 
 # -- OPEN: called by tests only; each needs an interface or to go (issue 15 report) ----------
-_.child_plans  # engine/impact.py: Impact's child plans by outcome; only tests read it
-_.rollback_to_decision  # engine/rollback.py: corrections call rollback_targets/rollback_to
+_.child_plans  # engine/core/impact.py: Impact's child plans by outcome; only tests read it
+_.rollback_to_decision  # engine/core/rollback.py: corrections call rollback_targets/rollback_to
 
 # -- the printed JSON documents (domain/documents.py) -----------------------------------------
 # Fields set by keyword where a document is built and printed by model_dump.

@@ -12,7 +12,7 @@ import pytest
 PROBE = """
 import sys
 from cleveragents_tui.cli import cli
-from cleveragents_tui.engine import browse
+from cleveragents_tui.engine.read import browse
 for args in (["demo-data"], ["plan", "list"], ["plan", "tree", "{plan}"]):
     try:
         cli.main(["--db", sys.argv[1], *args], standalone_mode=False)
@@ -88,7 +88,7 @@ def test_help_and_version_import_neither_the_store_nor_pydantic(args: list[str])
 def test_resource_kinds_in_help_match_the_engine() -> None:
     """`resource add --help` spells the kinds out (no engine at start-up); they must agree."""
     from cleveragents_tui.cli.resources import KINDS_METAVAR
-    from cleveragents_tui.engine.resource_registry import KINDS
+    from cleveragents_tui.engine.setup.resource_registry import KINDS
 
     assert "|".join(KINDS) == KINDS_METAVAR
 
@@ -114,8 +114,8 @@ def test_a_browser_tab_loads_the_plan_list_without_the_engine() -> None:
     probe = (
         "import sys, cleveragents_tui.web.session_main; "
         "print(sorted(m for m in sys.modules if m in ("
-        "'cleveragents_tui.engine.runner', 'cleveragents_tui.engine.correction', "
-        "'cleveragents_tui.engine.lifecycle', 'cleveragents_tui.tui.screens.plan_view', "
+        "'cleveragents_tui.engine.run.runner', 'cleveragents_tui.engine.correct.correction', "
+        "'cleveragents_tui.engine.run.lifecycle', 'cleveragents_tui.tui.screens.plan_view', "
         "'cleveragents_tui.tui.screens.diff', 'cleveragents_tui.tui.modals.correction')))"
     )
     result = subprocess.run(

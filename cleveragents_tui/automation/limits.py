@@ -2,7 +2,7 @@
 
 The checks are pure: callers pass the usage they measured (wall-clock time included), so
 the rules are testable without clocks. What happens on a breach — pause for approval or
-terminate — is the plan's ``limits.on_exceed``; ``engine/policing.py`` measures the usage
+terminate — is the plan's ``limits.on_exceed``; ``engine/run/policing.py`` measures the usage
 of a running plan and carries it out.
 """
 

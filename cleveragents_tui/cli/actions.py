@@ -40,7 +40,7 @@ def validate(cli: CliContext, path: Path, local_format: str | None) -> None:
     line: YAML, the schema, the decision points' rules, and the resources, tools,
     validations, actors and profile it names. Exit 2 when there is any."""
     from cleveragents_tui.domain.documents import ActionCheckDocument
-    from cleveragents_tui.engine import action_registry as registry
+    from cleveragents_tui.engine.setup import action_registry as registry
 
     checked = registry.check_action_file(cli.store, path)
     if cli.wants_json(local_format):
@@ -78,7 +78,7 @@ def create(cli: CliContext, path: Path, profile: str | None, replace: bool) -> N
     """Check FILE and register its action, so `agents plan use NAME` runs it. The whole
     definition is stored: later edits of FILE need `create --replace`. Nothing is stored
     if the file has any problem (`agents action validate FILE` lists them all)."""
-    from cleveragents_tui.engine import action_registry as registry
+    from cleveragents_tui.engine.setup import action_registry as registry
 
     created, new = registry.create_action(cli.store, path, profile=profile, replace=replace)
     echo(
@@ -95,7 +95,7 @@ def create(cli: CliContext, path: Path, profile: str | None, replace: bool) -> N
 def list_(cli: CliContext, local_format: str | None) -> None:
     """Every registered action."""
     from cleveragents_tui.domain.documents import ActionsDocument
-    from cleveragents_tui.engine import action_registry as registry
+    from cleveragents_tui.engine.setup import action_registry as registry
 
     items = registry.registered_actions(cli.store)
     echo_listing(
@@ -125,7 +125,7 @@ def list_(cli: CliContext, local_format: str | None) -> None:
 def show(cli: CliContext, name: str, local_format: str | None) -> None:
     """A registered action: where it came from and its whole stored definition."""
     from cleveragents_tui.domain.documents import ActionDocument
-    from cleveragents_tui.engine import action_registry as registry
+    from cleveragents_tui.engine.setup import action_registry as registry
 
     stored = registry.registered_action(cli.store, name)
     if cli.wants_json(local_format):

@@ -27,7 +27,7 @@ def approval() -> None:
 def list_(cli: CliContext, plan_ref: str | None, local_format: str | None) -> None:
     """Pending approvals, oldest first."""
     from cleveragents_tui.domain.documents import ApprovalsDocument
-    from cleveragents_tui.engine.approvals import pending_approvals
+    from cleveragents_tui.engine.run.approvals import pending_approvals
 
     items = pending_approvals(cli.store, plan_ref)
     if cli.wants_json(local_format):
@@ -47,7 +47,7 @@ def list_(cli: CliContext, plan_ref: str | None, local_format: str | None) -> No
 def _answer(
     cli: CliContext, approval_ref: str, approve: bool, reason: str | None, who: str | None
 ) -> Approval:
-    from cleveragents_tui.engine.approvals import answer_approval
+    from cleveragents_tui.engine.run.approvals import answer_approval
 
     answered = answer_approval(
         cli.store, approval_ref, approve=approve, by=who or getpass.getuser(), reason=reason
@@ -86,7 +86,7 @@ def deny(cli: CliContext, approval_ref: str, reason: str, who: str | None) -> No
     waited, and the choices printed say what can come next (another alternative, guidance
     or a correction, asking again, or `agents plan cancel`)."""
     from cleveragents_tui.domain.documents import ApprovalDocument
-    from cleveragents_tui.engine.denial import denial_of
+    from cleveragents_tui.engine.run.denial import denial_of
     from cleveragents_tui.export.json import plan_json
 
     answered = _answer(cli, approval_ref, False, reason, who)

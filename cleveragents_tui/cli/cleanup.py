@@ -10,7 +10,7 @@ from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_opt
 from cleveragents_tui.cli.plan import plan
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not when the CLI starts
-    from cleveragents_tui.engine.cleanup import DiscardInventory
+    from cleveragents_tui.engine.ops.cleanup import DiscardInventory
 
 
 def human_size(size: int) -> str:
@@ -41,7 +41,7 @@ def discard(
     or applied. Your checkout (HEAD, index, working tree) is never touched; an apply branch
     you have not merged is named as such, as its commit is lost with it.
     """
-    from cleveragents_tui.engine.cleanup import discard_inventory, discard_plan
+    from cleveragents_tui.engine.ops.cleanup import discard_inventory, discard_plan
 
     inventory = discard_inventory(cli.store, plan_ref)
     as_json = cli.wants_json(local_format)
@@ -120,8 +120,8 @@ def gc(cli: CliContext, retention_days: str | None, apply_: bool, local_format: 
     their space.
     """
     from cleveragents_tui.domain.documents import GcDocument
-    from cleveragents_tui.engine.cleanup import collect, collectable, finished_with_sandboxes
-    from cleveragents_tui.engine.config import gc_retention_days, retention_days_value
+    from cleveragents_tui.engine.ops.cleanup import collect, collectable, finished_with_sandboxes
+    from cleveragents_tui.engine.setup.config import gc_retention_days, retention_days_value
 
     days = (
         gc_retention_days(cli.store)

@@ -17,7 +17,7 @@ from cleveragents_tui.cli.context import (
 )
 
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
-    from cleveragents_tui.engine import config as settings
+    from cleveragents_tui.engine.setup import config as settings
 
 project_option = click.option(
     "--project", metavar="PROJECT", help="Project scope (default: global)."
@@ -65,8 +65,8 @@ def set_(cli: CliContext, key: str, value: str, project: str | None, resource: s
     Example: agents config set core.automation-profile cautious --project local/hello-cli
     """
     from cleveragents_tui.domain.documents import SettingDocument
-    from cleveragents_tui.engine import config as settings
-    from cleveragents_tui.engine import resource_registry as registry
+    from cleveragents_tui.engine.setup import config as settings
+    from cleveragents_tui.engine.setup import resource_registry as registry
 
     if resource is not None:
         scope = registry.resource_scope(key, resource, project)
@@ -94,8 +94,8 @@ def get(
 ) -> None:
     """Show KEY's value at that scope (nothing set: exit 1)."""
     from cleveragents_tui.domain.documents import SettingDocument
-    from cleveragents_tui.engine import config as settings
-    from cleveragents_tui.engine import resource_registry as registry
+    from cleveragents_tui.engine.setup import config as settings
+    from cleveragents_tui.engine.setup import resource_registry as registry
 
     if resource is not None:
         scope = registry.resource_scope(key, resource, project)
@@ -128,8 +128,8 @@ def get(
 def unset(cli: CliContext, key: str, project: str | None, resource: str | None) -> None:
     """Remove KEY at that scope (--resource: back to the global default)."""
     from cleveragents_tui.domain.documents import SettingDocument
-    from cleveragents_tui.engine import config as settings
-    from cleveragents_tui.engine import resource_registry as registry
+    from cleveragents_tui.engine.setup import config as settings
+    from cleveragents_tui.engine.setup import resource_registry as registry
 
     if resource is not None:
         scope = registry.resource_scope(key, resource, project)
@@ -154,7 +154,7 @@ def unset(cli: CliContext, key: str, project: str | None, resource: str | None) 
 def list_(cli: CliContext, local_format: str | None) -> None:
     """Every setting, by scope."""
     from cleveragents_tui.domain.documents import SettingsDocument
-    from cleveragents_tui.engine import config as settings
+    from cleveragents_tui.engine.setup import config as settings
 
     items = settings.list_settings(cli.store)
     echo_listing(

@@ -14,14 +14,14 @@ from cleveragents_tui.cli.plan import plan
 from cleveragents_tui.cli.render import plan_heading
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
-    from cleveragents_tui.engine.correction import Impact
-    from cleveragents_tui.engine.diff import ResourceDiff
+    from cleveragents_tui.engine.core.diff import ResourceDiff
+    from cleveragents_tui.engine.correct.correction import Impact
 
 
 def _impact_text(cli: CliContext, impact: Impact) -> str:
     """The preview as the app's impact modal shows it (views/impact.py), the superseded
     decisions named from the plan's tree."""
-    from cleveragents_tui.engine.browse import plan_tree
+    from cleveragents_tui.engine.read.browse import plan_tree
     from cleveragents_tui.views.impact import impact_view
     from cleveragents_tui.views.sections import to_plain_text
 
@@ -103,7 +103,7 @@ def correct(
     """Correct DECISION: preview the impact, confirm the warnings, then roll back and replay
     (revert) or append a corrective plan (append)."""
     from cleveragents_tui.domain.enums import CorrectionMode
-    from cleveragents_tui.engine.correction import preview
+    from cleveragents_tui.engine.correct.correction import preview
 
     impact = preview(cli.store, decision_ref, CorrectionMode(mode), guidance, plan_ref, choose)
     _dry_run_or_execute(
@@ -128,11 +128,11 @@ def _dry_run_or_execute(
     as_json = cli.wants_json(fmt)
     found = impact.alternatives
     if not dry_run and found is not None and found.selected is None:
-        from cleveragents_tui.engine.guidance import refusal
+        from cleveragents_tui.engine.correct.guidance import refusal
 
         raise refusal(impact.decision_id, impact.guidance, found)
     if not dry_run and impact.outside_changes and outside is None and yes:
-        from cleveragents_tui.engine.correction import outside_refusal
+        from cleveragents_tui.engine.correct.correction import outside_refusal
 
         raise outside_refusal(impact)
     if not dry_run:
@@ -158,8 +158,8 @@ def _confirm_and_execute(
     files changed outside the plan (unless --outside-changes), run the correction, report
     it; exit 1 when a question is declined or the correction did not succeed."""
     from cleveragents_tui.domain.documents import CorrectionDocument
-    from cleveragents_tui.engine.correction import CorrectionIncompleteError, execute
-    from cleveragents_tui.engine.reconcile import OutsideChoice
+    from cleveragents_tui.engine.core.reconcile import OutsideChoice
+    from cleveragents_tui.engine.correct.correction import CorrectionIncompleteError, execute
 
     if not as_json:
         echo(_impact_text(cli, impact))
@@ -265,7 +265,7 @@ def edit_strategy(
     Recorded as a revert correction with TEXT as its guidance, so the old choice stays in the
     history. After Execute has started use `agents plan correct`, which rolls Execute back.
     """
-    from cleveragents_tui.engine.strategy import preview_strategy_edit
+    from cleveragents_tui.engine.correct.strategy import preview_strategy_edit
 
     impact = preview_strategy_edit(cli.store, decision_ref, new_strategy, plan_ref, choose)
     _dry_run_or_execute(cli, impact, dry_run=dry_run, yes=yes, who=who, fmt=local_format)
@@ -290,7 +290,7 @@ def diff(
     The snapshots compared were recorded by the correction itself (docs/corrections.md,
     "Diffs"), so a correction's diff is the same whenever it is asked for."""
     from cleveragents_tui.domain.documents import CorrectionDiffDocument
-    from cleveragents_tui.engine.diff import AT_DECISION, FINAL, correction_diff
+    from cleveragents_tui.engine.core.diff import AT_DECISION, FINAL, correction_diff
     from cleveragents_tui.views.diff import diff_view
     from cleveragents_tui.views.sections import to_plain_text
 
@@ -323,7 +323,7 @@ def diff(
 
 
 def _json_resources(resources: list[ResourceDiff]) -> list[dict[str, object]]:
-    from cleveragents_tui.engine.diff import path_bytes, readable_path
+    from cleveragents_tui.engine.core.diff import path_bytes, readable_path
 
     return [
         {
@@ -348,7 +348,7 @@ def _json_resources(resources: list[ResourceDiff]) -> list[dict[str, object]]:
 def _echo_resource(resource: ResourceDiff, side_by_side: bool) -> None:
     """One resource's changed files: never raw bytes, never a control character."""
     from cleveragents_tui.domain.display import printable
-    from cleveragents_tui.engine.diff import shown_path
+    from cleveragents_tui.engine.core.diff import shown_path
     from cleveragents_tui.views.diff import resource_view
     from cleveragents_tui.views.sections import to_plain_text
 

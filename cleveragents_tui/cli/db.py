@@ -18,7 +18,7 @@ def db() -> None:
 def upgrade(cli: CliContext) -> None:
     """Apply pending migrations. Back the database up first; migrations only move forward."""
     from cleveragents_tui.domain.documents import SchemaDocument
-    from cleveragents_tui.engine import maintenance
+    from cleveragents_tui.engine.ops import maintenance
 
     url, before, after = maintenance.upgrade_database(cli.db_url)
     if json_output.wanted():

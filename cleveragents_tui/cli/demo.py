@@ -22,8 +22,8 @@ def demo_data_command(cli: CliContext) -> None:
     Each run adds a new copy with fresh ids; nothing already stored is changed.
     """
     from cleveragents_tui.domain.documents import SamplePlanDocument
-    from cleveragents_tui.engine import browse
-    from cleveragents_tui.engine.demo_data import load_sample_plan
+    from cleveragents_tui.engine.demo.demo_data import load_sample_plan
+    from cleveragents_tui.engine.read import browse
     from cleveragents_tui.export.json import plan_tree_document
 
     plan_id = load_sample_plan(cli.store)
@@ -78,9 +78,9 @@ def demo(
     run the demo plan on it to the Apply gate, and open the app on it (unless --no-tui,
     --format=json, or stdout is not a terminal: then say what to do next)."""
     from cleveragents_tui.domain.documents import DemoDocument
-    from cleveragents_tui.engine.actions import load_action
-    from cleveragents_tui.engine.demo import build_demo
-    from cleveragents_tui.engine.runner import start_plan
+    from cleveragents_tui.engine.demo.demo import build_demo
+    from cleveragents_tui.engine.run.runner import start_plan
+    from cleveragents_tui.engine.setup.actions import load_action
 
     target = directory or Path(tempfile.mkdtemp(prefix="agents-demo-"))
     environment = build_demo(cli.store, target)

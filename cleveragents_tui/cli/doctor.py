@@ -34,13 +34,13 @@ def doctor(cli: CliContext, repair: bool, local_format: str | None) -> None:
     (docs/reliability.md).
     """
     from cleveragents_tui.domain.documents import DoctorDocument
-    from cleveragents_tui.engine.doctor import (
+    from cleveragents_tui.engine.ops.doctor import (
         repair_corrections,
         repair_half_applied,
         repair_left_running,
         run_checks,
     )
-    from cleveragents_tui.engine.recovery import recover_pending_groups
+    from cleveragents_tui.engine.ops.recovery import recover_pending_groups
 
     repaired = recover_pending_groups(cli.store) if repair else []
     corrections = repair_corrections(cli.store) if repair else []

@@ -23,7 +23,7 @@ def init(cli: CliContext, name: str | None, action_file: Path | None) -> None:
     """Register the git repository this folder is in (sandboxed as git worktrees: your
     index and working tree are never touched) and write a starter action file with
     comments. Refused outside a git repository or when it is already registered."""
-    from cleveragents_tui.engine.project_init import init_project
+    from cleveragents_tui.engine.setup.project_init import init_project
 
     done = init_project(cli.store, Path.cwd(), name=name, action_file=action_file)
     echo(f"resource {done.resource.resource_id} added: git at {done.resource.location}")

@@ -77,14 +77,14 @@ def refuse_unapplied(store: Store, result: Plan, cause: str | None = None) -> No
 def report_plan(store: Store, result: Plan) -> None:
     """Where a run left the plan: its heading, what landed, what it waits for and how to
     answer (or the JSON document under --format=json)."""
-    from cleveragents_tui.engine.approvals import pending_approvals
-    from cleveragents_tui.engine.constrained_apply import reverted_into
+    from cleveragents_tui.engine.run.approvals import pending_approvals
+    from cleveragents_tui.engine.run.constrained_apply import reverted_into
 
     if json_output.wanted():  # the global --format=json
         echo_json(json_output.plan_result(store, result))
         return
     echo(plan_heading(result))
-    if (reverted := reverted_into(store, result)) is not None:  # engine/constrained_apply.py
+    if (reverted := reverted_into(store, result)) is not None:  # engine/run/constrained_apply.py
         echo(
             f"  not applied: {reverted.guidance}; reverted to Strategize by {reverted.correction_id}"
         )

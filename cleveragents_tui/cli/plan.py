@@ -72,7 +72,7 @@ def list_(cli: CliContext, local_format: str | None) -> None:
 
     DECISIONS shows current/all (superseded decisions are kept for history).
     """
-    from cleveragents_tui.engine import browse
+    from cleveragents_tui.engine.read import browse
     from cleveragents_tui.export import json as export_json
 
     summaries = browse.list_plans(cli.store)
@@ -88,7 +88,7 @@ def list_(cli: CliContext, local_format: str | None) -> None:
 @pass_cli
 def show(cli: CliContext, plan_ref: str, local_format: str | None) -> None:
     """Show one plan: phase, state, attempt, profile, counts, child plans, corrections."""
-    from cleveragents_tui.engine import browse
+    from cleveragents_tui.engine.read import browse
     from cleveragents_tui.export import json as export_json
 
     details = browse.show_plan(cli.store, plan_ref)
@@ -137,7 +137,7 @@ def tree(
     --format=png -o FILE draws the tree as an image: boxes coloured by phase, corrections
     outlined in red, superseded decisions faded, checkpoints marked with a diamond.
     """
-    from cleveragents_tui.engine import browse
+    from cleveragents_tui.engine.read import browse
     from cleveragents_tui.export import json as export_json
     from cleveragents_tui.export import png as export_png
     from cleveragents_tui.export import tree_file
@@ -177,7 +177,7 @@ def explain(
     """Explain one decision: question, chosen option, alternatives, rationale, confidence,
     downstream impact, context, checkpoint group and tool invocations (what the app's
     details panel shows)."""
-    from cleveragents_tui.engine import browse, tui_queries
+    from cleveragents_tui.engine.read import browse, tui_queries
     from cleveragents_tui.export import json as export_json
     from cleveragents_tui.views.explain import explanation_view
     from cleveragents_tui.views.sections import to_plain_text

@@ -96,7 +96,7 @@ def add(
     that the location is there (a repository with a commit, a database that answers), and
     that it is neither the app's own data nor inside another resource. The resource itself
     is only read."""
-    from cleveragents_tui.engine import resource_registry as registry
+    from cleveragents_tui.engine.setup import resource_registry as registry
 
     added = registry.add_resource(
         cli.store,
@@ -119,7 +119,7 @@ def add(
 def list_(cli: CliContext, local_format: str | None) -> None:
     """Every registered resource."""
     from cleveragents_tui.domain.documents import ResourcesDocument
-    from cleveragents_tui.engine import resource_registry as registry
+    from cleveragents_tui.engine.setup import resource_registry as registry
 
     items = registry.list_resources(cli.store)
     echo_listing(
@@ -140,7 +140,7 @@ def show(cli: CliContext, name: str, local_format: str | None) -> None:
     """One resource: where it is, its sandbox and checkpoints, the plans and actions that
     use it."""
     from cleveragents_tui.domain.documents import ResourceDocument
-    from cleveragents_tui.engine import resource_registry as registry
+    from cleveragents_tui.engine.setup import resource_registry as registry
 
     found = registry.get_resource(cli.store, name)
     uses = registry.resource_uses(cli.store, found.resource_id)
@@ -171,7 +171,7 @@ def show(cli: CliContext, name: str, local_format: str | None) -> None:
 def remove(cli: CliContext, name: str) -> None:
     """Unregister NAME; refused while a plan that is not finished uses it. The resource
     itself is not touched. Plans that used it keep naming it in their history."""
-    from cleveragents_tui.engine import resource_registry as registry
+    from cleveragents_tui.engine.setup import resource_registry as registry
 
     resource_id = registry.resource_name(name)
     deleted = registry.remove_resource(cli.store, name)

@@ -12,12 +12,12 @@ def launch(
 ) -> None:
     """Open the app on the store (and on ``plan_ref``'s plan). Textual is imported here, on
     demand, so the other commands never load it."""
-    from cleveragents_tui.engine.config import app_theme, theme_value
+    from cleveragents_tui.engine.setup.config import app_theme, theme_value
 
     theme = theme_value(theme) if theme is not None else app_theme(cli.store)
     plan_id = None
     if plan_ref is not None:
-        from cleveragents_tui.engine.browse import show_plan
+        from cleveragents_tui.engine.read.browse import show_plan
 
         plan_id = show_plan(cli.store, plan_ref).summary.plan.plan_id
     from cleveragents_tui.tui.app import run_app

@@ -1,7 +1,7 @@
 """Runtime limits of a plan and of its actors (behaviour spec, "Cost and Rate Limits").
 
 Every figure is strict: a number of the right kind, 0 or more (``true`` or ``"12"`` in an
-action file is refused at pre-flight, not read as 1 or 12). engine/policing.py acts on them.
+action file is refused at pre-flight, not read as 1 or 12). engine/run/policing.py acts on them.
 """
 
 from __future__ import annotations

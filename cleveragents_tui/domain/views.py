@@ -56,7 +56,7 @@ class PlanSummary:
 
 @dataclass(frozen=True)
 class UsageFigures:
-    """What a plan used (engine/policing.py checks the same figures against its limits)."""
+    """What a plan used (engine/run/policing.py checks the same figures against its limits)."""
 
     model_calls: int = 0
     tokens: int = 0

@@ -6,7 +6,7 @@ app window, a browser tab) to keep it open while it sits idle, no other process 
 the database back, and on SQLite no one else could even write to it (``BEGIN IMMEDIATE``
 holds the file's write lock). So the transaction is held only while it is used:
 
-* **In use** means: while this process holds the plan's run lease (``engine/run_lease.py``:
+* **In use** means: while this process holds the plan's run lease (``engine/run/run_lease.py``:
   running, applying, correcting, repairing), or while a short read pins the plan's sandbox
   folder (:func:`pinned`: the invariant checker of ``agents doctor``). The run lease pins
   ``<sandboxes>/<plan>`` for as long as it is held.

@@ -2,7 +2,7 @@
 
 A session-level ``pg_try_advisory_lock`` is held by one connection kept open for the lease
 (autocommit, so the lease never holds a transaction open); the server drops it when that
-connection ends, so a crashed runner never leaves a plan held (engine/run_lease.py).
+connection ends, so a crashed runner never leaves a plan held (engine/run/run_lease.py).
 """
 
 from __future__ import annotations

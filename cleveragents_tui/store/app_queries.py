@@ -1,4 +1,4 @@
-"""The SQL of the interactive app's reads (engine/tui_queries.py): a cheap change
+"""The SQL of the interactive app's reads (engine/read/tui_queries.py): a cheap change
 fingerprint for live refresh and a plan's recent events."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The SQL of impact analysis (engine/impact.py explains what is computed and why): the bulk
+"""The SQL of impact analysis (engine/core/impact.py explains what is computed and why): the bulk
 reads that load a plan's influence DAG, and the one recursive CTE of the cold path."""
 
 from __future__ import annotations

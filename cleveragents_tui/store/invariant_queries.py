@@ -1,4 +1,4 @@
-"""The SQL of the invariant checker (engine/invariants.py): every record it checks, read in
+"""The SQL of the invariant checker (engine/ops/invariants.py): every record it checks, read in
 one transaction, and the append-only triggers the ``decisions`` table has."""
 
 from __future__ import annotations

@@ -423,7 +423,7 @@ class DecisionRepository:
                     mapping.dump_json(thread_id).join(('"thread_id":', "}")), autoescape=True
                 ),
             )
-            # the step's own decision: its recovery decisions (engine/failures.py) share the
+            # the step's own decision: its recovery decisions (engine/run/failures.py) share the
             # checkpoint and come later
             .order_by(DecisionRow.sequence_number)
             .limit(1)

@@ -1,4 +1,4 @@
-"""The SQL of a running plan's usage (engine/policing.py checks it against the limits):
+"""The SQL of a running plan's usage (engine/run/policing.py checks it against the limits):
 tool calls counted, model calls read back, when the plan started running."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from textual.message import Message
 from cleveragents_tui.domain.approval import Approval
 from cleveragents_tui.domain.checkpoint import CheckpointGroup
 from cleveragents_tui.domain.views import DecisionExplanation, PlanSummary, PlanTree
-from cleveragents_tui.engine.tui_queries import EventView, Progress
+from cleveragents_tui.engine.read.tui_queries import EventView, Progress
 from cleveragents_tui.tui.widgets.decision_tree import TreeIndex
 
 

@@ -17,7 +17,7 @@ import sys
 import textual.drivers.web_driver  # noqa: F401 - loaded ahead: App.run imports it by name
 
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.engine.config import app_theme
+from cleveragents_tui.engine.setup.config import app_theme
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp
 from cleveragents_tui.web.sessions import EXPORT_DIR_ENV, HEADER_LIMIT

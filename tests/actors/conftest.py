@@ -15,7 +15,7 @@ from cleveragents_tui.actors.tools import ToolRegistry, default_registry
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.store.store import Store
 from tests.engine.conftest import make_directory, make_git_repo, make_sqlite_target
 

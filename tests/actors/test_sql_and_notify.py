@@ -17,7 +17,7 @@ from cleveragents_tui.actors.tools import default_registry
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.sandboxes import PlanSandboxes, sandbox_root
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes, sandbox_root
 from cleveragents_tui.sandbox.database import DatabaseStrategy
 from cleveragents_tui.store.store import Store
 from tests.actors.conftest import API, DB, FILES, GIT, LAYERED, OUTBOX, ToolWorld

@@ -41,9 +41,9 @@ from typing import Any
 from sqlalchemy import text
 
 from cleveragents_tui.domain.enums import CorrectionMode
-from cleveragents_tui.engine.correction import Impact, execute, preview
-from cleveragents_tui.engine.influence import OPEN_GRAPHS
-from cleveragents_tui.engine.runner import PlanRunner
+from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
+from cleveragents_tui.engine.correct.correction import Impact, execute, preview
+from cleveragents_tui.engine.run.runner import PlanRunner
 from cleveragents_tui.store.store import Store
 from tests.benchmarks.bench_impact import PLAIN_CTE
 from tests.benchmarks.harness import Measurement

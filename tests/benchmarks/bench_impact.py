@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session
 
 from cleveragents_tui.domain.ids import new_ulid
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine.impact import AffectedSubtree, InfluenceGraph, affected_subtree
+from cleveragents_tui.engine.core.impact import AffectedSubtree, InfluenceGraph, affected_subtree
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.tables import DecisionDependencyRow, DecisionRow
 from tests.benchmarks.harness import Measurement, best_of
@@ -71,7 +71,7 @@ RAW_ROWS = (
 def reference_affected(store: Store, decision_id: str) -> AffectedSubtree:
     """ADR-035's reference loop, query for query, over SQLAlchemy.
 
-    One reading differs from the ADR's text, as in ``engine/impact.py``: a dependent must be
+    One reading differs from the ADR's text, as in ``engine/core/impact.py``: a dependent must be
     current too (the ADR filters children only).
     """
     d, dep = DecisionRow, DecisionDependencyRow

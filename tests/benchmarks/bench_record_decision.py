@@ -28,12 +28,12 @@ from sqlalchemy import event
 from cleveragents_tui.actors.base import Proposal, ToolCallRequest
 from cleveragents_tui.domain.enums import DecisionType, Phase
 from cleveragents_tui.domain.ids import new_ulid
-from cleveragents_tui.engine import runner as runner_module
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.demo import build_demo
-from cleveragents_tui.engine.recorder import record_decision
-from cleveragents_tui.engine.runner import PlanRunner, RunOptions, start_plan
-from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.core.recorder import record_decision
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.demo.demo import build_demo
+from cleveragents_tui.engine.run import runner as runner_module
+from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 from tests.benchmarks.harness import Measurement
 from tests.support.scale_plan import API, build

@@ -32,9 +32,9 @@ from pathlib import Path
 
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.demo import build_demo
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.demo.demo import build_demo
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 from tests.benchmarks.harness import Measurement
 from tests.web.browser import CHROMIUM, VIEWPORT, Terminal, launch

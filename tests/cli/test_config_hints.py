@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 import cleveragents_tui
 from cleveragents_tui.cli import cli
-from cleveragents_tui.engine.config import KNOWN_SETTINGS
+from cleveragents_tui.engine.setup.config import KNOWN_SETTINGS
 
 PACKAGE = Path(cleveragents_tui.__file__).parent
 ROOT = PACKAGE.parent

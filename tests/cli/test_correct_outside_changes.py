@@ -14,8 +14,8 @@ from click.testing import CliRunner, Result
 
 from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.sandboxes import PlanSandboxes
-from cleveragents_tui.engine.tui_queries import recent_events
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.read.tui_queries import recent_events
 from cleveragents_tui.store.store import Store
 from tests.cli.conftest import Run
 

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import event
 
 from cleveragents_tui.domain.errors import DatabaseUnavailableError
-from cleveragents_tui.engine.demo_data import load_sample_plan
+from cleveragents_tui.engine.demo.demo_data import load_sample_plan
 from cleveragents_tui.store.store import Store
 from tests.cli.conftest import Run
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cleveragents_tui.engine.demo_data import SAMPLE_PLAN, load_sample_plan
+from cleveragents_tui.engine.demo.demo_data import SAMPLE_PLAN, load_sample_plan
 from cleveragents_tui.resources import data_path
 from cleveragents_tui.store.store import Store
 from tests.cli.conftest import Run

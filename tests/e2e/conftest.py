@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cleveragents_tui.engine.demo import DemoEnvironment, build_demo
-from cleveragents_tui.engine.runner import RunOptions
+from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
+from cleveragents_tui.engine.run.runner import RunOptions
 from cleveragents_tui.store.store import Store
 
 

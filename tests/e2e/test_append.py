@@ -16,15 +16,15 @@ import pytest
 
 from cleveragents_tui.domain.enums import CorrectionMode, Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.correction import (
+from cleveragents_tui.engine.correct.correction import (
     CorrectionRefusedError,
     execute,
     preview,
 )
-from cleveragents_tui.engine.demo import DemoEnvironment, build_demo
-from cleveragents_tui.engine.lifecycle import apply_plan
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
+from cleveragents_tui.engine.run.lifecycle import apply_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 
 GREETER = "use a greeter class so we can add languages"

@@ -11,7 +11,7 @@ from cleveragents_tui.actors.tools import default_registry
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from tests.actors.reasoners.test_chat import RecordingFakeChatModel
 

@@ -13,11 +13,11 @@ from click.testing import CliRunner, Result
 
 from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.enums import CorrectionMode
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.correction import execute, preview
-from cleveragents_tui.engine.demo import DemoEnvironment, build_demo
-from cleveragents_tui.engine.doctor import run_checks
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
+from cleveragents_tui.engine.ops.doctor import run_checks
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 from tests.support.run_lease import held_by_another_thread
 
@@ -159,7 +159,7 @@ def test_gc_drops_superseded_checkpoints_and_keeps_what_corrections_need(demo: D
     assert run_checks(demo.store, demo.base).problems == []
 
     # The correction's guidance decision stands on the state the old `record` checkpointed
-    # (engine/restore_point.py): gc kept it, so it can still be reverted, then applied.
+    # (engine/core/restore_point.py): gc kept it, so it can still be reverted, then applied.
     impact = preview(
         demo.store, demo.decision("correction:record"), CorrectionMode.REVERT, "a minor release"
     )

@@ -11,10 +11,10 @@ from cleveragents_tui.domain.approval import ApprovalAnswer
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.approvals import answer_approval
-from cleveragents_tui.engine.constrained_apply import REQUESTED_BY
-from cleveragents_tui.engine.lifecycle import resume_plan
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.run.approvals import answer_approval
+from cleveragents_tui.engine.run.constrained_apply import REQUESTED_BY
+from cleveragents_tui.engine.run.lifecycle import resume_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from tests.support.flag_profiles import register_profile
 
@@ -91,7 +91,7 @@ def options(tmp_path: Path) -> RunOptions:
 
 def _constrained(store: Store, files: Resource, options: RunOptions, profile: str) -> Plan:
     """Run the plan to its Apply gate, change a.txt in the real folder, apply."""
-    from cleveragents_tui.engine.lifecycle import apply_plan
+    from cleveragents_tui.engine.run.lifecycle import apply_plan
 
     plan = start_plan(
         store, layout_action(files.resource_id), profile_override=profile, options=options
@@ -119,7 +119,7 @@ def test_at_the_threshold_a_constrained_apply_reverts_to_strategize_and_lands(
     assert correction.requested_by == REQUESTED_BY
     assert "Apply was refused" in correction.guidance and "a.txt" in correction.guidance
     assert current["layout"] == "layout beta" and "write-beta" in current
-    from cleveragents_tui.engine.lifecycle import apply_plan
+    from cleveragents_tui.engine.run.lifecycle import apply_plan
 
     applied = apply_plan(sqlite_store, plan.plan_id, "alice", options)
     assert applied.state is PlanState.APPLIED
@@ -167,7 +167,7 @@ def test_running_the_plan_while_asked_retries_the_apply_instead(
 def test_automatic_reversions_stop_at_max_retries_per_step_and_ask(
     sqlite_store: Store, files: Resource, options: RunOptions
 ) -> None:
-    from cleveragents_tui.engine.lifecycle import apply_plan
+    from cleveragents_tui.engine.run.lifecycle import apply_plan
 
     # Every layout writes a.txt here, so each revert meets the same conflict again.
     action = layout_action(files.resource_id).model_dump(mode="json")
@@ -231,7 +231,7 @@ def test_plan_apply_says_the_apply_was_refused_and_the_plan_reverted(
 def test_an_apply_that_landed_some_resource_is_not_reverted(
     sqlite_store: Store, files: Resource, options: RunOptions, tmp_path: Path
 ) -> None:
-    from cleveragents_tui.engine.lifecycle import apply_plan
+    from cleveragents_tui.engine.run.lifecycle import apply_plan
 
     (tmp_path / "more").mkdir()
     more = Resource(

@@ -13,12 +13,12 @@ from cleveragents_tui import failpoints
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, PlanState
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.browse import show_plan
-from cleveragents_tui.engine.correction import CorrectionIncompleteError, execute, preview
-from cleveragents_tui.engine.demo import DemoEnvironment, build_demo
-from cleveragents_tui.engine.lifecycle import resume_plan
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.correct.correction import CorrectionIncompleteError, execute, preview
+from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
+from cleveragents_tui.engine.read.browse import show_plan
+from cleveragents_tui.engine.run.lifecycle import resume_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 
 

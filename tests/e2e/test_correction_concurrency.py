@@ -15,10 +15,10 @@ from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import CorrectionMode
 from cleveragents_tui.domain.errors import ConcurrentChangeError, UserError
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.correction import _take_plan, execute, preview
-from cleveragents_tui.engine.demo import build_demo
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.correct.correction import _take_plan, execute, preview
+from cleveragents_tui.engine.demo.demo import build_demo
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 
 
@@ -91,11 +91,11 @@ from pathlib import Path
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import CorrectionMode
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.correction import execute, preview
-from cleveragents_tui.engine.demo import build_demo
-from cleveragents_tui.engine.lifecycle import apply_plan
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
+from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.demo.demo import build_demo
+from cleveragents_tui.engine.run.lifecycle import apply_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 
 url, base, what = sys.argv[1:4]

@@ -20,14 +20,19 @@ from click.testing import CliRunner, Result
 
 from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.enums import CorrectionMode, PlanState
-from cleveragents_tui.engine import diff as diff_module
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.correction import execute, preview
-from cleveragents_tui.engine.demo import DemoEnvironment
-from cleveragents_tui.engine.diff import CorrectionDiff, FileDiff, ResourceDiff, correction_diff
-from cleveragents_tui.engine.plans import change_profile
-from cleveragents_tui.engine.runner import RunOptions, start_plan
-from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.core import diff as diff_module
+from cleveragents_tui.engine.core.diff import (
+    CorrectionDiff,
+    FileDiff,
+    ResourceDiff,
+    correction_diff,
+)
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.demo.demo import DemoEnvironment
+from cleveragents_tui.engine.run.plans import change_profile
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 
 GREET = "hello_cli/greet.py"

@@ -16,15 +16,15 @@ from cleveragents_tui.domain.enums import (
     Phase,
     PlanState,
 )
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.correction import CorrectionRefusedError, execute, preview
-from cleveragents_tui.engine.demo import DemoEnvironment
-from cleveragents_tui.engine.demo_data import load_sample_plan
-from cleveragents_tui.engine.doctor import repair_left_running
-from cleveragents_tui.engine.invariants import check_invariants
-from cleveragents_tui.engine.lifecycle import resume_plan
-from cleveragents_tui.engine.plans import change_profile
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.correct.correction import CorrectionRefusedError, execute, preview
+from cleveragents_tui.engine.demo.demo import DemoEnvironment
+from cleveragents_tui.engine.demo.demo_data import load_sample_plan
+from cleveragents_tui.engine.ops.doctor import repair_left_running
+from cleveragents_tui.engine.ops.invariants import check_invariants
+from cleveragents_tui.engine.run.lifecycle import resume_plan
+from cleveragents_tui.engine.run.plans import change_profile
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 from tests.support.run_lease import held_by_another_thread
 

@@ -11,18 +11,18 @@ import pytest
 
 from cleveragents_tui.domain.enums import CorrectionMode, Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.correction import (
+from cleveragents_tui.engine.correct.correction import (
     ChildAction,
     CorrectionRefusedError,
     StalePreviewError,
     execute,
     preview,
 )
-from cleveragents_tui.engine.demo import DemoEnvironment
-from cleveragents_tui.engine.doctor import run_checks
-from cleveragents_tui.engine.plans import change_profile
-from cleveragents_tui.engine.runner import PlanRunner, RunOptions, start_plan
+from cleveragents_tui.engine.demo.demo import DemoEnvironment
+from cleveragents_tui.engine.ops.doctor import run_checks
+from cleveragents_tui.engine.run.plans import change_profile
+from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 
 GREETER = "use a greeter class so we can add languages"

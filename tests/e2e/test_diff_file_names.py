@@ -19,10 +19,10 @@ from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, PlanState
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.correction import execute, preview
-from cleveragents_tui.engine.reconcile import OutsideChoice
-from cleveragents_tui.engine.runner import RunOptions, start_plan
-from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.core.reconcile import OutsideChoice
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from tests.e2e.test_tree_tools_exact import git
 

@@ -1,5 +1,5 @@
 """A failed tool call or validation is retried, then waits for a person; never applied
-silently (engine/failures.py). On the demo, with its real repository and database."""
+silently (engine/run/failures.py). On the demo, with its real repository and database."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from cleveragents_tui.domain.enums import DecisionType, Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationProfile
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.approvals import answer_approval
-from cleveragents_tui.engine.demo import DemoEnvironment
-from cleveragents_tui.engine.lifecycle import apply_plan, resume_plan
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.demo.demo import DemoEnvironment
+from cleveragents_tui.engine.run.approvals import answer_approval
+from cleveragents_tui.engine.run.lifecycle import apply_plan, resume_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 
 RECOVERY = (DecisionType.ERROR_RECOVERY, DecisionType.VALIDATION_RESPONSE)
@@ -231,7 +231,7 @@ def test_a_replay_that_skips_the_failed_step_still_asks_before_apply(
     """Correcting a recovery decision replays from the failed step's actor state without
     running that step again; the failure is still asked about before the Apply gate."""
     from cleveragents_tui.domain.enums import CorrectionMode
-    from cleveragents_tui.engine.correction import execute, preview
+    from cleveragents_tui.engine.correct.correction import execute, preview
 
     _edit_action(demo, _test_file(FAILING_TEST))
     plan = start_plan(

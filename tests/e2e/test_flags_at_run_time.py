@@ -26,8 +26,8 @@ from cleveragents_tui.domain.approval import Approval
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.lifecycle import apply_plan
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.run.lifecycle import apply_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from tests.support.flag_profiles import register_profile
 
@@ -298,8 +298,8 @@ def test_the_decompose_task_gate_once_answered(answer: str, worlds: Callable[[],
     """Approved, Strategize starts with the plan's prompt recorded (it used to crash with
     KeyError 'prompt' when the first decision then went on alone); denied and resumed, the
     gate is asked again rather than skipped."""
-    from cleveragents_tui.engine.approvals import answer_approval
-    from cleveragents_tui.engine.lifecycle import resume_plan
+    from cleveragents_tui.engine.run.approvals import answer_approval
+    from cleveragents_tui.engine.run.lifecycle import resume_plan
 
     world = worlds()
     register_profile(world.store, "ask-first", base="ci", thresholds={"decompose_task": 1.0})
@@ -325,8 +325,8 @@ def test_a_failed_call_is_retried_from_its_checkpoint_when_restoring_is_allowed(
 ) -> None:
     """The half-done write of the failed first run is rolled back before the retry (one
     line lands), unless a person denies restoring (both lines land)."""
-    from cleveragents_tui.engine.approvals import answer_approval
-    from cleveragents_tui.engine.lifecycle import resume_plan
+    from cleveragents_tui.engine.run.approvals import answer_approval
+    from cleveragents_tui.engine.run.lifecycle import resume_plan
 
     world = worlds()
     register_profile(world.store, "restore", base="ci", thresholds={"approve_plan": approve_plan})

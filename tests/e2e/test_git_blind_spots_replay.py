@@ -18,8 +18,8 @@ import pytest
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phase, PlanState
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.correction import execute, preview
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 
 REPO = "local/repo"

@@ -1,4 +1,4 @@
-"""Limits and safety switches act on a running plan (engine/policing.py).
+"""Limits and safety switches act on a running plan (engine/run/policing.py).
 
 The demo plan runs under ``ci`` (every gate automatic) with an action whose ``limits:`` are
 set, or under a ``ci`` copy with a safety switch on. Before the policing module, every one of
@@ -25,11 +25,11 @@ from cleveragents_tui.domain.limits import PlanLimits
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationProfile
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.approvals import answer_approval
-from cleveragents_tui.engine.demo import DemoEnvironment
-from cleveragents_tui.engine.lifecycle import resume_plan
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.demo.demo import DemoEnvironment
+from cleveragents_tui.engine.run.approvals import answer_approval
+from cleveragents_tui.engine.run.lifecycle import resume_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 
 DEMO_TOOL_CALLS = 6  # write, edit, write, run-tests, run-sql, notify (the child has its own)

@@ -29,11 +29,11 @@ from cleveragents_tui.domain.limits import PlanLimits
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationProfile
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.approvals import answer_approval
-from cleveragents_tui.engine.browse import show_plan
-from cleveragents_tui.engine.config import set_setting, unset_setting
-from cleveragents_tui.engine.lifecycle import resume_plan
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.read.browse import show_plan
+from cleveragents_tui.engine.run.approvals import answer_approval
+from cleveragents_tui.engine.run.lifecycle import resume_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.config import set_setting, unset_setting
 from cleveragents_tui.store.store import Store
 from tests.support.openai_server import (
     API_KEY,

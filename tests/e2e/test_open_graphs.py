@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from cleveragents_tui.domain.enums import CorrectionMode
-from cleveragents_tui.engine import correction as correction_module
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.correction import execute, preview
-from cleveragents_tui.engine.demo import build_demo
-from cleveragents_tui.engine.impact import affected_subtree
-from cleveragents_tui.engine.influence import OPEN_GRAPHS
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.core.impact import affected_subtree
+from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
+from cleveragents_tui.engine.correct import correction as correction_module
+from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.demo.demo import build_demo
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 
 

@@ -21,10 +21,15 @@ from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phas
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.rollback import ResourceOutcome
-from cleveragents_tui.engine.correction import CorrectionRefusedError, Tier, execute, preview
-from cleveragents_tui.engine.lifecycle import apply_plan
-from cleveragents_tui.engine.runner import RunOptions, start_plan
-from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.correct.correction import (
+    CorrectionRefusedError,
+    Tier,
+    execute,
+    preview,
+)
+from cleveragents_tui.engine.run.lifecycle import apply_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from tests.support.flag_profiles import register_profile
 

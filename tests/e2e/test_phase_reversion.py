@@ -9,7 +9,7 @@ import pytest
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 
 REASON = "one file cannot hold all parts; use the split layout"

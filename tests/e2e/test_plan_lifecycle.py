@@ -13,10 +13,10 @@ from cleveragents_tui.actors.checkpointer import actor_database_path, open_check
 from cleveragents_tui.actors.graphs import Actor
 from cleveragents_tui.actors.notes import keys_in_notes
 from cleveragents_tui.domain.enums import CheckpointType, Phase, PlanState
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.demo import DemoEnvironment, build_demo
-from cleveragents_tui.engine.doctor import run_checks
-from cleveragents_tui.engine.runner import PlanRunner, RunOptions, start_plan
+from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
+from cleveragents_tui.engine.ops.doctor import run_checks
+from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 
 
@@ -168,7 +168,7 @@ def test_apply_refused_by_a_changed_real_folder_leaves_the_plan_constrained(
 def test_a_refused_apply_is_retried_once_the_real_resource_is_put_right(
     demo: DemoEnvironment, store: Store, tmp_path: Path
 ) -> None:
-    from cleveragents_tui.engine.lifecycle import resume_plan
+    from cleveragents_tui.engine.run.lifecycle import resume_plan
 
     options = RunOptions(sandbox_base=tmp_path / "sandboxes")
     plan = start_plan(
@@ -190,7 +190,7 @@ def test_a_refused_apply_is_retried_once_the_real_resource_is_put_right(
 def test_apply_before_execute_completes_is_refused(
     demo: DemoEnvironment, store: Store, tmp_path: Path
 ) -> None:
-    from cleveragents_tui.engine.runner import PlanStateError
+    from cleveragents_tui.engine.run.runner import PlanStateError
 
     options = RunOptions(sandbox_base=tmp_path / "sandboxes")
     plan = start_plan(

@@ -14,15 +14,15 @@ from cleveragents_tui.domain.approval import ApprovalAnswer, ApprovalKind
 from cleveragents_tui.domain.enums import CorrectionMode, PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationGuard
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.approvals import answer_approval, pending_approvals
-from cleveragents_tui.engine.correction import execute, preview
-from cleveragents_tui.engine.demo import DemoEnvironment, build_demo
-from cleveragents_tui.engine.lifecycle import apply_plan, resume_plan
-from cleveragents_tui.engine.reconcile import compare, scan
-from cleveragents_tui.engine.runner import RunOptions, start_plan
-from cleveragents_tui.engine.sandboxes import PlanSandboxes
-from cleveragents_tui.engine.tui_queries import recent_events
+from cleveragents_tui.engine.core.reconcile import compare, scan
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
+from cleveragents_tui.engine.read.tui_queries import recent_events
+from cleveragents_tui.engine.run.approvals import answer_approval, pending_approvals
+from cleveragents_tui.engine.run.lifecycle import apply_plan, resume_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 
 GREET = "hello_cli/greet.py"

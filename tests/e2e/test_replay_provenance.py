@@ -18,12 +18,12 @@ import sys
 from pathlib import Path
 
 from cleveragents_tui.domain.enums import CorrectionMode, PlanState
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.correction import execute, preview
-from cleveragents_tui.engine.demo import DemoEnvironment
-from cleveragents_tui.engine.diff import correction_diff, current_replay
-from cleveragents_tui.engine.plans import change_profile
-from cleveragents_tui.engine.runner import PlanRunner, RunOptions, start_plan
+from cleveragents_tui.engine.core.diff import correction_diff, current_replay
+from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.demo.demo import DemoEnvironment
+from cleveragents_tui.engine.run.plans import change_profile
+from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.failpoints import ENV_VAR
 from cleveragents_tui.store.store import Store
 from tests.e2e.test_correction_diff import DOCUMENTED, GREET, _action_with_a_documented_hello

@@ -12,12 +12,12 @@ from cleveragents_tui.automation.profiles import ProfileRegistry
 from cleveragents_tui.domain.approval import ApprovalKind
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.profile import AutomationGuard
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.approvals import answer_approval, pending_approvals
-from cleveragents_tui.engine.checkpoints import CheckpointGroupError
-from cleveragents_tui.engine.demo import build_demo
-from cleveragents_tui.engine.lifecycle import resume_plan
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.core.checkpoints import CheckpointGroupError
+from cleveragents_tui.engine.demo.demo import build_demo
+from cleveragents_tui.engine.run.approvals import answer_approval, pending_approvals
+from cleveragents_tui.engine.run.lifecycle import resume_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 
 

@@ -14,10 +14,10 @@ import subprocess
 from pathlib import Path
 
 from cleveragents_tui.domain.enums import CorrectionMode, PlanState
-from cleveragents_tui.engine.correction import execute, preview
-from cleveragents_tui.engine.demo import DemoEnvironment, build_demo
-from cleveragents_tui.engine.lifecycle import apply_plan
-from cleveragents_tui.engine.runner import RunOptions
+from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
+from cleveragents_tui.engine.run.lifecycle import apply_plan
+from cleveragents_tui.engine.run.runner import RunOptions
 from cleveragents_tui.store.store import Store
 from tests.e2e.test_corrections import decisions_by_key, run_demo
 

@@ -14,20 +14,20 @@ from click.testing import CliRunner
 
 from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.enums import CorrectionMode
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.correction import execute, preview
-from cleveragents_tui.engine.demo import build_demo
-from cleveragents_tui.engine.doctor import run_checks
-from cleveragents_tui.engine.lifecycle import apply_plan, resume_plan
-from cleveragents_tui.engine.run_lease import PlanBusyError
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.demo.demo import build_demo
+from cleveragents_tui.engine.ops.doctor import run_checks
+from cleveragents_tui.engine.run.lifecycle import apply_plan, resume_plan
+from cleveragents_tui.engine.run.run_lease import PlanBusyError
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 from tests.support.run_lease import held_by_another_thread
 
 HOLD = """
 import sys
 from pathlib import Path
-from cleveragents_tui.engine import run_lease
+from cleveragents_tui.engine.run import run_lease
 with run_lease.holding(Path(sys.argv[1]), sys.argv[2], "running"):
     print("held", flush=True)
     sys.stdin.read()

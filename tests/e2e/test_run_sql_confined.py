@@ -10,9 +10,9 @@ from typing import Any
 
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import PlanState
-from cleveragents_tui.engine.approvals import answer_approval, pending_approvals
-from cleveragents_tui.engine.lifecycle import apply_plan, resume_plan
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.run.approvals import answer_approval, pending_approvals
+from cleveragents_tui.engine.run.lifecycle import apply_plan, resume_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from tests.e2e.test_run_sql_statements import DB, Target, options, target
 
@@ -75,7 +75,7 @@ def test_an_escaping_plan_applies_only_its_own_rows(
             "SELECT pg_read_file('/etc/hostname')",
         ]
     plan = start_plan(sqlite_store, action(escapes), profile_override="auto", options=options)
-    # Each refused call is retried, then waits for a person (engine/failures.py), who
+    # Each refused call is retried, then waits for a person (engine/run/failures.py), who
     # accepts the refusal; the plan goes on to the next call, then to its Apply gate.
     while gates := [
         a for a in pending_approvals(sqlite_store, plan.plan_id) if a.kind.value != "apply_gate"

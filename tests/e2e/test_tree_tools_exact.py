@@ -23,10 +23,10 @@ from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.correction import execute, preview
-from cleveragents_tui.engine.lifecycle import apply_plan
-from cleveragents_tui.engine.runner import RunOptions, start_plan
-from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.run.lifecycle import apply_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.sandbox.overlay import EntryKind, OverlaySandbox
 from cleveragents_tui.store.store import Store
 

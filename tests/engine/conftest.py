@@ -12,7 +12,7 @@ import pytest
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.store.store import Store
 
 GIT = "local/repo"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import DecisionType, Phase
-from cleveragents_tui.engine.append import corrective_action, predict
+from cleveragents_tui.engine.correct.append import corrective_action, predict
 
 
 def point(key: str, kind: str = "implementation_choice", **extra: object) -> dict[str, object]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cleveragents_tui.domain.views import TreeRow
-from cleveragents_tui.engine.browse import layout_tree
+from cleveragents_tui.engine.read.browse import layout_tree
 
 
 def row(i: int, parent: int | None, superseded: bool = False) -> TreeRow:

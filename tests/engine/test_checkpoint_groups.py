@@ -7,9 +7,9 @@ import pytest
 from cleveragents_tui.domain.enums import CheckpointType
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.rollback import ResourceOutcome
-from cleveragents_tui.engine.checkpoints import CheckpointGroupError, record_execute_decision
-from cleveragents_tui.engine.doctor import run_checks
-from cleveragents_tui.engine.rollback import RollbackRefusedError, rollback_to_decision
+from cleveragents_tui.engine.core.checkpoints import CheckpointGroupError, record_execute_decision
+from cleveragents_tui.engine.core.rollback import RollbackRefusedError, rollback_to_decision
+from cleveragents_tui.engine.ops.doctor import run_checks
 from cleveragents_tui.failpoints import ENV_VAR
 from tests.engine.conftest import API, DB, FILES, GIT, World
 
@@ -165,7 +165,7 @@ def test_a_failure_before_the_database_leaves_the_database_untouched(
 def test_budget_prunes_pre_write_first_and_refuses_rollback_to_a_pruned_decision(
     world: World,
 ) -> None:
-    from cleveragents_tui.engine.checkpoints import pre_write_checkpoint
+    from cleveragents_tui.engine.core.checkpoints import pre_write_checkpoint
 
     budget = world.sandboxes.get(FILES).resource.checkpoint_max_per_plan
     decisions = []

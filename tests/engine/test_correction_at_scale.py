@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import event
 
 from cleveragents_tui.domain.enums import CorrectionMode
-from cleveragents_tui.engine.correction import Impact, IrreversibleEffect, preview
+from cleveragents_tui.engine.correct.correction import Impact, IrreversibleEffect, preview
 from tests.support.scale_plan import API, FILES, ScalePlan, build
 
 

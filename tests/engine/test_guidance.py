@@ -1,4 +1,4 @@
-"""What a correction's replay takes for a decision (engine/guidance.py): the alternatives of
+"""What a correction's replay takes for a decision (engine/correct/guidance.py): the alternatives of
 the decision's own point, read as the scripted reasoner reads the guidance — and nothing
 for a decision a chat model made."""
 
@@ -13,8 +13,8 @@ from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.ids import new_ulid
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.guidance import alternatives
+from cleveragents_tui.engine.correct.guidance import alternatives
+from cleveragents_tui.engine.setup.actions import load_action
 
 DEMO = Path(__file__).parents[2] / "assets" / "demo" / "add-greeting.action.yaml"
 FUNCTION = "hello_cli/greet.py with a hello() function"

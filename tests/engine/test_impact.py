@@ -20,7 +20,7 @@ from cleveragents_tui.domain.enums import DecisionType, DependencyType, Phase
 from cleveragents_tui.domain.errors import NotFoundError
 from cleveragents_tui.domain.ids import new_ulid
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine.impact import AffectedSubtree, InfluenceGraph, affected_subtree
+from cleveragents_tui.engine.core.impact import AffectedSubtree, InfluenceGraph, affected_subtree
 from cleveragents_tui.store.store import Store
 from tests.benchmarks.bench_impact import reference_affected
 
@@ -184,7 +184,7 @@ def test_superseded_decisions_are_not_followed(tree: PlanBuilder) -> None:
     tree.add("a1_new", "a")  # a correction of a1 made a replacement ...
     tree.supersede(["a1", "a11"], by="a1_new")  # ... and superseded a1's subtree
     # a11 stays a dependent of b1 in the table, but is history now: neither kind of edge
-    # leads into it (the ADR's text filters children only; see engine/impact.py).
+    # leads into it (the ADR's text filters children only; see engine/core/impact.py).
     assert affected_keys(tree, "a") == {"a", "a2", "a1_new"}
     assert affected_keys(tree, "b1") == {"b1", "b11"}
 

@@ -10,8 +10,8 @@ from cleveragents_tui.automation.precedence import ProfileSource
 from cleveragents_tui.automation.preflight import PreflightError
 from cleveragents_tui.domain.errors import NotFoundError
 from cleveragents_tui.domain.tool import ToolSpec
-from cleveragents_tui.engine.config import set_setting, unset_setting
-from cleveragents_tui.engine.plans import change_profile, create_plan
+from cleveragents_tui.engine.run.plans import change_profile, create_plan
+from cleveragents_tui.engine.setup.config import set_setting, unset_setting
 from cleveragents_tui.store.store import Store
 
 TOOLS = {

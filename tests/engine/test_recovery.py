@@ -11,8 +11,8 @@ import time
 from click.testing import CliRunner
 
 from cleveragents_tui.cli import cli
-from cleveragents_tui.engine.doctor import STALE_LOCK_SECONDS, run_checks
-from cleveragents_tui.engine.recovery import recover_pending_groups
+from cleveragents_tui.engine.ops.doctor import STALE_LOCK_SECONDS, run_checks
+from cleveragents_tui.engine.ops.recovery import recover_pending_groups
 from cleveragents_tui.failpoints import ENV_VAR
 from tests.engine.conftest import FILES, World
 from tests.support.run_lease import held_by_another_thread
@@ -21,8 +21,8 @@ CRASHING_RECORD = """
 import sys
 from pathlib import Path
 from cleveragents_tui.domain.decision import Decision
-from cleveragents_tui.engine.checkpoints import record_execute_decision
-from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.core.checkpoints import record_execute_decision
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.store.store import Store
 
 db, plan_id, root_id, base = sys.argv[1:5]
@@ -90,7 +90,7 @@ def test_recovery_leaves_the_group_of_a_plan_a_live_runner_holds(world: World) -
 def test_doctor_reports_a_missing_checkpoint_and_a_stale_lock(world: World) -> None:
     world.write_file(FILES, "docs/guide.md", "v2\n")
     decision = world.decision("edit the guide")
-    from cleveragents_tui.engine.checkpoints import record_execute_decision
+    from cleveragents_tui.engine.core.checkpoints import record_execute_decision
 
     record_execute_decision(world.sandboxes, decision)
     with world.store.unit_of_work() as uow:

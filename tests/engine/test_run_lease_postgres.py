@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus
-from cleveragents_tui.engine import run_lease
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.browse import plan_tree
-from cleveragents_tui.engine.correction import execute, preview
-from cleveragents_tui.engine.demo import build_demo
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.demo.demo import build_demo
+from cleveragents_tui.engine.read.browse import plan_tree
+from cleveragents_tui.engine.run import run_lease
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 
 pytestmark = pytest.mark.postgres

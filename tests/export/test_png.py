@@ -15,9 +15,9 @@ from click.testing import CliRunner, Result
 from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.views import PlanTree, TreeLine, TreeRow
-from cleveragents_tui.engine import browse
-from cleveragents_tui.engine.browse import layout_tree
-from cleveragents_tui.engine.demo_data import load_sample_plan
+from cleveragents_tui.engine.demo.demo_data import load_sample_plan
+from cleveragents_tui.engine.read import browse
+from cleveragents_tui.engine.read.browse import layout_tree
 from cleveragents_tui.export.png import (
     LABEL_LIMIT,
     MAX_SIDE_PX,

@@ -25,7 +25,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.demo import DemoEnvironment
+from cleveragents_tui.engine.demo.demo import DemoEnvironment
 from cleveragents_tui.store.store import Store
 
 POSTGRES_URL_FILE = "postgres.url"  # in the work folder: the PostgreSQL target, when there is one

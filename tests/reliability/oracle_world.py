@@ -41,8 +41,8 @@ from hypothesis import strategies as st
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import DecisionType
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.failures import RECOVER
-from cleveragents_tui.engine.runner import RunOptions
+from cleveragents_tui.engine.run.failures import RECOVER
+from cleveragents_tui.engine.run.runner import RunOptions
 from cleveragents_tui.store.store import Store
 
 REPO, FILES, LAYERS, DB = "oracle/repo", "oracle/files", "oracle/layers", "oracle/db"
@@ -178,7 +178,7 @@ class Side:
 
     def current(self, plan_id: str) -> dict[str, Decision]:
         """The plan's current decisions made from the action's points, by key (not the
-        recovery decisions of a failed call: ``recover:…``, engine/failures.py)."""
+        recovery decisions of a failed call: ``recover:…``, engine/run/failures.py)."""
         with self.store.unit_of_work() as uow:
             return {
                 d.step_key: d

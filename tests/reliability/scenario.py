@@ -48,20 +48,20 @@ from cleveragents_tui.domain.enums import (
     PlanState,
     SandboxStrategyName,
 )
-from cleveragents_tui.engine import correction
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.demo import build_demo
-from cleveragents_tui.engine.doctor import (
+from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.correct import correction
+from cleveragents_tui.engine.demo.demo import build_demo
+from cleveragents_tui.engine.ops.doctor import (
     repair_corrections,
     repair_half_applied,
     repair_left_running,
 )
-from cleveragents_tui.engine.influence import OPEN_GRAPHS
-from cleveragents_tui.engine.invariants import check_invariants
-from cleveragents_tui.engine.lifecycle import apply_plan, resume_plan
-from cleveragents_tui.engine.recovery import recover_pending_groups
-from cleveragents_tui.engine.runner import PlanRunner, RunOptions, start_plan
-from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.ops.invariants import check_invariants
+from cleveragents_tui.engine.ops.recovery import recover_pending_groups
+from cleveragents_tui.engine.run.lifecycle import apply_plan, resume_plan
+from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 from tests.reliability import apply_world
 

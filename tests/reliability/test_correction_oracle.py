@@ -66,11 +66,11 @@ from cleveragents_tui.domain.approval import ApprovalKind
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.approvals import answer_approval, pending_approvals
-from cleveragents_tui.engine.correction import execute, preview
-from cleveragents_tui.engine.lifecycle import apply_plan, resume_plan
-from cleveragents_tui.engine.runner import start_plan
+from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.run.approvals import answer_approval, pending_approvals
+from cleveragents_tui.engine.run.lifecycle import apply_plan, resume_plan
+from cleveragents_tui.engine.run.runner import start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from tests.reliability.harness import record_figures
 from tests.reliability.oracle_world import (
     Side,
@@ -174,7 +174,7 @@ def as_action_file(folder: Path, definition: dict[str, Any]) -> Any:
 
 def accept_failures(side: Side, plan: Plan) -> Plan:
     """A call that failed (a missing file, a refused move), retried as the profile allows,
-    waits for a person (engine/failures.py): accept each such failure, as a person would and
+    waits for a person (engine/run/failures.py): accept each such failure, as a person would and
     as the other side does, until the plan waits at its Apply gate or stops otherwise."""
     for _ in range(100):
         # an appended plan's failure waits in that plan: every plan of the side is asked;

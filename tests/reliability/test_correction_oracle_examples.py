@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus
-from cleveragents_tui.engine.correction import execute, preview
+from cleveragents_tui.engine.correct.correction import execute, preview
 from tests.reliability.oracle_world import (
     DB,
     FILES,
@@ -202,7 +202,7 @@ def test_a_retry_whose_checkpoint_the_budget_pruned_keeps_the_work_before_it(
 ) -> None:
     """Found by the soak (one revert of an Execute decision, a long action): a failed call is
     retried after its resource goes back to the ``pre_write`` checkpoint taken before the call
-    (engine/restore_on_failure.py). The first run fits the checkpoint budget; the replay,
+    (engine/run/restore_on_failure.py). The first run fits the checkpoint budget; the replay,
     with the old attempt's checkpoints still live, goes past it, the retry's own decision
     checkpoint pruned that ``pre_write``, and the retry restored the oldest live one instead
     — the plan's first — erasing the work of every decision before it (here d01's and d02's).

@@ -51,7 +51,7 @@ GIT_STRIDE = 4  # every fourth git call by default; every one in the soak
 
 def untimed(resources: dict[str, Any]) -> dict[str, Any]:
     """The resources with the time each team-chat notification was sent left out: a revert of
-    the implementation re-makes the announce decision (engine/later_writers.py), which sends
+    the implementation re-makes the announce decision (engine/correct/later_writers.py), which sends
     its notification again, stamped with the moment it is sent — never the reference run's.
     What was sent, to which channel and how many times is still compared."""
     chat = dict(resources.get("real-team-chat", {}))

@@ -56,7 +56,7 @@ from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.ids import new_ulid
 from cleveragents_tui.domain.profile import AutomationProfile
-from cleveragents_tui.engine.actions import load_action
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.resources import data_path
 from cleveragents_tui.sandbox.filesystem_copy import FilesystemCopySandbox, FilesystemCopyStrategy
 from cleveragents_tui.sandbox.objectstore.objects import ObjectStore

@@ -1,4 +1,4 @@
-"""The invariant checker (engine/invariants.py): clean state passes, and each invariant
+"""The invariant checker (engine/ops/invariants.py): clean state passes, and each invariant
 catches the damage it is about — made here on purpose, with real SQL, files and LangGraph
 checkpoints — and ``repair_corrections`` finishes what a crash interrupted."""
 
@@ -20,9 +20,9 @@ from cleveragents_tui.domain.decision import ActorStateRef, ContextSnapshot, Dec
 from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
-from cleveragents_tui.engine.checkpoints import record_execute_decision
-from cleveragents_tui.engine.doctor import repair_corrections, repair_left_running
-from cleveragents_tui.engine.invariants import InvariantReport, check_invariants
+from cleveragents_tui.engine.core.checkpoints import record_execute_decision
+from cleveragents_tui.engine.ops.doctor import repair_corrections, repair_left_running
+from cleveragents_tui.engine.ops.invariants import InvariantReport, check_invariants
 from cleveragents_tui.store.store import Store
 from tests.engine.conftest import FILES, World
 from tests.reliability import scenario

@@ -41,12 +41,12 @@ from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import CorrectionMode, Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.browse import plan_tree
-from cleveragents_tui.engine.correction import execute, preview
-from cleveragents_tui.engine.invariants import check_invariants
-from cleveragents_tui.engine.lifecycle import apply_plan
-from cleveragents_tui.engine.plans import create_plan
-from cleveragents_tui.engine.runner import ACTORS, PlanRunner, RunOptions, start_plan
+from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.ops.invariants import check_invariants
+from cleveragents_tui.engine.read.browse import plan_tree
+from cleveragents_tui.engine.run.lifecycle import apply_plan
+from cleveragents_tui.engine.run.plans import create_plan
+from cleveragents_tui.engine.run.runner import ACTORS, PlanRunner, RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from tests.reliability.harness import record_figures
 
@@ -380,7 +380,7 @@ def test_a_correction_while_another_process_is_taking_the_plan(
 ) -> None:
     """Process 1 stops inside the transaction that takes the plan (PostgreSQL: the plan row
     locked FOR UPDATE; SQLite: the write lock). Process 2's correction: PostgreSQL refuses at
-    once — the run lease is an advisory lock on the server (engine/run_lease.py), taken
+    once — the run lease is an advisory lock on the server (engine/run/run_lease.py), taken
     before the plan row — with "an agents process using the same database holds it"; on
     SQLite it waits for the lock (busy timeout), so process 1 is let go first and process 2
     then finds its correction running: "is busy". Process 2 has a sandbox folder of its own, as on

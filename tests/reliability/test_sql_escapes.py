@@ -24,7 +24,7 @@ from cleveragents_tui.actors.tools import default_registry
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.sandbox.transaction.statement_log import LOG_FILE_NAME
 from cleveragents_tui.store.store import Store
 from tests.actors.conftest import DB, ToolWorld, tool_world

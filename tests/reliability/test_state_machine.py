@@ -75,20 +75,20 @@ from cleveragents_tui.domain.enums import (
     PlanState,
 )
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.approvals import answer_approval
-from cleveragents_tui.engine.checkpoints import CheckpointGroupError
-from cleveragents_tui.engine.correction import (
+from cleveragents_tui.engine.core.checkpoints import CheckpointGroupError
+from cleveragents_tui.engine.core.reconcile import Reconciler
+from cleveragents_tui.engine.core.recorder import record_decision
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.correct.correction import (
     CorrectionIncompleteError,
     CorrectionRefusedError,
     execute,
     preview,
 )
-from cleveragents_tui.engine.invariants import check_invariants
-from cleveragents_tui.engine.lifecycle import apply_plan
-from cleveragents_tui.engine.reconcile import Reconciler
-from cleveragents_tui.engine.recorder import record_decision
-from cleveragents_tui.engine.runner import PlanRunner, PlanStateError, RunOptions, start_plan
-from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.ops.invariants import check_invariants
+from cleveragents_tui.engine.run.approvals import answer_approval
+from cleveragents_tui.engine.run.lifecycle import apply_plan
+from cleveragents_tui.engine.run.runner import PlanRunner, PlanStateError, RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.tables import EventRow
 from tests.reliability.harness import record_figures

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from cleveragents_tui.engine import run_lease
+from cleveragents_tui.engine.run import run_lease
 
 
 @contextmanager

@@ -22,8 +22,8 @@ from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.ids import new_ulid
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.impact import InfluenceGraph
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.core.impact import InfluenceGraph
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.tables import DecisionDependencyRow, DecisionRow, ToolInvocationRow
 from cleveragents_tui.store.unit_of_work import UnitOfWork

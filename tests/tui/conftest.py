@@ -12,10 +12,10 @@ from textual.pilot import Pilot
 from textual.worker import WorkerCancelled
 
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.browse import plan_tree
-from cleveragents_tui.engine.demo import DemoEnvironment, build_demo
-from cleveragents_tui.engine.runner import RunOptions, start_plan
+from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
+from cleveragents_tui.engine.read.browse import plan_tree
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp
 

@@ -17,11 +17,11 @@ from cleveragents_tui.actors.reasoners.scripted import ScriptedReasoner
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.approval import ApprovalKind
 from cleveragents_tui.domain.enums import CorrectionStatus, Phase, PlanState
-from cleveragents_tui.engine.actions import load_action
-from cleveragents_tui.engine.browse import plan_tree, show_plan
-from cleveragents_tui.engine.demo import build_demo
-from cleveragents_tui.engine.runner import RunOptions, start_plan
-from cleveragents_tui.engine.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.demo.demo import build_demo
+from cleveragents_tui.engine.read.browse import plan_tree, show_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
 from cleveragents_tui.tui.modals.export import ExportModal

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from cleveragents_tui.domain.enums import CorrectionStatus, DecisionType, PlanState
-from cleveragents_tui.engine.browse import show_plan
+from cleveragents_tui.engine.read.browse import show_plan
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
 from cleveragents_tui.tui.modals.correction import CorrectionDialog
 from cleveragents_tui.tui.modals.impact import ImpactModal

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cleveragents_tui.domain.enums import PlanState
-from cleveragents_tui.engine.browse import show_plan
+from cleveragents_tui.engine.read.browse import show_plan
 from cleveragents_tui.tui.modals.denial import DenialModal
 from cleveragents_tui.tui.screens.approvals import ApprovalsScreen
 from tests.tui.conftest import SIZE, DemoPlan, settle

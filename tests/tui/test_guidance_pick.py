@@ -9,8 +9,8 @@ from textual import events
 from textual.widgets import RadioButton, Static
 
 from cleveragents_tui.domain.enums import CorrectionStatus
-from cleveragents_tui.engine.browse import plan_tree
-from cleveragents_tui.engine.sandboxes import sandbox_root
+from cleveragents_tui.engine.core.sandboxes import sandbox_root
+from cleveragents_tui.engine.read.browse import plan_tree
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
 from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.modals.replay import ReplayModal

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.engine.config import app_theme, set_setting
+from cleveragents_tui.engine.setup.config import app_theme, set_setting
 from cleveragents_tui.tui.modals.reason import ReasonModal
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree

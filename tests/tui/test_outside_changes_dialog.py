@@ -11,9 +11,9 @@ import pytest
 from textual.pilot import Pilot
 
 from cleveragents_tui.domain.enums import CorrectionStatus
-from cleveragents_tui.engine.browse import show_plan
-from cleveragents_tui.engine.sandboxes import PlanSandboxes
-from cleveragents_tui.engine.tui_queries import recent_events
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.read.browse import show_plan
+from cleveragents_tui.engine.read.tui_queries import recent_events
 from cleveragents_tui.tui.app import AgentsApp
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
 from cleveragents_tui.tui.modals.impact import ImpactModal

@@ -15,8 +15,8 @@ from textual.widgets._footer import FooterKey
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import DecisionType, PlanState
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine.approvals import pending_approvals
-from cleveragents_tui.engine.lifecycle import pause_plan
+from cleveragents_tui.engine.run.approvals import pending_approvals
+from cleveragents_tui.engine.run.lifecycle import pause_plan
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp
 from cleveragents_tui.tui.modals.confirm import ConfirmModal

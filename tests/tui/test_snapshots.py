@@ -10,8 +10,8 @@ from textual.pilot import Pilot
 from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phase, PlanState
-from cleveragents_tui.engine.browse import plan_tree
-from cleveragents_tui.engine.correction import (
+from cleveragents_tui.engine.core.diff import CorrectionDiff, FileDiff, ResourceDiff
+from cleveragents_tui.engine.correct.correction import (
     ChildAction,
     ChildImpact,
     Impact,
@@ -19,7 +19,7 @@ from cleveragents_tui.engine.correction import (
     Tier,
     _with_warnings,
 )
-from cleveragents_tui.engine.diff import CorrectionDiff, FileDiff, ResourceDiff
+from cleveragents_tui.engine.read.browse import plan_tree
 from cleveragents_tui.sandbox.base import Change, ChangeKind
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cleveragents_tui.engine.browse import plan_tree
-from cleveragents_tui.engine.demo_data import SAMPLE_PLAN, load_sample_plan
+from cleveragents_tui.engine.demo.demo_data import SAMPLE_PLAN, load_sample_plan
+from cleveragents_tui.engine.read.browse import plan_tree
 from cleveragents_tui.resources import data_path
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp

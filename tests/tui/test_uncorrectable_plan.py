@@ -9,9 +9,9 @@ import pytest
 from textual.widgets import Button, Static
 
 from cleveragents_tui.domain.enums import DecisionType
-from cleveragents_tui.engine.browse import plan_tree, show_plan
-from cleveragents_tui.engine.demo_data import load_sample_plan
-from cleveragents_tui.engine.runner import RunOptions
+from cleveragents_tui.engine.demo.demo_data import load_sample_plan
+from cleveragents_tui.engine.read.browse import plan_tree, show_plan
+from cleveragents_tui.engine.run.runner import RunOptions
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp
 from cleveragents_tui.tui.modals.correction import CorrectionDialog

@@ -14,9 +14,9 @@ from playwright.sync_api import Page
 
 from cleveragents_tui.domain.approval import ApprovalAnswer
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, DecisionType
-from cleveragents_tui.engine.approvals import pending_approvals
-from cleveragents_tui.engine.browse import show_plan
-from cleveragents_tui.engine.correction import preview
+from cleveragents_tui.engine.correct.correction import preview
+from cleveragents_tui.engine.read.browse import show_plan
+from cleveragents_tui.engine.run.approvals import pending_approvals
 from cleveragents_tui.web.credentials import add_user
 from tests.web.browser import Terminal
 from tests.web.conftest import Demo, Served, make_demo, serve

@@ -20,7 +20,7 @@ all of them share tells them apart no more than no word; a point with one altern
 never selected by guidance); the highest score wins, ties go to the earlier alternative. A
 score of zero everywhere means the guidance selects none: the point's ``fallback``
 (default: ``choose``) is taken and the guidance is still recorded. A correction's preview
-says so first (engine/guidance.py), and ``agents plan correct`` refuses it.
+says so first (engine/correct/guidance.py), and ``agents plan correct`` refuses it.
 """
 
 from __future__ import annotations

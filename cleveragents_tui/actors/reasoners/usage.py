@@ -1,8 +1,8 @@
 """What a reasoner's model calls used: the figures the plan's token and cost limits act on.
 
 A reasoner that asks a model (the chat reasoner) implements :class:`MetersUsage`; the runner
-takes its calls after each ``propose`` and records them (engine/policing.py), priced from the
-price table (engine/prices.py). A reasoner without a model (the scripted one) uses nothing:
+takes its calls after each ``propose`` and records them (engine/run/policing.py), priced from the
+price table (engine/core/prices.py). A reasoner without a model (the scripted one) uses nothing:
 0 tokens, $0.
 """
 

@@ -1,4 +1,4 @@
-"""After a denial: the plan is paused, not cancelled; pick what comes next (engine/denial.py)."""
+"""After a denial: the plan is paused, not cancelled; pick what comes next (engine/run/denial.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from textual.containers import Vertical
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from cleveragents_tui.engine.denial import Denial
+from cleveragents_tui.engine.run.denial import Denial
 from cleveragents_tui.tui.modals.base import Dialog
 from cleveragents_tui.tui.render import safe_text
 

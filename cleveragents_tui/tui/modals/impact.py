@@ -10,8 +10,8 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Label, RadioButton, RadioSet, Static
 
-from cleveragents_tui.engine.correction import Impact
-from cleveragents_tui.engine.guidance import with_choice
+from cleveragents_tui.engine.correct.correction import Impact
+from cleveragents_tui.engine.correct.guidance import with_choice
 from cleveragents_tui.tui.modals.base import Dialog
 from cleveragents_tui.views.impact import RowOf, impact_view
 from cleveragents_tui.views.rich_text import to_rich
@@ -20,7 +20,7 @@ from cleveragents_tui.views.rich_text import to_rich
 class ImpactModal(Dialog[bool]):
     """Dismisses with True to go on, with :attr:`impact` holding the alternative picked here
     (for a decision of the scripted reasoner: a pick is needed when the guidance selects
-    none — engine/guidance.py)."""
+    none — engine/correct/guidance.py)."""
 
     DEFAULT_CSS = """
     ImpactModal > Vertical { width: 100; max-width: 98%; padding: 0 1; }

@@ -1,5 +1,5 @@
 """Keep, discard or cancel: files changed outside the plan in sandboxes a revert rolls back
-(engine/reconcile.py, docs/reconciliation.md). Asked after the impact preview's warnings;
+(engine/core/reconcile.py, docs/reconciliation.md). Asked after the impact preview's warnings;
 the focus starts on Cancel, so Enter alone never discards anyone's edits."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Static
 
 from cleveragents_tui.domain.display import printable
-from cleveragents_tui.engine.reconcile import OutsideChanges, OutsideChoice
+from cleveragents_tui.engine.core.reconcile import OutsideChanges, OutsideChoice
 from cleveragents_tui.tui.modals.base import Dialog
 
 

@@ -18,12 +18,13 @@ from textual.worker import Worker, WorkerState
 
 from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.engine import run_lease, tui_queries
-from cleveragents_tui.engine.correction import CorrectionResult, Impact, execute
-from cleveragents_tui.engine.lifecycle import pause_plan
-from cleveragents_tui.engine.reconcile import OutsideChoice
-from cleveragents_tui.engine.runner import RunOptions
-from cleveragents_tui.engine.tui_queries import EventView, Progress
+from cleveragents_tui.engine.core.reconcile import OutsideChoice
+from cleveragents_tui.engine.correct.correction import CorrectionResult, Impact, execute
+from cleveragents_tui.engine.read import tui_queries
+from cleveragents_tui.engine.read.tui_queries import EventView, Progress
+from cleveragents_tui.engine.run import run_lease
+from cleveragents_tui.engine.run.lifecycle import pause_plan
+from cleveragents_tui.engine.run.runner import RunOptions
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.messages import ProgressFailed, ProgressRead
 from cleveragents_tui.tui.modals.base import Dialog

@@ -14,9 +14,9 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from cleveragents_tui.domain.approval import Approval
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.engine.approvals import answer_approval, pending_approvals
-from cleveragents_tui.engine.denial import denial_of, resume_with
-from cleveragents_tui.engine.lifecycle import apply_plan, cancel_plan, resume_plan
+from cleveragents_tui.engine.run.approvals import answer_approval, pending_approvals
+from cleveragents_tui.engine.run.denial import denial_of, resume_with
+from cleveragents_tui.engine.run.lifecycle import apply_plan, cancel_plan, resume_plan
 from cleveragents_tui.tui.messages import ApprovalsLoaded, LoadFailed, StoreChanged
 from cleveragents_tui.tui.modals.denial import APPLY, CANCEL, CHOOSE, CORRECT, GUIDANCE, DenialModal
 from cleveragents_tui.tui.modals.reason import ReasonModal
@@ -158,7 +158,7 @@ class ApprovalsScreen(AgentsScreen):
 
     @work(thread=True, exclusive=True, group="run", exit_on_error=False)
     def _after_denial(self, plan_id: str, choice: str, guidance: str | None) -> None:
-        """Carry out the choice made after a denial (engine/denial.py), off the event loop."""
+        """Carry out the choice made after a denial (engine/run/denial.py), off the event loop."""
         app = services(self)
         try:
             if choice == CANCEL:

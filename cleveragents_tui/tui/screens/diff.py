@@ -1,6 +1,6 @@
 """Old attempt vs new attempt of a correction: which decisions changed, and per resource and
 per file the changes — at the corrected decision and in the final states, as the correction
-recorded them (engine/diff.py) — unified or side by side, syntax coloured."""
+recorded them (engine/core/diff.py) — unified or side by side, syntax coloured."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from textual.worker import Worker
 
 from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.engine.diff import (
+from cleveragents_tui.engine.core.diff import (
     AT_DECISION,
     FINAL,
     CorrectionDiff,
@@ -39,7 +39,7 @@ from cleveragents_tui.views.rich_text import to_rich
 def file_diff(f: FileDiff, side_by_side: bool, theme: str) -> RenderableType:
     path = shown_path(f.change.path)  # one line, whatever the name holds
     head = Text(f"{f.change.kind.value}  {path}", style="bold")
-    if f.summary is not None:  # a binary or very large file (engine/diff.py)
+    if f.summary is not None:  # a binary or very large file (engine/core/diff.py)
         return Group(head, Text(f"  ({f.summary})", style="dim"))
     old, new = printable(f.old or ""), printable(f.new or "")
     if not side_by_side:

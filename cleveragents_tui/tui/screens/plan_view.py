@@ -19,13 +19,16 @@ from cleveragents_tui.domain.approval import ApprovalKind
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine import tui_queries
-from cleveragents_tui.engine.approvals import pending_approvals
-from cleveragents_tui.engine.browse import explain_decision, plan_tree, show_plan
-from cleveragents_tui.engine.correction import Impact, preview, replay_blocker
-from cleveragents_tui.engine.influence import OPEN_GRAPHS
-from cleveragents_tui.engine.lifecycle import apply_plan, cancel_plan, pause_plan, resume_plan
-from cleveragents_tui.engine.strategy import editable_strategy_decision, preview_strategy_edit
+from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
+from cleveragents_tui.engine.correct.correction import Impact, preview, replay_blocker
+from cleveragents_tui.engine.correct.strategy import (
+    editable_strategy_decision,
+    preview_strategy_edit,
+)
+from cleveragents_tui.engine.read import tui_queries
+from cleveragents_tui.engine.read.browse import explain_decision, plan_tree, show_plan
+from cleveragents_tui.engine.run.approvals import pending_approvals
+from cleveragents_tui.engine.run.lifecycle import apply_plan, cancel_plan, pause_plan, resume_plan
 from cleveragents_tui.export.tree_file import export_tree, format_of
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.messages import (
@@ -128,7 +131,7 @@ class PlanScreen(AgentsScreen):
     @work(thread=True, exclusive=True, group="graph", exit_on_error=False)
     def open_influence_graph(self) -> None:
         """Keep the plan's influence graph in memory while it is shown, so correction
-        previews answer without querying the store (engine/influence.py)."""
+        previews answer without querying the store (engine/core/influence.py)."""
         OPEN_GRAPHS.open(self.store, self.plan_id)
 
     # -- data ---------------------------------------------------------------------------------
@@ -347,7 +350,7 @@ class PlanScreen(AgentsScreen):
 
     @work(exclusive=True, group="correct", exit_on_error=False)
     async def action_edit_strategy(self) -> None:
-        """Before Execute: replace a Strategize decision (engine/strategy.py)."""
+        """Before Execute: replace a Strategize decision (engine/correct/strategy.py)."""
         decision_id = self.query_one(DecisionTree).current
         if decision_id is None:
             self.notify("select a strategy decision first", severity="warning")

@@ -6,7 +6,7 @@ from textual.widgets import Static
 
 from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine.tui_queries import EventView
+from cleveragents_tui.engine.read.tui_queries import EventView
 from cleveragents_tui.tui.render import plan_heading, readable, safe_text
 from cleveragents_tui.views.lines import one_line
 

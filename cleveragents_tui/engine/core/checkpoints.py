@@ -1,0 +1,174 @@
+"""Decision-aligned checkpoint groups (ADR-035; DESIGN.md section 5, record_decision).
+
+Recording an Execute decision checkpoints every modified resource and stores the decision
+only if every checkpoint exists: the group is inserted ``pending``, each checkpoint is made
+and noted on it, all are verified, and one transaction inserts the decision and its
+checkpoint rows and flips the group to ``committed``. On any failure the checkpoints made
+are dropped again and the pending group is deleted: no group, no decision. A crash leaves a
+pending group that start-up recovery (``engine/ops/recovery.py``) cleans up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from cleveragents_tui import failpoints
+from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
+from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.domain.enums import CheckpointType, Phase, SandboxStrategyName
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
+from cleveragents_tui.sandbox.base import Sandbox
+from cleveragents_tui.sandbox.groups import select_for_pruning
+from cleveragents_tui.store.unit_of_work import UnitOfWork
+
+
+class CheckpointGroupError(UserError):
+    """The checkpoint group of a decision could not be created; the decision was not stored."""
+
+
+def record_execute_decision(
+    sandboxes: PlanSandboxes,
+    decision: Decision,
+    also: Callable[[UnitOfWork], None] | None = None,
+) -> CheckpointGroup:
+    """Store an Execute decision together with its committed checkpoint group.
+
+    ``also`` runs inside the final transaction (influence edges, tool invocations, ...), so
+    everything about the decision lands at once or not at all.
+    """
+    if decision.phase is not Phase.EXECUTE or decision.plan_id != sandboxes.plan_id:
+        raise ValueError("only an Execute decision of this plan gets a checkpoint group")
+    store = sandboxes.store
+    group = CheckpointGroup(plan_id=decision.plan_id)
+    with store.unit_of_work(write=True) as uow:
+        uow.checkpoints.add_group(group)
+        uow.commit()
+    failpoints.hit("checkpoint.group_pending")
+    made: list[tuple[Sandbox, str]] = []
+    try:
+        rows: list[CheckpointMetadata] = []
+        for resource_id in sorted(sandboxes.modified()):
+            sandbox = sandboxes.get(resource_id)
+            if not sandbox.resource.checkpoint_enabled:
+                continue
+            ref = sandbox.checkpoint()
+            made.append((sandbox, ref))
+            with store.unit_of_work(write=True) as uow:
+                uow.checkpoints.note_pending_ref(group.group_id, resource_id, ref)
+                uow.commit()
+            failpoints.hit("checkpoint.after_resource", resource_id)
+            rows.append(_row(decision, group, sandbox, ref))
+        for sandbox, ref in made:
+            sandbox.verify(ref)
+        failpoints.hit("checkpoint.before_commit")
+        with store.unit_of_work(write=True) as uow:
+            uow.decisions.add(decision)
+            for row in rows:
+                uow.checkpoints.add(row)
+            uow.flush()
+            uow.checkpoints.commit_group(group.group_id, decision.decision_id)
+            if also is not None:
+                also(uow)
+            # the budget in the same transaction: one commit fewer per resource written
+            doomed = _mark_over_budget(uow, sandboxes, dict.fromkeys(r.resource_id for r in rows))
+            uow.commit()
+    except BaseException as exc:
+        _undo(sandboxes, group, made)
+        if isinstance(exc, Exception):
+            raise CheckpointGroupError(
+                f"decision {decision.decision_id} was not recorded: its checkpoint group failed ({exc})",
+                "fix the resource named above and record the decision again",
+            ) from exc
+        raise
+    _drop(sandboxes, doomed)
+    return group.model_copy(update={"decision_id": decision.decision_id, "status": "committed"})
+
+
+def _row(
+    decision: Decision, group: CheckpointGroup, sandbox: Sandbox, ref: str
+) -> CheckpointMetadata:
+    strategy = sandbox.resource.sandbox_strategy
+    return CheckpointMetadata(
+        plan_id=decision.plan_id,
+        group_id=group.group_id,
+        decision_id=decision.decision_id,
+        resource_id=sandbox.resource.resource_id,
+        checkpoint_type=(
+            CheckpointType.NON_ROLLBACKABLE
+            if strategy is SandboxStrategyName.NONE
+            else CheckpointType.DECISION_POINT
+        ),
+        strategy=strategy,
+        ref=ref,
+    )
+
+
+def _undo(
+    sandboxes: PlanSandboxes, group: CheckpointGroup, made: list[tuple[Sandbox, str]]
+) -> None:
+    """Drop what a failed group made and delete the pending group (best effort per step:
+    whatever is left, recovery and ``agents doctor`` find)."""
+    for sandbox, ref in reversed(made):
+        try:
+            sandbox.drop_checkpoint(ref)
+        except Exception:  # noqa: S112 - keep undoing the others; doctor reports leftovers
+            continue
+    with sandboxes.store.unit_of_work(write=True) as uow:
+        uow.checkpoints.delete_pending_group(group.group_id)
+        uow.commit()
+
+
+def pre_write_checkpoint(sandboxes: PlanSandboxes, resource_id: str) -> CheckpointMetadata | None:
+    """A regular checkpoint before a write (when the safety profile requires checkpoints).
+
+    Resources that cannot be rolled back get none.
+    """
+    sandbox = sandboxes.get(resource_id)
+    resource = sandbox.resource
+    if not resource.rollbackable:
+        return None
+    row = CheckpointMetadata(
+        plan_id=sandboxes.plan_id,
+        resource_id=resource_id,
+        checkpoint_type=CheckpointType.PRE_WRITE,
+        strategy=resource.sandbox_strategy,
+        ref=sandbox.checkpoint(),
+    )
+    with sandboxes.store.unit_of_work(write=True) as uow:
+        uow.checkpoints.add(row)
+        uow.commit()
+    enforce_budget(sandboxes, resource_id)
+    return row
+
+
+def enforce_budget(sandboxes: PlanSandboxes, resource_id: str) -> list[CheckpointMetadata]:
+    """Prune this resource's checkpoints down to its ``checkpoint_max_per_plan``.
+
+    Rows are marked pruned before the sandbox drops them: a crash in between leaves an
+    unreferenced object (harmless), never a live row without its checkpoint.
+    """
+    with sandboxes.store.unit_of_work(write=True) as uow:
+        doomed = _mark_over_budget(uow, sandboxes, [resource_id])
+        uow.commit()
+    _drop(sandboxes, doomed)
+    return doomed
+
+
+def _mark_over_budget(
+    uow: UnitOfWork, sandboxes: PlanSandboxes, resource_ids: Iterable[str]
+) -> list[CheckpointMetadata]:
+    """Mark pruned what exceeds each resource's budget (read: its live checkpoints only)."""
+    doomed: list[CheckpointMetadata] = []
+    for resource_id in resource_ids:
+        budget = sandboxes.get(resource_id).resource.checkpoint_max_per_plan
+        live = uow.checkpoints.live_for(sandboxes.plan_id, resource_id)
+        doomed += select_for_pruning(live, budget)
+    uow.checkpoints.mark_pruned([c.checkpoint_id for c in doomed])
+    return doomed
+
+
+def _drop(sandboxes: PlanSandboxes, doomed: list[CheckpointMetadata]) -> None:
+    """After the rows are marked pruned (committed): drop what their sandboxes hold."""
+    for checkpoint in doomed:
+        sandboxes.get(checkpoint.resource_id).drop_checkpoint(checkpoint.ref)

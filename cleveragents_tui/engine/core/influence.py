@@ -1,0 +1,63 @@
+"""Influence graphs kept warm for the plans a long-lived process has open (the app).
+
+The cold path (one recursive CTE, ``impact.affected_subtree``) answers a one-off question
+faster than building a graph, so the CLI uses it. A process that keeps a plan open — the app
+showing its tree and previewing corrections — opens its graph here once; the runner and the
+correction engine then report every decision they record, every child plan they spawn and
+every decision they supersede, so the graph stays equal to a fresh load without reloading.
+Changes made by other processes are not seen: the app reopens the graph when its store
+fingerprint changes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.engine.core.impact import InfluenceGraph
+from cleveragents_tui.store.store import Store
+
+
+class OpenGraphs:
+    def __init__(self) -> None:
+        self._graphs: dict[str, InfluenceGraph] = {}
+        self._lock = threading.Lock()
+
+    def open(self, store: Store, plan_id: str) -> InfluenceGraph:
+        """Load (or reload) the graph of ``plan_id`` and keep it current from now on."""
+        graph = InfluenceGraph.load(store, plan_id)
+        with self._lock:
+            self._graphs[plan_id] = graph
+        return graph
+
+    def close(self, plan_id: str) -> None:
+        with self._lock:
+            self._graphs.pop(plan_id, None)
+
+    def holding(self, plan_id: str) -> InfluenceGraph | None:
+        """An open graph that holds ``plan_id`` (its own, or a parent's that includes it)."""
+        with self._lock:
+            return next((g for g in self._graphs.values() if plan_id in g.plan_ids), None)
+
+    def recorded(self, decision: Decision, depends_on: Iterable[str] = ()) -> None:
+        upstream = tuple(depends_on)
+        with self._lock:
+            for graph in self._graphs.values():
+                if decision.plan_id in graph.plan_ids:
+                    graph.add_decision(decision, upstream)
+
+    def spawned(self, decision_id: str, child_plan_id: str) -> None:
+        with self._lock:
+            for graph in self._graphs.values():
+                if decision_id in graph:
+                    graph.add_child_plan(decision_id, child_plan_id)
+
+    def superseded(self, decision_ids: Iterable[str]) -> None:
+        ids = tuple(decision_ids)
+        with self._lock:
+            for graph in self._graphs.values():
+                graph.supersede(ids)
+
+
+OPEN_GRAPHS = OpenGraphs()

@@ -1,0 +1,119 @@
+"""record_decision: the one way actors record a decision (DESIGN.md section 5).
+
+It captures the context snapshot — the SHA-256 of the full context and a stored copy of it
+(``context:<hash>``), the resources the decision's tool calls name, and the LangGraph
+checkpoint the decision was made from — records the influence edges the actor declared, and
+during Execute stores the decision only together with its committed checkpoint group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cleveragents_tui import failpoints
+from cleveragents_tui.actors.base import Proposal
+from cleveragents_tui.domain.decision import ActorStateRef, ContextSnapshot, Decision, ResourceRef
+from cleveragents_tui.domain.dependency import DecisionDependency
+from cleveragents_tui.domain.enums import DependencyType, Phase
+from cleveragents_tui.engine.core.checkpoints import record_execute_decision
+from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
+from cleveragents_tui.store.store import Store
+from cleveragents_tui.store.unit_of_work import UnitOfWork
+
+
+@dataclass(frozen=True)
+class Correction:
+    """Set on decisions a correction's replay makes, whichever run makes them (the
+    correction's own, or one that goes on with its replay: engine/core/diff.py,
+    ``current_replay``); each is recorded with a ``decision_remade`` event. ``before_apply``:
+    called when the replay reaches an Apply that needs nobody's approval, before anything
+    lands (the correction records its diff there: docs/corrections.md, "Diffs")."""
+
+    corrects_decision_id: str
+    reason: str | None
+    before_apply: Callable[[], None] | None = field(default=None, compare=False)
+
+
+def context_digest(context: Mapping[str, Any]) -> tuple[str, str]:
+    body = json.dumps(context, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(body.encode("utf-8")).hexdigest(), body
+
+
+def record_decision(
+    store: Store,
+    sandboxes: PlanSandboxes | None,
+    *,
+    plan_id: str,
+    phase: Phase,
+    proposal: Proposal,
+    parent_id: str,
+    depends_on: Sequence[str],
+    actor_ref: ActorStateRef | None,
+    context: Mapping[str, Any],
+    correction: Correction | None = None,
+) -> Decision:
+    digest, body = context_digest(context)
+    resources = dict.fromkeys(
+        str(call.arguments["resource"])
+        for call in proposal.tool_calls
+        if "resource" in call.arguments
+    )
+    with store.unit_of_work() as uow:
+        sequence = uow.decisions.next_sequence_number(plan_id)
+    decision = Decision(
+        plan_id=plan_id,
+        parent_decision_id=parent_id,
+        sequence_number=sequence,
+        decision_type=proposal.decision_type,
+        phase=phase,
+        question=proposal.question,
+        chosen_option=proposal.chosen_option,
+        alternatives_considered=proposal.alternatives,
+        confidence_score=proposal.confidence,
+        context_snapshot=ContextSnapshot(
+            hot_context_hash=digest,
+            hot_context_ref=f"context:{digest}",
+            relevant_resources=tuple(ResourceRef(resource_id=r) for r in resources),
+            actor_state_ref=actor_ref,
+        ),
+        rationale=proposal.rationale,
+        actor_reasoning=proposal.reasoning,
+        is_correction=correction is not None,
+        corrects_decision_id=correction.corrects_decision_id if correction else None,
+        correction_reason=correction.reason if correction else None,
+        step_key=proposal.key,
+    )
+
+    def alongside(uow: UnitOfWork) -> None:
+        uow.contexts.put(digest, body)
+        if correction is not None:  # a replay: each decision made again shows, with it
+            payload: dict[str, object] = {"key": proposal.key, "chosen": proposal.chosen_option}
+            uow.events.append("decision_remade", payload, plan_id=plan_id)
+        for upstream in dict.fromkeys(depends_on):
+            uow.decisions.add_dependency(
+                DecisionDependency(
+                    upstream_decision_id=upstream,
+                    downstream_ref=decision.decision_id,
+                    dependency_type=DependencyType.DECISION,
+                )
+            )
+
+    failpoints.hit("record.decision", phase.value)
+    if phase is Phase.EXECUTE:
+        if sandboxes is None:
+            raise ValueError("an Execute decision needs the plan's sandboxes")
+        record_execute_decision(sandboxes, decision, also=alongside)
+    else:
+        with store.unit_of_work(write=True) as uow:
+            uow.decisions.add(decision)
+            uow.flush()
+            alongside(uow)
+            uow.commit()
+    failpoints.hit("record.recorded", phase.value)
+    OPEN_GRAPHS.recorded(decision, depends_on)
+    return decision

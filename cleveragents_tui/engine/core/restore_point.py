@@ -1,0 +1,53 @@
+"""Which decision's checkpoint group holds the state a current decision stands on now.
+
+A decision's own checkpoint group is the state of the resources when it was recorded. A
+later correction can roll the resources back *past* a decision it keeps current (the
+decision wrote nothing the rollback erased, so it was not re-made): the corrected decision's
+old work is gone, its replacement was made afterwards, and the kept decision's group still
+holds the old attempt. In the plan as it stands, the kept decision sits on the state that
+correction restored — the group of the decision it corrected, itself resolved the same way.
+A correction's guidance decision has no group of its own and sits on that state too.
+
+Rolling back to a decision, and finding the later decisions whose writes that erases
+(engine/correct/later_writers.py), both start from this restore point.
+"""
+
+from __future__ import annotations
+
+from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.store.correction_queries import decisions, guidance_decisions
+from cleveragents_tui.store.unit_of_work import UnitOfWork
+
+
+def restore_point(uow: UnitOfWork, decision: Decision) -> Decision:
+    """The decision whose checkpoint group is the state ``decision`` stands on now."""
+    return restore_points(uow, decision.plan_id, [decision])[decision.decision_id]
+
+
+def restore_points(uow: UnitOfWork, plan_id: str, wanted: list[Decision]) -> dict[str, Decision]:
+    """:func:`restore_point` of each of ``wanted`` (decisions of ``plan_id``), reading the
+    plan's corrections once."""
+    guidance = [d for d in uow.run(guidance_decisions, plan_id) if d.corrects_decision_id]
+    found = uow.run(decisions, {str(g.corrects_decision_id) for g in guidance})
+    corrected = {g.decision_id: found[str(g.corrects_decision_id)] for g in guidance}
+    return {d.decision_id: _resolve(d, guidance, corrected) for d in wanted}
+
+
+def _resolve(
+    decision: Decision, guidance: list[Decision], corrected: dict[str, Decision]
+) -> Decision:
+    owner, limit = decision, None  # limit: only corrections made before this one count
+    while True:
+        if owner.decision_id in corrected:  # a guidance decision: the state it was made in
+            owner, limit = corrected[owner.decision_id], owner.sequence_number
+            continue
+        spanning = [
+            g
+            for g in guidance
+            if (limit is None or g.sequence_number < limit)
+            and corrected[g.decision_id].sequence_number < owner.sequence_number < g.sequence_number
+        ]
+        if not spanning:
+            return owner
+        latest = max(spanning, key=lambda g: g.sequence_number)
+        owner, limit = corrected[latest.decision_id], latest.sequence_number

@@ -1,0 +1,36 @@
+"""Pending human decisions: list them, answer them (who, when, why)."""
+
+from __future__ import annotations
+
+from cleveragents_tui.domain.approval import Approval, ApprovalAnswer
+from cleveragents_tui.domain.ids import parse_ulid
+from cleveragents_tui.store.store import Store
+
+
+def pending_approvals(store: Store, plan_ref: str | None = None) -> list[Approval]:
+    with store.unit_of_work() as uow:
+        plan_id = uow.plans.resolve(plan_ref) if plan_ref else None
+        return uow.approvals.pending(plan_id)
+
+
+def answer_approval(
+    store: Store, approval_ref: str, *, approve: bool, by: str, reason: str | None = None
+) -> Approval:
+    """Record the answer once; answering twice is refused. A denial leaves the plan that
+    waited on it paused there, never cancelled (engine/run/denial.py)."""
+    from cleveragents_tui.engine.run.denial import pause_on_denial
+
+    approval_id = parse_ulid(approval_ref, "approval")
+    answer = ApprovalAnswer.APPROVED if approve else ApprovalAnswer.DENIED
+    with store.unit_of_work(write=True) as uow:
+        uow.approvals.answer(approval_id, answer, by, reason)
+        answered = uow.approvals.get(approval_id)
+        uow.events.append(
+            "approval_answered",
+            {"approval_id": approval_id, "answer": answer.value, "reason": reason},
+            plan_id=answered.plan_id,
+            actor=by,
+        )
+        pause_on_denial(uow, answered)
+        uow.commit()
+    return answered

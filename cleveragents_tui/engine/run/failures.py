@@ -1,0 +1,273 @@
+"""Failed tool calls and validations during Execute (behavior.md: ``max_retries_per_step``,
+the ``create_file`` and ``modify_config`` flags; decision types ``error_recovery`` and
+``validation_response``).
+
+A call that fails — a test run exiting non-zero, a write to a resource that does not
+exist — is never passed over. Under the decision that made the call:
+
+1. the plan records how it handles the failure: a ``validation_response`` decision when the
+   tool is a validation (its category, or attached to the action), else ``error_recovery``;
+2. it retries the call under that decision while the retries stay within the profile's
+   ``max_retries_per_step`` (a validation also within the action's
+   ``validation_retry_limit``) and the profile's flag proceeds — ``create_file`` (self-fix
+   validation failures) for a validation, ``modify_config`` (retry failures) for any other
+   call; a call that passes on a retry settles the failure;
+3. otherwise it escalates: a pending approval names the failure and the plan waits. Approve
+   goes on with the failure accepted; deny pauses the plan for a correction or a cancel
+   (engine/run/denial.py).
+
+So a plan with a failed call never reaches Apply without a person's approval. Everything
+is read back from the store, so a run stopped anywhere (a crash, an approval) settles the
+same failure where it stopped, without re-running what passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cleveragents_tui.actors.base import Proposal, ToolCallRequest
+from cleveragents_tui.automation.escalation import EscalationContext
+from cleveragents_tui.automation.limits import validation_retry_allowed
+from cleveragents_tui.domain.approval import Approval, ApprovalKind
+from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.domain.enums import DecisionType, Phase
+from cleveragents_tui.domain.profile import AutomationFlag
+from cleveragents_tui.domain.tool import ToolCategory, ToolInvocation, ToolSpec
+from cleveragents_tui.engine.core.recorder import record_decision
+from cleveragents_tui.engine.run import restore_on_failure
+from cleveragents_tui.store.correction_queries import failed_calls
+
+if TYPE_CHECKING:
+    from cleveragents_tui.engine.core.tool_calls import ToolExecutor
+    from cleveragents_tui.engine.run.runner import PlanRunner
+
+RETRY = "retry"
+ESCALATE = "escalate"
+FAILURE_KEY = "failure"
+RECOVER = "recover"  # step keys of recovery decisions: recover:<step>:<call>:retry-N / escalate
+SUMMARY = 160  # characters of a failure's output kept in questions and decisions
+
+
+@dataclass(frozen=True)
+class _Recoveries:
+    """What the store says about one failed call: the recovery decisions so far, in order,
+    with the call's outcome under each retry (None: recorded, not run yet)."""
+
+    retries: tuple[tuple[Decision, ToolInvocation | None], ...]
+    escalation: Decision | None
+
+    @property
+    def passed(self) -> bool:
+        return any(run is not None and run.ok for _, run in self.retries)
+
+
+def failure_key(decision_id: str, number: int) -> str:
+    """The approval key of the escalation of call ``number`` of a decision."""
+    return f"{FAILURE_KEY}:{decision_id}:{number}"
+
+
+class FailureHandling:
+    """Settles the failed calls of one runner's steps (see the module docstring)."""
+
+    def __init__(self, runner: PlanRunner, executor: ToolExecutor | None = None) -> None:
+        """Without ``executor`` nothing is retried: a failure left unsettled is asked about."""
+        self._runner = runner
+        self._executor = executor
+
+    def before_apply(self) -> None:
+        """Before the Apply gate, every failed call of the plan's current decisions is settled:
+        a replay that did not run its step again (a correction of another decision, or of a
+        recovery decision) left it as it was. Asked about in this attempt, not retried."""
+        with self._runner.store.unit_of_work() as uow:  # a few statements, any plan size
+            failed = uow.run(failed_calls, self._runner.plan_id, f"{RECOVER}:")
+        for decision, number, run in failed:
+            self.settle(decision, ToolCallRequest(run.tool, dict(run.arguments)), number)
+
+    def settle(self, decision: Decision, call: ToolCallRequest, number: int) -> None:
+        """Return when call ``number`` of ``decision`` passed, passed on a retry, or a person
+        accepted its failure; otherwise retry it or raise WaitForApproval."""
+        from cleveragents_tui.engine.run.runner import WaitForApproval
+
+        first = self._first_run(decision, number)
+        if first is None or first.ok is not False:  # passed, or not known to have failed
+            return
+        spec = self._runner.registry.tool(call.tool).spec
+        while True:
+            found = self._recoveries(decision, number)
+            if found.passed:
+                return
+            pending = next((d for d, run in found.retries if run is None), None)
+            if pending is not None and self._executor is not None:  # the run stopped before it
+                self._retry(pending, call, number)
+                continue
+            if found.escalation is not None:
+                key = failure_key(decision.decision_id, number)
+                if self._runner._settled(ApprovalKind.ESCALATION, key):
+                    return  # a person accepted the failure
+                raise WaitForApproval(self._ask(decision, spec, number, found))
+            if self._executor is not None and self._may_retry(decision, spec, number, found):
+                self._retry(self._record(decision, spec, call, number, found, RETRY), call, number)
+            else:  # the loop asks, or finds the question the flag's gate stored
+                self._record(decision, spec, call, number, found, ESCALATE)
+
+    # -- what the store says -----------------------------------------------------------------
+
+    def _first_run(self, decision: Decision, number: int) -> ToolInvocation | None:
+        with self._runner.store.unit_of_work() as uow:
+            runs = uow.tool_invocations.for_decision(decision.decision_id)
+        return runs[number] if number < len(runs) else None
+
+    def _recoveries(self, decision: Decision, number: int) -> _Recoveries:
+        prefix = f"{_key_base(decision, number)}:"
+        with self._runner.store.unit_of_work() as uow:
+            mine = [
+                d
+                for d in uow.decisions.for_plan(decision.plan_id, include_superseded=False)
+                if d.parent_decision_id == decision.decision_id
+                and (d.step_key or "").startswith(prefix)
+            ]
+            retries = []
+            for d in mine:
+                if (d.step_key or "").endswith(ESCALATE):
+                    continue
+                runs = uow.tool_invocations.for_decision(d.decision_id)
+                retries.append((d, runs[-1] if runs else None))
+        escalation = next((d for d in mine if (d.step_key or "").endswith(ESCALATE)), None)
+        return _Recoveries(tuple(retries), escalation)
+
+    def _last_output(self, decision: Decision, number: int, found: _Recoveries) -> str:
+        runs = [run for _, run in found.retries if run is not None]
+        last = runs[-1] if runs else self._first_run(decision, number)
+        return _summary((last.output or "") if last else "")
+
+    # -- the policy ----------------------------------------------------------------------------
+
+    def _is_validation(self, spec: ToolSpec) -> bool:
+        return (
+            spec.category is ToolCategory.VALIDATION or spec.name in self._runner.action.validations
+        )
+
+    def _retries_allowed(self, spec: ToolSpec) -> int:
+        return self._runner.profile.safety.max_retries_per_step
+
+    def _may_retry(
+        self, decision: Decision, spec: ToolSpec, number: int, found: _Recoveries
+    ) -> bool:
+        """Within the retry budget, and the profile's flag proceeds at this confidence; below
+        its threshold the flag's gate stores the question (with the confidence, the threshold
+        and the factors, as any gate's) that the escalation then waits on."""
+        retries = len(found.retries)
+        if retries >= self._retries_allowed(spec):
+            return False
+        validation = self._is_validation(spec)
+        if validation and not validation_retry_allowed(self._runner.action.limits, retries):
+            return False
+        flag = AutomationFlag.CREATE_FILE if validation else AutomationFlag.MODIFY_CONFIG
+        context = EscalationContext(
+            plan_id=decision.plan_id,
+            question=self._question(decision, spec, number, found),
+            decision_type=_decision_type(validation),
+            decision_id=decision.decision_id,
+            project=self._runner.plan().project,
+            tools=(spec,),
+        )
+        key = self._runner._scoped(failure_key(decision.decision_id, number))
+        verdict = self._runner.escalation.evaluate(
+            flag, self._runner.profile, context, kind=ApprovalKind.ESCALATION, key=key
+        )
+        return verdict.proceed
+
+    # -- what it does ----------------------------------------------------------------------------
+
+    def _record(
+        self,
+        decision: Decision,
+        spec: ToolSpec,
+        call: ToolCallRequest,
+        number: int,
+        found: _Recoveries,
+        choice: str,
+    ) -> Decision:
+        validation = self._is_validation(spec)
+        output = self._last_output(decision, number, found)
+        tries = len(found.retries) + 1
+        what = "validation" if validation else "tool call"
+        retry = f"Retry {spec.name}"
+        escalate = "Stop and ask a person"
+        if choice == RETRY:
+            chosen = f"{retry} (retry {tries} of {self._retries_allowed(spec)})"
+            key = f"{_key_base(decision, number)}:{RETRY}-{tries}"
+            rationale = f"{self._runner.profile.name} retries failed calls automatically"
+        else:
+            chosen = escalate
+            key = f"{_key_base(decision, number)}:{ESCALATE}"
+            rationale = (
+                f"{spec.name} failed {tries} time(s): retries used up or not automatic "
+                f"under profile {self._runner.profile.name}"
+            )
+        proposal = Proposal(
+            key=key,
+            decision_type=_decision_type(validation),
+            question=f"The {what} {spec.name} failed ({output}). What now?",
+            chosen_option=chosen,
+            alternatives=(retry, escalate),
+            rationale=rationale,
+            tool_calls=(call,) if choice == RETRY else (),
+        )
+        return record_decision(
+            self._runner.store,
+            self._runner.sandboxes,
+            plan_id=decision.plan_id,
+            phase=Phase.EXECUTE,
+            proposal=proposal,
+            parent_id=decision.decision_id,
+            depends_on=[decision.decision_id],
+            actor_ref=decision.context_snapshot.actor_state_ref,
+            context={"failed_decision": decision.decision_id, "call": number, "output": output},
+            correction=self._runner._correction,
+        )
+
+    def _retry(self, recovery: Decision, call: ToolCallRequest, number: int) -> None:
+        assert self._executor is not None
+        restore_on_failure.before_retry(self._runner, recovery, call)  # approve_plan
+        outcome = self._executor.run(recovery, call, number)
+        self._runner._refresh_seal(call, outcome)
+
+    def _question(self, decision: Decision, spec: ToolSpec, number: int, found: _Recoveries) -> str:
+        output = self._last_output(decision, number, found)
+        runs = 1 + sum(1 for _, run in found.retries if run is not None)
+        return (
+            f"{spec.name} failed in step {decision.step_key or decision.decision_id} "
+            f"({runs} run(s); last: {output}). Approve to go on with the failure accepted; "
+            "deny to stop here and correct the decision or cancel the plan."
+        )
+
+    def _ask(self, decision: Decision, spec: ToolSpec, number: int, found: _Recoveries) -> Approval:
+        """The retries are used up: a person decides."""
+        return self._runner._ask(
+            ApprovalKind.ESCALATION,
+            failure_key(decision.decision_id, number),
+            self._question(decision, spec, number, found),
+            decision.decision_id,
+        )
+
+
+def _key_base(decision: Decision, number: int) -> str:
+    return f"{RECOVER}:{decision.step_key or decision.decision_id}:{number}"
+
+
+def _decision_type(validation: bool) -> DecisionType:
+    return DecisionType.VALIDATION_RESPONSE if validation else DecisionType.ERROR_RECOVERY
+
+
+def _summary(output: str) -> str:
+    """The line of a tool's output that says most about the failure, kept short."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    telling = [
+        line for line in lines if line.startswith(("FAIL", "ERROR", "error", "refused", "Error"))
+    ]
+    if not lines:
+        return "no output"
+    said = lines[0] if not telling or telling[0] == lines[0] else f"{lines[0]}: {telling[0]}"
+    return said if len(said) <= SUMMARY else said[: SUMMARY - 1] + "…"

@@ -1,0 +1,143 @@
+"""Pause, resume, cancel and apply: the control a person has over a running plan."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from cleveragents_tui.domain.approval import ApprovalAnswer
+from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phase, PlanState
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.engine.run import run_lease
+from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions
+from cleveragents_tui.store.store import Store
+
+
+def _change(
+    store: Store, plan_ref: str, allowed: tuple[PlanState, ...], state: PlanState, what: str
+) -> Plan:
+    with store.unit_of_work(write=True) as uow:
+        plan = uow.plans.get(uow.plans.resolve(plan_ref))
+        if plan.state not in allowed:
+            raise UserError(
+                f"plan {plan.plan_id} is {plan.state.value}: it cannot be {what}",
+                f"only a plan that is {' or '.join(s.value for s in allowed)} can be {what}",
+            )
+        saved = uow.plans.save(plan.model_copy(update={"state": state, "updated_at": utc_now()}))
+        uow.events.append(f"plan_{what}", {"from": plan.state.value}, plan_id=plan.plan_id)
+        uow.commit()
+    return saved
+
+
+def pause_plan(store: Store, plan_ref: str) -> Plan:
+    """Takes effect between steps: a runner stops before its next decision."""
+    return _change(
+        store,
+        plan_ref,
+        (PlanState.RUNNING, PlanState.CREATED, PlanState.AWAITING_APPROVAL),
+        PlanState.PAUSED,
+        "paused",
+    )
+
+
+def cancel_plan(store: Store, plan_ref: str) -> Plan:
+    open_states = tuple(s for s in PlanState if not s.is_terminal)
+    return _change(store, plan_ref, open_states, PlanState.CANCELLED, "cancelled")
+
+
+def resume_plan(store: Store, plan_ref: str, options: RunOptions | None = None) -> Plan:
+    """Continue a paused plan, or one whose approvals were answered, as far as it can go;
+    retry an Apply that was refused (constrained) or failed (errored), or a run that failed
+    (errored: a correction's replay, say). Refused, with nothing changed, while another
+    runner holds the plan."""
+    with store.unit_of_work() as uow:
+        plan = uow.plans.get(uow.plans.resolve(plan_ref))
+    with run_lease.holding(_sandbox_base(options), plan.plan_id, "running", store):
+        return _resume(store, plan, options)
+
+
+def _sandbox_base(options: RunOptions | None) -> Path | None:
+    return options.sandbox_base if options else None
+
+
+def _resume(store: Store, plan: Plan, options: RunOptions | None) -> Plan:
+    if plan.phase is Phase.APPLY and plan.state in (
+        PlanState.CONSTRAINED,
+        PlanState.ERRORED,
+        PlanState.RUNNING,  # an Apply a crash interrupted
+    ):
+        with store.unit_of_work(write=True) as uow:
+            uow.events.append("apply_retried", {"from": plan.state.value}, plan_id=plan.plan_id)
+            uow.commit()
+        return PlanRunner(store, plan.plan_id, options).apply()
+    if plan.state is PlanState.ERRORED:
+        _refuse_after_an_unfinished_correction(store, plan)
+        # e.g. a correction whose replay failed: the correction is made, the run goes on
+        plan = _change(store, plan.plan_id, (PlanState.ERRORED,), PlanState.RUNNING, "resumed")
+    if plan.state is PlanState.PAUSED:
+        plan = _change(store, plan.plan_id, (PlanState.PAUSED,), PlanState.RUNNING, "resumed")
+    if plan.state.is_terminal:
+        raise UserError(
+            f"plan {plan.plan_id} is {plan.state.value}", "start a new plan with `agents plan use`"
+        )
+    return PlanRunner(store, plan.plan_id, options).run()
+
+
+def _refuse_after_an_unfinished_correction(store: Store, plan: Plan) -> None:
+    """A revert correction that ended with an error (not a clean, restored rollback: a crash,
+    or a failure after its resources were rolled back) may have left the resources rolled
+    back under decisions that are still current. Running on would build on, or apply, that
+    state; running the same correction again is what finishes it."""
+    with store.unit_of_work() as uow:
+        corrections = uow.corrections.for_plan(plan.plan_id)
+        if not corrections:
+            return
+        last = corrections[-1]
+        target = uow.decisions.get(last.target_decision_id)
+    unfinished = (
+        last.status is CorrectionStatus.FAILED
+        and last.mode is CorrectionMode.REVERT
+        and "error" in last.report
+        and target.superseded_by is None
+    )
+    if unfinished:
+        raise UserError(
+            f"plan {plan.plan_id} errored in correction {last.correction_id} "
+            f"({last.report['error']}); its resources may be rolled back under decisions "
+            "that are still current",
+            f"run the correction again: agents plan correct {target.decision_id} "
+            f"--mode=revert --guidance {shlex.quote(last.guidance)}",
+        )
+
+
+def apply_plan(store: Store, plan_ref: str, by: str, options: RunOptions | None = None) -> Plan:
+    """Answer the Apply gate (approved, by ``by``) and land the changes. Refused, with the
+    gate left unanswered, while another runner holds the plan."""
+    with store.unit_of_work() as uow:
+        plan_id = uow.plans.resolve(plan_ref)
+    with run_lease.holding(_sandbox_base(options), plan_id, "applying", store):
+        return _answer_and_apply(store, plan_id, by, options)
+
+
+def _answer_and_apply(store: Store, plan_id: str, by: str, options: RunOptions | None) -> Plan:
+    from cleveragents_tui.engine.run.denial import approve_denied_apply_gate
+
+    approve_denied_apply_gate(store, plan_id, by)  # a person who denied it changed their mind
+    with store.unit_of_work(write=True) as uow:
+        plan = uow.plans.get(plan_id)
+        pending = uow.approvals.pending(plan.plan_id)
+        first = next((a for a in pending if a.kind.value != "apply_gate"), None)
+        if first is not None and plan.phase is Phase.EXECUTE:  # e.g. a failed call's question
+            raise UserError(
+                f"plan {plan_id} waits for an answer before its Apply gate: {first.question}",
+                f"answer it first: agents approval approve {first.approval_id} (or deny)",
+            )
+        for approval in pending:
+            if approval.kind.value == "apply_gate":
+                uow.approvals.answer(
+                    approval.approval_id, ApprovalAnswer.APPROVED, by, "agents plan apply"
+                )
+        uow.commit()
+    return PlanRunner(store, plan.plan_id, options).apply()

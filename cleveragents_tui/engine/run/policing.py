@@ -1,0 +1,368 @@
+"""The one place where a running plan is policed: limits, budgets and safety switches.
+
+The runner calls :meth:`Policing.check` before every step of an actor, before every tool
+call and before the Apply gate. Each check measures the plan's usage from the store — its
+tool calls, the time since it started running, the tokens and cost of its model calls (the
+``model_usage`` events :meth:`Policing.propose` records), the retries of a tool — and
+compares it with
+
+* the action's ``limits:`` (per plan, and ``actor:`` per actor invocation),
+* the profile's ``safety.max_cost_per_plan`` and ``safety.max_total_cost`` (every plan's
+  cost together).
+
+The profile's ``guards.max_total_cost`` stays the guard's (engine/core/tool_calls.py): it is
+given the plan's cost from :meth:`Policing.cost_usd`.
+
+Under any cost limit, the calls of a model with no price (which count $0) are a breach of
+their own, ``prices.PROVIDER:MODEL``, until a person accepts them or the model gets a price.
+
+A limit is exceeded when usage goes past it; a tool call is counted before it is made, so
+``max_tool_invocations: 1`` allows one call, never two. On a breach a ``limit_exceeded``
+event names the limit and the figures, then the action's ``on_exceed`` says what happens:
+``pause`` asks a ``budget_pause`` approval and the plan waits (approving moves the limit to
+the figure at the breach plus the limit again, and the plan goes on); ``terminate`` ends the
+plan ``errored``, never applied.
+
+:func:`safety_switches` makes the switches that force a person act at the gates:
+``safety.require_human_approval`` (every decision) and ``guards.require_approval_for_apply``
+(the Apply gate).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cleveragents_tui.actors.base import ActorState, Proposal, Reasoner
+from cleveragents_tui.actors.reasoners.usage import MetersUsage
+from cleveragents_tui.automation.escalation import EscalationContext
+from cleveragents_tui.automation.limits import (
+    LimitBreach,
+    PlanUsage,
+    check_actor_limits,
+    check_plan_limits,
+)
+from cleveragents_tui.domain.approval import Approval, ApprovalAnswer, ApprovalKind
+from cleveragents_tui.domain.enums import Phase
+from cleveragents_tui.domain.limits import OnExceed, PlanLimits
+from cleveragents_tui.domain.profile import ALWAYS_MANUAL, AutomationFlag, AutomationProfile
+from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.engine.core.prices import price_of
+from cleveragents_tui.store.store import Store
+from cleveragents_tui.store.usage_queries import MODEL_USAGE
+
+PRICES = "prices."  # the breach of a model with no price, under a cost limit
+# Limits a tool call is counted against before it is made: what the figure counts.
+_COUNTED_BEFORE = {
+    "max_tool_invocations": "tool call",
+    "max_tool_calls_per_invocation": "tool call",
+    "max_retries_per_tool": "retry",
+}
+
+Settled = Callable[[ApprovalKind, str], bool]
+"""The runner's answer look-up: True if approved; raises while pending or when denied."""
+
+
+class LimitTerminated(Exception):
+    """A limit with ``on_exceed: terminate`` was exceeded: the plan ends errored."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A plan's usage as the store has it, at one check."""
+
+    plan: PlanUsage
+    total_cost_usd: float  # every plan's model calls (safety.max_total_cost)
+    largest_call_tokens: int  # actor.max_tokens_per_call
+    execute_tool_calls: int  # actor.max_tool_calls_per_invocation
+    retries_of_tool: int  # actor.max_retries_per_tool, before a call of that tool
+    unpriced: dict[str, int]  # model -> the plan's calls of it with no price (counted $0)
+
+
+class Policing:
+    def __init__(
+        self,
+        store: Store,
+        plan_id: str,
+        limits: PlanLimits,
+        profile: AutomationProfile,
+        *,
+        settled: Settled,
+        scoped: Callable[[str], str],
+    ) -> None:
+        self._store = store
+        self._plan_id = plan_id
+        self._limits = limits
+        self._profile = profile
+        self._settled = settled
+        self._scoped = scoped
+
+    # -- usage ----------------------------------------------------------------------------
+
+    def propose(self, reasoner: Reasoner, state: ActorState, phase: Phase) -> Proposal | None:
+        """Ask the reasoner, and record what its model calls used (also when it fails)."""
+        try:
+            return reasoner.propose(state, phase)
+        finally:
+            if isinstance(reasoner, MetersUsage):
+                self._record(reasoner, phase)
+
+    def _record(self, reasoner: MetersUsage, phase: Phase) -> None:
+        calls = reasoner.take_usage()
+        if not calls:
+            return
+        with self._store.unit_of_work(write=True) as uow:
+            project = uow.plans.get(self._plan_id).project
+            for call in calls:
+                price = price_of(uow, call.model, project)
+                uow.events.append(
+                    MODEL_USAGE,
+                    {
+                        "model": call.model,
+                        "phase": phase.value,
+                        "input_tokens": call.input_tokens,
+                        "output_tokens": call.output_tokens,
+                        "tokens": call.tokens,
+                        "cost_usd": price.of(call) if price else 0.0,
+                        "priced": price is not None,
+                    },
+                    plan_id=self._plan_id,
+                )
+            uow.commit()
+
+    def usage(self, *, tool: str | None = None) -> Usage:
+        """The figures now; with ``tool``, counting the call about to be made."""
+        coming = 1 if tool is not None else 0
+        with self._store.unit_of_work() as uow:
+            queries = uow.usage
+            mine = queries.model_calls(self._plan_id)
+            total_capped = self._profile.safety.max_total_cost is not None
+            everyone = queries.model_calls() if total_capped else []
+            started = queries.started_running(self._plan_id)
+            tool_calls = queries.tool_calls(self._plan_id)
+            execute_calls = queries.execute_tool_calls(self._plan_id)
+            retries = queries.failed_calls(self._plan_id, tool) if tool else 0
+        return Usage(
+            plan=PlanUsage(
+                tokens=sum(_int(c, "tokens") for c in mine),
+                cost_usd=sum(_float(c, "cost_usd") for c in mine),
+                wall_clock_seconds=(utc_now() - started).total_seconds() if started else 0.0,
+                tool_invocations=tool_calls + coming,
+            ),
+            total_cost_usd=sum(_float(c, "cost_usd") for c in everyone),
+            largest_call_tokens=max((_int(c, "tokens") for c in mine), default=0),
+            execute_tool_calls=execute_calls + coming,
+            retries_of_tool=retries,
+            unpriced=Counter(str(c.get("model")) for c in mine if c.get("priced") is False),
+        )
+
+    # -- checks ---------------------------------------------------------------------------
+
+    def check(self, *, tool: str | None = None) -> None:
+        """Before a step (or the Apply gate), or before a call of ``tool``: go on, or wait
+        for a budget approval (WaitForApproval), or end the plan (LimitTerminated)."""
+        breach = self._breach(self.usage(tool=tool), self._raised(), tool)
+        if breach is not None:
+            self._breached(breach, tool)
+
+    def _breach(
+        self, usage: Usage, raised: dict[str, float], tool: str | None
+    ) -> LimitBreach | None:
+        limits = self._limits
+        on_exceed = limits.on_exceed
+
+        def allowed(name: str, base: float | None) -> float | None:
+            return None if base is None else max(base, raised.get(name, base))
+
+        if self._cost_caps():  # a model with no price would slip past them: ask first
+            for model, calls in usage.unpriced.items():
+                if f"{PRICES}{model}" not in raised:
+                    return LimitBreach(f"{PRICES}{model}", 0, calls, on_exceed)
+
+        plan = limits.model_copy(
+            update={
+                name: allowed(f"limits.{name}", getattr(limits, name))
+                for name in (
+                    "max_tokens",
+                    "max_cost_usd",
+                    "max_wall_clock_seconds",
+                    "max_tool_invocations",
+                )
+            }
+        )
+        found = check_plan_limits(plan, usage.plan)
+        if found is not None:
+            return dataclasses.replace(found, limit=f"limits.{found.limit}")
+        actor = limits.actor.model_copy(
+            update={
+                name: allowed(f"limits.actor.{name}", getattr(limits.actor, name))
+                for name in type(limits.actor).model_fields
+            }
+        )
+        found = check_actor_limits(
+            actor,
+            tool_calls_this_invocation=usage.execute_tool_calls if tool else 0,
+            retries_of_this_tool=usage.retries_of_tool,
+            tokens_this_call=usage.largest_call_tokens,
+            on_exceed=on_exceed,
+        )
+        if found is not None:
+            return dataclasses.replace(found, limit=f"limits.actor.{found.limit}")
+        safety = self._profile.safety
+        for name, base, used in (
+            ("safety.max_cost_per_plan", safety.max_cost_per_plan, usage.plan.cost_usd),
+            ("safety.max_total_cost", safety.max_total_cost, usage.total_cost_usd),
+        ):
+            cap = allowed(name, base)
+            if cap is not None and used > cap:
+                return LimitBreach(name, cap, used, on_exceed)
+        return None
+
+    def cost_usd(self) -> float:
+        """What the plan's model calls cost so far (the guard's ``cost_so_far`` too)."""
+        with self._store.unit_of_work() as uow:
+            calls = uow.usage.model_calls(self._plan_id)
+        return sum(_float(c, "cost_usd") for c in calls)
+
+    def _cost_caps(self) -> list[str]:
+        """The cost limits set on this plan."""
+        safety, guards = self._profile.safety, self._profile.guards
+        return [
+            name
+            for name, value in (
+                ("limits.max_cost_usd", self._limits.max_cost_usd),
+                ("safety.max_cost_per_plan", safety.max_cost_per_plan),
+                ("safety.max_total_cost", safety.max_total_cost),
+                ("guards.max_total_cost", guards.max_total_cost if guards else None),
+            )
+            if value is not None
+        ]
+
+    def _says(self, breach: LimitBreach, tool: str | None) -> tuple[str, str]:
+        """What went past what, and what approving does."""
+        if breach.limit.startswith(PRICES):
+            model = breach.limit.removeprefix(PRICES)
+            return (
+                f"{model} has no price, so {', '.join(self._cost_caps())} cannot count its "
+                f"{breach.used:g} call(s): set {breach.limit}.input_per_mtok and "
+                ".output_per_mtok (agents config set)",
+                "go on with its calls counted as $0 until it has a price",
+            )
+        raised = breach.used + self._configured(breach.limit)
+        counted = _COUNTED_BEFORE.get(breach.limit.rpartition(".")[2])
+        what = breach.message
+        if tool is not None and counted is not None:  # the call is not made
+            what = (
+                f"{breach.limit} exceeded: {tool} would be {counted} {breach.used:g} of at "
+                f"most {breach.allowed:g}, and is not made"
+            )
+        return what, f"go on (the limit moves to {raised:g})"
+
+    def _budget_approvals(self) -> list[Approval]:
+        with self._store.unit_of_work() as uow:
+            return [
+                a
+                for a in uow.approvals.for_plan(self._plan_id)
+                if a.kind is ApprovalKind.BUDGET_PAUSE and "limit" in a.details
+            ]
+
+    def _raised(self) -> dict[str, float]:
+        """Each limit as approvals raised it: the figure at the breach plus the limit."""
+        raised: dict[str, float] = {}
+        for approval in self._budget_approvals():
+            if approval.answer is not ApprovalAnswer.APPROVED:
+                continue
+            name = str(approval.details["limit"])
+            grant = float(approval.details["used"]) + float(approval.details["base"])
+            raised[name] = max(raised.get(name, grant), grant)
+        return raised
+
+    def _breached(self, breach: LimitBreach, tool: str | None) -> None:
+        figures = {
+            "limit": breach.limit,
+            "allowed": breach.allowed,
+            "used": breach.used,
+            "action": breach.action.value,
+        }
+        what, approving = self._says(breach, tool)
+        if breach.action is OnExceed.TERMINATE:
+            self._event(figures)
+            raise LimitTerminated(f"{what} (on_exceed: terminate)")
+        # One approval per raise of a limit, answered as any gate's: pending, it is waited
+        # for; denied, it is a denial like any other; not asked yet, it is asked now.
+        raises = sum(
+            1
+            for a in self._budget_approvals()
+            if a.details["limit"] == breach.limit and a.answer is ApprovalAnswer.APPROVED
+        )
+        key = f"budget:{breach.limit}:{raises}"
+        if self._settled(ApprovalKind.BUDGET_PAUSE, key):
+            return  # pragma: no cover - an approved one has raised the limit already
+        self._event(figures)
+        base = self._configured(breach.limit)
+        approval = Approval(
+            plan_id=self._plan_id,
+            kind=ApprovalKind.BUDGET_PAUSE,
+            question=f"{what}. Approve to {approving}, deny to stop here.",
+            details={"key": self._scoped(key), **figures, "base": base},
+        )
+        with self._store.unit_of_work(write=True) as uow:
+            uow.approvals.add(approval)
+            uow.commit()
+        from cleveragents_tui.engine.run.runner import WaitForApproval  # the runner imports us
+
+        raise WaitForApproval(approval)
+
+    def _configured(self, limit: str) -> float:
+        """The limit as the action or the profile sets it (not as approvals raised it)."""
+        if limit.startswith(PRICES):
+            return 0.0  # a model with no price: approving accepts the calls made so far
+        section, _, name = limit.rpartition(".")
+        owner: object = {
+            "limits": self._limits,
+            "limits.actor": self._limits.actor,
+            "safety": self._profile.safety,
+        }[section]
+        return float(getattr(owner, name))
+
+    def _event(self, figures: dict[str, object]) -> None:
+        with self._store.unit_of_work(write=True) as uow:
+            uow.events.append("limit_exceeded", figures, plan_id=self._plan_id)
+            uow.commit()
+
+
+def safety_switches(
+    profile: AutomationProfile, flag: AutomationFlag, context: EscalationContext
+) -> tuple[AutomationProfile, EscalationContext]:
+    """The profile and question a gate is decided with: a switch that requires a person
+    makes the flag manual (threshold 1.0) and says so in the question."""
+    switch = None
+    if profile.safety.require_human_approval and flag in (
+        AutomationFlag.EDIT_CODE,
+        AutomationFlag.EXECUTE_COMMAND,
+    ):
+        switch = "safety.require_human_approval"
+    guards = profile.guards
+    if flag is AutomationFlag.SELECT_TOOL and guards and guards.require_approval_for_apply:
+        switch = "guards.require_approval_for_apply"
+    if switch is None:
+        return profile, context
+    forced = profile.model_copy(update={flag.value: ALWAYS_MANUAL})
+    question = f"{context.question} ({switch} asks a person)"
+    return forced, dataclasses.replace(context, question=question)
+
+
+def _int(payload: dict[str, object], key: str) -> int:
+    value = payload.get(key, 0)
+    return int(value) if isinstance(value, int | float) else 0
+
+
+def _float(payload: dict[str, object], key: str) -> float:
+    value = payload.get(key, 0.0)
+    return float(value) if isinstance(value, int | float) else 0.0

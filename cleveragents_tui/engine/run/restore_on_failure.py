@@ -1,0 +1,117 @@
+"""Restore from checkpoint before a failed call is retried (the ``approve_plan`` flag).
+
+A call that writes and fails may leave half its work in the sandbox (a command that wrote
+some files, then exited 1). Before engine/run/failures.py retries it, the resource it names goes
+back to the ``pre_write`` checkpoint taken just before its last run, so the retry starts
+from the state the first run started from — when the profile's ``approve_plan`` threshold
+lets the system do it alone. Below the threshold an ``escalation`` approval asks: approve
+restores then retries; deny retries without restoring (after the denial's pause, on
+``agents plan run``).
+
+Nothing to restore — a call that does not write, names no resource, whose resource keeps
+no checkpoints, or whose ``pre_write`` checkpoint the budget pruned — asks nothing. A
+database in a live transaction (``transaction_rollback``) is left as it is: rolling it back
+to a savepoint would destroy the savepoints of the decisions recorded since.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cleveragents_tui.actors.base import ToolCallRequest
+from cleveragents_tui.automation.escalation import EscalationContext
+from cleveragents_tui.domain.approval import ApprovalAnswer, ApprovalKind
+from cleveragents_tui.domain.checkpoint import CheckpointMetadata
+from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.domain.enums import CheckpointType, DecisionType, SandboxStrategyName
+from cleveragents_tui.domain.profile import AutomationFlag
+from cleveragents_tui.engine.core.rollback import rollback_to
+
+if TYPE_CHECKING:
+    from cleveragents_tui.engine.run.runner import PlanRunner
+
+RESTORED_EVENT = "restored_before_retry"
+
+
+def before_retry(runner: PlanRunner, recovery: Decision, call: ToolCallRequest) -> None:
+    """Called right before ``call`` is run again under ``recovery`` (a retry decision).
+    Raises WaitForApproval when a person must decide whether to restore."""
+    from cleveragents_tui.engine.run.runner import WaitForApproval
+
+    checkpoint = _restore_point(runner, call)
+    if checkpoint is None:
+        return
+    key = f"restore:{recovery.decision_id}"
+    answers = runner._answers(ApprovalKind.ESCALATION, key)
+    if answers:
+        latest = answers[-1]
+        if latest.answer is None:
+            raise WaitForApproval(latest)
+        if latest.answer is ApprovalAnswer.APPROVED:
+            _restore(runner, recovery, checkpoint)
+        return  # denied: retry as it is
+    spec = runner.registry.tool(call.tool).spec
+    context = EscalationContext(
+        plan_id=runner.plan_id,
+        question=(
+            f"{call.tool} failed and may have left part of its work in "
+            f"{checkpoint.resource_id}. Approve to restore it from the checkpoint taken before "
+            "the call, then retry; deny to retry without restoring."
+        ),
+        decision_type=DecisionType.ERROR_RECOVERY,
+        decision_id=recovery.decision_id,
+        project=runner.plan().project,
+        tools=(spec,),
+    )
+    verdict = runner.escalation.evaluate(
+        AutomationFlag.APPROVE_PLAN,
+        runner.profile,
+        context,
+        kind=ApprovalKind.ESCALATION,
+        key=runner._scoped(key),
+    )
+    if not verdict.proceed:
+        assert verdict.approval is not None
+        raise WaitForApproval(verdict.approval)
+    _restore(runner, recovery, checkpoint)
+
+
+def _restore_point(runner: PlanRunner, call: ToolCallRequest) -> CheckpointMetadata | None:
+    """The ``pre_write`` checkpoint taken right before the call's last run: the resource's
+    latest one, if it is still live. Never an older one in its place: when the budget pruned
+    it (the retry decision's own checkpoint can push it out), an older ``pre_write`` holds a
+    state from before other decisions' work, and restoring it would erase that work."""
+    resource = call.arguments.get("resource")
+    spec = runner.registry.get(call.tool)
+    if not isinstance(resource, str) or spec is None or not spec.writes:
+        return None
+    with runner.store.unit_of_work() as uow:
+        rows = uow.checkpoints.for_plan(runner.plan_id, resource)
+    pre_writes = [c for c in rows if c.checkpoint_type is CheckpointType.PRE_WRITE]
+    if not pre_writes:
+        return None
+    latest = pre_writes[-1]
+    if latest.pruned_at is not None or latest.strategy is SandboxStrategyName.TRANSACTION_ROLLBACK:
+        return None
+    return latest
+
+
+def _restore(runner: PlanRunner, recovery: Decision, checkpoint: CheckpointMetadata) -> None:
+    report = rollback_to(
+        runner.sandboxes,
+        f"restore before retry {recovery.decision_id}",
+        {checkpoint.resource_id: checkpoint},
+        [],
+    )
+    with runner.store.unit_of_work(write=True) as uow:
+        uow.events.append(
+            RESTORED_EVENT,
+            {
+                "decision": recovery.decision_id,
+                "resource": checkpoint.resource_id,
+                "checkpoint": checkpoint.checkpoint_id,
+                "report": report.model_dump(mode="json"),
+            },
+            plan_id=runner.plan_id,
+        )
+        uow.commit()

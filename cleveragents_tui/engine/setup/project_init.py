@@ -1,0 +1,140 @@
+"""``agents init``: point the app at your own repository.
+
+Registers the git repository the current folder is in as a ``git_worktree`` resource and
+writes a starter action file with comments. The action file goes to the app's data folder
+(or ``--action-file``), never into the repository: ``init`` leaves your index and working
+tree exactly as they were.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.engine.setup.resource_registry import (
+    DEFAULT_NAMESPACE,
+    add_resource,
+    repository_top,
+    resource_name,
+)
+from cleveragents_tui.store.store import Store
+
+
+@dataclass(frozen=True)
+class Initialised:
+    resource: Resource
+    action_name: str
+    action_file: Path
+
+
+def default_name(repository: Path) -> str:
+    """``local/<folder>``, the folder name made a valid name part (room left for the
+    action's ``-change``)."""
+    part = re.sub(r"[^A-Za-z0-9._-]+", "-", repository.name).strip("-._")[:57] or "project"
+    return f"{DEFAULT_NAMESPACE}/{part}"
+
+
+def actions_folder() -> Path:
+    from platformdirs import user_data_path
+
+    return user_data_path("cleveragents", appauthor=False) / "actions"
+
+
+def init_project(
+    store: Store, folder: Path, *, name: str | None = None, action_file: Path | None = None
+) -> Initialised:
+    """Register the repository ``folder`` is in and write the starter action; refused
+    outside a git repository, or when the repository is already registered."""
+    folder = folder.expanduser().resolve()
+    top = repository_top(folder)
+    if top is None:
+        raise UserError(
+            f"{folder} is not in a git repository",
+            "run `agents init` in your project's repository (or `git init` and commit first)",
+        )
+    with store.unit_of_work() as uow:
+        known = next(
+            (r for r in uow.resources.registered() if r.kind == "git" and r.location == str(top)),
+            None,
+        )
+    if known is not None:
+        raise UserError(
+            f"{top} is already initialised as resource {known.resource_id}",
+            f"see it with `agents resource show {known.resource_id}`",
+        )
+    resource_id = resource_name(name) if name else default_name(top)
+    default = actions_folder() / f"{resource_id.split('/')[1]}.action.yaml"
+    target = (action_file or default).expanduser().resolve()
+    if target.exists():
+        raise UserError(
+            f"the action file {target} already exists",
+            "edit it and register it with `agents action create`, or pass --action-file",
+        )
+    resource = add_resource(store, resource_id, kind="git", location=str(top))
+    namespace, part = resource_id.split("/")
+    action_name = f"{namespace}/{part[:57]}-change"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(starter_action(action_name, resource_id), encoding="utf-8")
+    return Initialised(resource, action_name, target)
+
+
+def starter_action(action_name: str, resource_id: str) -> str:
+    """A runnable action with comments: one strategy decision and one change, to edit."""
+    return f"""\
+# A starter action for {resource_id} (docs/actions.md). Edit it, then:
+#   agents action create THIS_FILE      checks it (every problem, with its line) and registers it
+#   agents plan use {action_name}
+name: {action_name}
+description: A change to {resource_id}
+# The task. The chat reasoner (agents plan use ... --reasoner chat --model PROVIDER:MODEL)
+# works from this prompt; the scripted reasoner follows the decision points below.
+prompt: >-
+  Describe the change you want, e.g. "Add a CONTRIBUTING.md that explains how to run the
+  tests".
+project: {resource_id}
+# The resources the plan may change: `agents resource list`. Add a database or a folder with
+# `agents resource add NAME --kind database|filesystem --location PATH`.
+resources: [{resource_id}]
+# The tools the actors may use (docs/tools.md): read-file, write-file, edit-file, delete-file,
+# move, mkdir, run-command, run-tests, run-sql, notify, ... (all in the local/ namespace).
+tools: [local/read-file, local/write-file, local/edit-file]
+# Validation tools run by the plan (docs/guardrails.md), e.g. [local/run-tests].
+validations: []
+# Budgets: past one, the plan pauses (or terminates) and asks you (docs/guardrails.md).
+limits:
+  max_tool_invocations: 50
+  max_wall_clock_seconds: 1800
+  on_exceed: pause
+# The automation profile (plan > action > project > global; `agents automation-profile
+# list`): with trusted, Strategize and Execute run on their own and Apply waits for you.
+automation_profile: trusted
+# Decision points for the scripted reasoner, and hints for the chat reasoner.
+decisions:
+  - key: approach
+    type: strategy_choice
+    question: How should the change be made?
+    alternatives:
+      - option: One new file at the top of the repository
+        confidence: 0.8
+        rationale: The smallest change that does the job.
+  - key: write
+    type: implementation_choice
+    parent: approach
+    depends_on: [approach]
+    question: What does the new file say?
+    alternatives:
+      - option: CONTRIBUTING.md with how to run the tests
+        confidence: 0.8
+        tool_calls:
+          - tool: local/write-file
+            arguments:
+              resource: {resource_id}
+              path: CONTRIBUTING.md
+              content: |
+                # Contributing
+
+                Run the tests before you send a change.
+"""
