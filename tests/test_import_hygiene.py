@@ -114,7 +114,7 @@ def test_a_browser_tab_loads_the_plan_list_without_the_engine() -> None:
     probe = (
         "import sys, cleveragents_tui.web.session_main; "
         "print(sorted(m for m in sys.modules if m in ("
-        "'cleveragents_tui.engine.run.runner', 'cleveragents_tui.engine.correct.correction', "
+        "'cleveragents_tui.engine.run.runner', 'cleveragents_tui.engine.correct.execute', "
         "'cleveragents_tui.engine.run.lifecycle', 'cleveragents_tui.tui.screens.plan_view', "
         "'cleveragents_tui.tui.screens.diff', 'cleveragents_tui.tui.modals.correction')))"
     )

@@ -15,7 +15,7 @@ from cleveragents_tui.cli.render import plan_heading
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
     from cleveragents_tui.engine.core.diff import ResourceDiff
-    from cleveragents_tui.engine.correct.correction import Impact
+    from cleveragents_tui.engine.correct.model import Impact
 
 
 def _impact_text(cli: CliContext, impact: Impact) -> str:
@@ -103,7 +103,7 @@ def correct(
     """Correct DECISION: preview the impact, confirm the warnings, then roll back and replay
     (revert) or append a corrective plan (append)."""
     from cleveragents_tui.domain.enums import CorrectionMode
-    from cleveragents_tui.engine.correct.correction import preview
+    from cleveragents_tui.engine.correct.preview import preview
 
     impact = preview(cli.store, decision_ref, CorrectionMode(mode), guidance, plan_ref, choose)
     _dry_run_or_execute(
@@ -132,7 +132,7 @@ def _dry_run_or_execute(
 
         raise refusal(impact.decision_id, impact.guidance, found)
     if not dry_run and impact.outside_changes and outside is None and yes:
-        from cleveragents_tui.engine.correct.correction import outside_refusal
+        from cleveragents_tui.engine.correct.preview import outside_refusal
 
         raise outside_refusal(impact)
     if not dry_run:
@@ -159,7 +159,8 @@ def _confirm_and_execute(
     it; exit 1 when a question is declined or the correction did not succeed."""
     from cleveragents_tui.domain.documents import CorrectionDocument
     from cleveragents_tui.engine.core.reconcile import OutsideChoice
-    from cleveragents_tui.engine.correct.correction import CorrectionIncompleteError, execute
+    from cleveragents_tui.engine.correct.execute import execute
+    from cleveragents_tui.engine.correct.model import CorrectionIncompleteError
 
     if not as_json:
         echo(_impact_text(cli, impact))

@@ -16,7 +16,8 @@ from typing import Any
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import CorrectionMode
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from tests.benchmarks.harness import Measurement

@@ -42,7 +42,9 @@ from sqlalchemy import text
 
 from cleveragents_tui.domain.enums import CorrectionMode
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
-from cleveragents_tui.engine.correct.correction import Impact, execute, preview
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.model import Impact
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.run.runner import PlanRunner
 from cleveragents_tui.store.store import Store
 from tests.benchmarks.bench_impact import PLAIN_CTE

@@ -24,7 +24,7 @@ from textual.widgets import Static, Tree
 from textual.worker import WorkerCancelled
 
 from cleveragents_tui.domain.enums import CorrectionMode, Phase, PlanState
-from cleveragents_tui.engine.correct.correction import Impact, Tier
+from cleveragents_tui.engine.correct.model import Impact, Tier
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp
 from cleveragents_tui.tui.modals.impact import ImpactModal

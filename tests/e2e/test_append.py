@@ -16,11 +16,9 @@ import pytest
 
 from cleveragents_tui.domain.enums import CorrectionMode, Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine.correct.correction import (
-    CorrectionRefusedError,
-    execute,
-    preview,
-)
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.model import CorrectionRefusedError
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
 from cleveragents_tui.engine.run.lifecycle import apply_plan
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan

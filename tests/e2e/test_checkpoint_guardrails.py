@@ -20,7 +20,7 @@ from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import CorrectionMode, Phase, PlanState
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.core.rollback import RollbackRefusedError
-from cleveragents_tui.engine.correct.correction import preview
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from tests.support.flag_profiles import register_profile

@@ -13,7 +13,8 @@ from click.testing import CliRunner, Result
 
 from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.enums import CorrectionMode
-from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
 from cleveragents_tui.engine.ops.doctor import run_checks
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan

@@ -13,7 +13,9 @@ from cleveragents_tui import failpoints
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, PlanState
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine.correct.correction import CorrectionIncompleteError, execute, preview
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.model import CorrectionIncompleteError
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
 from cleveragents_tui.engine.read.browse import show_plan
 from cleveragents_tui.engine.run.lifecycle import resume_plan

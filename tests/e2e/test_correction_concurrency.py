@@ -15,7 +15,8 @@ from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import CorrectionMode
 from cleveragents_tui.domain.errors import ConcurrentChangeError, UserError
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.correct.correction import _take_plan, execute, preview
+from cleveragents_tui.engine.correct.execute import _take_plan, execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import build_demo
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.engine.setup.actions import load_action
@@ -92,7 +93,8 @@ from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import CorrectionMode
 from cleveragents_tui.engine.setup.actions import load_action
-from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import build_demo
 from cleveragents_tui.engine.run.lifecycle import apply_plan
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan

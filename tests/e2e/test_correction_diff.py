@@ -28,7 +28,8 @@ from cleveragents_tui.engine.core.diff import (
     correction_diff,
 )
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
-from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import DemoEnvironment
 from cleveragents_tui.engine.run.plans import change_profile
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan

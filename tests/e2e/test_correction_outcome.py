@@ -16,7 +16,9 @@ from cleveragents_tui.domain.enums import (
     Phase,
     PlanState,
 )
-from cleveragents_tui.engine.correct.correction import CorrectionRefusedError, execute, preview
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.model import CorrectionRefusedError
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import DemoEnvironment
 from cleveragents_tui.engine.demo.demo_data import load_sample_plan
 from cleveragents_tui.engine.ops.doctor import repair_left_running

@@ -11,13 +11,13 @@ import pytest
 
 from cleveragents_tui.domain.enums import CorrectionMode, Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine.correct.correction import (
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.model import (
     ChildAction,
     CorrectionRefusedError,
     StalePreviewError,
-    execute,
-    preview,
 )
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import DemoEnvironment
 from cleveragents_tui.engine.ops.doctor import run_checks
 from cleveragents_tui.engine.run.plans import change_profile

@@ -231,7 +231,8 @@ def test_a_replay_that_skips_the_failed_step_still_asks_before_apply(
     """Correcting a recovery decision replays from the failed step's actor state without
     running that step again; the failure is still asked about before the Apply gate."""
     from cleveragents_tui.domain.enums import CorrectionMode
-    from cleveragents_tui.engine.correct.correction import execute, preview
+    from cleveragents_tui.engine.correct.execute import execute
+    from cleveragents_tui.engine.correct.preview import preview
 
     _edit_action(demo, _test_file(FAILING_TEST))
     plan = start_plan(

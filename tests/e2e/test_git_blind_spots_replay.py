@@ -18,7 +18,8 @@ import pytest
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phase, PlanState
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 

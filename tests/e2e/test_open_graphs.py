@@ -10,8 +10,9 @@ import pytest
 from cleveragents_tui.domain.enums import CorrectionMode
 from cleveragents_tui.engine.core.impact import affected_subtree
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
-from cleveragents_tui.engine.correct import correction as correction_module
-from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.correct import preview as correction_module
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import build_demo
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.engine.setup.actions import load_action

@@ -22,12 +22,9 @@ from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.rollback import ResourceOutcome
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
-from cleveragents_tui.engine.correct.correction import (
-    CorrectionRefusedError,
-    Tier,
-    execute,
-    preview,
-)
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.model import CorrectionRefusedError, Tier
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.run.lifecycle import apply_plan
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store

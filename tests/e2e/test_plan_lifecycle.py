@@ -190,7 +190,7 @@ def test_a_refused_apply_is_retried_once_the_real_resource_is_put_right(
 def test_apply_before_execute_completes_is_refused(
     demo: DemoEnvironment, store: Store, tmp_path: Path
 ) -> None:
-    from cleveragents_tui.engine.run.runner import PlanStateError
+    from cleveragents_tui.engine.run.errors import PlanStateError
 
     options = RunOptions(sandbox_base=tmp_path / "sandboxes")
     plan = start_plan(

@@ -16,7 +16,8 @@ from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationGuard
 from cleveragents_tui.engine.core.reconcile import compare, scan
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
-from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
 from cleveragents_tui.engine.read.tui_queries import recent_events
 from cleveragents_tui.engine.run.approvals import answer_approval, pending_approvals

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from cleveragents_tui.domain.enums import CorrectionMode, PlanState
 from cleveragents_tui.engine.core.diff import correction_diff, current_replay
-from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import DemoEnvironment
 from cleveragents_tui.engine.run.plans import change_profile
 from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions, start_plan

@@ -14,7 +14,8 @@ import subprocess
 from pathlib import Path
 
 from cleveragents_tui.domain.enums import CorrectionMode, PlanState
-from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
 from cleveragents_tui.engine.run.lifecycle import apply_plan
 from cleveragents_tui.engine.run.runner import RunOptions

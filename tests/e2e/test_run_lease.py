@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.enums import CorrectionMode
-from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import build_demo
 from cleveragents_tui.engine.ops.doctor import run_checks
 from cleveragents_tui.engine.run.lifecycle import apply_plan, resume_plan

@@ -15,7 +15,8 @@ from typing import Any
 from sqlalchemy import event
 
 from cleveragents_tui.domain.enums import CorrectionMode
-from cleveragents_tui.engine.correct.correction import Impact, IrreversibleEffect, preview
+from cleveragents_tui.engine.correct.model import Impact, IrreversibleEffect
+from cleveragents_tui.engine.correct.preview import preview
 from tests.support.scale_plan import API, FILES, ScalePlan, build
 
 

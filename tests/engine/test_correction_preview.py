@@ -7,7 +7,8 @@ import pytest
 from cleveragents_tui.domain.enums import CorrectionMode
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.core.checkpoints import record_execute_decision
-from cleveragents_tui.engine.correct.correction import CorrectionRefusedError, Tier, preview
+from cleveragents_tui.engine.correct.model import CorrectionRefusedError, Tier
+from cleveragents_tui.engine.correct.preview import preview
 from tests.engine.conftest import API, GIT, World
 
 

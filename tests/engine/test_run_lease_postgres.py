@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus
-from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import build_demo
 from cleveragents_tui.engine.read.browse import plan_tree
 from cleveragents_tui.engine.run import run_lease

@@ -50,7 +50,8 @@ from cleveragents_tui.domain.enums import (
 )
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
-from cleveragents_tui.engine.correct import correction
+from cleveragents_tui.engine.correct import execute as correction_execute
+from cleveragents_tui.engine.correct import preview as correction_preview
 from cleveragents_tui.engine.demo.demo import build_demo
 from cleveragents_tui.engine.ops.doctor import (
     repair_corrections,
@@ -120,8 +121,8 @@ def _current(store: Store, plan_id: str, phase: Phase, kind: DecisionType) -> st
 
 
 def revert(store: Store, decision_id: str, guidance: str, options: RunOptions) -> Any:
-    impact = correction.preview(store, decision_id, CorrectionMode.REVERT, guidance)
-    return correction.execute(
+    impact = correction_preview.preview(store, decision_id, CorrectionMode.REVERT, guidance)
+    return correction_execute.execute(
         store, impact, acknowledged=True, requested_by="reliability", options=options
     )
 
@@ -273,9 +274,11 @@ def append_after_apply(folder: str, out: str) -> None:
     strategy = _current(store, plan_id, Phase.STRATEGIZE, DecisionType.STRATEGY_CHOICE)
     with store.unit_of_work() as uow:
         spawned = [c.plan_id for c in uow.plans.children(plan_id)]  # before the append
-    impact = correction.preview(store, strategy, CorrectionMode.APPEND, "also a --shout flag")
+    impact = correction_preview.preview(
+        store, strategy, CorrectionMode.APPEND, "also a --shout flag"
+    )
     assert impact.children == ()  # an append cancels no child plan
-    correction.execute(
+    correction_execute.execute(
         store, impact, acknowledged=True, requested_by="reliability", options=options
     )
     with store.unit_of_work() as uow:

@@ -66,7 +66,8 @@ from cleveragents_tui.domain.approval import ApprovalKind
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.run.approvals import answer_approval, pending_approvals
 from cleveragents_tui.engine.run.lifecycle import apply_plan, resume_plan
 from cleveragents_tui.engine.run.runner import start_plan

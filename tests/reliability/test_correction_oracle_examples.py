@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus
-from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from tests.reliability.oracle_world import (
     DB,
     FILES,

@@ -41,7 +41,8 @@ from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import CorrectionMode, Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.ops.invariants import check_invariants
 from cleveragents_tui.engine.read.browse import plan_tree
 from cleveragents_tui.engine.run.lifecycle import apply_plan

@@ -79,16 +79,14 @@ from cleveragents_tui.engine.core.checkpoints import CheckpointGroupError
 from cleveragents_tui.engine.core.reconcile import Reconciler
 from cleveragents_tui.engine.core.recorder import record_decision
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
-from cleveragents_tui.engine.correct.correction import (
-    CorrectionIncompleteError,
-    CorrectionRefusedError,
-    execute,
-    preview,
-)
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.model import CorrectionIncompleteError, CorrectionRefusedError
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.ops.invariants import check_invariants
 from cleveragents_tui.engine.run.approvals import answer_approval
+from cleveragents_tui.engine.run.errors import PlanStateError
 from cleveragents_tui.engine.run.lifecycle import apply_plan
-from cleveragents_tui.engine.run.runner import PlanRunner, PlanStateError, RunOptions, start_plan
+from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.tables import EventRow
 from tests.reliability.harness import record_figures

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus
-from cleveragents_tui.engine.correct.correction import execute, preview
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
 from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.screens.plan_view import PlanScreen

@@ -8,7 +8,7 @@ import pytest
 from textual.worker import WorkerFailed
 
 from cleveragents_tui.domain.enums import CorrectionMode
-from cleveragents_tui.engine.correct.correction import preview
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.run import run_lease
 from cleveragents_tui.tui.modals.replay import ReplayModal
 from tests.tui.conftest import DemoPlan, settle

@@ -11,14 +11,14 @@ from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phase, PlanState
 from cleveragents_tui.engine.core.diff import CorrectionDiff, FileDiff, ResourceDiff
-from cleveragents_tui.engine.correct.correction import (
+from cleveragents_tui.engine.correct.model import (
     ChildAction,
     ChildImpact,
     Impact,
     IrreversibleEffect,
     Tier,
-    _with_warnings,
 )
+from cleveragents_tui.engine.correct.preview import _with_warnings
 from cleveragents_tui.engine.read.browse import plan_tree
 from cleveragents_tui.sandbox.base import Change, ChangeKind
 from cleveragents_tui.store.store import Store

@@ -14,7 +14,7 @@ from playwright.sync_api import Page
 
 from cleveragents_tui.domain.approval import ApprovalAnswer
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, DecisionType
-from cleveragents_tui.engine.correct.correction import preview
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.read.browse import show_plan
 from cleveragents_tui.engine.run.approvals import pending_approvals
 from cleveragents_tui.web.credentials import add_user

@@ -11,7 +11,8 @@ import pytest
 from playwright.sync_api import Page
 
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus
-from cleveragents_tui.engine.correct.correction import _take_plan, preview
+from cleveragents_tui.engine.correct.execute import _take_plan
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.read.browse import show_plan
 from cleveragents_tui.web.credentials import add_user
 from tests.web.browser import Terminal

@@ -32,8 +32,8 @@ from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.core.recorder import Correction
-from cleveragents_tui.engine.run.plans import create_plan
-from cleveragents_tui.engine.run.runner import ACTORS, PlanRunner, RunOptions
+from cleveragents_tui.engine.run.plans import ACTORS, create_plan
+from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions
 from cleveragents_tui.store.store import Store
 
 WHOLE_PLAN = "*"

@@ -34,7 +34,7 @@ from cleveragents_tui.domain.action import Action, DecisionPoint
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.engine.run.runner import SCRIPTED_ACTOR
+from cleveragents_tui.engine.run.plans import SCRIPTED_ACTOR
 from cleveragents_tui.store.store import Store
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import CorrectionMode, Phase
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.engine.correct.correction import Impact, preview
+from cleveragents_tui.engine.correct.model import Impact
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.store.store import Store
 
 

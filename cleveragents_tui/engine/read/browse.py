@@ -8,9 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
-from cleveragents_tui.domain.enums import PlanState
 from cleveragents_tui.domain.errors import WrongPlanError
-from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.views import (
     DecisionExplanation,
     PlanDetails,
@@ -21,6 +19,7 @@ from cleveragents_tui.domain.views import (
     UsageFigures,
 )
 from cleveragents_tui.engine.core.reasoner_choice import kept_model_name
+from cleveragents_tui.engine.run.errors import run_failure
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -75,18 +74,6 @@ def usage_of(uow: UnitOfWork, plan_id: str) -> UsageFigures:
         unpriced_calls=sum(1 for c in calls if c.get("priced") is False),
         tool_calls=queries.tool_calls(plan_id),
     )
-
-
-def run_failure(uow: UnitOfWork, plan: Plan) -> str | None:
-    """Why ``plan`` is errored when its run failed (a sandbox that could not be made) and
-    nothing has changed it since: the reason its last ``plan_errored`` event recorded for
-    this plan version. None otherwise (an errored correction has its own report)."""
-    if plan.state is not PlanState.ERRORED:
-        return None
-    failures = uow.events.payloads(plan.plan_id, "plan_errored")
-    if failures and failures[-1].get("version") == plan.version:
-        return str(failures[-1].get("reason"))
-    return None
 
 
 def plan_tree(store: Store, plan_ref: str, show_superseded: bool = False) -> PlanTree:

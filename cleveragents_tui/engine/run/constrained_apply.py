@@ -29,9 +29,10 @@ from cleveragents_tui.automation.escalation import EscalationContext
 from cleveragents_tui.domain.apply_journal import ApplyStepState
 from cleveragents_tui.domain.approval import Approval, ApprovalAnswer, ApprovalKind
 from cleveragents_tui.domain.correction import CorrectionAttempt
-from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, Phase
+from cleveragents_tui.domain.enums import DecisionType, Phase
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationFlag
+from cleveragents_tui.engine.run import reversion
 from cleveragents_tui.store.store import Store
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def after_refusal(runner: PlanRunner, reason: str) -> Plan:
         f"Apply was refused: {reason}. Approve to revert to Strategize and re-plan; deny to "
         f"keep the plan constrained (retry with agents plan run, or agents plan cancel)"
     )
-    if runner._answers(ApprovalKind.ESCALATION, KEY):
+    if runner.gates.answers(ApprovalKind.ESCALATION, KEY):
         return runner.plan()  # asked already in this attempt
     if _reversions(runner) >= runner.profile.safety.max_retries_per_step:
         _ask_anyway(runner, question, target)
@@ -72,7 +73,7 @@ def after_refusal(runner: PlanRunner, reason: str) -> Plan:
         runner.profile,
         context,
         kind=ApprovalKind.ESCALATION,
-        key=runner._scoped(KEY),
+        key=runner.gates.scoped(KEY),
     )
     if not verdict.proceed:
         return runner.plan()
@@ -83,7 +84,7 @@ def answered(runner: PlanRunner) -> Plan | None:
     """Before a constrained Apply is retried: an approved question reverts to Strategize
     (returns where the plan stopped); a denied one retries the Apply (None); an open one is
     answered "not reverted" by the runner's user and the Apply is retried (None)."""
-    answers = runner._answers(ApprovalKind.ESCALATION, KEY)
+    answers = runner.gates.answers(ApprovalKind.ESCALATION, KEY)
     if not answers:
         return None
     latest = answers[-1]
@@ -105,30 +106,22 @@ def answered(runner: PlanRunner) -> Plan | None:
 
 
 def _revert(runner: PlanRunner, target: str, reason: str) -> Plan:
-    from cleveragents_tui.engine.core.reconcile import OutsideChoice
-    from cleveragents_tui.engine.correct.correction import execute, preview
+    def previewed() -> None:  # a refusal (one line, exit 2 in the CLI) leaves it constrained
+        with runner.store.unit_of_work(write=True) as uow:
+            uow.events.append(
+                REVERTED_EVENT, {"decision": target, "reason": reason}, plan_id=runner.plan_id
+            )
+            uow.commit()
 
-    guidance = f"Apply was refused: {reason}"
-    impact = preview(  # a refusal (one line, exit 2 in the CLI) leaves the plan constrained
+    return reversion.revert(
         runner.store,
         target,
-        CorrectionMode.REVERT,
-        guidance,
-        sandbox_base=runner.options.sandbox_base,
-    )
-    with runner.store.unit_of_work(write=True) as uow:
-        uow.events.append(
-            REVERTED_EVENT, {"decision": target, "reason": reason}, plan_id=runner.plan_id
-        )
-        uow.commit()
-    return execute(
-        runner.store,
-        impact,
-        acknowledged=True,
+        f"Apply was refused: {reason}",
         requested_by=REQUESTED_BY,
         options=runner.options,
-        outside=OutsideChoice.KEEP,
-    ).plan
+        sandbox_base=runner.options.sandbox_base,
+        previewed=previewed,
+    )
 
 
 def _ask_anyway(runner: PlanRunner, question: str, target: str) -> None:
@@ -138,7 +131,7 @@ def _ask_anyway(runner: PlanRunner, question: str, target: str) -> None:
         kind=ApprovalKind.ESCALATION,
         question=question,
         details={
-            "key": runner._scoped(KEY),
+            "key": runner.gates.scoped(KEY),
             "flag": AutomationFlag.ACCESS_NETWORK.value,
             "gates": AutomationFlag.ACCESS_NETWORK.gates,
             "profile": runner.profile.name,

@@ -87,7 +87,7 @@ class FailureHandling:
     def settle(self, decision: Decision, call: ToolCallRequest, number: int) -> None:
         """Return when call ``number`` of ``decision`` passed, passed on a retry, or a person
         accepted its failure; otherwise retry it or raise WaitForApproval."""
-        from cleveragents_tui.engine.run.runner import WaitForApproval
+        from cleveragents_tui.engine.run.errors import WaitForApproval
 
         first = self._first_run(decision, number)
         if first is None or first.ok is not False:  # passed, or not known to have failed
@@ -103,7 +103,7 @@ class FailureHandling:
                 continue
             if found.escalation is not None:
                 key = failure_key(decision.decision_id, number)
-                if self._runner._settled(ApprovalKind.ESCALATION, key):
+                if self._runner.gates.settled(ApprovalKind.ESCALATION, key):
                     return  # a person accepted the failure
                 raise WaitForApproval(self._ask(decision, spec, number, found))
             if self._executor is not None and self._may_retry(decision, spec, number, found):
@@ -172,7 +172,7 @@ class FailureHandling:
             project=self._runner.plan().project,
             tools=(spec,),
         )
-        key = self._runner._scoped(failure_key(decision.decision_id, number))
+        key = self._runner.gates.scoped(failure_key(decision.decision_id, number))
         verdict = self._runner.escalation.evaluate(
             flag, self._runner.profile, context, kind=ApprovalKind.ESCALATION, key=key
         )
@@ -225,14 +225,14 @@ class FailureHandling:
             depends_on=[decision.decision_id],
             actor_ref=decision.context_snapshot.actor_state_ref,
             context={"failed_decision": decision.decision_id, "call": number, "output": output},
-            correction=self._runner._correction,
+            correction=self._runner.correction,
         )
 
     def _retry(self, recovery: Decision, call: ToolCallRequest, number: int) -> None:
         assert self._executor is not None
         restore_on_failure.before_retry(self._runner, recovery, call)  # approve_plan
         outcome = self._executor.run(recovery, call, number)
-        self._runner._refresh_seal(call, outcome)
+        self._runner.refresh_seal(call, outcome)
 
     def _question(self, decision: Decision, spec: ToolSpec, number: int, found: _Recoveries) -> str:
         output = self._last_output(decision, number, found)
@@ -245,7 +245,7 @@ class FailureHandling:
 
     def _ask(self, decision: Decision, spec: ToolSpec, number: int, found: _Recoveries) -> Approval:
         """The retries are used up: a person decides."""
-        return self._runner._ask(
+        return self._runner.gates.ask(
             ApprovalKind.ESCALATION,
             failure_key(decision.decision_id, number),
             self._question(decision, spec, number, found),

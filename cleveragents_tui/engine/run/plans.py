@@ -27,7 +27,12 @@ from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.engine.core.reasoner_choice import CHAT_ACTOR
 from cleveragents_tui.store.store import Store
+
+SCRIPTED_ACTOR = "local/scripted"
+ACTORS = frozenset({SCRIPTED_ACTOR, CHAT_ACTOR})  # the actors a plan may name
+ROOT_KEY = "prompt"  # the step key of a plan's root decision, its prompt
 
 
 def effective_profile(

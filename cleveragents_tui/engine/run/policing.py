@@ -315,7 +315,7 @@ class Policing:
         with self._store.unit_of_work(write=True) as uow:
             uow.approvals.add(approval)
             uow.commit()
-        from cleveragents_tui.engine.run.runner import WaitForApproval  # the runner imports us
+        from cleveragents_tui.engine.run.errors import WaitForApproval
 
         raise WaitForApproval(approval)
 

@@ -36,13 +36,13 @@ RESTORED_EVENT = "restored_before_retry"
 def before_retry(runner: PlanRunner, recovery: Decision, call: ToolCallRequest) -> None:
     """Called right before ``call`` is run again under ``recovery`` (a retry decision).
     Raises WaitForApproval when a person must decide whether to restore."""
-    from cleveragents_tui.engine.run.runner import WaitForApproval
+    from cleveragents_tui.engine.run.errors import WaitForApproval
 
     checkpoint = _restore_point(runner, call)
     if checkpoint is None:
         return
     key = f"restore:{recovery.decision_id}"
-    answers = runner._answers(ApprovalKind.ESCALATION, key)
+    answers = runner.gates.answers(ApprovalKind.ESCALATION, key)
     if answers:
         latest = answers[-1]
         if latest.answer is None:
@@ -68,7 +68,7 @@ def before_retry(runner: PlanRunner, recovery: Decision, call: ToolCallRequest) 
         runner.profile,
         context,
         kind=ApprovalKind.ESCALATION,
-        key=runner._scoped(key),
+        key=runner.gates.scoped(key),
     )
     if not verdict.proceed:
         assert verdict.approval is not None

@@ -188,7 +188,7 @@ def _store_problems(store: Store, data: Mapping[str, Any], node: yaml.Node) -> l
     as it is, so these are reported even when the schema refused something else."""
     from cleveragents_tui.actors.tools import default_registry
     from cleveragents_tui.automation.profiles import ProfileRegistry
-    from cleveragents_tui.engine.run.runner import ACTORS
+    from cleveragents_tui.engine.run.plans import ACTORS
 
     tools = default_registry()
     with store.unit_of_work() as uow:

@@ -19,7 +19,8 @@ from textual.worker import Worker, WorkerState
 from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine.core.reconcile import OutsideChoice
-from cleveragents_tui.engine.correct.correction import CorrectionResult, Impact, execute
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.model import CorrectionResult, Impact
 from cleveragents_tui.engine.read import tui_queries
 from cleveragents_tui.engine.read.tui_queries import EventView, Progress
 from cleveragents_tui.engine.run import run_lease

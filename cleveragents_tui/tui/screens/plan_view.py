@@ -20,7 +20,8 @@ from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
-from cleveragents_tui.engine.correct.correction import Impact, preview, replay_blocker
+from cleveragents_tui.engine.correct.model import Impact
+from cleveragents_tui.engine.correct.preview import preview, replay_blocker
 from cleveragents_tui.engine.correct.strategy import (
     editable_strategy_decision,
     preview_strategy_edit,

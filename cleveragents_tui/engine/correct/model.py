@@ -1,0 +1,114 @@
+"""What a correction's preview returns (the impact) and the errors a correction raises."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from cleveragents_tui.domain.correction import CorrectionAttempt
+from cleveragents_tui.domain.enums import (
+    CorrectionMode,
+    Phase,
+    PlanState,
+)
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.rollback import RollbackReport
+from cleveragents_tui.engine.core.reconcile import (
+    OutsideChanges,
+)
+from cleveragents_tui.engine.correct.append import AppendPlan
+from cleveragents_tui.engine.correct.guidance import Alternatives
+from cleveragents_tui.engine.correct.later_guidance import LaterGuidance
+from cleveragents_tui.engine.correct.later_writers import RemadeDecision
+
+
+class Tier(StrEnum):
+    FULL = "full decision-level"
+    PHASE = "phase-level"
+    NONE = "no rollback"
+
+
+class ChildAction(StrEnum):
+    CANCEL = "cancel"
+    CANCEL_AND_ROLL_BACK = "cancel and roll back its sandbox"
+    REJECT = "reject: already applied"
+
+
+class CorrectionRefusedError(UserError):
+    """The correction cannot be made as asked; nothing was changed."""
+
+
+class StalePreviewError(UserError):
+    """The plan changed after the preview was made."""
+
+
+@dataclass(frozen=True)
+class ChildImpact:
+    plan_id: str
+    action: str
+    phase: Phase
+    state: PlanState
+    outcome: ChildAction
+
+
+@dataclass(frozen=True)
+class IrreversibleEffect:
+    tool: str
+    invocations: int
+    side_effects: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Impact:
+    plan_id: str
+    plan_version: int
+    attempt: int
+    decision_id: str
+    decision_phase: Phase
+    step_key: str | None
+    mode: CorrectionMode
+    guidance: str
+    tier: Tier
+    affected_decisions: tuple[str, ...]
+    children: tuple[ChildImpact, ...]
+    rollbackable: tuple[str, ...]
+    non_rollbackable: tuple[str, ...]
+    unaffected: tuple[str, ...]
+    irreversible: tuple[IrreversibleEffect, ...]
+    phase_change: tuple[Phase, Phase] | None
+    # current decisions outside the subtree that wrote to a rolled-back resource: re-made
+    # (engine/correct/later_writers.py); they and their dependents are in affected_decisions too
+    remade: tuple[RemadeDecision, ...] = field(default=())
+    warnings: tuple[str, ...] = field(default=())
+    # the corrected decision's alternatives and the one the replay takes (engine/correct/guidance.py);
+    # None for a decision the scripted reasoner did not make
+    alternatives: Alternatives | None = None
+    # append mode: the appended plan's decisions, sandboxes and landing (engine/correct/append.py)
+    append: AppendPlan | None = None
+    # phase-level tier: sandboxes without checkpoints (checkpointing off) the revert discards
+    # and makes anew from the real resources (engine/core/rollback.py); listed in rollbackable too
+    recreated: tuple[str, ...] = field(default=())
+    # files changed outside the plan (engine/core/reconcile.py) in sandboxes the revert rolls
+    # back: kept (re-applied on top, before the replay) or discarded, as the user chooses
+    outside_changes: tuple[OutsideChanges, ...] = field(default=())
+    # guidance earlier corrections gave that the restored actor state lacks
+    # (engine/correct/later_guidance.py): carried forward when their correction stands, else dropped
+    guidance_carried: tuple[LaterGuidance, ...] = field(default=())
+    guidance_dropped: tuple[LaterGuidance, ...] = field(default=())
+
+    def rolled_back(self) -> tuple[str, ...]:
+        """The resources rolled back, as the preview names them: ``ID (recreated)`` for a
+        sandbox made anew."""
+        return tuple(f"{r} (recreated)" if r in self.recreated else r for r in self.rollbackable)
+
+
+@dataclass(frozen=True)
+class CorrectionResult:
+    correction: CorrectionAttempt
+    plan: Plan
+    report: RollbackReport | None
+
+
+class CorrectionIncompleteError(RuntimeError):
+    """The resources were rolled back but the correction could not be completed."""

@@ -1,0 +1,109 @@
+"""Child plans: spawned by a decision, run to their Apply gate (one parallel spawn's children
+concurrently), landed by their parent's Apply (docs/subplans.md)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from cleveragents_tui.actors.base import Proposal
+from cleveragents_tui.domain.approval import ApprovalKind
+from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.domain.dependency import DecisionDependency
+from cleveragents_tui.domain.enums import DependencyType, PlanState
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
+from cleveragents_tui.engine.run.errors import WaitForApproval
+from cleveragents_tui.engine.run.plans import ACTORS, create_plan
+from cleveragents_tui.engine.run.run_options import RunOptions
+
+if TYPE_CHECKING:
+    from cleveragents_tui.engine.run.runner import PlanRunner
+
+
+def spawn(runner: PlanRunner, decision: Decision, proposal: Proposal) -> None:
+    """Create the child plans ``proposal`` spawns, each depending on ``decision``."""
+    parent = runner.plan()
+    for name in proposal.spawn:
+        child_action = runner.action.subaction(name)
+        child, _ = create_plan(
+            runner.store,
+            child_action,
+            tools=runner.registry,
+            actors=ACTORS,
+            project=parent.project,
+            parent=parent,
+            spawning_decision_id=decision.decision_id,
+        )
+        with runner.store.unit_of_work(write=True) as uow:
+            uow.plan_actions.save(child.plan_id, child_action.model_dump(mode="json"))
+            uow.decisions.add_dependency(
+                DecisionDependency(
+                    upstream_decision_id=decision.decision_id,
+                    downstream_ref=child.plan_id,
+                    dependency_type=DependencyType.PLAN,
+                )
+            )
+            uow.events.append(
+                "child_spawned", {"child": child.plan_id, "action": name}, plan_id=runner.plan_id
+            )
+            uow.commit()
+        OPEN_GRAPHS.spawned(decision.decision_id, child.plan_id)
+
+
+def open_children(runner: PlanRunner) -> list[Plan]:
+    with runner.store.unit_of_work() as uow:
+        return [c for c in uow.plans.children(runner.plan_id) if not c.state.is_terminal]
+
+
+def run_children(runner: PlanRunner) -> None:
+    """Run child plans to their Apply gate; children of one parallel spawn run concurrently."""
+    waiting = [c for c in open_children(runner) if c.state is not PlanState.COMPLETED]
+    if not waiting:
+        return
+
+    def run_child(child: Plan) -> Plan:
+        options = RunOptions(
+            runner.options.registry,
+            runner.options.sandbox_base,
+            runner.options.reasoner_factory,
+            runner.options.user,
+        )
+        return type(runner)(runner.store, child.plan_id, options).run()
+
+    with ThreadPoolExecutor(
+        max_workers=max(1, len(waiting)), thread_name_prefix="child-plan"
+    ) as pool:
+        results = list(pool.map(run_child, waiting))
+    stuck = [p for p in results if p.state is not PlanState.COMPLETED]
+    if stuck:
+        child = stuck[0]
+        approval = runner.gates.ask(
+            ApprovalKind.SPAWN,
+            f"child:{child.plan_id}",
+            f"Child plan {child.plan_id} ({child.action}) stopped in {child.state.value}; "
+            "resume it, then approve to continue",
+        )
+        raise WaitForApproval(approval)
+
+
+def landed_by_parent(runner: PlanRunner) -> bool:
+    """A child plan is landed by its parent's Apply, unless the parent has already been
+    applied (a plan appended to an applied plan): then it goes to its own Apply gate."""
+    parent_id = runner.plan().parent_plan_id
+    if parent_id is None:
+        return False
+    with runner.store.unit_of_work() as uow:
+        return uow.plans.get(parent_id).state is not PlanState.APPLIED
+
+
+def land_children(runner: PlanRunner) -> list[str]:
+    """Land the open child plans, and theirs (an appended plan's spawns), before this one.
+    An appended plan works in this plan's sandboxes: they land once, with this plan's."""
+    results: list[str] = []
+    for child in open_children(runner):
+        child_runner = type(runner)(runner.store, child.plan_id, runner.options)
+        results.extend(land_children(child_runner))
+        shared = child_runner.sandboxes.host_plan_id != child.plan_id
+        results.extend(child_runner.apply_own(land=not shared))
+    return results

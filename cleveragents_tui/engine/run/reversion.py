@@ -1,0 +1,68 @@
+"""Going back to Strategize from a running plan — phase reversion, a constrained Apply — is a
+revert correction, and a correction replays the plan with this package's runner. So run/
+does not import correct/: the engine package, the composition root, hands the runner
+its reverter (engine/__init__.py), and the import graph has no cycle
+(docs/architecture.md, "Engine")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from cleveragents_tui.domain.plan import Plan
+    from cleveragents_tui.engine.run.run_options import RunOptions
+    from cleveragents_tui.store.store import Store
+
+
+class Reverter(Protocol):
+    """Revert to ``decision_id`` with ``guidance``: previewed (in the sandboxes under
+    ``sandbox_base``), ``previewed`` called, then carried out acknowledged, keeping files
+    changed outside the plan while it ran. Returns where the replay stopped."""
+
+    def __call__(
+        self,
+        store: Store,
+        decision_id: str,
+        guidance: str,
+        *,
+        requested_by: str,
+        options: RunOptions,
+        sandbox_base: Path | None,
+        previewed: Callable[[], None] | None = None,
+    ) -> Plan: ...
+
+
+_provided: list[Callable[[], Reverter]] = []
+
+
+def provide(load: Callable[[], Reverter]) -> None:
+    """Set how to load the reverter (the engine package does, when it is imported; it loads
+    the correction engine only when a plan first goes back)."""
+    _provided[:] = [load]
+
+
+def revert(
+    store: Store,
+    decision_id: str,
+    guidance: str,
+    *,
+    requested_by: str,
+    options: RunOptions,
+    sandbox_base: Path | None,
+    previewed: Callable[[], None] | None = None,
+) -> Plan:
+    """Revert to ``decision_id`` with the reverter the engine package provided."""
+    if not _provided:  # pragma: no cover - the engine package always provides one
+        raise RuntimeError("no reverter: import cleveragents_tui.engine, which provides it")
+    return _provided[0]()(
+        store,
+        decision_id,
+        guidance,
+        requested_by=requested_by,
+        options=options,
+        sandbox_base=sandbox_base,
+        previewed=previewed,
+    )

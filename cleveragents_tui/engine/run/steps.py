@@ -1,0 +1,187 @@
+"""One step of an actor: gate the proposed decision, record it, run its tool calls and
+spawns; or, for a step that recorded its decision before the run stopped, finish what the
+decision called for without asking the reasoner again (docs/reliability.md)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from cleveragents_tui.actors.base import ActorState, Proposal, Reasoner, ToolCallRequest
+from cleveragents_tui.actors.notes import decision_note
+from cleveragents_tui.automation.escalation import EscalationContext
+from cleveragents_tui.domain.approval import ApprovalKind
+from cleveragents_tui.domain.decision import ActorStateRef, Decision
+from cleveragents_tui.domain.enums import DecisionType, Phase
+from cleveragents_tui.domain.profile import AutomationFlag
+from cleveragents_tui.engine.core.recorder import record_decision
+from cleveragents_tui.engine.core.tool_calls import ToolCallBlocked, ToolExecutor
+from cleveragents_tui.engine.run import children
+from cleveragents_tui.engine.run.errors import ReviseStrategy, WaitForApproval
+from cleveragents_tui.engine.run.failures import FailureHandling
+from cleveragents_tui.engine.run.plans import ROOT_KEY
+
+if TYPE_CHECKING:
+    from cleveragents_tui.engine.run.runner import PlanRunner
+
+
+def step(
+    runner: PlanRunner,
+    reasoner: Reasoner,
+    executor: ToolExecutor,
+    phase: Phase,
+    state: ActorState,
+    ref: ActorStateRef,
+) -> dict[str, Any]:
+    runner.police.check()
+    with runner.store.unit_of_work() as uow:
+        redone = uow.decisions.made_from_actor_checkpoint(
+            runner.plan_id, ref.thread_id, ref.checkpoint_id
+        )
+    if redone is not None:
+        # The step ran before and recorded its decision, then stopped (a guard, a failed
+        # call, a crash): finish what the decision called for; do not ask again.
+        proposal = _resume_step(runner, executor, phase, redone)
+    else:
+        found = runner.police.propose(reasoner, state, phase)  # its model calls recorded
+        if found is None:
+            return {"done": True, "notes": [*state["notes"], f"{phase.value} complete"]}
+        proposal = found
+        _gate_decision(runner, phase, proposal, state)
+        current = runner.current()
+        parent = current[proposal.parent_key or ROOT_KEY][0]
+        decision = record_decision(
+            runner.store,
+            runner.sandboxes if phase is Phase.EXECUTE else None,
+            plan_id=runner.plan_id,
+            phase=phase,
+            proposal=proposal,
+            parent_id=parent,
+            depends_on=[current[k][0] for k in proposal.depends_on if k in current],
+            actor_ref=ref,
+            context={
+                "state": dict(state),
+                "proposal": proposal.key,
+                "prompt": runner.action.prompt,
+                **_what_follows(proposal),
+            },
+            correction=runner.correction,
+        )
+        _finish_step(runner, executor, phase, proposal, decision, calls_done=0, spawned=False)
+    if proposal.revise_strategy:  # also when a re-run step finds its decision recorded
+        reason = (
+            proposal.rationale or f"the constraints of {proposal.revise_strategy} are too tight"
+        )
+        raise ReviseStrategy(proposal.revise_strategy, reason)
+    note = decision_note(proposal)
+    return {"position": state["position"] + 1, "notes": [*state["notes"], note]}
+
+
+def _resume_step(
+    runner: PlanRunner, executor: ToolExecutor, phase: Phase, decision_id: str
+) -> Proposal:
+    """Run the tool calls of a recorded decision that have no record yet, and its spawns
+    if they did not happen; returns the proposal as it was recorded (from the decision
+    and what its stored context says follows it)."""
+    with runner.store.unit_of_work() as uow:
+        decision = uow.decisions.get(decision_id)
+        body = uow.contexts.get(decision.context_snapshot.hot_context_hash or "")
+        calls_done = len(uow.tool_invocations.for_decision(decision_id))
+        spawned = any(
+            c.spawning_decision_id == decision_id for c in uow.plans.children(runner.plan_id)
+        )
+    follows = json.loads(body) if body else {}
+    proposal = Proposal(
+        key=decision.step_key or "",
+        decision_type=decision.decision_type,
+        question=decision.question,
+        chosen_option=decision.chosen_option,
+        rationale=decision.rationale,
+        tool_calls=tuple(
+            ToolCallRequest(call["tool"], call["arguments"])
+            for call in follows.get("tool_calls", [])
+        ),
+        spawn=tuple(follows.get("spawn", [])),
+        revise_strategy=follows.get("revise_strategy"),
+    )
+    _finish_step(runner, executor, phase, proposal, decision, calls_done, spawned)
+    return proposal
+
+
+def _finish_step(
+    runner: PlanRunner,
+    executor: ToolExecutor,
+    phase: Phase,
+    proposal: Proposal,
+    decision: Decision,
+    calls_done: int,
+    spawned: bool,
+) -> None:
+    """The tool calls of a recorded decision (from ``calls_done`` on: calls run in order,
+    each recorded as it ends), then its spawns."""
+    if phase is Phase.EXECUTE:  # Strategize is read-only: tool calls belong to Execute
+        failures = FailureHandling(runner, executor)
+        for number, call in enumerate(proposal.tool_calls):
+            if number < calls_done:
+                failures.settle(decision, call, number)  # a failure a stopped run left
+                continue
+            try:
+                outcome = executor.run(decision, call, number)
+            except ToolCallBlocked as blocked:
+                approval = runner.gates.ask(
+                    ApprovalKind.GUARD,
+                    blocked.tool,
+                    f"Allow {blocked.tool}? {blocked.reason}",
+                    decision.decision_id,
+                )
+                raise WaitForApproval(approval) from blocked
+            runner.refresh_seal(call, outcome)
+            failures.settle(decision, call, number)  # retried, or a person asked
+    if proposal.spawn and not spawned:
+        children.spawn(runner, decision, proposal)
+
+
+def _gate_decision(runner: PlanRunner, phase: Phase, proposal: Proposal, state: ActorState) -> None:
+    flag = AutomationFlag.EDIT_CODE if phase is Phase.STRATEGIZE else AutomationFlag.EXECUTE_COMMAND
+    tools = tuple(
+        s for s in (runner.registry.get(c.tool) for c in proposal.tool_calls) if s is not None
+    )
+    invariants = sum(
+        1
+        for key in runner.current()
+        if any(
+            p.key == key and p.type is DecisionType.INVARIANT_ENFORCED
+            for p in runner.action.decisions
+        )
+    )
+    context = EscalationContext(
+        plan_id=runner.plan_id,
+        question=f"{proposal.question} → {proposal.chosen_option}",
+        decision_type=proposal.decision_type,
+        project=runner.plan().project,
+        tools=tools,
+        invariant_count=invariants,
+    )
+    runner.gates.gate(
+        flag, context.question, f"decision:{proposal.key}", ApprovalKind.ESCALATION, context
+    )
+    if proposal.spawn:
+        runner.gates.gate(
+            AutomationFlag.INSTALL_DEPENDENCY,
+            f"Spawn {', '.join(proposal.spawn)}?",
+            f"spawn:{proposal.key}",
+            ApprovalKind.SPAWN,
+        )
+
+
+def _what_follows(proposal: Proposal) -> dict[str, Any]:
+    """What a decision calls for after it is recorded, kept in its stored context, so that a
+    run stopped between the decision and these can finish them without asking the reasoner
+    again (which may decide otherwise, or, scripted, skip a point already decided)."""
+    return {
+        "tool_calls": [
+            {"tool": call.tool, "arguments": dict(call.arguments)} for call in proposal.tool_calls
+        ],
+        "spawn": list(proposal.spawn),
+        "revise_strategy": proposal.revise_strategy,
+    }
