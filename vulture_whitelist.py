@@ -24,6 +24,7 @@ _.format_commands  # click: Group.format_commands, the --help command list (cli/
 _.msg, _.exc_text, _.stack_info  # logging.LogRecord fields a filter rewrites (web/log_lines.py)
 _._open_app_process, _._stdin  # textual-serve's AppSession calls and writes these (web/sessions.py)
 down_revision, branch_labels  # Alembic reads each migration module's globals
+__getattr__  # PEP 562: engine/__init__.py loads a public name on first use
 
 # -- read by name, not by attribute -----------------------------------------------------------
 # The eleven thresholds: AutomationProfile.threshold() reads them with getattr.

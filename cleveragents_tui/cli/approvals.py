@@ -27,7 +27,7 @@ def approval() -> None:
 def list_(cli: CliContext, plan_ref: str | None, local_format: str | None) -> None:
     """Pending approvals, oldest first."""
     from cleveragents_tui.domain.documents import ApprovalsDocument
-    from cleveragents_tui.engine.run.approvals import pending_approvals
+    from cleveragents_tui.engine import pending_approvals
 
     items = pending_approvals(cli.store, plan_ref)
     if cli.wants_json(local_format):
@@ -47,7 +47,7 @@ def list_(cli: CliContext, plan_ref: str | None, local_format: str | None) -> No
 def _answer(
     cli: CliContext, approval_ref: str, approve: bool, reason: str | None, who: str | None
 ) -> Approval:
-    from cleveragents_tui.engine.run.approvals import answer_approval
+    from cleveragents_tui.engine import answer_approval
 
     answered = answer_approval(
         cli.store, approval_ref, approve=approve, by=who or getpass.getuser(), reason=reason

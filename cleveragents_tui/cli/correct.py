@@ -14,14 +14,14 @@ from cleveragents_tui.cli.plan import plan
 from cleveragents_tui.cli.render import plan_heading
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
-    from cleveragents_tui.engine.core.diff import ResourceDiff
-    from cleveragents_tui.engine.correct.model import Impact
+    from cleveragents_tui.engine import Impact
+    from cleveragents_tui.engine.core.file_diff import ResourceDiff
 
 
 def _impact_text(cli: CliContext, impact: Impact) -> str:
     """The preview as the app's impact modal shows it (views/impact.py), the superseded
     decisions named from the plan's tree."""
-    from cleveragents_tui.engine.read.browse import plan_tree
+    from cleveragents_tui.engine import plan_tree
     from cleveragents_tui.views.impact import impact_view
     from cleveragents_tui.views.sections import to_plain_text
 
@@ -103,7 +103,7 @@ def correct(
     """Correct DECISION: preview the impact, confirm the warnings, then roll back and replay
     (revert) or append a corrective plan (append)."""
     from cleveragents_tui.domain.enums import CorrectionMode
-    from cleveragents_tui.engine.correct.preview import preview
+    from cleveragents_tui.engine import preview
 
     impact = preview(cli.store, decision_ref, CorrectionMode(mode), guidance, plan_ref, choose)
     _dry_run_or_execute(
@@ -158,8 +158,7 @@ def _confirm_and_execute(
     files changed outside the plan (unless --outside-changes), run the correction, report
     it; exit 1 when a question is declined or the correction did not succeed."""
     from cleveragents_tui.domain.documents import CorrectionDocument
-    from cleveragents_tui.engine.core.reconcile import OutsideChoice
-    from cleveragents_tui.engine.correct.execute import execute
+    from cleveragents_tui.engine import OutsideChoice, execute
     from cleveragents_tui.engine.correct.model import CorrectionIncompleteError
 
     if not as_json:
@@ -291,7 +290,8 @@ def diff(
     The snapshots compared were recorded by the correction itself (docs/corrections.md,
     "Diffs"), so a correction's diff is the same whenever it is asked for."""
     from cleveragents_tui.domain.documents import CorrectionDiffDocument
-    from cleveragents_tui.engine.core.diff import AT_DECISION, FINAL, correction_diff
+    from cleveragents_tui.engine.core.diff import correction_diff
+    from cleveragents_tui.engine.core.replay_snapshots import AT_DECISION, FINAL
     from cleveragents_tui.views.diff import diff_view
     from cleveragents_tui.views.sections import to_plain_text
 
@@ -324,7 +324,7 @@ def diff(
 
 
 def _json_resources(resources: list[ResourceDiff]) -> list[dict[str, object]]:
-    from cleveragents_tui.engine.core.diff import path_bytes, readable_path
+    from cleveragents_tui.engine.core.file_diff import path_bytes, readable_path
 
     return [
         {
@@ -349,7 +349,7 @@ def _json_resources(resources: list[ResourceDiff]) -> list[dict[str, object]]:
 def _echo_resource(resource: ResourceDiff, side_by_side: bool) -> None:
     """One resource's changed files: never raw bytes, never a control character."""
     from cleveragents_tui.domain.display import printable
-    from cleveragents_tui.engine.core.diff import shown_path
+    from cleveragents_tui.engine.core.file_diff import shown_path
     from cleveragents_tui.views.diff import resource_view
     from cleveragents_tui.views.sections import to_plain_text
 

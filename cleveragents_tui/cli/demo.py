@@ -78,8 +78,8 @@ def demo(
     run the demo plan on it to the Apply gate, and open the app on it (unless --no-tui,
     --format=json, or stdout is not a terminal: then say what to do next)."""
     from cleveragents_tui.domain.documents import DemoDocument
+    from cleveragents_tui.engine import start_plan
     from cleveragents_tui.engine.demo.demo import build_demo
-    from cleveragents_tui.engine.run.runner import start_plan
     from cleveragents_tui.engine.setup.actions import load_action
 
     target = directory or Path(tempfile.mkdtemp(prefix="agents-demo-"))

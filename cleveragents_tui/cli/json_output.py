@@ -55,7 +55,7 @@ def plan_result(store: Store, plan: Plan) -> dict[str, Any]:
     """Where a run, a pause, a cancel or an Apply left the plan, what it waits for, and —
     applied — where each resource's changes landed (as the text's ``landed:`` lines)."""
     from cleveragents_tui.domain.documents import PlanResultDocument
-    from cleveragents_tui.engine.run.approvals import pending_approvals
+    from cleveragents_tui.engine import pending_approvals
     from cleveragents_tui.engine.run.constrained_apply import reverted_into
     from cleveragents_tui.export.json import plan_json
 

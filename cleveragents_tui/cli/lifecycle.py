@@ -55,8 +55,8 @@ def use(
     With --reasoner chat --model PROVIDER:MODEL a LangChain chat model makes the decisions
     (docs/reasoners.md); the plan keeps the model (not the key) for later runs and replays.
     """
+    from cleveragents_tui.engine import RunOptions, start_plan
     from cleveragents_tui.engine.core.reasoner_choice import choose
-    from cleveragents_tui.engine.run.runner import RunOptions, start_plan
     from cleveragents_tui.engine.setup.actions import load_action
 
     action = load_action(action_ref, cli.store)
@@ -80,7 +80,7 @@ def run_(cli: CliContext, plan_ref: str) -> None:
     an Apply that was refused (constrained) or failed (errored) once the cause is fixed, or
     one a crash stopped halfway (what landed is kept). Exits 3 if the Apply is refused
     (constrained), 1 if the run errored, with the reason in one line (as `plan apply`)."""
-    from cleveragents_tui.engine.run.lifecycle import resume_plan
+    from cleveragents_tui.engine import resume_plan
 
     result = finished(cli.store, plan_ref, lambda: resume_plan(cli.store, plan_ref))
     report_plan(cli.store, result)
@@ -101,8 +101,7 @@ def resume(cli: CliContext, plan_ref: str, choose: int | None, guidance: str | N
 
     A plan paused by a denied approval is asked the same question again, unless --choose or
     --guidance says how to make the denied decision instead."""
-    from cleveragents_tui.engine.run.denial import resume_with
-    from cleveragents_tui.engine.run.lifecycle import resume_plan
+    from cleveragents_tui.engine.run.lifecycle import resume_plan, resume_with
 
     def run() -> Plan:
         if choose is not None or guidance is not None:
@@ -117,7 +116,7 @@ def resume(cli: CliContext, plan_ref: str, choose: int | None, guidance: str | N
 @pass_cli
 def pause(cli: CliContext, plan_ref: str) -> None:
     """Pause PLAN; a runner stops before its next decision."""
-    from cleveragents_tui.engine.run.lifecycle import pause_plan
+    from cleveragents_tui.engine import pause_plan
 
     report_plan(cli.store, pause_plan(cli.store, plan_ref))
 
@@ -142,7 +141,7 @@ def set_profile(cli: CliContext, plan_ref: str, profile_name: str) -> None:
 @pass_cli
 def cancel(cli: CliContext, plan_ref: str) -> None:
     """Cancel PLAN (its sandboxes stay until discarded; nothing is applied)."""
-    from cleveragents_tui.engine.run.lifecycle import cancel_plan
+    from cleveragents_tui.engine import cancel_plan
 
     report_plan(cli.store, cancel_plan(cli.store, plan_ref))
 
@@ -160,7 +159,7 @@ def apply(cli: CliContext, plan_ref: str, who: str | None) -> None:
     `git merge` that takes it). Exit codes: 0 applied; 3 Apply refused (constrained: a real
     resource changed meanwhile, a conflict); 1 Apply failed (errored); 2 a usage error. The
     reason is one line on stderr; the plan stays in Apply to be retried or corrected."""
-    from cleveragents_tui.engine.run.lifecycle import apply_plan
+    from cleveragents_tui.engine import apply_plan
 
     result = finished(
         cli.store, plan_ref, lambda: apply_plan(cli.store, plan_ref, who or getpass.getuser())

@@ -77,7 +77,7 @@ def refuse_unapplied(store: Store, result: Plan, cause: str | None = None) -> No
 def report_plan(store: Store, result: Plan) -> None:
     """Where a run left the plan: its heading, what landed, what it waits for and how to
     answer (or the JSON document under --format=json)."""
-    from cleveragents_tui.engine.run.approvals import pending_approvals
+    from cleveragents_tui.engine import pending_approvals
     from cleveragents_tui.engine.run.constrained_apply import reverted_into
 
     if json_output.wanted():  # the global --format=json

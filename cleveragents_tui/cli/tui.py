@@ -17,7 +17,7 @@ def launch(
     theme = theme_value(theme) if theme is not None else app_theme(cli.store)
     plan_id = None
     if plan_ref is not None:
-        from cleveragents_tui.engine.read.browse import show_plan
+        from cleveragents_tui.engine import show_plan
 
         plan_id = show_plan(cli.store, plan_ref).summary.plan.plan_id
     from cleveragents_tui.tui.app import run_app

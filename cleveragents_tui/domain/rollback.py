@@ -27,7 +27,7 @@ class ResourceRollback(BaseModel):
     a resource with sandbox strategy none. ``recreated``: a sandbox without checkpoints
     (checkpointing off), discarded and made anew from the real resource; its ``target_ref``
     is a checkpoint of the new sandbox as it was made, and ``old_files`` what the old one
-    had changed (engine/core/diff.py, for the correction's diff: nothing else keeps it).
+    had changed (engine/core/replay_snapshots.py, for the correction's diff: nothing else keeps it).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -1,4 +1,4 @@
-"""The set-based SQL of a correction's preview and execute (engine/correct/correction.py): each read
+"""The set-based SQL of a correction's preview and execute (engine/correct/): each read
 or write of the affected decisions, or of their tool calls, is one statement whatever the
 number of decisions, so the cost of a correction does not grow in round trips with the plan.
 

@@ -19,8 +19,8 @@ from textual.events import Resize
 from textual.notifications import SeverityLevel
 
 from cleveragents_tui.domain.display import printable
+from cleveragents_tui.engine import RunOptions
 from cleveragents_tui.engine.read import tui_queries
-from cleveragents_tui.engine.run.run_options import RunOptions
 from cleveragents_tui.engine.setup.config import THEME_KEY, set_setting
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.commands import AgentsCommands

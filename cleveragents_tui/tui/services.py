@@ -6,7 +6,7 @@ from typing import Protocol, cast
 
 from textual.dom import DOMNode
 
-from cleveragents_tui.engine.run.run_options import RunOptions
+from cleveragents_tui.engine import RunOptions
 from cleveragents_tui.store.store import Store
 
 

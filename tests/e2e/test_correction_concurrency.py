@@ -15,7 +15,7 @@ from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import CorrectionMode
 from cleveragents_tui.domain.errors import ConcurrentChangeError, UserError
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.correct.execute import _take_plan, execute
+from cleveragents_tui.engine.correct.execute import execute, take_plan
 from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import build_demo
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
@@ -44,7 +44,7 @@ def test_a_correction_while_another_runs_is_told_the_plan_is_busy(
     decision_id, options = announced
     first = preview(store, decision_id, CorrectionMode.REVERT, "louder")
     second = preview(store, decision_id, CorrectionMode.REVERT, "quieter")
-    _take_plan(store, first, "maria")  # the first correction has the plan
+    take_plan(store, first, "maria")  # the first correction has the plan
     with pytest.raises(ConcurrentChangeError, match=r"is busy: correction .* is running"):
         execute(store, second, acknowledged=True, requested_by="li", options=options)
 

@@ -20,13 +20,9 @@ from click.testing import CliRunner, Result
 
 from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.enums import CorrectionMode, PlanState
-from cleveragents_tui.engine.core import diff as diff_module
-from cleveragents_tui.engine.core.diff import (
-    CorrectionDiff,
-    FileDiff,
-    ResourceDiff,
-    correction_diff,
-)
+from cleveragents_tui.engine.core import file_diff as diff_module
+from cleveragents_tui.engine.core.diff import CorrectionDiff, correction_diff
+from cleveragents_tui.engine.core.file_diff import FileDiff, ResourceDiff
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.preview import preview

@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 from cleveragents_tui.domain.enums import CorrectionMode, PlanState
-from cleveragents_tui.engine.core.diff import correction_diff, current_replay
+from cleveragents_tui.engine.core.diff import correction_diff
+from cleveragents_tui.engine.core.replay_snapshots import current_replay
 from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import DemoEnvironment

@@ -9,7 +9,7 @@ import io
 import pytest
 from rich.console import Console, RenderableType
 
-from cleveragents_tui.engine.core.diff import FileDiff
+from cleveragents_tui.engine.core.file_diff import FileDiff
 from cleveragents_tui.sandbox.base import Change, ChangeKind
 from cleveragents_tui.tui.screens.diff import file_diff
 

@@ -12,7 +12,8 @@ from textual.widgets import Static
 
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus
-from cleveragents_tui.engine.core.diff import CorrectionDiff, FileDiff, ResourceDiff
+from cleveragents_tui.engine.core.diff import CorrectionDiff
+from cleveragents_tui.engine.core.file_diff import FileDiff, ResourceDiff
 from cleveragents_tui.sandbox.base import Change, ChangeKind
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp

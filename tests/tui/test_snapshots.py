@@ -10,7 +10,8 @@ from textual.pilot import Pilot
 from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phase, PlanState
-from cleveragents_tui.engine.core.diff import CorrectionDiff, FileDiff, ResourceDiff
+from cleveragents_tui.engine.core.diff import CorrectionDiff
+from cleveragents_tui.engine.core.file_diff import FileDiff, ResourceDiff
 from cleveragents_tui.engine.correct.model import (
     ChildAction,
     ChildImpact,
@@ -18,7 +19,7 @@ from cleveragents_tui.engine.correct.model import (
     IrreversibleEffect,
     Tier,
 )
-from cleveragents_tui.engine.correct.preview import _with_warnings
+from cleveragents_tui.engine.correct.preview import with_warnings
 from cleveragents_tui.engine.read.browse import plan_tree
 from cleveragents_tui.sandbox.base import Change, ChangeKind
 from cleveragents_tui.store.store import Store
@@ -111,7 +112,7 @@ def test_decision_tree(snap_compare: Any, sqlite_store: Store) -> None:
 
 
 def _impact() -> Impact:
-    return _with_warnings(
+    return with_warnings(
         Impact(
             plan_id=PLAN,
             plan_version=3,

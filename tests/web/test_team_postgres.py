@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Page
 
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus
-from cleveragents_tui.engine.correct.execute import _take_plan
+from cleveragents_tui.engine.correct.execute import take_plan
 from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.read.browse import show_plan
 from cleveragents_tui.web.credentials import add_user
@@ -69,7 +69,7 @@ def test_two_browsers_share_the_plan_and_see_it_busy(
 
         # someone else's correction takes the plan (it runs until the end of this test)
         target, _ = demo.decision(SPAWN)
-        running = _take_plan(
+        running = take_plan(
             demo.store, preview(demo.store, target, CorrectionMode.APPEND, "later"), "carol"
         )
         bob.wait_for("correction_started by carol")

@@ -1,31 +1,8 @@
-"""Reconciliation (behaviour spec, Human-in-the-Loop): detect files that someone else changed
-in a plan's sandboxes while the plan was stopped, and keep or discard them.
-
-When the runner stops in Execute (waiting for an approval, paused, waiting at the Apply
-gate) it *seals* each directory sandbox: a listing of every entry (kind, size, mtime, mode)
-plus a checkpoint of that exact state. Before it goes on — resuming Execute, or applying — it
-compares the folder with the seal. Any difference was made outside the plan (an editor, a
-shell, another tool). The runner then stops with a ``reconcile`` approval that names the
-files: approving keeps them (they are sealed again and the next checkpoint group records
-them), denying discards them (the sandbox is rolled back to the sealed checkpoint).
-
-The seal always describes the sandbox as the plan last left it: whenever the plan writes
-(after each tool call in a sealed sandbox, so also before an Apply that follows in the same
-run), the runner seals that sandbox again (``refresh``). Only edits made outside the plan
-differ from it.
-
-Scope: sandboxes with a working folder that the plan owns — ``git_worktree`` and
-``filesystem_copy``. ``none`` works on the real resource (no sandbox to protect), ``overlay``
-and ``transaction_rollback`` have no folder that people edit. The listing compares metadata,
-not contents: an edit that keeps a file's size and modification time to the nanosecond is
-not seen. A correction makes a new attempt and rolls sandboxes back itself, so a seal of an
-older attempt is dropped, never compared.
-
-A revert would roll outside changes back with the sandbox, so it reconciles first (engine/
-correction.py): its preview lists them (:meth:`Reconciler.outside_changes`), and it either
-discards them with the rollback or keeps them — copied aside before the rollback
-(:func:`hold`) and put back on top of the rolled-back state before the replay
-(:meth:`Held.reapply`).
+"""Reconciliation: files someone else changed in a plan's sandboxes while it was stopped,
+kept or discarded (behaviour spec, Human-in-the-Loop). The runner seals each directory
+sandbox when it stops in Execute (a listing and a checkpoint), compares before it goes on,
+and asks; a revert lists them in its preview and keeps (:func:`hold`, :meth:`Held.reapply`)
+or discards them. How, the scope and what it cannot see: docs/reconciliation.md.
 """
 
 from __future__ import annotations
@@ -43,7 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
-from cleveragents_tui.engine.core.diff import shown_path
+from cleveragents_tui.engine.core.file_diff import shown_path
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.sandbox.safety import UnsafeInputError
 

@@ -29,7 +29,7 @@ from cleveragents_tui.store.unit_of_work import UnitOfWork
 @dataclass(frozen=True)
 class Correction:
     """Set on decisions a correction's replay makes, whichever run makes them (the
-    correction's own, or one that goes on with its replay: engine/core/diff.py,
+    correction's own, or one that goes on with its replay: engine/core/replay_snapshots.py,
     ``current_replay``); each is recorded with a ``decision_remade`` event. ``before_apply``:
     called when the replay reaches an Apply that needs nobody's approval, before anything
     lands (the correction records its diff there: docs/corrections.md, "Diffs")."""

@@ -27,7 +27,7 @@ from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.enums import CheckpointType, Phase, SandboxStrategyName
 from cleveragents_tui.domain.errors import UserError, WrongPlanError
 from cleveragents_tui.domain.rollback import ResourceOutcome, ResourceRollback, RollbackReport
-from cleveragents_tui.engine.core.diff import RecreatedState, recreate_keeping_old_files
+from cleveragents_tui.engine.core.replay_snapshots import RecreatedState, recreate_keeping_old_files
 from cleveragents_tui.engine.core.restore_point import restore_point
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.sandbox.base import CheckpointMissingError, Sandbox

@@ -95,7 +95,7 @@ def _execute(
             "the preview",
             "preview the correction again",
         )
-    correction = _take_plan(store, impact, requested_by)
+    correction = take_plan(store, impact, requested_by)
     try:
         for child in impact.children:
             if child.outcome is not ChildAction.REJECT:  # an applied child stays applied
@@ -116,7 +116,7 @@ def _execute(
         raise
 
 
-def _take_plan(store: Store, impact: Impact, requested_by: str) -> CorrectionAttempt:
+def take_plan(store: Store, impact: Impact, requested_by: str) -> CorrectionAttempt:
     """The database decides who corrects: the plan row is locked (PostgreSQL: FOR UPDATE
     NOWAIT; SQLite: the write lock of BEGIN IMMEDIATE), its version must be the preview's,
     and no other correction may be running."""

@@ -94,7 +94,7 @@ def preview(
     tier = _tier([resources[r] for r in dict.fromkeys(used) if r in resources])
     if mode is CorrectionMode.APPEND:
         appended = _append_impact(store, plan, decision, guidance, found)
-        return _with_warnings(replace(appended, tier=tier))
+        return with_warnings(replace(appended, tier=tier))
     warm = OPEN_GRAPHS.holding(decision.plan_id)  # kept by a long-lived process (the app)
     subtree = (
         warm.affected(decision.decision_id)
@@ -190,7 +190,7 @@ def preview(
         guidance_carried=carried,
         guidance_dropped=dropped,
     )
-    return _with_warnings(impact)
+    return with_warnings(impact)
 
 
 def _outside_changes(
@@ -406,7 +406,9 @@ def _predicted(impact: Impact) -> bool:
     return impact.append is not None and impact.append.predicted
 
 
-def _with_warnings(impact: Impact) -> Impact:
+def with_warnings(impact: Impact) -> Impact:
+    """``impact`` with the warnings its findings call for, worded as the specification words
+    them (a pure function: the app's snapshots build impacts with it)."""
     warnings = []
     if impact.non_rollbackable:
         listed = "\n".join(f"  - {r}" for r in impact.non_rollbackable)

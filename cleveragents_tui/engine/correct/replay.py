@@ -20,12 +20,6 @@ from cleveragents_tui.domain.enums import (
     SandboxStrategyName,
 )
 from cleveragents_tui.domain.rollback import RollbackReport
-from cleveragents_tui.engine.core.diff import (
-    old_attempt_points,
-    record_earlier_replay,
-    record_snapshots,
-    remember_basis,
-)
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.core.reconcile import (
     Held,
@@ -33,6 +27,12 @@ from cleveragents_tui.engine.core.reconcile import (
     Reconciler,
 )
 from cleveragents_tui.engine.core.recorder import Correction
+from cleveragents_tui.engine.core.replay_snapshots import (
+    old_attempt_points,
+    record_earlier_replay,
+    record_snapshots,
+    remember_basis,
+)
 from cleveragents_tui.engine.core.rollback import (
     baseline_targets,
     rollback_targets,
@@ -93,7 +93,7 @@ def revert(
         target = uow.decisions.get(impact.decision_id)
     # an earlier revert's replay that has not ended ends here, where it stopped
     record_earlier_replay(store, impact.plan_id, options.sandbox_base)
-    points: dict[str, str] | None = None  # the old attempt's, for the diff (engine/core/diff.py)
+    points: dict[str, str] | None = None  # the old attempt's, for the diff (replay_snapshots)
     if planned is not None:
         targets, marked = planned
         points = old_attempt_points(store, target.decision_id, targets)
@@ -206,7 +206,7 @@ class _Replaying:
 
 # Set while a revert's replay runs in this context. A phase reversion during the replay
 # starts a correction of its own (PlanRunner._revert_to_strategize): the replay got as far
-# as a gate the execution actor raised, so execute.py's _take_plan finishes this one then.
+# as a gate the execution actor raised, so execute.py's take_plan finishes this one then.
 REPLAYING: ContextVar[_Replaying | None] = ContextVar("replaying_correction", default=None)
 
 

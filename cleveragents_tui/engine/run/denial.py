@@ -23,11 +23,9 @@ from dataclasses import dataclass
 
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.approval import Approval, ApprovalAnswer, ApprovalKind
-from cleveragents_tui.domain.enums import Phase, PlanState
-from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.enums import PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
-from cleveragents_tui.engine.run.runner import RunOptions
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -92,9 +90,9 @@ def denial_of(store: Store, approval: Approval) -> Denial:
     p = plan.plan_id
     cancel = Choice("cancel the plan", f"agents plan cancel {p}")
     again = Choice("ask again", f"agents plan resume {p}")
-    point = _pending_point(approval)
+    point = pending_point(approval)
     if point is not None:
-        alternatives = _alternatives(action, point)
+        alternatives = alternatives_of(action, point)
         choices = [
             Choice("give guidance for this decision", f'agents plan resume {p} --guidance "..."')
         ]
@@ -107,7 +105,7 @@ def denial_of(store: Store, approval: Approval) -> Denial:
     if decision is not None:  # a failed call's or a guard's: the decision that made the call
         target, what = decision.decision_id, "correct the decision that made the call"
         if decision.step_key is not None:
-            alternatives = _alternatives(action, decision.step_key)
+            alternatives = alternatives_of(action, decision.step_key)
     else:
         target, what = "DECISION", "correct the decision whose result was wrong (agents plan tree)"
     choices = [Choice(what, f'agents plan correct {target} --mode=revert --guidance "..."')]
@@ -161,75 +159,7 @@ def approve_denied_apply_gate(store: Store, plan_id: str, by: str) -> None:
         uow.commit()
 
 
-def resume_with(
-    store: Store,
-    plan_ref: str,
-    *,
-    choose: int | None = None,
-    guidance: str | None = None,
-    options: RunOptions | None = None,
-) -> Plan:
-    """``agents plan resume PLAN --choose N / --guidance TEXT``: the actor decides the point a
-    denied escalation stopped at again, with the person's pick or words; then the plan runs
-    on (the profile's gate asks about the new choice as it asks about any)."""
-    from cleveragents_tui.engine.run.lifecycle import resume_plan
-
-    with store.unit_of_work() as uow:
-        plan_id = uow.plans.resolve(plan_ref)
-        action = Action.model_validate(uow.plan_actions.get(plan_id))
-    denied = latest_denial(store, plan_id)
-    point = _pending_point(denied) if denied is not None else None
-    if denied is None or point is None:
-        raise UserError(
-            f"plan {plan_id} is not paused at a denied decision: --choose and --guidance pick "
-            "how a decision not made yet is made",
-            "correct a decision already made with agents plan correct DECISION --mode=revert",
-        )
-    entry = {"key": point, "text": (guidance or "").strip()}
-    if choose is not None:
-        alternatives = _alternatives(action, point)
-        if not 1 <= choose <= len(alternatives):
-            raise UserError(
-                f"--choose {choose}: decision {point} has {len(alternatives)} alternative(s)",
-                "pick one of those `agents approval deny` listed, counting from 1",
-            )
-        entry["choose"] = alternatives[choose - 1]
-        entry["text"] = entry["text"] or f"The person chose: {entry['choose']}"
-    if not entry["text"]:
-        raise UserError(
-            "the guidance is empty", 'say what the decision should be: --guidance "..."'
-        )
-    _guide_actor(store, plan_id, entry)
-    with store.unit_of_work(write=True) as uow:
-        uow.events.append("denied_decision_guided", dict(entry), plan_id=plan_id)
-        uow.commit()
-    return resume_plan(store, plan_id, options)
-
-
-def _guide_actor(store: Store, plan_id: str, entry: dict[str, str]) -> None:
-    """Add the guidance to the state the actor decides the pending point from."""
-    from cleveragents_tui.actors.checkpointer import open_checkpointer  # see runner._run_actor
-    from cleveragents_tui.actors.graphs import NODE, Actor
-
-    with store.unit_of_work() as uow:
-        phase = uow.plans.get(plan_id).phase
-    if phase is Phase.APPLY:
-        raise UserError(
-            f"plan {plan_id} is in Apply", "correct a decision with agents plan correct"
-        )
-    with open_checkpointer(store.engine.url) as saver:
-        actor = Actor(saver, plan_id, phase, lambda state, ref: {})
-        state = actor.state()
-        if state is None:
-            raise UserError(
-                f"plan {plan_id} has made no {phase.value} decision yet",
-                f"resume it to be asked again: agents plan resume {plan_id}",
-            )
-        update = {"guidance": [*state["guidance"], entry], "done": False}
-        actor.graph.update_state(actor.config, update, as_node=NODE)
-
-
-def _pending_point(approval: Approval) -> str | None:
+def pending_point(approval: Approval) -> str | None:
     """The decision point a denied escalation asked about before it was made, if any."""
     key = str(approval.details.get("key") or "").rsplit("@", 1)[0]
     if approval.kind is ApprovalKind.ESCALATION and key.startswith("decision:"):
@@ -237,7 +167,7 @@ def _pending_point(approval: Approval) -> str | None:
     return None
 
 
-def _alternatives(action: Action, key: str) -> tuple[str, ...]:
+def alternatives_of(action: Action, key: str) -> tuple[str, ...]:
     for point in action.decisions:
         if point.key == key:
             return tuple(a.option for a in point.alternatives)

@@ -1,16 +1,24 @@
-"""Pause, resume, cancel and apply: the control a person has over a running plan."""
+"""Pause, resume (also with a choice or guidance after a denial), cancel and apply: the control
+a person has over a running plan."""
 
 from __future__ import annotations
 
 import shlex
 from pathlib import Path
 
+from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.approval import ApprovalAnswer
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine.run import run_lease
+from cleveragents_tui.engine.run.denial import (
+    alternatives_of,
+    approve_denied_apply_gate,
+    latest_denial,
+    pending_point,
+)
 from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions
 from cleveragents_tui.store.store import Store
 
@@ -122,8 +130,6 @@ def apply_plan(store: Store, plan_ref: str, by: str, options: RunOptions | None 
 
 
 def _answer_and_apply(store: Store, plan_id: str, by: str, options: RunOptions | None) -> Plan:
-    from cleveragents_tui.engine.run.denial import approve_denied_apply_gate
-
     approve_denied_apply_gate(store, plan_id, by)  # a person who denied it changed their mind
     with store.unit_of_work(write=True) as uow:
         plan = uow.plans.get(plan_id)
@@ -141,3 +147,69 @@ def _answer_and_apply(store: Store, plan_id: str, by: str, options: RunOptions |
                 )
         uow.commit()
     return PlanRunner(store, plan.plan_id, options).apply()
+
+
+def resume_with(
+    store: Store,
+    plan_ref: str,
+    *,
+    choose: int | None = None,
+    guidance: str | None = None,
+    options: RunOptions | None = None,
+) -> Plan:
+    """``agents plan resume PLAN --choose N / --guidance TEXT``: the actor decides the point a
+    denied escalation stopped at again, with the person's pick or words; then the plan runs
+    on (the profile's gate asks about the new choice as it asks about any)."""
+    with store.unit_of_work() as uow:
+        plan_id = uow.plans.resolve(plan_ref)
+        action = Action.model_validate(uow.plan_actions.get(plan_id))
+    denied = latest_denial(store, plan_id)
+    point = pending_point(denied) if denied is not None else None
+    if denied is None or point is None:
+        raise UserError(
+            f"plan {plan_id} is not paused at a denied decision: --choose and --guidance pick "
+            "how a decision not made yet is made",
+            "correct a decision already made with agents plan correct DECISION --mode=revert",
+        )
+    entry = {"key": point, "text": (guidance or "").strip()}
+    if choose is not None:
+        alternatives = alternatives_of(action, point)
+        if not 1 <= choose <= len(alternatives):
+            raise UserError(
+                f"--choose {choose}: decision {point} has {len(alternatives)} alternative(s)",
+                "pick one of those `agents approval deny` listed, counting from 1",
+            )
+        entry["choose"] = alternatives[choose - 1]
+        entry["text"] = entry["text"] or f"The person chose: {entry['choose']}"
+    if not entry["text"]:
+        raise UserError(
+            "the guidance is empty", 'say what the decision should be: --guidance "..."'
+        )
+    _guide_actor(store, plan_id, entry)
+    with store.unit_of_work(write=True) as uow:
+        uow.events.append("denied_decision_guided", dict(entry), plan_id=plan_id)
+        uow.commit()
+    return resume_plan(store, plan_id, options)
+
+
+def _guide_actor(store: Store, plan_id: str, entry: dict[str, str]) -> None:
+    """Add the guidance to the state the actor decides the pending point from."""
+    from cleveragents_tui.actors.checkpointer import open_checkpointer  # see runner._run_actor
+    from cleveragents_tui.actors.graphs import NODE, Actor
+
+    with store.unit_of_work() as uow:
+        phase = uow.plans.get(plan_id).phase
+    if phase is Phase.APPLY:
+        raise UserError(
+            f"plan {plan_id} is in Apply", "correct a decision with agents plan correct"
+        )
+    with open_checkpointer(store.engine.url) as saver:
+        actor = Actor(saver, plan_id, phase, lambda state, ref: {})
+        state = actor.state()
+        if state is None:
+            raise UserError(
+                f"plan {plan_id} has made no {phase.value} decision yet",
+                f"resume it to be asked again: agents plan resume {plan_id}",
+            )
+        update = {"guidance": [*state["guidance"], entry], "done": False}
+        actor.graph.update_state(actor.config, update, as_node=NODE)

@@ -1,31 +1,11 @@
 """The one place where a running plan is policed: limits, budgets and safety switches.
 
-The runner calls :meth:`Policing.check` before every step of an actor, before every tool
-call and before the Apply gate. Each check measures the plan's usage from the store — its
-tool calls, the time since it started running, the tokens and cost of its model calls (the
-``model_usage`` events :meth:`Policing.propose` records), the retries of a tool — and
-compares it with
-
-* the action's ``limits:`` (per plan, and ``actor:`` per actor invocation),
-* the profile's ``safety.max_cost_per_plan`` and ``safety.max_total_cost`` (every plan's
-  cost together).
-
-The profile's ``guards.max_total_cost`` stays the guard's (engine/core/tool_calls.py): it is
-given the plan's cost from :meth:`Policing.cost_usd`.
-
-Under any cost limit, the calls of a model with no price (which count $0) are a breach of
-their own, ``prices.PROVIDER:MODEL``, until a person accepts them or the model gets a price.
-
-A limit is exceeded when usage goes past it; a tool call is counted before it is made, so
-``max_tool_invocations: 1`` allows one call, never two. On a breach a ``limit_exceeded``
-event names the limit and the figures, then the action's ``on_exceed`` says what happens:
-``pause`` asks a ``budget_pause`` approval and the plan waits (approving moves the limit to
-the figure at the breach plus the limit again, and the plan goes on); ``terminate`` ends the
-plan ``errored``, never applied.
-
-:func:`safety_switches` makes the switches that force a person act at the gates:
-``safety.require_human_approval`` (every decision) and ``guards.require_approval_for_apply``
-(the Apply gate).
+:meth:`Policing.check` runs before every actor step, tool call and the Apply gate: it measures
+the plan's usage from the store (tool calls, time, the model calls :meth:`Policing.propose`
+records, retries) against the action's ``limits:`` and the profile's ``safety`` costs, and on
+a breach pauses (a ``budget_pause`` approval) or terminates as ``on_exceed`` says.
+:func:`safety_switches` makes the switches that force a person to act at the gates. What each
+limit means: docs/guardrails.md.
 """
 
 from __future__ import annotations

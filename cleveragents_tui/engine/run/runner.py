@@ -44,7 +44,6 @@ from cleveragents_tui.domain.errors import (
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationFlag, AutomationProfile, GuardScope
 from cleveragents_tui.domain.timeutil import utc_now
-from cleveragents_tui.engine.core.diff import current_replay, record_snapshots
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.core.reasoner_choice import (
     chat_action,
@@ -55,6 +54,7 @@ from cleveragents_tui.engine.core.reasoner_choice import (
 from cleveragents_tui.engine.core.reconcile import Reconciler
 from cleveragents_tui.engine.core.reconcile import fingerprint as reconcile_fingerprint
 from cleveragents_tui.engine.core.recorder import Correction
+from cleveragents_tui.engine.core.replay_snapshots import current_replay, record_snapshots
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes, sandbox_root
 from cleveragents_tui.engine.core.tool_calls import ToolExecutor
 from cleveragents_tui.engine.run import apply as plan_apply
@@ -175,7 +175,7 @@ class PlanRunner:
         """A run that goes on with a revert's replay that stopped (a gate, a pause, an error,
         a crash) makes its decisions as that correction's, as the replay would have made
         them: ``is_correction``, ``corrects_decision_id``, a ``decision_remade`` event; and
-        records the correction's diff when it stops (engine/core/diff.py). Returns the
+        records the correction's diff when it stops (engine/core/replay_snapshots.py). Returns the
         correction's id; None for the correction's own run, or when there is no replay."""
         if self.correction is not None:
             return None

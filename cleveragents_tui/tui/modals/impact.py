@@ -10,8 +10,8 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Label, RadioButton, RadioSet, Static
 
+from cleveragents_tui.engine import Impact
 from cleveragents_tui.engine.correct.guidance import with_choice
-from cleveragents_tui.engine.correct.model import Impact
 from cleveragents_tui.tui.modals.base import Dialog
 from cleveragents_tui.views.impact import RowOf, impact_view
 from cleveragents_tui.views.rich_text import to_rich

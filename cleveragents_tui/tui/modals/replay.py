@@ -18,14 +18,17 @@ from textual.worker import Worker, WorkerState
 
 from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.engine.core.reconcile import OutsideChoice
-from cleveragents_tui.engine.correct.execute import execute
-from cleveragents_tui.engine.correct.model import CorrectionResult, Impact
+from cleveragents_tui.engine import (
+    CorrectionResult,
+    Impact,
+    OutsideChoice,
+    RunOptions,
+    execute,
+    pause_plan,
+)
 from cleveragents_tui.engine.read import tui_queries
 from cleveragents_tui.engine.read.tui_queries import EventView, Progress
 from cleveragents_tui.engine.run import run_lease
-from cleveragents_tui.engine.run.lifecycle import pause_plan
-from cleveragents_tui.engine.run.runner import RunOptions
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.messages import ProgressFailed, ProgressRead
 from cleveragents_tui.tui.modals.base import Dialog

@@ -14,9 +14,15 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from cleveragents_tui.domain.approval import Approval
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.engine.run.approvals import answer_approval, pending_approvals
-from cleveragents_tui.engine.run.denial import denial_of, resume_with
-from cleveragents_tui.engine.run.lifecycle import apply_plan, cancel_plan, resume_plan
+from cleveragents_tui.engine import (
+    answer_approval,
+    apply_plan,
+    cancel_plan,
+    pending_approvals,
+    resume_plan,
+)
+from cleveragents_tui.engine.run.denial import denial_of
+from cleveragents_tui.engine.run.lifecycle import resume_with
 from cleveragents_tui.tui.messages import ApprovalsLoaded, LoadFailed, StoreChanged
 from cleveragents_tui.tui.modals.denial import APPLY, CANCEL, CHOOSE, CORRECT, GUIDANCE, DenialModal
 from cleveragents_tui.tui.modals.reason import ReasonModal

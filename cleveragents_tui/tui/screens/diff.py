@@ -21,15 +21,9 @@ from textual.worker import Worker
 
 from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.engine.core.diff import (
-    AT_DECISION,
-    FINAL,
-    CorrectionDiff,
-    FileDiff,
-    ResourceDiff,
-    correction_diff,
-    shown_path,
-)
+from cleveragents_tui.engine.core.diff import CorrectionDiff, correction_diff
+from cleveragents_tui.engine.core.file_diff import FileDiff, ResourceDiff, shown_path
+from cleveragents_tui.engine.core.replay_snapshots import AT_DECISION, FINAL
 from cleveragents_tui.tui.screens.base import AgentsScreen
 from cleveragents_tui.tui.services import services
 from cleveragents_tui.views.diff import diff_view, resource_view

@@ -12,7 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from cleveragents_tui.domain.views import PlanSummary
-from cleveragents_tui.engine.read.browse import list_plans
+from cleveragents_tui.engine import list_plans
 from cleveragents_tui.tui.messages import LoadFailed, PlansLoaded, StoreChanged
 from cleveragents_tui.tui.render import safe_text, state_text
 from cleveragents_tui.tui.screens.base import AgentsScreen

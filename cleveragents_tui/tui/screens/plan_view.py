@@ -19,17 +19,24 @@ from cleveragents_tui.domain.approval import ApprovalKind
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.engine import (
+    Impact,
+    apply_plan,
+    cancel_plan,
+    explain_decision,
+    pause_plan,
+    pending_approvals,
+    plan_tree,
+    resume_plan,
+    show_plan,
+)
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
-from cleveragents_tui.engine.correct.model import Impact
 from cleveragents_tui.engine.correct.preview import preview, replay_blocker
 from cleveragents_tui.engine.correct.strategy import (
     editable_strategy_decision,
     preview_strategy_edit,
 )
 from cleveragents_tui.engine.read import tui_queries
-from cleveragents_tui.engine.read.browse import explain_decision, plan_tree, show_plan
-from cleveragents_tui.engine.run.approvals import pending_approvals
-from cleveragents_tui.engine.run.lifecycle import apply_plan, cancel_plan, pause_plan, resume_plan
 from cleveragents_tui.export.tree_file import export_tree, format_of
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.messages import (
