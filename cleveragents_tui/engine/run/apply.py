@@ -46,7 +46,7 @@ def apply(runner: PlanRunner) -> Plan:
     try:
         runner.reconcile()
     except WaitForApproval:
-        return runner.set(state=PlanState.AWAITING_APPROVAL)
+        return runner.update_plan(state=PlanState.AWAITING_APPROVAL)
     _take_for_apply(runner, plan.attempt)
     results: list[str] = []
     try:
@@ -110,7 +110,7 @@ def _apply_failed(runner: PlanRunner, state: PlanState, reason: str) -> Plan:
             "apply_failed", {"state": state.value, "reason": reason}, plan_id=runner.plan_id
         )
         uow.commit()
-    return runner.set(phase=Phase.APPLY, state=state)
+    return runner.update_plan(phase=Phase.APPLY, state=state)
 
 
 def apply_own(runner: PlanRunner, *, land: bool = True) -> list[str]:
@@ -119,7 +119,7 @@ def apply_own(runner: PlanRunner, *, land: bool = True) -> list[str]:
     in the apply journal before the step, so a rerun after a crash skips what landed and
     lands the rest (engine/run/apply_journal.py)."""
     if not land:
-        runner.set(phase=Phase.APPLY, state=PlanState.APPLIED)
+        runner.update_plan(phase=Phase.APPLY, state=PlanState.APPLIED)
         return [f"{runner.plan_id}: landed with the sandboxes of {runner.sandboxes.host_plan_id}"]
     sandboxes = {rid: runner.sandboxes.get(rid) for rid in runner.action.resources}
     journal = ApplyJournal(runner.store, runner.plan_id, runner.plan().attempt)
@@ -137,5 +137,5 @@ def apply_own(runner: PlanRunner, *, land: bool = True) -> list[str]:
         failpoints.hit("apply.landed", resource_id)
         journal.landed(resource_id, landed_record(sandbox, runner.sandboxes.host_plan_id, result))
         results.append(f"{resource_id}: {result.summary}")
-    runner.set(phase=Phase.APPLY, state=PlanState.APPLIED)
+    runner.update_plan(phase=Phase.APPLY, state=PlanState.APPLIED)
     return results

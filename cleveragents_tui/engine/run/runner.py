@@ -105,6 +105,9 @@ def start_plan(
 
 
 class PlanRunner:
+    """Advances one plan through its phases; run/ helpers (gates, steps, children, apply)
+    act on it."""
+
     def __init__(
         self,
         store: Store,
@@ -142,7 +145,8 @@ class PlanRunner:
         with self.store.unit_of_work() as uow:
             return uow.plans.get(self.plan_id)
 
-    def set(self, **changes: Any) -> Plan:
+    def update_plan(self, **changes: Any) -> Plan:
+        """Save ``changes`` to the plan (a ``plan_state`` event when its phase or state moves)."""
         with self.store.unit_of_work(write=True) as uow:
             plan = uow.plans.get(self.plan_id)
             saved = uow.plans.save(plan.model_copy(update={**changes, "updated_at": utc_now()}))
@@ -200,9 +204,9 @@ class PlanRunner:
         if plan.state is PlanState.AWAITING_APPROVAL:
             if self.gates.pending():
                 return plan
-            plan = self.set(state=PlanState.RUNNING)
+            plan = self.update_plan(state=PlanState.RUNNING)
         if self._failed_run(plan):  # e.g. a child plan's, retried by its parent's run
-            plan = self.set(state=PlanState.RUNNING)
+            plan = self.update_plan(state=PlanState.RUNNING)
         try:
             from cleveragents_tui.actors.checkpointer import open_checkpointer  # see _run_actor
 
@@ -211,7 +215,7 @@ class PlanRunner:
         except ReviseStrategy as revise:
             return self._revert_to_strategize(revise)
         except WaitForApproval:
-            return self._seal_if_stopped(self.set(state=PlanState.AWAITING_APPROVAL))
+            return self._seal_if_stopped(self.update_plan(state=PlanState.AWAITING_APPROVAL))
         except LimitTerminated as ended:  # on_exceed: terminate
             self._errored(ended.reason)
             return self.plan()
@@ -238,20 +242,20 @@ class PlanRunner:
                     AutomationFlag.DECOMPOSE_TASK, "Start Strategize for this plan?", "strategize"
                 )
                 self._record_root()
-                plan = self.set(state=PlanState.RUNNING)
+                plan = self.update_plan(state=PlanState.RUNNING)
             if not self._run_actor(saver, Phase.STRATEGIZE):
                 return self.plan()
             self.gates.gate(
                 AutomationFlag.CREATE_TOOL, "Strategy complete. Start Execute?", "execute"
             )
-            plan = self.set(phase=Phase.EXECUTE, state=PlanState.RUNNING)
+            plan = self.update_plan(phase=Phase.EXECUTE, state=PlanState.RUNNING)
         if plan.phase is Phase.EXECUTE and plan.state is not PlanState.COMPLETED:
             self._ensure_sandboxes()
             self.reconcile()
             children.run_children(self)
             if not self._run_actor(saver, Phase.EXECUTE):
                 return self.plan()
-            plan = self.set(state=PlanState.COMPLETED)
+            plan = self.update_plan(state=PlanState.COMPLETED)
         if plan.phase is Phase.EXECUTE and plan.state is PlanState.COMPLETED:
             if children.landed_by_parent(self):
                 return self.plan()  # a child waits: its parent's Apply lands it
@@ -278,7 +282,7 @@ class PlanRunner:
                 f"revise:{revise.key}",
             )
         except WaitForApproval:
-            return self.set(state=PlanState.AWAITING_APPROVAL)
+            return self.update_plan(state=PlanState.AWAITING_APPROVAL)
         return reversion.revert(
             self.store,
             self.current()[revise.key][0],
@@ -363,6 +367,7 @@ class PlanRunner:
         OPEN_GRAPHS.recorded(decision)
 
     def current(self) -> dict[str, tuple[str, str]]:
+        """The current decision of each step: step key → (decision id, chosen option)."""
         with self.store.unit_of_work() as uow:
             return uow.decisions.current_steps(self.plan_id)
 
