@@ -131,7 +131,7 @@ def set_profile(cli: CliContext, plan_ref: str, profile_name: str) -> None:
     A plan's profile is locked when it is created; this is the explicit change. Child plans
     spawned from now on inherit PROFILE; children already created keep theirs. Approvals
     already asked stay asked (answer them with `agents approval`)."""
-    from cleveragents_tui.engine.plans import change_profile
+    from cleveragents_tui.engine.run.plans import change_profile
 
     report_plan(cli.store, change_profile(cli.store, plan_ref, profile_name))
 

@@ -7,7 +7,7 @@ counted or pruned.
 
 The newest ``pre_write`` checkpoint is kept too, even when that leaves one checkpoint over
 the budget: it is the state before the call that ran last, which a failed call's retry
-restores (engine/restore_on_failure.py), and the retry's own decision checkpoint is what
+restores (engine/run/restore_on_failure.py), and the retry's own decision checkpoint is what
 pushes the count over the budget. Pruning it left the retry nothing to restore, so it ran
 on top of the failed run's half-done work.
 """

@@ -10,13 +10,14 @@ from cleveragents_tui.views.lines import one_line
 from cleveragents_tui.views.sections import Row, Section, View
 
 if TYPE_CHECKING:
-    from cleveragents_tui.engine.diff import CorrectionDiff, ResourceDiff
+    from cleveragents_tui.engine.core.diff import CorrectionDiff
+    from cleveragents_tui.engine.core.file_diff import ResourceDiff
 
 
 def diff_view(d: CorrectionDiff) -> View:
     """The heading, the decisions changed (``-`` superseded, ``+`` their replacements) and the
     notes on what is compared."""
-    from cleveragents_tui.engine.diff import NO_AT_DECISION
+    from cleveragents_tui.engine.core.replay_snapshots import NO_AT_DECISION
 
     c = d.correction
     heading = (

@@ -13,8 +13,8 @@ from cleveragents_tui.views.sections import Emphasis, Row, Section, View
 
 if TYPE_CHECKING:
     from cleveragents_tui.domain.views import TreeRow
-    from cleveragents_tui.engine.correction import Impact
-    from cleveragents_tui.engine.later_guidance import LaterGuidance
+    from cleveragents_tui.engine.correct.later_guidance import LaterGuidance
+    from cleveragents_tui.engine.correct.model import Impact
 
 # affected decisions named at most; the rest are counted: a 10,000-decision revert still
 # previews at once
@@ -188,7 +188,7 @@ def _irreversible(impact: Impact) -> tuple[Row, ...]:
 def _later_work(impact: Impact) -> list[Section]:
     """Files changed outside the plan that the revert rolls back, and the guidance of
     earlier corrections the restored actor lacks (carried forward, or dropped)."""
-    from cleveragents_tui.engine.correction import guidance_line
+    from cleveragents_tui.engine.correct.preview import guidance_line
 
     sections = []
     if impact.outside_changes:

@@ -46,8 +46,8 @@ from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.ops.invariants import check_invariants
 from cleveragents_tui.engine.read.browse import plan_tree
 from cleveragents_tui.engine.run.lifecycle import apply_plan
-from cleveragents_tui.engine.run.plans import create_plan
-from cleveragents_tui.engine.run.runner import ACTORS, PlanRunner, RunOptions, start_plan
+from cleveragents_tui.engine.run.plans import ACTORS, create_plan
+from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from tests.reliability.harness import record_figures
 

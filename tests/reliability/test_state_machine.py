@@ -8,7 +8,7 @@ Hypothesis drives one plan through random sequences of what people and actors do
 - pass the Strategize → Execute gate (answering approvals as a person would),
 - record an Execute decision (a real checkpoint group of a real ``filesystem_copy``
   sandbox) and then write, rewrite or delete a file in the sandbox, as its tool call would,
-- revert any current decision (``engine.correction.preview`` / ``execute``, with the replay),
+- revert any current decision (``engine.correct.preview`` / ``execute``, with the replay),
 - append a corrective child plan to any current decision,
 - apply the plan,
 

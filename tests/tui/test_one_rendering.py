@@ -12,7 +12,8 @@ from textual.widgets import RadioButton, Static
 
 from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.enums import CorrectionMode
-from cleveragents_tui.engine.correction import execute, preview
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.tui.modals.correction import CorrectionDialog
 from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.screens.diff import DiffScreen

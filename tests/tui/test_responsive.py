@@ -15,7 +15,7 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 from textual.worker import WorkerState
 
-from cleveragents_tui.engine.lifecycle import pause_plan
+from cleveragents_tui.engine.run.lifecycle import pause_plan
 from cleveragents_tui.tui.modals.correction import CorrectionDialog
 from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.screens.plan_view import PlanScreen

@@ -14,8 +14,8 @@ from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 from cleveragents_tui.actors.tools import default_registry
 from cleveragents_tui.engine.demo.demo import build_demo
 from cleveragents_tui.engine.read.browse import plan_tree
-from cleveragents_tui.engine.run.plans import create_plan
-from cleveragents_tui.engine.run.runner import ACTORS, RunOptions, start_plan
+from cleveragents_tui.engine.run.plans import ACTORS, create_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
 from tests.web.browser import CHROMIUM, VIEWPORT, launch

@@ -57,7 +57,7 @@ def preview_strategy_edit(
     choose: int | None = None,
 ) -> Impact:
     """The impact of replacing Strategize decision ``decision_ref`` with ``new_strategy``
-    (run it with ``engine.correction.execute``). Changes nothing. ``choose``: as for
+    (run it with ``engine.correct.execute.execute``). Changes nothing. ``choose``: as for
     ``preview``."""
     decision = editable_strategy_decision(store, decision_ref)
     return preview(

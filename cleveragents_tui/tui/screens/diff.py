@@ -1,6 +1,6 @@
 """Old attempt vs new attempt of a correction: which decisions changed, and per resource and
 per file the changes — at the corrected decision and in the final states, as the correction
-recorded them (engine/core/diff.py) — unified or side by side, syntax coloured."""
+recorded them (engine/core/replay_snapshots.py) — unified or side by side, syntax coloured."""
 
 from __future__ import annotations
 
