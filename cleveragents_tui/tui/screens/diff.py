@@ -33,7 +33,7 @@ from cleveragents_tui.views.rich_text import to_rich
 def file_diff(f: FileDiff, side_by_side: bool, theme: str) -> RenderableType:
     path = shown_path(f.change.path)  # one line, whatever the name holds
     head = Text(f"{f.change.kind.value}  {path}", style="bold")
-    if f.summary is not None:  # a binary or very large file (engine/core/diff.py)
+    if f.summary is not None:  # a binary or very large file (engine/core/file_diff.py)
         return Group(head, Text(f"  ({f.summary})", style="dim"))
     old, new = printable(f.old or ""), printable(f.new or "")
     if not side_by_side:
