@@ -31,7 +31,7 @@ from cleveragents_tui.domain.ids import new_ulid
 from cleveragents_tui.engine.core.recorder import record_decision
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.engine.demo.demo import build_demo
-from cleveragents_tui.engine.run import runner as runner_module
+from cleveragents_tui.engine.run import steps as steps_module
 from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions, start_plan
 from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
@@ -53,7 +53,7 @@ def _run_once(base: Path) -> tuple[float, float, int]:
     stepping = 0.0
     steps = 0
     original_record = record_decision
-    original_step = PlanRunner._step
+    original_step = steps_module.step
 
     def timed_record(*args: Any, **kwargs: Any) -> Any:
         nonlocal recording
@@ -65,19 +65,19 @@ def _run_once(base: Path) -> tuple[float, float, int]:
                 recording += time.perf_counter() - start
 
     def timed_step(
-        self: PlanRunner, reasoner: Any, executor: Any, phase: Phase, state: Any, ref: Any
+        runner: PlanRunner, reasoner: Any, executor: Any, phase: Phase, state: Any, ref: Any
     ) -> Any:
         nonlocal stepping, steps
         start = time.perf_counter()
         try:
-            return original_step(self, reasoner, executor, phase, state, ref)
+            return original_step(runner, reasoner, executor, phase, state, ref)
         finally:
             if phase is Phase.EXECUTE:
                 stepping += time.perf_counter() - start
                 steps += 1
 
-    vars(runner_module)["record_decision"] = timed_record  # the runner's own name for it
-    PlanRunner._step = timed_step  # type: ignore[method-assign]
+    vars(steps_module)["record_decision"] = timed_record  # the step's own name for it
+    vars(steps_module)["step"] = timed_step
     try:
         start_plan(
             store,
@@ -86,8 +86,8 @@ def _run_once(base: Path) -> tuple[float, float, int]:
             options=RunOptions(sandbox_base=base / "sandboxes"),
         )
     finally:
-        vars(runner_module)["record_decision"] = original_record
-        PlanRunner._step = original_step  # type: ignore[method-assign]
+        vars(steps_module)["record_decision"] = original_record
+        vars(steps_module)["step"] = original_step
         store.close()
     return recording, stepping, steps
 

@@ -179,7 +179,7 @@ def accept_failures(side: Side, plan: Plan) -> Plan:
     as the other side does, until the plan waits at its Apply gate or stops otherwise."""
     for _ in range(100):
         # an appended plan's failure waits in that plan: every plan of the side is asked;
-        # its parent then asks to go on once the child is resumed (runner._run_children)
+        # its parent then asks to go on once the child is resumed (run/children.py)
         asked = [
             a
             for a in pending_approvals(side.store)

@@ -83,6 +83,7 @@ from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.model import CorrectionIncompleteError, CorrectionRefusedError
 from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.ops.invariants import check_invariants
+from cleveragents_tui.engine.run import children
 from cleveragents_tui.engine.run.approvals import answer_approval
 from cleveragents_tui.engine.run.errors import PlanStateError
 from cleveragents_tui.engine.run.lifecycle import apply_plan
@@ -439,7 +440,7 @@ class CorrectionMachine(RuleBasedStateMachine):
         assert recorded is not None
         decision, proposal = recorded
         runner = PlanRunner(self.store, self.plan_id, self.options)
-        runner._spawn(decision, proposal)  # the runner's own spawn: plan, action, 'plan' edge
+        children.spawn(runner, decision, proposal)  # the runner's own: plan, action, 'plan' edge
         with self.store.unit_of_work() as uow:
             known = {c.plan_id for c in uow.plans.children(self.plan_id)}
         [child] = known - set(self.model.children) - set(self.model.appended)
@@ -801,7 +802,7 @@ def _decide(
     before = set(machine.model.nodes)
     machine.record_execute(_Script(parent, []), write, name, None, False)
     [made] = set(machine.model.nodes) - before
-    # What the runner does after each tool call (runner._finish_step): the plan's own write
+    # What the runner does after each tool call (run/steps.py): the plan's own write
     # joins the seal, so a revert does not take it for a hand edit it must reconcile first.
     assert machine.sandboxes is not None
     with machine.store.unit_of_work() as uow:
