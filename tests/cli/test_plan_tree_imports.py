@@ -20,8 +20,8 @@ except SystemExit:
     pass
 print("LOADED:" + ",".join(sorted(m for m in sys.modules if m in (
     "cleveragents_tui.cli.correct", "cleveragents_tui.cli.lifecycle",
-    "cleveragents_tui.cli.cleanup", "cleveragents_tui.engine.correction",
-    "cleveragents_tui.engine.runner"))))
+    "cleveragents_tui.cli.cleanup", "cleveragents_tui.engine.correct.execute",
+    "cleveragents_tui.engine.run.runner"))))
 """
 
 
