@@ -495,6 +495,11 @@ class CorrectionMachine(RuleBasedStateMachine):
             self.model.files[name] = text
         self.sandboxes.note_write(FILES)
         self.model.noted = True
+        # What the runner does after each tool call (run/steps.py): the plan's own write joins
+        # the seal, so a revert does not take it for a hand edit made since the preview.
+        with self.store.unit_of_work() as uow:
+            attempt = uow.plans.get(self.plan_id).attempt
+        Reconciler(self.sandboxes, [FILES], attempt).refresh([FILES])
 
     @precondition(lambda self: len(self.model.current()) > 2 or self.model.applied)
     @rule(
@@ -570,6 +575,10 @@ class CorrectionMachine(RuleBasedStateMachine):
             if LATE_FAULT_KEEPS_ROLLBACK and fault == REVERT_FAULTS[4]:
                 [replacement] = made  # the supersede was committed before the finish failed
                 self._superseded(node, replacement, affected)
+                if rolls_back and node.phase is Phase.STRATEGIZE:
+                    # and so was the plan's way back to Strategize (the replay stopped at its
+                    # gate): the plan is errored there, not in Execute
+                    model.phase = Phase.STRATEGIZE
             else:
                 assert made == set(), "a failed correction left decisions behind"
             self._new_process()
