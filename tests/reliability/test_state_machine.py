@@ -575,6 +575,8 @@ class CorrectionMachine(RuleBasedStateMachine):
             if LATE_FAULT_KEEPS_ROLLBACK and fault == REVERT_FAULTS[4]:
                 [replacement] = made  # the supersede was committed before the finish failed
                 self._superseded(node, replacement, affected)
+                if node.phase is Phase.EXECUTE:  # it stands on the state the rollback left
+                    model.at[replacement] = dict(model.files)
                 if rolls_back and node.phase is Phase.STRATEGIZE:
                     # and so was the plan's way back to Strategize (the replay stopped at its
                     # gate): the plan is errored there, not in Execute
