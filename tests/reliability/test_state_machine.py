@@ -199,7 +199,9 @@ class Model:
     appended: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # the sandbox's files we wrote
     at: dict[str, dict[str, str]] = field(default_factory=dict)  # Execute decision -> files
-    noted: bool = False  # this process's PlanSandboxes saw a write (note_write)
+    # a write was noted (note_write): in this process, and stored (a resource_written event)
+    # for any later one, so every later checkpoint group takes the resource
+    noted: bool = False
     in_group: bool = False  # a decision's checkpoint group holds the resource
     corrections: list[str] = field(default_factory=list)  # statuses, oldest first
 
@@ -342,9 +344,9 @@ class CorrectionMachine(RuleBasedStateMachine):
             return [(str(kind), str(payload)) for kind, payload in rows]
 
     def _new_process(self) -> None:
-        """The next command runs in a new process: a new PlanSandboxes, nothing noted."""
+        """The next command runs in a new process: a new PlanSandboxes (the writes noted
+        before are stored: it still sees them)."""
         self.sandboxes = PlanSandboxes(self.store, self.plan_id, self.base)
-        self.model.noted = False
 
     def _record(
         self,
@@ -476,7 +478,6 @@ class CorrectionMachine(RuleBasedStateMachine):
         if restart:
             TALLY.rule("restart")
             self.sandboxes = PlanSandboxes(self.store, self.plan_id, self.base)
-            self.model.noted = False
         recorded = self._record(data, Phase.EXECUTE, DecisionType.IMPLEMENTATION_CHOICE, fault)
         if recorded is None or write == "nothing":
             return
