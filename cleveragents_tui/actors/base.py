@@ -66,7 +66,7 @@ class Reasoner(Protocol):
 
 
 class SandboxAccess(Protocol):
-    """The plan's sandboxes as tools see them (``engine.sandboxes.PlanSandboxes``)."""
+    """The plan's sandboxes as tools see them (``engine.core.sandboxes.PlanSandboxes``)."""
 
     def get(self, resource_id: str) -> Sandbox: ...
 
