@@ -30,6 +30,7 @@ NAME = String(130)
 ENUM = String(32)
 # A tool call that wrote something: side effects stored other than the empty JSON list.
 WROTE = "side_effects <> '[]'"
+LIVE = "pruned_at IS NULL"
 
 
 class Base(DeclarativeBase):
@@ -189,6 +190,8 @@ class CheckpointMetadataRow(Base):
     __table_args__ = (
         Index("ix_checkpoint_metadata_decision_id", "decision_id"),
         Index("ix_checkpoint_metadata_plan_id", "plan_id"),
+        # migration 0009: a resource's live checkpoints, which each recording counts
+        Index("ix_checkpoint_metadata_live", "plan_id", "resource_id", sqlite_where=text(LIVE)),
     )
 
 
