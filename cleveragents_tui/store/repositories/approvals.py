@@ -1,0 +1,59 @@
+"""Approvals asked of people, and their answers (each given once)."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select, update
+
+from cleveragents_tui.domain.approval import Approval, ApprovalAnswer
+from cleveragents_tui.domain.errors import ConcurrentChangeError
+from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.store import mapping
+from cleveragents_tui.store.repositories.base import Repository
+from cleveragents_tui.store.tables import ApprovalRow
+
+
+class ApprovalRepository(Repository):
+    def add(self, approval: Approval) -> None:
+        self._session.add(mapping.approval_to_row(approval))
+
+    def get(self, approval_id: str) -> Approval:
+        row = self._get(ApprovalRow, approval_id, "approval", "list them with `agents approvals`")
+        return mapping.approval_from_row(row)
+
+    def for_plan(self, plan_id: str) -> list[Approval]:
+        """Every approval of the plan, answered or not, oldest first."""
+        rows = self._session.scalars(
+            select(ApprovalRow)
+            .where(ApprovalRow.plan_id == plan_id)
+            .order_by(ApprovalRow.requested_at, ApprovalRow.approval_id)
+        )
+        return [mapping.approval_from_row(r) for r in rows]
+
+    def pending(self, plan_id: str | None = None) -> list[Approval]:
+        query = select(ApprovalRow).where(ApprovalRow.answer.is_(None))
+        if plan_id is not None:
+            query = query.where(ApprovalRow.plan_id == plan_id)
+        rows = self._session.scalars(query.order_by(ApprovalRow.requested_at))
+        return [mapping.approval_from_row(r) for r in rows]
+
+    def answer(self, approval_id: str, answer: ApprovalAnswer, by: str, reason: str | None) -> None:
+        """Record the answer once; a second answer is refused."""
+        result = self._session.execute(
+            update(ApprovalRow)
+            .where(ApprovalRow.approval_id == approval_id, ApprovalRow.answer.is_(None))
+            .values(answer=answer.value, answered_by=by, reason=reason, answered_at=utc_now())
+        )
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            self.get(approval_id)  # raises NotFoundError for an unknown id
+            raise ConcurrentChangeError(
+                f"approval {approval_id} was already answered",
+                "see its answer with `agents approvals --all`",
+            )
+
+    def pending_counts(self) -> dict[str, int]:
+        query = (
+            select(ApprovalRow.plan_id, func.count())
+            .where(ApprovalRow.answer.is_(None))
+            .group_by(ApprovalRow.plan_id)
+        )
+        return {p: int(n) for p, n in self._session.execute(query)}

@@ -1,0 +1,142 @@
+"""Checkpoint groups and the per-resource checkpoints in them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import func, select, update
+
+from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
+from cleveragents_tui.domain.enums import CheckpointGroupStatus
+from cleveragents_tui.domain.errors import NotFoundError
+from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.store import mapping
+from cleveragents_tui.store.repositories.base import Repository
+from cleveragents_tui.store.tables import CheckpointGroupRow, CheckpointMetadataRow
+
+
+class CheckpointRepository(Repository):
+    """Checkpoint groups and per-resource checkpoints.
+
+    A group is inserted ``pending`` (its own short transaction), collects the refs made for
+    it in ``pending_refs`` so recovery can undo them, and is flipped to ``committed`` in the
+    transaction that inserts its decision and checkpoint rows.
+    """
+
+    def add_group(self, group: CheckpointGroup) -> None:
+        self._session.add(mapping.group_to_row(group))
+
+    def add(self, checkpoint: CheckpointMetadata) -> None:
+        self._session.add(mapping.checkpoint_to_row(checkpoint))
+
+    def note_pending_ref(self, group_id: str, resource_id: str, ref: str) -> None:
+        row = self._pending_row(group_id)
+        refs = mapping.load_json("checkpoint_groups", group_id, "pending_refs", row.pending_refs)
+        row.pending_refs = mapping.dump_json([*refs, [resource_id, ref]])
+
+    def commit_group(self, group_id: str, decision_id: str) -> None:
+        row = self._pending_row(group_id)
+        row.status = CheckpointGroupStatus.COMMITTED.value
+        row.decision_id = decision_id
+        row.pending_refs = "[]"
+
+    def delete_pending_group(self, group_id: str) -> None:
+        self._session.delete(self._pending_row(group_id))
+
+    def _pending_row(self, group_id: str) -> CheckpointGroupRow:
+        row = self._session.get(CheckpointGroupRow, group_id)
+        if row is None or row.status != CheckpointGroupStatus.PENDING.value:
+            raise NotFoundError(f"no pending checkpoint group {group_id}")
+        return row
+
+    def pending_groups(self) -> list[tuple[CheckpointGroup, list[tuple[str, str]]]]:
+        rows = self._session.scalars(
+            select(CheckpointGroupRow)
+            .where(CheckpointGroupRow.status == CheckpointGroupStatus.PENDING.value)
+            .order_by(CheckpointGroupRow.created_at)
+        )
+        out = []
+        for row in rows:
+            refs = mapping.load_json(
+                "checkpoint_groups", row.group_id, "pending_refs", row.pending_refs
+            )
+            out.append((mapping.group_from_row(row), [(str(r), str(f)) for r, f in refs]))
+        return out
+
+    def for_decision(self, decision_id: str) -> list[CheckpointMetadata]:
+        rows = self._session.scalars(
+            select(CheckpointMetadataRow)
+            .where(CheckpointMetadataRow.decision_id == decision_id)
+            .order_by(CheckpointMetadataRow.resource_id)
+        )
+        return [mapping.checkpoint_from_row(r) for r in rows]
+
+    def for_plan(self, plan_id: str, resource_id: str | None = None) -> list[CheckpointMetadata]:
+        """A plan's checkpoints (optionally one resource's), oldest first."""
+        query = select(CheckpointMetadataRow).where(CheckpointMetadataRow.plan_id == plan_id)
+        if resource_id is not None:
+            query = query.where(CheckpointMetadataRow.resource_id == resource_id)
+        rows = self._session.scalars(
+            query.order_by(CheckpointMetadataRow.created_at, CheckpointMetadataRow.checkpoint_id)
+        )
+        return [mapping.checkpoint_from_row(r) for r in rows]
+
+    def live_for(self, plan_id: str, resource_id: str) -> list[CheckpointMetadata]:
+        """One resource's live (not pruned) checkpoints in the plan, oldest first: what a
+        checkpoint budget counts, as many as the budget allows whatever the plan's size."""
+        rows = self._session.scalars(
+            select(CheckpointMetadataRow)
+            .where(
+                CheckpointMetadataRow.plan_id == plan_id,
+                CheckpointMetadataRow.resource_id == resource_id,
+                CheckpointMetadataRow.pruned_at.is_(None),
+            )
+            .order_by(CheckpointMetadataRow.created_at, CheckpointMetadataRow.checkpoint_id)
+        )
+        return [mapping.checkpoint_from_row(r) for r in rows]
+
+    def resources_checkpointed(self, plan_id: str, *, decision_groups_only: bool) -> set[str]:
+        """The resources with checkpoint rows in the plan (only in decision groups, if asked)."""
+        query = select(CheckpointMetadataRow.resource_id).where(
+            CheckpointMetadataRow.plan_id == plan_id
+        )
+        if decision_groups_only:
+            query = query.where(CheckpointMetadataRow.checkpoint_type != "pre_write")
+        return set(self._session.scalars(query.distinct()))
+
+    def mark_pruned(self, checkpoint_ids: Sequence[str]) -> None:
+        if checkpoint_ids:
+            self._session.execute(
+                update(CheckpointMetadataRow)
+                .where(CheckpointMetadataRow.checkpoint_id.in_(list(checkpoint_ids)))
+                .values(pruned_at=utc_now())
+            )
+
+    def decisions_with_checkpoints(self, plan_id: str) -> frozenset[str]:
+        rows = self._session.scalars(
+            select(CheckpointMetadataRow.decision_id)
+            .where(
+                CheckpointMetadataRow.plan_id == plan_id,
+                CheckpointMetadataRow.decision_id.is_not(None),
+            )
+            .distinct()
+        )
+        return frozenset(r for r in rows if r is not None)
+
+    def count_for_plan(self, plan_id: str) -> int:
+        return int(
+            self._session.scalar(
+                select(func.count())
+                .select_from(CheckpointMetadataRow)
+                .where(CheckpointMetadataRow.plan_id == plan_id)
+            )
+            or 0
+        )
+
+    def groups_for_plan(self, plan_id: str) -> list[CheckpointGroup]:
+        rows = self._session.scalars(
+            select(CheckpointGroupRow)
+            .where(CheckpointGroupRow.plan_id == plan_id)
+            .order_by(CheckpointGroupRow.created_at)
+        )
+        return [mapping.group_from_row(r) for r in rows]

@@ -1,0 +1,110 @@
+"""Plans and the action definition each was created from."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select, update
+
+from cleveragents_tui.domain.enums import Phase, PlanState
+from cleveragents_tui.domain.errors import ConcurrentChangeError, NotFoundError, StoreCorruptedError
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.store import mapping
+from cleveragents_tui.store.repositories.base import Repository, resolve_id
+from cleveragents_tui.store.tables import PlanActionRow, PlanRow
+
+_LIST_PLANS = "list plans with `agents plan list`"
+
+
+class PlanRepository(Repository):
+    def add(self, plan: Plan) -> None:
+        self._session.add(mapping.plan_to_row(plan))
+
+    def resolve(self, ref: str) -> str:
+        return resolve_id(self._session, PlanRow.plan_id, ref, "plan", _LIST_PLANS)
+
+    def get(self, plan_id: str) -> Plan:
+        return mapping.plan_from_row(self._get(PlanRow, plan_id, "plan", _LIST_PLANS))
+
+    def all(self) -> list[Plan]:
+        rows = self._session.scalars(select(PlanRow).order_by(PlanRow.created_at, PlanRow.plan_id))
+        return [mapping.plan_from_row(r) for r in rows]
+
+    def states_for_project(self, project: str) -> dict[str, int]:
+        query = (
+            select(PlanRow.state, func.count())
+            .where(PlanRow.project == project)
+            .group_by(PlanRow.state)
+        )
+        return {state: int(n) for state, n in self._session.execute(query)}
+
+    def children(self, plan_id: str) -> list[Plan]:
+        rows = self._session.scalars(
+            select(PlanRow).where(PlanRow.parent_plan_id == plan_id).order_by(PlanRow.created_at)
+        )
+        return [mapping.plan_from_row(r) for r in rows]
+
+    def lock(self, plan_id: str) -> Plan:
+        """Read the plan and hold it for this transaction: PostgreSQL locks the row (NOWAIT:
+        a plan someone else holds fails at once as busy); SQLite's write transaction (BEGIN
+        IMMEDIATE) already excludes every other writer."""
+        query = select(PlanRow).where(PlanRow.plan_id == plan_id)
+        if self._session.get_bind().dialect.name == "postgresql":
+            query = query.with_for_update(nowait=True)
+        row = self._session.scalars(query).first()
+        if row is None:
+            raise NotFoundError(f"plan {plan_id} does not exist", _LIST_PLANS)
+        return mapping.plan_from_row(row)
+
+    def save(self, plan: Plan) -> Plan:
+        """Write the plan's mutable fields if nobody else changed it since it was read.
+
+        Returns the plan with its version bumped; raises ConcurrentChangeError otherwise.
+        """
+        result = self._session.execute(
+            update(PlanRow)
+            .where(PlanRow.plan_id == plan.plan_id, PlanRow.version == plan.version)
+            .values(
+                phase=Phase(plan.phase).value,  # model_copy does not validate: accept str too
+                state=PlanState(plan.state).value,
+                attempt=plan.attempt,
+                automation_profile=plan.automation_profile,
+                title=plan.title,
+                updated_at=plan.updated_at,
+                version=plan.version + 1,
+            )
+        )
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            raise ConcurrentChangeError(
+                f"plan {plan.plan_id} was changed by someone else", "reload it and try again"
+            )
+        return plan.model_copy(update={"version": plan.version + 1})
+
+
+class PlanActionRepository(Repository):
+    """The action definition each plan was created from."""
+
+    def save(
+        self, plan_id: str, definition: dict[str, object], sandbox_plan_id: str | None = None
+    ) -> None:
+        self._session.add(
+            PlanActionRow(
+                plan_id=plan_id,
+                definition=mapping.dump_json(definition),
+                sandbox_plan_id=sandbox_plan_id,
+            )
+        )
+
+    def sandbox_plan(self, plan_id: str) -> str:
+        """Whose sandboxes the plan works in: its own, or its host's."""
+        row = self._session.get(PlanActionRow, plan_id)
+        return plan_id if row is None or row.sandbox_plan_id is None else row.sandbox_plan_id
+
+    def get(self, plan_id: str) -> dict[str, object]:
+        row = self._session.get(PlanActionRow, plan_id)
+        if row is None:
+            raise NotFoundError(
+                f"plan {plan_id} has no stored action", "it was not created with `agents plan use`"
+            )
+        loaded = mapping.load_json("plan_actions", plan_id, "definition", row.definition)
+        if not isinstance(loaded, dict):
+            raise StoreCorruptedError(f"plan_actions row {plan_id}: definition is not an object")
+        return loaded

@@ -1,0 +1,91 @@
+"""Tool invocations, settings and the audit log's events."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.domain.tool import ToolInvocation
+from cleveragents_tui.store import mapping
+from cleveragents_tui.store.repositories.base import Repository
+from cleveragents_tui.store.tables import EventRow, SettingRow, ToolInvocationRow
+
+
+class ToolInvocationRepository(Repository):
+    def add(self, invocation: ToolInvocation) -> None:
+        self._session.add(mapping.invocation_to_row(invocation))
+
+    def for_decision(self, decision_id: str) -> list[ToolInvocation]:
+        rows = self._session.scalars(
+            select(ToolInvocationRow)
+            .where(ToolInvocationRow.decision_id == decision_id)
+            .order_by(ToolInvocationRow.created_at, ToolInvocationRow.invocation_id)
+        )
+        return [mapping.invocation_from_row(r) for r in rows]
+
+
+class SettingRepository(Repository):
+    def get(self, scope: str, key: str) -> object | None:
+        row = self._session.get(SettingRow, (scope, key))
+        return (
+            None
+            if row is None
+            else mapping.load_json("settings", f"{scope}/{key}", "value", row.value)
+        )
+
+    def set(self, scope: str, key: str, value: object) -> None:
+        row = self._session.get(SettingRow, (scope, key))
+        if row is None:
+            self._session.add(
+                SettingRow(
+                    scope=scope, key=key, value=mapping.dump_json(value), updated_at=utc_now()
+                )
+            )
+        else:
+            row.value = mapping.dump_json(value)
+            row.updated_at = utc_now()
+
+    def unset(self, scope: str, key: str) -> bool:
+        row = self._session.get(SettingRow, (scope, key))
+        if row is None:
+            return False
+        self._session.delete(row)
+        return True
+
+    def all(self) -> list[tuple[str, str, object]]:
+        rows = self._session.scalars(select(SettingRow).order_by(SettingRow.scope, SettingRow.key))
+        return [
+            (r.scope, r.key, mapping.load_json("settings", f"{r.scope}/{r.key}", "value", r.value))
+            for r in rows
+        ]
+
+
+class EventRepository(Repository):
+    """The audit log: append only."""
+
+    def payloads(self, plan_id: str, kind: str) -> list[dict[str, object]]:
+        """The payloads of one plan's events of one kind, oldest first."""
+        rows = self._session.scalars(
+            select(EventRow.payload)
+            .where(EventRow.plan_id == plan_id, EventRow.kind == kind)
+            .order_by(EventRow.event_id)
+        )
+        loaded = [mapping.load_json("events", plan_id, "payload", raw) for raw in rows]
+        return [payload for payload in loaded if isinstance(payload, dict)]
+
+    def append(
+        self,
+        kind: str,
+        payload: dict[str, object],
+        plan_id: str | None = None,
+        actor: str | None = None,
+    ) -> None:
+        self._session.add(
+            EventRow(
+                plan_id=plan_id,
+                kind=kind,
+                actor=actor,
+                payload=mapping.dump_json(payload),
+                created_at=utc_now(),
+            )
+        )
