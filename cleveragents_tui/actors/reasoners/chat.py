@@ -25,9 +25,6 @@ read-only CLI never does).
 
 from __future__ import annotations
 
-import json
-import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -35,79 +32,32 @@ from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 
-from cleveragents_tui.actors.base import ActorState, Proposal, ToolCallRequest
+from cleveragents_tui.actors.base import ActorState, Proposal
 from cleveragents_tui.actors.notes import keys_in_notes
+from cleveragents_tui.actors.reasoners.chat_prompt import (
+    FINISH_PHASE,
+    FINISH_SCHEMA,
+    RECORD_DECISION,
+    REMINDER,
+    ROLE,
+    RULES,
+    TYPE_MEANING,
+    allowed_types,
+    describe_tool,
+    guidance_entries,
+    guidance_text,
+    record_decision_schema,
+)
+from cleveragents_tui.actors.reasoners.chat_reply import ReasonerError, check_decision, field_error
 from cleveragents_tui.actors.reasoners.usage import ModelCall
 from cleveragents_tui.domain.action import Action
-from cleveragents_tui.domain.enums import DecisionType, Phase
-from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.domain.ids import NAMESPACED_NAME
+from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.tool import ToolSpec
 
-RECORD_DECISION = "record_decision"
-FINISH_PHASE = "finish_phase"
-WHOLE_PLAN = "*"  # the guidance key that targets every decision
+__all__ = ["FINISH_PHASE", "RECORD_DECISION", "ChatReasoner", "ReasonerError", "allowed_types"]
 
 CurrentSteps = Callable[[], Mapping[str, str]]
 """Key -> chosen option of the plan's current decisions (as ``scripted.CurrentSteps``)."""
-
-_KEY = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")  # as ``domain.action.Key``
-
-# Made by the system, never by an actor.
-_SYSTEM_TYPES = frozenset({DecisionType.PROMPT_DEFINITION, DecisionType.USER_INTERVENTION})
-_SPAWN_TYPES = frozenset({DecisionType.SUBPLAN_SPAWN, DecisionType.SUBPLAN_PARALLEL_SPAWN})
-
-_TYPE_MEANING: dict[DecisionType, str] = {
-    DecisionType.INVARIANT_ENFORCED: "an invariant constraint the work must keep",
-    DecisionType.STRATEGY_CHOICE: "the high-level approach",
-    DecisionType.SUBPLAN_SPAWN: "create one child plan (name its action in spawn)",
-    DecisionType.SUBPLAN_PARALLEL_SPAWN: "spawn a group of child plans in parallel (spawn)",
-    DecisionType.IMPLEMENTATION_CHOICE: "how to implement a specific task",
-    DecisionType.RESOURCE_SELECTION: "which resources to read or modify",
-    DecisionType.TOOL_INVOCATION: "which tool to use, with the calls in tool_calls",
-    DecisionType.ERROR_RECOVERY: "how to handle a failure",
-    DecisionType.VALIDATION_RESPONSE: "the response to a validation failure",
-}
-
-_ROLE: dict[Phase, str] = {
-    Phase.STRATEGIZE: (
-        "You are the strategy actor of a plan, in the Strategize phase. This phase is "
-        "read-only: you change nothing. You decide the strategy, the invariants the work "
-        "must keep, and which child plans to spawn. Tools you may call here only read."
-    ),
-    Phase.EXECUTE: (
-        "You are the execution actor of a plan, in the Execute phase. You implement the "
-        "strategy inside sandboxed resources: you decide how to implement each task, which "
-        "resources to touch and which tools to call, and how to recover from failures."
-    ),
-}
-
-_RULES = (
-    "Every choice you make is recorded as a decision that a person can later inspect and "
-    "correct. Reply to every message by calling exactly one tool:\n"
-    f"- {RECORD_DECISION}: record your next decision (one per reply), with the tool calls it "
-    "makes; you will be asked again for the decision after it;\n"
-    f"- {FINISH_PHASE}: when this phase needs no further decision.\n"
-    "Give each decision a new key (lower-case letters, digits, '-' and '_', at most 64 "
-    "characters, starting with a letter or digit) unless you are remaking a decision the "
-    "user corrected: then reuse its key. depends_on and parent_key name keys of decisions "
-    "already made. confidence is your probability, from 0 to 1, that the choice is right "
-    "without human help. A correction from the user overrides your own judgement: follow it."
-)
-
-_REMINDER = (
-    f"Your reply called no tool. Reply again by calling {RECORD_DECISION} with your next "
-    f"decision, or {FINISH_PHASE} if this phase is done. Do not answer in plain text."
-)
-
-
-class ReasonerError(UserError):
-    """The reasoner could not produce a valid decision (the model's reply was refused)."""
-
-
-def allowed_types(phase: Phase) -> tuple[DecisionType, ...]:
-    """The decision types an actor may propose in ``phase`` (system-made types excluded)."""
-    return tuple(t for t in DecisionType if t.phase is phase and t not in _SYSTEM_TYPES)
 
 
 class ChatReasoner:
@@ -139,8 +89,8 @@ class ChatReasoner:
         self._model_id = model_id(model)
         self._calls: list[ModelCall] = []  # since the runner last took them (take_usage)
         self._bound: dict[Phase, Runnable[LanguageModelInput, AIMessage]] = {}
-        for phase in _ROLE:
-            schemas = [_record_decision_schema(phase, self.tool_names(phase)), _FINISH_SCHEMA]
+        for phase in ROLE:
+            schemas = [record_decision_schema(phase, self.tool_names(phase)), FINISH_SCHEMA]
             try:
                 self._bound[phase] = model.bind_tools(schemas, tool_choice=tool_choice)
             except NotImplementedError as exc:
@@ -167,7 +117,7 @@ class ChatReasoner:
         messages = self._messages(state, phase, known)
         reply = self._invoke(bound, messages)
         if not reply.tool_calls and not reply.invalid_tool_calls:
-            messages = [*messages, reply, HumanMessage(content=_REMINDER)]
+            messages = [*messages, reply, HumanMessage(content=REMINDER)]
             reply = self._invoke(bound, messages)
             if not reply.tool_calls and not reply.invalid_tool_calls:
                 raise ReasonerError(
@@ -206,14 +156,14 @@ class ChatReasoner:
     def _messages(
         self, state: ActorState, phase: Phase, known: Mapping[str, str | None]
     ) -> list[BaseMessage]:
-        system = "\n\n".join((_ROLE.get(phase, ""), _RULES))
+        system = "\n\n".join((ROLE.get(phase, ""), RULES))
         messages: list[BaseMessage] = [
             SystemMessage(content=system),
             HumanMessage(content=self._task_text(state, phase, known)),
         ]
-        guidance = _guidance_entries(state)
+        guidance = guidance_entries(state)
         if guidance:
-            messages.append(HumanMessage(content=_guidance_text(guidance)))
+            messages.append(HumanMessage(content=guidance_text(guidance)))
         return messages
 
     def _task_text(self, state: ActorState, phase: Phase, known: Mapping[str, str | None]) -> str:
@@ -222,12 +172,12 @@ class ChatReasoner:
         if action.description.strip():
             parts.append(action.description.strip())
         parts.append(f"## Task (the plan's prompt)\n{action.prompt}")
-        types = "\n".join(f"- {t.value}: {_TYPE_MEANING.get(t, '')}" for t in allowed_types(phase))
+        types = "\n".join(f"- {t.value}: {TYPE_MEANING.get(t, '')}" for t in allowed_types(phase))
         parts.append(f"## Decision types allowed in the {phase.value} phase\n{types}")
         names = set(self.tool_names(phase))
         tools = [t for t in self._tools if t.name in names]
         if tools:
-            lines = "\n".join(f"- {_describe_tool(t, self._arguments.get(t.name))}" for t in tools)
+            lines = "\n".join(f"- {describe_tool(t, self._arguments.get(t.name))}" for t in tools)
             parts.append(f"## Tools your decisions may call (in tool_calls)\n{lines}")
         else:
             parts.append("## Tools\nNo tools are available in this phase: leave tool_calls empty.")
@@ -283,203 +233,8 @@ class ChatReasoner:
             )
         args = call.get("args")
         if not isinstance(args, Mapping):
-            raise _field_error("arguments", "must be a JSON object")
-        return self._check(args, state, phase, used, _reasoning(reply))
-
-    def _check(
-        self,
-        args: Mapping[str, Any],
-        state: ActorState,
-        phase: Phase,
-        used: tuple[str, ...],
-        reasoning: str | None,
-    ) -> Proposal:
-        unknown = sorted(str(k) for k in args if k not in _FIELDS)
-        if unknown:
-            raise _field_error(unknown[0], f"is not a field of {RECORD_DECISION}")
-
-        key = _text(args, "key")
-        if not _KEY.match(key):
-            raise _field_error(
-                "key", f"{key!r} is not a decision key (lower-case letters, digits, '-', '_')"
-            )
-        if key in used:
-            raise _field_error("key", f"{key!r} is already used by an earlier decision")
-
-        raw_type = args.get("decision_type")
-        allowed = allowed_types(phase)
-        try:
-            decision_type = DecisionType(str(raw_type))
-        except ValueError:
-            raise _field_error("decision_type", f"{raw_type!r} is not a decision type") from None
-        if decision_type not in allowed:
-            raise _field_error(
-                "decision_type",
-                f"{decision_type.value} is not allowed in the {phase.value} phase "
-                f"(allowed: {', '.join(t.value for t in allowed)})",
-            )
-
-        question = _text(args, "question")
-        chosen = _text(args, "chosen_option")
-        alternatives = _text_list(args, "alternatives")
-        confidence = _confidence(args.get("confidence"))
-        rationale = _optional_text(args, "rationale")
-
-        parent_key = args.get("parent_key")
-        if parent_key is not None:
-            parent_key = _reference(parent_key, "parent_key", key, used)
-        depends_on = tuple(
-            _reference(ref, "depends_on", key, used)
-            for ref in dict.fromkeys(_text_list(args, "depends_on"))
-        )
-        tool_calls = self._tool_calls(args.get("tool_calls", []), phase)
-        spawn = _spawn(args.get("spawn", []), decision_type)
-
-        return Proposal(
-            key=key,
-            decision_type=decision_type,
-            question=question,
-            chosen_option=chosen,
-            alternatives=tuple(a for a in dict.fromkeys(alternatives) if a != chosen),
-            confidence=confidence,
-            rationale=rationale,
-            reasoning=reasoning,
-            parent_key=parent_key,
-            depends_on=depends_on,
-            tool_calls=tool_calls,
-            spawn=spawn,
-            guidance_used=_guidance_for(state, key),
-        )
-
-    def _tool_calls(self, value: object, phase: Phase) -> tuple[ToolCallRequest, ...]:
-        if value is None:
-            return ()
-        if not isinstance(value, list):
-            raise _field_error("tool_calls", "must be a list of {tool, arguments} objects")
-        allowed = self.tool_names(phase)
-        calls = []
-        for index, item in enumerate(value):
-            where = f"tool_calls[{index}]"
-            if not isinstance(item, Mapping):
-                raise _field_error(where, "must be an object with tool and arguments")
-            extra = sorted(str(k) for k in item if k not in ("tool", "arguments"))
-            if extra:
-                raise _field_error(f"{where}.{extra[0]}", "is not a field of a tool call")
-            tool = item.get("tool")
-            if not isinstance(tool, str) or tool not in allowed:
-                known = ", ".join(allowed) if allowed else "none"
-                raise _field_error(
-                    f"{where}.tool",
-                    f"{tool!r} is not a tool available in the {phase.value} phase "
-                    f"(available: {known})",
-                )
-            arguments = item.get("arguments", {})
-            if arguments is None:
-                arguments = {}
-            if not isinstance(arguments, Mapping) or not all(isinstance(k, str) for k in arguments):
-                raise _field_error(f"{where}.arguments", "must be a JSON object")
-            try:
-                json.dumps(arguments, allow_nan=False)
-            except (TypeError, ValueError):
-                raise _field_error(f"{where}.arguments", "must hold JSON values only") from None
-            calls.append(ToolCallRequest(tool=tool, arguments=dict(arguments)))
-        return tuple(calls)
-
-
-# -- validation helpers ---------------------------------------------------------------------
-
-_FIELDS = frozenset(
-    {
-        "key",
-        "decision_type",
-        "question",
-        "chosen_option",
-        "alternatives",
-        "confidence",
-        "rationale",
-        "depends_on",
-        "parent_key",
-        "tool_calls",
-        "spawn",
-    }
-)
-
-
-def _field_error(field: str, problem: str) -> ReasonerError:
-    return ReasonerError(
-        f"the chat model proposed an invalid decision: {RECORD_DECISION}.{field} {problem}",
-        "the decision was not recorded; run again or correct the plan with guidance",
-    )
-
-
-def _optional_text(args: Mapping[str, Any], field: str) -> str | None:
-    return None if args.get(field) is None else _text(args, field)
-
-
-def _text(args: Mapping[str, Any], field: str) -> str:
-    value = args.get(field)
-    if not isinstance(value, str) or not value.strip():
-        raise _field_error(field, "is missing or empty (a non-empty string is required)")
-    if "\x00" in value:
-        raise _field_error(field, "contains a NUL character")
-    return value.strip()
-
-
-def _text_list(args: Mapping[str, Any], field: str) -> list[str]:
-    value = args.get(field)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise _field_error(field, f"must be a list of strings, not {type(value).__name__}")
-    items = []
-    for index, item in enumerate(value):
-        if not isinstance(item, str) or not item.strip() or "\x00" in item:
-            raise _field_error(f"{field}[{index}]", "must be a non-empty string")
-        items.append(item.strip())
-    return items
-
-
-def _confidence(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _field_error("confidence", f"must be a number from 0 to 1, not {value!r}")
-    number = float(value)
-    if math.isnan(number) or not 0.0 <= number <= 1.0:
-        raise _field_error("confidence", f"{value!r} is outside [0, 1]")
-    return number
-
-
-def _reference(value: object, field: str, key: str, used: Sequence[str]) -> str:
-    if not isinstance(value, str) or not _KEY.match(value):
-        raise _field_error(field, f"{value!r} is not a decision key")
-    if value == key:
-        raise _field_error(field, f"{value!r} refers to the decision itself")
-    if value not in used:
-        known = ", ".join(used) if used else "none yet"
-        raise _field_error(
-            field, f"{value!r} is not the key of an earlier decision (known: {known})"
-        )
-    return value
-
-
-def _spawn(value: object, decision_type: DecisionType) -> tuple[str, ...]:
-    if value is None:
-        value = []
-    if not isinstance(value, list):
-        raise _field_error("spawn", "must be a list of child action names")
-    names = []
-    for index, item in enumerate(value):
-        if not isinstance(item, str) or not NAMESPACED_NAME.match(item):
-            raise _field_error(
-                f"spawn[{index}]", f"{item!r} is not an action name (namespace/name)"
-            )
-        names.append(item)
-    if names and decision_type not in _SPAWN_TYPES:
-        raise _field_error("spawn", f"is only for subplan spawns, not {decision_type.value}")
-    if decision_type is DecisionType.SUBPLAN_SPAWN and len(names) != 1:
-        raise _field_error("spawn", "must name exactly one child action for a subplan_spawn")
-    if decision_type is DecisionType.SUBPLAN_PARALLEL_SPAWN and not names:
-        raise _field_error("spawn", "must name the child actions of a subplan_parallel_spawn")
-    return tuple(names)
+            raise field_error("arguments", "must be a JSON object")
+        return check_decision(args, state, phase, used, _reasoning(reply), self.tool_names(phase))
 
 
 def model_id(model: BaseChatModel) -> str:
@@ -515,137 +270,3 @@ def _invoke(
             "use a LangChain chat model",
         )
     return reply
-
-
-# -- guidance -------------------------------------------------------------------------------
-
-
-def _guidance_entries(state: ActorState) -> list[tuple[str, str]]:
-    """(key, text) of each usable guidance entry, oldest first."""
-    entries = []
-    for entry in state.get("guidance", []):
-        if not isinstance(entry, Mapping):
-            continue
-        key = entry.get("key") or WHOLE_PLAN
-        text = entry.get("text")
-        if isinstance(key, str) and isinstance(text, str) and text.strip():
-            entries.append((key, text.strip()))
-    return entries
-
-
-def _guidance_text(entries: Sequence[tuple[str, str]]) -> str:
-    lines = [
-        "## CORRECTION FROM THE USER — follow it",
-        "The user reviewed earlier decisions of this plan and corrected them. This guidance "
-        "overrides your own judgement and anything in your notes. When you remake a corrected "
-        "decision, reuse its key and make the choice the guidance asks for. Newest last:",
-    ]
-    for key, text in entries:
-        target = "the whole plan" if key == WHOLE_PLAN else f"decision {key!r}"
-        lines.append(f"- for {target}: {text}")
-    return "\n".join(lines)
-
-
-def _guidance_for(state: ActorState, key: str) -> str | None:
-    """The newest guidance aimed at ``key``, else the newest aimed at the whole plan."""
-    entries = _guidance_entries(state)
-    for wanted in (key, WHOLE_PLAN):
-        for target, text in reversed(entries):
-            if target == wanted:
-                return text
-    return None
-
-
-# -- tool schemas ---------------------------------------------------------------------------
-
-
-def _describe_tool(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> str:
-    traits = [spec.category.value]
-    if spec.writes:
-        traits.append("writes")
-    if spec.irreversible:
-        traits.append("irreversible")
-    if spec.side_effects:
-        traits.append("side effects: " + ", ".join(spec.side_effects))
-    description = f": {spec.description}" if spec.description else ""
-    schema = (
-        f" Arguments (JSON Schema): {json.dumps(arguments, separators=(',', ':'))}"
-        if arguments
-        else ""
-    )
-    return f"{spec.name} ({'; '.join(traits)}){description}{schema}"
-
-
-_FINISH_SCHEMA: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": FINISH_PHASE,
-        "description": "End this phase: no further decision is needed.",
-        "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
-    },
-}
-
-
-def _record_decision_schema(phase: Phase, tool_names: Sequence[str]) -> dict[str, Any]:
-    """The JSON schema of ``record_decision`` for ``phase`` (OpenAI function format)."""
-    strings: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
-    properties: dict[str, Any] = {
-        "key": {
-            "type": "string",
-            "description": "A key for this decision, new in this plan unless you remake a "
-            "corrected decision: lower-case letters, digits, '-' and '_', at most 64 characters.",
-        },
-        "decision_type": {
-            "type": "string",
-            "enum": [t.value for t in allowed_types(phase)],
-            "description": "The kind of choice.",
-        },
-        "question": {"type": "string", "description": "The question this decision answers."},
-        "chosen_option": {"type": "string", "description": "The option you chose."},
-        "alternatives": {**strings, "description": "The other options you considered."},
-        "confidence": {
-            "type": "number",
-            "minimum": 0,
-            "maximum": 1,
-            "description": "Your probability, from 0 to 1, that the choice is right.",
-        },
-        "rationale": {"type": "string", "description": "Why you chose it, for a human reader."},
-        "depends_on": {**strings, "description": "Keys of earlier decisions this one relies on."},
-        "parent_key": {
-            "type": "string",
-            "description": "The key of the earlier decision this one refines; omit for a "
-            "top-level decision.",
-        },
-    }
-    if tool_names:
-        properties["tool_calls"] = {
-            "type": "array",
-            "description": "The tool calls this decision makes, in order.",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "tool": {"type": "string", "enum": list(tool_names)},
-                    "arguments": {"type": "object", "description": "The tool's arguments."},
-                },
-                "required": ["tool", "arguments"],
-            },
-        }
-    if any(t in _SPAWN_TYPES for t in allowed_types(phase)):
-        properties["spawn"] = {
-            **strings,
-            "description": "For subplan spawns: the actions (namespace/name) of the child plans.",
-        }
-    return {
-        "type": "function",
-        "function": {
-            "name": RECORD_DECISION,
-            "description": "Record your next decision; it is checked, recorded, and its tool "
-            "calls are run.",
-            "parameters": {
-                "type": "object",
-                "properties": properties,
-                "required": ["key", "decision_type", "question", "chosen_option", "confidence"],
-                "additionalProperties": False,
-            },
-        },
-    }

@@ -1,0 +1,196 @@
+"""What the chat reasoner tells the model: the actor's role and rules, the meaning of each
+decision type, the user's guidance, and the two tools' schemas (see ``docs/reasoners.md``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from cleveragents_tui.actors.base import ActorState
+from cleveragents_tui.domain.enums import DecisionType, Phase
+from cleveragents_tui.domain.tool import ToolSpec
+
+RECORD_DECISION = "record_decision"
+FINISH_PHASE = "finish_phase"
+WHOLE_PLAN = "*"  # the guidance key that targets every decision
+
+# Made by the system, never by an actor.
+_SYSTEM_TYPES = frozenset({DecisionType.PROMPT_DEFINITION, DecisionType.USER_INTERVENTION})
+SPAWN_TYPES = frozenset({DecisionType.SUBPLAN_SPAWN, DecisionType.SUBPLAN_PARALLEL_SPAWN})
+
+TYPE_MEANING: dict[DecisionType, str] = {
+    DecisionType.INVARIANT_ENFORCED: "an invariant constraint the work must keep",
+    DecisionType.STRATEGY_CHOICE: "the high-level approach",
+    DecisionType.SUBPLAN_SPAWN: "create one child plan (name its action in spawn)",
+    DecisionType.SUBPLAN_PARALLEL_SPAWN: "spawn a group of child plans in parallel (spawn)",
+    DecisionType.IMPLEMENTATION_CHOICE: "how to implement a specific task",
+    DecisionType.RESOURCE_SELECTION: "which resources to read or modify",
+    DecisionType.TOOL_INVOCATION: "which tool to use, with the calls in tool_calls",
+    DecisionType.ERROR_RECOVERY: "how to handle a failure",
+    DecisionType.VALIDATION_RESPONSE: "the response to a validation failure",
+}
+
+ROLE: dict[Phase, str] = {
+    Phase.STRATEGIZE: (
+        "You are the strategy actor of a plan, in the Strategize phase. This phase is "
+        "read-only: you change nothing. You decide the strategy, the invariants the work "
+        "must keep, and which child plans to spawn. Tools you may call here only read."
+    ),
+    Phase.EXECUTE: (
+        "You are the execution actor of a plan, in the Execute phase. You implement the "
+        "strategy inside sandboxed resources: you decide how to implement each task, which "
+        "resources to touch and which tools to call, and how to recover from failures."
+    ),
+}
+
+RULES = (
+    "Every choice you make is recorded as a decision that a person can later inspect and "
+    "correct. Reply to every message by calling exactly one tool:\n"
+    f"- {RECORD_DECISION}: record your next decision (one per reply), with the tool calls it "
+    "makes; you will be asked again for the decision after it;\n"
+    f"- {FINISH_PHASE}: when this phase needs no further decision.\n"
+    "Give each decision a new key (lower-case letters, digits, '-' and '_', at most 64 "
+    "characters, starting with a letter or digit) unless you are remaking a decision the "
+    "user corrected: then reuse its key. depends_on and parent_key name keys of decisions "
+    "already made. confidence is your probability, from 0 to 1, that the choice is right "
+    "without human help. A correction from the user overrides your own judgement: follow it."
+)
+
+REMINDER = (
+    f"Your reply called no tool. Reply again by calling {RECORD_DECISION} with your next "
+    f"decision, or {FINISH_PHASE} if this phase is done. Do not answer in plain text."
+)
+
+
+def allowed_types(phase: Phase) -> tuple[DecisionType, ...]:
+    """The decision types an actor may propose in ``phase`` (system-made types excluded)."""
+    return tuple(t for t in DecisionType if t.phase is phase and t not in _SYSTEM_TYPES)
+
+
+def guidance_entries(state: ActorState) -> list[tuple[str, str]]:
+    """(key, text) of each usable guidance entry, oldest first."""
+    entries = []
+    for entry in state.get("guidance", []):
+        if not isinstance(entry, Mapping):
+            continue
+        key = entry.get("key") or WHOLE_PLAN
+        text = entry.get("text")
+        if isinstance(key, str) and isinstance(text, str) and text.strip():
+            entries.append((key, text.strip()))
+    return entries
+
+
+def guidance_text(entries: Sequence[tuple[str, str]]) -> str:
+    lines = [
+        "## CORRECTION FROM THE USER — follow it",
+        "The user reviewed earlier decisions of this plan and corrected them. This guidance "
+        "overrides your own judgement and anything in your notes. When you remake a corrected "
+        "decision, reuse its key and make the choice the guidance asks for. Newest last:",
+    ]
+    for key, text in entries:
+        target = "the whole plan" if key == WHOLE_PLAN else f"decision {key!r}"
+        lines.append(f"- for {target}: {text}")
+    return "\n".join(lines)
+
+
+def guidance_for(state: ActorState, key: str) -> str | None:
+    """The newest guidance aimed at ``key``, else the newest aimed at the whole plan."""
+    entries = guidance_entries(state)
+    for wanted in (key, WHOLE_PLAN):
+        for target, text in reversed(entries):
+            if target == wanted:
+                return text
+    return None
+
+
+def describe_tool(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> str:
+    traits = [spec.category.value]
+    if spec.writes:
+        traits.append("writes")
+    if spec.irreversible:
+        traits.append("irreversible")
+    if spec.side_effects:
+        traits.append("side effects: " + ", ".join(spec.side_effects))
+    description = f": {spec.description}" if spec.description else ""
+    schema = (
+        f" Arguments (JSON Schema): {json.dumps(arguments, separators=(',', ':'))}"
+        if arguments
+        else ""
+    )
+    return f"{spec.name} ({'; '.join(traits)}){description}{schema}"
+
+
+FINISH_SCHEMA: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": FINISH_PHASE,
+        "description": "End this phase: no further decision is needed.",
+        "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+    },
+}
+
+
+def record_decision_schema(phase: Phase, tool_names: Sequence[str]) -> dict[str, Any]:
+    """The JSON schema of ``record_decision`` for ``phase`` (OpenAI function format)."""
+    strings: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+    properties: dict[str, Any] = {
+        "key": {
+            "type": "string",
+            "description": "A key for this decision, new in this plan unless you remake a "
+            "corrected decision: lower-case letters, digits, '-' and '_', at most 64 characters.",
+        },
+        "decision_type": {
+            "type": "string",
+            "enum": [t.value for t in allowed_types(phase)],
+            "description": "The kind of choice.",
+        },
+        "question": {"type": "string", "description": "The question this decision answers."},
+        "chosen_option": {"type": "string", "description": "The option you chose."},
+        "alternatives": {**strings, "description": "The other options you considered."},
+        "confidence": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "description": "Your probability, from 0 to 1, that the choice is right.",
+        },
+        "rationale": {"type": "string", "description": "Why you chose it, for a human reader."},
+        "depends_on": {**strings, "description": "Keys of earlier decisions this one relies on."},
+        "parent_key": {
+            "type": "string",
+            "description": "The key of the earlier decision this one refines; omit for a "
+            "top-level decision.",
+        },
+    }
+    if tool_names:
+        properties["tool_calls"] = {
+            "type": "array",
+            "description": "The tool calls this decision makes, in order.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "tool": {"type": "string", "enum": list(tool_names)},
+                    "arguments": {"type": "object", "description": "The tool's arguments."},
+                },
+                "required": ["tool", "arguments"],
+            },
+        }
+    if any(t in SPAWN_TYPES for t in allowed_types(phase)):
+        properties["spawn"] = {
+            **strings,
+            "description": "For subplan spawns: the actions (namespace/name) of the child plans.",
+        }
+    return {
+        "type": "function",
+        "function": {
+            "name": RECORD_DECISION,
+            "description": "Record your next decision; it is checked, recorded, and its tool "
+            "calls are run.",
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": ["key", "decision_type", "question", "chosen_option", "confidence"],
+                "additionalProperties": False,
+            },
+        },
+    }

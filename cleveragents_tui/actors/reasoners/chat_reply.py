@@ -1,0 +1,221 @@
+"""The checks a chat model's ``record_decision`` call passes before it becomes a proposal:
+nothing the model says is trusted as is; a refusal names the field and what is wrong."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from cleveragents_tui.actors.base import ActorState, Proposal, ToolCallRequest
+from cleveragents_tui.actors.reasoners.chat_prompt import (
+    RECORD_DECISION,
+    SPAWN_TYPES,
+    allowed_types,
+    guidance_for,
+)
+from cleveragents_tui.domain.enums import DecisionType, Phase
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.ids import NAMESPACED_NAME
+
+_KEY = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")  # as ``domain.action.Key``
+
+
+class ReasonerError(UserError):
+    """The reasoner could not produce a valid decision (the model's reply was refused)."""
+
+
+def check_decision(
+    args: Mapping[str, Any],
+    state: ActorState,
+    phase: Phase,
+    used: tuple[str, ...],
+    reasoning: str | None,
+    tools: Sequence[str],
+) -> Proposal:
+    """The proposal ``record_decision``'s arguments make, every field checked (else one
+    :class:`ReasonerError` naming the field): ``used`` are the keys taken, ``tools`` the tools
+    the phase allows."""
+    unknown = sorted(str(k) for k in args if k not in _FIELDS)
+    if unknown:
+        raise field_error(unknown[0], f"is not a field of {RECORD_DECISION}")
+
+    key = _text(args, "key")
+    if not _KEY.match(key):
+        raise field_error(
+            "key", f"{key!r} is not a decision key (lower-case letters, digits, '-', '_')"
+        )
+    if key in used:
+        raise field_error("key", f"{key!r} is already used by an earlier decision")
+
+    raw_type = args.get("decision_type")
+    allowed = allowed_types(phase)
+    try:
+        decision_type = DecisionType(str(raw_type))
+    except ValueError:
+        raise field_error("decision_type", f"{raw_type!r} is not a decision type") from None
+    if decision_type not in allowed:
+        raise field_error(
+            "decision_type",
+            f"{decision_type.value} is not allowed in the {phase.value} phase "
+            f"(allowed: {', '.join(t.value for t in allowed)})",
+        )
+
+    question = _text(args, "question")
+    chosen = _text(args, "chosen_option")
+    alternatives = _text_list(args, "alternatives")
+    confidence = _confidence(args.get("confidence"))
+    rationale = _optional_text(args, "rationale")
+
+    parent_key = args.get("parent_key")
+    if parent_key is not None:
+        parent_key = _reference(parent_key, "parent_key", key, used)
+    depends_on = tuple(
+        _reference(ref, "depends_on", key, used)
+        for ref in dict.fromkeys(_text_list(args, "depends_on"))
+    )
+    tool_calls = _tool_calls(args.get("tool_calls", []), phase, tools)
+    spawn = _spawn(args.get("spawn", []), decision_type)
+
+    return Proposal(
+        key=key,
+        decision_type=decision_type,
+        question=question,
+        chosen_option=chosen,
+        alternatives=tuple(a for a in dict.fromkeys(alternatives) if a != chosen),
+        confidence=confidence,
+        rationale=rationale,
+        reasoning=reasoning,
+        parent_key=parent_key,
+        depends_on=depends_on,
+        tool_calls=tool_calls,
+        spawn=spawn,
+        guidance_used=guidance_for(state, key),
+    )
+
+
+def _tool_calls(value: object, phase: Phase, allowed: Sequence[str]) -> tuple[ToolCallRequest, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise field_error("tool_calls", "must be a list of {tool, arguments} objects")
+    calls = []
+    for index, item in enumerate(value):
+        where = f"tool_calls[{index}]"
+        if not isinstance(item, Mapping):
+            raise field_error(where, "must be an object with tool and arguments")
+        extra = sorted(str(k) for k in item if k not in ("tool", "arguments"))
+        if extra:
+            raise field_error(f"{where}.{extra[0]}", "is not a field of a tool call")
+        tool = item.get("tool")
+        if not isinstance(tool, str) or tool not in allowed:
+            known = ", ".join(allowed) if allowed else "none"
+            raise field_error(
+                f"{where}.tool",
+                f"{tool!r} is not a tool available in the {phase.value} phase (available: {known})",
+            )
+        arguments = item.get("arguments", {})
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, Mapping) or not all(isinstance(k, str) for k in arguments):
+            raise field_error(f"{where}.arguments", "must be a JSON object")
+        try:
+            json.dumps(arguments, allow_nan=False)
+        except (TypeError, ValueError):
+            raise field_error(f"{where}.arguments", "must hold JSON values only") from None
+        calls.append(ToolCallRequest(tool=tool, arguments=dict(arguments)))
+    return tuple(calls)
+
+
+_FIELDS = frozenset(
+    {
+        "key",
+        "decision_type",
+        "question",
+        "chosen_option",
+        "alternatives",
+        "confidence",
+        "rationale",
+        "depends_on",
+        "parent_key",
+        "tool_calls",
+        "spawn",
+    }
+)
+
+
+def field_error(field: str, problem: str) -> ReasonerError:
+    return ReasonerError(
+        f"the chat model proposed an invalid decision: {RECORD_DECISION}.{field} {problem}",
+        "the decision was not recorded; run again or correct the plan with guidance",
+    )
+
+
+def _optional_text(args: Mapping[str, Any], field: str) -> str | None:
+    return None if args.get(field) is None else _text(args, field)
+
+
+def _text(args: Mapping[str, Any], field: str) -> str:
+    value = args.get(field)
+    if not isinstance(value, str) or not value.strip():
+        raise field_error(field, "is missing or empty (a non-empty string is required)")
+    if "\x00" in value:
+        raise field_error(field, "contains a NUL character")
+    return value.strip()
+
+
+def _text_list(args: Mapping[str, Any], field: str) -> list[str]:
+    value = args.get(field)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise field_error(field, f"must be a list of strings, not {type(value).__name__}")
+    items = []
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or not item.strip() or "\x00" in item:
+            raise field_error(f"{field}[{index}]", "must be a non-empty string")
+        items.append(item.strip())
+    return items
+
+
+def _confidence(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise field_error("confidence", f"must be a number from 0 to 1, not {value!r}")
+    number = float(value)
+    if math.isnan(number) or not 0.0 <= number <= 1.0:
+        raise field_error("confidence", f"{value!r} is outside [0, 1]")
+    return number
+
+
+def _reference(value: object, field: str, key: str, used: Sequence[str]) -> str:
+    if not isinstance(value, str) or not _KEY.match(value):
+        raise field_error(field, f"{value!r} is not a decision key")
+    if value == key:
+        raise field_error(field, f"{value!r} refers to the decision itself")
+    if value not in used:
+        known = ", ".join(used) if used else "none yet"
+        raise field_error(
+            field, f"{value!r} is not the key of an earlier decision (known: {known})"
+        )
+    return value
+
+
+def _spawn(value: object, decision_type: DecisionType) -> tuple[str, ...]:
+    if value is None:
+        value = []
+    if not isinstance(value, list):
+        raise field_error("spawn", "must be a list of child action names")
+    names = []
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or not NAMESPACED_NAME.match(item):
+            raise field_error(f"spawn[{index}]", f"{item!r} is not an action name (namespace/name)")
+        names.append(item)
+    if names and decision_type not in SPAWN_TYPES:
+        raise field_error("spawn", f"is only for subplan spawns, not {decision_type.value}")
+    if decision_type is DecisionType.SUBPLAN_SPAWN and len(names) != 1:
+        raise field_error("spawn", "must name exactly one child action for a subplan_spawn")
+    if decision_type is DecisionType.SUBPLAN_PARALLEL_SPAWN and not names:
+        raise field_error("spawn", "must name the child actions of a subplan_parallel_spawn")
+    return tuple(names)
