@@ -3,99 +3,49 @@
 ``agents doctor`` reports through it, and the reliability suite runs it after every crash and
 every injected fault. Each check says what is broken and counts what it looked at
 (``checked``). What each invariant checks, and cannot see: docs/reliability.md, "The
-invariant checker". Over 500 lines: one short check per promise, all sharing one loaded
-snapshot of the store (``_Stored``) and one list of findings.
+invariant checker".
+
+The records' own checks are in :mod:`~cleveragents_tui.engine.ops.record_invariants`; here
+are the loading and the checks of the sandboxes and the actors' saved state.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
-from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
-from cleveragents_tui.domain.correction import CorrectionAttempt
+from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.decision import Decision
-from cleveragents_tui.domain.enums import (
-    CheckpointGroupStatus,
-    CorrectionMode,
-    CorrectionStatus,
-    DecisionType,
-    Phase,
-    PlanState,
-    SandboxStrategyName,
-)
+from cleveragents_tui.domain.enums import Phase, PlanState, SandboxStrategyName
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes, sandbox_base_dir, sandbox_root
+from cleveragents_tui.engine.ops.invariant_findings import (
+    Findings,
+    InvariantReport,
+    Stored,
+    Violation,
+)
+from cleveragents_tui.engine.ops.record_invariants import RECORD_CHECKS
 from cleveragents_tui.engine.run import run_lease
 from cleveragents_tui.engine.run.apply_journal import half_applied, landing_began
 from cleveragents_tui.engine.run.run_lease import RUNNER_LOCK
 from cleveragents_tui.sandbox import transaction_handover
 from cleveragents_tui.store.store import Store
 
+__all__ = ["STALE_LOCK_SECONDS", "InvariantReport", "Violation", "check_invariants"]
+
 STALE_LOCK_SECONDS = 600
 _ARCHIVE_STRATEGIES = (SandboxStrategyName.FILESYSTEM_COPY, SandboxStrategyName.OVERLAY)
-
-
-@dataclass(frozen=True)
-class Violation:
-    invariant: str
-    subject: str
-    message: str
-
-
-@dataclass(frozen=True)
-class InvariantReport:
-    violations: list[Violation]
-    checked: dict[str, int]
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
-
-
-@dataclass
-class _Stored:
-    """Everything the checks read, loaded in one read transaction (one consistent view)."""
-
-    plans: dict[str, Plan]
-    decisions: list[Decision]
-    invalid: list[tuple[str, str]]  # (decision id, why): rows that are no valid decision
-    groups: list[CheckpointGroup]
-    checkpoints: list[CheckpointMetadata]
-    corrections: list[CorrectionAttempt]
-    run_here: set[str]
-    contexts: dict[str, str]
-    triggers: tuple[set[str], set[str]]  # (expected, present); none expected: cannot ask
-    applied_at: dict[str, datetime]
-    last_event: dict[str, datetime]
-    resources: dict[str, SandboxStrategyName]
-    locations: dict[str, str]
-
-
-@dataclass
-class _Findings:
-    violations: list[Violation] = field(default_factory=list)
-    checked: dict[str, int] = field(default_factory=dict)
-
-    def examined(self, invariant: str, things: int = 1) -> None:
-        self.checked[invariant] = self.checked.get(invariant, 0) + things
-
-    def add(self, invariant: str, subject: str, message: str) -> None:
-        self.violations.append(Violation(invariant, subject, message))
 
 
 def check_invariants(store: Store, *, base_dir: Path | None = None) -> InvariantReport:
     """Check every invariant; ``base_dir`` is the sandbox folder (default: the configured one)."""
     base = base_dir or sandbox_base_dir()
     stored = _load(store)
-    found = _Findings()
-    for check in _RECORD_CHECKS:
+    found = Findings()
+    for check in RECORD_CHECKS:
         check(stored, found)
     _check_checkpoints(store, base, stored, found)
     _check_archive_objects(base, stored, found)
@@ -109,13 +59,13 @@ def check_invariants(store: Store, *, base_dir: Path | None = None) -> Invariant
 # -- loading ----------------------------------------------------------------------------------
 
 
-def _load(store: Store) -> _Stored:
+def _load(store: Store) -> Stored:
     with store.unit_of_work() as uow:
         plans = {p.plan_id: p for p in uow.plans.all()}
         records = uow.invariants.records()
         resources = uow.resources.all()
         triggers = uow.invariants.triggers()
-    return _Stored(
+    return Stored(
         plans=plans,
         decisions=records.decisions,
         invalid=records.invalid,
@@ -132,250 +82,10 @@ def _load(store: Store) -> _Stored:
     )
 
 
-# -- the records ------------------------------------------------------------------------------
-
-
-def _pending_groups(stored: _Stored, found: _Findings) -> None:
-    found.examined("pending-group", len(stored.groups))
-    for group in stored.groups:
-        if group.status is CheckpointGroupStatus.PENDING:
-            found.add(
-                "pending-group",
-                group.group_id,
-                f"checkpoint group of plan {group.plan_id} was left pending by a crash",
-            )
-
-
-def _execute_groups(stored: _Stored, found: _Findings) -> None:
-    committed: dict[str, list[CheckpointGroup]] = defaultdict(list)
-    for group in stored.groups:
-        found.examined("group-without-decision")
-        if group.status is not CheckpointGroupStatus.COMMITTED:
-            continue
-        if group.decision_id is None:
-            found.add("group-without-decision", group.group_id, "committed group has no decision")
-        else:
-            committed[group.decision_id].append(group)
-    by_id = {d.decision_id: d for d in stored.decisions}
-    for decision_id, groups in committed.items():
-        decision = by_id.get(decision_id)
-        if decision is None or decision.plan_id != groups[0].plan_id:
-            found.add(
-                "group-without-decision",
-                groups[0].group_id,
-                f"committed group names decision {decision_id}, which is not in its plan",
-            )
-    group_of = {g.group_id: g for g in stored.groups}
-    for checkpoint in stored.checkpoints:
-        owner = group_of.get(checkpoint.group_id) if checkpoint.group_id else None
-        if owner is not None and owner.decision_id != checkpoint.decision_id:
-            found.add(
-                "execute-group",
-                checkpoint.checkpoint_id,
-                f"checkpoint of {checkpoint.resource_id} is in group {owner.group_id} of decision "
-                f"{owner.decision_id} but names decision {checkpoint.decision_id}",
-            )
-    for decision in stored.decisions:
-        if (
-            decision.phase is not Phase.EXECUTE
-            or decision.decision_type is DecisionType.USER_INTERVENTION
-            or decision.plan_id not in stored.run_here
-        ):
-            continue
-        found.examined("execute-group")
-        groups = committed.get(decision.decision_id, [])
-        if len(groups) != 1:
-            found.add(
-                "execute-group",
-                decision.decision_id,
-                f"Execute decision of plan {decision.plan_id} has {len(groups)} committed "
-                "checkpoint groups, not one",
-            )
-
-
-def _append_only(stored: _Stored, found: _Findings) -> None:
-    expected, present = stored.triggers
-    if expected:
-        found.examined("append-only")
-        missing = sorted(expected - present)
-        if missing:
-            found.add(
-                "append-only",
-                "decisions",
-                f"the append-only triggers {', '.join(missing)} are missing: decisions can be "
-                "deleted or edited",
-            )
-    for decision_id, why in stored.invalid:
-        found.examined("append-only")
-        found.add("append-only", decision_id, f"the row is not a valid decision: {why}")
-    sequence_of = {d.decision_id: d.sequence_number for d in stored.decisions}
-    by_plan: dict[str, list[Decision]] = defaultdict(list)
-    for decision in stored.decisions:
-        by_plan[decision.plan_id].append(decision)
-    for plan_id, decisions in by_plan.items():
-        found.examined("append-only", len(decisions))
-        numbers = [d.sequence_number for d in decisions]
-        if numbers != list(range(len(numbers))):
-            gaps = sorted(set(range(max(numbers) + 1)) - set(numbers))
-            found.add(
-                "append-only",
-                plan_id,
-                f"decision sequence numbers {', '.join(map(str, gaps[:10]))} are missing: "
-                "decisions were deleted",
-            )
-        for decision in decisions:
-            parent = decision.parent_decision_id
-            if parent is not None and sequence_of.get(parent, -1) >= decision.sequence_number:
-                found.add(
-                    "append-only",
-                    decision.decision_id,
-                    f"its parent {parent} was not recorded before it",
-                )
-
-
-def _context_hashes(stored: _Stored, found: _Findings) -> None:
-    for decision in stored.decisions:
-        digest = decision.context_snapshot.hot_context_hash
-        if digest is None:
-            continue
-        found.examined("context-hash")
-        body = stored.contexts.get(digest)
-        if body is None:
-            problem = "its stored context is missing"
-        elif hashlib.sha256(body.encode("utf-8")).hexdigest() != digest:
-            problem = "its stored context does not match its hash"
-        elif decision.context_snapshot.hot_context_ref not in (None, f"context:{digest}"):
-            problem = (
-                f"hot_context_ref {decision.context_snapshot.hot_context_ref} names another context"
-            )
-        else:
-            continue
-        found.add("context-hash", decision.decision_id, problem)
-
-
-def _current_trees(stored: _Stored, found: _Findings) -> None:
-    current: dict[str, dict[str, Decision]] = defaultdict(dict)
-    for decision in stored.decisions:
-        if decision.superseded_by is None:
-            current[decision.plan_id][decision.decision_id] = decision
-    for plan_id, decisions in current.items():
-        found.examined("current-tree", len(decisions))
-        roots = [d.decision_id for d in decisions.values() if d.parent_decision_id is None]
-        if len(roots) != 1:
-            found.add(
-                "current-tree",
-                plan_id,
-                f"the current decisions have {len(roots)} roots, not one"
-                + (f" ({', '.join(roots[:5])})" if roots else ""),
-            )
-        for decision in decisions.values():
-            parent = decision.parent_decision_id
-            if parent is not None and parent not in decisions:
-                found.add(
-                    "current-tree",
-                    decision.decision_id,
-                    f"current decision hangs under {parent}, which is superseded or missing",
-                )
-
-
-def _superseded_by(stored: _Stored, found: _Findings) -> None:
-    by_id = {d.decision_id: d for d in stored.decisions}
-    targeted = {(c.plan_id, c.target_decision_id) for c in stored.corrections}
-    for decision in stored.decisions:
-        by = decision.superseded_by
-        if by is None:
-            continue
-        found.examined("superseded-by")
-        correction = by_id.get(by)
-        if correction is None or correction.plan_id != decision.plan_id:
-            problem = f"superseded by {by}, which is not a decision of its plan"
-        elif not correction.is_correction:
-            problem = f"superseded by {by}, which is not a correction"
-        elif (decision.plan_id, correction.corrects_decision_id) not in targeted:
-            problem = (
-                f"superseded by {by}, but no correction attempt targets "
-                f"{correction.corrects_decision_id}"
-            )
-        else:
-            continue
-        found.add("superseded-by", decision.decision_id, problem)
-
-
-def _applied_unchanged(stored: _Stored, found: _Findings) -> None:
-    later: dict[str, list[str]] = defaultdict(list)
-
-    def after(plan_id: str, created: datetime, what: str) -> None:
-        applied = stored.applied_at.get(plan_id)
-        if applied is not None and created > applied:
-            later[plan_id].append(what)
-
-    for decision in stored.decisions:
-        after(decision.plan_id, decision.created_at, f"decision {decision.decision_id}")
-    for group in stored.groups:
-        after(group.plan_id, group.created_at, f"checkpoint group {group.group_id}")
-    for correction in stored.corrections:
-        if correction.mode is CorrectionMode.REVERT:
-            after(correction.plan_id, correction.created_at, f"revert {correction.correction_id}")
-    for plan_id, applied in stored.applied_at.items():
-        found.examined("applied-unchanged")
-        plan = stored.plans.get(plan_id)
-        if plan is not None and plan.state is not PlanState.APPLIED:
-            found.add("applied-unchanged", plan_id, f"applied at {applied}, now {plan.state.value}")
-        if later[plan_id]:
-            found.add(
-                "applied-unchanged",
-                plan_id,
-                f"changed after it was applied at {applied}: {', '.join(later[plan_id][:5])}",
-            )
-
-
-def _corrections_finished(stored: _Stored, found: _Findings) -> None:
-    by_id = {d.decision_id: d for d in stored.decisions}
-    for c in stored.corrections:
-        found.examined("correction-finished")
-        problem = None
-        if c.status is CorrectionStatus.RUNNING:
-            problem = "still running: interrupted by a crash, or running in another process now"
-        elif c.status is CorrectionStatus.FAILED:
-            plan = stored.plans.get(c.plan_id)
-            moved_on = c.finished_at is not None and (
-                stored.last_event.get(c.plan_id, c.finished_at) > c.finished_at
-            )
-            if not c.report:
-                problem = "failed without a report of what happened to each resource"
-            elif (
-                plan is not None
-                and plan.state is not PlanState.ERRORED
-                and not plan.state.is_terminal  # an applied plan stays applied
-                and not moved_on
-            ):
-                problem = f"failed, but left plan {c.plan_id} {plan.state.value}, not errored"
-        elif c.status is CorrectionStatus.SUCCEEDED:
-            made = by_id.get(c.replacement_decision_id or "")
-            if c.mode is CorrectionMode.REVERT and (made is None or not made.is_correction):
-                problem = "succeeded without the correction decision it records"
-            if c.mode is CorrectionMode.APPEND and c.appended_plan_id not in stored.plans:
-                problem = "succeeded without the plan it appended"
-        if problem is not None:
-            found.add("correction-finished", c.correction_id, f"plan {c.plan_id}: {problem}")
-
-
-_RECORD_CHECKS: tuple[Callable[[_Stored, _Findings], None], ...] = (
-    _pending_groups,
-    _execute_groups,
-    _append_only,
-    _context_hashes,
-    _current_trees,
-    _superseded_by,
-    _applied_unchanged,
-    _corrections_finished,
-)
-
-
 # -- the sandboxes and the actors -------------------------------------------------------------
 
 
-def _check_checkpoints(store: Store, base: Path, stored: _Stored, found: _Findings) -> None:
+def _check_checkpoints(store: Store, base: Path, stored: Stored, found: Findings) -> None:
     """Every live checkpoint of a plan still in progress exists (applied or cancelled plans
     may have discarded their sandboxes)."""
     by_plan: dict[str, list[CheckpointMetadata]] = defaultdict(list)
@@ -408,7 +118,7 @@ def _check_checkpoints(store: Store, base: Path, stored: _Stored, found: _Findin
                     )
 
 
-def _check_archive_objects(base: Path, stored: _Stored, found: _Findings) -> None:
+def _check_archive_objects(base: Path, stored: Stored, found: Findings) -> None:
     """Every object of every archive store on disk, reread and hashed."""
     from cleveragents_tui.sandbox.base import CheckpointMissingError
     from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
@@ -434,7 +144,7 @@ def _check_archive_objects(base: Path, stored: _Stored, found: _Findings) -> Non
 FLOCK_FILES = frozenset({"transaction_rollback.lock", RUNNER_LOCK})
 
 
-def _check_stale_locks(base: Path, stored: _Stored, found: _Findings) -> None:
+def _check_stale_locks(base: Path, stored: Stored, found: Findings) -> None:
     places = [base] + [
         Path(stored.locations[r]) / ".git" / "worktrees"
         for r, strategy in stored.resources.items()
@@ -480,7 +190,7 @@ def is_left_running(store: Store, base: Path, plan_id: str) -> bool:
 
 
 def _check_left_running(
-    store: Store, base: Path, stored: _Stored, found: _Findings, half: set[str]
+    store: Store, base: Path, stored: Stored, found: Findings, half: set[str]
 ) -> None:
     """A plan ``running`` that no process advances (a running correction is reported by
     ``correction-finished``; the crash that interrupted it left the plan running too; an
@@ -505,7 +215,7 @@ def _check_left_running(
         )
 
 
-def _check_half_applied(store: Store, base: Path, found: _Findings) -> set[str]:
+def _check_half_applied(store: Store, base: Path, found: Findings) -> set[str]:
     """An Apply a crash (or a refusal) stopped halfway: the real resources are a mix.
     Returns the plans reported."""
     stopped = half_applied(store)
@@ -518,7 +228,7 @@ def _check_half_applied(store: Store, base: Path, found: _Findings) -> set[str]:
     return reported
 
 
-def _check_actor_state(store: Store, stored: _Stored, found: _Findings) -> None:
+def _check_actor_state(store: Store, stored: Stored, found: Findings) -> None:
     """Each decision's LangGraph checkpoint loads under its own thread (superseded ones too:
     a fork keeps the old branch in history)."""
     by_actor: dict[tuple[str, Phase], list[Decision]] = defaultdict(list)
