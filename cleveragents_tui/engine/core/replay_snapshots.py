@@ -90,16 +90,15 @@ RECREATED_FILES = 2_000
 
 
 def old_attempt_points(
-    store: Store, decision_id: str, targets: Mapping[str, CheckpointMetadata]
+    store: Store, decision: Decision, targets: Mapping[str, CheckpointMetadata]
 ) -> dict[str, str] | None:
     """Before a revert rolls back: per resource, the checkpoint holding the old attempt's
     state right after the corrected decision's own work — the state the next decision was
     made in. Empty when no decision followed (the point is then the old attempt's final
     state); None for a decision that is not an Execute decision (there is no such point)."""
+    if decision.phase is not Phase.EXECUTE:
+        return None
     with store.unit_of_work() as uow:
-        decision = uow.decisions.get(decision_id)
-        if decision.phase is not Phase.EXECUTE:
-            return None
         # the one _state_after looks for, read alone: not the whole plan (issue 22)
         decisions = uow.run(next_execute_decision, decision.plan_id, decision.sequence_number)
         rows = uow.checkpoints.for_plan(decision.plan_id)
@@ -114,7 +113,7 @@ STARTED, STOPPED, ENDED = "started", "stopped", "ended"
 
 
 def remember_basis(
-    store: Store,
+    uow: UnitOfWork,
     correction_id: str,
     rollback: RollbackReport | None,
     old_points: Mapping[str, str] | None,
@@ -122,14 +121,13 @@ def remember_basis(
     """Right after a revert's rollback, before its replay: keep with the correction what any
     process needs to record its diff when the replay stops — the rollback's report (the
     safety checkpoints: the old attempt's final states) and the old attempt's points at the
-    corrected decision. It also marks the correction as the one the plan replays."""
+    corrected decision. It also marks the correction as the one the plan replays. In the
+    caller's transaction (which commits it with the rest of what the rollback leaves)."""
     basis = {
         "rollback": rollback.model_dump(mode="json") if rollback is not None else None,
         "old_points": dict(old_points) if old_points is not None else None,
     }
-    with store.unit_of_work(write=True) as uow:
-        uow.corrections.record_snapshots(correction_id, {"replay": STARTED, "basis": basis})
-        uow.commit()
+    uow.corrections.record_snapshots(correction_id, {"replay": STARTED, "basis": basis})
 
 
 def current_replay(store: Store, plan_id: str) -> CorrectionAttempt | None:

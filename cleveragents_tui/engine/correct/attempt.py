@@ -60,16 +60,6 @@ def finish_attempt(
         uow.commit()
 
 
-def set_plan_state(store: Store, plan_id: str, state: PlanState, phase: Phase | None) -> None:
-    with store.unit_of_work(write=True) as uow:
-        plan = uow.plans.get(plan_id)
-        changes: dict[str, object] = {"state": state, "updated_at": utc_now()}
-        if phase is not None:
-            changes["phase"] = phase
-        uow.plans.save(plan.model_copy(update=changes))
-        uow.commit()
-
-
 def reload_attempt(store: Store, correction: CorrectionAttempt) -> CorrectionAttempt:
     with store.unit_of_work() as uow:
         return uow.corrections.get(correction.correction_id)

@@ -20,6 +20,7 @@ from cleveragents_tui.domain.enums import (
     SandboxStrategyName,
 )
 from cleveragents_tui.domain.rollback import RollbackReport
+from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.core.reconcile import (
     Held,
@@ -44,7 +45,6 @@ from cleveragents_tui.engine.correct.attempt import (
     load_plan,
     record_progress,
     reload_attempt,
-    set_plan_state,
 )
 from cleveragents_tui.engine.correct.model import (
     CorrectionIncompleteError,
@@ -54,6 +54,7 @@ from cleveragents_tui.engine.correct.model import (
 from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions
 from cleveragents_tui.store import correction_queries
 from cleveragents_tui.store.store import Store
+from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 
 def revert_targets(
@@ -96,7 +97,7 @@ def revert(
     points: dict[str, str] | None = None  # the old attempt's, for the diff (replay_snapshots)
     if planned is not None:
         targets, marked = planned
-        points = old_attempt_points(store, target.decision_id, targets)
+        points = old_attempt_points(store, target, targets)
         report = rollback_to(sandboxes, target.decision_id, targets, marked, impact.recreated)
         if not report.succeeded:  # every resource was put back, outside changes too
             if outside[1] is not None:
@@ -215,7 +216,8 @@ def _finish_replayed(store: Store, correction: CorrectionAttempt, done: _Replayi
     end): a commit that fails is tried again, like every step past the rollback."""
     problem: Exception | None = None
     for _ in range(FORWARD_ATTEMPTS):
-        if reload_attempt(store, correction).status is not CorrectionStatus.RUNNING:
+        now = reload_attempt(store, correction)
+        if now.status is not CorrectionStatus.RUNNING:
             return  # finished when a correction its replay started took the plan
         try:
             finish_attempt(
@@ -223,10 +225,7 @@ def _finish_replayed(store: Store, correction: CorrectionAttempt, done: _Replayi
                 correction,
                 CorrectionStatus.SUCCEEDED,
                 replacement=done.replacement,
-                report={
-                    **reload_attempt(store, correction).report,
-                    **done.report,
-                },  # kept: snapshots
+                report={**now.report, **done.report},  # kept: snapshots
             )
             return
         except Exception as exc:
@@ -259,35 +258,12 @@ def _carry_forward(
     instead: every step is idempotent, and one that fails (a database commit, the LangGraph
     saver) is tried again, up to :data:`FORWARD_ATTEMPTS` times in all.
     """
-    targets, points = rolled
     problem: Exception | None = None
     for _ in range(FORWARD_ATTEMPTS):
         try:
-            # what any process that goes on with the replay needs to record its diff
-            remember_basis(store, correction.correction_id, report, points)
-            if report is not None:
-                _forget_destroyed_savepoints(store, impact.plan_id, targets)
-                record_progress(
-                    store,
-                    impact.plan_id,
-                    "resources_rolled_back",
-                    {
-                        "resources": [
-                            f"{r.resource_id}: {r.outcome.value}" for r in report.resources
-                        ]
-                    },
-                )
+            _keep_rollback(store, impact, correction, report, rolled)
             _reasoning_rollback(store, target, impact)
-            guidance = _supersede(store, target, impact)
-            record_progress(
-                store,
-                impact.plan_id,
-                "decisions_superseded",
-                {"count": len(impact.affected_decisions), "replacement": guidance.decision_id},
-            )
-            phase = target.phase if impact.phase_change else None
-            set_plan_state(store, impact.plan_id, PlanState.RUNNING, phase)
-            return guidance
+            return _supersede(store, target, impact)
         except Exception as exc:
             problem = exc
     raise CorrectionIncompleteError(
@@ -297,8 +273,32 @@ def _carry_forward(
     ) from problem
 
 
+def _keep_rollback(
+    store: Store,
+    impact: Impact,
+    correction: CorrectionAttempt,
+    report: RollbackReport | None,
+    rolled: tuple[dict[str, CheckpointMetadata], dict[str, str] | None],
+) -> None:
+    """What the rollback leaves, in one transaction (each part idempotent, so a retry
+    commits it whole): the basis of the correction's diff — what any process that goes on
+    with the replay needs —, the savepoints it destroyed marked pruned, and the event naming
+    the resources rolled back."""
+    targets, points = rolled
+    with store.unit_of_work(write=True) as uow:
+        remember_basis(uow, correction.correction_id, report, points)
+        if report is not None:
+            _forget_destroyed_savepoints(uow, impact.plan_id, targets)
+            uow.events.append(
+                "resources_rolled_back",
+                {"resources": [f"{r.resource_id}: {r.outcome.value}" for r in report.resources]},
+                plan_id=impact.plan_id,
+            )
+        uow.commit()
+
+
 def _forget_destroyed_savepoints(
-    store: Store, plan_id: str, targets: dict[str, CheckpointMetadata]
+    uow: UnitOfWork, plan_id: str, targets: dict[str, CheckpointMetadata]
 ) -> None:
     """``ROLLBACK TO SAVEPOINT`` destroys every later savepoint: mark their rows pruned, so
     nothing (doctor, a later correction) takes them for live checkpoints. Git and directory
@@ -310,15 +310,13 @@ def _forget_destroyed_savepoints(
     }
     if not savepoints:
         return
-    with store.unit_of_work(write=True) as uow:
-        everything = uow.checkpoints.for_plan(plan_id)
-        gone: list[str] = []
-        for resource_id, target in savepoints.items():
-            rows = [r for r in everything if r.resource_id == resource_id]
-            later = rows[[r.checkpoint_id for r in rows].index(target.checkpoint_id) + 1 :]
-            gone += [r.checkpoint_id for r in later if r.pruned_at is None]
-        uow.run(correction_queries.mark_pruned, gone)
-        uow.commit()
+    everything = uow.checkpoints.for_plan(plan_id)
+    gone: list[str] = []
+    for resource_id, target in savepoints.items():
+        rows = [r for r in everything if r.resource_id == resource_id]
+        later = rows[[r.checkpoint_id for r in rows].index(target.checkpoint_id) + 1 :]
+        gone += [r.checkpoint_id for r in later if r.pruned_at is None]
+    uow.run(correction_queries.mark_pruned, gone)
 
 
 def _reasoning_rollback(store: Store, target: Decision, impact: Impact) -> None:
@@ -356,13 +354,17 @@ def _guidance_entry(key: str, impact: Impact) -> dict[str, str]:
 
 
 def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
-    """Record the guidance and mark the affected decisions; when an earlier try already did
-    (its commit went through), return what it recorded."""
-    with store.unit_of_work() as uow:
-        now = uow.decisions.get(target.decision_id)
-        if now.superseded_by is not None:
-            return uow.decisions.get(now.superseded_by)
+    """Record the guidance, mark the affected decisions and set the plan running again, in
+    one transaction; when an earlier try already did (its commit went through), return what
+    it recorded."""
     with store.unit_of_work(write=True) as uow:
+        superseded = uow.run(
+            correction_queries.current_among, impact.plan_id, impact.affected_decisions
+        )
+        if target.decision_id not in superseded:  # an earlier try's commit went through?
+            now = uow.decisions.get(target.decision_id)
+            if now.superseded_by is not None:
+                return uow.decisions.get(now.superseded_by)
         sequence = uow.decisions.next_sequence_number(impact.plan_id)
         guidance = Decision(
             plan_id=impact.plan_id,
@@ -380,10 +382,16 @@ def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
         )
         uow.decisions.add(guidance)
         uow.flush()
-        superseded = uow.run(
-            correction_queries.current_among, impact.plan_id, impact.affected_decisions
-        )
         uow.run(correction_queries.supersede, superseded, by=guidance.decision_id)
+        uow.events.append(
+            "decisions_superseded",
+            {"count": len(impact.affected_decisions), "replacement": guidance.decision_id},
+            plan_id=impact.plan_id,
+        )
+        changes: dict[str, object] = {"state": PlanState.RUNNING, "updated_at": utc_now()}
+        if impact.phase_change:
+            changes["phase"] = target.phase
+        uow.plans.save(uow.plans.get(impact.plan_id).model_copy(update=changes))
         failpoints.hit("correction.supersede")
         uow.commit()
     OPEN_GRAPHS.recorded(guidance)
