@@ -5,25 +5,28 @@ Layout of the ``root`` folder given to ``create`` (the sandbox owns it)::
     sandbox.json        plan, strategy, resource, real location, and the *origin*: the tree of
                         the real directory when the sandbox was made (or last applied)
     work/               the copy tools work in (``workdir``)
-    objects/            blobs and trees (:mod:`.objectstore`), and the checkpoint records: a
-                        note ``{"checkpoint": <ref>, "root": <tree id>, "stamp": <fs time of
-                        its scan>}`` stored with the checkpoint's objects, in the same write
-                        and the same flush; ``{"drop": <ref>}`` when it is dropped
-    index               the tree last seen in ``work/`` with its lstat details (when newer
-                        than the last checkpoint): the cache that lets a checkpoint skip
-                        unchanged files without reading them
+    objects/            blobs and trees (:mod:`.objectstore`; trees in the compact format 2,
+                        changed folders as deltas), and the checkpoint records: a note
+                        ``{"checkpoint": <ref>, "root": <tree id>, "stamp": <fs time of its
+                        scan>}`` stored with the checkpoint's objects, in the same write and
+                        the same flush; ``{"drop": <ref>}`` when it is dropped
+    index               the stat cache (:mod:`.filesystem_index`): the tree last seen in
+                        ``work/`` and every file's lstat details, rewritten after each scan
+                        and rollback, so a checkpoint skips unchanged files without reading
+                        them; never stored in the trees, a checkpoint stores only content
 
 A checkpoint walks ``work/`` with ``scandir`` + ``lstat`` and reads only the files whose
 (size, mtime, mode, inode, ctime) differ from the index; unchanged directories keep their
-tree ids, so a checkpoint stores only the changed files and the trees above them. A
-rollback walks ``work/`` once against the target tree, plans every change, checks every
-object it needs, then makes only those changes. The top-level ``.git`` (if any) is not
-part of the sandbox: it is neither copied, checkpointed, restored nor applied.
+tree ids, so a checkpoint stores only the changed files and, for each folder above them,
+the entries that changed. A rollback (:mod:`.filesystem_restore`) walks ``work/`` once
+against the target tree, plans every change, checks every object it needs, then makes only
+those changes. The top-level ``.git`` (if any) is not part of the sandbox: it is neither
+copied, checkpointed, restored nor applied. Sandboxes made before format 2 (format-1 trees
+with lstat details inside, a JSON ``index``) open, roll back and checkpoint as they are.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import stat
@@ -39,21 +42,25 @@ from cleveragents_tui.sandbox.base import (
     SandboxError,
 )
 from cleveragents_tui.sandbox.changes import Item, apply_items, changes_of, holds_new
+from cleveragents_tui.sandbox.filesystem_index import Folder, Snapshot, StatIndex
+from cleveragents_tui.sandbox.filesystem_restore import (
+    GIT,
+    carry_out,
+    check_depth,
+    index_after,
+    kind_of,
+    plan_restore,
+)
 from cleveragents_tui.sandbox.home import META, Identity, resource_directory
 from cleveragents_tui.sandbox.objectstore.files import (
     DIR_FLAGS,
     fs_now,
-    hash_fd,
-    json_int,
     open_regular,
-    read_json_object,
     write_json,
 )
 from cleveragents_tui.sandbox.objectstore.names import (
-    MAX_DEPTH,
     check_link_target,
     check_name,
-    check_oid,
     check_ref,
     join_path,
     new_ref,
@@ -61,7 +68,6 @@ from cleveragents_tui.sandbox.objectstore.names import (
 )
 from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
 from cleveragents_tui.sandbox.objectstore.tree_writer import (
-    TreeWriter,
     hash_path,
     list_path,
     lstat_path,
@@ -74,13 +80,14 @@ from cleveragents_tui.sandbox.objectstore.trees import (
     LINK_MODE,
     SYMLINK,
     Entry,
+    Tree,
     Trees,
+    content_of,
     is_clean,
 )
 from cleveragents_tui.sandbox.safety import UnsafeInputError
 
 _STRATEGY = SandboxStrategyName.FILESYSTEM_COPY
-_GIT = ".git"
 
 
 class FilesystemCopyStrategy:
@@ -127,40 +134,16 @@ def _check_strategy(resource: Resource) -> None:
         )
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISREG(mode):
-        return FILE
-    if stat.S_ISDIR(mode):
-        return DIRECTORY
-    if stat.S_ISLNK(mode):
-        return SYMLINK
-    return "special"
-
-
 @dataclass
-class _Plan:
-    """What a rollback will do, worked out before anything is touched."""
+class _Scan:
+    """One scan's inputs and what it found: the stat cache it trusts, the folders seen."""
 
-    target_stamp: int
-    index_stamp: int
-    ops: list[tuple[str, str, Entry | None]] = field(default_factory=list)
-    needed: dict[str, int] = field(default_factory=dict)
-    kept: dict[str, os.stat_result] = field(default_factory=dict)
+    old: StatIndex | None
+    folders: dict[str, Folder] = field(default_factory=dict)
 
-
-@dataclass(frozen=True)
-class _Snapshot:
-    """A tree id and the filesystem time its scan started (for the racy-ctime rule)."""
-
-    root: str
-    stamp: int
-
-    def to_json(self) -> dict[str, object]:
-        return {"v": 1, "root": self.root, "stamp": self.stamp}
-
-    @staticmethod
-    def from_json(doc: dict[str, object]) -> _Snapshot:
-        return _Snapshot(check_oid(doc.get("root")), json_int(doc.get("stamp"), "stamp"))
+    @property
+    def stamp(self) -> int:
+        return self.old.snapshot.stamp if self.old is not None else 0
 
 
 class FilesystemCopySandbox:
@@ -177,10 +160,10 @@ class FilesystemCopySandbox:
         self._work = home / "work"
         self._stamp_file = home / "stamp"
         self._store = ObjectStore(home / "objects", durable=durable)
-        self._trees = Trees(self._store)
-        self._origin = _Snapshot("", 0)
-        self._index: _Snapshot | None = None
-        self._records: dict[str, _Snapshot] = {}
+        self._trees = Trees(self._store, compact=True)
+        self._origin = Snapshot("", 0)
+        self._index: StatIndex | None = None
+        self._records: dict[str, Snapshot] = {}
         self._next_seq = 1
         self._discarded = False
 
@@ -190,13 +173,13 @@ class FilesystemCopySandbox:
         """Copy the real directory in: scan it into objects, then restore them into work/."""
         self._work.mkdir()
         self._store.create()
-        self._origin = self._scan(self._real, None)
+        self._origin = self._scan(self._real, None).snapshot
         self._index = self._restore(self._origin)
         self._save_meta()
 
     def load(self, meta: dict[str, object]) -> None:
         origin = meta.get("origin")
-        self._origin = _Snapshot.from_json(origin if isinstance(origin, dict) else {})
+        self._origin = Snapshot.from_json(origin if isinstance(origin, dict) else {})
         self._read_records()
         self._index = self._load_index()
 
@@ -214,9 +197,10 @@ class FilesystemCopySandbox:
         self._alive()
         ref = new_ref(self._next_seq)
         with self._store.batch():  # the record is stored, and flushed, with the objects
-            snapshot = self._scan(self._work, self._index)
+            index = self._scan(self._work, self._index)
+            snapshot = index.snapshot
             self._store.add_note(_note(checkpoint=ref, root=snapshot.root, stamp=snapshot.stamp))
-        self._index = snapshot  # the checkpoint is the index now (see _load_index)
+        self._set_index(index)
         self._records[ref] = snapshot
         self._next_seq += 1
         return ref
@@ -307,67 +291,82 @@ class FilesystemCopySandbox:
 
     # --- scanning --------------------------------------------------------------------------
 
-    def _snapshot(self) -> _Snapshot:
+    def _snapshot(self) -> Snapshot:
         """Scan work/ into objects and make the result the new index."""
-        snapshot = self._scan(self._work, self._index)
-        self._index = snapshot
-        write_json(self._home / "index", snapshot.to_json(), durable=False)
-        return snapshot
+        index = self._scan(self._work, self._index)
+        self._set_index(index)
+        return index.snapshot
 
-    def _scan(self, directory: Path, cache: _Snapshot | None) -> _Snapshot:
+    def _set_index(self, index: StatIndex) -> None:
+        self._index = index
+        index.save(self._home / "index")
+
+    def _scan(self, directory: Path, old: StatIndex | None) -> StatIndex:
         stamp = fs_now(self._stamp_file)
+        scan = _Scan(old)
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             with self._store.batch():
-                root = self._scan_dir(
-                    fd, "", cache.root if cache else None, cache.stamp if cache else 0
-                )
+                root = self._scan_dir(fd, "", old.snapshot.root if old else None, scan)
         finally:
             os.close(fd)
-        return _Snapshot(root, stamp)
+        return StatIndex(Snapshot(root, stamp), scan.folders)
 
-    def _scan_dir(self, fd: int, rel: str, cached: str | None, stamp: int) -> str:
-        if rel.count("/") >= MAX_DEPTH:
-            raise SandboxError(
-                f"{rel!r} is nested too deeply", f"keep trees under {MAX_DEPTH} levels"
-            )
-        before = self._cache_tree(cached, top=not rel)
-        tree: dict[str, Entry] = {}
-        same = cached is not None
+    def _scan_dir(self, fd: int, rel: str, cached: str | None, scan: _Scan) -> str:
+        """The tree id of folder ``rel`` now; ``cached`` is its tree in the stat cache."""
+        check_depth(rel)
+        before = self._cache_tree(rel, cached, scan.old)
+        tree: Tree = {}
+        same = before is not None  # the same content as ``cached``
+        same_stats = same
+        before = before or {}
+        stamp = scan.stamp
         with os.scandir(fd) as items:
             for item in items:
                 name = item.name
-                if not rel and name == _GIT:
+                if not rel and name == GIT:
                     continue
                 st = item.stat(follow_symlinks=False)
                 old = before.get(name)
                 if old is not None and is_clean(old, st, stamp):
                     tree[name] = old
                     continue
-                entry = self._scan_entry(fd, rel, name, st, old, stamp)
+                entry = self._scan_entry(fd, rel, name, st, old, scan)
                 tree[name] = entry
-                same = same and entry == old
-        if same and len(tree) == len(before) and cached is not None:
+                if entry != old:
+                    same_stats = False
+                    same = same and old is not None and content_of(entry) == content_of(old)
+        if same and cached is not None and len(tree) == len(before):
+            folder = scan.old.folders.get(rel) if same_stats and scan.old else None
+            keep = folder is not None and folder.tree == cached
+            scan.folders[rel] = folder if folder is not None and keep else Folder(cached, tree)
             return cached
-        return self._trees.save(tree, top=not rel)
+        oid = self._trees.save(tree, top=not rel, base=cached)
+        scan.folders[rel] = Folder(oid, tree)
+        return oid
 
-    def _cache_tree(self, oid: str | None, *, top: bool) -> dict[str, Entry]:
-        """A tree of the stat cache; a missing or damaged one only means re-reading files."""
+    def _cache_tree(self, rel: str, oid: str | None, old: StatIndex | None) -> Tree | None:
+        """Folder ``rel``'s entries with lstat details, from the stat cache, else from tree
+        ``oid`` (a format-1 tree has them; format 2 not, so its files are read again). None
+        when there is none: a missing or damaged one only means re-reading files."""
         if oid is None:
-            return {}
+            return None
+        listing = old.listing(rel, oid) if old is not None else None
+        if listing is not None:
+            return listing
         try:
-            return self._trees.load(oid, top=top)
+            return self._trees.load(oid, top=not rel)
         except (CheckpointMissingError, UnsafeInputError):
-            return {}
+            return None
 
     def _scan_entry(
-        self, fd: int, rel: str, name: str, st: os.stat_result, old: Entry | None, stamp: int
+        self, fd: int, rel: str, name: str, st: os.stat_result, old: Entry | None, scan: _Scan
     ) -> Entry:
         path = join_path(rel, name)
         try:
             if old is None:
                 check_name(name, top=not rel)
-            kind = _kind(st.st_mode)
+            kind = kind_of(st.st_mode)
             mode = stat.S_IMODE(st.st_mode) & 0o777
             if kind == FILE:
                 file_fd = open_regular(fd, name)
@@ -380,7 +379,7 @@ class FilesystemCopySandbox:
                 sub = os.open(name, DIR_FLAGS, dir_fd=fd)
                 try:
                     inner = old.ref if old is not None and old.kind == DIRECTORY else None
-                    oid = self._scan_dir(sub, path, inner, stamp)
+                    oid = self._scan_dir(sub, path, inner, scan)
                 finally:
                     os.close(sub)
                 return Entry(DIRECTORY, mode, 0, 0, 0, 0, oid)
@@ -396,166 +395,18 @@ class FilesystemCopySandbox:
 
     # --- restoring -------------------------------------------------------------------------
 
-    def _restore(self, target: _Snapshot) -> _Snapshot:
-        """Make work/ equal to tree ``target``; returns the new index."""
-        index = self._index
-        plan = _Plan(target.stamp, index.stamp if index else 0)
-        fd = os.open(self._work, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            self._plan_dir(fd, "", target.root, index.root if index else None, plan)
-        finally:
-            os.close(fd)
+    def _restore(self, target: Snapshot) -> StatIndex:
+        """Make work/ equal to tree ``target``; returns the new stat cache."""
+        plan = plan_restore(self._work, self._trees, target, self._index)
         for oid, size in plan.needed.items():
             self._store.check(oid, size)
-        seen = dict(plan.kept)
-        with TreeWriter(self._work, durable=False) as writer:
-            for action, path, entry in plan.ops:
-                if entry is None:
-                    writer.remove(path)
-                elif action == "write":
-                    seen[path] = writer.write_object(
-                        path, self._store, entry, mtime_ns=entry.mtime_ns, in_place=True
-                    )
-                elif action == "mode":
-                    writer.set_mode(path, entry.mode)
-                    seen[path] = _required(writer.lstat(path), path)
-                elif action == "mtime":
-                    seen[path] = writer.set_mtime(path, entry.mtime_ns)
-                elif action == "symlink":
-                    writer.symlink(path, entry.ref)
-                elif action == "mkdir":
-                    writer.make_dir(path)
-                else:
-                    writer.set_mode(path, entry.mode)
+        seen = carry_out(plan, self._work, self._store)
         # Nothing else writes work/ during a rollback, so every file is as planned or
         # written now: the stamp taken after the writes makes them trusted by the next scan.
         stamp = fs_now(self._stamp_file)
-        with self._store.batch(durable=False):  # only the index needs them: a cache
-            root = self._with_stats(target.root, "", seen, _dirs_of(seen))
-        snapshot = _Snapshot(root, stamp)
-        write_json(self._home / "index", snapshot.to_json(), durable=False)
-        return snapshot
-
-    def _plan_dir(self, fd: int, rel: str, target: str, cached: str | None, plan: _Plan) -> None:
-        if rel.count("/") >= MAX_DEPTH:
-            raise SandboxError(
-                f"{rel!r} is nested too deeply", f"keep trees under {MAX_DEPTH} levels"
-            )
-        want = self._trees.load(target, top=not rel)
-        # The index (lstat cache) only when already in memory: after a restart, hashing the
-        # few files that differ from the target costs less than parsing every cached tree.
-        known = self._trees.peek(cached, top=not rel) if cached else None
-        current: dict[str, os.stat_result] = {}
-        with os.scandir(fd) as items:
-            for item in items:
-                if rel or item.name != _GIT:
-                    current[item.name] = item.stat(follow_symlinks=False)
-        for name, st in list(current.items()):
-            entry = want.get(name)
-            if entry is None or entry.kind != _kind(st.st_mode):
-                plan.ops.append(("remove", join_path(rel, name), None))
-                del current[name]
-        for name, entry in want.items():
-            path = join_path(rel, name)
-            st_now = current.get(name)
-            if entry.kind == FILE:
-                self._plan_file(fd, name, path, entry, st_now, known, plan)
-            elif entry.kind == SYMLINK:
-                check_link_target(path, entry.ref)
-                if st_now is None or os.readlink(name, dir_fd=fd) != entry.ref:
-                    plan.ops.append(("symlink", path, entry))
-            elif st_now is None:
-                plan.ops.append(("mkdir", path, entry))
-                self._plan_new(path, entry.ref, plan)
-                plan.ops.append(("dirmode", path, entry))
-            else:
-                sub = os.open(name, DIR_FLAGS, dir_fd=fd)
-                try:
-                    inner = known.get(name) if known else None
-                    inner_ref = inner.ref if inner is not None and inner.kind == DIRECTORY else None
-                    self._plan_dir(sub, path, entry.ref, inner_ref, plan)
-                finally:
-                    os.close(sub)
-                if stat.S_IMODE(st_now.st_mode) != entry.mode:
-                    plan.ops.append(("dirmode", path, entry))
-
-    def _plan_file(
-        self,
-        fd: int,
-        name: str,
-        path: str,
-        entry: Entry,
-        st: os.stat_result | None,
-        known: dict[str, Entry] | None,
-        plan: _Plan,
-    ) -> None:
-        if st is not None:
-            if is_clean(entry, st, plan.target_stamp):
-                return  # not touched since the checkpoint recorded it
-            cached = known.get(name) if known else None
-            if cached is not None and is_clean(cached, st, plan.index_stamp):
-                current: str | None = cached.ref
-            elif st.st_size != entry.size:
-                current = None
-            else:
-                file_fd = open_regular(fd, name)
-                try:
-                    current = hash_fd(file_fd)
-                finally:
-                    os.close(file_fd)
-            if current == entry.ref:
-                if stat.S_IMODE(st.st_mode) != entry.mode:
-                    plan.ops.append(("mode", path, entry))
-                if st.st_mtime_ns != entry.mtime_ns:
-                    plan.ops.append(("mtime", path, entry))
-                if (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns) != entry[2:6]:
-                    plan.kept[path] = st
-                return
-        plan.ops.append(("write", path, entry))
-        plan.needed[entry.ref] = entry.size
-
-    def _plan_new(self, rel: str, target: str, plan: _Plan) -> None:
-        if rel.count("/") >= MAX_DEPTH:
-            raise SandboxError(
-                f"{rel!r} is nested too deeply", f"keep trees under {MAX_DEPTH} levels"
-            )
-        for name, entry in self._trees.load(target).items():
-            path = join_path(rel, name)
-            if entry.kind == FILE:
-                plan.ops.append(("write", path, entry))
-                plan.needed[entry.ref] = entry.size
-            elif entry.kind == SYMLINK:
-                check_link_target(path, entry.ref)
-                plan.ops.append(("symlink", path, entry))
-            else:
-                plan.ops.append(("mkdir", path, entry))
-                self._plan_new(path, entry.ref, plan)
-                plan.ops.append(("dirmode", path, entry))
-
-    def _with_stats(
-        self, tree_id: str, rel: str, seen: dict[str, os.stat_result], dirs: set[str]
-    ) -> str:
-        """``tree_id`` with the lstat details of the files in ``seen`` (for the index)."""
-        if rel not in dirs:
-            return tree_id
-        tree = dict(self._trees.load(tree_id, top=not rel))
-        changed = False
-        for name, entry in tree.items():
-            path = join_path(rel, name)
-            if entry.kind == DIRECTORY:
-                inner = self._with_stats(entry.ref, path, seen, dirs)
-                updated = entry._replace(ref=inner)
-            elif entry.kind == FILE and path in seen:
-                st = seen[path]
-                updated = entry._replace(
-                    size=st.st_size, mtime_ns=st.st_mtime_ns, ino=st.st_ino, ctime_ns=st.st_ctime_ns
-                )
-            else:
-                continue
-            if updated != entry:
-                tree[name] = updated
-                changed = True
-        return self._trees.save(tree, top=not rel) if changed else tree_id
+        index = index_after(self._trees, target.root, seen, self._index, stamp)
+        index.save(self._home / "index")
+        return index
 
     # --- comparing -------------------------------------------------------------------------
 
@@ -606,7 +457,7 @@ class FilesystemCopySandbox:
         old = item.old
         if old is None or st is None:
             return st is None and (old is None or item.new is None)
-        if _kind(st.st_mode) != old.kind:
+        if kind_of(st.st_mode) != old.kind:
             return False
         if old.kind == FILE:
             return is_clean(old, st, self._origin.stamp) or (
@@ -621,7 +472,7 @@ class FilesystemCopySandbox:
 
     # --- storage ---------------------------------------------------------------------------
 
-    def _root_of(self, ref: str) -> _Snapshot:
+    def _root_of(self, ref: str) -> Snapshot:
         snapshot = self._records.get(check_ref(ref))
         if snapshot is None:  # made since this object read the records, by another process?
             self._store.refresh()
@@ -636,7 +487,7 @@ class FilesystemCopySandbox:
 
     def _read_records(self) -> None:
         """The checkpoints kept: every checkpoint note without a drop note."""
-        made: dict[str, _Snapshot] = {}
+        made: dict[str, Snapshot] = {}
         dropped: set[str] = set()
         for note in self._store.notes():
             read = _read_note(note)
@@ -655,25 +506,26 @@ class FilesystemCopySandbox:
         read = _read_note(note)
         return read is None or read[1] is None or read[0] in self._records
 
-    def _load_index(self) -> _Snapshot | None:
-        """The latest snapshot of work/: the index file or the newest checkpoint.
+    def _load_index(self) -> StatIndex | None:
+        """The stat cache of work/: the index file, or the newest checkpoint if it is newer.
 
-        A checkpoint does not rewrite the index file, so whichever scan started last
-        describes work/ best. A stale or missing index only means re-reading files.
+        The index file is rewritten after every scan, but not flushed: after a crash the
+        newest checkpoint may be newer. A stale or missing cache only means re-reading files.
         """
-        found: list[_Snapshot] = []
-        with contextlib.suppress(CheckpointMissingError, UnsafeInputError):
-            found.append(_Snapshot.from_json(read_json_object(self._home / "index")))
+        found: list[StatIndex] = []
+        saved = StatIndex.read(self._home / "index")
+        if saved is not None:
+            found.append(saved)
         if self._records:
-            found.append(self._records[max(self._records)])
+            found.append(StatIndex(self._records[max(self._records)]))
         usable = []
-        for snapshot in found:
+        for index in found:
             try:
-                self._trees.load(snapshot.root, top=True)
+                self._trees.load(index.snapshot.root, top=True)
             except (CheckpointMissingError, UnsafeInputError):
                 continue
-            usable.append(snapshot)
-        return max(usable, key=lambda snapshot: snapshot.stamp, default=None)
+            usable.append(index)
+        return max(usable, key=lambda index: index.snapshot.stamp, default=None)
 
     def _save_meta(self) -> None:
         meta = self._identity.meta(origin=self._origin.to_json())
@@ -685,7 +537,7 @@ class FilesystemCopySandbox:
         try:
             roots = [self._origin.root] + [snapshot.root for snapshot in self._records.values()]
             if self._index is not None:
-                roots.append(self._index.root)
+                roots.append(self._index.snapshot.root)
             for root in roots:
                 self._trees.reachable(root, keep)
         except (CheckpointMissingError, UnsafeInputError):
@@ -703,7 +555,7 @@ def _note(**fields: object) -> bytes:
     return json.dumps({"v": 1, **fields}, sort_keys=True).encode()
 
 
-def _read_note(note: bytes) -> tuple[str, _Snapshot | None] | None:
+def _read_note(note: bytes) -> tuple[str, Snapshot | None] | None:
     """(ref, its snapshot) of a checkpoint note, (ref, None) of a drop note, None otherwise."""
     try:
         doc = json.loads(note)
@@ -711,22 +563,6 @@ def _read_note(note: bytes) -> tuple[str, _Snapshot | None] | None:
             return None
         if "drop" in doc:
             return check_ref(str(doc["drop"])), None
-        return check_ref(str(doc.get("checkpoint"))), _Snapshot.from_json(doc)
+        return check_ref(str(doc.get("checkpoint"))), Snapshot.from_json(doc)
     except (ValueError, CheckpointMissingError, UnsafeInputError):
         return None
-
-
-def _required(st: os.stat_result | None, path: str) -> os.stat_result:
-    if st is None:
-        raise SandboxError(f"{path!r} vanished while it was being restored", "roll back again")
-    return st
-
-
-def _dirs_of(paths: dict[str, os.stat_result]) -> set[str]:
-    """Every directory that holds one of ``paths``, the root ``''`` included."""
-    dirs = {""}
-    for path in paths:
-        parts = path.split("/")
-        for depth in range(1, len(parts)):
-            dirs.add("/".join(parts[:depth]))
-    return dirs

@@ -1,9 +1,24 @@
 """Tree objects: one directory's listing (name → :class:`Entry`), stored git-style.
 
-A tree is a JSON object in the :class:`~cleveragents_tui.sandbox.objectstore.objects.ObjectStore`; a
-sub-directory's entry names its tree, so checkpoints that differ in ten files share every
-other tree and blob. Entries also carry the lstat details a file had when it was recorded,
-which is what lets a checkpoint skip unchanged files without reading them (:func:`is_clean`).
+A tree is an object in the :class:`~cleveragents_tui.sandbox.objectstore.objects.ObjectStore`;
+a sub-directory's entry names its tree, so checkpoints that differ in ten files share every
+other tree and blob. Two formats are read:
+
+- format 1, JSON ``{"v": 1, "e": [[name, kind, mode, size, mtime, ino, ctime, ref], ...]}``:
+  entries carry the lstat details a file had when it was recorded, which is what lets a
+  scan skip unchanged files without reading them (:func:`is_clean`). The git sandbox's
+  blind spots still write it; filesystem_copy sandboxes made before format 2 hold it.
+- format 2, binary (:func:`encode_entries`), written by ``Trees(compact=True)``: no lstat
+  details (filesystem_copy keeps them in a local cache file, :mod:`.filesystem_index`),
+  ids as 32 bytes, and a changed directory stored as a *delta* naming its previous tree
+  and only the entries that changed, when that is at most half of the listing::
+
+      b"\0CT2F" entries                                      a whole listing
+      b"\0CT2D" base id (32) removed (4) names... entries    a delta of the base
+
+  An entry is kind (1), name length (1), mode (2), size (8), mtime (8), [ino (8), ctime
+  (8) in the cache file only], the name, then a blob or tree id (32) or a symlink's
+  target (2-byte length and bytes). A chain of deltas is at most :data:`MAX_CHAIN` long.
 """
 
 from __future__ import annotations
@@ -11,9 +26,12 @@ from __future__ import annotations
 import json
 import os
 import stat
+import struct
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import NamedTuple
 
+from cleveragents_tui.sandbox.base import CheckpointMissingError
 from cleveragents_tui.sandbox.objectstore.names import (
     check_entry_path,
     check_link_target,
@@ -29,6 +47,15 @@ DIRECTORY = "d"
 SYMLINK = "l"
 KINDS = frozenset({FILE, DIRECTORY, SYMLINK})
 LINK_MODE = 0o777  # the mode every symlink is recorded with: links have no mode of their own
+MAX_CHAIN = 32  # deltas under a tree at most: reading one never takes more than 33 objects
+FULL = b"\0CT2F"
+DELTA = b"\0CT2D"
+_FIXED = struct.Struct("<BBHQq")
+_STATS = struct.Struct("<Qq")
+_LINK = struct.Struct("<H")
+_COUNT = struct.Struct("<I")
+_CODE = {FILE: 1, DIRECTORY: 2, SYMLINK: 3}
+_KIND_OF = {code: kind for kind, code in _CODE.items()}
 
 
 class Entry(NamedTuple):
@@ -128,46 +155,229 @@ def decode_tree(data: bytes, *, top: bool) -> Tree:
     return tree
 
 
-class Trees:
-    """Tree objects in an :class:`ObjectStore`, parsed once and kept in a bounded cache."""
+def content_of(entry: Entry) -> Entry:
+    """``entry`` without the lstat details a format-2 tree does not keep."""
+    if entry.ino or entry.ctime_ns:
+        return Entry(entry.kind, entry.mode, entry.size, entry.mtime_ns, 0, 0, entry.ref)
+    return entry
 
-    def __init__(self, store: ObjectStore, capacity: int = 16384) -> None:
+
+def encode_entries(tree: Mapping[str, Entry], *, stats: bool) -> bytes:
+    """Format 2's listing of ``tree`` in name order; ``stats`` keeps ino and ctime too."""
+    out: list[bytes] = []
+    for name in sorted(tree):
+        entry = tree[name]
+        raw = os.fsencode(name)
+        out.append(_FIXED.pack(_CODE[entry.kind], len(raw), entry.mode, entry.size, entry.mtime_ns))
+        if stats:
+            out.append(_STATS.pack(entry.ino, entry.ctime_ns))
+        out.append(raw)
+        if entry.kind == SYMLINK:
+            target = os.fsencode(entry.ref)
+            out.append(_LINK.pack(len(target)) + target)
+        else:
+            out.append(bytes.fromhex(entry.ref))
+    return b"".join(out)
+
+
+def _damaged(what: str) -> UnsafeInputError:
+    return UnsafeInputError(what, "the checkpoint is damaged")
+
+
+def _take(data: bytes, offset: int, length: int) -> bytes:
+    piece = data[offset : offset + length]
+    if len(piece) != length:
+        raise _damaged("tree object is truncated")
+    return piece
+
+
+def decode_entries(data: bytes, offset: int, *, stats: bool, top: bool) -> Tree:
+    """Parse and validate format 2's listing from ``offset`` to the end of ``data``."""
+    tree: Tree = {}
+    previous = ""
+    end = len(data)
+    try:
+        while offset < end:
+            code, length, mode, size, mtime = _FIXED.unpack_from(data, offset)
+            offset += _FIXED.size
+            ino = ctime = 0
+            if stats:
+                ino, ctime = _STATS.unpack_from(data, offset)
+                offset += _STATS.size
+            name = check_name(os.fsdecode(_take(data, offset, length)), top=top)
+            offset += length
+            if name <= previous:
+                raise _damaged(f"tree lists {name!r} twice or out of order")
+            previous = name
+            kind = _KIND_OF.get(code)
+            if kind is None or mode > 0o777:
+                raise _damaged(f"{name!r} has kind {code} or mode {mode:o}")
+            if kind == SYMLINK:
+                (count,) = _LINK.unpack_from(data, offset)
+                ref = os.fsdecode(_take(data, offset + _LINK.size, count))
+                offset += _LINK.size + count
+                if mode != LINK_MODE:
+                    raise _damaged(f"symlink {name!r} has mode {mode:o}")
+            else:
+                ref = _take(data, offset, 32).hex()
+                offset += 32
+            tree[name] = Entry(kind, mode, size, mtime, ino, ctime, ref)
+    except struct.error as exc:
+        raise _damaged(f"tree object is truncated ({exc})") from exc
+    return tree
+
+
+def encode_delta(base: str, removed: list[str], changed: Tree) -> bytes:
+    names = [os.fsencode(name) for name in sorted(removed)]
+    listed = b"".join(bytes([len(raw)]) + raw for raw in names)
+    return b"".join(
+        (
+            DELTA,
+            bytes.fromhex(base),
+            _COUNT.pack(len(names)),
+            listed,
+            encode_entries(changed, stats=False),
+        )
+    )
+
+
+def decode_object(data: bytes, *, top: bool) -> tuple[str | None, list[str], Tree]:
+    """(base id, names removed, entries) of a delta; (None, [], the listing) otherwise."""
+    if data.startswith(FULL):
+        return None, [], decode_entries(data, len(FULL), stats=False, top=top)
+    if not data.startswith(DELTA):
+        return None, [], decode_tree(data, top=top)
+    offset = len(DELTA)
+    base = _take(data, offset, 32).hex()
+    offset += 32
+    try:
+        (count,) = _COUNT.unpack_from(data, offset)
+    except struct.error as exc:
+        raise _damaged("tree object is truncated") from exc
+    offset += _COUNT.size
+    removed: list[str] = []
+    for _ in range(min(count, len(data))):
+        length = _take(data, offset, 1)[0]
+        name = check_name(os.fsdecode(_take(data, offset + 1, length)), top=top)
+        if removed and name <= removed[-1]:
+            raise _damaged(f"delta removes {name!r} twice or out of order")
+        removed.append(name)
+        offset += 1 + length
+    if len(removed) != count:
+        raise _damaged("tree object is truncated")
+    changed = decode_entries(data, offset, stats=False, top=top)
+    if not changed.keys().isdisjoint(removed):
+        raise _damaged("delta both removes and changes a name")
+    return base, removed, changed
+
+
+_Loaded = tuple[Tree, str | None, int]  # a listing, the base it is a delta of, its depth
+
+
+class Trees:
+    """Tree objects in an :class:`ObjectStore`, parsed once and kept in a bounded cache.
+
+    ``compact`` saves format 2 (deltas where they pay); otherwise format 1, with the lstat
+    details. Both formats are read either way.
+    """
+
+    def __init__(self, store: ObjectStore, capacity: int = 16384, *, compact: bool = False) -> None:
         self.store = store
         self._capacity = capacity
-        self._cache: OrderedDict[tuple[str, bool], Tree] = OrderedDict()
+        self._compact = compact
+        self._cache: OrderedDict[tuple[str, bool], _Loaded] = OrderedDict()
 
     def load(self, oid: str, *, top: bool = False) -> Tree:
-        key = (oid, top)
-        tree = self._cache.get(key)
-        if tree is None:
-            tree = decode_tree(self.store.read_bytes(oid), top=top)
-            self._remember(key, tree)
-        else:
-            self._cache.move_to_end(key)
-        return tree
+        return self._load(oid, top)[0]
+
+    def _load(self, oid: str, top: bool) -> _Loaded:
+        hit = self._cache.get((oid, top))
+        if hit is not None:
+            self._cache.move_to_end((oid, top))
+            return hit
+        chain: list[tuple[str, str, list[str], Tree]] = []
+        current = oid
+        while True:  # down the deltas to a listing already parsed or stored whole
+            found = self._cache.get((current, top))
+            if found is not None:
+                break
+            base, removed, entries = decode_object(self.store.read_bytes(current), top=top)
+            if base is None:
+                found = (entries, None, 0)
+                self._remember((current, top), found)
+                break
+            if len(chain) >= MAX_CHAIN:
+                raise _damaged(f"tree {oid[:12]} is a chain of more than {MAX_CHAIN} deltas")
+            chain.append((current, base, removed, entries))
+            current = base
+        for current, base, removed, changed in reversed(chain):
+            tree = dict(found[0])
+            for name in removed:
+                if tree.pop(name, None) is None:
+                    raise _damaged(f"delta {current[:12]} removes {name!r}, not in its base")
+            tree.update(changed)
+            found = (dict(sorted(tree.items())), base, found[2] + 1)
+            if found[2] > MAX_CHAIN:
+                raise _damaged(f"tree {oid[:12]} is a chain of more than {MAX_CHAIN} deltas")
+            self._remember((current, top), found)
+        return found
 
     def peek(self, oid: str, *, top: bool = False) -> Tree | None:
         """The tree if it is already parsed in memory, else None (nothing is read)."""
-        return self._cache.get((oid, top))
+        hit = self._cache.get((oid, top))
+        return hit[0] if hit is not None else None
 
-    def save(self, tree: Tree, *, top: bool = False) -> str:
-        oid = self.store.put_bytes(encode_tree(tree))
-        self._remember((oid, top), tree)
+    def save(self, tree: Tree, *, top: bool = False, base: str | None = None) -> str:
+        """Store ``tree``; ``base`` (compact only) is the tree it replaces, which a delta names."""
+        if not self._compact:
+            oid = self.store.put_bytes(encode_tree(tree))
+            self._remember((oid, top), (tree, None, 0))
+            return oid
+        tree = {name: content_of(entry) for name, entry in tree.items()}
+        delta = self._delta(tree, top, base) if base is not None else None
+        data, saved = delta or (FULL + encode_entries(tree, stats=False), (tree, None, 0))
+        oid = self.store.put_bytes(data)
+        self._remember((oid, top), saved)
         return oid
 
-    def _remember(self, key: tuple[str, bool], tree: Tree) -> None:
-        self._cache[key] = tree
+    def _delta(self, tree: Tree, top: bool, base: str) -> tuple[bytes, _Loaded] | None:
+        """``tree`` as a delta of ``base``, when that is short enough to pay."""
+        try:
+            before, _, depth = self._load(base, top)
+        except (CheckpointMissingError, UnsafeInputError):
+            return None
+        if depth >= MAX_CHAIN:
+            return None
+        removed = [name for name in before if name not in tree]
+        changed = {
+            name: entry
+            for name, entry in tree.items()
+            if (old := before.get(name)) is None or content_of(old) != entry
+        }  # a format-1 base carries lstat details: compared without them
+        if 2 * (len(removed) + len(changed)) > len(tree):
+            return None
+        return encode_delta(base, removed, changed), (tree, base, depth + 1)
+
+    def _remember(self, key: tuple[str, bool], loaded: _Loaded) -> None:
+        self._cache[key] = loaded
         if len(self._cache) > self._capacity:
             self._cache.popitem(last=False)
 
+    def _with_bases(self, oid: str, top: bool) -> list[str]:
+        """``oid`` and the trees it is a delta of, down to one stored whole."""
+        chain = [oid]
+        while (base := self._load(chain[-1], top)[1]) is not None:
+            chain.append(base)
+        return chain
+
     def reachable(self, root: str, into: set[str]) -> None:
-        """Add ``root`` and every tree and blob under it to ``into``."""
+        """Add ``root`` and every tree (deltas' bases too) and blob under it to ``into``."""
         stack = [(root, True)]
         while stack:
             oid, top = stack.pop()
             if oid in into:
                 continue
-            into.add(oid)
+            into.update(self._with_bases(oid, top))
             for entry in self.load(oid, top=top).values():
                 if entry.kind == DIRECTORY:
                     stack.append((entry.ref, False))
@@ -175,7 +385,7 @@ class Trees:
                     into.add(entry.ref)
 
     def verify(self, root: str) -> None:
-        """Every tree and blob under ``root`` exists and matches its id."""
+        """Every tree (deltas' bases too) and blob under ``root`` exists and matches its id."""
         seen: set[str] = set()
         stack = [(root, "", True)]
         while stack:
@@ -184,6 +394,8 @@ class Trees:
                 continue
             seen.add(oid)
             self.store.check(oid)
+            for base in self._with_bases(oid, top)[1:]:
+                self.store.check(base)
             for name, entry in self.load(oid, top=top).items():
                 path = join_path(rel, name)
                 if entry.kind == DIRECTORY:
