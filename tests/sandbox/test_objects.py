@@ -22,7 +22,18 @@ from cleveragents_tui.sandbox.objectstore.tree_writer import (
     read_path,
     remove_tree,
 )
-from cleveragents_tui.sandbox.objectstore.trees import Entry, decode_tree, encode_tree, is_clean
+from cleveragents_tui.sandbox.objectstore.trees import (
+    FULL,
+    MAX_CHAIN,
+    Entry,
+    Trees,
+    decode_object,
+    decode_tree,
+    encode_delta,
+    encode_entries,
+    encode_tree,
+    is_clean,
+)
 from cleveragents_tui.sandbox.safety import UnsafeInputError
 
 
@@ -282,6 +293,58 @@ def test_top_level_rules_apply_only_at_the_top() -> None:
     assert ".git" in decode_tree(data, top=False)
     with pytest.raises(UnsafeInputError):
         decode_tree(data, top=True)
+
+
+def test_compact_trees_keep_content_and_store_changes_as_deltas(store: ObjectStore) -> None:
+    trees = Trees(store, compact=True)
+    tree = {f"f{n:02d}": FILE._replace(ref=f"{n:064x}") for n in range(20)}
+    tree["l"] = Entry("l", 0o777, 4, 0, 0, 0, "f\udcff1")  # a target from os.fsdecode
+    with store.batch():
+        tree["d"] = Entry("d", 0o755, 0, 0, 0, 0, trees.save({"x": FILE}))
+        base = trees.save(tree, top=True)
+        changed = {**tree, "f03": FILE._replace(ref="c" * 64), "new": FILE}
+        del changed["f07"]
+        delta = trees.save(changed, top=True, base=base)
+    content = {name: entry._replace(ino=0, ctime_ns=0) for name, entry in changed.items()}
+    fresh = Trees(store, compact=True)
+    assert fresh.load(delta, top=True) == content
+    assert list(fresh.load(delta, top=True)) == sorted(content)
+    assert len(store.read_bytes(delta)) < 200  # the two changes, not the 22 entries
+    kept: set[str] = set()
+    fresh.reachable(delta, kept)
+    assert base in kept  # a delta keeps its base from garbage collection
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        FULL + b"\x01",  # truncated
+        FULL + encode_entries({"a": FILE}, stats=False)[:-1],
+        FULL + encode_entries({"..": FILE}, stats=False),
+        FULL + encode_entries({"a/b": FILE}, stats=False),
+        FULL + encode_entries({"b": FILE}, stats=False) + encode_entries({"a": FILE}, stats=False),
+        FULL + encode_entries({"l": Entry("l", 0o644, 1, 0, 0, 0, "x")}, stats=False),
+        FULL + b"\x09" + encode_entries({"a": FILE}, stats=False)[1:],  # kind 9
+        encode_delta("a" * 64, ["x", "x"], {}),
+        encode_delta("a" * 64, ["x"], {"x": FILE}),
+        b"\0CT9F",
+    ],
+)
+def test_malformed_compact_trees_are_refused(data: bytes) -> None:
+    with pytest.raises(UnsafeInputError):
+        decode_object(data, top=False)
+
+
+def test_a_delta_without_its_base_or_past_the_chain_limit_is_refused(store: ObjectStore) -> None:
+    trees = Trees(store, compact=True)
+    orphan = store.put_bytes(encode_delta("d" * 64, [], {"a": FILE}))
+    with pytest.raises(CheckpointMissingError):
+        trees.load(orphan)
+    top = store.put_bytes(FULL + encode_entries({"a": FILE}, stats=False))
+    for n in range(MAX_CHAIN + 1):
+        top = store.put_bytes(encode_delta(top, [], {"a": FILE._replace(size=n)}))
+    with pytest.raises(UnsafeInputError):
+        Trees(store, compact=True).load(top)
 
 
 @pytest.mark.parametrize("raw", ["a", "a/b", "a b/c.txt", ".hidden", "a/.git", "x..y"])
