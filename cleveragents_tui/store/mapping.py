@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from cleveragents_tui.domain.approval import Approval
 from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
@@ -36,6 +36,7 @@ from cleveragents_tui.store.tables import (
 )
 
 M = TypeVar("M")
+P = TypeVar("P", bound=BaseModel)
 _FIX = "the row was changed outside cleveragents; run `agents doctor` and restore it from a backup"
 
 
@@ -54,15 +55,26 @@ def load_json(table: str, key: str, column: str, raw: str | None) -> Any:
         ) from exc
 
 
-def _validated(table: str, key: str, build: Callable[[], M]) -> M:
+def validated(table: str, key: str, build: Callable[[], M], column: str | None = None) -> M:
+    """``build()``, its validation error one :class:`StoreCorruptedError` naming the table, the
+    row and the field (a field of the JSON in ``column``, when given)."""
     try:
         return build()
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "row"
+        where = ".".join(str(p) for p in first["loc"]) or column or "row"
+        if column is not None:
+            where = f"{column}.{where}"
         raise StoreCorruptedError(
             f"{table} row {key}: {where} is invalid ({first['msg']})", _FIX
         ) from exc
+
+
+def _from_columns(model: type[P], table: str, key: str, row: object, **loaded: Any) -> P:
+    """``model`` from the row's columns of the same names (``loaded`` replacing some)."""
+    fields = {c: getattr(row, c) for c in model.model_fields}
+    fields.update(loaded)
+    return validated(table, key, lambda: model.model_validate(fields))
 
 
 # Plans ---------------------------------------------------------------------------------
@@ -73,8 +85,7 @@ def plan_to_row(plan: Plan) -> PlanRow:
 
 
 def plan_from_row(row: PlanRow) -> Plan:
-    fields = {c: getattr(row, c) for c in Plan.model_fields}
-    return _validated("plans", row.plan_id, lambda: Plan.model_validate(fields))
+    return _from_columns(Plan, "plans", row.plan_id, row)
 
 
 # Decisions -----------------------------------------------------------------------------
@@ -179,7 +190,7 @@ def decision_from_row(
         "superseded_by": row.superseded_by,
         "step_key": row.step_key,
     }
-    return _validated("decisions", key, lambda: Decision.model_validate(fields))
+    return validated("decisions", key, lambda: Decision.model_validate(fields))
 
 
 # Resources, checkpoints, tool invocations, corrections ---------------------------------
@@ -190,8 +201,7 @@ def resource_to_row(resource: Resource) -> ResourceRow:
 
 
 def resource_from_row(row: ResourceRow) -> Resource:
-    fields = {c: getattr(row, c) for c in Resource.model_fields}
-    return _validated("resources", row.resource_id, lambda: Resource.model_validate(fields))
+    return _from_columns(Resource, "resources", row.resource_id, row)
 
 
 def group_to_row(group: CheckpointGroup) -> CheckpointGroupRow:
@@ -199,10 +209,7 @@ def group_to_row(group: CheckpointGroup) -> CheckpointGroupRow:
 
 
 def group_from_row(row: CheckpointGroupRow) -> CheckpointGroup:
-    fields = {c: getattr(row, c) for c in CheckpointGroup.model_fields}
-    return _validated(
-        "checkpoint_groups", row.group_id, lambda: CheckpointGroup.model_validate(fields)
-    )
+    return _from_columns(CheckpointGroup, "checkpoint_groups", row.group_id, row)
 
 
 def checkpoint_to_row(checkpoint: CheckpointMetadata) -> CheckpointMetadataRow:
@@ -210,10 +217,7 @@ def checkpoint_to_row(checkpoint: CheckpointMetadata) -> CheckpointMetadataRow:
 
 
 def checkpoint_from_row(row: CheckpointMetadataRow) -> CheckpointMetadata:
-    fields = {c: getattr(row, c) for c in CheckpointMetadata.model_fields}
-    return _validated(
-        "checkpoint_metadata", row.checkpoint_id, lambda: CheckpointMetadata.model_validate(fields)
-    )
+    return _from_columns(CheckpointMetadata, "checkpoint_metadata", row.checkpoint_id, row)
 
 
 def invocation_to_row(invocation: ToolInvocation) -> ToolInvocationRow:
@@ -225,10 +229,14 @@ def invocation_to_row(invocation: ToolInvocation) -> ToolInvocationRow:
 
 def invocation_from_row(row: ToolInvocationRow) -> ToolInvocation:
     key = row.invocation_id
-    fields = {c: getattr(row, c) for c in ToolInvocation.model_fields}
-    fields["arguments"] = load_json("tool_invocations", key, "arguments", row.arguments)
-    fields["side_effects"] = load_json("tool_invocations", key, "side_effects", row.side_effects)
-    return _validated("tool_invocations", key, lambda: ToolInvocation.model_validate(fields))
+    return _from_columns(
+        ToolInvocation,
+        "tool_invocations",
+        key,
+        row,
+        arguments=load_json("tool_invocations", key, "arguments", row.arguments),
+        side_effects=load_json("tool_invocations", key, "side_effects", row.side_effects),
+    )
 
 
 def correction_to_row(correction: CorrectionAttempt) -> CorrectionAttemptRow:
@@ -239,9 +247,8 @@ def correction_to_row(correction: CorrectionAttempt) -> CorrectionAttemptRow:
 
 def correction_from_row(row: CorrectionAttemptRow) -> CorrectionAttempt:
     key = row.correction_id
-    fields = {c: getattr(row, c) for c in CorrectionAttempt.model_fields}
-    fields["report"] = load_json("correction_attempts", key, "report", row.report)
-    return _validated("correction_attempts", key, lambda: CorrectionAttempt.model_validate(fields))
+    report = load_json("correction_attempts", key, "report", row.report)
+    return _from_columns(CorrectionAttempt, "correction_attempts", key, row, report=report)
 
 
 def approval_to_row(approval: Approval) -> ApprovalRow:
@@ -251,7 +258,5 @@ def approval_to_row(approval: Approval) -> ApprovalRow:
 
 
 def approval_from_row(row: ApprovalRow) -> Approval:
-    key = row.approval_id
-    fields = {c: getattr(row, c) for c in Approval.model_fields}
-    fields["details"] = load_json("approvals", key, "details", row.details)
-    return _validated("approvals", key, lambda: Approval.model_validate(fields))
+    details = load_json("approvals", row.approval_id, "details", row.details)
+    return _from_columns(Approval, "approvals", row.approval_id, row, details=details)

@@ -7,7 +7,6 @@ JSON. Reading validates the definition again: anything malformed becomes one
 
 from __future__ import annotations
 
-from pydantic import ValidationError
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -39,14 +38,9 @@ def profile_from_row(row: AutomationProfileRow) -> AutomationProfile:
         raise StoreCorruptedError(
             f"{_TABLE} row {row.name}: column definition is not a JSON object", _FIX
         )
-    try:
-        profile = AutomationProfile.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "definition"
-        raise StoreCorruptedError(
-            f"{_TABLE} row {row.name}: definition.{where} is invalid ({first['msg']})", _FIX
-        ) from exc
+    profile = mapping.validated(
+        _TABLE, row.name, lambda: AutomationProfile.model_validate(data), "definition"
+    )
     if profile.name != row.name:
         raise StoreCorruptedError(
             f"{_TABLE} row {row.name}: the definition names another profile ({profile.name})",

@@ -22,19 +22,18 @@ class ApprovalRepository(Repository):
 
     def for_plan(self, plan_id: str) -> list[Approval]:
         """Every approval of the plan, answered or not, oldest first."""
-        rows = self._session.scalars(
+        return self._list(
             select(ApprovalRow)
             .where(ApprovalRow.plan_id == plan_id)
-            .order_by(ApprovalRow.requested_at, ApprovalRow.approval_id)
+            .order_by(ApprovalRow.requested_at, ApprovalRow.approval_id),
+            mapping.approval_from_row,
         )
-        return [mapping.approval_from_row(r) for r in rows]
 
     def pending(self, plan_id: str | None = None) -> list[Approval]:
         query = select(ApprovalRow).where(ApprovalRow.answer.is_(None))
         if plan_id is not None:
             query = query.where(ApprovalRow.plan_id == plan_id)
-        rows = self._session.scalars(query.order_by(ApprovalRow.requested_at))
-        return [mapping.approval_from_row(r) for r in rows]
+        return self._list(query.order_by(ApprovalRow.requested_at), mapping.approval_from_row)
 
     def answer(self, approval_id: str, answer: ApprovalAnswer, by: str, reason: str | None) -> None:
         """Record the answer once; a second answer is refused."""

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from cleveragents_tui.domain.display import shorten
@@ -16,6 +17,7 @@ MIN_PREFIX = 4
 CHUNK = 500  # ids per IN (...) query
 
 RowT = TypeVar("RowT", bound=Base)
+T = TypeVar("T")
 
 
 class Repository:
@@ -30,6 +32,10 @@ class Repository:
         if row is None:
             raise NotFoundError(f"{what} {key} does not exist", fix)
         return row
+
+    def _list(self, query: Select[RowT], convert: Callable[[RowT], T]) -> list[T]:
+        """The rows ``query`` selects, each converted (``mapping.*_from_row``)."""
+        return [convert(row) for row in self._session.scalars(query)]
 
 
 def resolve_id(

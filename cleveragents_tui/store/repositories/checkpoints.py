@@ -64,36 +64,36 @@ class CheckpointRepository(Repository):
         return out
 
     def for_decision(self, decision_id: str) -> list[CheckpointMetadata]:
-        rows = self._session.scalars(
+        return self._list(
             select(CheckpointMetadataRow)
             .where(CheckpointMetadataRow.decision_id == decision_id)
-            .order_by(CheckpointMetadataRow.resource_id)
+            .order_by(CheckpointMetadataRow.resource_id),
+            mapping.checkpoint_from_row,
         )
-        return [mapping.checkpoint_from_row(r) for r in rows]
 
     def for_plan(self, plan_id: str, resource_id: str | None = None) -> list[CheckpointMetadata]:
         """A plan's checkpoints (optionally one resource's), oldest first."""
         query = select(CheckpointMetadataRow).where(CheckpointMetadataRow.plan_id == plan_id)
         if resource_id is not None:
             query = query.where(CheckpointMetadataRow.resource_id == resource_id)
-        rows = self._session.scalars(
-            query.order_by(CheckpointMetadataRow.created_at, CheckpointMetadataRow.checkpoint_id)
+        return self._list(
+            query.order_by(CheckpointMetadataRow.created_at, CheckpointMetadataRow.checkpoint_id),
+            mapping.checkpoint_from_row,
         )
-        return [mapping.checkpoint_from_row(r) for r in rows]
 
     def live_for(self, plan_id: str, resource_id: str) -> list[CheckpointMetadata]:
         """One resource's live (not pruned) checkpoints in the plan, oldest first: what a
         checkpoint budget counts, as many as the budget allows whatever the plan's size."""
-        rows = self._session.scalars(
+        return self._list(
             select(CheckpointMetadataRow)
             .where(
                 CheckpointMetadataRow.plan_id == plan_id,
                 CheckpointMetadataRow.resource_id == resource_id,
                 CheckpointMetadataRow.pruned_at.is_(None),
             )
-            .order_by(CheckpointMetadataRow.created_at, CheckpointMetadataRow.checkpoint_id)
+            .order_by(CheckpointMetadataRow.created_at, CheckpointMetadataRow.checkpoint_id),
+            mapping.checkpoint_from_row,
         )
-        return [mapping.checkpoint_from_row(r) for r in rows]
 
     def resources_checkpointed(self, plan_id: str, *, decision_groups_only: bool) -> set[str]:
         """The resources with checkpoint rows in the plan (only in decision groups, if asked)."""
@@ -134,9 +134,9 @@ class CheckpointRepository(Repository):
         )
 
     def groups_for_plan(self, plan_id: str) -> list[CheckpointGroup]:
-        rows = self._session.scalars(
+        return self._list(
             select(CheckpointGroupRow)
             .where(CheckpointGroupRow.plan_id == plan_id)
-            .order_by(CheckpointGroupRow.created_at)
+            .order_by(CheckpointGroupRow.created_at),
+            mapping.group_from_row,
         )
-        return [mapping.group_from_row(r) for r in rows]

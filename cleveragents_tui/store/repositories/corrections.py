@@ -75,12 +75,12 @@ class CorrectionRepository(Repository):
         return True
 
     def for_plan(self, plan_id: str) -> list[CorrectionAttempt]:
-        rows = self._session.scalars(
+        return self._list(
             select(CorrectionAttemptRow)
             .where(CorrectionAttemptRow.plan_id == plan_id)
-            .order_by(CorrectionAttemptRow.created_at)
+            .order_by(CorrectionAttemptRow.created_at),
+            mapping.correction_from_row,
         )
-        return [mapping.correction_from_row(r) for r in rows]
 
     def running(self, plan_id: str) -> CorrectionAttempt | None:
         """The plan's correction still running, if any (there is at most one)."""

@@ -25,8 +25,9 @@ class PlanRepository(Repository):
         return mapping.plan_from_row(self._get(PlanRow, plan_id, "plan", _LIST_PLANS))
 
     def all(self) -> list[Plan]:
-        rows = self._session.scalars(select(PlanRow).order_by(PlanRow.created_at, PlanRow.plan_id))
-        return [mapping.plan_from_row(r) for r in rows]
+        return self._list(
+            select(PlanRow).order_by(PlanRow.created_at, PlanRow.plan_id), mapping.plan_from_row
+        )
 
     def states_for_project(self, project: str) -> dict[str, int]:
         query = (
@@ -37,10 +38,10 @@ class PlanRepository(Repository):
         return {state: int(n) for state, n in self._session.execute(query)}
 
     def children(self, plan_id: str) -> list[Plan]:
-        rows = self._session.scalars(
-            select(PlanRow).where(PlanRow.parent_plan_id == plan_id).order_by(PlanRow.created_at)
+        return self._list(
+            select(PlanRow).where(PlanRow.parent_plan_id == plan_id).order_by(PlanRow.created_at),
+            mapping.plan_from_row,
         )
-        return [mapping.plan_from_row(r) for r in rows]
 
     def lock(self, plan_id: str) -> Plan:
         """Read the plan and hold it for this transaction: PostgreSQL locks the row (NOWAIT:

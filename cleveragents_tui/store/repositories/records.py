@@ -16,12 +16,12 @@ class ToolInvocationRepository(Repository):
         self._session.add(mapping.invocation_to_row(invocation))
 
     def for_decision(self, decision_id: str) -> list[ToolInvocation]:
-        rows = self._session.scalars(
+        return self._list(
             select(ToolInvocationRow)
             .where(ToolInvocationRow.decision_id == decision_id)
-            .order_by(ToolInvocationRow.created_at, ToolInvocationRow.invocation_id)
+            .order_by(ToolInvocationRow.created_at, ToolInvocationRow.invocation_id),
+            mapping.invocation_from_row,
         )
-        return [mapping.invocation_from_row(r) for r in rows]
 
 
 class SettingRepository(Repository):

@@ -28,16 +28,16 @@ class ResourceRepository(Repository):
 
     def all(self) -> list[Resource]:
         """Every resource, removed ones too: plans that used them still name them."""
-        return [mapping.resource_from_row(r) for r in self._session.scalars(select(ResourceRow))]
+        return self._list(select(ResourceRow), mapping.resource_from_row)
 
     def registered(self) -> list[Resource]:
         """The resources new plans may use (not removed), by name."""
-        rows = self._session.scalars(
+        return self._list(
             select(ResourceRow)
             .where(ResourceRow.removed_at.is_(None))
-            .order_by(ResourceRow.resource_id)
+            .order_by(ResourceRow.resource_id),
+            mapping.resource_from_row,
         )
-        return [mapping.resource_from_row(r) for r in rows]
 
     def is_removed(self, resource_id: str) -> bool:
         row = self._session.get(ResourceRow, resource_id)
