@@ -20,9 +20,11 @@ A checkpoint walks ``work/`` with ``scandir`` + ``lstat`` and reads only the fil
 tree ids, so a checkpoint stores only the changed files and, for each folder above them,
 the entries that changed. A rollback (:mod:`.filesystem_restore`) walks ``work/`` once
 against the target tree, plans every change, checks every object it needs, then makes only
-those changes. The top-level ``.git`` (if any) is not part of the sandbox: it is neither
-copied, checkpointed, restored nor applied. Sandboxes made before format 2 (format-1 trees
-with lstat details inside, a JSON ``index``) open, roll back and checkpoint as they are.
+those changes; comparing trees, and checking the real directory before an apply, are in
+:mod:`.filesystem_compare`. The top-level ``.git`` (if any) is not part of the sandbox: it
+is neither copied, checkpointed, restored nor applied. Sandboxes made before format 2
+(format-1 trees with lstat details inside, a JSON ``index``) open, roll back, checkpoint and
+apply as they are.
 """
 
 from __future__ import annotations
@@ -35,13 +37,9 @@ from pathlib import Path
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.sandbox.base import (
-    ApplyResult,
-    Change,
-    CheckpointMissingError,
-    SandboxError,
-)
-from cleveragents_tui.sandbox.changes import Item, apply_items, changes_of, holds_new
+from cleveragents_tui.sandbox.base import ApplyResult, Change, CheckpointMissingError, SandboxError
+from cleveragents_tui.sandbox.changes import apply_items, changes_of
+from cleveragents_tui.sandbox.filesystem_compare import check_real, tree_items
 from cleveragents_tui.sandbox.filesystem_index import Folder, Snapshot, StatIndex
 from cleveragents_tui.sandbox.filesystem_restore import (
     GIT,
@@ -52,12 +50,7 @@ from cleveragents_tui.sandbox.filesystem_restore import (
     plan_restore,
 )
 from cleveragents_tui.sandbox.home import META, Identity, resource_directory
-from cleveragents_tui.sandbox.objectstore.files import (
-    DIR_FLAGS,
-    fs_now,
-    open_regular,
-    write_json,
-)
+from cleveragents_tui.sandbox.objectstore.files import DIR_FLAGS, fs_now, open_regular, write_json
 from cleveragents_tui.sandbox.objectstore.names import (
     check_link_target,
     check_name,
@@ -67,13 +60,7 @@ from cleveragents_tui.sandbox.objectstore.names import (
     ref_seq,
 )
 from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
-from cleveragents_tui.sandbox.objectstore.tree_writer import (
-    hash_path,
-    list_path,
-    lstat_path,
-    readlink_path,
-    remove_tree,
-)
+from cleveragents_tui.sandbox.objectstore.tree_writer import remove_tree
 from cleveragents_tui.sandbox.objectstore.trees import (
     DIRECTORY,
     FILE,
@@ -222,7 +209,7 @@ class FilesystemCopySandbox:
     def diff(self, old_ref: str, new_ref: str) -> list[Change]:
         self._alive()
         old, new = self._root_of(old_ref).root, self._root_of(new_ref).root
-        return list(changes_of(self._items(old, new)))
+        return list(changes_of(tree_items(self._trees, old, new)))
 
     def read(self, ref: str, path: str) -> bytes | None:
         """A file's bytes at ``ref``; a symlink's target; None for a directory or nothing."""
@@ -236,7 +223,7 @@ class FilesystemCopySandbox:
 
     def changes_since_baseline(self) -> list[Change]:
         self._alive()
-        return list(changes_of(self._items(self._origin.root, self._snapshot().root)))
+        return list(changes_of(tree_items(self._trees, self._origin.root, self._snapshot().root)))
 
     def drop_checkpoint(self, ref: str) -> None:
         self._alive()
@@ -256,10 +243,10 @@ class FilesystemCopySandbox:
         """
         self._alive()
         snapshot = self._snapshot()
-        items = self._items(self._origin.root, snapshot.root)
+        items = tree_items(self._trees, self._origin.root, snapshot.root)
         if not items:
             return ApplyResult(f"nothing to apply to {self._real}", ())
-        self._check_real(items)
+        check_real(self._real, items)
         for item in items:
             if item.new is not None and item.new.kind == FILE:
                 self._store.check(item.new.ref)
@@ -407,68 +394,6 @@ class FilesystemCopySandbox:
         index = index_after(self._trees, target.root, seen, self._index, stamp)
         index.save(self._home / "index")
         return index
-
-    # --- comparing -------------------------------------------------------------------------
-
-    def _items(self, old: str, new: str) -> list[Item]:
-        out: list[Item] = []
-        self._compare(old, new, "", out)
-        return sorted(out, key=lambda item: item.path)
-
-    def _compare(self, old: str | None, new: str | None, rel: str, out: list[Item]) -> None:
-        if old == new:
-            return
-        before = self._trees.load(old, top=not rel) if old else {}
-        after = self._trees.load(new, top=not rel) if new else {}
-        for name in before.keys() | after.keys():
-            was, now = before.get(name), after.get(name)
-            path = join_path(rel, name)
-            if was is not None and now is not None and was.kind == now.kind == DIRECTORY:
-                if was.mode != now.mode:
-                    out.append(Item(path, was, now))
-                self._compare(was.ref, now.ref, path, out)
-                continue
-            if was is not None and now is not None and was.same_content(now):
-                continue
-            out.append(Item(path, was, now))
-            if was is not None and was.kind == DIRECTORY:
-                self._compare(was.ref, None, path, out)
-            if now is not None and now.kind == DIRECTORY:
-                self._compare(None, now.ref, path, out)
-
-    def _check_real(self, items: list[Item]) -> None:
-        """Refuse to apply over paths someone else changed in the real directory."""
-        deleted = {item.path for item in items if item.new is None}
-        conflicts = [
-            item.path
-            for item in items
-            if not (self._real_matches(item, deleted) or holds_new(self._real, item))
-        ]
-        if conflicts:
-            shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
-            raise SandboxError(
-                f"{len(conflicts)} path(s) changed in {self._real} since the sandbox was made: "
-                f"{shown}",
-                "nothing was applied; reconcile them (or discard the sandbox) and retry",
-            )
-
-    def _real_matches(self, item: Item, deleted: set[str]) -> bool:
-        st = lstat_path(self._real, item.path)
-        old = item.old
-        if old is None or st is None:
-            return st is None and (old is None or item.new is None)
-        if kind_of(st.st_mode) != old.kind:
-            return False
-        if old.kind == FILE:
-            return is_clean(old, st, self._origin.stamp) or (
-                stat.S_IMODE(st.st_mode) == old.mode and hash_path(self._real, item.path) == old.ref
-            )
-        if old.kind == SYMLINK:
-            return readlink_path(self._real, item.path) == old.ref
-        if item.new is None or item.new.kind != DIRECTORY:  # it goes: nothing foreign inside
-            names = list_path(self._real, item.path)
-            return all(join_path(item.path, name) in deleted for name in names)
-        return True
 
     # --- storage ---------------------------------------------------------------------------
 
