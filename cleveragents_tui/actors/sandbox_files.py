@@ -5,7 +5,9 @@ directory in :mod:`~cleveragents_tui.actors.workdir_files`, on an overlay in
 :mod:`~cleveragents_tui.actors.overlay_files`.
 
 ``on_change`` is called as soon as something was changed (before a later step can fail),
-and only then: the tools pass ``note_write`` of the plan's sandboxes.
+and only then: the tools pass ``note_write`` of the plan's sandboxes. A sandbox that can use
+them (:class:`~cleveragents_tui.sandbox.base.HandsOutPaths`: git_worktree) is told the paths
+before each change, so its next checkpoint examines those alone.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Protocol
 from cleveragents_tui.actors.file_rules import NEW_FOLDER_MODE, FileRefused, Kind
 from cleveragents_tui.actors.overlay_files import OverlayFiles
 from cleveragents_tui.actors.workdir_files import WorkdirFiles
-from cleveragents_tui.sandbox.base import Sandbox
+from cleveragents_tui.sandbox.base import HandsOutPaths, Sandbox
 from cleveragents_tui.sandbox.overlay import OverlaySandbox
 
 __all__ = ["NEW_FOLDER_MODE", "FileRefused", "Kind", "SandboxFiles", "files_of"]
@@ -68,6 +70,8 @@ def files_of(sandbox: Sandbox, on_change: Callable[[], None]) -> SandboxFiles | 
     """The file operations of ``sandbox``; None when it has no files (a database)."""
     if isinstance(sandbox, OverlaySandbox):
         return OverlayFiles(sandbox, on_change)
+    if isinstance(sandbox, HandsOutPaths):  # handed out per change, for the paths it names
+        return WorkdirFiles(sandbox.hand_out(()), on_change, sandbox.hand_out)
     workdir = sandbox.workdir
     if workdir is None:
         return None

@@ -40,11 +40,21 @@ _TEMP_PREFIX = "cleveragents-write-"
 
 
 class WorkdirFiles:
-    """Files of a sandbox that is a directory (git_worktree, filesystem_copy, none)."""
+    """Files of a sandbox that is a directory (git_worktree, filesystem_copy, none).
 
-    def __init__(self, root: Path, on_change: Callable[[], None]) -> None:
+    ``announce``, if given, is called before each change with the paths it may change
+    (checked, relative), or None when that is a whole folder's contents: git_worktree's
+    next checkpoint then examines those paths alone (:meth:`HandsOutPaths.hand_out`)."""
+
+    def __init__(
+        self,
+        root: Path,
+        on_change: Callable[[], None],
+        announce: Callable[[list[str] | None], object] | None = None,
+    ) -> None:
         self._root = root.resolve()
         self._on_change = on_change
+        self._announce = announce or (lambda paths: None)
 
     def _target(self, path: str) -> Path:
         return resolve_inside(self._root, check_path(path))
@@ -83,6 +93,7 @@ class WorkdirFiles:
         and a failed write leaves the old content whole.
         """
         target = self._target(path)
+        self._announce([check_path(path)])
         self._make_parents(target, path)
         kind = self.kind(path)
         if kind is Kind.SYMLINK:
@@ -134,6 +145,7 @@ class WorkdirFiles:
         target = self._target(path)
         kind = self.kind(path)
         check_deletable(path, kind)
+        self._announce([check_path(path)])
         try:
             os.unlink(target)
         except OSError as exc:
@@ -149,6 +161,7 @@ class WorkdirFiles:
             self.delete(path)
             return kind
         self._refuse_nested_git(target, path)
+        self._announce(None)
         try:
             remove_tree(target)
         except OSError as exc:
@@ -172,6 +185,7 @@ class WorkdirFiles:
             self._refuse_nested_git(old, source)
         for link, target in self._links(old, source):
             check_target(moved_path(link, source, destination), target)
+        self._announce(None if kind is Kind.DIRECTORY else [source, destination])
         self._make_parents(new, destination)
         try:
             os.rename(old, new)
@@ -187,6 +201,7 @@ class WorkdirFiles:
         kind = self.kind(path)
         if folder_exists(path, kind):
             return False
+        self._announce([path])
         self._make_parents(target, path)
         with self._writer(path) as writer:
             writer.make_dir(path)
@@ -200,6 +215,7 @@ class WorkdirFiles:
         link = self._target(path)
         if self.kind(path) is not Kind.MISSING:
             raise FileRefused(f"{path} already exists (delete it first)")
+        self._announce([path])
         self._make_parents(link, path)
         with self._writer(path) as writer:
             writer.symlink(path, target)
@@ -212,6 +228,7 @@ class WorkdirFiles:
         if kind is Kind.MISSING:
             raise FileRefused(f"{path} does not exist")
         check_mode(path, mode, kind)
+        self._announce([path])
         with self._writer(path) as writer:
             writer.set_mode(path, mode)
         self._on_change()

@@ -8,6 +8,7 @@ Every method either completes or raises :class:`SandboxError` leaving the sandbo
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -100,6 +101,23 @@ class Sandbox(Protocol):
 
     def discard(self) -> None:
         """Remove the sandbox and everything it stored; the real resource is untouched."""
+        ...
+
+
+@runtime_checkable
+class HandsOutPaths(Protocol):
+    """A sandbox whose checkpoints need not examine every file when it is told what may
+    have changed (git_worktree). Whoever writes asks first: :attr:`Sandbox.workdir` for
+    anything, :meth:`hand_out` for named paths (the engine's file tools); the engine
+    promises so with :meth:`track_handouts` when it opens the sandbox."""
+
+    def track_handouts(self) -> None:
+        """From now on, trust that every write was preceded by a handout."""
+        ...
+
+    def hand_out(self, paths: Collection[str] | None) -> Path:
+        """The workdir, for writing ``paths`` (relative, ``/``-separated) and nothing else;
+        None: for anything (as ``workdir``)."""
         ...
 
 

@@ -20,7 +20,7 @@ from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.enums import CheckpointType, SandboxStrategyName
 from cleveragents_tui.domain.errors import NotFoundError, UserError
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.sandbox.base import Sandbox, SandboxStrategy
+from cleveragents_tui.sandbox.base import HandsOutPaths, Sandbox, SandboxStrategy
 from cleveragents_tui.store.store import Store
 
 ENV_VAR = "AGENTS_SANDBOX_DIR"
@@ -172,8 +172,7 @@ class PlanSandboxes:
 
 
 def _track_handouts(sandbox: Sandbox) -> None:
-    """Tools ask for ``workdir`` before each write, so git_worktree may skip re-examining
-    a worktree nobody was handed since its last checkpoint (the safety checkpoint)."""
-    track = getattr(sandbox, "track_handouts", None)
-    if track is not None:
-        track()
+    """Tools ask for ``workdir``, or name the paths they write (``hand_out``), before each
+    write, so a sandbox that can use it (git_worktree) may skip re-examining every file."""
+    if isinstance(sandbox, HandsOutPaths):
+        sandbox.track_handouts()

@@ -199,6 +199,10 @@ class BlindSpots:
                 elif stat.S_ISREG(mode):
                     files[sub] = stat.S_IMODE(mode)
 
+    def check(self, path: str) -> str:
+        """``path``, when a record can hold it; SandboxError naming it otherwise."""
+        return self._check(path)
+
     def _check(self, path: str) -> str:
         if path not in self._checked:
             try:

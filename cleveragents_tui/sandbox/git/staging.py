@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from cleveragents_tui.sandbox.base import SandboxError
@@ -129,11 +130,14 @@ UNTOUCHED = "untouched"
 
 class UntouchedMark:
     """A file beside the worktree saying it holds the tip exactly as the last checkpoint or
-    rollback left it: ``<tip> <index inode> <size> <mtime>``. Removed before the worktree is
-    handed to anyone (so a write never precedes it, even in a process that then crashes) and
-    at the start of every checkpoint and rollback; written at their end only by a sandbox
-    object whose owner promised to ask for the worktree before each write (``tracking``).
-    Another process (a correction) can trust it too: its index must still be that file."""
+    rollback left it, except for the paths listed after the first line: ``<tip> <index
+    inode> <size> <mtime>`` and a line break, then each path the tools were handed since,
+    NUL-terminated. Removed before the worktree is handed to anyone for anything (so a write
+    never precedes it, even in a process that then crashes) and at the start of every
+    checkpoint and rollback; a path is appended before it is handed out for writing
+    (:meth:`note`); written at their end only by a sandbox object whose owner promised to
+    ask for the worktree before each write (``tracking``). Another process (a correction)
+    can trust it too: its index must still be that file."""
 
     def __init__(self, path: Path, admin_dir: Path) -> None:
         self.path = path
@@ -149,19 +153,50 @@ class UntouchedMark:
         text = self._text(tip, stamp)
         if self.tracking and text is not None:
             with contextlib.suppress(OSError):  # a mark not written only costs a scan
-                self.path.write_text(text, "ascii")
+                self.path.write_bytes(text)
 
-    def holds(self, tip: str) -> bool:
+    def note(self, paths: Iterable[str]) -> None:
+        """Add ``paths`` (relative, checked) to the mark, if there is one, before they are
+        written. An append torn by a crash leaves no final NUL, which :meth:`written`
+        refuses; one that fails removes the mark, or raises."""
+        data = b"".join(os.fsencode(path) + b"\0" for path in paths)
+        if not data:
+            return
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return  # no mark: the next checkpoint examines every file anyway
+        except OSError:
+            self.path.unlink(missing_ok=True)
+            return
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError:
+            self.path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+
+    def written(self, tip: str) -> list[str] | None:
+        """The paths handed out for writing since ``tip`` (sorted, each once), when the mark
+        holds ``tip`` with the index as it was left; None when it cannot be trusted."""
         if not self.tracking:
-            return False
+            return None
         text = self._text(tip, index_stamp(self._admin_dir))
         if text is None:
-            return False
+            return None
         try:
-            return self.path.read_text("ascii") == text
-        except (OSError, UnicodeDecodeError):
-            return False
+            found = self.path.read_bytes()
+        except OSError:
+            return None
+        if not found.startswith(text):
+            return None
+        rest = found[len(text) :]
+        if rest and not rest.endswith(b"\0"):
+            return None  # torn: a write may have followed the part that is missing
+        return sorted({os.fsdecode(path) for path in rest.split(b"\0") if path})
 
     @staticmethod
-    def _text(tip: str, stamp: tuple[int, int, int] | None) -> str | None:
-        return None if stamp is None else f"{tip} {stamp[0]} {stamp[1]} {stamp[2]}"
+    def _text(tip: str, stamp: tuple[int, int, int] | None) -> bytes | None:
+        return None if stamp is None else f"{tip} {stamp[0]} {stamp[1]} {stamp[2]}\n".encode()

@@ -8,6 +8,7 @@ import secrets
 import shutil
 import time
 import weakref
+from collections.abc import Collection
 from pathlib import Path
 
 from cleveragents_tui.domain.resource import Resource
@@ -18,6 +19,7 @@ from cleveragents_tui.sandbox.base import (
     SandboxError,
 )
 from cleveragents_tui.sandbox.git.blind_spots import LIST_IGNORED, BlindSpots
+from cleveragents_tui.sandbox.git.known_paths import stage_known
 from cleveragents_tui.sandbox.git.process import (
     BATCH_HEADER,
     FSCK,
@@ -46,7 +48,7 @@ from cleveragents_tui.sandbox.git.staging import (
     stage,
     tree_of,
 )
-from cleveragents_tui.sandbox.safety import check_ref_name, safe_relative_path
+from cleveragents_tui.sandbox.safety import UnsafeInputError, check_ref_name, safe_relative_path
 
 
 class GitWorktreeSandbox:
@@ -120,11 +122,23 @@ class GitWorktreeSandbox:
         self._mark.clear()
         return self._workdir
 
+    def hand_out(self, paths: Collection[str] | None) -> Path:
+        """The worktree, for writing ``paths`` (relative, ``/``-separated) and nothing else;
+        None: anything, as :attr:`workdir`. The file tools ask before each change, naming
+        what it changes. The next checkpoint then stages only the paths handed out since the
+        last one, without ``git status`` (:mod:`.known_paths`), as long as nobody was handed
+        the whole worktree meanwhile."""
+        if paths is None:
+            return self.workdir
+        self._mark.note([_checked(path) for path in paths])
+        return self._workdir
+
     def track_handouts(self) -> None:
-        """Promise that whoever writes in the worktree asks for :attr:`workdir` first, each
-        time (the engine's tools do): then a checkpoint with nothing handed out since the last
-        checkpoint or rollback trusts that nothing changed, as the rollback protocol's safety
-        checkpoint usually finds, instead of examining every file."""
+        """Promise that whoever writes in the worktree asks for :attr:`workdir` or
+        :meth:`hand_out` first, each time (the engine's tools do): then a checkpoint trusts
+        that nothing changed but the paths handed out since the last checkpoint or rollback
+        (none, as the rollback protocol's safety checkpoint usually finds), instead of
+        examining every file."""
         self._mark.tracking = True
 
     @property
@@ -143,10 +157,17 @@ class GitWorktreeSandbox:
         self._ensure_live()
         self._ensure_on_branch()
         spots = self._spots
-        if self._mark.holds(self._tip):
+        written = self._mark.written(self._tip)
+        known = None
+        if written and spots is not None:  # paths handed out since the tip: those alone
+            known = stage_known(self._git, spots, self._workdir, spots.load(self._tip), written)
+        if written == []:
             # Nothing can have changed since the tip: its tree and record are this state's.
             tree = self._tree or tree_of(self._git, self._tip)
             scanned = spots.load(self._tip) if spots else None
+        elif known is not None:  # only the paths handed out can have changed
+            scanned = known
+            tree = self._write_tree()
         else:
             listing, walked = stage(self._git, spots, self._workdir, list_ignored=spots is not None)
             scanned = spots.scan(listing, spots.load(self._base), walked) if spots else None
@@ -493,3 +514,13 @@ class GitWorktreeSandbox:
     def _tree_changes(self, tree: str) -> list[Change]:
         args = ("diff-tree", "-r", "-z", "--no-renames", "--name-status", "--no-ext-diff")
         return parse_changes(self._git.run(*args, self._names.base, tree, "--", fix=FSCK))
+
+
+def _checked(path: str) -> str:
+    """``path`` in its canonical relative form: inside the worktree, not in git's metadata."""
+    relative = safe_relative_path(path)
+    if not relative.parts or ".git" in relative.parts:
+        raise UnsafeInputError(
+            f"path {path!r} does not name a file of the worktree", "name a path inside it"
+        )
+    return relative.as_posix()
