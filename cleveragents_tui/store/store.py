@@ -17,6 +17,7 @@ from cleveragents_tui.store.database import (
 from cleveragents_tui.store.schema import ensure_schema
 
 if TYPE_CHECKING:
+    from cleveragents_tui.store.recording import Recording
     from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 
@@ -53,6 +54,13 @@ class Store:
         from cleveragents_tui.store.unit_of_work import UnitOfWork
 
         return UnitOfWork(self.engine, write=write)
+
+    def recording(self, write: bool = False) -> Recording:
+        """A transaction of record_decision's statements (store/recording.py): a plain
+        connection, lighter than a unit of work's session, for the per-decision path."""
+        from cleveragents_tui.store.recording import Recording
+
+        return Recording(self.engine, write=write)
 
     def close(self) -> None:
         self.engine.dispose()

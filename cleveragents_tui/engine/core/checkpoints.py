@@ -1,11 +1,16 @@
 """Decision-aligned checkpoint groups (ADR-035; DESIGN.md section 5, record_decision).
 
 Recording an Execute decision checkpoints every modified resource and stores the decision
-only if every checkpoint exists: the group is inserted ``pending``, each checkpoint is made
-and noted on it, all are verified, and one transaction inserts the decision and its
-checkpoint rows and flips the group to ``committed``. On any failure the checkpoints made
-are dropped again and the pending group is deleted: no group, no decision. A crash leaves a
-pending group that start-up recovery (``engine/ops/recovery.py``) cleans up.
+only if every checkpoint exists: each checkpoint is made and noted on the group — the first
+one's commit inserts the group ``pending`` with it, each later one's adds its ref — all are
+verified, and one transaction inserts the decision and its checkpoint rows and flips the
+group to ``committed`` (a decision that modified nothing: one transaction inserts both, the
+group committed). On any failure the checkpoints made are dropped again and the pending
+group is deleted: no group, no decision. A crash leaves a pending group naming every
+checkpoint made and noted for it, which start-up recovery (``engine/ops/recovery.py``)
+drops; a crash between a checkpoint being made and its note leaves an unreferenced object
+in the sandbox, as it did when the pending group was committed empty first (issue 22: one
+commit fewer per recording).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.sandbox.base import Sandbox
 from cleveragents_tui.sandbox.groups import select_for_pruning
-from cleveragents_tui.store.unit_of_work import UnitOfWork
+from cleveragents_tui.store.recording import Recording
 
 
 class CheckpointGroupError(UserError):
@@ -30,7 +35,7 @@ class CheckpointGroupError(UserError):
 def record_execute_decision(
     sandboxes: PlanSandboxes,
     decision: Decision,
-    also: Callable[[UnitOfWork], None] | None = None,
+    also: Callable[[Recording], None] | None = None,
 ) -> CheckpointGroup:
     """Store an Execute decision together with its committed checkpoint group.
 
@@ -41,11 +46,8 @@ def record_execute_decision(
         raise ValueError("only an Execute decision of this plan gets a checkpoint group")
     store = sandboxes.store
     group = CheckpointGroup(plan_id=decision.plan_id)
-    with store.unit_of_work(write=True) as uow:
-        uow.checkpoints.add_group(group)
-        uow.commit()
-    failpoints.hit("checkpoint.group_pending")
     made: list[tuple[Sandbox, str]] = []
+    noted: list[tuple[str, str]] = []  # (resource, ref) committed on the pending group
     try:
         rows: list[CheckpointMetadata] = []
         for resource_id in sorted(sandboxes.modified()):
@@ -54,27 +56,30 @@ def record_execute_decision(
                 continue
             ref = sandbox.checkpoint()
             made.append((sandbox, ref))
-            with store.unit_of_work(write=True) as uow:
-                uow.checkpoints.note_pending_ref(group.group_id, resource_id, ref)
-                uow.commit()
+            refs = [*noted, (resource_id, ref)]
+            with store.recording(write=True) as rec:
+                if noted:
+                    rec.note_refs(group.group_id, refs)
+                else:
+                    rec.open_group(group, refs)
+                rec.commit()
+            noted = refs
+            if len(noted) == 1:
+                failpoints.hit("checkpoint.group_pending")
             failpoints.hit("checkpoint.after_resource", resource_id)
             rows.append(_row(decision, group, sandbox, ref))
         for sandbox, ref in made:
             sandbox.verify(ref)
         failpoints.hit("checkpoint.before_commit")
-        with store.unit_of_work(write=True) as uow:
-            uow.decisions.add(decision)
-            for row in rows:
-                uow.checkpoints.add(row)
-            uow.flush()
-            uow.checkpoints.commit_group(group.group_id, decision.decision_id)
+        with store.recording(write=True) as rec:
+            rec.store_decision(decision, group, rows, pending=bool(noted))
             if also is not None:
-                also(uow)
+                also(rec)
             # the budget in the same transaction: one commit fewer per resource written
-            doomed = _mark_over_budget(uow, sandboxes, dict.fromkeys(r.resource_id for r in rows))
-            uow.commit()
+            doomed = _mark_over_budget(rec, sandboxes, dict.fromkeys(r.resource_id for r in rows))
+            rec.commit()
     except BaseException as exc:
-        _undo(sandboxes, group, made)
+        _undo(sandboxes, group if noted else None, made)
         if isinstance(exc, Exception):
             raise CheckpointGroupError(
                 f"decision {decision.decision_id} was not recorded: its checkpoint group failed ({exc})",
@@ -105,15 +110,17 @@ def _row(
 
 
 def _undo(
-    sandboxes: PlanSandboxes, group: CheckpointGroup, made: list[tuple[Sandbox, str]]
+    sandboxes: PlanSandboxes, group: CheckpointGroup | None, made: list[tuple[Sandbox, str]]
 ) -> None:
-    """Drop what a failed group made and delete the pending group (best effort per step:
-    whatever is left, recovery and ``agents doctor`` find)."""
+    """Drop what a failed group made and delete the pending group, if one was committed
+    (best effort per step: whatever is left, recovery and ``agents doctor`` find)."""
     for sandbox, ref in reversed(made):
         try:
             sandbox.drop_checkpoint(ref)
         except Exception:  # noqa: S112 - keep undoing the others; doctor reports leftovers
             continue
+    if group is None:
+        return
     with sandboxes.store.unit_of_work(write=True) as uow:
         uow.checkpoints.delete_pending_group(group.group_id)
         uow.commit()
@@ -148,23 +155,31 @@ def enforce_budget(sandboxes: PlanSandboxes, resource_id: str) -> list[Checkpoin
     Rows are marked pruned before the sandbox drops them: a crash in between leaves an
     unreferenced object (harmless), never a live row without its checkpoint.
     """
-    with sandboxes.store.unit_of_work(write=True) as uow:
-        doomed = _mark_over_budget(uow, sandboxes, [resource_id])
-        uow.commit()
+    with sandboxes.store.recording(write=True) as rec:
+        doomed = _mark_over_budget(rec, sandboxes, [resource_id])
+        rec.commit()
     _drop(sandboxes, doomed)
     return doomed
 
 
 def _mark_over_budget(
-    uow: UnitOfWork, sandboxes: PlanSandboxes, resource_ids: Iterable[str]
+    rec: Recording, sandboxes: PlanSandboxes, resource_ids: Iterable[str]
 ) -> list[CheckpointMetadata]:
-    """Mark pruned what exceeds each resource's budget (read: its live checkpoints only)."""
+    """Mark pruned what exceeds each resource's budget (read: its live checkpoints only, and
+    only when their count is over it; a ``none`` resource's markers are never pruned, so
+    they are not read)."""
     doomed: list[CheckpointMetadata] = []
     for resource_id in resource_ids:
-        budget = sandboxes.get(resource_id).resource.checkpoint_max_per_plan
-        live = uow.checkpoints.live_for(sandboxes.plan_id, resource_id)
-        doomed += select_for_pruning(live, budget)
-    uow.checkpoints.mark_pruned([c.checkpoint_id for c in doomed])
+        resource = sandboxes.get(resource_id).resource
+        if resource.sandbox_strategy is SandboxStrategyName.NONE:
+            continue
+        if rec.count_live(sandboxes.plan_id, resource_id) <= max(
+            resource.checkpoint_max_per_plan, 2
+        ):
+            continue  # select_for_pruning would keep them all
+        live = rec.live_checkpoints(sandboxes.plan_id, resource_id)
+        doomed += select_for_pruning(live, resource.checkpoint_max_per_plan)
+    rec.mark_pruned(c.checkpoint_id for c in doomed)
     return doomed
 
 

@@ -17,13 +17,12 @@ from typing import Any
 from cleveragents_tui import failpoints
 from cleveragents_tui.actors.base import Proposal
 from cleveragents_tui.domain.decision import ActorStateRef, ContextSnapshot, Decision, ResourceRef
-from cleveragents_tui.domain.dependency import DecisionDependency
 from cleveragents_tui.domain.enums import DependencyType, Phase
 from cleveragents_tui.engine.core.checkpoints import record_execute_decision
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
+from cleveragents_tui.store.recording import Recording
 from cleveragents_tui.store.store import Store
-from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 
 @dataclass(frozen=True)
@@ -63,8 +62,8 @@ def record_decision(
         for call in proposal.tool_calls
         if "resource" in call.arguments
     )
-    with store.unit_of_work() as uow:
-        sequence = uow.decisions.next_sequence_number(plan_id)
+    with store.recording() as rec:
+        sequence = rec.next_sequence_number(plan_id)
     decision = Decision(
         plan_id=plan_id,
         parent_decision_id=parent_id,
@@ -89,19 +88,14 @@ def record_decision(
         step_key=proposal.key,
     )
 
-    def alongside(uow: UnitOfWork) -> None:
-        uow.contexts.put(digest, body)
+    def alongside(rec: Recording) -> None:
+        rec.put_context(digest, body)
         if correction is not None:  # a replay: each decision made again shows, with it
             payload: dict[str, object] = {"key": proposal.key, "chosen": proposal.chosen_option}
-            uow.events.append("decision_remade", payload, plan_id=plan_id)
-        for upstream in dict.fromkeys(depends_on):
-            uow.decisions.add_dependency(
-                DecisionDependency(
-                    upstream_decision_id=upstream,
-                    downstream_ref=decision.decision_id,
-                    dependency_type=DependencyType.DECISION,
-                )
-            )
+            rec.append_event("decision_remade", payload, plan_id=plan_id)
+        rec.add_edges(
+            decision.decision_id, list(dict.fromkeys(depends_on)), DependencyType.DECISION.value
+        )
 
     failpoints.hit("record.decision", phase.value)
     if phase is Phase.EXECUTE:
@@ -109,11 +103,10 @@ def record_decision(
             raise ValueError("an Execute decision needs the plan's sandboxes")
         record_execute_decision(sandboxes, decision, also=alongside)
     else:
-        with store.unit_of_work(write=True) as uow:
-            uow.decisions.add(decision)
-            uow.flush()
-            alongside(uow)
-            uow.commit()
+        with store.recording(write=True) as rec:
+            rec.store_decision(decision)
+            alongside(rec)
+            rec.commit()
     failpoints.hit("record.recorded", phase.value)
     OPEN_GRAPHS.recorded(decision, depends_on)
     return decision

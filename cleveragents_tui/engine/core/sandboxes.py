@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from importlib import import_module
 from pathlib import Path
 
@@ -73,15 +73,32 @@ class PlanSandboxes:
     decision checkpoint in this plan (so the set survives a restart).
     """
 
-    def __init__(self, store: Store, plan_id: str, base_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        plan_id: str,
+        base_dir: Path | None = None,
+        *,
+        host_plan_id: str | None = None,
+        resources: Mapping[str, Resource] | None = None,
+    ) -> None:
+        """``host_plan_id`` and ``resources`` (by id): given when already read (a correction's
+        preview reads them in its snapshot), so that opening a sandbox reads nothing more."""
         self.store = store
         self.plan_id = plan_id
         self.base_dir = base_dir or sandbox_base_dir()
-        with store.unit_of_work() as uow:
-            # An append-mode corrective plan works in its parent's sandboxes.
-            self.host_plan_id = uow.plan_actions.sandbox_plan(plan_id)
+        if host_plan_id is None:
+            with store.unit_of_work() as uow:
+                # An append-mode corrective plan works in its parent's sandboxes.
+                host_plan_id = uow.plan_actions.sandbox_plan(plan_id)
+        self.host_plan_id = host_plan_id
+        self._resources = resources or {}
         self._open: dict[str, Sandbox] = {}
         self._written: set[str] = set()
+        # What the store says was modified, and the last resource_written event read: each
+        # recording reads only the events since (issue 22), not the whole plan again.
+        self._stored: set[str] | None = None
+        self._seen_event = 0
 
     def create(self, resource: Resource) -> Sandbox:
         """Make the sandbox of ``resource`` for this plan and checkpoint its baseline."""
@@ -130,8 +147,10 @@ class PlanSandboxes:
         """The open sandbox of ``resource_id``, reopening one made earlier if needed."""
         sandbox = self._open.get(resource_id)
         if sandbox is None:
-            with self.store.unit_of_work() as uow:
-                resource = uow.resources.get(resource_id)
+            resource = self._resources.get(resource_id)
+            if resource is None:
+                with self.store.unit_of_work() as uow:
+                    resource = uow.resources.get(resource_id)
             root = sandbox_root(self.base_dir, self.host_plan_id, resource_id)
             if not root.exists():
                 raise NotFoundError(
@@ -158,14 +177,19 @@ class PlanSandboxes:
 
     def modified(self) -> set[str]:
         """Written by a tool (in this process or, stored, in another one), or already in a
-        decision's checkpoint group."""
-        with self.store.unit_of_work() as uow:
-            checkpointed = uow.checkpoints.resources_checkpointed(
-                self.plan_id, decision_groups_only=True
-            )
-            stored = uow.events.payloads(self.plan_id, "resource_written")
-        recorded = {str(p["resource"]) for p in stored if "resource" in p}
-        return self._written | checkpointed | recorded
+        decision's checkpoint group.
+
+        The set only grows (events and checkpoint rows are never removed), so the plan's
+        checkpoint rows are read once per instance and later calls read only the
+        ``resource_written`` events stored since the last call: a few rows, whatever the
+        plan's size. Every resource in a decision group was written first (and its write
+        stored), so the new events are all a later call can miss."""
+        with self.store.recording() as rec:
+            if self._stored is None:
+                self._stored = rec.resources_checkpointed(self.plan_id)
+            written, self._seen_event = rec.resources_written_since(self.plan_id, self._seen_event)
+        self._stored |= written
+        return self._written | self._stored
 
     def open_ids(self) -> Iterable[str]:
         return tuple(self._open)

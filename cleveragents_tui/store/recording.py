@@ -1,0 +1,315 @@
+"""The statements of ``record_decision``, on a plain connection (issue 22).
+
+Recording runs once per decision, so it pays for every statement. A transaction here is a
+SQLAlchemy Core connection, not an ORM session (a session costs ~0.4 ms more per
+transaction); each statement is built once, at import; several rows of a table go in one
+executemany; nothing is read back before it is changed; and every read is one an index
+answers in a few rows — nothing that grows with the plan's size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from functools import cache
+from importlib import import_module
+from types import TracebackType
+from typing import Any
+
+from sqlalchemy import Connection, Engine, bindparam, func, insert, select, update
+
+from cleveragents_tui import failpoints
+from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
+from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.domain.enums import CheckpointGroupStatus, CheckpointType, SandboxStrategyName
+from cleveragents_tui.domain.errors import NotFoundError, WrongPlanError
+from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.store import mapping
+from cleveragents_tui.store.database import SQLITE_BEGIN
+from cleveragents_tui.store.tables import (
+    CheckpointGroupRow,
+    CheckpointMetadataRow,
+    ContextBlobRow,
+    DecisionArtifactRow,
+    DecisionDependencyRow,
+    DecisionRow,
+    EventRow,
+)
+
+PENDING = CheckpointGroupStatus.PENDING.value
+COMMITTED = CheckpointGroupStatus.COMMITTED.value
+GROUPS = CheckpointGroupRow.__table__
+CHECKPOINTS = CheckpointMetadataRow.__table__
+
+_NEXT_SEQUENCE = select(func.max(DecisionRow.sequence_number)).where(
+    DecisionRow.plan_id == bindparam("plan")
+)
+_PARENT_PLAN = select(DecisionRow.plan_id).where(DecisionRow.decision_id == bindparam("parent"))
+_INSERT_DECISION = insert(DecisionRow)
+_INSERT_EDGES = insert(DecisionDependencyRow)
+_INSERT_ARTIFACTS = insert(DecisionArtifactRow)
+_INSERT_GROUP = insert(CheckpointGroupRow)
+_INSERT_CHECKPOINTS = insert(CheckpointMetadataRow)
+_INSERT_EVENT = insert(EventRow)
+_NOTE_REFS = (
+    update(CheckpointGroupRow)
+    .where(CheckpointGroupRow.group_id == bindparam("group"), CheckpointGroupRow.status == PENDING)
+    .values(pending_refs=bindparam("refs"))
+)
+_COMMIT_GROUP = (
+    update(CheckpointGroupRow)
+    .where(CheckpointGroupRow.group_id == bindparam("group"), CheckpointGroupRow.status == PENDING)
+    .values(status=COMMITTED, decision_id=bindparam("decision"), pending_refs="[]")
+)
+_LIVE_FIELDS = tuple(CheckpointMetadata.model_fields)
+_LIVE = (
+    select(*(getattr(CheckpointMetadataRow, name) for name in _LIVE_FIELDS))
+    .where(
+        CheckpointMetadataRow.plan_id == bindparam("plan"),
+        CheckpointMetadataRow.resource_id == bindparam("resource"),
+        CheckpointMetadataRow.pruned_at.is_(None),
+    )
+    .order_by(CheckpointMetadataRow.created_at, CheckpointMetadataRow.checkpoint_id)
+)
+_COUNT_LIVE = (
+    select(func.count())
+    .select_from(CheckpointMetadataRow)
+    .where(
+        CheckpointMetadataRow.plan_id == bindparam("plan"),
+        CheckpointMetadataRow.resource_id == bindparam("resource"),
+        CheckpointMetadataRow.pruned_at.is_(None),
+    )
+)
+_MARK_PRUNED = (
+    update(CheckpointMetadataRow)
+    .where(CheckpointMetadataRow.checkpoint_id.in_(bindparam("ids", expanding=True)))
+    .values(pruned_at=bindparam("now"))
+)
+_WRITTEN_SINCE = (
+    select(EventRow.event_id, EventRow.payload)
+    .where(
+        EventRow.plan_id == bindparam("plan"),
+        EventRow.kind == "resource_written",
+        EventRow.event_id > bindparam("after"),
+    )
+    .order_by(EventRow.event_id)
+)
+_CHECKPOINTED = (
+    select(CheckpointMetadataRow.resource_id)
+    .where(
+        CheckpointMetadataRow.plan_id == bindparam("plan"),
+        CheckpointMetadataRow.checkpoint_type != CheckpointType.PRE_WRITE.value,
+    )
+    .distinct()
+)
+
+
+@cache
+def _put_context(dialect: str) -> Any:
+    """INSERT ... ON CONFLICT DO NOTHING in the dialect's words (loaded when first used:
+    commands on SQLite never load PostgreSQL's dialect)."""
+    module = import_module(f"sqlalchemy.dialects.{dialect}")
+    return module.insert(ContextBlobRow).on_conflict_do_nothing(index_elements=["context_hash"])
+
+
+def _values(row: Any) -> dict[str, Any]:
+    """An ORM row's column values for a Core insert (an unset autoincrement key left out)."""
+    return {
+        c.key: value
+        for c in row.__table__.columns
+        if (value := getattr(row, c.key)) is not None or not c.primary_key
+    }
+
+
+def _refs(refs: Sequence[tuple[str, str]]) -> str:
+    return mapping.dump_json([list(r) for r in refs])
+
+
+class Recording:
+    """One transaction of recording statements; nothing is written unless :meth:`commit`
+    is called (as a unit of work: ``write=True`` takes SQLite's write lock at BEGIN, and
+    each commit passes the ``store.commit`` failpoint)."""
+
+    def __init__(self, engine: Engine, write: bool = False) -> None:
+        self._engine = engine
+        self._write = write
+
+    def __enter__(self) -> Recording:
+        self._connection: Connection = self._engine.connect()
+        if self._write and self._engine.dialect.name == "sqlite":
+            self._connection.execution_options(**{SQLITE_BEGIN: "IMMEDIATE"})
+        self._connection.begin()
+        return self
+
+    def commit(self) -> None:
+        failpoints.hit("store.commit")
+        self._connection.commit()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._connection.close()  # rolls back what was not committed
+
+    # --- reads -------------------------------------------------------------------------
+
+    def next_sequence_number(self, plan_id: str) -> int:
+        top = self._connection.execute(_NEXT_SEQUENCE, {"plan": plan_id}).scalar()
+        return 0 if top is None else int(top) + 1
+
+    def resources_checkpointed(self, plan_id: str) -> set[str]:
+        """The resources with checkpoint rows of decision groups in the plan (every row of
+        the plan: read once per run, see PlanSandboxes.modified)."""
+        return set(self._connection.execute(_CHECKPOINTED, {"plan": plan_id}).scalars())
+
+    def resources_written_since(self, plan_id: str, after_event: int) -> tuple[set[str], int]:
+        """The resources of the plan's ``resource_written`` events after event ``after_event``,
+        and the last event id read (so the next call reads only newer ones)."""
+        written: set[str] = set()
+        last = after_event
+        rows = self._connection.execute(_WRITTEN_SINCE, {"plan": plan_id, "after": after_event})
+        for event_id, raw in rows:
+            payload = mapping.load_json("events", plan_id, "payload", raw)
+            if isinstance(payload, dict) and "resource" in payload:
+                written.add(str(payload["resource"]))
+            last = event_id
+        return written, last
+
+    def count_live(self, plan_id: str, resource_id: str) -> int:
+        """How many live checkpoints one resource has in the plan (the partial index alone)."""
+        return int(
+            self._connection.execute(
+                _COUNT_LIVE, {"plan": plan_id, "resource": resource_id}
+            ).scalar_one()
+        )
+
+    def live_checkpoints(self, plan_id: str, resource_id: str) -> list[CheckpointMetadata]:
+        """One resource's live checkpoints in the plan, oldest first (the partial index of
+        migration 0009: as many as its budget keeps, whatever the plan's size). Built
+        without validation: the rows were validated when they were stored."""
+        out = []
+        for row in self._connection.execute(_LIVE, {"plan": plan_id, "resource": resource_id}):
+            fields = dict(zip(_LIVE_FIELDS, row, strict=True))
+            fields["checkpoint_type"] = CheckpointType(fields["checkpoint_type"])
+            fields["strategy"] = SandboxStrategyName(fields["strategy"])
+            out.append(CheckpointMetadata.model_construct(**fields))
+        return out
+
+    # --- writes ------------------------------------------------------------------------
+
+    def open_group(self, group: CheckpointGroup, refs: Sequence[tuple[str, str]]) -> None:
+        """Insert ``group`` pending, with the checkpoint refs made for it so far."""
+        self._connection.execute(
+            _INSERT_GROUP,
+            {
+                "group_id": group.group_id,
+                "plan_id": group.plan_id,
+                "decision_id": None,
+                "status": PENDING,
+                "created_at": group.created_at,
+                "pending_refs": _refs(refs),
+            },
+        )
+
+    def note_refs(self, group_id: str, refs: Sequence[tuple[str, str]]) -> None:
+        """Replace the refs noted on a pending group (the caller holds the full list)."""
+        result = self._connection.execute(_NOTE_REFS, {"group": group_id, "refs": _refs(refs)})
+        if result.rowcount != 1:
+            raise NotFoundError(f"no pending checkpoint group {group_id}")
+
+    def store_decision(
+        self,
+        decision: Decision,
+        group: CheckpointGroup | None = None,
+        checkpoints: Sequence[CheckpointMetadata] = (),
+        *,
+        pending: bool = False,
+    ) -> None:
+        """Insert the decision and, for an Execute decision, its checkpoint rows, and commit
+        its group: flip it from pending (``pending``), or insert it committed (no checkpoint
+        was made for it)."""
+        self._check_parent(decision)
+        row, deps, artifacts = mapping.decision_to_rows(decision)
+        execute = self._connection.execute
+        execute(_INSERT_DECISION, [_values(row)])
+        if deps:
+            execute(_INSERT_EDGES, [_values(r) for r in deps])
+        if artifacts:
+            execute(_INSERT_ARTIFACTS, [_values(r) for r in artifacts])
+        if group is None:
+            return
+        if pending:
+            result = execute(
+                _COMMIT_GROUP, {"group": group.group_id, "decision": decision.decision_id}
+            )
+            if result.rowcount != 1:
+                raise NotFoundError(f"no pending checkpoint group {group.group_id}")
+        else:
+            execute(
+                _INSERT_GROUP,
+                {
+                    "group_id": group.group_id,
+                    "plan_id": group.plan_id,
+                    "decision_id": decision.decision_id,
+                    "status": COMMITTED,
+                    "created_at": group.created_at,
+                    "pending_refs": "[]",
+                },
+            )
+        if checkpoints:
+            execute(_INSERT_CHECKPOINTS, [c.model_dump(mode="python") for c in checkpoints])
+
+    def _check_parent(self, decision: Decision) -> None:
+        parent = decision.parent_decision_id
+        if parent is None:
+            return
+        plan = self._connection.execute(_PARENT_PLAN, {"parent": parent}).scalar()
+        if plan is None:
+            raise NotFoundError(
+                f"parent decision {parent} does not exist", "record the parent first"
+            )
+        if plan != decision.plan_id:
+            raise WrongPlanError(
+                f"parent decision {parent} belongs to plan {plan}, not {decision.plan_id}",
+                "a decision's parent must be in the same plan",
+            )
+
+    def add_edges(self, downstream: str, upstreams: Sequence[str], kind: str) -> None:
+        """Influence edges from each of ``upstreams`` to ``downstream`` (one statement)."""
+        if upstreams:
+            self._connection.execute(
+                _INSERT_EDGES,
+                [
+                    {
+                        "upstream_decision_id": u,
+                        "downstream_ref": downstream,
+                        "dependency_type": kind,
+                    }
+                    for u in upstreams
+                ],
+            )
+
+    def put_context(self, context_hash: str, body: str) -> None:
+        """Store a context once: a second decision made in the same context adds nothing."""
+        self._connection.execute(
+            _put_context(self._engine.dialect.name),
+            {"context_hash": context_hash, "body": body, "created_at": utc_now()},
+        )
+
+    def append_event(self, kind: str, payload: dict[str, object], plan_id: str) -> None:
+        self._connection.execute(
+            _INSERT_EVENT,
+            {
+                "plan_id": plan_id,
+                "kind": kind,
+                "actor": None,
+                "payload": mapping.dump_json(payload),
+                "created_at": utc_now(),
+            },
+        )
+
+    def mark_pruned(self, checkpoint_ids: Iterable[str]) -> None:
+        ids = list(checkpoint_ids)
+        if ids:
+            self._connection.execute(_MARK_PRUNED, {"ids": ids, "now": utc_now()})
