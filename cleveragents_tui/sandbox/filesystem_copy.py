@@ -29,6 +29,7 @@ apply as they are.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -161,7 +162,7 @@ class FilesystemCopySandbox:
         self._work.mkdir()
         self._store.create()
         self._origin = self._scan(self._real, None).snapshot
-        self._index = self._restore(self._origin)
+        self._restore(self._origin)
         self._save_meta()
 
     def load(self, meta: dict[str, object]) -> None:
@@ -204,7 +205,7 @@ class FilesystemCopySandbox:
         writing (a full disk) leaves work/ partly restored; rolling back again finishes it.
         """
         self._alive()
-        self._index = self._restore(self._root_of(ref))
+        self._restore(self._root_of(ref))
 
     def diff(self, old_ref: str, new_ref: str) -> list[Change]:
         self._alive()
@@ -286,7 +287,8 @@ class FilesystemCopySandbox:
 
     def _set_index(self, index: StatIndex) -> None:
         self._index = index
-        index.save(self._home / "index")
+        with contextlib.suppress(OSError):  # a cache not written means reading files again
+            index.save(self._home / "index")
 
     def _scan(self, directory: Path, old: StatIndex | None) -> StatIndex:
         stamp = fs_now(self._stamp_file)
@@ -382,8 +384,8 @@ class FilesystemCopySandbox:
 
     # --- restoring -------------------------------------------------------------------------
 
-    def _restore(self, target: Snapshot) -> StatIndex:
-        """Make work/ equal to tree ``target``; returns the new stat cache."""
+    def _restore(self, target: Snapshot) -> None:
+        """Make work/ equal to tree ``target``, and the stat cache say what it holds now."""
         plan = plan_restore(self._work, self._trees, target, self._index)
         for oid, size in plan.needed.items():
             self._store.check(oid, size)
@@ -392,8 +394,7 @@ class FilesystemCopySandbox:
         # written now: the stamp taken after the writes makes them trusted by the next scan.
         stamp = fs_now(self._stamp_file)
         index = index_after(self._trees, target.root, seen, self._index, stamp)
-        index.save(self._home / "index")
-        return index
+        self._set_index(index)
 
     # --- storage ---------------------------------------------------------------------------
 
