@@ -85,31 +85,43 @@ def _resource_argument(session: Session) -> ColumnElement[Any]:
     return case((is_text, func.json_extract(c.arguments, "$.resource")))
 
 
-def resources_named(session: Session, decision_ids: Iterable[str]) -> set[str]:
-    """The resources the tool calls of these decisions name (their ``resource`` argument, a
-    string): one row per resource, whatever the number of calls."""
+def resources_written(
+    session: Session, decision_ids: Iterable[str], resources: Iterable[str]
+) -> list[tuple[str, str]]:
+    """(decision, resource) of the tool calls of these decisions that name one of
+    ``resources`` (their ``resource`` argument): each pair once, in decision order."""
     c = ToolInvocationRow
     named = _resource_argument(session)
-    rows = session.scalars(
-        select(named).where(c.decision_id.in_(id_set(session, decision_ids))).distinct()
+    rows = session.execute(
+        select(c.decision_id, named)
+        .where(
+            c.decision_id.in_(id_set(session, decision_ids)),
+            named.in_(id_set(session, resources, "resources")),
+        )
+        .distinct()
+        .order_by(c.decision_id, named)
     )
-    return {str(r) for r in rows if r is not None}
+    return [(decision_id, str(resource)) for decision_id, resource in rows]
 
 
 def irreversible_calls(
     session: Session, decision_ids: Iterable[str]
-) -> list[tuple[str, tuple[str, ...]]]:
-    """(tool, side effects) of the irreversible tool calls of these decisions, by decision id,
-    then in the order they were made."""
+) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(decision, tool, side effects) of the irreversible tool calls of these decisions, by
+    decision id, then in the order they were made."""
     c = ToolInvocationRow
     rows = session.execute(
-        select(c.invocation_id, c.tool, c.side_effects)
+        select(c.invocation_id, c.decision_id, c.tool, c.side_effects)
         .where(c.decision_id.in_(id_set(session, decision_ids)), c.irreversible.is_(True))
         .order_by(c.decision_id, c.created_at, c.invocation_id)
     )
     return [
-        (tool, tuple(mapping.load_json("tool_invocations", key, "side_effects", effects) or ()))
-        for key, tool, effects in rows
+        (
+            decision_id,
+            tool,
+            tuple(mapping.load_json("tool_invocations", key, "side_effects", effects) or ()),
+        )
+        for key, decision_id, tool, effects in rows
     ]
 
 

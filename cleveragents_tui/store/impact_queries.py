@@ -24,7 +24,7 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.engine import Connection
-from sqlalchemy.orm import InstrumentedAttribute, aliased
+from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from cleveragents_tui.domain.errors import NotFoundError
@@ -143,15 +143,31 @@ def affected_refs_of(store: Store, decision_ids: Iterable[str]) -> frozenset[str
     return _run_affected(store, _affected_sql(store.engine.dialect, targets, many=True))
 
 
+def affected_refs_in(session: Session, decision_ids: str | Iterable[str]) -> frozenset[str]:
+    """:func:`affected_refs` (a decision id) or :func:`affected_refs_of` (several), in the
+    session's transaction: a preview reads its whole snapshot in one."""
+    connection = session.connection()
+    if isinstance(decision_ids, str):
+        statement = _affected_sql(connection.dialect, decision_ids)
+    else:
+        targets = json.dumps(sorted(set(decision_ids)))
+        statement = _affected_sql(connection.dialect, targets, many=True)
+    return _fetch(connection, statement)
+
+
 def _run_affected(store: Store, statement: tuple[str, Any]) -> frozenset[str]:
-    sql, params = statement
     with store.engine.connect() as connection:
-        cursor = connection.connection.cursor()
-        try:
-            cursor.execute(sql, params)
-            return frozenset(row[0] for row in cursor.fetchall())
-        finally:
-            cursor.close()
+        return _fetch(connection, statement)
+
+
+def _fetch(connection: Connection, statement: tuple[str, Any]) -> frozenset[str]:
+    sql, params = statement
+    cursor = connection.connection.cursor()
+    try:
+        cursor.execute(sql, params)
+        return frozenset(row[0] for row in cursor.fetchall())
+    finally:
+        cursor.close()
 
 
 # Marks a child plan's id among the CTE's rows. ULIDs are Crockford base32 (digits and

@@ -52,10 +52,12 @@ from cleveragents_tui.store.impact_queries import (
     EdgeRow,
     NodeRow,
     affected_refs,
+    affected_refs_in,
     affected_refs_of,
     influence_rows,
 )
 from cleveragents_tui.store.store import Store
+from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -239,7 +241,23 @@ def affected_subtree(store: Store, decision_id: str) -> AffectedSubtree:
 
     Raises :class:`NotFoundError` when no such decision exists.
     """
-    refs = affected_refs(store, decision_id)
+    return _subtree(decision_id, affected_refs(store, decision_id))
+
+
+def affected_subtree_in(uow: UnitOfWork, decision_id: str) -> AffectedSubtree:
+    """:func:`affected_subtree` in the transaction of ``uow``."""
+    return _subtree(decision_id, uow.run(affected_refs_in, decision_id))
+
+
+def affected_decisions_in(uow: UnitOfWork, decision_ids: Iterable[str]) -> frozenset[str]:
+    """:func:`affected_decisions_of` in the transaction of ``uow``."""
+    ids = list(decision_ids)
+    if not ids:
+        return frozenset()
+    return frozenset(ref for ref in uow.run(affected_refs_in, ids) if ref[0] != PLAN_MARK)
+
+
+def _subtree(decision_id: str, refs: frozenset[str]) -> AffectedSubtree:
     marked = [ref for ref in refs if ref[0] == PLAN_MARK]
     decisions = refs.difference(marked) if marked else refs
     if decision_id not in decisions:

@@ -14,6 +14,8 @@ Rolling back to a decision, and finding the later decisions whose writes that er
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.store.correction_queries import decisions, guidance_decisions
 from cleveragents_tui.store.unit_of_work import UnitOfWork
@@ -30,12 +32,14 @@ def restore_points(uow: UnitOfWork, plan_id: str, wanted: list[Decision]) -> dic
     guidance = [d for d in uow.run(guidance_decisions, plan_id) if d.corrects_decision_id]
     found = uow.run(decisions, {str(g.corrects_decision_id) for g in guidance})
     corrected = {g.decision_id: found[str(g.corrects_decision_id)] for g in guidance}
-    return {d.decision_id: _resolve(d, guidance, corrected) for d in wanted}
+    return {d.decision_id: restore_point_among(d, guidance, corrected) for d in wanted}
 
 
-def _resolve(
-    decision: Decision, guidance: list[Decision], corrected: dict[str, Decision]
+def restore_point_among(
+    decision: Decision, guidance: Sequence[Decision], corrected: Mapping[str, Decision]
 ) -> Decision:
+    """:func:`restore_point` from the plan's guidance decisions that correct a decision
+    (``guidance``) and what each corrected (``corrected``, by guidance decision id)."""
     owner, limit = decision, None  # limit: only corrections made before this one count
     while True:
         if owner.decision_id in corrected:  # a guidance decision: the state it was made in

@@ -9,7 +9,7 @@ Targets: each rollbackable checkpoint of the decision's group; and for every oth
 resource of the plan (not yet written when the decision was recorded), its baseline. Undoing
 all Execute work (the phase-level tier: a Strategize decision corrected later) also takes
 the sandboxes that have no checkpoints (checkpointing off): they are made anew from the real
-resources (``recreate_targets``).
+resources (``unchecked_from``).
 
 Order matters: ``ROLLBACK TO SAVEPOINT`` destroys every later savepoint, the safety one
 included, so a database rolled back cannot be put back. Database (``transaction_rollback``)
@@ -20,12 +20,13 @@ databases.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.enums import CheckpointType, Phase, SandboxStrategyName
 from cleveragents_tui.domain.errors import UserError, WrongPlanError
+from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.rollback import ResourceOutcome, ResourceRollback, RollbackReport
 from cleveragents_tui.engine.core.replay_snapshots import RecreatedState, recreate_keeping_old_files
 from cleveragents_tui.engine.core.restore_point import restore_point
@@ -58,8 +59,19 @@ def rollback_targets(
         owner = restore_point(uow, decision)
         group = uow.checkpoints.for_decision(owner.decision_id)
         everything = uow.checkpoints.for_plan(sandboxes.plan_id)
-    if owner.phase is not Phase.EXECUTE:
-        return baseline_targets(sandboxes)
+    return targets_from(decision_id, owner.phase, group, everything)
+
+
+def targets_from(
+    decision_id: str,
+    owner_phase: Phase,
+    group: Sequence[CheckpointMetadata],
+    everything: Sequence[CheckpointMetadata],
+) -> tuple[dict[str, CheckpointMetadata], list[str]]:
+    """:func:`rollback_targets` from what it reads: the checkpoint group of the decision's
+    restore point (made in ``owner_phase``) and the plan's checkpoints, oldest first."""
+    if owner_phase is not Phase.EXECUTE:
+        return baselines_from(everything)
     targets: dict[str, CheckpointMetadata] = {}
     not_rollbackable: list[str] = []
     for checkpoint in group:
@@ -91,6 +103,13 @@ def baseline_targets(sandboxes: PlanSandboxes) -> tuple[dict[str, CheckpointMeta
     """Every sandboxed resource's baseline: the state before Execute wrote anything."""
     with sandboxes.store.unit_of_work() as uow:
         everything = uow.checkpoints.for_plan(sandboxes.plan_id)
+    return baselines_from(everything)
+
+
+def baselines_from(
+    everything: Sequence[CheckpointMetadata],
+) -> tuple[dict[str, CheckpointMetadata], list[str]]:
+    """:func:`baseline_targets` from the plan's checkpoints, oldest first."""
     targets: dict[str, CheckpointMetadata] = {}
     not_rollbackable: set[str] = set()
     for checkpoint in everything:
@@ -101,17 +120,15 @@ def baseline_targets(sandboxes: PlanSandboxes) -> tuple[dict[str, CheckpointMeta
     return targets, sorted(not_rollbackable)
 
 
-def recreate_targets(sandboxes: PlanSandboxes) -> tuple[list[str], list[str]]:
+def unchecked_from(
+    resources: Mapping[str, Resource], named: object, hosted: bool
+) -> tuple[list[str], list[str]]:
     """The plan's sandboxed resources whose checkpointing is off: no checkpoint holds their
     state before Execute, so undoing all Execute work makes their sandboxes anew from the real
-    resources. Returns (to make anew, cannot be undone): a plan working in its host's
-    sandboxes (an appended plan) must not discard them, so there they cannot be undone."""
-    with sandboxes.store.unit_of_work() as uow:
-        resources = {r.resource_id: r for r in uow.resources.all()}
-        try:
-            named = uow.plan_actions.get(sandboxes.plan_id).get("resources", [])
-        except UserError:  # a plan without a stored action has no sandboxes
-            named = []
+    resources. From the resources, those the plan's action names, and whether the plan works
+    in its host's sandboxes (``hosted``). Returns (to make anew, cannot be undone): a plan
+    working in its host's sandboxes (an appended plan) must not discard them, so there they
+    cannot be undone."""
     if not isinstance(named, list):
         named = []
     unchecked = sorted(
@@ -123,7 +140,7 @@ def recreate_targets(sandboxes: PlanSandboxes) -> tuple[list[str], list[str]]:
             and not resource.checkpoint_enabled
         }
     )
-    if sandboxes.host_plan_id != sandboxes.plan_id:
+    if hosted:
         return [], unchecked
     return unchecked, []
 

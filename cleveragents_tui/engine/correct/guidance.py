@@ -27,15 +27,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from pydantic import ValidationError
-
 from cleveragents_tui.actors.reasoners.scripted import fallback, select
 from cleveragents_tui.domain.action import Action, DecisionPoint
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine.run.plans import SCRIPTED_ACTOR
-from cleveragents_tui.store.store import Store
 
 
 @dataclass(frozen=True)
@@ -162,18 +159,3 @@ def _elsewhere(
         if selected is not None and selected.option != made[1]:
             found.append(Elsewhere(made[0], key, selected.option))
     return tuple(found)
-
-
-def alternatives_for(
-    store: Store, decision: Decision, guidance: str, choose: int | None = None
-) -> Alternatives | None:
-    """:func:`alternatives` for a stored decision, read from its plan's stored action."""
-    with store.unit_of_work() as uow:
-        try:
-            action: Action | None = Action.model_validate(uow.plan_actions.get(decision.plan_id))
-        except (UserError, ValidationError):  # no action to replay: the preview refuses that
-            action = None
-        # only the action's steps are looked up: not every current decision of a large plan
-        keys = {p.key for p in action.decisions} if action is not None else set()
-        current = uow.decisions.current_steps(decision.plan_id, keys)
-    return alternatives(action, decision, guidance, current, choose)

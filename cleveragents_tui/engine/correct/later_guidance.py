@@ -17,11 +17,11 @@ taking the tree's current choices applies: a correction that stands is one of th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import Phase
-from cleveragents_tui.store.correction_queries import guidance_decisions
 from cleveragents_tui.store.store import Store
 
 CORRECTION_KEY = "correction:"  # the step key prefix of a correction's guidance decision
@@ -38,21 +38,15 @@ class LaterGuidance:
     entry: dict[str, str]  # as the actor holds it (with the alternative pinned, if any)
 
 
-def later_guidance(
-    store: Store,
-    target: Decision,
-    phase_change: tuple[Phase, Phase] | None,
-    affected: set[str],
-) -> tuple[tuple[LaterGuidance, ...], tuple[LaterGuidance, ...]]:
-    """(carried forward, dropped): the guidance in the actors' current states that the
-    states a revert of ``target`` restores lack. Only reads."""
+Lost = tuple[tuple[Phase, dict[str, str]], ...]  # (the actor's phase, its guidance entry)
+
+
+def lost_guidance(store: Store, target: Decision, phase_change: tuple[Phase, Phase] | None) -> Lost:
+    """The guidance entries in the actors' current states that the states a revert of
+    ``target`` restores lack (read from the LangGraph checkpoints; only reads)."""
     from cleveragents_tui.actors.checkpointer import open_checkpointer  # see runner._run_actor
     from cleveragents_tui.actors.graphs import Actor
 
-    with store.unit_of_work() as uow:
-        given = [d for d in uow.run(guidance_decisions, target.plan_id) if d.is_correction]
-    if not given:  # no earlier correction: nothing to lose, no actor state to read
-        return (), ()
     lost: list[tuple[Phase, dict[str, str]]] = []
     with open_checkpointer(store.engine.url) as saver:
         ref = target.context_snapshot.actor_state_ref
@@ -65,6 +59,15 @@ def later_guidance(
             if first is not None:
                 start = execution.load(first)["guidance"]
                 lost += _missing(Phase.EXECUTE, execution.state(), start)
+    return tuple(lost)
+
+
+def later_guidance(
+    lost: Lost, given: Sequence[Decision], affected: set[str]
+) -> tuple[tuple[LaterGuidance, ...], tuple[LaterGuidance, ...]]:
+    """(carried forward, dropped): each ``lost`` entry, by whether the correction that gave
+    it (the newest of ``given``, the plan's correction guidance decisions, with its text)
+    stands after the revert, which supersedes ``affected``."""
     carried: list[LaterGuidance] = []
     dropped: list[LaterGuidance] = []
     for phase, entry in lost:
@@ -93,7 +96,7 @@ def _missing(
     return [(phase, e) for e in unique if e not in restored]
 
 
-def _source(given: list[Decision], entry: dict[str, str]) -> Decision | None:
+def _source(given: Sequence[Decision], entry: dict[str, str]) -> Decision | None:
     """The newest guidance decision with the entry's text, one aimed at its key first."""
     same = [d for d in given if d.chosen_option == entry.get("text")]
     aimed = [d for d in same if d.step_key == CORRECTION_KEY + entry.get("key", "*")]

@@ -16,14 +16,10 @@ what the sandboxes hold.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from cleveragents_tui.domain.decision import Decision
-from cleveragents_tui.engine.core.restore_point import restore_point
-from cleveragents_tui.store.correction_queries import decisions as decisions_by_id
-from cleveragents_tui.store.correction_queries import writes_after
-from cleveragents_tui.store.store import Store
 
 
 @dataclass(frozen=True)
@@ -37,37 +33,24 @@ class RemadeDecision:
     resources: tuple[str, ...]
 
 
-def later_writers(
-    store: Store,
-    target: Decision,
-    rolled_back: Iterable[str],
-    affected: set[str],
-    subtree_of: Callable[[list[str]], Iterable[str]],
-) -> tuple[tuple[RemadeDecision, ...], set[str]]:
-    """The decisions a revert of ``target`` re-makes because the rollback erases their writes,
-    and the decisions that depended on them (``subtree_of``: the affected subtrees of these
-    decisions, as one set). Decisions already in ``affected`` are left out of both. A fixed
-    number of statements, whatever the number of writers."""
-    rolled = set(rolled_back)
-    if not rolled:
-        return (), set()
-    with store.unit_of_work() as uow:
-        # The rollback restores this decision's group: what was written after it is erased.
-        owner = restore_point(uow, target)
-        writes = uow.run(writes_after, owner.plan_id, owner.sequence_number, rolled)
-        written: dict[str, set[str]] = {}
-        for decision_id, resource in writes:
-            written.setdefault(decision_id, set()).add(resource)
-        writers = [d for d in written if d not in affected]
-        decisions = uow.run(decisions_by_id, writers)
-    remade = tuple(
+def remade_from(
+    writes: Iterable[tuple[str, str]], writers: Mapping[str, Decision], affected: set[str]
+) -> tuple[RemadeDecision, ...]:
+    """The decisions a revert re-makes because the rollback erases their writes: of
+    ``writes`` ((decision, resource) of the calls that wrote to a rolled-back resource after
+    the revert's restore point, in the order made), those by decisions not in ``affected``
+    (``writers``: those decisions, by id). Their dependents are affected too: the snapshot
+    reads them (engine/correct/snapshot.py)."""
+    written: dict[str, set[str]] = {}
+    for decision_id, resource in writes:
+        written.setdefault(decision_id, set()).add(resource)
+    return tuple(
         RemadeDecision(
             decision_id=d,
-            step_key=decisions[d].step_key,
-            chosen_option=decisions[d].chosen_option,
-            resources=tuple(sorted(written[d])),
+            step_key=writers[d].step_key,
+            chosen_option=writers[d].chosen_option,
+            resources=tuple(sorted(resources)),
         )
-        for d in writers
+        for d, resources in written.items()
+        if d not in affected
     )
-    followers = set(subtree_of(writers)) if writers else set()
-    return remade, followers - affected

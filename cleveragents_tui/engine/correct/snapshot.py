@@ -1,0 +1,262 @@
+"""What a correction's preview reads (issue 19): one snapshot of the plan, read in ONE read
+transaction with a fixed number of set-based statements whatever the plan's size (issue 22),
+then handed to :func:`engine.correct.assess.impact_of`, a pure function.
+
+Which rows are worth reading depends on what was read before (the rolled-back resources
+decide whose later writes count; the affected set decides whose tool calls are read), so
+the loader asks the same pure rules ``impact_of`` applies (engine/correct/assess.py) as it
+goes: a correction they refuse stops the reading at the same point, with the same error.
+Two reads are not the database's: the LangGraph checkpoints of the actors (only when an
+earlier correction gave guidance) and the sandboxes' files changed outside the plan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from cleveragents_tui.automation.profiles import ProfileRegistry
+from cleveragents_tui.domain.action import Action
+from cleveragents_tui.domain.checkpoint import CheckpointMetadata
+from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.domain.enums import CorrectionMode, Phase, SandboxStrategyName
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.engine.core.impact import (
+    AffectedSubtree,
+    InfluenceGraph,
+    affected_decisions_in,
+    affected_subtree_in,
+)
+from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
+from cleveragents_tui.engine.core.reconcile import OutsideChanges, Reconciler
+from cleveragents_tui.engine.core.restore_point import restore_point_among
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.correct import assess
+from cleveragents_tui.engine.correct.later_guidance import Lost, lost_guidance
+from cleveragents_tui.engine.correct.model import CorrectionRefusedError
+from cleveragents_tui.store import correction_queries as queries
+from cleveragents_tui.store.store import Store
+from cleveragents_tui.store.unit_of_work import UnitOfWork
+
+_NO_ACTION = (
+    "plan {plan} cannot be corrected: it has no stored action to replay (a recorded sample, "
+    "as `agents demo-data` loads, or a plan not started with `agents plan use`), so neither "
+    "a revert nor an append can run",
+    "try corrections on a plan that runs: `agents demo` builds one, or start a plan with "
+    "`agents plan use ACTION`",
+)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a correction's impact is worked out from, as read at one instant."""
+
+    decision: Decision  # the corrected one (``superseded_by``: what replaced it, as shown)
+    plan: Plan
+    resources: Mapping[str, Resource]  # every registered resource, by id
+    used: tuple[str, ...]  # resources checkpointed in the plan, then those its action names
+    named: tuple[str, ...]  # the resources its stored action names
+    action: Action | None  # the plan's stored action, validated; None without one
+    blocker: tuple[str, str] | None  # why the plan cannot run again (problem, fix)
+    current_steps: Mapping[str, tuple[str, str]]  # step key -> (decision, option), current
+    # -- a revert's ------------------------------------------------------------------------
+    subtree: AffectedSubtree = field(
+        default_factory=lambda: AffectedSubtree(frozenset(), frozenset())
+    )
+    execute_decisions: frozenset[str] = frozenset()  # current, read when all Execute work goes
+    child_plans: Mapping[str, Plan] = field(default_factory=dict)  # those of the subtree
+    host_plan_id: str = ""  # whose sandboxes the plan works in: its own, or its host's
+    checkpoints: tuple[CheckpointMetadata, ...] = ()  # the plan's, oldest first
+    owner: Decision | None = None  # the restore point: whose checkpoint group is restored
+    writes: tuple[tuple[str, str], ...] = ()  # (decision, resource) rolled back, after owner
+    writers: Mapping[str, Decision] = field(default_factory=dict)  # of those writes, by id
+    followers: frozenset[str] = frozenset()  # the writers' dependents
+    none_writes: tuple[tuple[str, str], ...] = ()  # (decision, ``none`` resource) named
+    irreversible: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (decision, tool, effects)
+    outside: tuple[OutsideChanges, ...] = ()  # files changed outside the plan, per sandbox
+    guidance: tuple[Decision, ...] = ()  # the plan's corrections' guidance decisions
+    lost: Lost = ()  # guidance entries the restored actor states lack
+
+
+def load(
+    store: Store,
+    decision_ref: str,
+    mode: CorrectionMode,
+    guidance: str,
+    plan_ref: str | None = None,
+    choose: int | None = None,
+    sandbox_base: Path | None = None,
+) -> Snapshot:
+    """The snapshot a correction of ``decision_ref`` is previewed from. Changes nothing;
+    raises what :func:`assess.impact_of` would raise at the point it would raise it."""
+    with store.unit_of_work() as uow:
+        snapshot = _basics(store, uow, decision_ref, plan_ref)
+        assess.admitted(snapshot, mode, guidance, choose)
+        if mode is CorrectionMode.APPEND:
+            return snapshot
+        snapshot, sandboxed = _revert(uow, snapshot)
+    if sandboxed:
+        sandboxes = PlanSandboxes(
+            store,
+            snapshot.plan.plan_id,
+            sandbox_base,
+            host_plan_id=snapshot.host_plan_id,
+            resources=snapshot.resources,
+        )
+        rolled = assess.rollback_of(snapshot, assess.tier_of(snapshot)).rollbackable
+        outside = Reconciler(sandboxes, rolled, snapshot.plan.attempt).outside_changes()
+        snapshot = _with(snapshot, outside=tuple(outside))
+    if any(d.is_correction for d in snapshot.guidance):  # else: no actor state to read
+        phase_change = assess.phase_change_of(snapshot.plan, snapshot.decision, mode)
+        snapshot = _with(snapshot, lost=lost_guidance(store, snapshot.decision, phase_change))
+    return snapshot
+
+
+def _with(snapshot: Snapshot, **changes: object) -> Snapshot:
+    return Snapshot(**{**snapshot.__dict__, **changes})
+
+
+def _basics(store: Store, uow: UnitOfWork, decision_ref: str, plan_ref: str | None) -> Snapshot:
+    """What every correction is checked against: the decision, its plan, the resources, the
+    plan's action and profile, the current decision of each of the action's steps."""
+    decision = uow.decisions.get(uow.decisions.resolve(decision_ref))
+    if decision.superseded_by is not None:  # refused, naming what replaced it
+        replaced_by = uow.decisions.replacements(decision.plan_id)[decision.decision_id]
+        decision = decision.model_copy(update={"superseded_by": replaced_by})
+    if plan_ref is not None and uow.plans.resolve(plan_ref) != decision.plan_id:
+        raise CorrectionRefusedError(
+            f"decision {decision.decision_id} belongs to plan {decision.plan_id}, not {plan_ref}",
+            f"see that plan's decisions with `agents plan tree {plan_ref}`",
+        )
+    plan = uow.plans.get(decision.plan_id)
+    checkpoints = tuple(uow.checkpoints.for_plan(plan.plan_id))
+    used = sorted({c.resource_id for c in checkpoints})
+    definition: dict[str, object] | None = None
+    with contextlib.suppress(UserError):
+        definition = uow.plan_actions.get(plan.plan_id)
+    listed = definition.get("resources", []) if definition is not None else []
+    named = [str(r) for r in listed] if isinstance(listed, list) else []
+    action, blocker = replayable(store, uow, plan, definition)
+    keys = {p.key for p in action.decisions} if action is not None else set()
+    return Snapshot(
+        decision=decision,
+        plan=plan,
+        resources={r.resource_id: r for r in uow.resources.all()},
+        used=(*used, *named),
+        named=tuple(named),
+        action=action,
+        blocker=blocker,
+        # only the action's steps are looked up: not every current decision of a large plan
+        current_steps=uow.decisions.current_steps(plan.plan_id, keys),
+        checkpoints=checkpoints,
+    )
+
+
+def replayable(
+    store: Store, uow: UnitOfWork, plan: Plan, definition: dict[str, object] | None
+) -> tuple[Action | None, tuple[str, str] | None]:
+    """The plan's action, validated once, and why the plan cannot run again, if it cannot:
+    what :class:`PlanRunner` loads to start, the action and the profile."""
+    if definition is None:
+        problem, fix = _NO_ACTION
+        return None, (problem.format(plan=plan.plan_id), fix)
+    try:
+        action = Action.model_validate(definition)
+    except ValidationError as exc:
+        return None, _cannot_run(plan, f"{exc.error_count()} error(s)")
+    name = plan.automation_profile
+    if name not in ProfileRegistry.builtins() and uow.automation_profiles.get(name) is None:
+        try:  # the registry words the error
+            ProfileRegistry(store).get(name)
+        except UserError as exc:
+            return action, _cannot_run(plan, exc.problem)
+    return action, None
+
+
+def _cannot_run(plan: Plan, problem: str) -> tuple[str, str]:
+    return (
+        f"plan {plan.plan_id} cannot be corrected: it cannot be run again ({problem})",
+        "start a new plan with `agents plan use ACTION`",
+    )
+
+
+def _revert(uow: UnitOfWork, snapshot: Snapshot) -> tuple[Snapshot, bool]:
+    """The snapshot with what a revert reads, and whether it rolls sandboxes back (then the
+    files changed outside the plan are read next)."""
+    plan, decision = snapshot.plan, snapshot.decision
+    warm = OPEN_GRAPHS.holding(plan.plan_id)  # kept by a long-lived process (the app)
+    subtree = (
+        warm.affected(decision.decision_id)
+        if warm
+        else affected_subtree_in(uow, decision.decision_id)
+    )
+    phase_change = assess.phase_change_of(plan, decision, CorrectionMode.REVERT)
+    execute_decisions: frozenset[str] = frozenset()
+    if phase_change is not None and phase_change[1] is Phase.STRATEGIZE:
+        execute_decisions = frozenset(
+            uow.run(queries.current_decision_ids, plan.plan_id, Phase.EXECUTE.value)
+        )
+    snapshot = _with(
+        snapshot,
+        subtree=subtree,
+        execute_decisions=execute_decisions,
+        child_plans=uow.run(queries.plans, subtree.plans) if subtree.plans else {},
+        guidance=tuple(uow.run(queries.guidance_decisions, plan.plan_id)),
+    )
+    assess.child_impacts(snapshot)
+    affected = assess.first_affected(snapshot, CorrectionMode.REVERT)
+    sandboxed = plan.phase is not Phase.STRATEGIZE
+    if sandboxed:
+        snapshot = _with(snapshot, host_plan_id=uow.plan_actions.sandbox_plan(plan.plan_id))
+        snapshot = _with(snapshot, owner=_restore_point(uow, snapshot))
+        snapshot = _writers(uow, snapshot, affected, warm)
+        affected |= {r.decision_id for r in assess.remade_of(snapshot, affected)}
+        affected |= snapshot.followers
+    nones = {
+        r for r, v in snapshot.resources.items() if v.sandbox_strategy is SandboxStrategyName.NONE
+    }
+    snapshot = _with(
+        snapshot,
+        none_writes=tuple(uow.run(queries.resources_written, affected, nones)) if nones else (),
+        irreversible=tuple(uow.run(queries.irreversible_calls, affected)),
+    )
+    return snapshot, sandboxed
+
+
+def _restore_point(uow: UnitOfWork, snapshot: Snapshot) -> Decision:
+    correcting = [g for g in snapshot.guidance if g.corrects_decision_id]
+    found = uow.run(queries.decisions, {str(g.corrects_decision_id) for g in correcting})
+    corrected = {g.decision_id: found[str(g.corrects_decision_id)] for g in correcting}
+    return restore_point_among(snapshot.decision, correcting, corrected)
+
+
+def _writers(
+    uow: UnitOfWork, snapshot: Snapshot, affected: set[str], warm: InfluenceGraph | None
+) -> Snapshot:
+    """The later writes to the resources the revert rolls back, their decisions, and the
+    decisions that depend on those outside ``affected``."""
+    rolled = assess.rollback_of(snapshot, assess.tier_of(snapshot)).targets
+    owner = snapshot.owner
+    if not rolled or owner is None:
+        return snapshot
+    writes = uow.run(queries.writes_after, owner.plan_id, owner.sequence_number, rolled)
+    outside = sorted({d for d, _ in writes if d not in affected})
+    followers: frozenset[str] = frozenset()
+    if outside:
+        followers = (
+            frozenset().union(*(warm.affected(d).decisions for d in outside))
+            if warm
+            else affected_decisions_in(uow, outside)
+        )
+    return _with(
+        snapshot,
+        writes=tuple(writes),
+        writers=uow.run(queries.decisions, outside),
+        followers=followers - affected,
+    )
