@@ -1,10 +1,14 @@
 """A team on PostgreSQL: alice and bob each in their own browser on one ``agents serve``.
 Alice's correction shows up on bob's screen (the app polls the store), and while a
-correction runs, bob's attempt at another is told the plan is busy."""
+correction runs, bob's attempt at another is told the plan is busy. Then two ``agents
+serve`` as on two machines — each its own home and sandbox folder, so no lock file is
+shared, one database — both correct the same plan: the run lease's advisory lock on the
+database lets one win and refuses the other cleanly."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,8 +20,9 @@ from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.read.browse import show_plan
 from cleveragents_tui.web.credentials import add_user
 from tests.web.browser import Terminal
-from tests.web.conftest import Demo, Served, make_demo, serve
+from tests.web.conftest import TOKEN, Demo, Served, make_demo, serve
 from tests.web.flows import choose_append, confirm_impact, give_guidance
+from tests.web.gated import CHOSEN, Gate, agents, make_gated
 
 pytestmark = pytest.mark.postgres
 
@@ -81,3 +86,61 @@ def test_two_browsers_share_the_plan_and_see_it_busy(
     assert set(corrections) == {"alice", "carol"}  # bob's attempt was refused before it began
     assert corrections["alice"].status is CorrectionStatus.SUCCEEDED
     assert corrections["carol"].status is CorrectionStatus.RUNNING
+
+
+@pytest.fixture
+def gated(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Demo, Gate]]:
+    yield from make_gated(postgres_url, tmp_path, monkeypatch)
+
+
+def start_revert(terminal: Terminal, served: Served, demo: Demo, guidance: str) -> None:
+    """Log in, open the plan, revert the gated step with ``guidance``, confirm."""
+    target, row = demo.decision(CHOSEN)
+    warnings = len(preview(demo.store, target, CorrectionMode.REVERT, guidance).warnings)
+    terminal.open(served.login())
+    terminal.wait_for("1 of 1 plans")
+    terminal.press("Enter")
+    terminal.wait_for("decisions", "· strategize · #0")
+    terminal.press(*["ArrowDown"] * row)
+    terminal.wait_for(f"decision {target}")
+    terminal.press("c")
+    give_guidance(terminal, guidance)
+    confirm_impact(terminal, warnings)
+
+
+def test_two_servers_on_one_database_one_correction_wins(
+    gated: tuple[Demo, Gate], new_page: Callable[[], Page]
+) -> None:
+    demo, gate = gated
+    machines = {}
+    with ExitStack() as stack:
+        for name in ("here", "there"):  # "here" ran the plan: its sandboxes are here
+            home = demo.workdir / f"{name}-home"
+            home.mkdir()
+            env = {"AGENTS_SERVE_TOKEN": TOKEN, "HOME": str(home)}
+            if name == "there":
+                env["AGENTS_SANDBOX_DIR"] = str(home / "sandboxes")
+            machines[name] = stack.enter_context(contextmanager(serve)(demo, env=env))
+        here, there = Terminal(new_page()), Terminal(new_page())
+
+        gate.close()
+        with gate.watching() as reached:
+            start_revert(here, machines["here"], demo, "work it here")
+            reached.app_pid()  # here's replay holds the plan, in the step's command
+        start_revert(there, machines["there"], demo, "work it there")
+        # refused by the lease's advisory lock (the lock files are on different machines),
+        # before the correction began: one line, the plan's correction left to "here"
+        there.wait_for("Correction failed", f"plan {demo.plan_id} is busy: an agents process")
+        there.wait_for("using the same database")
+
+        assert gate.release()
+        here.wait_for("Correction succeeded")
+        stderr = "".join(machines[name].process.stderr() for name in machines)
+    assert "Traceback" not in stderr, stderr
+    [correction] = show_plan(demo.store, demo.plan_id).corrections  # there's never began
+    assert correction.status is CorrectionStatus.SUCCEEDED
+    assert correction.guidance == "work it here"
+    clean = agents(demo, "doctor")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
