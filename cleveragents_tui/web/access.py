@@ -21,7 +21,7 @@ from cleveragents_tui.web.revocations import read_revoked
 
 log = logging.getLogger("agents.serve")
 
-Stamp = tuple[int, int, int] | None
+Stamp = tuple[int, int, int, int] | None
 
 
 def _stamp(path: Path) -> Stamp:
@@ -29,7 +29,7 @@ def _stamp(path: Path) -> Stamp:
         found = os.stat(path)
     except OSError:
         return None
-    return found.st_ino, found.st_size, found.st_mtime_ns
+    return found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns  # ctime: chmod
 
 
 class Access:
@@ -61,12 +61,11 @@ class Access:
         """The shared-token logins ended by hand, re-read when the file changed."""
         path = self._revocations
         if path is not None and (stamp := _stamp(path)) != self._revoked_stamp:
+            self._revoked_stamp = stamp  # an unreadable file: logged once, until it changes
             try:
                 self._revoked = read_revoked(path)
             except OSError as exc:
                 log.error("cannot read the revocation file %s: %s", path, exc.strerror)
-            else:
-                self._revoked_stamp = stamp
         return self._revoked
 
     def allows(self, user: str) -> bool:

@@ -153,7 +153,9 @@ async def end_app(process: Process | AdoptedApp) -> None:
 class Spare:
     """One app process started ahead of the next tab: it loads Python and the app's modules
     (most of a tab's start) while nobody waits, then waits for its tab's first line. A tab
-    takes it, and the next spare starts at once; one that died meanwhile is replaced."""
+    takes it, and the next spare starts at once; one that died meanwhile, or could not be
+    started, is replaced by a new start for that tab, and the one after is started all the
+    same."""
 
     def __init__(self, first: subprocess.Popen[bytes] | None = None) -> None:
         self._first = first
@@ -170,12 +172,14 @@ class Spare:
     def pid(self) -> int | None:
         """The waiting spare's process id (None while none has started)."""
         task = self._next
-        return task.result().pid if task is not None and task.done() else None
+        if task is None or not task.done() or task.exception() is not None:
+            return None
+        return task.result().pid
 
     async def take(self) -> Process | AdoptedApp:
         task, self._next = self._next, None
-        process = await task if task is not None else None
-        self.fill()
+        self.fill()  # first: a spare that failed must not stop the next one from starting
+        process = await _started(task) if task is not None else None
         if process is None or process.returncode is not None:
             return await start_app()
         return process
@@ -185,10 +189,20 @@ class Spare:
         self.closed = True
         task, self._next = self._next, None
         if task is not None:
-            await end_app(await task)
+            if (process := await _started(task)) is not None:
+                await end_app(process)
         elif self._first is not None:
             self._first.kill()
             self._first.wait()
+
+
+async def _started(task: asyncio.Task[Process | AdoptedApp]) -> Process | AdoptedApp | None:
+    """The spare's process, or None (and one log line) when it could not be started."""
+    try:
+        return await task
+    except Exception as exc:  # whatever it was, the tab starts its own app
+        log.warning("the app started ahead for the next tab failed to start: %r", exc)
+        return None
 
 
 class SessionSlots:
@@ -285,8 +299,8 @@ class SessionService(AppService):
             await asyncio.wait_for(super().stop(), QUIT_TIMEOUT)
             if process is not None:
                 await asyncio.wait_for(process.wait(), QUIT_TIMEOUT)
-        except TimeoutError:
-            pass
+        except TimeoutError:  # busy (a replay's step) or hung: the operator is told why
+            log.warning("the app of %r did not quit within %g s: killed", self.user, QUIT_TIMEOUT)
         if process is not None:
             await end_app(process)
         if self._output is not None:  # its last lines; a child that kept stderr open: cut off

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.tui.web_exports import EXPORT_DIR_ENV, save_in_folder
+from cleveragents_tui.tui.web_exports import EXPORT_DIR_ENV, save_in_folder, web_target
 
 
 @pytest.fixture
@@ -46,3 +46,25 @@ def test_a_file_made_meanwhile_is_kept_unless_replacing(folder: Path) -> None:
     assert (folder / "tree.json").read_text() == "theirs"
     assert save_in_folder("tree.json", b"ours", replace=True) == folder.resolve() / "tree.json"
     assert (folder / "tree.json").read_bytes() == b"ours"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["/tmp/tree.json", "~/settings.json", "../settings.json", "sub/tree.json", "..", ".x.json", ""],
+)
+def test_a_name_that_is_not_a_plain_file_name_is_refused(folder: Path, name: str) -> None:
+    """(The browser tests send one or two of these through a real tab.)"""
+    with pytest.raises(UserError, match="not a plain file name"):
+        web_target(name)
+    with pytest.raises(UserError, match="not a plain file name"):
+        save_in_folder(name, b"{}", replace=True)
+    assert list(folder.iterdir()) == []
+
+
+def test_without_an_export_folder_a_plain_name_is_a_download(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(EXPORT_DIR_ENV, raising=False)
+    assert web_target("tree.json") is None
+    with pytest.raises(UserError, match="not a plain file name"):
+        web_target("/tmp/tree.json")

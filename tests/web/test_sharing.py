@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 from pathlib import Path
 
 import aiohttp
@@ -17,10 +18,11 @@ import pytest
 from click.testing import CliRunner
 
 from cleveragents_tui.cli import cli
+from cleveragents_tui.web.access import Access
 from cleveragents_tui.web.credentials import add_user
 from cleveragents_tui.web.revocations import revocations_file
 from cleveragents_tui.web.server import AgentsServer
-from cleveragents_tui.web.sessions import SESSION_MODULE
+from cleveragents_tui.web.sessions import SESSION_MODULE, Spare, end_app
 from tests.web.conftest import TOKEN
 from tests.web.serve_process import descendants, free_port, start_serve
 from tests.web.test_security import (
@@ -301,3 +303,44 @@ def test_the_apps_error_output_reaches_the_log_quoted(tmp_path: Path) -> None:
     assert "wrote: 'error: cannot create the database" in log
     assert "db\\x1b[2J'" in log  # its line ends at the folder name's newline, escaped
     assert "wrote: \"12:00:00 login: 'mallory'/agents.db" in log  # the next: no forged line
+
+
+async def test_a_spare_app_that_could_not_start_costs_no_tab(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The app started ahead fails (here the first one, which cannot be taken over: it has
+    no pipes): the tab that takes it gets an app started for it, one log line says why,
+    and the next tab's spare is started all the same."""
+    first = subprocess.Popen(["true"])
+    spare = Spare(first)
+    spare.fill()
+    apps = []
+    try:
+        apps.append(await spare.take())  # the failed spare's tab: an app of its own
+        apps.append(await spare.take())  # the next tab: the spare started meanwhile
+        assert [app.returncode for app in apps] == [None, None]
+        assert caplog.text.count("failed to start") == 1
+    finally:
+        for app in apps:
+            await end_app(app)
+        await spare.close()
+        first.wait()
+
+
+def test_an_unreadable_revocation_file_is_logged_once_per_change(
+    database: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each request and the 2-second watcher look at the file: while it cannot be read,
+    the logins it revoked stay revoked and the log says so once, not at every look."""
+    path = tmp_path / "serve-revoked-logins"
+    path.write_text("web:0123abcd\n")
+    access = Access(make_config(database, revocations=path))
+    assert access.revoked == {"web:0123abcd"}
+    path.unlink()
+    path.mkdir()  # cannot be read as a file (root reads a mode 000 file all the same)
+    for _ in range(3):
+        assert access.revoked == {"web:0123abcd"}
+    assert caplog.text.count("cannot read the revocation file") == 1
+    path.rmdir()
+    path.write_text("web:0123abcd\nweb:4567cdef\n")
+    assert access.revoked == {"web:0123abcd", "web:4567cdef"}
