@@ -136,16 +136,10 @@ def affected_refs(store: Store, decision_id: str) -> frozenset[str]:
     return _run_affected(store, _affected_sql(store.engine.dialect, decision_id))
 
 
-def affected_refs_of(store: Store, decision_ids: Iterable[str]) -> frozenset[str]:
-    """The union of the affected subtrees of ``decision_ids``, as :func:`affected_refs`
-    gives them, in one statement: the CTE's anchor is the whole set (one JSON parameter)."""
-    targets = json.dumps(sorted(set(decision_ids)))
-    return _run_affected(store, _affected_sql(store.engine.dialect, targets, many=True))
-
-
 def affected_refs_in(session: Session, decision_ids: str | Iterable[str]) -> frozenset[str]:
-    """:func:`affected_refs` (a decision id) or :func:`affected_refs_of` (several), in the
-    session's transaction: a preview reads its whole snapshot in one."""
+    """:func:`affected_refs` of a decision id, or the union of those of several (the CTE's
+    anchor is then the whole set, one JSON parameter), in the session's transaction: a
+    preview reads its whole snapshot in one."""
     connection = session.connection()
     if isinstance(decision_ids, str):
         statement = _affected_sql(connection.dialect, decision_ids)

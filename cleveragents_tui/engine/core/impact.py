@@ -53,7 +53,6 @@ from cleveragents_tui.store.impact_queries import (
     NodeRow,
     affected_refs,
     affected_refs_in,
-    affected_refs_of,
     influence_rows,
 )
 from cleveragents_tui.store.store import Store
@@ -250,7 +249,8 @@ def affected_subtree_in(uow: UnitOfWork, decision_id: str) -> AffectedSubtree:
 
 
 def affected_decisions_in(uow: UnitOfWork, decision_ids: Iterable[str]) -> frozenset[str]:
-    """:func:`affected_decisions_of` in the transaction of ``uow``."""
+    """The decisions in the affected subtree of any of ``decision_ids``, in one statement in
+    the transaction of ``uow`` (the union of their subtrees; ids of no decision add none)."""
     ids = list(decision_ids)
     if not ids:
         return frozenset()
@@ -264,11 +264,3 @@ def _subtree(decision_id: str, refs: frozenset[str]) -> AffectedSubtree:
         raise NotFoundError(f"decision {decision_id} does not exist", _HOW_TO_LIST)
     return AffectedSubtree(decisions, frozenset(ref[1:] for ref in marked))
 
-
-def affected_decisions_of(store: Store, decision_ids: Iterable[str]) -> frozenset[str]:
-    """The decisions in the affected subtree of any of ``decision_ids``, in one statement
-    (the union of their :func:`affected_subtree` decisions; ids of no decision add none)."""
-    ids = list(decision_ids)
-    if not ids:
-        return frozenset()
-    return frozenset(ref for ref in affected_refs_of(store, ids) if ref[0] != PLAN_MARK)
