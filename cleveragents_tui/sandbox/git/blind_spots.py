@@ -76,6 +76,7 @@ class BlindSpots:
         self._store = ObjectStore(home / "objects", durable=False)
         self._trees = Trees(self._store)
         self._records: dict[str, Record] = {}
+        self._oids: dict[str, str] = {}  # checkpoint -> its record's object, once known
         self._latest: Record | None = None  # the stat cache of the next scan
         self._checked: set[str] = set()  # names already found acceptable
 
@@ -139,8 +140,18 @@ class BlindSpots:
             oid = self._store.put_bytes(record.encode())
             self._store.add_note(encode_note(checkpoint=sha, record=oid))
         kept = replace(record, files=None)  # every file's bits: only a rollback needs them
-        self._records[sha] = kept
+        self._records[sha], self._oids[sha] = kept, oid
         self._latest = kept
+
+    def record_same(self, sha: str, earlier: str) -> None:
+        """Store checkpoint ``sha``'s record as the one of checkpoint ``earlier`` (the same
+        state): only a note naming the stored record, nothing encoded or hashed again."""
+        record = self.load(earlier)
+        oid = self._oids[earlier]
+        with self._store.batch(durable=False):
+            self._store.add_note(encode_note(checkpoint=sha, record=oid))
+        self._records[sha], self._oids[sha] = record, oid
+        self._latest = record
 
     def walk(self) -> Walk:
         """Every folder and file of the worktree with its bits, for :meth:`scan`; run while
@@ -293,7 +304,7 @@ class BlindSpots:
             record = Record.decode(self._store.read_bytes(oid))
         except UnsafeInputError as exc:
             raise CheckpointMissingError(str(exc), "roll back to another decision") from exc
-        self._records[sha] = record
+        self._records[sha], self._oids[sha] = record, oid
         return record
 
     def verify(self, sha: str) -> None:
@@ -324,6 +335,7 @@ class BlindSpots:
         with self._store.batch(durable=False):
             self._store.add_note(encode_note(drop=sha))
         self._records.pop(sha, None)
+        self._oids.pop(sha, None)
         live: dict[str, str] = {}
         for raw in self._store.notes():
             note = read_note(raw)

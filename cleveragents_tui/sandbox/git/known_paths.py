@@ -9,8 +9,9 @@ says it cannot vouch for that (None) and the caller scans every file:
 
 - a ``.gitignore`` among them changes what is ignored elsewhere;
 - a path an ignore rule matches (``git check-ignore --no-index``, which also names a tracked
-  file a rule matches) or one inside an ignored path of the tip's record: those are kept in
-  the record, not in the tree;
+  file a rule matches; asked while ``update-index`` runs, whose entries for the paths then
+  go back to the tip's with ``git reset <tip> -- <paths>``) or one inside an ignored path of
+  the tip's record: those are kept in the record, not in the tree;
 - a path inside a folder holding a ``.git`` (a submodule or nested repository);
 - a folder that is new since the tip with no path written under it: ``update-index``
   cannot tell a folder that replaced a file from one that replaced nothing;
@@ -19,24 +20,30 @@ says it cannot vouch for that (None) and the caller scans every file:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+import subprocess
+import threading
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from cleveragents_tui.sandbox.git.blind_spots import BlindSpots
-from cleveragents_tui.sandbox.git.process import Git
+from cleveragents_tui.sandbox.git.process import FSCK, Git
 from cleveragents_tui.sandbox.git.records import Record
 
 IGNORE_RULES = ".gitignore"
 
 
 def stage_known(
-    git: Git, spots: BlindSpots, workdir: Path, have: Record, paths: Sequence[str]
+    git: Git, spots: BlindSpots, workdir: Path, tip: str, paths: Sequence[str]
 ) -> Record | None:
     """Stage ``paths`` (relative, checked) and return the record of the state they leave,
-    ``have`` being the tip's; None when only a full scan can vouch for the result."""
+    from the record of checkpoint ``tip``, which the worktree held but for them; None when
+    only a full scan can vouch for the result (the index then holds what it held, or
+    what the paths staged anew)."""
+    have = spots.load(tip)
     if any(os.path.basename(path) == IGNORE_RULES for path in paths):
         return None
     if any(_under(path, have.ignored) for path in paths):
@@ -55,25 +62,42 @@ def stage_known(
     new_folders = (p for p, mode in kinds.items() if stat.S_ISDIR(mode) and p not in have.dirs)
     if any(folder not in holding for folder in new_folders):
         return None
-    listed = b"".join(os.fsencode(path) + b"\0" for path in paths)
-    ignored = git.call("check-ignore", "--no-index", "-z", "--stdin", stdin=listed)
-    if ignored.returncode != 1:  # 0: some path is ignored; 128: git could not tell
-        return None
     record = _updated(spots, have, paths, folders, kinds)
     staged = [path for path in paths if not stat.S_ISDIR(kinds[path])]  # no index entry
-    if staged:
+    if not staged:
+        return record
+    listed = b"".join(os.fsencode(path) + b"\0" for path in staged)
+    # Whether an ignore rule matches one of them is asked while update-index stages them: a
+    # match is rare, and then the index entries of the paths go back to the tip's.
+    asked: list[subprocess.CompletedProcess[bytes]] = []
+    asking = threading.Thread(target=_ask_ignored, args=(git, listed, asked))
+    asking.start()
+    try:
         done = git.call(
-            "update-index",
-            "--add",
-            "--remove",
-            "--replace",
-            "-z",
-            "--stdin",
-            stdin=b"".join(os.fsencode(path) + b"\0" for path in staged),
+            "update-index", "--add", "--remove", "--replace", "-z", "--stdin", stdin=listed
         )
-        if done.returncode != 0:
-            return None  # git changed nothing; the full scan stages everything
-    return record
+    finally:
+        asking.join()
+    if asked and asked[0].returncode == 1:  # no rule matches any of them
+        return record if done.returncode == 0 else None  # a refusal changed nothing
+    if done.returncode == 0:
+        literal = b"".join(b":(literal)" + os.fsencode(path) + b"\0" for path in staged)
+        git.run(
+            "reset",
+            "-q",
+            tip,
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+            stdin=literal,
+            fix=FSCK,
+        )
+    return None
+
+
+def _ask_ignored(git: Git, listed: bytes, into: list[subprocess.CompletedProcess[bytes]]) -> None:
+    """``check-ignore`` of ``listed``: exit status 1 when no rule matches any of them."""
+    with contextlib.suppress(Exception):  # not answered: taken as "cannot tell"
+        into.append(git.call("check-ignore", "--no-index", "-z", "--stdin", stdin=listed))
 
 
 def _under(path: str, ignored: Collection[str]) -> bool:

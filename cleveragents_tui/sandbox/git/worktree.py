@@ -160,7 +160,11 @@ class GitWorktreeSandbox:
         written = self._mark.written(self._tip)
         known = None
         if written and spots is not None:  # paths handed out since the tip: those alone
-            known = stage_known(self._git, spots, self._workdir, spots.load(self._tip), written)
+            known = stage_known(self._git, spots, self._workdir, self._tip, written)
+        # The tip's record still holds (nothing, or only files' content, changed): kept as is.
+        same = written == [] or (
+            known is not None and spots is not None and known == spots.load(self._tip)
+        )
         if written == []:
             # Nothing can have changed since the tip: its tree and record are this state's.
             tree = self._tree or tree_of(self._git, self._tip)
@@ -181,7 +185,9 @@ class GitWorktreeSandbox:
             f"Checkpoint-Id: {secrets.token_hex(8)}\n"
         )
         commit = self._commit(tree, self._tip, message)
-        if spots is not None and scanned is not None:
+        if spots is not None and same:
+            spots.record_same(commit, self._tip)
+        elif spots is not None and scanned is not None:
             spots.record(commit, scanned)
         self._update_refs(
             f"update {self._names.branch} {commit}\n"
