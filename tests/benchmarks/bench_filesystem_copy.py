@@ -15,11 +15,17 @@ walks of their own turns. The sandbox is durable (each checkpoint's objects and 
 flushed to the disk, one ``fdatasync``, before its reference is returned) except in the
 "without fsync" line, which shows what the flush costs on this disk.
 "Cold" rollbacks use a sandbox object reopened from disk (no trees cached in memory).
+
+Bytes stored per checkpoint (``KiB`` rows, medians of 5 checkpoints of 10 changed files)
+are split into the changed files' content (their zlib streams), the tree objects, and the
+rest (pack rows and the checkpoint's record). The content is random hex, which zlib only
+halves: it alone is ~11 KiB, so the goal of ≤ 8 KiB is judged on what is stored besides it.
 Quick mode skips the 50,000-file tree.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import shutil
@@ -34,6 +40,7 @@ from pathlib import Path
 from cleveragents_tui.domain.ids import new_ulid
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.sandbox.filesystem_copy import FilesystemCopySandbox, FilesystemCopyStrategy
+from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
 from cleveragents_tui.sandbox.overlay import OverlayStrategy
 from tests.benchmarks.harness import Measurement, median_of
 
@@ -141,6 +148,37 @@ def turns_with_walk(
     return statistics.median(ours), statistics.median(walks)
 
 
+def stored_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def bytes_per_checkpoint(tree: Tree, sandbox: FilesystemCopySandbox) -> tuple[float, ...]:
+    """Medians, in KiB, of what 5 checkpoints of ``CHANGED`` files each stored on the disk:
+    (all of it, the changed content, the trees, the rest)."""
+    store = ObjectStore(sandbox.home / "objects", durable=False)  # a reader beside it
+    objects = sandbox.home / "objects"
+    rows: list[tuple[float, ...]] = []
+    blobs: set[str] = set()
+
+    def write(name: str, data: bytes) -> None:
+        (sandbox.workdir / name).write_bytes(data)
+        blobs.add(hashlib.sha256(data).hexdigest())
+
+    for _ in range(5):
+        blobs.clear()
+        tree.change(write)
+        store.refresh()
+        before, known = stored_bytes(objects), store.oids()
+        sandbox.checkpoint()
+        store.refresh()
+        added = store.oids() - known
+        total = stored_bytes(objects) - before
+        content = sum(store.stored_size(oid) for oid in added & blobs)
+        trees = sum(store.stored_size(oid) for oid in added - blobs)
+        rows.append((total, content, trees, total - content - trees))
+    return tuple(statistics.median(row[i] for row in rows) / 1024 for i in range(4))
+
+
 def bench_filesystem_copy(tree: Tree) -> list[Measurement]:
     root = tree.base / "sandboxes"
     plan = new_ulid()
@@ -176,8 +214,22 @@ def bench_filesystem_copy(tree: Tree) -> list[Measurement]:
     loose = FilesystemCopyStrategy(durable=False).open(tree.resource("filesystem_copy"), plan, root)
     loose.checkpoint()
     not_durable, walked_loose = turns_with_walk(tree, loose.checkpoint, lambda: tree.change(write))
+    total, content, trees, rest = bytes_per_checkpoint(tree, sandbox)
     group, label = "filesystem_copy", tree.label
+    changed = f"the {CHANGED} changed files' content"
     return [
+        Measurement(
+            group, f"stored per checkpoint, {CHANGED} of {label} changed", total,
+            changed, content, "≤ 8 KiB (content alone is more)", total <= 8, unit="KiB",
+        ),
+        Measurement(
+            group, f"stored per checkpoint besides content: trees, {label}", trees,
+            changed, content, "", None, unit="KiB",
+        ),
+        Measurement(
+            group, f"stored per checkpoint besides content: all, {label}", trees + rest,
+            changed, content, "≤ 8 KiB", trees + rest <= 8, unit="KiB",
+        ),
         Measurement(
             group, f"create (copy + store every file), {label}", create,
             f"shutil.copytree of {label}", tree.copy, "", None,

@@ -29,6 +29,8 @@ class Measurement:
     # Where ``seconds`` are minimums, the medians of the same runs (noise shows in the gap).
     median: float | None = None
     baseline_median: float | None = None
+    # What ``seconds`` and ``baseline_seconds`` count when not seconds (e.g. "KiB" stored).
+    unit: str = "s"
 
     @property
     def ratio(self) -> float:

@@ -28,6 +28,8 @@ def _table(results: list[Measurement]) -> str:
     for m in results:
         met = "" if m.met is None else ("yes" if m.met else "**no**")
         ours, theirs = f"{m.seconds:.4f}", f"{m.baseline_seconds:.4f}"
+        if m.unit != "s":
+            ours, theirs = f"{m.seconds:.1f} {m.unit}", f"{m.baseline_seconds:.1f} {m.unit}"
         if m.median is not None and m.baseline_median is not None:  # min (median)
             ours, theirs = f"{ours} ({m.median:.4f})", f"{theirs} ({m.baseline_median:.4f})"
         lines.append(
@@ -59,7 +61,8 @@ def main() -> int:
         module = importlib.import_module(f"tests.benchmarks.{name}")
         for m in module.run(quick=args.quick):
             print(
-                f"  {m.name}: {m.seconds:.4f}s vs {m.baseline} {m.baseline_seconds:.4f}s = {m.ratio:.2f}x "
+                f"  {m.name}: {m.seconds:.4f}{m.unit} vs {m.baseline} {m.baseline_seconds:.4f}{m.unit} "
+                f"= {m.ratio:.2f}x "
                 f"(target {m.target}; met: {m.met}; medians {m.median} vs {m.baseline_median})",
                 flush=True,
             )

@@ -194,6 +194,17 @@ class ObjectStore:
         if size is not None and self._sizes[oid] != size:
             raise self._missing(oid, f"{self._sizes[oid]} bytes where the tree records {size}")
 
+    def stored_size(self, oid: str) -> int:
+        """The bytes ``oid`` takes on the disk, compressed (its pack row not counted)."""
+        key = self._location(oid)
+        if key is None:
+            raise self._missing(oid, "not stored")
+        if key[0] == "loose":
+            return key[1]
+        if not key[0] and self._batch is not None:  # pending in the open batch
+            return self._batch.entries[oid][1]
+        return key[2]
+
     def sync(self) -> None:
         """Flush loose objects written since the last call to the disk (durable stores only)."""
         if not self._pending:
