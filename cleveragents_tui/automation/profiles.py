@@ -38,6 +38,7 @@ from cleveragents_tui.domain.profile import (
     is_builtin_name,
 )
 from cleveragents_tui.resources import data_path
+from cleveragents_tui.safe_yaml import NoAliasLoader
 from cleveragents_tui.store.store import Store
 
 MAX_FILE_BYTES = 256 * 1024
@@ -60,16 +61,8 @@ class ProfileError(UserError):
 # Reading YAML --------------------------------------------------------------------------
 
 
-class _ProfileLoader(yaml.SafeLoader):
+class _ProfileLoader(NoAliasLoader):
     """``SafeLoader`` that also refuses anchors/aliases and duplicate keys."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event: Any = self.peek_event()  # type: ignore[no-untyped-call]
-            raise yaml.composer.ComposerError(
-                None, None, "anchors and aliases (*name) are not supported", event.start_mark
-            )
-        return super().compose_node(parent, index)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -279,13 +272,14 @@ _PHASES = (
 )
 
 
-def threshold_mode(threshold: float) -> str:
-    """``automatic`` (0.0), ``manual`` (1.0) or ``confidence >= t``."""
+def threshold_mode(threshold: float, *, short: bool = False) -> str:
+    """``automatic`` (0.0), ``manual`` (1.0) or ``confidence >= t``; short: ``auto``,
+    ``manual``, ``≥t``."""
     if threshold <= 0.0:
-        return "automatic"
+        return "auto" if short else "automatic"
     if threshold >= 1.0:
         return "manual"
-    return f"confidence >= {threshold:g}"
+    return f"≥{threshold:g}" if short else f"confidence >= {threshold:g}"
 
 
 def profile_summary(profile: AutomationProfile) -> str:
@@ -293,15 +287,9 @@ def profile_summary(profile: AutomationProfile) -> str:
 
     e.g. ``Strategize auto, Execute auto, Apply manual; 7 automatic, 0 by confidence, 4 manual``.
     """
-
-    def short(threshold: float) -> str:
-        if threshold <= 0.0:
-            return "auto"
-        if threshold >= 1.0:
-            return "manual"
-        return f"≥{threshold:g}"
-
-    phases = ", ".join(f"{phase} {short(profile.threshold(flag))}" for phase, flag in _PHASES)
+    phases = ", ".join(
+        f"{phase} {threshold_mode(profile.threshold(flag), short=True)}" for phase, flag in _PHASES
+    )
     return (
         f"{phases}; {len(profile.automatic_flags())} automatic, "
         f"{len(profile.confidence_flags())} by confidence, {len(profile.manual_flags())} manual"

@@ -21,7 +21,7 @@ from cleveragents_tui.domain.action import _KEY, Action, DecisionPoint, Loc, rul
 from cleveragents_tui.domain.display import shorten
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.tool import ToolCategory
-from cleveragents_tui.engine.setup.actions import _ActionLoader
+from cleveragents_tui.safe_yaml import NoAliasLoader
 from cleveragents_tui.store.action_repository import StoredAction
 from cleveragents_tui.store.store import Store
 
@@ -114,7 +114,7 @@ def _duplicate_keys(node: yaml.Node, loc: Loc = ()) -> Iterator[Problem]:
 
 
 def _parse(text: str) -> tuple[Any, yaml.Node | None, list[Problem]]:
-    loader = _ActionLoader(text)
+    loader = NoAliasLoader(text)
     try:
         node = loader.get_single_node()
         data = None if node is None else loader.construct_document(node)

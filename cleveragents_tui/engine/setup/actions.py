@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -11,6 +10,7 @@ from cleveragents_tui.automation.preflight import parse_action
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.resources import data_path
+from cleveragents_tui.safe_yaml import NoAliasLoader
 from cleveragents_tui.store.store import Store
 
 BUNDLED = ("assets", "actions")
@@ -26,20 +26,6 @@ def bundled_actions() -> dict[str, Path]:
         if isinstance(name, str):
             found[name] = path
     return found
-
-
-class _ActionLoader(yaml.SafeLoader):
-    """``yaml.safe_load``, refusing aliases: an alias repeats a value without repeating its
-    text, so a few hundred bytes can stand for gigabytes once the action is stored with its
-    plan (a "billion laughs"). Action files have no use for them."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event: Any = self.peek_event()  # type: ignore[no-untyped-call]
-            raise yaml.composer.ComposerError(
-                None, None, "anchors and aliases (*name) are not supported", event.start_mark
-            )
-        return super().compose_node(parent, index)
 
 
 def _is_file(path: Path) -> bool:
@@ -71,7 +57,7 @@ def load_action(ref: str, store: Store | None = None) -> Action:
             )
         path = bundled[ref]
     try:
-        raw = yaml.load(path.read_text("utf-8"), Loader=_ActionLoader)  # noqa: S506 - a SafeLoader
+        raw = yaml.load(path.read_text("utf-8"), Loader=NoAliasLoader)  # noqa: S506 - a SafeLoader
     except OSError as exc:
         raise UserError(
             f"{path}: cannot be read ({exc.strerror or exc})", "check the path and permissions"
