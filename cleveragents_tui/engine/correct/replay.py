@@ -66,13 +66,12 @@ def revert_targets(
         return None
     if not (impact.rollbackable or impact.non_rollbackable):
         return None
-    with store.unit_of_work() as uow:
-        target = uow.decisions.get(impact.decision_id)
+    with store.unit_of_work() as uow:  # the decision's phase is the preview's: rows never change
         plan = uow.plans.get(impact.plan_id)
     if plan.phase is Phase.STRATEGIZE:
         return None
-    if target.phase is Phase.EXECUTE:
-        return rollback_targets(sandboxes, target.decision_id)
+    if impact.decision_phase is Phase.EXECUTE:
+        return rollback_targets(sandboxes, impact.decision_id)
     return baseline_targets(sandboxes)
 
 

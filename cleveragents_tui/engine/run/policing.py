@@ -117,17 +117,23 @@ class Policing:
             uow.commit()
 
     def usage(self, *, tool: str | None = None) -> Usage:
-        """The figures now; with ``tool``, counting the call about to be made."""
+        """The figures now; with ``tool``, counting the call about to be made. A tool-call
+        figure no limit of the action reads is not counted (0): each is a count over the
+        plan's calls, before every step and call (issue 22)."""
         coming = 1 if tool is not None else 0
+        limits, actor = self._limits, self._limits.actor
         with self._store.unit_of_work() as uow:
             queries = uow.usage
             mine = queries.model_calls(self._plan_id)
             total_capped = self._profile.safety.max_total_cost is not None
             everyone = queries.model_calls() if total_capped else []
             started = queries.started_running(self._plan_id)
-            tool_calls = queries.tool_calls(self._plan_id)
-            execute_calls = queries.execute_tool_calls(self._plan_id)
-            retries = queries.failed_calls(self._plan_id, tool) if tool else 0
+            counted = limits.max_tool_invocations is not None
+            tool_calls = queries.tool_calls(self._plan_id) if counted else 0
+            per_invocation = tool and actor.max_tool_calls_per_invocation is not None
+            execute_calls = queries.execute_tool_calls(self._plan_id) if per_invocation else 0
+            retried = tool and actor.max_retries_per_tool is not None
+            retries = queries.failed_calls(self._plan_id, tool) if tool and retried else 0
         return Usage(
             plan=PlanUsage(
                 tokens=sum(_int(c, "tokens") for c in mine),
