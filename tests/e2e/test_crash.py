@@ -42,7 +42,9 @@ def test_sigkill_mid_execute_then_doctor_repair_then_resume(tmp_path: Path) -> N
         "demo",
         "--dir",
         str(tmp_path / "demo"),
-        extra_env={ENV_VAR: "checkpoint.before_commit=kill"},
+        # once a checkpoint is noted on a pending group: the first Execute decision modified
+        # nothing, so its group is committed with it and never pending
+        extra_env={ENV_VAR: "checkpoint.after_resource=kill"},
     )
     assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
 

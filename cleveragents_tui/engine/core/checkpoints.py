@@ -36,11 +36,13 @@ def record_execute_decision(
     sandboxes: PlanSandboxes,
     decision: Decision,
     also: Callable[[Recording], None] | None = None,
+    modified: set[str] | None = None,
 ) -> CheckpointGroup:
     """Store an Execute decision together with its committed checkpoint group.
 
     ``also`` runs inside the final transaction (influence edges, tool invocations, ...), so
-    everything about the decision lands at once or not at all.
+    everything about the decision lands at once or not at all. ``modified``: the plan's
+    modified resources when the caller has just read them (``sandboxes.modified()``).
     """
     if decision.phase is not Phase.EXECUTE or decision.plan_id != sandboxes.plan_id:
         raise ValueError("only an Execute decision of this plan gets a checkpoint group")
@@ -50,7 +52,7 @@ def record_execute_decision(
     noted: list[tuple[str, str]] = []  # (resource, ref) committed on the pending group
     try:
         rows: list[CheckpointMetadata] = []
-        for resource_id in sorted(sandboxes.modified()):
+        for resource_id in sorted(sandboxes.modified() if modified is None else modified):
             sandbox = sandboxes.get(resource_id)
             if not sandbox.resource.checkpoint_enabled:
                 continue

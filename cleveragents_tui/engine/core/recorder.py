@@ -62,8 +62,11 @@ def record_decision(
         for call in proposal.tool_calls
         if "resource" in call.arguments
     )
-    with store.recording() as rec:
+    modified: set[str] | None = None
+    with store.recording() as rec:  # one read: the number, and what the group checkpoints
         sequence = rec.next_sequence_number(plan_id)
+        if phase is Phase.EXECUTE and sandboxes is not None:
+            modified = sandboxes.modified(rec)
     decision = Decision(
         plan_id=plan_id,
         parent_decision_id=parent_id,
@@ -101,7 +104,7 @@ def record_decision(
     if phase is Phase.EXECUTE:
         if sandboxes is None:
             raise ValueError("an Execute decision needs the plan's sandboxes")
-        record_execute_decision(sandboxes, decision, also=alongside)
+        record_execute_decision(sandboxes, decision, also=alongside, modified=modified)
     else:
         with store.recording(write=True) as rec:
             rec.store_decision(decision)

@@ -15,6 +15,7 @@ import shutil
 from collections.abc import Iterable, Mapping
 from importlib import import_module
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.enums import CheckpointType, SandboxStrategyName
@@ -22,6 +23,9 @@ from cleveragents_tui.domain.errors import NotFoundError, UserError
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.sandbox.base import HandsOutPaths, Sandbox, SandboxStrategy
 from cleveragents_tui.store.store import Store
+
+if TYPE_CHECKING:
+    from cleveragents_tui.store.recording import Recording
 
 ENV_VAR = "AGENTS_SANDBOX_DIR"
 
@@ -175,7 +179,7 @@ class PlanSandboxes:
             uow.events.append("resource_written", {"resource": resource_id}, plan_id=self.plan_id)
             uow.commit()
 
-    def modified(self) -> set[str]:
+    def modified(self, rec: Recording | None = None) -> set[str]:
         """Written by a tool (in this process or, stored, in another one), or already in a
         decision's checkpoint group.
 
@@ -183,11 +187,14 @@ class PlanSandboxes:
         checkpoint rows are read once per instance and later calls read only the
         ``resource_written`` events stored since the last call: a few rows, whatever the
         plan's size. Every resource in a decision group was written first (and its write
-        stored), so the new events are all a later call can miss."""
-        with self.store.recording() as rec:
-            if self._stored is None:
-                self._stored = rec.resources_checkpointed(self.plan_id)
-            written, self._seen_event = rec.resources_written_since(self.plan_id, self._seen_event)
+        stored), so the new events are all a later call can miss. ``rec``: read in that
+        transaction (the recorder's, which reads the sequence number too)."""
+        if rec is None:
+            with self.store.recording() as own:
+                return self.modified(own)
+        if self._stored is None:
+            self._stored = rec.resources_checkpointed(self.plan_id)
+        written, self._seen_event = rec.resources_written_since(self.plan_id, self._seen_event)
         self._stored |= written
         return self._written | self._stored
 
