@@ -322,11 +322,6 @@ class Trees:
             self._remember((current, top), found)
         return found
 
-    def peek(self, oid: str, *, top: bool = False) -> Tree | None:
-        """The tree if it is already parsed in memory, else None (nothing is read)."""
-        hit = self._cache.get((oid, top))
-        return hit[0] if hit is not None else None
-
     def save(self, tree: Tree, *, top: bool = False, base: str | None = None) -> str:
         """Store ``tree``; ``base`` (compact only) is the tree it replaces, which a delta names."""
         if not self._compact:
