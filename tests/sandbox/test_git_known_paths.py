@@ -311,3 +311,23 @@ def test_handouts_refuse_paths_outside_the_worktree(
     sandbox = tracked(resource, root, create=True)
     with pytest.raises(Exception, match="path"):
         sandbox.hand_out([path])
+
+
+def test_a_safety_checkpoint_in_another_process_needs_no_git_process_of_its_own(
+    resource: Resource, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing was handed out since the plan's last checkpoint: the correction's process
+    takes its safety checkpoint from the mark (the tip and its tree), without ``status``
+    and without asking git for the tip's tree."""
+    running = tracked(resource, root, create=True)
+    files(running).write("src/pkg/mod.py", b"def f():\n    return 3\n", None)
+    decision = running.checkpoint()
+    del running
+    gc.collect()
+    correcting = tracked(resource, root)
+    monkeypatch.setenv(failpoints.ENV_VAR, "git.call@status,git.call@rev-parse")
+    failpoints.reset()
+    safety = correcting.checkpoint()
+    allow_git(monkeypatch)
+    assert correcting.diff(decision, safety) == []
+    assert correcting.read(safety, "src/pkg/mod.py") == b"def f():\n    return 3\n"

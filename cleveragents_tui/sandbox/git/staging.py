@@ -130,9 +130,9 @@ UNTOUCHED = "untouched"
 
 class UntouchedMark:
     """A file beside the worktree saying it holds the tip exactly as the last checkpoint or
-    rollback left it, except for the paths listed after the first line: ``<tip> <index
-    inode> <size> <mtime>`` and a line break, then each path the tools were handed since,
-    NUL-terminated. Removed before the worktree is handed to anyone for anything (so a write
+    rollback left it, except for the paths listed after the first line: ``<tip> <its tree,
+    or -> <index inode> <size> <mtime>`` and a line break, then each path the tools were
+    handed since, NUL-terminated. Removed before the worktree is handed to anyone for anything (so a write
     never precedes it, even in a process that then crashes) and at the start of every
     checkpoint and rollback; a path is appended before it is handed out for writing
     (:meth:`note`); written at their end only by a sandbox object whose owner promised to
@@ -148,10 +148,12 @@ class UntouchedMark:
         with contextlib.suppress(OSError):
             self.path.unlink(missing_ok=True)
 
-    def put(self, tip: str, stamp: tuple[int, int, int] | None) -> None:
-        """Mark ``tip`` with ``stamp``, the :func:`index_stamp` the caller just took."""
+    def put(self, tip: str, tree: str | None, stamp: tuple[int, int, int] | None) -> None:
+        """Mark ``tip`` (whose tree is ``tree``, if known) with ``stamp``, the
+        :func:`index_stamp` the caller just took."""
         text = self._text(tip, stamp)
         if self.tracking and text is not None:
+            text = text.replace(b" ", f" {tree or '-'} ".encode(), 1)
             with contextlib.suppress(OSError):  # a mark not written only costs a scan
                 self.path.write_bytes(text)
 
@@ -178,9 +180,10 @@ class UntouchedMark:
         finally:
             os.close(fd)
 
-    def written(self, tip: str) -> list[str] | None:
-        """The paths handed out for writing since ``tip`` (sorted, each once), when the mark
-        holds ``tip`` with the index as it was left; None when it cannot be trusted."""
+    def read(self, tip: str) -> tuple[str | None, list[str]] | None:
+        """When the mark holds ``tip`` with the index as it was left: the tip's tree if it
+        is noted, and the paths handed out for writing since (sorted, each once); None when
+        it cannot be trusted."""
         if not self.tracking:
             return None
         text = self._text(tip, index_stamp(self._admin_dir))
@@ -190,12 +193,18 @@ class UntouchedMark:
             found = self.path.read_bytes()
         except OSError:
             return None
-        if not found.startswith(text):
+        head, _, rest = found.partition(b"\n")
+        tip_of, _, tree_and_stamp = head.partition(b" ")
+        tree, _, stamp = tree_and_stamp.partition(b" ")
+        if tip_of + b" " + stamp + b"\n" != text:
             return None
-        rest = found[len(text) :]
         if rest and not rest.endswith(b"\0"):
             return None  # torn: a write may have followed the part that is missing
-        return sorted({os.fsdecode(path) for path in rest.split(b"\0") if path})
+        try:
+            known = None if tree == b"-" else full_sha(tree.decode("ascii"))
+        except (UnicodeDecodeError, SandboxError):
+            return None
+        return known, sorted({os.fsdecode(path) for path in rest.split(b"\0") if path})
 
     @staticmethod
     def _text(tip: str, stamp: tuple[int, int, int] | None) -> bytes | None:

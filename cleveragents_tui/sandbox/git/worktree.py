@@ -104,7 +104,8 @@ class GitWorktreeSandbox:
         # (nobody was handed the worktree since): then a checkpoint reuses the tip's tree and
         # record instead of examining every file. Trusted only once :meth:`track_handouts`.
         self._mark = UntouchedMark(workdir.parent / UNTOUCHED, admin_dir)
-        self._tree: str | None = None  # the tip's tree, when this object wrote it
+        self._tree: str | None = None  # the tip's tree, when this object wrote or read it
+        self._trees: dict[str, str] = {}  # checkpoints' trees, written or verified
         # What git does not keep (empty folders, ignored files, permission bits), recorded
         # beside each checkpoint; None for a sandbox made before such records were kept.
         self._spots = spots
@@ -157,7 +158,8 @@ class GitWorktreeSandbox:
         self._ensure_live()
         self._ensure_on_branch()
         spots = self._spots
-        written = self._mark.written(self._tip)
+        held = self._mark.read(self._tip)
+        noted, written = held if held is not None else (None, None)
         known = None
         if written and spots is not None:  # paths handed out since the tip: those alone
             known = stage_known(self._git, spots, self._workdir, self._tip, written)
@@ -167,7 +169,7 @@ class GitWorktreeSandbox:
         )
         if written == []:
             # Nothing can have changed since the tip: its tree and record are this state's.
-            tree = self._tree or tree_of(self._git, self._tip)
+            tree = self._tree or noted or tree_of(self._git, self._tip)
             scanned = spots.load(self._tip) if spots else None
         elif known is not None:  # only the paths handed out can have changed
             scanned = known
@@ -195,8 +197,9 @@ class GitWorktreeSandbox:
             fix="check that the repository is writable (disk space, permissions)",
         )
         self._tip, self._tree = commit, tree
+        self._trees[commit] = tree
         self._index_seen = index_stamp(self._admin_dir)
-        self._mark.put(commit, self._index_seen)
+        self._mark.put(commit, tree, self._index_seen)
         return commit
 
     def verify(self, ref: str) -> None:
@@ -218,6 +221,7 @@ class GitWorktreeSandbox:
                 f"{self._git.subject}: checkpoint {sha} is gone ({name} or its objects are missing)",
                 "roll back to another decision, or correct the plan with --mode=append",
             )
+        self._trees[sha] = full_sha(lines[1][0])
         if self._spots is not None:
             self._spots.verify(sha)
 
@@ -247,8 +251,8 @@ class GitWorktreeSandbox:
             else:
                 spots.restore(spots.load(full_sha(current or "")), target, written)
         self._index_seen = index_stamp(self._admin_dir)
-        self._tree = None
-        self._mark.put(sha, self._index_seen)
+        self._tree = self._trees.get(sha)
+        self._mark.put(sha, self._tree, self._index_seen)
 
     def _roll_fully(self, sha: str) -> None:
         """What ``reset --hard`` + ``clean -ffd`` do, from any state of the worktree."""
