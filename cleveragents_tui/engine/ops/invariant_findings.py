@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 
-from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
-from cleveragents_tui.domain.correction import CorrectionAttempt
-from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.store.invariant_queries import InvariantRecords
 
 
 @dataclass(frozen=True)
@@ -29,21 +26,13 @@ class InvariantReport:
         return not self.violations
 
 
-@dataclass
-class Stored:
-    """Everything the checks read, loaded in one read transaction (one consistent view)."""
+@dataclass(frozen=True)
+class Stored(InvariantRecords):
+    """Everything the checks read, loaded in one read transaction (one consistent view): the
+    records, and the plans, triggers and resources read beside them."""
 
     plans: dict[str, Plan]
-    decisions: list[Decision]
-    invalid: list[tuple[str, str]]  # (decision id, why): rows that are no valid decision
-    groups: list[CheckpointGroup]
-    checkpoints: list[CheckpointMetadata]
-    corrections: list[CorrectionAttempt]
-    run_here: set[str]
-    contexts: dict[str, str]
     triggers: tuple[set[str], set[str]]  # (expected, present); none expected: cannot ask
-    applied_at: dict[str, datetime]
-    last_event: dict[str, datetime]
     resources: dict[str, SandboxStrategyName]
     locations: dict[str, str]
 

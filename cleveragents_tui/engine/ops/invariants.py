@@ -66,17 +66,9 @@ def _load(store: Store) -> Stored:
         resources = uow.resources.all()
         triggers = uow.invariants.triggers()
     return Stored(
+        **vars(records),  # every field of the records, as they were read
         plans=plans,
-        decisions=records.decisions,
-        invalid=records.invalid,
-        groups=records.groups,
-        checkpoints=records.checkpoints,
-        corrections=records.corrections,
-        run_here=records.run_here,
-        contexts=records.contexts,
         triggers=triggers,
-        applied_at=records.applied_at,
-        last_event=records.last_event,
         resources={r.resource_id: r.sandbox_strategy for r in resources},
         locations={r.resource_id: r.location for r in resources},
     )
