@@ -113,7 +113,7 @@ def _revert(runner: PlanRunner, target: str, reason: str) -> Plan:
             )
             uow.commit()
 
-    return reversion.revert(
+    return reversion.reverter()(
         runner.store,
         target,
         f"Apply was refused: {reason}",

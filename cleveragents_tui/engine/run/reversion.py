@@ -44,25 +44,9 @@ def provide(load: Callable[[], Reverter]) -> None:
     _provided[:] = [load]
 
 
-def revert(
-    store: Store,
-    decision_id: str,
-    guidance: str,
-    *,
-    requested_by: str,
-    options: RunOptions,
-    sandbox_base: Path | None,
-    previewed: Callable[[], None] | None = None,
-) -> Plan:
-    """Revert to ``decision_id`` with the reverter the engine package provided."""
+def reverter() -> Reverter:
+    """The reverter the engine package provided (loading the correction engine the first
+    time a plan goes back)."""
     if not _provided:  # pragma: no cover - the engine package always provides one
         raise RuntimeError("no reverter: import cleveragents_tui.engine, which provides it")
-    return _provided[0]()(
-        store,
-        decision_id,
-        guidance,
-        requested_by=requested_by,
-        options=options,
-        sandbox_base=sandbox_base,
-        previewed=previewed,
-    )
+    return _provided[0]()

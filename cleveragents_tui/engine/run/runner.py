@@ -283,7 +283,7 @@ class PlanRunner:
             )
         except WaitForApproval:
             return self.update_plan(state=PlanState.AWAITING_APPROVAL)
-        return reversion.revert(
+        return reversion.reverter()(
             self.store,
             self.current()[revise.key][0],
             revise.reason,
