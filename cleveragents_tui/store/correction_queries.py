@@ -85,43 +85,32 @@ def _resource_argument(session: Session) -> ColumnElement[Any]:
     return case((is_text, func.json_extract(c.arguments, "$.resource")))
 
 
-def resources_written(
+def calls_of(
     session: Session, decision_ids: Iterable[str], resources: Iterable[str]
-) -> list[tuple[str, str]]:
-    """(decision, resource) of the tool calls of these decisions that name one of
-    ``resources`` (their ``resource`` argument): each pair once, in decision order."""
+) -> list[tuple[str, str | None, str, bool, tuple[str, ...]]]:
+    """(decision, resource named, tool, irreversible, side effects) of the tool calls of these
+    decisions that are irreversible or name one of ``resources`` (their ``resource``
+    argument, a string), by decision id, then in the order made. One statement that starts
+    from the ids (an index lookup each: PostgreSQL, asked ``decision_id IN (...)``, scanned
+    every call of the database)."""
     c = ToolInvocationRow
+    ids = id_set(session, decision_ids).subquery()
     named = _resource_argument(session)
     rows = session.execute(
-        select(c.decision_id, named)
-        .where(
-            c.decision_id.in_(id_set(session, decision_ids)),
-            named.in_(id_set(session, resources, "resources")),
-        )
-        .distinct()
-        .order_by(c.decision_id, named)
-    )
-    return [(decision_id, str(resource)) for decision_id, resource in rows]
-
-
-def irreversible_calls(
-    session: Session, decision_ids: Iterable[str]
-) -> list[tuple[str, str, tuple[str, ...]]]:
-    """(decision, tool, side effects) of the irreversible tool calls of these decisions, by
-    decision id, then in the order they were made."""
-    c = ToolInvocationRow
-    rows = session.execute(
-        select(c.invocation_id, c.decision_id, c.tool, c.side_effects)
-        .where(c.decision_id.in_(id_set(session, decision_ids)), c.irreversible.is_(True))
+        select(c.invocation_id, c.decision_id, named, c.tool, c.irreversible, c.side_effects)
+        .join_from(ids, c, c.decision_id == ids.c.value)
+        .where(or_(c.irreversible.is_(True), named.in_(id_set(session, resources, "resources"))))
         .order_by(c.decision_id, c.created_at, c.invocation_id)
     )
     return [
         (
             decision_id,
+            None if resource is None else str(resource),
             tool,
+            bool(irreversible),
             tuple(mapping.load_json("tool_invocations", key, "side_effects", effects) or ()),
         )
-        for key, decision_id, tool, effects in rows
+        for key, decision_id, resource, tool, irreversible, effects in rows
     ]
 
 

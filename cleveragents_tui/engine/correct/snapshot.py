@@ -44,6 +44,7 @@ from cleveragents_tui.store import correction_queries as queries
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
+_NONE = SandboxStrategyName.NONE
 _NO_ACTION = (
     "plan {plan} cannot be corrected: it has no stored action to replay (a recorded sample, "
     "as `agents demo-data` loads, or a plan not started with `agents plan use`), so neither "
@@ -218,13 +219,12 @@ def _revert(uow: UnitOfWork, snapshot: Snapshot) -> tuple[Snapshot, bool]:
         snapshot = _writers(uow, snapshot, affected, warm)
         affected |= {r.decision_id for r in assess.remade_of(snapshot, affected)}
         affected |= snapshot.followers
-    nones = {
-        r for r, v in snapshot.resources.items() if v.sandbox_strategy is SandboxStrategyName.NONE
-    }
+    nones = {r for r, v in snapshot.resources.items() if v.sandbox_strategy is _NONE}
+    calls = uow.run(queries.calls_of, affected, nones)
     snapshot = _with(
         snapshot,
-        none_writes=tuple(uow.run(queries.resources_written, affected, nones)) if nones else (),
-        irreversible=tuple(uow.run(queries.irreversible_calls, affected)),
+        none_writes=tuple(dict.fromkeys((d, r) for d, r, *_ in calls if r in nones)),
+        irreversible=tuple((d, tool, fx) for d, _, tool, irreversible, fx in calls if irreversible),
     )
     return snapshot, sandboxed
 
