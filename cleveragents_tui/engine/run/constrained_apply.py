@@ -68,13 +68,7 @@ def after_refusal(runner: PlanRunner, reason: str) -> Plan:
         decision_id=target,
         project=runner.plan().project,
     )
-    verdict = runner.escalation.evaluate(
-        AutomationFlag.ACCESS_NETWORK,
-        runner.profile,
-        context,
-        kind=ApprovalKind.ESCALATION,
-        key=runner.gates.scoped(KEY),
-    )
+    verdict = runner.gates.escalate(AutomationFlag.ACCESS_NETWORK, context, KEY)
     if not verdict.proceed:
         return runner.plan()
     return _revert(runner, target, reason)

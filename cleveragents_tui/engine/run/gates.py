@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cleveragents_tui.automation.escalation import AutonomyController, EscalationContext
+from cleveragents_tui.automation.escalation import AutonomyController, EscalationContext, Verdict
 from cleveragents_tui.domain.approval import Approval, ApprovalAnswer, ApprovalKind
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationFlag, AutomationProfile
@@ -79,6 +79,13 @@ class Gates:
         if not verdict.proceed:
             assert verdict.approval is not None
             raise WaitForApproval(verdict.approval)
+
+    def escalate(self, flag: AutomationFlag, context: EscalationContext, key: str) -> Verdict:
+        """Semantic escalation of ``flag`` for a step that is no phase gate (a recovery, a
+        refused Apply): an approval of this attempt is stored under ``key`` when it asks."""
+        return self.escalation.evaluate(
+            flag, self.profile, context, kind=ApprovalKind.ESCALATION, key=self.scoped(key)
+        )
 
     def ask(
         self, kind: ApprovalKind, key: str, question: str, decision_id: str | None = None

@@ -63,13 +63,7 @@ def before_retry(runner: PlanRunner, recovery: Decision, call: ToolCallRequest) 
         project=runner.plan().project,
         tools=(spec,),
     )
-    verdict = runner.escalation.evaluate(
-        AutomationFlag.APPROVE_PLAN,
-        runner.profile,
-        context,
-        kind=ApprovalKind.ESCALATION,
-        key=runner.gates.scoped(key),
-    )
+    verdict = runner.gates.escalate(AutomationFlag.APPROVE_PLAN, context, key)
     if not verdict.proceed:
         assert verdict.approval is not None
         raise WaitForApproval(verdict.approval)
