@@ -335,6 +335,14 @@ def test_malformed_compact_trees_are_refused(data: bytes) -> None:
         decode_object(data, top=False)
 
 
+def test_compact_trees_apply_the_top_level_rules_only_at_the_top() -> None:
+    for name in (".git", "~home"):
+        data = FULL + encode_entries({name: Entry("d", 0o755, 0, 0, 0, 0, "a" * 64)}, stats=False)
+        assert name in decode_object(data, top=False)[2]
+        with pytest.raises(UnsafeInputError):
+            decode_object(data, top=True)
+
+
 def test_a_delta_without_its_base_or_past_the_chain_limit_is_refused(store: ObjectStore) -> None:
     trees = Trees(store, compact=True)
     orphan = store.put_bytes(encode_delta("d" * 64, [], {"a": FILE}))
