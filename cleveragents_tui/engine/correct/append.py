@@ -32,7 +32,7 @@ from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.core.recorder import Correction
-from cleveragents_tui.engine.run.plans import ACTORS, create_plan
+from cleveragents_tui.engine.run.plans import create_child
 from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions
 from cleveragents_tui.store.store import Store
 
@@ -245,15 +245,7 @@ def start_appended(
         current = {k: option for k, (_, option) in uow.decisions.current_steps(plan_id).items()}
     runner = PlanRunner(store, plan_id, options)
     child_action = corrective_action(action, decision, guidance, current)
-    child, _ = create_plan(
-        store,
-        child_action,
-        tools=runner.registry,
-        actors=ACTORS,
-        project=parent.project,
-        parent=parent,
-        spawning_decision_id=decision.decision_id,
-    )
+    child = create_child(store, runner.registry, parent, child_action, decision.decision_id)
     host = None if parent.state is PlanState.APPLIED else runner.sandboxes.host_plan_id
     with store.unit_of_work(write=True) as uow:
         uow.plan_actions.save(

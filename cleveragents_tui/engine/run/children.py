@@ -14,7 +14,7 @@ from cleveragents_tui.domain.enums import DependencyType, PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.run.errors import WaitForApproval
-from cleveragents_tui.engine.run.plans import ACTORS, create_plan
+from cleveragents_tui.engine.run.plans import create_child
 from cleveragents_tui.engine.run.run_options import RunOptions
 
 if TYPE_CHECKING:
@@ -26,14 +26,8 @@ def spawn(runner: PlanRunner, decision: Decision, proposal: Proposal) -> None:
     parent = runner.plan()
     for name in proposal.spawn:
         child_action = runner.action.subaction(name)
-        child, _ = create_plan(
-            runner.store,
-            child_action,
-            tools=runner.registry,
-            actors=ACTORS,
-            project=parent.project,
-            parent=parent,
-            spawning_decision_id=decision.decision_id,
+        child = create_child(
+            runner.store, runner.registry, parent, child_action, decision.decision_id
         )
         with runner.store.unit_of_work(write=True) as uow:
             uow.plan_actions.save(child.plan_id, child_action.model_dump(mode="json"))

@@ -129,6 +129,22 @@ def create_plan(
     return plan, resolved
 
 
+def create_child(
+    store: Store, tools: ToolCatalog, parent: Plan, action: Action, spawning_decision_id: str
+) -> Plan:
+    """A child plan of ``parent`` (its project, its locked profile), spawned by a decision."""
+    child, _ = create_plan(
+        store,
+        action,
+        tools=tools,
+        actors=ACTORS,
+        project=parent.project,
+        parent=parent,
+        spawning_decision_id=spawning_decision_id,
+    )
+    return child
+
+
 def change_profile(store: Store, plan_ref: str, profile_name: str) -> Plan:
     """Change a plan's locked profile explicitly: child plans spawned from now on inherit it;
     children already created keep theirs. Refused for an applied or cancelled plan."""
