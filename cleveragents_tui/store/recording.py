@@ -9,7 +9,8 @@ answers in a few rows — nothing that grows with the plan's size.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import cache
 from importlib import import_module
 from types import TracebackType
@@ -127,16 +128,22 @@ def _refs(refs: Sequence[tuple[str, str]]) -> str:
 class Recording:
     """One transaction of recording statements; nothing is written unless :meth:`commit`
     is called (as a unit of work: ``write=True`` takes SQLite's write lock at BEGIN, and
-    each commit passes the ``store.commit`` failpoint)."""
+    each commit passes the ``store.commit`` failpoint). ``connection``: run on this one
+    (see :func:`recordings`) instead of checking one out of the pool."""
 
-    def __init__(self, engine: Engine, write: bool = False) -> None:
+    def __init__(
+        self, engine: Engine, write: bool = False, connection: Connection | None = None
+    ) -> None:
         self._engine = engine
         self._write = write
+        self._shared = connection
 
     def __enter__(self) -> Recording:
-        self._connection: Connection = self._engine.connect()
-        if self._write and self._engine.dialect.name == "sqlite":
-            self._connection.execution_options(**{SQLITE_BEGIN: "IMMEDIATE"})
+        self._connection: Connection = self._shared or self._engine.connect()
+        if self._engine.dialect.name == "sqlite":
+            self._connection.execution_options(
+                **{SQLITE_BEGIN: "IMMEDIATE" if self._write else "DEFERRED"}
+            )
         self._connection.begin()
         return self
 
@@ -150,7 +157,10 @@ class Recording:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._connection.close()  # rolls back what was not committed
+        if self._shared is None:
+            self._connection.close()  # rolls back what was not committed
+        elif self._connection.in_transaction():
+            self._connection.rollback()
 
     # --- reads -------------------------------------------------------------------------
 
@@ -313,3 +323,16 @@ class Recording:
         ids = list(checkpoint_ids)
         if ids:
             self._connection.execute(_MARK_PRUNED, {"ids": ids, "now": utc_now()})
+
+
+@contextmanager
+def recordings(engine: Engine) -> Iterator[Callable[[bool], Recording]]:
+    """Transactions (``write`` or not) one after the other on one connection: a recording's
+    several transactions check it out of the pool once (on PostgreSQL each checkout costs
+    a round trip: the pool pings the server)."""
+    with engine.connect() as connection:
+
+        def transaction(write: bool = False) -> Recording:
+            return Recording(engine, write, connection)
+
+        yield transaction

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
@@ -61,6 +63,12 @@ class Store:
         from cleveragents_tui.store.recording import Recording
 
         return Recording(self.engine, write=write)
+
+    def recordings(self) -> AbstractContextManager[Callable[[bool], Recording]]:
+        """Several such transactions on one connection (store/recording.py ``recordings``)."""
+        from cleveragents_tui.store.recording import recordings
+
+        return recordings(self.engine)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -37,16 +37,20 @@ def record_execute_decision(
     decision: Decision,
     also: Callable[[Recording], None] | None = None,
     modified: set[str] | None = None,
+    transaction: Callable[[bool], Recording] | None = None,
 ) -> CheckpointGroup:
     """Store an Execute decision together with its committed checkpoint group.
 
     ``also`` runs inside the final transaction (influence edges, tool invocations, ...), so
     everything about the decision lands at once or not at all. ``modified``: the plan's
-    modified resources when the caller has just read them (``sandboxes.modified()``).
+    modified resources when the caller has just read them (``sandboxes.modified()``);
+    ``transaction``: how to open each transaction (the caller's one connection,
+    ``Store.recordings``), by default each on a connection of its own.
     """
     if decision.phase is not Phase.EXECUTE or decision.plan_id != sandboxes.plan_id:
         raise ValueError("only an Execute decision of this plan gets a checkpoint group")
     store = sandboxes.store
+    begin = transaction or (lambda write: store.recording(write=write))
     group = CheckpointGroup(plan_id=decision.plan_id)
     made: list[tuple[Sandbox, str]] = []
     noted: list[tuple[str, str]] = []  # (resource, ref) committed on the pending group
@@ -59,7 +63,7 @@ def record_execute_decision(
             ref = sandbox.checkpoint()
             made.append((sandbox, ref))
             refs = [*noted, (resource_id, ref)]
-            with store.recording(write=True) as rec:
+            with begin(True) as rec:
                 if noted:
                     rec.note_refs(group.group_id, refs)
                 else:
@@ -73,7 +77,7 @@ def record_execute_decision(
         for sandbox, ref in made:
             sandbox.verify(ref)
         failpoints.hit("checkpoint.before_commit")
-        with store.recording(write=True) as rec:
+        with begin(True) as rec:
             rec.store_decision(decision, group, rows, pending=bool(noted))
             if also is not None:
                 also(rec)

@@ -62,8 +62,32 @@ def record_decision(
         for call in proposal.tool_calls
         if "resource" in call.arguments
     )
+    with store.recordings() as transaction:  # one connection for the whole recording
+        return _record(
+            sandboxes, transaction, plan_id=plan_id, phase=phase, proposal=proposal,
+            parent_id=parent_id, depends_on=depends_on, actor_ref=actor_ref, context=context,
+            correction=correction, digest=digest, body=body, resources=resources,
+        )  # fmt: skip
+
+
+def _record(
+    sandboxes: PlanSandboxes | None,
+    transaction: Callable[[bool], Recording],
+    *,
+    plan_id: str,
+    phase: Phase,
+    proposal: Proposal,
+    parent_id: str,
+    depends_on: Sequence[str],
+    actor_ref: ActorStateRef | None,
+    context: Mapping[str, Any],
+    correction: Correction | None,
+    digest: str,
+    body: str,
+    resources: dict[str, None],
+) -> Decision:
     modified: set[str] | None = None
-    with store.recording() as rec:  # one read: the number, and what the group checkpoints
+    with transaction(False) as rec:  # one read: the number, and what the group checkpoints
         sequence = rec.next_sequence_number(plan_id)
         if phase is Phase.EXECUTE and sandboxes is not None:
             modified = sandboxes.modified(rec)
@@ -104,9 +128,11 @@ def record_decision(
     if phase is Phase.EXECUTE:
         if sandboxes is None:
             raise ValueError("an Execute decision needs the plan's sandboxes")
-        record_execute_decision(sandboxes, decision, also=alongside, modified=modified)
+        record_execute_decision(
+            sandboxes, decision, also=alongside, modified=modified, transaction=transaction
+        )
     else:
-        with store.recording(write=True) as rec:
+        with transaction(True) as rec:
             rec.store_decision(decision)
             alongside(rec)
             rec.commit()
