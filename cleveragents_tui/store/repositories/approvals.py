@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 
 from cleveragents_tui.domain.approval import Approval, ApprovalAnswer
 from cleveragents_tui.domain.errors import ConcurrentChangeError
@@ -50,9 +50,4 @@ class ApprovalRepository(Repository):
             )
 
     def pending_counts(self) -> dict[str, int]:
-        query = (
-            select(ApprovalRow.plan_id, func.count())
-            .where(ApprovalRow.answer.is_(None))
-            .group_by(ApprovalRow.plan_id)
-        )
-        return {p: int(n) for p, n in self._session.execute(query)}
+        return self._count_by(ApprovalRow.plan_id, ApprovalRow.answer.is_(None))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from sqlalchemy import Select, select
+from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from cleveragents_tui.domain.display import shorten
@@ -36,6 +36,13 @@ class Repository:
     def _list(self, query: Select[RowT], convert: Callable[[RowT], T]) -> list[T]:
         """The rows ``query`` selects, each converted (``mapping.*_from_row``)."""
         return [convert(row) for row in self._session.scalars(query)]
+
+    def _count_by(
+        self, column: InstrumentedAttribute[str], *where: ColumnElement[bool]
+    ) -> dict[str, int]:
+        """How many rows have each value of ``column`` (of the rows ``where`` selects)."""
+        query = select(column, func.count()).where(*where).group_by(column)
+        return {str(value): int(n) for value, n in self._session.execute(query)}
 
 
 def resolve_id(

@@ -232,12 +232,7 @@ class DecisionRepository(Repository):
         return {p: (int(n), int(cur or 0)) for p, n, cur in self._session.execute(query)}
 
     def counts_by_type(self, plan_id: str) -> dict[str, int]:
-        query = (
-            select(DecisionRow.decision_type, func.count())
-            .where(DecisionRow.plan_id == plan_id)
-            .group_by(DecisionRow.decision_type)
-        )
-        return {t: int(n) for t, n in self._session.execute(query)}
+        return self._count_by(DecisionRow.decision_type, DecisionRow.plan_id == plan_id)
 
     def type_history(self, decision_type: str) -> tuple[int, int]:
         """(decisions of this type ever recorded, how many of them were superseded)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.errors import ConcurrentChangeError, NotFoundError, StoreCorruptedError
@@ -30,12 +30,7 @@ class PlanRepository(Repository):
         )
 
     def states_for_project(self, project: str) -> dict[str, int]:
-        query = (
-            select(PlanRow.state, func.count())
-            .where(PlanRow.project == project)
-            .group_by(PlanRow.state)
-        )
-        return {state: int(n) for state, n in self._session.execute(query)}
+        return self._count_by(PlanRow.state, PlanRow.project == project)
 
     def children(self, plan_id: str) -> list[Plan]:
         return self._list(
