@@ -6,8 +6,9 @@ group of its own, with the server's environment minus its token. Everything else
 tab's user and size, the database URL, the export folder — comes as the first line on the
 app's stdin. So the next tab's process is started ahead (:class:`Spare`): a tab opens
 without waiting for Python to load the app. Stopping a session is bounded: the app is
-asked to quit, and after ``QUIT_TIMEOUT`` its whole process group is killed — a hung tab
-neither keeps its slot nor holds up the server's shutdown. What the app writes to stderr
+asked to quit, and after ``QUIT_TIMEOUT`` its whole process group is killed, with the
+commands it runs for tools — a hung tab neither keeps its slot nor holds up the server's
+shutdown, and leaves nothing running. What the app writes to stderr
 (an error, a traceback) goes to the server's log one quoted line at a time — textual-serve
 would copy it raw to the operator's terminal, escape sequences and forged lines included.
 """
@@ -143,11 +144,38 @@ class AdoptedApp:
 
 
 async def end_app(process: Process | AdoptedApp) -> None:
-    """Kill the process group of an app that has not exited, and reap it."""
+    """Kill the process group of an app that has not exited, and the commands it runs
+    for tools (each in a session of its own, see actors/process.py: the app would have
+    killed them at their timeout, but it is gone), then reap it."""
     if process.returncode is None:
         with contextlib.suppress(ProcessLookupError):  # (a reaped leader's id: no kill)
-            os.killpg(process.pid, signal.SIGKILL)  # the group: the app and its children
+            os.killpg(process.pid, signal.SIGSTOP)  # it starts nothing more while we look
+            commands = await asyncio.to_thread(groups_below, process.pid)
+            for group in (process.pid, *commands):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(group, signal.SIGKILL)
         await process.wait()
+
+
+def groups_below(pid: int) -> set[int]:
+    """The process groups of the processes below ``pid``, other than its own (read from
+    Linux's /proc; elsewhere none)."""
+    found: dict[int, tuple[int, int]] = {}  # pid: (parent, group)
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                try:
+                    with open(f"/proc/{entry.name}/stat", "rb") as file:
+                        fields = file.read().rsplit(b")", 1)[1].split()
+                except OSError:  # it ended meanwhile
+                    continue
+                found[int(entry.name)] = int(fields[1]), int(fields[2])
+    below: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, (parent, _) in found.items() if parent in frontier}
+        below |= frontier
+    return {found[child][1] for child in below} - {pid}
 
 
 class Spare:

@@ -1,6 +1,7 @@
 """A plan whose replay waits for the test: its one Execute step runs a command that, once
-the test has made ``gate`` a FIFO, reports the process running it (the tab's app) on the
-``reached`` FIFO and then blocks reading ``gate`` until the test opens it for writing.
+the test has made ``gate`` a FIFO, reports the process that runs it (the tab's app) and its
+own on the ``reached`` FIFO and then blocks reading ``gate`` until the test opens it for
+writing.
 
 The plan's first run (done by the test, before the gate exists) passes straight through; a
 correction of that step replays it, so a replay stays in the middle of its work for as long
@@ -35,7 +36,10 @@ CHOSEN = "work it"  # its one alternative, which the test corrects
 
 
 def action(gate: Path, reached: Path) -> Action:
-    script = f"echo work >> work.txt; if [ -p {gate} ]; then echo $PPID > {reached}; cat {gate}; fi"
+    script = (
+        f"echo work >> work.txt; if [ -p {gate} ]; then echo $PPID $$ > {reached}; "
+        f"exec cat {gate}; fi"
+    )
     call = {
         "tool": "local/run-command",
         "arguments": {"resource": REPO, "argv": ["sh", "-c", script]},
@@ -107,12 +111,14 @@ class Gate:
 class _Reached:
     fd: int
 
-    def app_pid(self) -> int:
-        """Wait until the replayed command runs; the process that started it (the app).
-        (A FIFO never written to is not readable: select waits for the command's line.)"""
+    def pids(self) -> tuple[int, int]:
+        """Wait until the replayed command runs; the process that started it (the app) and
+        the command's. (A FIFO never written to is not readable: select waits for the
+        command's line.)"""
         ready, _, _ = select.select([self.fd], [], [], TIMEOUT_MS / 1000)
         assert ready, "the replay never reached the gated step"
-        return int(os.read(self.fd, 64).decode().strip())
+        app, command = os.read(self.fd, 64).decode().split()
+        return int(app), int(command)
 
 
 def agents(demo: Demo, *args: str) -> subprocess.CompletedProcess[str]:

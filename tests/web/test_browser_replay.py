@@ -1,6 +1,7 @@
 """A tab closed in the middle of its correction's replay, in a real Chromium: its app
 process ends within the bounded stop (asked to quit, then its process group killed) even
-though the replay is blocked in a tool's command, and the correction is left as a crash
+though the replay is blocked in a tool's command — which is killed with it, though it runs
+in a session of its own — and the correction is left as a crash
 leaves it — still ``running``, reported by ``agents doctor``, marked failed by
 ``--repair``, after which the store is consistent and the plan resumes (docs/web.md,
 "Keep a tab open while its replay runs")."""
@@ -74,19 +75,19 @@ def test_closing_a_tab_mid_replay_ends_its_app_and_the_correction_can_be_repaire
     gate.close()
     with gate.watching() as reached:
         confirm_impact(terminal, warnings)
-        app = reached.app_pid()  # the replay is in the step's command now, and stays there
+        app, command = reached.pids()  # the replay is in the step's command, and stays
     assert app in descendants(served.process.process.pid)
 
     page.close()
     assert wait_ended(app, ENDED_WITHIN), f"the closed tab's app {app} still runs"
     assert "did not quit" in served.process.stderr()  # it was busy: ended by the kill
+    assert wait_ended(command, ENDED_WITHIN), "the step's command outlived its app"
 
     [correction] = show_plan(demo.store, demo.plan_id).corrections
     assert correction.status is CorrectionStatus.RUNNING  # as a crash leaves it
     found = agents(demo, "doctor")
     assert found.returncode == 1, found.stdout + found.stderr
     assert correction.correction_id in found.stdout
-    gate.release()  # the command the app started ends (it has a session of its own)
     repaired = agents(demo, "doctor", "--repair")
     assert repaired.returncode == 0, repaired.stdout + repaired.stderr
     [correction] = show_plan(demo.store, demo.plan_id).corrections

@@ -128,7 +128,7 @@ def test_two_servers_on_one_database_one_correction_wins(
         gate.close()
         with gate.watching() as reached:
             start_revert(here, machines["here"], demo, "work it here")
-            reached.app_pid()  # here's replay holds the plan, in the step's command
+            reached.pids()  # here's replay holds the plan, in the step's command
         start_revert(there, machines["there"], demo, "work it there")
         # refused by the lease's advisory lock (the lock files are on different machines),
         # before the correction began: one line, the plan's correction left to "here"
