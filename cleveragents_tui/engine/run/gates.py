@@ -6,6 +6,7 @@ again."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from cleveragents_tui.automation.escalation import AutonomyController, EscalationContext, Verdict
 from cleveragents_tui.domain.approval import Approval, ApprovalAnswer, ApprovalKind
@@ -16,26 +17,19 @@ from cleveragents_tui.engine.run.policing import safety_switches
 from cleveragents_tui.store.store import Store
 
 
+@dataclass(frozen=True)
 class Gates:
     """Asks, and reads the answers of, the approvals of one plan's current attempt."""
 
-    def __init__(
-        self,
-        store: Store,
-        plan_id: str,
-        profile: AutomationProfile,
-        escalation: AutonomyController,
-        plan: Callable[[], Plan],
-    ) -> None:
-        self.store = store
-        self.plan_id = plan_id
-        self.profile = profile
-        self.escalation = escalation
-        self._plan = plan
+    store: Store
+    plan_id: str
+    profile: AutomationProfile
+    escalation: AutonomyController
+    plan: Callable[[], Plan]  # the plan as stored now: its attempt scopes every key
 
     def scoped(self, key: str) -> str:
         """``key`` in this attempt: after a correction every gate is asked again."""
-        return f"{key}@{self._plan().attempt}"
+        return f"{key}@{self.plan().attempt}"
 
     def answers(self, kind: ApprovalKind, key: str) -> list[Approval]:
         with self.store.unit_of_work() as uow:
@@ -72,7 +66,7 @@ class Gates:
         if self.settled(kind, key):
             return
         context = context or EscalationContext(
-            plan_id=self.plan_id, question=question, project=self._plan().project
+            plan_id=self.plan_id, question=question, project=self.plan().project
         )
         profile, context = safety_switches(self.profile, flag, context)
         verdict = self.escalation.evaluate(flag, profile, context, kind=kind, key=self.scoped(key))
