@@ -18,7 +18,7 @@ from cleveragents_tui.engine.run.plans import ACTORS, create_plan
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
-from tests.web.browser import CHROMIUM, VIEWPORT, launch
+from tests.web.browser import CHROMIUM, TIMEOUT_MS, VIEWPORT, launch
 from tests.web.serve_process import ServeProcess, descendants, free_port, start_serve
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -46,8 +46,12 @@ def new_page(browser: Browser) -> Iterator[Callable[[], Page]]:
     contexts: list[BrowserContext] = []
 
     def make() -> Page:
-        contexts.append(browser.new_context(viewport=VIEWPORT))  # type: ignore[arg-type]
-        return contexts[-1].new_page()
+        context = browser.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
+        # every wait for the page (its load, a popup, a download, a redirect) is for a real
+        # event, which a loaded machine delays: as long as a wait for the screen, not 30 s
+        context.set_default_timeout(TIMEOUT_MS)
+        contexts.append(context)
+        return context.new_page()
 
     yield make
     for context in contexts:
