@@ -83,8 +83,13 @@ class _Planner:
     def plan_dir(self, fd: int, rel: str, target: str) -> None:
         check_depth(rel)
         plan = self._plan
-        want = self._trees.load(target, top=not rel)
-        known = self._index.listing(rel) if self._index is not None else None
+        index = self._index
+        known = index.listing(rel) if index is not None else None
+        # A folder the cache recorded as tree ``target`` holds that tree's content (with
+        # lstat details): the tree need not be read. Those details are trusted under the
+        # cache's stamp only, never the target's.
+        recorded = known is not None and index is not None and index.folders[rel].tree == target
+        want = known if recorded and known is not None else self._trees.load(target, top=not rel)
         current: dict[str, os.stat_result] = {}
         with os.scandir(fd) as items:
             for item in items:
@@ -99,7 +104,7 @@ class _Planner:
             path = join_path(rel, name)
             st_now = current.get(name)
             if entry.kind == FILE:
-                self.plan_file(fd, name, path, entry, st_now, known)
+                self.plan_file(fd, name, path, entry, st_now, known, not recorded)
             elif entry.kind == SYMLINK:
                 check_link_target(path, entry.ref)
                 if st_now is None or os.readlink(name, dir_fd=fd) != entry.ref:
@@ -125,7 +130,10 @@ class _Planner:
         entry: Entry,
         st: os.stat_result | None,
         known: Tree | None,
+        target_stats: bool,
     ) -> None:
+        """Plan file ``path``; ``target_stats``: the lstat details ``entry`` may carry are
+        the target's own (a format-1 tree), trusted under the target's stamp."""
         plan = self._plan
         if st is not None:
             cached = known.get(name) if known else None
@@ -134,7 +142,7 @@ class _Planner:
                 current = cached.ref  # the cache vouches for it, and keeps doing so
             else:
                 plan.kept[path] = st
-                if is_clean(entry, st, plan.target_stamp):  # format-1 trees carry lstat
+                if target_stats and is_clean(entry, st, plan.target_stamp):
                     current = entry.ref
                 elif st.st_size != entry.size:
                     current = None
@@ -209,10 +217,10 @@ def index_after(
     stack = [("", target)]
     while stack:
         rel, oid = stack.pop()
-        tree = trees.load(oid, top=not rel)
-        previous = old.folders.get(rel) if old is not None else None
-        if rel not in touched and previous is not None and previous.tree == oid:
-            folders[rel] = previous
+        listing = old.listing(rel, oid) if old is not None else None  # ``oid``'s content
+        tree = listing if listing is not None else trees.load(oid, top=not rel)
+        if rel not in touched and listing is not None and old is not None:
+            folders[rel] = old.folders[rel]
         else:
             cached = (old.listing(rel) if old is not None else None) or {}
             entries: Tree = {}
