@@ -12,6 +12,7 @@ from typing import Annotated, Any, Self
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from cleveragents_tui.domain.enums import DecisionType, Phase
+from cleveragents_tui.domain.errors import NotFoundError, WrongPlanError
 from cleveragents_tui.domain.ids import NamespacedName, Ulid, new_ulid
 from cleveragents_tui.domain.text import RequiredText, Text
 from cleveragents_tui.domain.timeutil import UtcDatetime, utc_now
@@ -145,3 +146,17 @@ class Decision(_Frozen):
     def is_current(self) -> bool:
         """Part of the current tree: not superseded."""
         return self.superseded_by is None
+
+    def check_parent_plan(self, parent_plan: str | None) -> None:
+        """Refuse the parent decision when it is not stored (``parent_plan`` None, the plan
+        it is recorded in otherwise) or in another plan: a plan's tree stays its own."""
+        parent = self.parent_decision_id
+        if parent_plan is None:
+            raise NotFoundError(
+                f"parent decision {parent} does not exist", "record the parent first"
+            )
+        if parent_plan != self.plan_id:
+            raise WrongPlanError(
+                f"parent decision {parent} belongs to plan {parent_plan}, not {self.plan_id}",
+                "a decision's parent must be in the same plan",
+            )

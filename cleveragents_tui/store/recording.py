@@ -22,7 +22,7 @@ from cleveragents_tui import failpoints
 from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import CheckpointGroupStatus, CheckpointType, SandboxStrategyName
-from cleveragents_tui.domain.errors import NotFoundError, WrongPlanError
+from cleveragents_tui.domain.errors import NotFoundError
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.store import mapping
 from cleveragents_tui.store.database import SQLITE_BEGIN
@@ -274,16 +274,9 @@ class Recording:
         parent = decision.parent_decision_id
         if parent is None:
             return
-        plan = self._connection.execute(_PARENT_PLAN, {"parent": parent}).scalar()
-        if plan is None:
-            raise NotFoundError(
-                f"parent decision {parent} does not exist", "record the parent first"
-            )
-        if plan != decision.plan_id:
-            raise WrongPlanError(
-                f"parent decision {parent} belongs to plan {plan}, not {decision.plan_id}",
-                "a decision's parent must be in the same plan",
-            )
+        decision.check_parent_plan(
+            self._connection.execute(_PARENT_PLAN, {"parent": parent}).scalar()
+        )
 
     def add_edges(self, downstream: str, upstreams: Sequence[str], kind: str) -> None:
         """Influence edges from each of ``upstreams`` to ``downstream`` (one statement)."""

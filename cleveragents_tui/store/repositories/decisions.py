@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.dependency import DecisionDependency
-from cleveragents_tui.domain.errors import ImmutableRecordError, NotFoundError, WrongPlanError
+from cleveragents_tui.domain.errors import ImmutableRecordError
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.store import mapping
@@ -70,16 +70,7 @@ class DecisionRepository(Repository):
             parent = d.parent_decision_id
             if parent is None:
                 continue
-            parent_plan = in_batch.get(parent) or stored.get(parent)
-            if parent_plan is None:
-                raise NotFoundError(
-                    f"parent decision {parent} does not exist", "record the parent first"
-                )
-            if parent_plan != d.plan_id:
-                raise WrongPlanError(
-                    f"parent decision {parent} belongs to plan {parent_plan}, not {d.plan_id}",
-                    "a decision's parent must be in the same plan",
-                )
+            d.check_parent_plan(in_batch.get(parent) or stored.get(parent))
         converted = [mapping.decision_to_rows(d) for d in decisions]
         # Decisions first: the ORM does not order these inserts by foreign key on its own.
         self._session.add_all([row for row, _, _ in converted])
