@@ -150,7 +150,10 @@ async def end_app(process: Process | AdoptedApp) -> None:
     if process.returncode is None:
         with contextlib.suppress(ProcessLookupError):  # (a reaped leader's id: no kill)
             os.killpg(process.pid, signal.SIGSTOP)  # it starts nothing more while we look
+        commands: set[int] = set()
+        try:
             commands = await asyncio.to_thread(groups_below, process.pid)
+        finally:  # cancelled while looking: the app is killed all the same, never left stopped
             for group in (process.pid, *commands):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(group, signal.SIGKILL)
