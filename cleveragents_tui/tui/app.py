@@ -86,9 +86,10 @@ class AgentsApp(App[None]):
     def on_mount(self) -> None:
         self.theme = f"textual-{self.initial_theme}"
         self.poll_store(announce=False)  # the first reading: the screens load their own data
-        self.push_screen(PlanListScreen())
-        if self.initial_plan:
+        if self.initial_plan:  # the list comes when the plan is left (see leave_plan)
             self.open_plan(self.initial_plan)
+        else:
+            self.push_screen(PlanListScreen())
         if self.poll_seconds:
             self.set_interval(self.poll_seconds, self.poll_store)
 
@@ -116,9 +117,13 @@ class AgentsApp(App[None]):
         self._fingerprint = current
         if not announce:
             return False
-        for screen in self.screen_stack:
-            if not screen.is_modal:
-                screen.post_message(StoreChanged())
+        # Only the topmost full screen (a dialog's own screen shows behind it): those under
+        # it reload when shown again, and a message to a screen under the one shown woke it
+        # to repaint the whole terminal at each poll (Textual repaints a screen's background
+        # screens with it).
+        top = next((s for s in reversed(self.screen_stack) if not s.is_modal), None)
+        if top is not None:
+            top.post_message(StoreChanged())
         return True
 
     def compact_heap(self) -> None:
@@ -148,6 +153,17 @@ class AgentsApp(App[None]):
         from cleveragents_tui.tui.screens.plan_view import PlanScreen
 
         self.push_screen(PlanScreen(plan_id))
+
+    def action_leave_plan(self) -> None:
+        self.leave_plan()
+
+    def leave_plan(self) -> None:
+        """Back from a plan: to the screen under it (the list, or the plan whose decision
+        spawned it), or to a new plan list when the app opened on this plan."""
+        if len(self.screen_stack) > 2:
+            self.pop_screen()
+        else:
+            self.switch_screen(PlanListScreen())
 
     def open_diff(self, correction_id: str) -> None:
         from cleveragents_tui.tui.screens.diff import DiffScreen

@@ -48,6 +48,8 @@ class PlanData:
     base: TreeIndex | None  # the one shown when the load started
     changed: list[str] | None  # rows changed since ``base``; None: rebuild
     fingerprint: tuple[object, ...]  # the store's, read before the plan
+    counts: tuple[int, int]  # the plan's (all, current) decisions, read before its tree
+    partial: bool = False  # only the first decisions: the rest are being read
 
 
 class PlanDataLoaded(Message):

@@ -264,12 +264,16 @@ async def test_help_and_quit_lead_the_footer_at_80_columns(demo_plan: DemoPlan) 
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)  # the app reads the store in workers
-        for screen in (app.screen, app.screen_stack[-2]):  # the plan, the plan list
+        for expected in (PlanScreen, PlanListScreen):  # the plan; esc: the plan list
+            screen = app.screen
+            assert isinstance(screen, expected)
             keys = [
                 key for key in screen.active_bindings if screen.active_bindings[key].binding.show
             ]
             assert keys[:2] == ["question_mark", "q"], keys
-        footer = app.screen.query_one(Footer)
-        first = [k for k in footer.query(FooterKey)][:2]
-        assert [k.key for k in first] == ["question_mark", "q"]
-        assert all(k.region.right <= 80 and k.region.width > 0 for k in first)
+            footer = screen.query_one(Footer)
+            first = [k for k in footer.query(FooterKey)][:2]
+            assert [k.key for k in first] == ["question_mark", "q"]
+            assert all(k.region.right <= 80 and k.region.width > 0 for k in first)
+            await pilot.press("escape")
+            await settle(app, pilot)

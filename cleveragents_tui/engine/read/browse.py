@@ -76,12 +76,16 @@ def usage_of(uow: UnitOfWork, plan_id: str) -> UsageFigures:
     )
 
 
-def plan_tree(store: Store, plan_ref: str, show_superseded: bool = False) -> PlanTree:
+def plan_tree(
+    store: Store, plan_ref: str, show_superseded: bool = False, first: int | None = None
+) -> PlanTree:
     """The plan's decisions in tree order (children by sequence number); a superseded one
-    names the decision that replaced it (``DecisionRepository.replacements``)."""
+    names the decision that replaced it (``DecisionRepository.replacements``). With
+    ``first``, only the first decisions recorded: a parent is recorded before its children,
+    so they form the top of the tree, which the app paints while the rest load."""
     with store.unit_of_work() as uow:
         plan = uow.plans.get(uow.plans.resolve(plan_ref))
-        rows = uow.decisions.tree_rows(plan.plan_id, include_superseded=True)
+        rows = uow.decisions.tree_rows(plan.plan_id, include_superseded=True, first=first)
         with_checkpoints = uow.checkpoints.decisions_with_checkpoints(plan.plan_id)
         visible = [r for r in rows if r.superseded_by is None]
         if show_superseded and len(visible) < len(rows):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cleveragents_tui.domain.checkpoint import CheckpointGroup
+from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.store.app_queries import EventView as EventView  # the app's type
 from cleveragents_tui.store.store import Store
 
@@ -29,6 +30,19 @@ def fingerprint(store: Store) -> tuple[object, ...]:
     added or changed. One round trip of aggregate queries; cheap enough to poll every 2 s."""
     with store.unit_of_work() as uow:
         return uow.app.fingerprint()
+
+
+def plan(store: Store, plan_id: str) -> Plan:
+    """The plan alone: a refresh whose decisions did not change reads only this."""
+    with store.unit_of_work() as uow:
+        return uow.plans.get(plan_id)
+
+
+def decision_counts(store: Store, plan_id: str) -> tuple[int, int]:
+    """(all, current) decisions of the plan: decisions are append-only and superseded once,
+    so while these stay the same the plan's tree does too (a refresh need not re-read it)."""
+    with store.unit_of_work() as uow:
+        return uow.decisions.counts([plan_id]).get(plan_id, (0, 0))
 
 
 def recent_events(store: Store, plan_id: str | None = None, limit: int = 8) -> list[EventView]:

@@ -48,10 +48,12 @@ def _tree_row_query() -> Select[*tuple[Any, ...]]:
     return select(*TREE_COLUMNS)
 
 
-def _tree_rows(session: Session, query: Select[*tuple[Any, ...]]) -> list[TreeRow]:
+def _tree_rows(
+    session: Session, query: Select[*tuple[Any, ...]], first: int | None = None
+) -> list[TreeRow]:
     # Positional construction: the columns are selected in TreeRow's field order, and
     # keyword construction through row._mapping costs a third of a 10,000-row tree.
-    ordered = query.order_by(DecisionRow.sequence_number)
+    ordered = query.order_by(DecisionRow.sequence_number).limit(first)
     return [TreeRow(*row) for row in session.execute(ordered)]
 
 
@@ -135,12 +137,15 @@ class DecisionRepository(Repository):
             for r in rows
         ]
 
-    def tree_rows(self, plan_id: str, include_superseded: bool) -> list[TreeRow]:
-        """The light rows of a plan's tree, in sequence order."""
+    def tree_rows(
+        self, plan_id: str, include_superseded: bool, first: int | None = None
+    ) -> list[TreeRow]:
+        """The light rows of a plan's tree, in sequence order; only the ``first`` ones when
+        given (the app paints those while the rest load)."""
         query = _tree_row_query().where(DecisionRow.plan_id == plan_id)
         if not include_superseded:
             query = query.where(DecisionRow.superseded_by.is_(None))
-        return _tree_rows(self._session, query)
+        return _tree_rows(self._session, query, first)
 
     def replacements(self, plan_id: str) -> dict[str, str]:
         """Superseded decision id -> the decision that replaced it, as users are shown it.

@@ -60,7 +60,8 @@ class ApprovalsScreen(AgentsScreen):
         self.refresh_data()
 
     def on_store_changed(self, _: StoreChanged) -> None:
-        self.refresh_data()
+        if self.is_current:  # under another screen: reloaded when shown again (resume)
+            self.refresh_data()
 
     def refresh_data(self) -> None:
         """Reload the queue in a thread; :meth:`on_approvals_loaded` shows it."""

@@ -74,7 +74,8 @@ class PlanListScreen(AgentsScreen):
         self.refresh_data()
 
     def on_store_changed(self, _: StoreChanged) -> None:
-        self.refresh_data()
+        if self.is_current:  # under another screen: reloaded when shown again (resume)
+            self.refresh_data()
 
     def refresh_data(self) -> None:
         """Reload the list in a thread; :meth:`on_plans_loaded` shows it."""

@@ -4,9 +4,7 @@ now, and the controls (correct, diff, pause / cancel / resume / apply)."""
 from __future__ import annotations
 
 import asyncio
-import io
 from collections.abc import Callable
-from pathlib import Path
 from typing import ClassVar
 
 from textual import work
@@ -19,17 +17,7 @@ from cleveragents_tui.domain.approval import ApprovalKind
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine import (
-    Impact,
-    apply_plan,
-    cancel_plan,
-    explain_decision,
-    pause_plan,
-    pending_approvals,
-    plan_tree,
-    resume_plan,
-    show_plan,
-)
+from cleveragents_tui.engine import Impact, explain_decision, show_plan
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.correct.preview import preview, replay_blocker
 from cleveragents_tui.engine.correct.strategy import (
@@ -37,8 +25,6 @@ from cleveragents_tui.engine.correct.strategy import (
     preview_strategy_edit,
 )
 from cleveragents_tui.engine.read import tui_queries
-from cleveragents_tui.export.tree_file import export_tree, format_of
-from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.messages import (
     DecisionFailed,
     DecisionLoaded,
@@ -49,20 +35,15 @@ from cleveragents_tui.tui.messages import (
 )
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
 from cleveragents_tui.tui.modals.correction import CorrectionDialog
-from cleveragents_tui.tui.modals.export import ExportModal
 from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.modals.outside import OutsideChangesModal
 from cleveragents_tui.tui.modals.reason import ReasonModal
 from cleveragents_tui.tui.modals.replay import ReplayModal
 from cleveragents_tui.tui.modals.strategy import StrategyDialog
-from cleveragents_tui.tui.screens.base import AgentsScreen
+from cleveragents_tui.tui.screens.plan_controls import PlanControls
+from cleveragents_tui.tui.screens.plan_data import read_plan_data
+from cleveragents_tui.tui.screens.plan_export import PlanExport
 from cleveragents_tui.tui.services import services
-from cleveragents_tui.tui.web_exports import (
-    rendered,
-    save_in_folder,
-    web_target,
-    where_exports_go,
-)
 from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import MORE, DecisionTree, TreeIndex
 from cleveragents_tui.tui.widgets.status_bar import PlanStatus
@@ -70,9 +51,9 @@ from cleveragents_tui.tui.widgets.working import Working
 from cleveragents_tui.views.lines import one_line
 
 
-class PlanScreen(AgentsScreen):
+class PlanScreen(PlanExport, PlanControls):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "app.pop_screen", "Plans", id="plan.back"),
+        Binding("escape", "app.leave_plan", "Plans", id="plan.back"),
         Binding("c", "correct", "Correct", id="plan.correct"),
         Binding("e", "edit_strategy", "Edit strategy", id="plan.edit_strategy"),
         Binding("d", "diff", "Diff", id="plan.diff"),
@@ -91,18 +72,12 @@ class PlanScreen(AgentsScreen):
     ]
 
     def __init__(self, plan_id: str) -> None:
-        super().__init__()
-        self.plan_id = plan_id
-        self.show_superseded = False
+        super().__init__(plan_id)
         self.plan: Plan | None = None
         self._warned: set[str] = set()  # reconcile approvals already notified
         self._last_search = ""
         self._reveal_after: tuple[str, str] | None = None  # (decision, what) to show next load
-        self._fingerprint: tuple[object, ...] | None = None  # the store's, at the last load
-
-    @property
-    def store(self) -> Store:
-        return services(self).store
+        self._data: PlanData | None = None  # what is shown: the last load
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -114,10 +89,12 @@ class PlanScreen(AgentsScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        # No refresh_data() here: the ScreenResume that follows every push (the first one
-        # included) loads the tree; loading it twice doubled the time to the first paint.
+        # The first load starts here, so the store is read while the screen is laid out
+        # and painted (the ScreenResume that follows the push came ~0.1 s of the loop's
+        # time later). The influence graph opens once the whole tree is shown: read beside
+        # the first load, it held that load back.
         self.query_one(DecisionTree).focus()
-        self.open_influence_graph()
+        self.refresh_data()
 
     def on_unmount(self) -> None:
         OPEN_GRAPHS.close(self.plan_id)
@@ -127,14 +104,11 @@ class PlanScreen(AgentsScreen):
         """Back from a dialog or another screen: reload only if the store changed since the
         last load (a reload of a 10,000-decision plan after every closed dialog held the
         next cursor move for a second on a loaded machine)."""
-        if self._fingerprint is None:
-            self.refresh_data()
-        else:
-            self._reload_if_changed(self._fingerprint)
+        if self._data is not None:  # None: the first load, from on_mount, is under way
+            self._reload_if_changed(self._data.fingerprint)
 
     def on_store_changed(self, _: StoreChanged) -> None:
-        self.refresh_data()
-        self.open_influence_graph()  # another process changed the store: reload it
+        self.refresh_data()  # the influence graph is reloaded if the decisions changed
 
     @work(thread=True, exclusive=True, group="graph", exit_on_error=False)
     def open_influence_graph(self) -> None:
@@ -147,23 +121,19 @@ class PlanScreen(AgentsScreen):
     def refresh_data(self) -> None:
         """Reload what the screen shows, in a thread; :meth:`on_plan_data_loaded` patches
         the tree with it on the event loop."""
-        self._load_data(self.show_superseded, self.query_one(DecisionTree).index)
+        self._load_data(self.show_superseded, self.query_one(DecisionTree).index, self._data)
 
-    @work(thread=True, exclusive=True, group="data", exit_on_error=False)
-    def _load_data(self, show_superseded: bool, shown: TreeIndex | None) -> None:
+    # a description of its own: by default the worker's quotes its arguments, and the last
+    # load's 10,000 rows took 0.4 s to print, on the event loop
+    @work(thread=True, exclusive=True, group="data", exit_on_error=False, description="load")
+    def _load_data(self, show_superseded: bool, shown: TreeIndex, last: PlanData | None) -> None:
         """Read the plan, and arrange its tree against the one ``shown`` (here, not on the
         event loop: on a 10,000-decision plan that is most of a refresh's work)."""
         try:
-            fingerprint = tui_queries.fingerprint(self.store)
-            tree = plan_tree(self.store, self.plan_id, show_superseded=show_superseded)
-            pending = pending_approvals(self.store, self.plan_id)
-            events = tui_queries.recent_events(self.store, self.plan_id, limit=1)
+            data = read_plan_data(self.store, self.plan_id, show_superseded, shown, last)
         except Exception as exc:  # deleted meanwhile, database gone: a notification
             self.post_message(LoadFailed(str(exc)))
             return
-        index = TreeIndex.of(tree)
-        changed = index.changed_since(shown)
-        data = PlanData(tree, pending, events, index, shown, changed, fingerprint)
         self.post_message(PlanDataLoaded(data))
 
     @work(thread=True, exclusive=True, group="data-check", exit_on_error=False)
@@ -192,7 +162,12 @@ class PlanScreen(AgentsScreen):
         if data.tree.show_superseded != self.show_superseded:
             return  # toggled meanwhile: the load that follows the toggle shows it
         tree = self.query_one(DecisionTree)
-        self._fingerprint = data.fingerprint
+        last, self._data = self._data, data
+        # the graph is read once the whole tree is shown (read beside the first load, it
+        # held that back), and again when another process changed the plan's decisions
+        graph_stale = not data.partial and (
+            last is None or last.partial or last.counts != data.counts
+        )
         old, self.plan = self.plan, data.tree.plan
         if self._editable(old) != self._editable(self.plan):
             self.refresh_bindings()  # `e` comes or goes with the phase (the footer redraws)
@@ -202,13 +177,21 @@ class PlanScreen(AgentsScreen):
             if data.tree.hidden_superseded
             else ""
         )
-        self.sub_title = f"{len(data.tree.lines)} decisions{hidden}"
+        self.sub_title = (
+            f"the first {len(data.tree.lines)} decisions · reading the rest…"
+            if data.partial
+            else f"{len(data.tree.lines)} decisions{hidden}"
+        )
         changed = data.changed
         if data.base is not tree.index:  # another load was shown meanwhile: compare here
             changed = data.index.changed_since(tree.index)
         tree.load(data.index, changed, keep=tree.current)
         self._show_status(data)
         services(self).compact_heap()  # after every load: its rows out of the collector's way
+        if data.partial:
+            self.refresh_data()  # the rest of the tree, patched in when read
+        elif graph_stale:
+            self.open_influence_graph()
         if self._reveal_after is not None:
             decision_id, what = self._reveal_after
             self._reveal_after = None
@@ -218,7 +201,7 @@ class PlanScreen(AgentsScreen):
     def on_load_failed(self, message: LoadFailed) -> None:
         self.notify(message.error, title="Cannot show the plan", severity="error", timeout=10)
         if self.plan is None and self.is_current:
-            self.app.pop_screen()  # nothing of it shown yet: back to the list
+            services(self).leave_plan()  # nothing of it shown yet: back to the list
 
     def _show_status(self, data: PlanData) -> None:
         self.query_one(PlanStatus).show(data.tree.plan, data.pending, data.events)
@@ -439,131 +422,3 @@ class PlanScreen(AgentsScreen):
             done[-1],
         )
         services(self).open_diff(pick.correction_id)
-
-    # -- export -------------------------------------------------------------------------------
-
-    @work(exclusive=True, group="export", exit_on_error=False)
-    async def action_export(self) -> None:
-        """Write the tree as shown (superseded branches included when they are shown)."""
-        web = self.app.is_web
-        default = Path(f"plan-{self.plan_id[:10]}.png")
-        path = await self.app.push_screen_wait(ExportModal(default, where_exports_go(web)))
-        if path is None:
-            return
-        try:
-            format_of(path)
-            target = web_target(str(path)) if web else path.expanduser()
-        except UserError as exc:
-            self.notify(str(exc), title="Export refused", severity="error")
-            return
-        if target is None:  # in a browser without --export-dir: a download
-            self._download_in_thread(path.name)
-            return
-        path = target
-        force = False
-        if path.exists():
-            force = await self.app.push_screen_wait(
-                ConfirmModal(f"{path} exists. Replace it?", title="Export", yes="Replace")
-            )
-            if not force:
-                return
-        self.notify(f"exporting to {path}…")
-        if web:  # into the export folder: no link planted there meanwhile is followed
-            self._save_in_thread(path.name, force)
-            return
-        self._export_in_thread(path, force)
-
-    @work(thread=True, exclusive=True, group="export-run", exit_on_error=False)
-    def _export_in_thread(self, path: Path, force: bool) -> None:
-        try:
-            tree = plan_tree(self.store, self.plan_id, show_superseded=self.show_superseded)
-            done = export_tree(tree, path, force=force)
-        except (UserError, OSError) as exc:
-            self.app.call_from_thread(
-                self.notify, str(exc), title="Export failed", severity="error"
-            )
-            return
-        self.app.call_from_thread(self.notify, done)
-
-    @work(thread=True, exclusive=True, group="export-run", exit_on_error=False)
-    def _download_in_thread(self, name: str) -> None:
-        """Browser mode: the export goes to the browser, nothing stays on the server."""
-        try:
-            tree = plan_tree(self.store, self.plan_id, show_superseded=self.show_superseded)
-            data = rendered(tree, name)
-        except (UserError, OSError) as exc:
-            self.app.call_from_thread(
-                self.notify, str(exc), title="Export failed", severity="error"
-            )
-            return
-        self.app.call_from_thread(self.app.deliver_binary, io.BytesIO(data), save_filename=name)
-        self.app.call_from_thread(self.notify, f"sent {name} to your browser ({len(data)} bytes)")
-
-    @work(thread=True, exclusive=True, group="export-run", exit_on_error=False)
-    def _save_in_thread(self, name: str, replace: bool) -> None:
-        """Browser mode with --export-dir: the file goes into that folder only."""
-        try:
-            tree = plan_tree(self.store, self.plan_id, show_superseded=self.show_superseded)
-            data = rendered(tree, name)
-            path = save_in_folder(name, data, replace=replace)
-        except (UserError, OSError) as exc:
-            self.app.call_from_thread(
-                self.notify, str(exc), title="Export failed", severity="error"
-            )
-            return
-        self.app.call_from_thread(self.notify, f"wrote {path} ({len(data)} bytes)")
-
-    # -- control ------------------------------------------------------------------------------
-
-    @work(thread=True, group="control-run", exit_on_error=False)
-    def _control(self, name: str, fn: Callable[[Store, str], Plan]) -> None:
-        try:
-            plan = fn(self.store, self.plan_id)
-        except UserError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error")
-            return
-        self.app.call_from_thread(self.notify, f"plan {name}: {plan.state.value}")
-        self.post_message(StoreChanged())
-
-    def action_pause(self) -> None:
-        self._control("paused", pause_plan)
-
-    @work(exclusive=True, group="control", exit_on_error=False)
-    async def action_cancel_plan(self) -> None:
-        if await self.app.push_screen_wait(
-            ConfirmModal(
-                f"Cancel plan {self.plan_id}? Nothing is applied; this cannot be undone.",
-                title="Cancel plan",
-                yes="Cancel the plan",
-            )
-        ):
-            self._control("cancelled", cancel_plan)
-
-    def action_resume(self) -> None:
-        self.notify("running the plan…")
-        self._run_in_thread("resume")
-
-    @work(exclusive=True, group="control", exit_on_error=False)
-    async def action_apply(self) -> None:
-        if await self.app.push_screen_wait(
-            ConfirmModal(
-                "Approve the Apply gate and land the changes on the real resources?",
-                title="Apply plan",
-                yes="Apply",
-            )
-        ):
-            self._run_in_thread("apply")
-
-    @work(thread=True, exclusive=True, group="run", exit_on_error=False)
-    def _run_in_thread(self, what: str) -> None:
-        app = services(self)
-        try:
-            if what == "apply":
-                plan = apply_plan(self.store, self.plan_id, app.user, app.run_options)
-            else:
-                plan = resume_plan(self.store, self.plan_id, app.run_options)
-        except UserError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error")
-            return
-        self.app.call_from_thread(self.notify, f"plan {plan.phase.value} · {plan.state.value}")
-        self.post_message(StoreChanged())

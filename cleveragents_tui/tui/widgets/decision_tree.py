@@ -125,11 +125,13 @@ class DecisionTree(Tree[str]):
     def _patch(self, old: TreeIndex, changed: list[str]) -> None:
         """Relabel the ``changed`` rows and add those appended since ``old``."""
         rows, kids = self._rows, self._kids
-        old_counts = {key: len(rows_) for key, rows_ in old.kids.items()}
         for ident in changed:
             node = self._node_of.get(ident)
             if node is not None:
                 node.set_label(self._label(rows[ident]))
+        if old is self.index:  # the same tree (a refresh that did not re-read it)
+            return
+        old_counts = {key: len(rows_) for key, rows_ in old.kids.items()}
         for key, new in kids.items():
             if len(new) == old_counts.get(key, 0):
                 continue

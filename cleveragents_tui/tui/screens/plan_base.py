@@ -1,0 +1,19 @@
+"""What the plan screen's parts (its export, its controls) share: the plan shown, whether
+superseded decisions are, and the store."""
+
+from __future__ import annotations
+
+from cleveragents_tui.store.store import Store
+from cleveragents_tui.tui.screens.base import AgentsScreen
+from cleveragents_tui.tui.services import services
+
+
+class PlanScreenBase(AgentsScreen):
+    def __init__(self, plan_id: str) -> None:
+        super().__init__()
+        self.plan_id = plan_id
+        self.show_superseded = False
+
+    @property
+    def store(self) -> Store:
+        return services(self).store

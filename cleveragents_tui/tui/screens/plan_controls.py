@@ -1,0 +1,74 @@
+"""The plan screen's controls: pause, cancel, resume or retry, apply, each run in a thread
+(a resume or an apply runs the plan)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual import work
+
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.engine import apply_plan, cancel_plan, pause_plan, resume_plan
+from cleveragents_tui.store.store import Store
+from cleveragents_tui.tui.messages import StoreChanged
+from cleveragents_tui.tui.modals.confirm import ConfirmModal
+from cleveragents_tui.tui.screens.plan_base import PlanScreenBase
+from cleveragents_tui.tui.services import services
+
+
+class PlanControls(PlanScreenBase):
+    """`P` `X` `R` `A` on the plan screen."""
+
+    @work(thread=True, group="control-run", exit_on_error=False)
+    def _control(self, name: str, fn: Callable[[Store, str], Plan]) -> None:
+        try:
+            plan = fn(self.store, self.plan_id)
+        except UserError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        self.app.call_from_thread(self.notify, f"plan {name}: {plan.state.value}")
+        self.post_message(StoreChanged())
+
+    def action_pause(self) -> None:
+        self._control("paused", pause_plan)
+
+    @work(exclusive=True, group="control", exit_on_error=False)
+    async def action_cancel_plan(self) -> None:
+        if await self.app.push_screen_wait(
+            ConfirmModal(
+                f"Cancel plan {self.plan_id}? Nothing is applied; this cannot be undone.",
+                title="Cancel plan",
+                yes="Cancel the plan",
+            )
+        ):
+            self._control("cancelled", cancel_plan)
+
+    def action_resume(self) -> None:
+        self.notify("running the plan…")
+        self._run_in_thread("resume")
+
+    @work(exclusive=True, group="control", exit_on_error=False)
+    async def action_apply(self) -> None:
+        if await self.app.push_screen_wait(
+            ConfirmModal(
+                "Approve the Apply gate and land the changes on the real resources?",
+                title="Apply plan",
+                yes="Apply",
+            )
+        ):
+            self._run_in_thread("apply")
+
+    @work(thread=True, exclusive=True, group="run", exit_on_error=False)
+    def _run_in_thread(self, what: str) -> None:
+        app = services(self)
+        try:
+            if what == "apply":
+                plan = apply_plan(self.store, self.plan_id, app.user, app.run_options)
+            else:
+                plan = resume_plan(self.store, self.plan_id, app.run_options)
+        except UserError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        self.app.call_from_thread(self.notify, f"plan {plan.phase.value} · {plan.state.value}")
+        self.post_message(StoreChanged())
