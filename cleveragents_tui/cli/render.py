@@ -1,13 +1,14 @@
-"""Plain-text rendering of the read models only the CLI shows (plan list, details, tree).
-The views the app shows too — explain, the impact preview, the diff — are in
-cleveragents_tui/views, one rendering for both."""
+"""Plain-text rendering of the read models only the CLI shows (plan list, details) and of
+the tree's layout. The views the app shows too — explain, the impact preview, the diff, the
+plan heading and a decision's tree line — are in cleveragents_tui/views, one rendering for
+both."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from cleveragents_tui.domain.display import printable
-from cleveragents_tui.views.lines import one_line
+from cleveragents_tui.views import plan as plan_view
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
     from cleveragents_tui.domain.plan import Plan
@@ -17,10 +18,6 @@ if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
         PlanTree,
         UsageFigures,
     )
-
-SUPERSEDED_MARK = "✗ "
-CORRECTION_MARK = "↻ "
-CHECKPOINT_BADGE = "  ⚑"
 
 
 def _line(text: str) -> str:
@@ -43,15 +40,8 @@ def usage_line(usage: UsageFigures) -> str:
 
 
 def plan_heading(plan: Plan) -> str:
-    parts = [
-        f"plan {plan.plan_id}",
-        _line(plan.action),
-        plan.phase.value,
-        plan.state.value,
-        f"attempt {plan.attempt}",
-        f"profile {_line(plan.automation_profile)}",
-    ]
-    return " · ".join(parts)
+    """The heading the app's status bar shows (cleveragents_tui/views/plan.py)."""
+    return plan_view.line_text(plan_view.plan_heading(plan))
 
 
 def plan_list(summaries: list[PlanSummary]) -> str:
@@ -138,15 +128,8 @@ def plan_tree(tree: PlanTree) -> str:
             prefix = trunks[depth] + ("└── " if line.is_last else "├── ")
             del trunks[depth + 1 :]
             trunks.append(trunks[depth] + ("    " if line.is_last else "│   "))
-        mark = SUPERSEDED_MARK if r.superseded_by else (CORRECTION_MARK if r.is_correction else "")
-        text = f"{r.decision_id}  {prefix}{mark}{r.decision_type}: {one_line(r.chosen_option)}"
-        if r.confidence_score is not None:
-            text += f"  ({r.confidence_score:.2f})"
-        if r.decision_id in tree.has_checkpoints:
-            text += CHECKPOINT_BADGE
-        if r.superseded_by:
-            text += f"  [superseded by {r.superseded_by}]"
-        out.append(text)
+        text = plan_view.line_text(plan_view.tree_line(r, r.decision_id in tree.has_checkpoints))
+        out.append(f"{r.decision_id}  {prefix}{text}")
     if not tree.lines:
         out.append("(no decisions recorded yet)")
     if tree.hidden_superseded:

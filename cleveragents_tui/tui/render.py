@@ -2,20 +2,19 @@
 contain ``[`` and ``]``), with every control character shown escaped (:func:`safe_text`):
 Textual passes ``ESC`` through to the terminal, so a decision's text could otherwise set
 the window title or write the clipboard. The views the CLI shows too (a decision's details,
-the impact preview, the diff's heading) are rendered by cleveragents_tui/views."""
+the impact preview, the diff's heading, the plan heading, a tree line) are rendered by
+cleveragents_tui/views."""
 
 from __future__ import annotations
 
 from rich.text import Text
 
 from cleveragents_tui.domain.display import printable
-from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.views.lines import one_line
+from cleveragents_tui.views.plan import line_rich, tree_line
 
-SUPERSEDED = "✗ "
-CORRECTION = "↻ "
-CHECKPOINT = " ⚑"
+TREE_OPTION = 30  # characters of a chosen option in the tree: its numbers stay in view
 
 STATE_STYLE = {
     "running": "bold green",
@@ -70,31 +69,13 @@ def state_text(state: str) -> Text:
     return Text(state, style=STATE_STYLE.get(state, ""))
 
 
-def plan_heading(plan: Plan) -> Text:
-    t = Text()
-    t.append(plan.action, style="bold")
-    t.append(f" · {plan.phase.value} · ")
-    t.append_text(state_text(plan.state.value))
-    t.append(f" · attempt {plan.attempt} · profile {plan.automation_profile}")
-    t.append(f" · {plan.plan_id}", style="dim")
-    return safe_text(t, one_line=True)
-
-
 def tree_label(row: TreeRow, checkpoint: bool, affected: bool) -> Text:
-    t = Text(no_wrap=True, overflow="ellipsis")
-    t.append(f"{row.phase[:1].upper()} ", style=PHASE_STYLE.get(row.phase, "dim"))
-    if row.superseded_by:
-        t.append(SUPERSEDED, style="red")
-    elif row.is_correction:
-        t.append(CORRECTION, style="cyan")
-    style = "dim strike" if row.superseded_by else ""
-    t.append(row.decision_type, style=f"bold {style}".strip())
-    t.append("  ")
-    t.append(one_line(row.chosen_option, 48), style=style)
-    if row.confidence_score is not None:
-        t.append(f"  {row.confidence_score:.2f}", style="dim")
-    if checkpoint:
-        t.append(CHECKPOINT, style="magenta")
+    """The phase's coloured letter, then the line ``agents plan tree`` prints for the
+    decision (cleveragents_tui/views/plan.py), its chosen option cut shorter for the
+    tree's column; highlighted when a correction would affect it."""
+    t = Text(f"{row.phase[:1].upper()} ", style=PHASE_STYLE.get(row.phase, "dim"))
+    t.append_text(line_rich(tree_line(row, checkpoint, option_limit=TREE_OPTION)))
+    t.no_wrap, t.overflow = True, "ellipsis"
     if affected:
         t.stylize("reverse yellow")
-    return safe_text(t, one_line=True)
+    return t

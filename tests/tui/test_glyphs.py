@@ -9,9 +9,8 @@ from pathlib import Path
 import matplotlib
 from fontTools.ttLib import TTFont  # type: ignore[import-untyped]
 
-from cleveragents_tui.cli.render import CHECKPOINT_BADGE, CORRECTION_MARK, SUPERSEDED_MARK
-from cleveragents_tui.tui.render import CHECKPOINT, CORRECTION, SUPERSEDED
 from cleveragents_tui.tui.screens.help import LEGEND
+from cleveragents_tui.views.plan import CHECKPOINT, CORRECTION, SUPERSEDED
 
 # Debian's copy where it is installed; matplotlib (a dependency) ships the same font
 FONTS = [
@@ -27,9 +26,6 @@ def test_every_tree_mark_is_in_dejavu_sans_mono() -> None:
         *SUPERSEDED,
         *CORRECTION,
         *CHECKPOINT,
-        *SUPERSEDED_MARK,
-        *CORRECTION_MARK,
-        *CHECKPOINT_BADGE,
         *"".join(mark for mark, _ in LEGEND),
     } - {" "}
     missing = sorted(f"{mark} U+{ord(mark):04X}" for mark in marks if ord(mark) not in covered)

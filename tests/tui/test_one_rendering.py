@@ -20,6 +20,7 @@ from cleveragents_tui.tui.screens.diff import DiffScreen
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
 from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
+from cleveragents_tui.tui.widgets.status_bar import PlanStatus
 from tests.tui.conftest import SIZE, DemoPlan, settle
 
 pytestmark = pytest.mark.anyio
@@ -140,3 +141,32 @@ async def test_plan_diff_heads_with_what_the_diff_screen_shows(
     assert "by ana" in shown and "guidance  record rc1" in shown
     assert "- tool_invocation: A row in the releases table" in shown
     assert printed.startswith(shown + "\n\n### ")  # then the files, each interface its own way
+
+
+async def test_plan_tree_prints_the_heading_and_the_lines_the_app_shows(
+    demo_plan: DemoPlan, sqlite_url: str
+) -> None:
+    printed = _agents(sqlite_url, "plan", "tree", demo_plan.plan.plan_id).splitlines()
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        heading = app.screen.query_one(PlanStatus).plain_text.splitlines()[0]
+        tree = app.screen.query_one(DecisionTree)
+        labels: dict[str, str] = {}
+        nodes = list(tree.root.children)
+        while nodes:
+            node = nodes.pop()
+            labels[node.data or ""] = str(node.label)
+            nodes.extend(node.children)
+
+    assert heading == printed[0] + " · 1 approval(s) pending"  # the app adds what waits
+    assert "awaiting_approval · attempt 1" in heading and demo_plan.plan.plan_id in heading
+    lines = {line.split("  ", 1)[0]: line for line in printed[1:] if line[:2] == "01"}
+    assert lines.keys() == labels.keys() and len(labels) == 8
+    for decision, label in labels.items():
+        shown = label[2:]  # after the phase's letter (S, E, A), the app's own
+        # the app's column cuts a long chosen option sooner: up to the cut, the same line
+        assert lines[decision].endswith(shown) or (
+            "…" in shown and shown.split("…")[0] in lines[decision]
+        ), (lines[decision], label)
+    assert any("  ⚑" in label for label in labels.values())  # its checkpoint marks too

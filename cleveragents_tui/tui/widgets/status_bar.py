@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from textual.widgets import Static
 
 from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.read.tui_queries import EventView
-from cleveragents_tui.tui.render import plan_heading, readable, safe_text
+from cleveragents_tui.tui.render import readable, safe_text
 from cleveragents_tui.views.lines import one_line
+from cleveragents_tui.views.plan import line_rich, plan_heading
 
 
 def _event_line(event: EventView) -> str:
@@ -27,7 +29,8 @@ class PlanStatus(Static):
         super().__init__("", id=id, markup=False)
 
     def show(self, plan: Plan, pending: list[Approval], events: list[EventView]) -> None:
-        t = plan_heading(plan)
+        t = line_rich(plan_heading(plan))
+        t.no_wrap, t.overflow = False, "fold"  # the whole heading, on two rows if need be
         if pending:
             t.append(f" · {len(pending)} approval(s) pending", style="bold yellow")
         for approval in pending:
@@ -39,7 +42,15 @@ class PlanStatus(Static):
             t.append("\nnow: ", style="bold")
             t.append(one_line(_event_line(events[0]), 70), style="dim")
         t = safe_text(t)
-        self.update(t)
+        # A layout of the whole screen costs the loop ~40 ms at 120x40 (10 ms of the poll's
+        # 13): only when the bar's height may change — other lines, or a line too long to
+        # stay on one row.
+        width = self.content_size.width
+        fits = all(cell_len(line) <= width for line in (*t.plain.split("\n"), *self._lines))
+        same_rows = t.plain.count("\n") == self.plain_text.count("\n")
+        self.update(t, layout=not (self.plain_text and same_rows and fits))
         self.plain_text = t.plain
+        self._lines = tuple(t.plain.split("\n"))
 
     plain_text: str = ""
+    _lines: tuple[str, ...] = ()
