@@ -4,8 +4,13 @@ Each tree holds files of 2 KB in folders of 25 (``d<k>/s<j>/f<n>.txt``), committ
 packed. The sandbox is a worktree of that repository; the baselines run in an identical copy
 of it (``cp -a``), in the same run, on the same changes:
 
-- checkpoint, with 10 files changed since the last one, against ``git add -A`` then
+- checkpoint, with 10 files changed since the last one by the file tools (which name each
+  path before they write it, :meth:`GitWorktreeSandbox.hand_out`), against the known-path
+  plumbing of the same paths in a copy: ``git update-index -- <paths>``, ``git
+  write-tree``, ``git commit-tree`` (three git processes); and against ``git add -A`` then
   ``git commit -q -m ...`` (two git processes, what a script would run);
+- checkpoint after a command ran (the worktree handed out whole, so every file is
+  examined: ``git status``), against ``git add -A && git commit``;
 - rollback to the checkpoint 10 decisions back (about 100 files differ) as the engine runs
   it, the safety checkpoint the rollback protocol takes just before included (the sandbox
   is opened as the engine opens it, trusting that nobody was handed the worktree since the
@@ -83,10 +88,15 @@ class Changes:
     def __init__(self, names: list[str]) -> None:
         self.names = names
         self.rng = random.Random(11)
+        self.picked: list[str] = []
 
-    def apply(self, roots: list[Path]) -> None:
-        picked = self.rng.sample(self.names, CHANGED)
+    def apply(self, roots: list[Path], sandbox: GitWorktreeSandbox | None = None) -> None:
+        """The next edit in each of ``roots``; in ``sandbox`` too, each path handed out
+        first, as the file tools do."""
+        picked = self.picked = self.rng.sample(self.names, CHANGED)
         stamp = self.rng.randbytes(8).hex().encode()
+        if sandbox is not None:
+            roots = [*roots, sandbox.hand_out(picked)]
         for root in roots:
             for name in picked:
                 with (root / name).open("ab") as handle:
@@ -123,10 +133,11 @@ def nothing() -> None:
 def measure(files: int, repeat: int) -> list[Measurement]:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        repo, copy = base / "repo", base / "copy"
+        repo, copy, plumb = base / "repo", base / "copy", base / "plumbing"
         names = build_repository(repo, files)
-        shutil.copytree(repo, copy, symlinks=True)
-        git(copy, "status", "--porcelain")  # refresh the copy's index (new inodes, mtimes)
+        for clone in (copy, plumb):
+            shutil.copytree(repo, clone, symlinks=True)
+            git(clone, "status", "--porcelain")  # refresh its index (new inodes, mtimes)
         resource = Resource(
             resource_id="bench/repo",
             kind="git",
@@ -142,19 +153,55 @@ def measure(files: int, repeat: int) -> list[Measurement]:
             git(copy, "add", "-A")
             git(copy, "commit", "-q", "-m", "decision")
 
-        # One untimed round each (builds the untracked cache, warms the page cache), then
-        # flush the writes of the set-up so their writeback does not land in the timings.
-        changes.apply([sandbox.workdir, copy])
-        sandbox.checkpoint()
-        baseline_commit()
-        os.sync()
+        def known_path_plumbing() -> None:
+            git(plumb, "update-index", "--", *changes.picked)
+            tree = git(plumb, "write-tree").strip()
+            git(plumb, "commit-tree", tree, "-p", "HEAD", "-m", "decision")
 
-        def edit() -> None:
+        def edit() -> None:  # as the file tools write: each path named first
+            changes.apply([copy, plumb], sandbox)
+
+        def command_edit() -> None:  # as a command writes: the worktree handed out whole
             changes.apply([sandbox.workdir, copy])
 
-        ours, theirs = interleaved([(edit, sandbox.checkpoint), (nothing, baseline_commit)], repeat)
+        # One untimed round each (builds the untracked cache, warms the page cache), then
+        # flush the writes of the set-up so their writeback does not land in the timings.
+        for step in (edit, command_edit):
+            step()
+            sandbox.checkpoint()
+            baseline_commit()
+        known_path_plumbing()
+        os.sync()
+
+        named, plumbing, by_script, scanned, by_script_too = interleaved(
+            [
+                (edit, sandbox.checkpoint),
+                (nothing, known_path_plumbing),
+                (nothing, baseline_commit),
+                (command_edit, sandbox.checkpoint),
+                (nothing, baseline_commit),
+            ],
+            repeat,
+        )
+        add_commit = "git add -A && git commit"
         results = [
-            measurement(f"checkpoint ({label})", ours, "git add -A && git commit", theirs, 0.8)
+            measurement(
+                f"checkpoint ({label}, paths named by the tools)",
+                named,
+                "git update-index + write-tree + commit-tree (same paths)",
+                plumbing,
+                1.2,
+            ),
+            measurement(
+                f"checkpoint ({label}, paths named by the tools)", named, add_commit, by_script, 0
+            ),
+            measurement(
+                f"checkpoint ({label}, after a command: every file examined)",
+                scanned,
+                add_commit,
+                by_script_too,
+                0.8,
+            ),
         ]
         return results + measure_rollback(sandbox, copy, edit, files, repeat)
 
