@@ -280,18 +280,36 @@ def _measurements(backend: str, count: int, samples: Samples) -> list[Measuremen
     rows = f"its rows inserted in one transaction ({backend})"
     out = []
     for what, ours, floor, baseline, target, limit in (
-        ("database part of one Execute decision", samples.database, samples.rows, rows,
-         "≤ 3×", 3.0),
-        ("checkpoint of one Execute decision", samples.sandbox, samples.checkpoint_floor,
-         "walk + one fdatasync'd note", "", None),
+        (
+            "database part of one Execute decision",
+            samples.database,
+            samples.rows,
+            rows,
+            "≤ 3×",
+            3.0,
+        ),
+        (
+            "checkpoint of one Execute decision",
+            samples.sandbox,
+            samples.checkpoint_floor,
+            "walk + one fdatasync'd note",
+            "",
+            None,
+        ),
         ("one Execute decision, whole", samples.whole, samples.rows, rows, "", None),
     ):
         seconds, base = min(ours), min(floor)
         out.append(
             Measurement(
-                GROUP, f"{what}, {where} (min; median)", seconds, baseline, base, target,
+                GROUP,
+                f"{what}, {where} (min; median)",
+                seconds,
+                baseline,
+                base,
+                target,
                 None if limit is None else seconds <= limit * base,
-                statistics.median(ours), statistics.median(floor),
+                statistics.median(ours),
+                statistics.median(floor),
             )
         )
     return out
