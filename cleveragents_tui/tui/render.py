@@ -73,9 +73,9 @@ def tree_label(row: TreeRow, checkpoint: bool, affected: bool) -> Text:
     """The phase's coloured letter, then the line ``agents plan tree`` prints for the
     decision (cleveragents_tui/views/plan.py), its chosen option cut shorter for the
     tree's column; highlighted when a correction would affect it."""
-    t = Text(f"{row.phase[:1].upper()} ", style=PHASE_STYLE.get(row.phase, "dim"))
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(f"{row.phase[:1].upper()} ", style=PHASE_STYLE.get(row.phase, "dim"))
     t.append_text(line_rich(tree_line(row, checkpoint, option_limit=TREE_OPTION)))
-    t.no_wrap, t.overflow = True, "ellipsis"
     if affected:
         t.stylize("reverse yellow")
     return t

@@ -80,13 +80,14 @@ def line_text(line: Line) -> str:
     return "".join(printable(text, one_line=True) for text, _ in line)
 
 
-def line_rich(line: Line) -> Text:
-    """``line`` styled by each span's emphasis: the characters :func:`line_text` gives."""
+def line_rich(line: Line, *, one_row: bool = True) -> Text:
+    """``line`` styled by each span's emphasis: the characters :func:`line_text` gives; cut
+    with ``…`` at the edge, or (``one_row=False``) folded onto the next row."""
     from rich.text import Text
 
     from cleveragents_tui.views.rich_text import STYLES
 
-    out = Text(no_wrap=True, overflow="ellipsis")
+    out = Text(no_wrap=one_row, overflow="ellipsis" if one_row else "fold")
     for text, emphasis in line:
         out.append(printable(text, one_line=True), style=STYLES[emphasis])
     return out

@@ -178,7 +178,8 @@ class DecisionTree(Tree[str]):
         more = self._more.pop(key, None)
         if more is not None:
             more.remove()
-        end = min(start + CHUNK, len(kids))
+        end = min((start // CHUNK + 1) * CHUNK, len(kids))  # to the next chunk's end: rows
+        # added by a refresh (or the rest of a first, partial load) fill the open chunk first
         for row in kids[start:end]:
             has_kids = bool(self._kids.get(row.decision_id))
             child = node.add(

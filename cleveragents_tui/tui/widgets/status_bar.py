@@ -29,8 +29,7 @@ class PlanStatus(Static):
         super().__init__("", id=id, markup=False)
 
     def show(self, plan: Plan, pending: list[Approval], events: list[EventView]) -> None:
-        t = line_rich(plan_heading(plan))
-        t.no_wrap, t.overflow = False, "fold"  # the whole heading, on two rows if need be
+        t = line_rich(plan_heading(plan), one_row=False)  # the whole heading, folded
         if pending:
             t.append(f" · {len(pending)} approval(s) pending", style="bold yellow")
         for approval in pending:
