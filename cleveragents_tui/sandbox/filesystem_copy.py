@@ -459,13 +459,11 @@ class FilesystemCopySandbox:
 
     def _collect_garbage(self) -> None:
         """Delete objects no checkpoint, index or origin needs (skipped if any is unreadable)."""
-        keep: set[str] = set()
+        roots = [self._origin.root] + [snapshot.root for snapshot in self._records.values()]
+        if self._index is not None:
+            roots.append(self._index.snapshot.root)
         try:
-            roots = [self._origin.root] + [snapshot.root for snapshot in self._records.values()]
-            if self._index is not None:
-                roots.append(self._index.snapshot.root)
-            for root in roots:
-                self._trees.reachable(root, keep)
+            keep = self._trees.reachable(roots)
         except (CheckpointMissingError, UnsafeInputError):
             return
         self._store.sweep(keep, self._keep_note)

@@ -194,3 +194,23 @@ def test_a_sandbox_written_in_format_1_opens_rolls_back_and_applies(tmp_path: Pa
     result = reopened.apply()
     assert {change.path for change in result.changes} == {"src/main.py"}
     assert (real / "src" / "main.py").read_text() == "print('format 2')\n"
+
+
+def test_garbage_collection_keeps_what_a_delta_base_names(tmp_path: Path) -> None:
+    """A folder's tree that is both a checkpoint's and the base of a newer delta keeps its
+    own files when another checkpoint is dropped, whichever tree is walked first."""
+    real = tmp_path / "real"
+    (real / "d").mkdir(parents=True)
+    for n in range(4):
+        (real / "d" / f"f{n}.txt").write_text(f"file {n}\n")
+    strategy = FilesystemCopyStrategy(durable=False)
+    sandbox = strategy.create(fs_resource(real), PLAN, tmp_path / "sandboxes")
+    (sandbox.workdir / "d" / "f0.txt").write_text("first\n")
+    first = sandbox.checkpoint()
+    at_first = tree_state(sandbox.workdir)
+    (sandbox.workdir / "d" / "f0.txt").write_text("applied\n")
+    sandbox.apply()  # the origin is now a delta of the first checkpoint's folder
+    sandbox.drop_checkpoint(sandbox.checkpoint())
+    sandbox.verify(first)
+    sandbox.rollback(first)
+    assert tree_state(sandbox.workdir) == at_first

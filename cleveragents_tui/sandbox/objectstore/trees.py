@@ -28,7 +28,7 @@ import os
 import stat
 import struct
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from cleveragents_tui.sandbox.base import CheckpointMissingError
@@ -377,19 +377,28 @@ class Trees:
             chain.append(base)
         return chain
 
-    def reachable(self, root: str, into: set[str]) -> None:
-        """Add ``root`` and every tree (deltas' bases too) and blob under it to ``into``."""
-        stack = [(root, True)]
+    def reachable(self, roots: Iterable[str]) -> set[str]:
+        """Every tree under ``roots`` (with the trees they are deltas of) and every blob.
+
+        A base is kept as an object, not walked: what it names is kept only when it is
+        reached as a tree itself, which is why walked trees are tracked apart from the
+        result (a tree first met as a base must still be walked when met as a tree).
+        """
+        keep: set[str] = set()
+        walked: set[str] = set()
+        stack = [(root, True) for root in roots]
         while stack:
             oid, top = stack.pop()
-            if oid in into:
+            if oid in walked:
                 continue
-            into.update(self._with_bases(oid, top))
+            walked.add(oid)
+            keep.update(self._with_bases(oid, top))
             for entry in self.load(oid, top=top).values():
                 if entry.kind == DIRECTORY:
                     stack.append((entry.ref, False))
                 elif entry.kind == FILE:
-                    into.add(entry.ref)
+                    keep.add(entry.ref)
+        return keep
 
     def verify(self, root: str) -> None:
         """Every tree (deltas' bases too) and blob under ``root`` exists and matches its id."""
