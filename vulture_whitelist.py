@@ -49,6 +49,7 @@ _.open_ids  # PlanSandboxes.open_ids(): test fixtures close every sandbox they o
 _.outcome_of  # RollbackReport.outcome_of(): one resource's outcome, for reports and tests
 _.savepoints_held  # transaction_rollback: the savepoints a test expects to be held
 _.row_count  # DecisionTree (widget): rows shown, read by the app's tests and benchmark
+_.stored_size  # ObjectStore: bytes an object takes on disk, for the bytes-per-checkpoint bench
 
 # -- OPEN: called by tests only; each needs an interface or to go (issue 15 report) ----------
 _.child_plans  # engine/core/impact.py: Impact's child plans by outcome; only tests read it

@@ -130,14 +130,9 @@ def _plans_of(connection: Connection, decision_ids: Iterable[str]) -> set[str]:
 # -- the cold path: one recursive CTE -----------------------------------------------------------
 
 
-def affected_refs(store: Store, decision_id: str) -> frozenset[str]:
-    """The rows of the affected-subtree CTE for ``decision_id``: decision ids, and child
-    plan ids behind :data:`PLAN_MARK`; empty when no such decision exists."""
-    return _run_affected(store, _affected_sql(store.engine.dialect, decision_id))
-
-
 def affected_refs_in(session: Session, decision_ids: str | Iterable[str]) -> frozenset[str]:
-    """:func:`affected_refs` of a decision id, or the union of those of several (the CTE's
+    """The rows of the affected-subtree CTE (decision ids, and child plan ids behind
+    :data:`PLAN_MARK`) of a decision id, or the union of those of several (the CTE's
     anchor is then the whole set, one JSON parameter), in the session's transaction: a
     preview reads its whole snapshot in one."""
     connection = session.connection()
@@ -147,11 +142,6 @@ def affected_refs_in(session: Session, decision_ids: str | Iterable[str]) -> fro
         targets = json.dumps(sorted(set(decision_ids)))
         statement = _affected_sql(connection.dialect, targets, many=True)
     return _fetch(connection, statement)
-
-
-def _run_affected(store: Store, statement: tuple[str, Any]) -> frozenset[str]:
-    with store.engine.connect() as connection:
-        return _fetch(connection, statement)
 
 
 def _fetch(connection: Connection, statement: tuple[str, Any]) -> frozenset[str]:

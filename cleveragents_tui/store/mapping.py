@@ -204,10 +204,6 @@ def resource_from_row(row: ResourceRow) -> Resource:
     return _from_columns(Resource, "resources", row.resource_id, row)
 
 
-def group_to_row(group: CheckpointGroup) -> CheckpointGroupRow:
-    return CheckpointGroupRow(**group.model_dump(mode="python"))
-
-
 def group_from_row(row: CheckpointGroupRow) -> CheckpointGroup:
     return _from_columns(CheckpointGroup, "checkpoint_groups", row.group_id, row)
 

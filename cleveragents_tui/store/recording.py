@@ -38,7 +38,6 @@ from cleveragents_tui.store.tables import (
 
 PENDING = CheckpointGroupStatus.PENDING.value
 COMMITTED = CheckpointGroupStatus.COMMITTED.value
-GROUPS = CheckpointGroupRow.__table__
 CHECKPOINTS = CheckpointMetadataRow.__table__
 
 _NEXT_SEQUENCE = select(func.max(DecisionRow.sequence_number)).where(

@@ -39,10 +39,21 @@ from sqlalchemy.orm import Session
 
 from cleveragents_tui.domain.ids import new_ulid
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine.core.impact import AffectedSubtree, InfluenceGraph, affected_subtree
+from cleveragents_tui.engine.core.impact import (
+    AffectedSubtree,
+    InfluenceGraph,
+    affected_subtree_in,
+)
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.tables import DecisionDependencyRow, DecisionRow
 from tests.benchmarks.harness import Measurement, best_of
+
+
+def affected_subtree(store: Store, decision_id: str) -> AffectedSubtree:
+    """The cold path on its own: one statement in a read transaction of its own."""
+    with store.unit_of_work() as uow:
+        return affected_subtree_in(uow, decision_id)
+
 
 GROUP = "impact analysis"
 PLAIN_CTE = """

@@ -22,7 +22,6 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -78,7 +77,9 @@ def trees(draw: st.DrawFn) -> Tree:
     size = draw(st.integers(1, 12))
     parents = (0, *(draw(st.integers(0, n - 1)) for n in range(1, size)))
     pairs = [(u, d) for d in range(1, size) for u in range(d) if u != parents[d]]
-    influence = tuple(draw(st.lists(st.sampled_from(pairs), unique=True, max_size=6))) if pairs else ()
+    influence = (
+        tuple(draw(st.lists(st.sampled_from(pairs), unique=True, max_size=6))) if pairs else ()
+    )
     superseded = frozenset(draw(st.sets(st.integers(0, size - 1), max_size=size // 3)))
     current = [n for n in range(size) if n not in superseded]
     if not current:

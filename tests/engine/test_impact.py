@@ -20,9 +20,12 @@ from cleveragents_tui.domain.enums import DecisionType, DependencyType, Phase
 from cleveragents_tui.domain.errors import NotFoundError
 from cleveragents_tui.domain.ids import new_ulid
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine.core.impact import AffectedSubtree, InfluenceGraph, affected_subtree
+from cleveragents_tui.engine.core.impact import (
+    AffectedSubtree,
+    InfluenceGraph,
+)
 from cleveragents_tui.store.store import Store
-from tests.benchmarks.bench_impact import reference_affected
+from tests.benchmarks.bench_impact import affected_subtree, reference_affected
 
 
 @dataclass

@@ -28,6 +28,7 @@ from tests.engine.conftest import FILES, World
 from tests.reliability import scenario
 from tests.reliability.harness import Worker
 from tests.support.run_lease import held_by_another_thread
+from tests.support.store_rows import add_groups
 
 
 def check(world: World) -> InvariantReport:
@@ -105,10 +106,11 @@ def test_a_plan_recorded_by_the_engine_passes_and_every_check_looks(world: World
 
 
 def test_a_pending_group_and_a_committed_group_without_decision(world: World) -> None:
-    with world.store.unit_of_work(write=True) as uow:
-        uow.checkpoints.add_group(CheckpointGroup(plan_id=world.plan.plan_id))
-        uow.checkpoints.add_group(CheckpointGroup(plan_id=world.plan.plan_id, status="committed"))
-        uow.commit()
+    add_groups(
+        world.store,
+        CheckpointGroup(plan_id=world.plan.plan_id),
+        CheckpointGroup(plan_id=world.plan.plan_id, status="committed"),
+    )
     assert broken(world) == {"pending-group", "group-without-decision"}
 
 

@@ -14,6 +14,7 @@ from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.tool import ToolInvocation
 from cleveragents_tui.store.store import Store
 from tests.strategies import decisions, moments, names, required, text
+from tests.support.store_rows import add_groups
 
 FIXTURE_OK = settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -163,8 +164,9 @@ def test_tool_checkpoint_and_correction_round_trip(
                 )
             )
         uow.tool_invocations.add(call)
-        uow.checkpoints.add_group(group)
-        uow.flush()
+        uow.commit()
+    add_groups(store, group)
+    with store.unit_of_work(write=True) as uow:
         uow.checkpoints.add(checkpoint)
         uow.corrections.add(correction)
         uow.commit()

@@ -25,7 +25,7 @@ Two deliberate readings of the ADR's reference loop:
 
 Two ways to compute it, with the same answer:
 
-- :func:`affected_subtree`, the *cold* path for a one-off question (a preview from the CLI):
+- :func:`affected_subtree_in`, the *cold* path for a one-off question (a preview from the CLI):
   one statement with one recursive CTE (``store/impact_queries.py``), on SQLite and
   PostgreSQL. Its rows are the affected decisions and the child plans.
 - :class:`InfluenceGraph`, the *warm* path for a plan being run or browsed: the plan's
@@ -51,7 +51,6 @@ from cleveragents_tui.store.impact_queries import (
     PLAN_MARK,
     EdgeRow,
     NodeRow,
-    affected_refs,
     affected_refs_in,
     influence_rows,
 )
@@ -235,16 +234,12 @@ class InfluenceGraph:
 # -- the cold path: one recursive CTE (store/impact_queries.py) ------------------------------
 
 
-def affected_subtree(store: Store, decision_id: str) -> AffectedSubtree:
-    """The affected subtree of ``decision_id``, read straight from the store in one statement.
+def affected_subtree_in(uow: UnitOfWork, decision_id: str) -> AffectedSubtree:
+    """The affected subtree of ``decision_id``, read in one statement in the transaction of
+    ``uow``.
 
     Raises :class:`NotFoundError` when no such decision exists.
     """
-    return _subtree(decision_id, affected_refs(store, decision_id))
-
-
-def affected_subtree_in(uow: UnitOfWork, decision_id: str) -> AffectedSubtree:
-    """:func:`affected_subtree` in the transaction of ``uow``."""
     return _subtree(decision_id, uow.run(affected_refs_in, decision_id))
 
 
@@ -263,4 +258,3 @@ def _subtree(decision_id: str, refs: frozenset[str]) -> AffectedSubtree:
     if decision_id not in decisions:
         raise NotFoundError(f"decision {decision_id} does not exist", _HOW_TO_LIST)
     return AffectedSubtree(decisions, frozenset(ref[1:] for ref in marked))
-

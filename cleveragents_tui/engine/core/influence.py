@@ -1,6 +1,6 @@
 """Influence graphs kept warm for the plans a long-lived process has open (the app).
 
-The cold path (one recursive CTE, ``impact.affected_subtree``) answers a one-off question
+The cold path (one recursive CTE, ``impact.affected_subtree_in``) answers a one-off question
 faster than building a graph, so the CLI uses it. A process that keeps a plan open — the app
 showing its tree and previewing corrections — opens its graph here once; the runner and the
 correction engine then report every decision they record, every child plan they spawn and

@@ -16,29 +16,15 @@ from cleveragents_tui.store.tables import CheckpointGroupRow, CheckpointMetadata
 
 
 class CheckpointRepository(Repository):
-    """Checkpoint groups and per-resource checkpoints.
+    """Checkpoint groups and per-resource checkpoints, as recovery and the readers see them.
 
-    A group is inserted ``pending`` (its own short transaction), collects the refs made for
-    it in ``pending_refs`` so recovery can undo them, and is flipped to ``committed`` in the
-    transaction that inserts its decision and checkpoint rows.
+    The recorder writes groups itself (``store/recording.py``): inserted ``pending`` with the
+    refs made for them, so recovery can undo those refs, and flipped to ``committed`` in the
+    transaction that inserts their decision.
     """
-
-    def add_group(self, group: CheckpointGroup) -> None:
-        self._session.add(mapping.group_to_row(group))
 
     def add(self, checkpoint: CheckpointMetadata) -> None:
         self._session.add(mapping.checkpoint_to_row(checkpoint))
-
-    def note_pending_ref(self, group_id: str, resource_id: str, ref: str) -> None:
-        row = self._pending_row(group_id)
-        refs = mapping.load_json("checkpoint_groups", group_id, "pending_refs", row.pending_refs)
-        row.pending_refs = mapping.dump_json([*refs, [resource_id, ref]])
-
-    def commit_group(self, group_id: str, decision_id: str) -> None:
-        row = self._pending_row(group_id)
-        row.status = CheckpointGroupStatus.COMMITTED.value
-        row.decision_id = decision_id
-        row.pending_refs = "[]"
 
     def delete_pending_group(self, group_id: str) -> None:
         self._session.delete(self._pending_row(group_id))
@@ -78,20 +64,6 @@ class CheckpointRepository(Repository):
             query = query.where(CheckpointMetadataRow.resource_id == resource_id)
         return self._list(
             query.order_by(CheckpointMetadataRow.created_at, CheckpointMetadataRow.checkpoint_id),
-            mapping.checkpoint_from_row,
-        )
-
-    def live_for(self, plan_id: str, resource_id: str) -> list[CheckpointMetadata]:
-        """One resource's live (not pruned) checkpoints in the plan, oldest first: what a
-        checkpoint budget counts, as many as the budget allows whatever the plan's size."""
-        return self._list(
-            select(CheckpointMetadataRow)
-            .where(
-                CheckpointMetadataRow.plan_id == plan_id,
-                CheckpointMetadataRow.resource_id == resource_id,
-                CheckpointMetadataRow.pruned_at.is_(None),
-            )
-            .order_by(CheckpointMetadataRow.created_at, CheckpointMetadataRow.checkpoint_id),
             mapping.checkpoint_from_row,
         )
 

@@ -1,0 +1,17 @@
+"""Rows the engine never writes on its own, put straight into a store for a test."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from cleveragents_tui.domain.checkpoint import CheckpointGroup
+from cleveragents_tui.store.store import Store
+from cleveragents_tui.store.tables import CheckpointGroupRow
+
+
+def add_groups(store: Store, *groups: CheckpointGroup) -> None:
+    """Insert checkpoint groups as they are, committed or not (the recorder only ever opens
+    pending ones and commits them with their decision)."""
+    with Session(store.engine) as session:
+        session.add_all(CheckpointGroupRow(**group.model_dump(mode="python")) for group in groups)
+        session.commit()
