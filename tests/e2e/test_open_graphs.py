@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 
 from cleveragents_tui.domain.enums import CorrectionMode
-from cleveragents_tui.engine.core.impact import affected_subtree
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
-from cleveragents_tui.engine.correct import preview as correction_module
+from cleveragents_tui.engine.correct import snapshot as snapshot_module
 from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import build_demo
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
+from tests.benchmarks.bench_impact import affected_subtree
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def test_the_open_graph_follows_a_correction_and_answers_previews(
     def cold_path_not_used(*_: object) -> None:
         raise AssertionError("preview went to the store although the graph is open")
 
-    monkeypatch.setattr(correction_module, "affected_subtree", cold_path_not_used)
+    monkeypatch.setattr(snapshot_module, "affected_subtree_in", cold_path_not_used)
     announce = next(d for d in current if d.step_key == "announce")
     assert preview(
         sqlite_store, announce.decision_id, CorrectionMode.REVERT, "later"
