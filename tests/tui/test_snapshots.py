@@ -26,6 +26,7 @@ from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp
 from cleveragents_tui.tui.modals.correction import CorrectionDialog
 from cleveragents_tui.tui.modals.impact import ImpactModal
+from cleveragents_tui.tui.modals.replay import ReplayModal
 from cleveragents_tui.tui.screens.diff import DiffScreen
 from tests.tui.conftest import settle as settle_app
 from tests.tui.fixed_data import CHILD, PLAN, T0, build_fixed, uid
@@ -214,3 +215,16 @@ def test_diff_view_side_by_side(snap_compare: Any, sqlite_store: Store) -> None:
         await pilot.press("v")
 
     assert snap_compare(_app(sqlite_store), terminal_size=SIZE, run_before=run_before)
+
+
+def test_replay_modal_after_a_refused_correction(snap_compare: Any, sqlite_store: Store) -> None:
+    """The replay dialog once its correction has ended: the fixed plan's action cannot be
+    replayed, so the engine refuses before anything changes and the dialog says why."""
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        pilot.app.push_screen(ReplayModal(sqlite_store, _impact(), "tester"))
+        await settle(pilot)
+
+    app = _app(sqlite_store, plan_id=PLAN)
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

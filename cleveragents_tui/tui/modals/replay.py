@@ -230,9 +230,15 @@ class ReplayModal(Dialog[str | None]):
             self.error = str(event.worker.error)
             self._log(f"failed: {self.error}")
             title.update("Correction failed")
+            self.query_one("#replay-status", Static).update(
+                "not carried out: the reason is below"
+                if isinstance(event.worker.error, UserError)
+                else "stopped by an error: `agents doctor` checks what it left"
+            )
         self.query_one("#cancel", Button).disabled = True
         self.query_one("#close", Button).disabled = False
         self.query_one("#close", Button).focus()
+        self.refresh_bindings()
 
     @property
     def worker(self) -> Worker[tuple[CorrectionResult, Progress]] | None:
@@ -241,6 +247,18 @@ class ReplayModal(Dialog[str | None]):
     @property
     def finished(self) -> bool:
         return self._worker is not None and self._worker.is_finished
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The footer offers only what can act now: cancel while the correction runs, the
+        diff once it succeeded (hidden before; refreshed when it ends)."""
+        if action == "cancel_replay":
+            return not self.finished
+        if action == "open_diff":
+            return self.finished and self._succeeded()
+        return True
+
+    def _succeeded(self) -> bool:
+        return self.result is not None and self.result.correction.status.value == "succeeded"
 
     def action_cancel_replay(self) -> None:
         if self.finished or (self.pausing is not None and self.pausing.is_running):
@@ -268,7 +286,7 @@ class ReplayModal(Dialog[str | None]):
         self.app.call_from_thread(self._log, line)
 
     def action_open_diff(self) -> None:
-        if self.finished and self.result and self.result.correction.status.value == "succeeded":
+        if self.finished and self.result and self._succeeded():
             self.dismiss(self.result.correction.correction_id)
 
     def action_close(self) -> None:
