@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 
 from cleveragents_tui.cli import cli
 from cleveragents_tui.store.store import Store
+from tests.support.cli_output import heading_plan_id
 
 Run = Callable[..., Result]
 
@@ -339,7 +340,7 @@ def test_action_create_then_plan_use_by_name_runs_it_and_apply_leaves_the_checko
     before = checkout(repo)
     used = run("plan", "use", "local/shop-readme")
     assert used.exit_code == 0, used.output
-    plan_id = used.output.split()[1]
+    plan_id = heading_plan_id(used.output)
     assert "execute · awaiting_approval" in used.output.splitlines()[0]
     busy = run("resource", "remove", "shop")
     assert busy.exit_code == 2
@@ -488,7 +489,7 @@ def test_turning_checkpoints_off_is_refused_while_a_plan_uses_the_resource(
     action_file.write_text(ACTION)
     used = run("plan", "use", str(action_file))
     assert used.exit_code == 0, used.output
-    plan_id = used.output.split()[1]
+    plan_id = heading_plan_id(used.output)
     refused = run("config", "set", "sandbox.checkpoint.enabled", "false", "--resource", "shop")
     assert refused.exit_code == 2
     assert refused.stderr.strip() == (
@@ -531,7 +532,7 @@ def test_remove_is_refused_while_a_child_plan_to_come_names_the_resource(
     assert "replaced" in run("action", "create", str(action_file), "--replace").output
     used = run("plan", "use", "local/shop-readme", "--automation-profile", "manual")
     assert "strategize · awaiting_approval" in used.output  # waits before Strategize
-    plan_id = used.output.split()[1]
+    plan_id = heading_plan_id(used.output)
     refused = run("resource", "remove", "docs")
     assert refused.exit_code == 2 and f"used by plan {plan_id}" in refused.stderr
     assert stored_resources(home) == ["local/docs", "local/shop"]

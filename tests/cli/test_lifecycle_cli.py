@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Run
+from tests.support.cli_output import heading_plan_id
 
 
 @pytest.fixture
@@ -53,7 +54,7 @@ def test_plan_use_with_a_manual_profile_waits_before_strategize(
     first = result.output.splitlines()[0]
     assert "strategize · awaiting_approval" in first
     assert "Start Strategize for this plan?" in result.output
-    plan_id = first.split()[1]
+    plan_id = heading_plan_id(first)
     paused = run("plan", "pause", plan_id)
     assert "paused" in paused.output.splitlines()[0]
     again = run("plan", "pause", plan_id)

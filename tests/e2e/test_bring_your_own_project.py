@@ -30,6 +30,7 @@ import pytest
 import yaml
 
 from cleveragents_tui.store.store import Store
+from tests.support.cli_output import heading_plan_id
 from tests.support.openai_server import (
     OpenAIServer,
     Reply,
@@ -317,7 +318,7 @@ def test_a_users_own_repository_database_and_folder_from_init_to_discard(
         "plan", "use", ACTION_NAME, "--reasoner", "chat", "--model", MODEL,
         "--automation-profile", "auto",
     )  # fmt: skip
-    plan_id = used.stdout.split()[1]
+    plan_id = heading_plan_id(used.stdout)
     assert openai_server.pending == 0
     assert {r.body["model"] for r in openai_server.completions} == {"gpt-4o-mini"}
     chosen = {d["chosen_option"]: d for d in _tree(project, plan_id)}

@@ -25,6 +25,7 @@ import yaml
 
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.store.store import Store
+from tests.support.cli_output import heading_plan_id
 from tests.support.openai_server import (
     OpenAIServer,
     Reply,
@@ -161,7 +162,7 @@ def test_a_chat_model_runs_a_plan_and_remakes_the_corrected_decision(
         "--automation-profile", "auto",
     )  # fmt: skip
     assert started.returncode == 0, started.stderr
-    plan_id = started.stdout.split()[1]
+    plan_id = heading_plan_id(started.stdout)
     assert openai_server.pending == 0
     sent = openai_server.completions
     assert len(sent) == 4  # two decisions, two phase ends: nothing asked twice

@@ -22,6 +22,7 @@ import yaml
 
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.store.store import Store
+from tests.support.cli_output import heading_plan_id
 
 
 def _sql(sql: str) -> dict[str, object]:
@@ -163,7 +164,7 @@ def test_a_sqlite_database_with_now_and_a_trigger_is_corrected_and_applied_by_th
 
     started = cli("plan", "use", str(action), "--automation-profile", "auto")
     assert started.returncode == 0, started.stderr
-    plan_id = started.stdout.split()[1]
+    plan_id = heading_plan_id(started.stdout)
     record = _decision(cli, plan_id, "a minor release")
     assert _rows(target) == before  # nothing lands before Apply
 
@@ -204,7 +205,7 @@ def test_an_apply_that_conflicts_fails_in_one_line_and_lands_nothing(
     cli = Cli(sqlite_url, tmp_path)
     started = cli("plan", "use", str(action), "--automation-profile", "auto")
     assert started.returncode == 0, started.stderr
-    plan_id = started.stdout.split()[1]
+    plan_id = heading_plan_id(started.stdout)
     connection = sqlite3.connect(target)
     with connection:
         connection.execute("INSERT INTO releases (id, version) VALUES (2, 'hotfix')")

@@ -24,6 +24,7 @@ from cleveragents_tui.cli.outcome import CONSTRAINED_EXIT
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.store.store import Store
 from tests.e2e.test_database_cli_exact import Cli, _decision
+from tests.support.cli_output import heading_plan_id
 
 pytestmark = pytest.mark.postgres
 
@@ -183,7 +184,7 @@ def test_a_postgres_database_with_now_and_sequences_is_corrected_and_applied_by_
 
     started = cli("plan", "use", str(action), "--automation-profile", "auto")
     assert started.returncode == 0, started.stderr
-    plan_id = started.stdout.split()[1]
+    plan_id = heading_plan_id(started.stdout)
     assert _rows(target) == before  # nothing lands before Apply
     ran = _rows(_sandbox_work_database(target))
     announcement = ran["notes"][0]
@@ -241,7 +242,7 @@ def test_a_postgres_apply_that_conflicts_fails_in_one_line_and_lands_nothing(
     cli = Cli(sqlite_url, tmp_path)
     started = cli("plan", "use", str(action), "--automation-profile", "auto")
     assert started.returncode == 0, started.stderr
-    plan_id = started.stdout.split()[1]
+    plan_id = heading_plan_id(started.stdout)
     _query(target, "INSERT INTO releases (id, version) VALUES (2, 'hotfix')")
     before = _rows(target)
 
