@@ -95,7 +95,8 @@ def test_a_kill_after_the_docs_landed_is_reported_and_finished_by_doctor_repair(
 ) -> None:
     cli = Cli(tmp_path)
     plan_id = cli.demo()
-    killed = cli("plan", "apply", plan_id, failpoint="fs.write@file#2=kill")
+    # The docs sandbox's first file write in Apply is its meta, saved once the files landed.
+    killed = cli("plan", "apply", plan_id, failpoint="fs.write@file#1=kill")
     assert killed.returncode == -signal.SIGKILL
 
     found = cli("doctor")
