@@ -1,3 +1,4 @@
+# Over 500 lines: BlindSpots takes, stores and restores one record kind; splitting take from restore would split one format.
 """What git does not keep of a git_worktree sandbox, kept beside each of its checkpoints.
 
 A :class:`.records.Record` holds what git does not keep of one state (see

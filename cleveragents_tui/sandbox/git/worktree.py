@@ -1,3 +1,4 @@
+# Over 500 lines: GitWorktreeSandbox is one ~475-line class (open, checkpoint, both rollbacks, apply); its git plumbing is staging/known_paths.
 """The git_worktree sandbox: one plan's linked worktree of one git repository (layout,
 checkpoints and the two rollback paths: :mod:`cleveragents_tui.sandbox.git`)."""
 
