@@ -4,11 +4,13 @@ export folder of a browser session; written in a thread."""
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 
 from textual import work
 
 from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.views import PlanTree
 from cleveragents_tui.engine import plan_tree
 from cleveragents_tui.export.tree_file import export_tree, format_of
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
@@ -40,7 +42,7 @@ class PlanExport(PlanScreenBase):
             self.notify(str(exc), title="Export refused", severity="error")
             return
         if target is None:  # in a browser without --export-dir: a download
-            self._download_in_thread(path.name)
+            self._export_in_thread(lambda tree: self._download(tree, path.name))
             return
         path = target
         force = False
@@ -52,15 +54,17 @@ class PlanExport(PlanScreenBase):
                 return
         self.notify(f"exporting to {path}…")
         if web:  # into the export folder: no link planted there meanwhile is followed
-            self._save_in_thread(path.name, force)
+            name = path.name
+            self._export_in_thread(lambda tree: _save(tree, name, force))
             return
-        self._export_in_thread(path, force)
+        self._export_in_thread(lambda tree: export_tree(tree, path, force=force))
 
     @work(thread=True, exclusive=True, group="export-run", exit_on_error=False)
-    def _export_in_thread(self, path: Path, force: bool) -> None:
+    def _export_in_thread(self, write: Callable[[PlanTree], str]) -> None:
+        """Read the tree as shown and hand it to ``write``, which says what it did."""
         try:
             tree = plan_tree(self.store, self.plan_id, show_superseded=self.show_superseded)
-            done = export_tree(tree, path, force=force)
+            done = write(tree)
         except (UserError, OSError) as exc:
             self.app.call_from_thread(
                 self.notify, str(exc), title="Export failed", severity="error"
@@ -68,30 +72,15 @@ class PlanExport(PlanScreenBase):
             return
         self.app.call_from_thread(self.notify, done)
 
-    @work(thread=True, exclusive=True, group="export-run", exit_on_error=False)
-    def _download_in_thread(self, name: str) -> None:
+    def _download(self, tree: PlanTree, name: str) -> str:
         """Browser mode: the export goes to the browser, nothing stays on the server."""
-        try:
-            tree = plan_tree(self.store, self.plan_id, show_superseded=self.show_superseded)
-            data = rendered(tree, name)
-        except (UserError, OSError) as exc:
-            self.app.call_from_thread(
-                self.notify, str(exc), title="Export failed", severity="error"
-            )
-            return
+        data = rendered(tree, name)
         self.app.call_from_thread(self.app.deliver_binary, io.BytesIO(data), save_filename=name)
-        self.app.call_from_thread(self.notify, f"sent {name} to your browser ({len(data)} bytes)")
+        return f"sent {name} to your browser ({len(data)} bytes)"
 
-    @work(thread=True, exclusive=True, group="export-run", exit_on_error=False)
-    def _save_in_thread(self, name: str, replace: bool) -> None:
-        """Browser mode with --export-dir: the file goes into that folder only."""
-        try:
-            tree = plan_tree(self.store, self.plan_id, show_superseded=self.show_superseded)
-            data = rendered(tree, name)
-            path = save_in_folder(name, data, replace=replace)
-        except (UserError, OSError) as exc:
-            self.app.call_from_thread(
-                self.notify, str(exc), title="Export failed", severity="error"
-            )
-            return
-        self.app.call_from_thread(self.notify, f"wrote {path} ({len(data)} bytes)")
+
+def _save(tree: PlanTree, name: str, replace: bool) -> str:
+    """Browser mode with --export-dir: the file goes into that folder only."""
+    data = rendered(tree, name)
+    path = save_in_folder(name, data, replace=replace)
+    return f"wrote {path} ({len(data)} bytes)"
