@@ -10,25 +10,16 @@ the count must be the same, and the preview must still say what the correction d
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy import event
 
 from cleveragents_tui.domain.enums import CorrectionMode
 from cleveragents_tui.engine.correct.model import Impact, IrreversibleEffect
 from cleveragents_tui.engine.correct.preview import preview
 from tests.support.scale_plan import API, FILES, ScalePlan, build
+from tests.support.statements import sent_statements
 
 
 def _counted_preview(scale: ScalePlan) -> tuple[Impact, int]:
-    statements: list[str] = []
-
-    def count(*args: Any) -> None:
-        statements.append(args[2])
-
-    engine = scale.store.engine
-    event.listen(engine, "before_cursor_execute", count)
-    try:
+    with sent_statements(scale.store.engine) as statements:
         impact = preview(
             scale.store,
             scale.ids[0],
@@ -36,8 +27,6 @@ def _counted_preview(scale: ScalePlan) -> tuple[Impact, int]:
             "make it loud",
             sandbox_base=scale.options.sandbox_base,
         )
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
     return impact, len(statements)
 
 

@@ -12,15 +12,13 @@ the guidance, the correction succeeded, its progress recorded.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy import event
 
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, PlanState
 from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.model import CorrectionResult
 from cleveragents_tui.engine.correct.preview import preview
 from tests.support.scale_plan import ScalePlan, build
+from tests.support.statements import sent_statements
 
 
 def _counted_revert(scale: ScalePlan) -> tuple[CorrectionResult, tuple[str, ...], int]:
@@ -31,19 +29,10 @@ def _counted_revert(scale: ScalePlan) -> tuple[CorrectionResult, tuple[str, ...]
         "make it loud",
         sandbox_base=scale.options.sandbox_base,
     )
-    statements: list[str] = []
-
-    def count(*args: Any) -> None:
-        statements.append(args[2])
-
-    engine = scale.store.engine
-    event.listen(engine, "before_cursor_execute", count)
-    try:
+    with sent_statements(scale.store.engine) as statements:
         result = execute(
             scale.store, impact, acknowledged=True, requested_by="test", options=scale.options
         )
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
     return result, impact.affected_decisions, len(statements)
 
 
