@@ -65,6 +65,20 @@ def echo_json(document: dict[str, Any]) -> None:
     echo(json_text(document))
 
 
+def echo_either(
+    cli: CliContext,
+    local_format: str | None,
+    document: Callable[[], dict[str, Any]],
+    text: Callable[[], str],
+) -> None:
+    """What a command that shows one thing prints: its JSON document, or its text (only the
+    one asked for is built)."""
+    if cli.wants_json(local_format):
+        echo_json(document())
+    else:
+        echo(text())
+
+
 ItemT = TypeVar("ItemT")
 
 

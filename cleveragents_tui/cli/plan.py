@@ -12,6 +12,7 @@ from cleveragents_tui.cli import render
 from cleveragents_tui.cli.context import (
     CliContext,
     echo,
+    echo_either,
     echo_json,
     format_option,
     json_text,
@@ -76,10 +77,12 @@ def list_(cli: CliContext, local_format: str | None) -> None:
     from cleveragents_tui.export import json as export_json
 
     summaries = browse.list_plans(cli.store)
-    if cli.wants_json(local_format):
-        echo_json(export_json.plan_list_document(summaries))
-    else:
-        echo(render.plan_list(summaries))
+    echo_either(
+        cli,
+        local_format,
+        lambda: export_json.plan_list_document(summaries),
+        lambda: render.plan_list(summaries),
+    )
 
 
 @plan.command()
@@ -92,10 +95,12 @@ def show(cli: CliContext, plan_ref: str, local_format: str | None) -> None:
     from cleveragents_tui.export import json as export_json
 
     details = browse.show_plan(cli.store, plan_ref)
-    if cli.wants_json(local_format):
-        echo_json(export_json.plan_document(details))
-    else:
-        echo(render.plan_details(details))
+    echo_either(
+        cli,
+        local_format,
+        lambda: export_json.plan_document(details),
+        lambda: render.plan_details(details),
+    )
 
 
 @plan.command()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
+from cleveragents_tui.cli.context import CliContext, echo_either, format_option, pass_cli
 from cleveragents_tui.domain.display import printable
 
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
@@ -115,10 +115,9 @@ def list_(cli: CliContext, local_format: str | None) -> None:
     from cleveragents_tui.automation.profiles import ProfileRegistry, profile_list_document
 
     profiles = ProfileRegistry(cli.store).all()
-    if cli.wants_json(local_format):
-        echo_json(profile_list_document(profiles))
-    else:
-        echo(render_list(profiles))
+    echo_either(
+        cli, local_format, lambda: profile_list_document(profiles), lambda: render_list(profiles)
+    )
 
 
 @automation_profile.command()
@@ -130,10 +129,9 @@ def show(cli: CliContext, name: str, local_format: str | None) -> None:
     from cleveragents_tui.automation.profiles import ProfileRegistry, profile_document
 
     profile = ProfileRegistry(cli.store).get(name)
-    if cli.wants_json(local_format):
-        echo_json(profile_document(profile))
-    else:
-        echo(render_profile(profile))
+    echo_either(
+        cli, local_format, lambda: profile_document(profile), lambda: render_profile(profile)
+    )
 
 
 @automation_profile.command()
@@ -163,10 +161,12 @@ def add(cli: CliContext, config: Path, replace: bool, local_format: str | None) 
     profile = load_profile_file(config)
     replaced = ProfileRegistry(cli.store).add(profile, replace=replace, source=str(config))
     result = "replaced" if replaced else "added"
-    if cli.wants_json(local_format):
-        echo_json(profile_document(profile, result))
-    else:
-        echo(f"{result} {profile.name}: {profile_summary(profile)}")
+    echo_either(
+        cli,
+        local_format,
+        lambda: profile_document(profile, result),
+        lambda: f"{result} {profile.name}: {profile_summary(profile)}",
+    )
 
 
 @automation_profile.command()
@@ -178,7 +178,9 @@ def remove(cli: CliContext, name: str, local_format: str | None) -> None:
     from cleveragents_tui.automation.profiles import ProfileRegistry, profile_document
 
     profile = ProfileRegistry(cli.store).remove(name)
-    if cli.wants_json(local_format):
-        echo_json(profile_document(profile, "removed"))
-    else:
-        echo(f"removed {profile.name}")
+    echo_either(
+        cli,
+        local_format,
+        lambda: profile_document(profile, "removed"),
+        lambda: f"removed {profile.name}",
+    )
