@@ -4,9 +4,6 @@ take the plan (one correction or run at a time), cascade to child plans, then re
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.enums import (
     CorrectionMode,
@@ -42,6 +39,7 @@ from cleveragents_tui.engine.correct.model import (
 from cleveragents_tui.engine.correct.preview import outside_refusal, preview
 from cleveragents_tui.engine.correct.replay import REPLAYING, outside_found, revert, revert_targets
 from cleveragents_tui.engine.run import run_lease
+from cleveragents_tui.engine.run.reversion import Reversion
 from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions
 from cleveragents_tui.store import correction_queries
 from cleveragents_tui.store.store import Store
@@ -216,28 +214,24 @@ def _append(
     return CorrectionResult(reload_attempt(store, correction), plan, None)
 
 
-def revert_running_plan(
-    store: Store,
-    decision_id: str,
-    guidance: str,
-    *,
-    requested_by: str,
-    options: RunOptions,
-    sandbox_base: Path | None,
-    previewed: Callable[[], None] | None = None,
-) -> Plan:
-    """The runner's way back to Strategize (run/reversion.py): a revert of ``decision_id``,
-    acknowledged. A file edited outside the plan while it runs is taken in, as the next seal
-    would take it (``_reconcile`` asked about edits made while it waited;
-    docs/reconciliation.md)."""
-    impact = preview(store, decision_id, CorrectionMode.REVERT, guidance, sandbox_base=sandbox_base)
-    if previewed is not None:
-        previewed()
+def revert_running_plan(store: Store, reversion: Reversion) -> Plan:
+    """The runner's way back to Strategize (run/reversion.py), acknowledged. A file edited
+    outside the plan while it runs is taken in, as the next seal would take it
+    (``_reconcile`` asked about edits made while it waited; docs/reconciliation.md)."""
+    impact = preview(
+        store,
+        reversion.decision_id,
+        CorrectionMode.REVERT,
+        reversion.guidance,
+        sandbox_base=reversion.sandbox_base,
+    )
+    if reversion.previewed is not None:
+        reversion.previewed()
     return execute(
         store,
         impact,
         acknowledged=True,
-        requested_by=requested_by,
-        options=options,
+        requested_by=reversion.requested_by,
+        options=reversion.options,
         outside=OutsideChoice.KEEP,
     ).plan

@@ -109,12 +109,14 @@ def _revert(runner: PlanRunner, target: str, reason: str) -> Plan:
 
     return reversion.reverter()(
         runner.store,
-        target,
-        f"Apply was refused: {reason}",
-        requested_by=REQUESTED_BY,
-        options=runner.options,
-        sandbox_base=runner.options.sandbox_base,
-        previewed=previewed,
+        reversion.Reversion(
+            target,
+            f"Apply was refused: {reason}",
+            requested_by=REQUESTED_BY,
+            options=runner.options,
+            sandbox_base=runner.options.sandbox_base,
+            previewed=previewed,
+        ),
     )
 
 

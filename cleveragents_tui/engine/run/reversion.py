@@ -7,6 +7,7 @@ its reverter (engine/__init__.py), and the import graph has no cycle
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -17,22 +18,24 @@ if TYPE_CHECKING:
     from cleveragents_tui.store.store import Store
 
 
-class Reverter(Protocol):
-    """Revert to ``decision_id`` with ``guidance``: previewed (in the sandboxes under
-    ``sandbox_base``), ``previewed`` called, then carried out acknowledged, keeping files
-    changed outside the plan while it ran. Returns where the replay stopped."""
+@dataclass(frozen=True)
+class Reversion:
+    """A revert of ``decision_id`` with ``guidance`` that a running plan asks for: previewed
+    (in the sandboxes under ``sandbox_base``), ``previewed`` called, then carried out
+    acknowledged, keeping files changed outside the plan while it ran."""
 
-    def __call__(
-        self,
-        store: Store,
-        decision_id: str,
-        guidance: str,
-        *,
-        requested_by: str,
-        options: RunOptions,
-        sandbox_base: Path | None,
-        previewed: Callable[[], None] | None = None,
-    ) -> Plan: ...
+    decision_id: str
+    guidance: str
+    requested_by: str
+    options: RunOptions
+    sandbox_base: Path | None
+    previewed: Callable[[], None] | None = None
+
+
+class Reverter(Protocol):
+    """Carries out a :class:`Reversion`; returns where the replay stopped."""
+
+    def __call__(self, store: Store, reversion: Reversion) -> Plan: ...
 
 
 _provided: list[Callable[[], Reverter]] = []

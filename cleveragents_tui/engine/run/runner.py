@@ -285,11 +285,13 @@ class PlanRunner:
             return self.update_plan(state=PlanState.AWAITING_APPROVAL)
         return reversion.reverter()(
             self.store,
-            self.current()[revise.key][0],
-            revise.reason,
-            requested_by="execution actor",
-            options=self.options,
-            sandbox_base=None,
+            reversion.Reversion(
+                self.current()[revise.key][0],
+                revise.reason,
+                requested_by="execution actor",
+                options=self.options,
+                sandbox_base=None,
+            ),
         )
 
     # -- reconciliation (engine/core/reconcile.py) ---------------------------------------------------
