@@ -138,19 +138,9 @@ def pre_write_checkpoint(sandboxes: PlanSandboxes, resource_id: str) -> Checkpoi
     Resources that cannot be rolled back get none.
     """
     sandbox = sandboxes.get(resource_id)
-    resource = sandbox.resource
-    if not resource.rollbackable:
+    if not sandbox.resource.rollbackable:
         return None
-    row = CheckpointMetadata(
-        plan_id=sandboxes.plan_id,
-        resource_id=resource_id,
-        checkpoint_type=CheckpointType.PRE_WRITE,
-        strategy=resource.sandbox_strategy,
-        ref=sandbox.checkpoint(),
-    )
-    with sandboxes.store.unit_of_work(write=True) as uow:
-        uow.checkpoints.add(row)
-        uow.commit()
+    row = sandboxes.checkpoint_now(sandbox)
     enforce_budget(sandboxes, resource_id)
     return row
 

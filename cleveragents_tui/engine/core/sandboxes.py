@@ -112,17 +112,23 @@ class PlanSandboxes:
         self._open[resource.resource_id] = sandbox
         _track_handouts(sandbox)
         if resource.rollbackable:
-            baseline = CheckpointMetadata(
-                plan_id=self.plan_id,
-                resource_id=resource.resource_id,
-                checkpoint_type=CheckpointType.PRE_WRITE,
-                strategy=resource.sandbox_strategy,
-                ref=sandbox.checkpoint(),
-            )
-            with self.store.unit_of_work(write=True) as uow:
-                uow.checkpoints.add(baseline)
-                uow.commit()
+            self.checkpoint_now(sandbox)  # the baseline
         return sandbox
+
+    def checkpoint_now(self, sandbox: Sandbox) -> CheckpointMetadata:
+        """Checkpoint ``sandbox`` (one of this plan's) outside any decision, and store the
+        row: a sandbox's baseline, or a checkpoint before a write."""
+        row = CheckpointMetadata(
+            plan_id=self.plan_id,
+            resource_id=sandbox.resource.resource_id,
+            checkpoint_type=CheckpointType.PRE_WRITE,
+            strategy=sandbox.resource.sandbox_strategy,
+            ref=sandbox.checkpoint(),
+        )
+        with self.store.unit_of_work(write=True) as uow:
+            uow.checkpoints.add(row)
+            uow.commit()
+        return row
 
     def clear_interrupted(self, resource: Resource) -> None:
         """Remove this plan's sandbox of ``resource``, whole or what a crash left while it was
