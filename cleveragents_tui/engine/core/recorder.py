@@ -63,79 +63,56 @@ def record_decision(
         if "resource" in call.arguments
     )
     with store.recordings() as transaction:  # one connection for the whole recording
-        return _record(
-            sandboxes, transaction, plan_id=plan_id, phase=phase, proposal=proposal,
-            parent_id=parent_id, depends_on=depends_on, actor_ref=actor_ref, context=context,
-            correction=correction, digest=digest, body=body, resources=resources,
-        )  # fmt: skip
-
-
-def _record(
-    sandboxes: PlanSandboxes | None,
-    transaction: Callable[[bool], Recording],
-    *,
-    plan_id: str,
-    phase: Phase,
-    proposal: Proposal,
-    parent_id: str,
-    depends_on: Sequence[str],
-    actor_ref: ActorStateRef | None,
-    context: Mapping[str, Any],
-    correction: Correction | None,
-    digest: str,
-    body: str,
-    resources: dict[str, None],
-) -> Decision:
-    modified: set[str] | None = None
-    with transaction(False) as rec:  # one read: the number, and what the group checkpoints
-        sequence = rec.next_sequence_number(plan_id)
-        if phase is Phase.EXECUTE and sandboxes is not None:
-            modified = sandboxes.modified(rec)
-    decision = Decision(
-        plan_id=plan_id,
-        parent_decision_id=parent_id,
-        sequence_number=sequence,
-        decision_type=proposal.decision_type,
-        phase=phase,
-        question=proposal.question,
-        chosen_option=proposal.chosen_option,
-        alternatives_considered=proposal.alternatives,
-        confidence_score=proposal.confidence,
-        context_snapshot=ContextSnapshot(
-            hot_context_hash=digest,
-            hot_context_ref=f"context:{digest}",
-            relevant_resources=tuple(ResourceRef(resource_id=r) for r in resources),
-            actor_state_ref=actor_ref,
-        ),
-        rationale=proposal.rationale,
-        actor_reasoning=proposal.reasoning,
-        is_correction=correction is not None,
-        corrects_decision_id=correction.corrects_decision_id if correction else None,
-        correction_reason=correction.reason if correction else None,
-        step_key=proposal.key,
-    )
-
-    def alongside(rec: Recording) -> None:
-        rec.put_context(digest, body)
-        if correction is not None:  # a replay: each decision made again shows, with it
-            payload: dict[str, object] = {"key": proposal.key, "chosen": proposal.chosen_option}
-            rec.append_event("decision_remade", payload, plan_id=plan_id)
-        rec.add_edges(
-            decision.decision_id, list(dict.fromkeys(depends_on)), DependencyType.DECISION.value
+        modified: set[str] | None = None
+        with transaction(False) as rec:  # one read: the number, and what the group checkpoints
+            sequence = rec.next_sequence_number(plan_id)
+            if phase is Phase.EXECUTE and sandboxes is not None:
+                modified = sandboxes.modified(rec)
+        decision = Decision(
+            plan_id=plan_id,
+            parent_decision_id=parent_id,
+            sequence_number=sequence,
+            decision_type=proposal.decision_type,
+            phase=phase,
+            question=proposal.question,
+            chosen_option=proposal.chosen_option,
+            alternatives_considered=proposal.alternatives,
+            confidence_score=proposal.confidence,
+            context_snapshot=ContextSnapshot(
+                hot_context_hash=digest,
+                hot_context_ref=f"context:{digest}",
+                relevant_resources=tuple(ResourceRef(resource_id=r) for r in resources),
+                actor_state_ref=actor_ref,
+            ),
+            rationale=proposal.rationale,
+            actor_reasoning=proposal.reasoning,
+            is_correction=correction is not None,
+            corrects_decision_id=correction.corrects_decision_id if correction else None,
+            correction_reason=correction.reason if correction else None,
+            step_key=proposal.key,
         )
 
-    failpoints.hit("record.decision", phase.value)
-    if phase is Phase.EXECUTE:
-        if sandboxes is None:
-            raise ValueError("an Execute decision needs the plan's sandboxes")
-        record_execute_decision(
-            sandboxes, decision, also=alongside, modified=modified, transaction=transaction
-        )
-    else:
-        with transaction(True) as rec:
-            rec.store_decision(decision)
-            alongside(rec)
-            rec.commit()
-    failpoints.hit("record.recorded", phase.value)
-    OPEN_GRAPHS.recorded(decision, depends_on)
-    return decision
+        def alongside(rec: Recording) -> None:
+            rec.put_context(digest, body)
+            if correction is not None:  # a replay: each decision made again shows, with it
+                payload: dict[str, object] = {"key": proposal.key, "chosen": proposal.chosen_option}
+                rec.append_event("decision_remade", payload, plan_id=plan_id)
+            rec.add_edges(
+                decision.decision_id, list(dict.fromkeys(depends_on)), DependencyType.DECISION.value
+            )
+
+        failpoints.hit("record.decision", phase.value)
+        if phase is Phase.EXECUTE:
+            if sandboxes is None:
+                raise ValueError("an Execute decision needs the plan's sandboxes")
+            record_execute_decision(
+                sandboxes, decision, also=alongside, modified=modified, transaction=transaction
+            )
+        else:
+            with transaction(True) as rec:
+                rec.store_decision(decision)
+                alongside(rec)
+                rec.commit()
+        failpoints.hit("record.recorded", phase.value)
+        OPEN_GRAPHS.recorded(decision, depends_on)
+        return decision
