@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from cleveragents_tui.actors.base import ToolCallRequest, ToolContext, ToolOutcome
 from cleveragents_tui.actors.tools import ToolRegistry
@@ -33,63 +34,49 @@ class ToolCallBlocked(Exception):
         super().__init__(f"{tool}: {reason}")
 
 
+@dataclass(kw_only=True, eq=False)
 class ToolExecutor:
     """Runs one plan's tool calls. ``approved`` says whether a person already approved a
     call the guard escalated (so a resumed step does not ask again)."""
 
-    def __init__(
-        self,
-        *,
-        plan_id: str,
-        phase: Phase,
-        profile: AutomationProfile,
-        registry: ToolRegistry,
-        sandboxes: PlanSandboxes,
-        scope: GuardScope,
-        approved: Callable[[str], bool],
-        before_call: Callable[[str], None] | None = None,
-        spent: Callable[[], float] | None = None,
-    ) -> None:
-        self._plan_id = plan_id
-        self._phase = phase
-        self._profile = profile
-        self._registry = registry
-        self._sandboxes = sandboxes
-        self._scope = scope
-        self._approved = approved
-        self._before_call = before_call
-        self._spent = spent  # the plan's model calls so far (engine/run/policing.py)
-        self.calls = 0
-        self.cost_usd = 0.0
-        self.tokens = 0
+    plan_id: str
+    phase: Phase
+    profile: AutomationProfile
+    registry: ToolRegistry
+    sandboxes: PlanSandboxes
+    scope: GuardScope
+    approved: Callable[[str], bool]
+    before_call: Callable[[str], None] | None = None
+    spent: Callable[[], float] | None = None  # the plan's model calls so far (run/policing.py)
+    calls: int = field(default=0, init=False)
+    cost_usd: float = field(default=0.0, init=False)
+    tokens: int = field(default=0, init=False)
 
     def run(
         self, decision: Decision, request: ToolCallRequest, calls_this_step: int
     ) -> ToolOutcome:
-        if self._before_call is not None:  # the plan's limits (engine/run/policing.py)
-            self._before_call(request.tool)
-        tool = self._registry.tool(request.tool)
+        if self.before_call is not None:  # the plan's limits (engine/run/policing.py)
+            self.before_call(request.tool)
+        tool = self.registry.tool(request.tool)
         spec = tool.spec
-        if spec.unsafe and not self._profile.safety.allow_unsafe_tools:
+        if spec.unsafe and not self.profile.safety.allow_unsafe_tools:
             outcome = ToolOutcome(
                 False,
-                f"refused: {spec.name} is unsafe and profile {self._profile.name} blocks unsafe tools",
+                f"refused: {spec.name} is unsafe and profile {self.profile.name} blocks unsafe tools",
             )
             self._record(decision, spec, request, outcome)
             return outcome
-        cost = self.cost_usd + (self._spent() if self._spent is not None else 0.0)
-        guard = self._profile.check_guard(
-            spec.name, spec.writes, cost, calls_this_step, self._scope
-        )
-        if not guard.allowed and not self._approved(spec.name):
+        cost = self.cost_usd + (self.spent() if self.spent is not None else 0.0)
+        guard = self.profile.check_guard(spec.name, spec.writes, cost, calls_this_step, self.scope)
+        if not guard.allowed and not self.approved(spec.name):
             raise ToolCallBlocked(
                 spec.name, guard.reason or "the automation guard asks for approval"
             )
         resource = request.arguments.get("resource")
-        if spec.writes and self._profile.safety.require_checkpoints and isinstance(resource, str):
+        if spec.writes and self.profile.safety.require_checkpoints and isinstance(resource, str):
             with contextlib.suppress(UserError):  # an unknown resource is the tool's to report
-                pre_write_checkpoint(self._sandboxes, resource)
-        context = ToolContext(plan_id=self._plan_id, phase=self._phase, sandboxes=self._sandboxes)
+                pre_write_checkpoint(self.sandboxes, resource)
+        context = ToolContext(plan_id=self.plan_id, phase=self.phase, sandboxes=self.sandboxes)
         outcome = tool.run(context, dict(request.arguments))
         self.calls += 1
         self.cost_usd += outcome.cost_usd
@@ -101,7 +88,7 @@ class ToolExecutor:
         self, decision: Decision, spec: ToolSpec, request: ToolCallRequest, outcome: ToolOutcome
     ) -> None:
         invocation = ToolInvocation(
-            plan_id=self._plan_id,
+            plan_id=self.plan_id,
             decision_id=decision.decision_id,
             tool=spec.name,
             arguments=dict(request.arguments),
@@ -110,6 +97,6 @@ class ToolExecutor:
             ok=outcome.ok,
             output=outcome.output.replace("\x00", "")[:OUTPUT_KEPT],
         )
-        with self._sandboxes.store.unit_of_work(write=True) as uow:
+        with self.sandboxes.store.unit_of_work(write=True) as uow:
             uow.tool_invocations.add(invocation)
             uow.commit()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 from cleveragents_tui.actors.base import ActorState, Proposal, Reasoner
 from cleveragents_tui.actors.reasoners.usage import MetersUsage
@@ -65,23 +65,17 @@ class Usage:
     unpriced: dict[str, int]  # model -> the plan's calls of it with no price (counted $0)
 
 
+@dataclass(eq=False)
 class Policing:
-    def __init__(
-        self,
-        store: Store,
-        plan_id: str,
-        limits: PlanLimits,
-        profile: AutomationProfile,
-        *,
-        settled: Settled,
-        scoped: Callable[[str], str],
-    ) -> None:
-        self._store = store
-        self._plan_id = plan_id
-        self._limits = limits
-        self._profile = profile
-        self._settled = settled
-        self._scoped = scoped
+    """One plan's policing; the runner makes it with the gates' ``settled`` and ``scoped``."""
+
+    store: Store
+    plan_id: str
+    limits: PlanLimits
+    profile: AutomationProfile
+    _: KW_ONLY
+    settled: Settled
+    scoped: Callable[[str], str]
 
     # -- usage ----------------------------------------------------------------------------
 
@@ -97,8 +91,8 @@ class Policing:
         calls = reasoner.take_usage()
         if not calls:
             return
-        with self._store.unit_of_work(write=True) as uow:
-            project = uow.plans.get(self._plan_id).project
+        with self.store.unit_of_work(write=True) as uow:
+            project = uow.plans.get(self.plan_id).project
             for call in calls:
                 price = price_of(uow, call.model, project)
                 uow.events.append(
@@ -112,7 +106,7 @@ class Policing:
                         "cost_usd": price.of(call) if price else 0.0,
                         "priced": price is not None,
                     },
-                    plan_id=self._plan_id,
+                    plan_id=self.plan_id,
                 )
             uow.commit()
 
@@ -121,19 +115,19 @@ class Policing:
         figure no limit of the action reads is not counted (0): each is a count over the
         plan's calls, before every step and call (issue 22)."""
         coming = 1 if tool is not None else 0
-        limits, actor = self._limits, self._limits.actor
-        with self._store.unit_of_work() as uow:
+        limits, actor = self.limits, self.limits.actor
+        with self.store.unit_of_work() as uow:
             queries = uow.usage
-            mine = queries.model_calls(self._plan_id)
-            total_capped = self._profile.safety.max_total_cost is not None
+            mine = queries.model_calls(self.plan_id)
+            total_capped = self.profile.safety.max_total_cost is not None
             everyone = queries.model_calls() if total_capped else []
-            started = queries.started_running(self._plan_id)
+            started = queries.started_running(self.plan_id)
             counted = limits.max_tool_invocations is not None
-            tool_calls = queries.tool_calls(self._plan_id) if counted else 0
+            tool_calls = queries.tool_calls(self.plan_id) if counted else 0
             per_invocation = tool and actor.max_tool_calls_per_invocation is not None
-            execute_calls = queries.execute_tool_calls(self._plan_id) if per_invocation else 0
+            execute_calls = queries.execute_tool_calls(self.plan_id) if per_invocation else 0
             retried = tool and actor.max_retries_per_tool is not None
-            retries = queries.failed_calls(self._plan_id, tool) if tool and retried else 0
+            retries = queries.failed_calls(self.plan_id, tool) if tool and retried else 0
         return Usage(
             plan=PlanUsage(
                 tokens=sum(_int(c, "tokens") for c in mine),
@@ -160,7 +154,7 @@ class Policing:
     def _breach(
         self, usage: Usage, raised: dict[str, float], tool: str | None
     ) -> LimitBreach | None:
-        limits = self._limits
+        limits = self.limits
         on_exceed = limits.on_exceed
 
         def allowed(name: str, base: float | None) -> float | None:
@@ -200,7 +194,7 @@ class Policing:
         )
         if found is not None:
             return dataclasses.replace(found, limit=f"limits.actor.{found.limit}")
-        safety = self._profile.safety
+        safety = self.profile.safety
         for name, base, used in (
             ("safety.max_cost_per_plan", safety.max_cost_per_plan, usage.plan.cost_usd),
             ("safety.max_total_cost", safety.max_total_cost, usage.total_cost_usd),
@@ -212,17 +206,17 @@ class Policing:
 
     def cost_usd(self) -> float:
         """What the plan's model calls cost so far (the guard's ``cost_so_far`` too)."""
-        with self._store.unit_of_work() as uow:
-            calls = uow.usage.model_calls(self._plan_id)
+        with self.store.unit_of_work() as uow:
+            calls = uow.usage.model_calls(self.plan_id)
         return sum(_float(c, "cost_usd") for c in calls)
 
     def _cost_caps(self) -> list[str]:
         """The cost limits set on this plan."""
-        safety, guards = self._profile.safety, self._profile.guards
+        safety, guards = self.profile.safety, self.profile.guards
         return [
             name
             for name, value in (
-                ("limits.max_cost_usd", self._limits.max_cost_usd),
+                ("limits.max_cost_usd", self.limits.max_cost_usd),
                 ("safety.max_cost_per_plan", safety.max_cost_per_plan),
                 ("safety.max_total_cost", safety.max_total_cost),
                 ("guards.max_total_cost", guards.max_total_cost if guards else None),
@@ -251,10 +245,10 @@ class Policing:
         return what, f"go on (the limit moves to {raised:g})"
 
     def _budget_approvals(self) -> list[Approval]:
-        with self._store.unit_of_work() as uow:
+        with self.store.unit_of_work() as uow:
             return [
                 a
-                for a in uow.approvals.for_plan(self._plan_id)
+                for a in uow.approvals.for_plan(self.plan_id)
                 if a.kind is ApprovalKind.BUDGET_PAUSE and "limit" in a.details
             ]
 
@@ -288,17 +282,17 @@ class Policing:
             if a.details["limit"] == breach.limit and a.answer is ApprovalAnswer.APPROVED
         )
         key = f"budget:{breach.limit}:{raises}"
-        if self._settled(ApprovalKind.BUDGET_PAUSE, key):
+        if self.settled(ApprovalKind.BUDGET_PAUSE, key):
             return  # pragma: no cover - an approved one has raised the limit already
         self._event(figures)
         base = self._configured(breach.limit)
         approval = Approval(
-            plan_id=self._plan_id,
+            plan_id=self.plan_id,
             kind=ApprovalKind.BUDGET_PAUSE,
             question=f"{what}. Approve to {approving}, deny to stop here.",
-            details={"key": self._scoped(key), **figures, "base": base},
+            details={"key": self.scoped(key), **figures, "base": base},
         )
-        with self._store.unit_of_work(write=True) as uow:
+        with self.store.unit_of_work(write=True) as uow:
             uow.approvals.add(approval)
             uow.commit()
         from cleveragents_tui.engine.run.errors import WaitForApproval
@@ -311,15 +305,15 @@ class Policing:
             return 0.0  # a model with no price: approving accepts the calls made so far
         section, _, name = limit.rpartition(".")
         owner: object = {
-            "limits": self._limits,
-            "limits.actor": self._limits.actor,
-            "safety": self._profile.safety,
+            "limits": self.limits,
+            "limits.actor": self.limits.actor,
+            "safety": self.profile.safety,
         }[section]
         return float(getattr(owner, name))
 
     def _event(self, figures: dict[str, object]) -> None:
-        with self._store.unit_of_work(write=True) as uow:
-            uow.events.append("limit_exceeded", figures, plan_id=self._plan_id)
+        with self.store.unit_of_work(write=True) as uow:
+            uow.events.append("limit_exceeded", figures, plan_id=self.plan_id)
             uow.commit()
 
 
