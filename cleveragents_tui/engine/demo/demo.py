@@ -87,31 +87,20 @@ def build_demo(store: Store, directory: Path) -> DemoEnvironment:
     action_file.write_text(
         template.replace("@NS@", namespace).replace("@PYTHON@", sys.executable), encoding="utf-8"
     )
-    resources = (
+    rows = (  # name, kind, location, sandbox strategy
+        ("hello-cli", "git", repository, "git_worktree"),
+        ("app-db", "database", database, "transaction_rollback"),
+        ("docs", "filesystem", docs, "filesystem_copy"),
+        ("team-chat", "external", outbox, "none"),
+    )
+    resources = tuple(
         Resource(
-            resource_id=f"{namespace}/hello-cli",
-            kind="git",
-            location=str(repository),
-            sandbox_strategy="git_worktree",
-        ),
-        Resource(
-            resource_id=f"{namespace}/app-db",
-            kind="database",
-            location=str(database),
-            sandbox_strategy="transaction_rollback",
-        ),
-        Resource(
-            resource_id=f"{namespace}/docs",
-            kind="filesystem",
-            location=str(docs),
-            sandbox_strategy="filesystem_copy",
-        ),
-        Resource(
-            resource_id=f"{namespace}/team-chat",
-            kind="external",
-            location=str(outbox),
-            sandbox_strategy="none",
-        ),
+            resource_id=f"{namespace}/{name}",
+            kind=kind,
+            location=str(location),
+            sandbox_strategy=strategy,
+        )
+        for name, kind, location, strategy in rows
     )
     with store.unit_of_work(write=True) as uow:
         for resource in resources:
