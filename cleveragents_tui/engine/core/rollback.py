@@ -285,28 +285,27 @@ def _recreate_outcomes(
 ) -> list[ResourceRollback]:
     """A sandbox made anew holds the real resource as it is now; one that failed is in an
     unknown state; one not reached is as it was."""
-    outcomes = []
-    for resource_id in recreate:
+
+    def outcome(resource_id: str) -> ResourceRollback:
         kept = remade.get(resource_id)
         if kept is not None:
-            outcome = ResourceOutcome.RECREATED
-            detail = "made anew from the real resource (it has no checkpoints)" + (
-                "; the work it held cannot be put back" if error is not None else ""
-            )
-        elif resource_id == failed:
-            outcome, detail = ResourceOutcome.FAILED, f"making the sandbox anew failed: {error}"
-        else:
-            outcome, detail = ResourceOutcome.UNTOUCHED, None
-        outcomes.append(
-            ResourceRollback(
+            return ResourceRollback(
                 resource_id=resource_id,
-                outcome=outcome,
-                detail=detail,
-                target_ref=kept.fresh_ref if kept is not None else None,
-                old_files=kept.old_files if kept is not None else None,
+                outcome=ResourceOutcome.RECREATED,
+                detail="made anew from the real resource (it has no checkpoints)"
+                + ("; the work it held cannot be put back" if error is not None else ""),
+                target_ref=kept.fresh_ref,
+                old_files=kept.old_files,
             )
-        )
-    return outcomes
+        if resource_id == failed:
+            return ResourceRollback(
+                resource_id=resource_id,
+                outcome=ResourceOutcome.FAILED,
+                detail=f"making the sandbox anew failed: {error}",
+            )
+        return ResourceRollback(resource_id=resource_id, outcome=ResourceOutcome.UNTOUCHED)
+
+    return [outcome(resource_id) for resource_id in recreate]
 
 
 def _failure_outcomes(
