@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from cleveragents_tui.cli.context import (
     CliContext,
+    Listing,
     echo,
     echo_json,
-    echo_listing,
     format_option,
     json_text,
+    list_command,
     pass_cli,
 )
 from cleveragents_tui.domain.errors import UserError
+
+if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
+    from cleveragents_tui.store.action_repository import StoredAction
 
 _PATH = click.Path(path_type=Path, dir_okay=False)
 
@@ -89,20 +94,15 @@ def create(cli: CliContext, path: Path, profile: str | None, replace: bool) -> N
     echo(f"run it: agents plan use {created.name}")
 
 
-@action.command("list")
-@format_option
-@pass_cli
-def list_(cli: CliContext, local_format: str | None) -> None:
+@list_command(action)
+def list_(cli: CliContext) -> Listing[StoredAction]:
     """Every registered action."""
     from cleveragents_tui.domain.documents import ActionsDocument
     from cleveragents_tui.engine.setup import action_registry as registry
 
-    items = registry.registered_actions(cli.store)
-    echo_listing(
-        cli,
-        local_format,
-        items,
-        lambda: ActionsDocument(
+    return Listing(
+        registry.registered_actions(cli.store),
+        lambda items: ActionsDocument(
             actions=[
                 {
                     "name": a.name,

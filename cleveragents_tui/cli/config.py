@@ -9,10 +9,11 @@ import click
 from cleveragents_tui.cli import json_output
 from cleveragents_tui.cli.context import (
     CliContext,
+    Listing,
     echo,
     echo_json,
-    echo_listing,
     format_option,
+    list_command,
     pass_cli,
 )
 
@@ -148,20 +149,15 @@ def unset(cli: CliContext, key: str, project: str | None, resource: str | None) 
     echo(f"{key} unset" if removed else f"{key} was not set")
 
 
-@config.command("list")
-@format_option
-@pass_cli
-def list_(cli: CliContext, local_format: str | None) -> None:
+@list_command(config)
+def list_(cli: CliContext) -> Listing[settings.Setting]:
     """Every setting, by scope."""
     from cleveragents_tui.domain.documents import SettingsDocument
     from cleveragents_tui.engine.setup import config as settings
 
-    items = settings.list_settings(cli.store)
-    echo_listing(
-        cli,
-        local_format,
-        items,
-        lambda: SettingsDocument(
+    return Listing(
+        settings.list_settings(cli.store),
+        lambda items: SettingsDocument(
             settings=[{"scope": s.scope, "key": s.key, "value": s.value} for s in items]
         ).dump(),
         "No settings. Example: agents config set core.automation-profile cautious",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import click
 
@@ -82,20 +82,37 @@ def echo_either(
 ItemT = TypeVar("ItemT")
 
 
-def echo_listing(
-    cli: CliContext,
-    local_format: str | None,
-    items: Sequence[ItemT],
-    document: Callable[[], dict[str, Any]],
-    empty: str,
-    line: Callable[[ItemT], str],
-) -> None:
-    """What every ``list`` command prints: its JSON document, or ``empty`` (how to make the
-    first one) when there is nothing, or one ``line`` an item."""
-    if cli.wants_json(local_format):
-        echo_json(document())
-    elif not items:
-        echo(empty)
-    else:
-        for item in items:
-            echo(line(item))
+@dataclass(frozen=True)
+class Listing(Generic[ItemT]):
+    """What a ``list`` command shows: its ``items`` as a JSON ``document``, or one ``line``
+    an item, or ``empty`` (how to make the first one) when there is none."""
+
+    items: Sequence[ItemT]
+    document: Callable[[Sequence[ItemT]], dict[str, Any]]
+    empty: str
+    line: Callable[[ItemT], str]
+
+
+def list_command(
+    group: click.Group,
+) -> Callable[[Callable[[CliContext], Listing[Any]]], click.Command]:
+    """``group``'s ``list`` command, with ``--format``: it prints the listing the decorated
+    function makes, whose docstring is the command's help."""
+
+    def decorate(listing: Callable[[CliContext], Listing[Any]]) -> click.Command:
+        @group.command("list", help=listing.__doc__)
+        @format_option
+        @pass_cli
+        def list_(cli: CliContext, local_format: str | None) -> None:
+            shown = listing(cli)
+            if cli.wants_json(local_format):
+                echo_json(shown.document(shown.items))
+            elif not shown.items:
+                echo(shown.empty)
+            else:
+                for item in shown.items:
+                    echo(shown.line(item))
+
+        return list_
+
+    return decorate

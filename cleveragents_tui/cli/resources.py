@@ -8,10 +8,11 @@ import click
 
 from cleveragents_tui.cli.context import (
     CliContext,
+    Listing,
     echo,
     echo_json,
-    echo_listing,
     format_option,
+    list_command,
     pass_cli,
 )
 
@@ -113,20 +114,15 @@ def add(
     )
 
 
-@resource.command("list")
-@format_option
-@pass_cli
-def list_(cli: CliContext, local_format: str | None) -> None:
+@list_command(resource)
+def list_(cli: CliContext) -> Listing[Resource]:
     """Every registered resource."""
     from cleveragents_tui.domain.documents import ResourcesDocument
     from cleveragents_tui.engine.setup import resource_registry as registry
 
-    items = registry.list_resources(cli.store)
-    echo_listing(
-        cli,
-        local_format,
-        items,
-        lambda: ResourcesDocument(resources=[_document(r) for r in items]).dump(),
+    return Listing(
+        registry.list_resources(cli.store),
+        lambda items: ResourcesDocument(resources=[_document(r) for r in items]).dump(),
         "No resources. Register one: agents init (in a git repository) or agents resource add",
         lambda r: f"{r.resource_id:<32} {r.kind:<10} {r.sandbox_strategy.value:<20} {r.location}",
     )
