@@ -50,12 +50,14 @@ class Store:
                 ) from exc
         return cls(engine)
 
-    def unit_of_work(self, write: bool = False) -> UnitOfWork:
+    def unit_of_work(self, write: bool = False, *, read_only: bool = False) -> UnitOfWork:
+        """``read_only``: a read that is never committed (a correction's preview): on
+        PostgreSQL its statements run without BEGIN and ROLLBACK (see UnitOfWork)."""
         # Imported here: the ORM mapping costs ~0.3 s, and `agents serve` only checks the
         # database before it listens (its tabs' processes work in it).
         from cleveragents_tui.store.unit_of_work import UnitOfWork
 
-        return UnitOfWork(self.engine, write=write)
+        return UnitOfWork(self.engine, write=write, read_only=read_only)
 
     def recording(self, write: bool = False) -> Recording:
         """A transaction of record_decision's statements (store/recording.py): a plain

@@ -11,16 +11,16 @@ index: before, both read every decision of the plan.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
 from click.testing import CliRunner
 from sqlalchemy import event, inspect
-from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
 from cleveragents_tui.cli import cli
-from cleveragents_tui.store import correction_queries
+from cleveragents_tui.store import correction_queries, snapshot_reads
 from cleveragents_tui.store.database import make_engine, normalise_url
 from cleveragents_tui.store.repositories import DecisionRepository
 from cleveragents_tui.store.schema import SCHEMA_HEAD, current_revision
@@ -61,32 +61,30 @@ def test_an_0007_database_gets_the_scale_indexes_from_db_upgrade(db_url: str) ->
         store.close()
 
 
-def _query_plan(store: Store, statement: object) -> str:
-    with Session(store.engine) as session:
-        compiled = statement.compile(  # type: ignore[attr-defined]
-            dialect=sqlite.dialect(), compile_kwargs={"render_postcompile": True}
-        )
-        rows = session.connection().exec_driver_sql(
-            f"EXPLAIN QUERY PLAN {compiled}",
-            tuple(compiled.params[name] for name in compiled.positiontup or ()),
-        )
+def _query_plan(store: Store, sql: str, params: Any) -> str:
+    with store.engine.connect() as connection:
+        rows = connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", params)
         return "\n".join(str(row[-1]) for row in rows)
 
 
 def test_later_writers_and_guidance_start_from_their_indexes(tmp_path: Path) -> None:
     scale = build(tmp_path, 300)
-    statements: list[object] = []
+    sent: list[tuple[str, Any]] = []
+
+    def note(*args: Any) -> None:
+        sent.append((args[2], args[3]))  # the SQL and its parameters, as the driver got them
+
     try:
         with Session(scale.store.engine) as session:
-            event.listen(
-                session, "do_orm_execute", lambda state: statements.append(state.statement)
-            )
+            session.connection()  # BEGIN sent before counting
+            event.listen(scale.store.engine, "before_cursor_execute", note)
             writes = correction_queries.writes_after(session, scale.plan_id, 0, [FILES])
-            correction_queries.guidance_decisions(session, scale.plan_id)
+            snapshot_reads.guidance_decisions(session, scale.plan_id)
             steps = DecisionRepository(session).current_steps(scale.plan_id, {"step-1"})
+            event.remove(scale.store.engine, "before_cursor_execute", note)
         assert set(steps) == {"step-1"}
         assert writes  # the action's steps wrote to the files after the first decision
-        later, guidance, step = (_query_plan(scale.store, s) for s in statements[:3])
+        later, guidance, step = (_query_plan(scale.store, *s) for s in sent[:3])
     finally:
         scale.store.close()
     assert "ix_tool_invocations_plan_writes" in later, later

@@ -12,7 +12,6 @@ earlier correction gave guidance) and the sandboxes' files changed outside the p
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +40,7 @@ from cleveragents_tui.engine.correct import assess
 from cleveragents_tui.engine.correct.later_guidance import Lost, lost_guidance
 from cleveragents_tui.engine.correct.model import CorrectionRefusedError
 from cleveragents_tui.store import correction_queries as queries
+from cleveragents_tui.store import snapshot_reads as reads
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -96,7 +96,7 @@ def load(
 ) -> Snapshot:
     """The snapshot a correction of ``decision_ref`` is previewed from. Changes nothing;
     raises what :func:`assess.impact_of` would raise at the point it would raise it."""
-    with store.unit_of_work() as uow:
+    with store.unit_of_work(read_only=True) as uow:
         snapshot = _basics(store, uow, decision_ref, plan_ref)
         assess.admitted(snapshot, mode, guidance, choose)
         if mode is CorrectionMode.APPEND:
@@ -126,7 +126,7 @@ def _with(snapshot: Snapshot, **changes: object) -> Snapshot:
 def _basics(store: Store, uow: UnitOfWork, decision_ref: str, plan_ref: str | None) -> Snapshot:
     """What every correction is checked against: the decision, its plan, the resources, the
     plan's action and profile, the current decision of each of the action's steps."""
-    decision = uow.decisions.get(uow.decisions.resolve(decision_ref))
+    decision = uow.run(reads.decision, uow.decisions.resolve(decision_ref))
     if decision.superseded_by is not None:  # refused, naming what replaced it
         replaced_by = uow.decisions.replacements(decision.plan_id)[decision.decision_id]
         decision = decision.model_copy(update={"superseded_by": replaced_by})
@@ -135,12 +135,9 @@ def _basics(store: Store, uow: UnitOfWork, decision_ref: str, plan_ref: str | No
             f"decision {decision.decision_id} belongs to plan {decision.plan_id}, not {plan_ref}",
             f"see that plan's decisions with `agents plan tree {plan_ref}`",
         )
-    plan = uow.plans.get(decision.plan_id)
-    checkpoints = tuple(uow.checkpoints.for_plan(plan.plan_id))
+    plan, definition, host = uow.run(reads.plan_with_action, decision.plan_id)
+    checkpoints = tuple(uow.run(reads.checkpoints, plan.plan_id))
     used = sorted({c.resource_id for c in checkpoints})
-    definition: dict[str, object] | None = None
-    with contextlib.suppress(UserError):
-        definition = uow.plan_actions.get(plan.plan_id)
     listed = definition.get("resources", []) if definition is not None else []
     named = [str(r) for r in listed] if isinstance(listed, list) else []
     action, blocker = replayable(store, uow, plan, definition)
@@ -148,13 +145,14 @@ def _basics(store: Store, uow: UnitOfWork, decision_ref: str, plan_ref: str | No
     return Snapshot(
         decision=decision,
         plan=plan,
-        resources={r.resource_id: r for r in uow.resources.all()},
+        resources={r.resource_id: r for r in uow.run(reads.resources)},
         used=(*used, *named),
         named=tuple(named),
         action=action,
         blocker=blocker,
         # only the action's steps are looked up: not every current decision of a large plan
-        current_steps=uow.decisions.current_steps(plan.plan_id, keys),
+        current_steps=uow.run(reads.current_steps, plan.plan_id, keys),
+        host_plan_id=host,
         checkpoints=checkpoints,
     )
 
@@ -208,13 +206,12 @@ def _revert(uow: UnitOfWork, snapshot: Snapshot) -> tuple[Snapshot, bool]:
         subtree=subtree,
         execute_decisions=execute_decisions,
         child_plans=uow.run(queries.plans, subtree.plans) if subtree.plans else {},
-        guidance=tuple(uow.run(queries.guidance_decisions, plan.plan_id)),
+        guidance=tuple(uow.run(reads.guidance_decisions, plan.plan_id)),
     )
     assess.child_impacts(snapshot)
     affected = assess.first_affected(snapshot, CorrectionMode.REVERT)
     sandboxed = plan.phase is not Phase.STRATEGIZE
     if sandboxed:
-        snapshot = _with(snapshot, host_plan_id=uow.plan_actions.sandbox_plan(plan.plan_id))
         snapshot = _with(snapshot, owner=_restore_point(uow, snapshot))
         snapshot = _writers(uow, snapshot, affected, warm)
         affected |= {r.decision_id for r in assess.remade_of(snapshot, affected)}

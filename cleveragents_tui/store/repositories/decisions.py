@@ -19,7 +19,7 @@ from cleveragents_tui.domain.dependency import DecisionDependency
 from cleveragents_tui.domain.errors import ImmutableRecordError
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.views import TreeRow
-from cleveragents_tui.store import mapping
+from cleveragents_tui.store import mapping, snapshot_reads
 from cleveragents_tui.store.repositories.base import CHUNK, Repository, resolve_id
 from cleveragents_tui.store.tables import (
     ContextBlobRow,
@@ -245,14 +245,13 @@ class DecisionRepository(Repository):
         of the steps ``keys`` only, if given: then read through the plan-and-step index and
         put in order here (ordered by the database, SQLite would walk the plan's sequence
         index instead: every decision of the plan)."""
+        if keys is not None:
+            return snapshot_reads.current_steps(self._session, plan_id, keys)
         d = DecisionRow
         query = select(d.sequence_number, d.step_key, d.decision_id, d.chosen_option).where(
             d.plan_id == plan_id, d.superseded_by.is_(None), d.step_key.is_not(None)
         )
-        if keys is None:
-            rows = list(self._session.execute(query.order_by(d.sequence_number)))
-        else:
-            rows = sorted(self._session.execute(query.where(d.step_key.in_(sorted(keys)))))
+        rows = self._session.execute(query.order_by(d.sequence_number))
         return {str(key): (decision_id, chosen) for _, key, decision_id, chosen in rows}
 
     def made_from_actor_checkpoint(
