@@ -3,6 +3,7 @@ noticed before the plan goes on, named in an approval, and kept or discarded as 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -14,7 +15,7 @@ from cleveragents_tui.domain.approval import ApprovalAnswer, ApprovalKind
 from cleveragents_tui.domain.enums import CorrectionMode, PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationGuard
-from cleveragents_tui.engine.core.reconcile import compare, scan
+from cleveragents_tui.engine.core.reconcile import SEAL_FILE, compare, scan
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.preview import preview
@@ -218,3 +219,38 @@ def test_an_outside_edit_is_still_named_alone_and_kept_through_the_automatic_app
         env.repository, "ls-tree", "-r", "--name-only", f"cleveragents/apply/{plan.plan_id}"
     )
     assert {"NOTES.md", "tests/test_hello.py"} <= set(files.split())
+
+
+@pytest.mark.parametrize("seal", ["as written now", "written before seals named their folder"])
+def test_a_revert_preview_names_the_files_changed_outside_the_plan(
+    waiting: tuple[DemoEnvironment, Plan, RunOptions, Path], sqlite_store: Store, seal: str
+) -> None:
+    """The preview compares the sealed sandbox folder with its seal without opening the
+    sandbox (the seal names the folder); a seal from before that opens it, as before."""
+    env, plan, options, workdir = waiting
+    seals = options.sandbox_base / plan.plan_id / SEAL_FILE
+    if seal != "as written now":
+        data = json.loads(seals.read_text("utf-8"))
+        for sealed in data["resources"].values():
+            del sealed["folder"]
+        seals.write_text(json.dumps(data), "utf-8")
+    _edit_outside(workdir)
+    with sqlite_store.unit_of_work() as uow:
+        target = next(
+            d.decision_id
+            for d in uow.decisions.for_plan(plan.plan_id)
+            if d.step_key == "implement-function"
+        )
+
+    impact = preview(
+        sqlite_store,
+        target,
+        CorrectionMode.REVERT,
+        "a greeter class",
+        sandbox_base=options.sandbox_base,
+    )
+
+    [changes] = impact.outside_changes
+    assert changes.resource_id == f"{env.namespace}/hello-cli"
+    assert changes.modified == (GREET,)
+    assert changes.added == ("notes", "notes/todo", "notes/todo/NOTES.md")
