@@ -7,6 +7,7 @@ cleveragents_tui/views."""
 
 from __future__ import annotations
 
+from rich.style import Style
 from rich.text import Text
 
 from cleveragents_tui.domain.display import printable
@@ -69,13 +70,14 @@ def state_text(state: str) -> Text:
     return Text(state, style=STATE_STYLE.get(state, ""))
 
 
-def tree_label(row: TreeRow, checkpoint: bool, affected: bool) -> Text:
+AFFECTED_STYLE = Style.parse("reverse yellow")  # a tree row a correction would affect
+
+
+def tree_label(row: TreeRow, checkpoint: bool) -> Text:
     """The phase's coloured letter, then the line ``agents plan tree`` prints for the
     decision (cleveragents_tui/views/plan.py), its chosen option cut shorter for the
-    tree's column; highlighted when a correction would affect it."""
+    tree's column (the tree adds :data:`AFFECTED_STYLE` when it draws an affected row)."""
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(f"{row.phase[:1].upper()} ", style=PHASE_STYLE.get(row.phase, "dim"))
     t.append_text(line_rich(tree_line(row, checkpoint, option_limit=TREE_OPTION)))
-    if affected:
-        t.stylize("reverse yellow")
     return t

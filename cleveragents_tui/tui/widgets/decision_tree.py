@@ -8,12 +8,13 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from rich.style import Style
 from rich.text import Text
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from cleveragents_tui.domain.views import PlanTree, TreeRow
-from cleveragents_tui.tui.render import tree_label
+from cleveragents_tui.tui.render import AFFECTED_STYLE, tree_label
 
 CHUNK = 200
 AUTO_EXPAND_BUDGET = 300  # expand breadth-first on open until this many nodes are shown
@@ -75,6 +76,7 @@ class DecisionTree(Tree[str]):
     """
 
     def __init__(self, *, id: str | None = None) -> None:
+        self._affected: frozenset[str] = frozenset()  # before Tree's: it draws the root
         super().__init__("decisions", id=id)
         self.show_root = False
         self.guide_depth = 2
@@ -82,7 +84,6 @@ class DecisionTree(Tree[str]):
         self._node_of: dict[str, TreeNode[str]] = {}
         self._loaded: dict[str | None, int] = {}
         self._more: dict[str | None, TreeNode[str]] = {}
-        self._affected: frozenset[str] = frozenset()
 
     # what is shown, read from ``index`` (one copy of it, replaced whole by each load)
 
@@ -197,9 +198,15 @@ class DecisionTree(Tree[str]):
         return Text(f"… {count} more (enter to load)", style="italic dim")
 
     def _label(self, row: TreeRow) -> Text:
-        return tree_label(
-            row, row.decision_id in self._checkpoints, row.decision_id in self._affected
-        )
+        return tree_label(row, row.decision_id in self._checkpoints)
+
+    def render_label(self, node: TreeNode[str], base_style: Style, style: Style) -> Text:
+        """An affected row highlighted as it is drawn (only the rows on screen are): marking
+        10,000 affected decisions relabelled every loaded node, 0.1 s of the event loop
+        before the impact preview showed."""
+        if node.data in self._affected:
+            style = AFFECTED_STYLE + style
+        return super().render_label(node, base_style, style)
 
     def _on_tree_node_expanded(self, event: Tree.NodeExpanded[str]) -> None:
         node = event.node
@@ -299,12 +306,10 @@ class DecisionTree(Tree[str]):
     def highlight(self, decision_ids: Iterable[str]) -> None:
         """Mark the decisions a correction would affect (and clear the old marks)."""
         new = frozenset(decision_ids)
-        changed = self._affected ^ new
-        self._affected = new
-        for ident in changed:
-            node = self._node_of.get(ident)
-            if node is not None:
-                node.set_label(self._label(self._rows[ident]))
+        if new != self._affected:
+            self._affected = new
+            self._line_cache.clear()  # the drawn rows, cached by Textual: drawn again
+            self.refresh()
 
     @property
     def affected(self) -> frozenset[str]:
