@@ -13,6 +13,7 @@ from textual.widgets import Button, Label, RadioButton, RadioSet, Static
 from cleveragents_tui.engine import Impact
 from cleveragents_tui.engine.correct.guidance import with_choice
 from cleveragents_tui.tui.modals.base import Dialog
+from cleveragents_tui.tui.widgets.long_text import LongText
 from cleveragents_tui.views.impact import RowOf, impact_view
 from cleveragents_tui.views.rich_text import to_rich
 
@@ -44,7 +45,7 @@ class ImpactModal(Dialog[bool]):
             with VerticalScroll(id="impact-body"):
                 # what `agents plan correct --dry-run` prints; the alternatives are the buttons
                 view = impact_view(self.impact, self.row_of, alternatives=False)
-                yield Static(to_rich(view), id="impact-text", markup=False)
+                yield LongText(to_rich(view), id="impact-text")
                 yield from self._alternatives()
             with Horizontal():
                 yield Button("Correct… (y)", id="go", variant="warning")
