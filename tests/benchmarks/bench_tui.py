@@ -37,7 +37,7 @@ from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp
 from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
-from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
+from cleveragents_tui.tui.widgets.decision_detail import PLACEHOLDER, DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
 from tests.benchmarks.bench_plan_tree import build_plan
 from tests.benchmarks.harness import Measurement
@@ -199,15 +199,11 @@ async def _plan(store: Store, plan_id: str, count: int) -> dict[str, Timed]:
     decision's details, the whole tree; then the impact modal and cursor moves."""
     wall, cpu = time.perf_counter(), time.thread_time()
     app = AgentsApp(store, plan_id=plan_id, poll_seconds=None, user="bench")
+    frames = _PlanFrames(app, wall, cpu)
     async with app.run_test(size=SIZE) as pilot:
-        while not (
-            isinstance(app.screen, PlanScreen) and app.screen.query_one(DecisionTree).row_count
-        ):
-            await pilot.pause()
-        first_paint = _since(wall, cpu)
-        while not app.screen.query_one(DecisionDetail).text.strip():
-            await pilot.pause()
-        with_details = _since(wall, cpu)
+        await frames.details.wait()
+        first_paint, with_details = frames.first_paint, frames.with_details
+        assert first_paint is not None  # set at the same frame as the details, or before
         while app.screen.query_one(DecisionTree).row_count < count:
             await pilot.pause()
         whole = _since(wall, cpu)
@@ -233,6 +229,30 @@ async def _plan(store: Store, plan_id: str, count: int) -> dict[str, Timed]:
         "modal": modal_full,
         "modal_one": modal_one,
     }
+
+
+class _PlanFrames:
+    """The times of the first frame showing the plan's tree, and of the first showing the
+    first decision's details too (checked at each frame the app composes: waiting with
+    ``pilot.pause()`` also waits for the rest of the tree to load)."""
+
+    def __init__(self, app: AgentsApp, wall: float, cpu: float) -> None:
+        self.first_paint: Timed | None = None
+        self.with_details: Timed = (0.0, 0.0)
+        self.details = asyncio.Event()
+        self._app, self._start, self._display = app, (wall, cpu), app._display
+        app._display = self._spy  # type: ignore[method-assign]
+
+    def _spy(self, screen: Any, renderable: Any) -> None:
+        self._display(screen, renderable)
+        if renderable is None or not isinstance(screen, PlanScreen):
+            return
+        if self.first_paint is None and screen.query_one(DecisionTree).row_count:
+            self.first_paint = _since(*self._start)
+        if self.first_paint and screen.query_one(DecisionDetail).text not in ("", PLACEHOLDER):
+            self.with_details = _since(*self._start)
+            self._app._display = self._display  # type: ignore[method-assign]
+            self.details.set()
 
 
 def _ids(tree: DecisionTree) -> list[str]:

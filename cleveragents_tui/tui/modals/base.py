@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import TypeVar
 
 from textual.screen import ModalScreen
-from textual.widgets import Button, Footer, Input
+from textual.widgets import Button, Input
+
+from cleveragents_tui.tui.widgets.keys_footer import KeysFooter
 
 ResultT = TypeVar("ResultT")
 
@@ -28,7 +30,7 @@ class Dialog(ModalScreen[ResultT]):
     def on_mount(self) -> None:
         """Each dialog shows its own keys in a footer of its own: the screen's footer
         underneath lists keys that do not act while the dialog is open."""
-        self.mount(Footer())
+        self.mount(KeysFooter())
 
 
 class FormDialog(Dialog[ResultT | None]):

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from cleveragents_tui.domain.approval import Approval
 from cleveragents_tui.domain.errors import UserError
@@ -29,6 +29,7 @@ from cleveragents_tui.tui.modals.reason import ReasonModal
 from cleveragents_tui.tui.render import readable, safe_text
 from cleveragents_tui.tui.screens.base import AgentsScreen
 from cleveragents_tui.tui.services import services
+from cleveragents_tui.tui.widgets.keys_footer import KeysFooter
 
 
 class ApprovalsScreen(AgentsScreen):
@@ -48,7 +49,7 @@ class ApprovalsScreen(AgentsScreen):
         yield Static("", id="approvals-caption", markup=False)
         yield DataTable(id="approvals", cursor_type="row", zebra_stripes=True)
         yield Static("", id="approval-detail", markup=False)
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.title = "approvals"

@@ -16,7 +16,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 from textual.worker import Worker
 
 from cleveragents_tui.domain.display import printable
@@ -26,6 +26,7 @@ from cleveragents_tui.engine.core.file_diff import FileDiff, ResourceDiff, shown
 from cleveragents_tui.engine.core.replay_snapshots import AT_DECISION, FINAL
 from cleveragents_tui.tui.screens.base import AgentsScreen
 from cleveragents_tui.tui.services import services
+from cleveragents_tui.tui.widgets.keys_footer import KeysFooter
 from cleveragents_tui.views.diff import diff_view, resource_view
 from cleveragents_tui.views.rich_text import to_rich
 
@@ -162,7 +163,7 @@ class DiffScreen(AgentsScreen):
         with VerticalScroll(id="diff-body"):
             yield Static("", id="diff-decisions", markup=False)
             yield Static("", id="diff-files", markup=False)
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.title = "diff · old attempt vs new attempt"

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import DataTable, Header, Input, Static
 
 from cleveragents_tui.domain.views import PlanSummary
 from cleveragents_tui.engine import list_plans
@@ -17,6 +17,7 @@ from cleveragents_tui.tui.messages import LoadFailed, PlansLoaded, StoreChanged
 from cleveragents_tui.tui.render import safe_text, state_text
 from cleveragents_tui.tui.screens.base import AgentsScreen
 from cleveragents_tui.tui.services import services
+from cleveragents_tui.tui.widgets.keys_footer import KeysFooter
 
 SORTS = ("tree", "updated", "state", "action", "approvals")
 
@@ -59,7 +60,7 @@ class PlanListScreen(AgentsScreen):
         yield Input(placeholder="/ filter plans (id, action, state, phase, profile)", id="filter")
         yield Static("", id="plans-caption", markup=False)
         yield DataTable(id="plans", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.title = "cleveragents · plans"

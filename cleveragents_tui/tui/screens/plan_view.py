@@ -11,7 +11,8 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.widgets import Footer, Header, Tree
+from textual.widgets import Header, Tree
+from textual.worker import Worker, WorkerState
 
 from cleveragents_tui.domain.approval import ApprovalKind
 from cleveragents_tui.domain.enums import Phase
@@ -46,9 +47,12 @@ from cleveragents_tui.tui.screens.plan_export import PlanExport
 from cleveragents_tui.tui.services import services
 from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import MORE, DecisionTree, TreeIndex
+from cleveragents_tui.tui.widgets.keys_footer import KeysFooter
 from cleveragents_tui.tui.widgets.status_bar import PlanStatus
 from cleveragents_tui.tui.widgets.working import Working
 from cleveragents_tui.views.lines import one_line
+
+FINISHED = (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED)
 
 
 class PlanScreen(PlanExport, PlanControls):
@@ -78,6 +82,7 @@ class PlanScreen(PlanExport, PlanControls):
         self._last_search = ""
         self._reveal_after: tuple[str, str] | None = None  # (decision, what) to show next load
         self._data: PlanData | None = None  # what is shown: the last load
+        self._rest_unread = False  # the first load was partial, the rest not asked for yet
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -86,7 +91,7 @@ class PlanScreen(PlanExport, PlanControls):
             yield DecisionTree(id="tree")
             yield DecisionDetail(id="detail")
         yield Working(id="working")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         # The first load starts here, so the store is read while the screen is laid out
@@ -188,8 +193,10 @@ class PlanScreen(PlanExport, PlanControls):
         tree.load(data.index, changed, keep=tree.current)
         self._show_status(data)
         services(self).compact_heap()  # after every load: its rows out of the collector's way
-        if data.partial:
-            self.refresh_data()  # the rest of the tree, patched in when read
+        if data.partial:  # the rest of the tree, patched in when read
+            self._rest_unread = True
+            if tree.current is None:  # no details to wait for
+                self._read_rest()
         elif graph_stale:
             self.open_influence_graph()
         if self._reveal_after is not None:
@@ -197,6 +204,20 @@ class PlanScreen(PlanExport, PlanControls):
             self._reveal_after = None
             if not tree.reveal(decision_id):
                 self.notify(f"{what} {decision_id} is not in this plan's tree", severity="warning")
+
+    def _read_rest(self) -> None:
+        """The rest of a partly read tree, once the first decision's details are drawn: a
+        thread reading 10,000 rows beside the details' worker and the frames that show the
+        first rows and the details held the interpreter lock against both."""
+        if self._rest_unread:
+            self._rest_unread = False
+            self.call_after_refresh(self.refresh_data)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The details' worker is done (their message is handled first: posted before):
+        the rest of the tree may be read. (AgentsScreen's handler runs too.)"""
+        if event.worker.group == "detail" and event.state in FINISHED:
+            self._read_rest()
 
     def on_load_failed(self, message: LoadFailed) -> None:
         self.notify(message.error, title="Cannot show the plan", severity="error", timeout=10)

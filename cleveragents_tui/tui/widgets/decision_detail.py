@@ -13,6 +13,8 @@ from cleveragents_tui.domain.views import DecisionExplanation
 from cleveragents_tui.views.explain import explanation_view
 from cleveragents_tui.views.rich_text import to_rich
 
+PLACEHOLDER = "Select a decision."  # shown until a decision's details are
+
 
 class DecisionDetail(VerticalScroll):
     DEFAULT_CSS = """
@@ -20,7 +22,7 @@ class DecisionDetail(VerticalScroll):
     """
 
     def compose(self) -> ComposeResult:
-        yield Static(Text("Select a decision.", style="dim"), id="detail-body", markup=False)
+        yield Static(Text(PLACEHOLDER, style="dim"), id="detail-body", markup=False)
 
     def show_explanation(self, e: DecisionExplanation, group: CheckpointGroup | None) -> None:
         """Show one decision's explanation (its control characters escaped by the view)."""
