@@ -6,7 +6,10 @@ Baselines measured in the same run: an empty Textual app's first paint, and a cu
 a plain 10-node Textual ``Tree`` timed the same way.
 
 Why not ``pilot.pause()``: it waits for the app to be idle for a while, which adds a floor of
-about 40 ms to any measurement; the frame is composed long before that.
+about 40 ms to any measurement; the frame is composed long before that. Opening a plan is
+timed to the first frame showing its tree, and to the first showing the first decision's
+details too (each frame the app composes is checked; a pause would also wait for the rest
+of the tree to be read).
 
 Each figure is also given in the event loop's CPU time (``time.thread_time()`` of its
 thread): on the shared two-core machines a load average of 10 stretches a wall time by 2-5×,
