@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -329,8 +330,12 @@ def run(quick: bool) -> list[Measurement]:
         try:
             asyncio.run(_plan(store, plan_id, count))  # warm imports and caches
             runs = [asyncio.run(_plan(store, plan_id, count)) for _ in range(repeat)]
-            gaps = [asyncio.run(_gap_while_store_changes(store, plan_id, False)) for _ in range(2)]
-            grown = [asyncio.run(_gap_while_store_changes(store, plan_id, True)) for _ in range(2)]
+            gaps = [
+                asyncio.run(_gap_while_store_changes(store, plan_id, False)) for _ in range(repeat)
+            ]
+            grown = [
+                asyncio.run(_gap_while_store_changes(store, plan_id, True)) for _ in range(repeat)
+            ]
         finally:
             store.close()
     empties = [asyncio.run(_empty_paint()) for _ in range(repeat)]
@@ -341,10 +346,19 @@ def run(quick: bool) -> list[Measurement]:
     idle = min(i[0] for i in idles), min(i[1] for i in idles)
     gap = min(g[0] for g in gaps), min(g[1] for g in gaps)
     grow = min(g[0] for g in grown), min(g[1] for g in grown)
+    idle_median = statistics.median(i[0] for i in idles)
+    medians: list[
+        tuple[float | None, float | None]
+    ] = [  # of the first two rows: the loop gaps, noisy under load
+        (statistics.median(g[0] for g in gaps), idle_median),
+        (statistics.median(g[0] for g in grown), idle_median),
+    ]
+    for what, timings in (("idle", idles), ("gap", gaps), ("grow", grown)):
+        print(f"tui: every {what} run: " + "; ".join(_ms(t) for t in timings))
     paint, details, whole = _best(runs, "paint"), _best(runs, "details"), _best(runs, "whole")
     move, move_details = _best(runs, "move"), _best(runs, "move_details")
     modal, modal_one = _best(runs, "modal"), _best(runs, "modal_one")
-    rows = [
+    rows: list[tuple[str, Timed, str, Timed, str, bool | None]] = [
         (
             f"longest event-loop gap, {count:,}-decision plan, store changed 5 times",
             gap,
@@ -412,7 +426,17 @@ def run(quick: bool) -> list[Measurement]:
     ]
     for name, timed, _, base, _, _ in rows:  # the loop's CPU beside each wall time
         print(f"tui: {name}: {_ms(timed)}; baseline {_ms(base)}")
+    medians += [(None, None)] * (len(rows) - len(medians))
     return [
-        Measurement("tui", name, timed[0], baseline, base[0], target, met)
-        for name, timed, baseline, base, target, met in rows
+        Measurement(
+            "tui",
+            name,
+            timed[0],
+            baseline,
+            base[0],
+            target,
+            met,
+            *median,
+        )
+        for (name, timed, baseline, base, target, met), median in zip(rows, medians, strict=True)
     ]
