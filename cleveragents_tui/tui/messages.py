@@ -12,7 +12,8 @@ from textual.message import Message
 
 from cleveragents_tui.domain.approval import Approval
 from cleveragents_tui.domain.checkpoint import CheckpointGroup
-from cleveragents_tui.domain.views import DecisionExplanation, PlanSummary, PlanTree
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.views import DecisionExplanation, PlanSummary, TreeRow
 from cleveragents_tui.engine.read.tui_queries import EventView, Progress
 from cleveragents_tui.tui.widgets.decision_tree import TreeIndex
 
@@ -38,18 +39,44 @@ class DecisionFailed(Message):
 
 
 @dataclass(frozen=True)
+class Watermark:
+    """How far the rows behind a shown tree go: a refresh reads only the decisions recorded
+    after ``through``, and reads the whole tree again only when the plan's counts say that
+    something but appends changed (decisions are append-only, superseded once)."""
+
+    rows: int = 0  # decisions read, superseded ones included
+    superseded: int = 0  # of those, superseded when read
+    through: int = -1  # the highest sequence number read
+
+    def plus(self, rows: list[TreeRow]) -> Watermark:
+        """With ``rows`` read too, recorded after ``through`` (in sequence order)."""
+        return Watermark(
+            self.rows + len(rows),
+            self.superseded + sum(row.superseded_by is not None for row in rows),
+            rows[-1].sequence_number if rows else self.through,
+        )
+
+
+@dataclass(frozen=True)
 class PlanData:
     """Everything the plan screen shows, read together in one worker."""
 
-    tree: PlanTree
+    plan: Plan
+    show_superseded: bool
     pending: list[Approval]
     events: list[EventView]
     index: TreeIndex  # the tree arranged for the widget
     base: TreeIndex | None  # the one shown when the load started
     changed: list[str] | None  # rows changed since ``base``; None: rebuild
+    grown: list[str | None] | None  # child lists appended to since ``base``; None: any
     fingerprint: tuple[object, ...]  # the store's, read before the plan
-    counts: tuple[int, int]  # the plan's (all, current) decisions, read before its tree
+    counts: tuple[int, int]  # the plan's (all, current) decisions, as its rows were read
+    read: Watermark  # the rows ``index`` was built from
     partial: bool = False  # only the first decisions: the rest are being read
+
+    @property
+    def hidden_superseded(self) -> int:
+        return 0 if self.show_superseded else self.read.superseded
 
 
 class PlanDataLoaded(Message):

@@ -65,7 +65,7 @@ async def test_a_large_plan_paints_its_first_decisions_then_the_rest(
     async with app.run_test(size=SIZE, message_hook=hook) as pilot:
         await settle(app, pilot)
         tree = app.screen.query_one(DecisionTree)
-        loads = [(m.data.partial, len(m.data.tree.lines)) for m in seen]
+        loads = [(m.data.partial, len(m.data.index.rows)) for m in seen]
         assert loads == [(True, FIRST_ROWS), (False, count)]
         assert tree.row_count == count and app.screen.sub_title == f"{count} decisions"
         assert tree.current == decisions[0].decision_id  # the cursor stayed on the root

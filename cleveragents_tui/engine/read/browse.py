@@ -89,7 +89,7 @@ def plan_tree(
         with_checkpoints = uow.checkpoints.decisions_with_checkpoints(plan.plan_id)
         visible = [r for r in rows if r.superseded_by is None]
         if show_superseded and len(visible) < len(rows):
-            rows = _replaced(rows, uow.decisions.replacements(plan.plan_id))
+            rows = naming_replacements(rows, uow.decisions.replacements(plan.plan_id))
     hidden = 0
     if not show_superseded:
         hidden = len(rows) - len(visible)
@@ -97,7 +97,7 @@ def plan_tree(
     return PlanTree(plan, show_superseded, layout_tree(rows), hidden, with_checkpoints)
 
 
-def _replaced(rows: list[TreeRow], replacements: dict[str, str]) -> list[TreeRow]:
+def naming_replacements(rows: list[TreeRow], replacements: dict[str, str]) -> list[TreeRow]:
     """``rows`` with each superseded one naming the decision that replaced it."""
     return [
         replace(r, superseded_by=replacements.get(r.decision_id, r.superseded_by))
@@ -158,7 +158,7 @@ def explain_decision(
             decision=decision,
             plan=plan,
             parent=parent,
-            children=_replaced(children, replacements),
+            children=naming_replacements(children, replacements),
             dependents=list(decision.downstream_decision_ids),
             depends_on=uow.decisions.depends_on(decision.decision_id),
             tool_invocations=uow.tool_invocations.for_decision(decision.decision_id),

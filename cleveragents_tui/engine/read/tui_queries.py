@@ -1,6 +1,7 @@
 """Small read services the interactive app needs: a cheap change fingerprint for live
-refresh, the recent events of a plan (what is it doing right now), a decision's checkpoint
-group, and replay progress. Read-only; no Textual here.
+refresh, a plan's tree rows (all, or those recorded since the ones shown), the recent events
+of a plan (what is it doing right now), a decision's checkpoint group, and replay progress.
+Read-only; no Textual here.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from dataclasses import dataclass
 
 from cleveragents_tui.domain.checkpoint import CheckpointGroup
 from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.views import TreeRow
+from cleveragents_tui.engine.read.browse import naming_replacements
 from cleveragents_tui.store.app_queries import EventView as EventView  # the app's type
 from cleveragents_tui.store.store import Store
 
@@ -32,17 +35,36 @@ def fingerprint(store: Store) -> tuple[object, ...]:
         return uow.app.fingerprint()
 
 
-def plan(store: Store, plan_id: str) -> Plan:
-    """The plan alone: a refresh whose decisions did not change reads only this."""
-    with store.unit_of_work() as uow:
-        return uow.plans.get(plan_id)
+@dataclass(frozen=True)
+class TreeRead:
+    """A plan's tree rows as one transaction saw them."""
+
+    plan: Plan
+    rows: list[TreeRow]  # in sequence order, superseded ones included
+    counts: tuple[int, int]  # the plan's (all, current) decisions, in the same snapshot
+    checkpoints: frozenset[str]  # the plan's decisions with checkpoints
 
 
-def decision_counts(store: Store, plan_id: str) -> tuple[int, int]:
-    """(all, current) decisions of the plan: decisions are append-only and superseded once,
-    so while these stay the same the plan's tree does too (a refresh need not re-read it)."""
+def tree_read(
+    store: Store,
+    plan_id: str,
+    show_superseded: bool,
+    *,
+    first: int | None = None,
+    after: int | None = None,
+) -> TreeRead:
+    """The plan's tree rows: only the ``first`` recorded, or only those recorded after
+    sequence number ``after`` (the rows a shown tree lacks), when given. Decisions are
+    append-only and superseded once, so ``counts`` tell a reader holding the rest whether
+    anything but appends changed (docs/benchmarks.md, "tui")."""
     with store.unit_of_work() as uow:
-        return uow.decisions.counts([plan_id]).get(plan_id, (0, 0))
+        plan = uow.plans.get(plan_id)
+        counts = uow.decisions.counts([plan_id]).get(plan_id, (0, 0))
+        rows = uow.decisions.tree_rows(plan_id, include_superseded=True, first=first, after=after)
+        checkpoints = uow.checkpoints.decisions_with_checkpoints(plan_id)
+        if show_superseded and any(r.superseded_by is not None for r in rows):
+            rows = naming_replacements(rows, uow.decisions.replacements(plan_id))
+    return TreeRead(plan, rows, counts, checkpoints)
 
 
 def recent_events(store: Store, plan_id: str | None = None, limit: int = 8) -> list[EventView]:

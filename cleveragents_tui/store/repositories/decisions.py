@@ -138,13 +138,20 @@ class DecisionRepository(Repository):
         ]
 
     def tree_rows(
-        self, plan_id: str, include_superseded: bool, first: int | None = None
+        self,
+        plan_id: str,
+        include_superseded: bool,
+        first: int | None = None,
+        after: int | None = None,
     ) -> list[TreeRow]:
         """The light rows of a plan's tree, in sequence order; only the ``first`` ones when
-        given (the app paints those while the rest load)."""
+        given (the app paints those while the rest load); only those recorded after
+        sequence number ``after`` when given (the app adds them to the tree it shows)."""
         query = _tree_row_query().where(DecisionRow.plan_id == plan_id)
         if not include_superseded:
             query = query.where(DecisionRow.superseded_by.is_(None))
+        if after is not None:
+            query = query.where(DecisionRow.sequence_number > after)
         return _tree_rows(self._session, query, first)
 
     def replacements(self, plan_id: str) -> dict[str, str]:

@@ -164,7 +164,7 @@ class PlanScreen(PlanExport, PlanControls):
 
     def on_plan_data_loaded(self, message: PlanDataLoaded) -> None:
         data = message.data
-        if data.tree.show_superseded != self.show_superseded:
+        if data.show_superseded != self.show_superseded:
             return  # toggled meanwhile: the load that follows the toggle shows it
         tree = self.query_one(DecisionTree)
         last, self._data = self._data, data
@@ -173,24 +173,22 @@ class PlanScreen(PlanExport, PlanControls):
         graph_stale = not data.partial and (
             last is None or last.partial or last.counts != data.counts
         )
-        old, self.plan = self.plan, data.tree.plan
+        old, self.plan = self.plan, data.plan
         if self._editable(old) != self._editable(self.plan):
             self.refresh_bindings()  # `e` comes or goes with the phase (the footer redraws)
-        self.title = f"plan · {data.tree.plan.action}"
+        self.title = f"plan · {data.plan.action}"
         hidden = (
-            f" · {data.tree.hidden_superseded} superseded hidden (s)"
-            if data.tree.hidden_superseded
-            else ""
+            f" · {data.hidden_superseded} superseded hidden (s)" if data.hidden_superseded else ""
         )
         self.sub_title = (
-            f"the first {len(data.tree.lines)} decisions · reading the rest…"
+            f"the first {len(data.index.rows)} decisions · reading the rest…"
             if data.partial
-            else f"{len(data.tree.lines)} decisions{hidden}"
+            else f"{len(data.index.rows)} decisions{hidden}"
         )
-        changed = data.changed
+        changed, grown = data.changed, data.grown
         if data.base is not tree.index:  # another load was shown meanwhile: compare here
-            changed = data.index.changed_since(tree.index)
-        tree.load(data.index, changed, keep=tree.current)
+            changed, grown = data.index.changed_since(tree.index), None
+        tree.load(data.index, changed, keep=tree.current, grown=grown)
         self._show_status(data)
         services(self).compact_heap()  # after every load: its rows out of the collector's way
         if data.partial:  # the rest of the tree, patched in when read
@@ -225,7 +223,7 @@ class PlanScreen(PlanExport, PlanControls):
             services(self).leave_plan()  # nothing of it shown yet: back to the list
 
     def _show_status(self, data: PlanData) -> None:
-        self.query_one(PlanStatus).show(data.tree.plan, data.pending, data.events)
+        self.query_one(PlanStatus).show(data.plan, data.pending, data.events)
         for approval in data.pending:
             if approval.kind is ApprovalKind.RECONCILE and approval.approval_id not in self._warned:
                 self._warned.add(approval.approval_id)

@@ -5,7 +5,7 @@ decisions paints its first screen at once (DESIGN.md section 8)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from rich.style import Style
@@ -13,7 +13,7 @@ from rich.text import Text
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from cleveragents_tui.domain.views import PlanTree, TreeRow
+from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.tui.render import AFFECTED_STYLE, tree_label
 
 CHUNK = 200
@@ -37,13 +37,43 @@ class TreeIndex:
         return f"TreeIndex({len(self.rows)} rows)"
 
     @classmethod
-    def of(cls, tree: PlanTree) -> TreeIndex:
-        rows = {line.row.decision_id: line.row for line in tree.lines}
+    def of(cls, rows: list[TreeRow], checkpoints: frozenset[str]) -> TreeIndex:
+        """The tree of ``rows``, in sequence order (so is each child list); a row whose
+        parent is not among them (the root, the child of a hidden superseded decision)
+        starts a tree of its own, as in ``engine.read.browse.layout_tree``."""
+        by_id = {row.decision_id: row for row in rows}
         kids: dict[str | None, list[TreeRow]] = defaultdict(list)
-        for line in tree.lines:  # pre-order: each child list stays in tree order
-            parent = line.row.parent_decision_id
-            kids[parent if parent in rows else None].append(line.row)
-        return cls(rows, dict(kids), tree.has_checkpoints)
+        for row in rows:
+            parent = row.parent_decision_id
+            kids[parent if parent in by_id else None].append(row)
+        return cls(by_id, dict(kids), checkpoints)
+
+    def extended(
+        self, rows: list[TreeRow], checkpoints: frozenset[str]
+    ) -> tuple[TreeIndex, list[str], list[str | None]] | None:
+        """This tree with ``rows`` added, each recorded after every row it holds: the new
+        tree, the rows held whose checkpoint mark changed, and the decisions (None: the
+        top) whose child lists grew, parents first. A copy: the one shown stays as it is
+        (only the lists that grow are copied). None when a new row is the missing parent of
+        a row shown at the top: the tree must be laid out again."""
+        if not rows and checkpoints == self.checkpoints:
+            return self, [], []
+        orphans = {row.parent_decision_id for row in self.kids.get(None, [])}
+        if any(row.decision_id in orphans for row in rows):
+            return None
+        by_id = dict(self.rows)
+        by_id.update((row.decision_id, row) for row in rows)
+        kids = dict(self.kids)
+        grown: dict[str | None, None] = {}  # in the order first grown: parents first
+        for row in rows:  # in sequence order: each appended at the end of its list
+            parent = row.parent_decision_id
+            key = parent if parent in by_id else None
+            if key not in grown:
+                grown[key] = None
+                kids[key] = list(kids.get(key, ()))
+            kids[key].append(row)
+        marks = [ident for ident in checkpoints ^ self.checkpoints if ident in self.rows]
+        return TreeIndex(by_id, kids, checkpoints), marks, list(grown)
 
     def changed_since(self, old: TreeIndex | None) -> list[str] | None:
         """The decisions of ``old`` whose row or checkpoint mark differs now, when the tree
@@ -101,16 +131,24 @@ class DecisionTree(Tree[str]):
 
     # -- loading ----------------------------------------------------------------------------
 
-    def load(self, index: TreeIndex, changed: list[str] | None, keep: str | None = None) -> None:
+    def load(
+        self,
+        index: TreeIndex,
+        changed: list[str] | None,
+        keep: str | None = None,
+        grown: Collection[str | None] | None = None,
+    ) -> None:
         """Show ``index``; keep the cursor on decision ``keep`` if it is still there.
 
         ``changed`` is ``index.changed_since(self.index)``, worked out in the loading
         thread: a list patches the nodes in place (only those rows are relabelled, rows
         appended are added; the cursor, scroll and expanded branches stay), None rebuilds.
+        ``grown`` names the child lists rows were appended to, parents first, when the
+        loading thread knows (``TreeIndex.extended``); None: every list is compared.
         """
         old, self.index = self.index, index
         if changed is not None:
-            self._patch(old, changed)
+            self._patch(old, changed, grown)
             return
         self._node_of = {}
         self._loaded = {}
@@ -123,7 +161,9 @@ class DecisionTree(Tree[str]):
         elif self.root.children:
             self._move_to(self.root.children[0])
 
-    def _patch(self, old: TreeIndex, changed: list[str]) -> None:
+    def _patch(
+        self, old: TreeIndex, changed: list[str], grown: Collection[str | None] | None
+    ) -> None:
         """Relabel the ``changed`` rows and add those appended since ``old``."""
         rows, kids = self._rows, self._kids
         for ident in changed:
@@ -132,15 +172,15 @@ class DecisionTree(Tree[str]):
                 node.set_label(self._label(rows[ident]))
         if old is self.index:  # the same tree (a refresh that did not re-read it)
             return
-        old_counts = {key: len(rows_) for key, rows_ in old.kids.items()}
-        for key, new in kids.items():
-            if len(new) == old_counts.get(key, 0):
+        for key in kids if grown is None else grown:
+            new, before = kids.get(key, []), len(old.kids.get(key, ()))
+            if len(new) == before:
                 continue
             node = self.root if key is None else self._node_of.get(key)
             if node is None:
                 continue  # its parent is not shown yet
             if key not in self._loaded:
-                if old_counts.get(key, 0) == 0 and len(self._node_of) < AUTO_EXPAND_BUDGET:
+                if before == 0 and len(self._node_of) < AUTO_EXPAND_BUDGET:
                     self._populate(node, key)  # a leaf until now: open it, as a load would
                     node.expand()
                 else:
