@@ -17,6 +17,7 @@ from sqlalchemy import (
     bindparam,
     case,
     cast,
+    func,
     literal_column,
     or_,
     select,
@@ -38,12 +39,20 @@ _CHUNK = 500
 
 NodeRow = tuple[str, str | None, str, str | None]  # decision, parent, plan, superseded_by
 EdgeRow = tuple[str, str, str]  # upstream decision, downstream ref, dependency type
+# One plan's decisions as a read saw them: (how many, how many superseded, the highest
+# sequence number or -1, the dependency rows leaving them). Decisions are append-only and
+# superseded once, so a later read of the rows recorded after that number, with counts
+# that add up, saw appends only (no supersede, no child plan spawned by an older one).
+RowMark = tuple[int, int, int, int]
 
 
-def influence_rows(store: Store, plan_id: str) -> tuple[set[str], list[NodeRow], list[EdgeRow]]:
+def influence_rows(
+    store: Store, plan_id: str
+) -> tuple[set[str], list[NodeRow], list[EdgeRow], RowMark]:
     """The plans, decisions and dependency rows of ``plan_id``'s influence DAG, in one
     transaction (a consistent snapshot): the plan tree, its decisions, the dependency rows
-    leaving them; again only when an influence edge leads into a plan not yet read.
+    leaving them; again only when an influence edge leads into a plan not yet read. Last,
+    the mark of ``plan_id``'s own decisions (see :func:`appended_rows`).
 
     Raises :class:`NotFoundError` when the plan does not exist.
     """
@@ -52,6 +61,7 @@ def influence_rows(store: Store, plan_id: str) -> tuple[set[str], list[NodeRow],
     dependencies: list[EdgeRow] = []
     with store.unit_of_work() as uow:
         connection = uow._session.connection()
+        mark = _mark(connection, plan_id)
         pending = {plan_id}
         while pending:
             found = _plan_trees(connection, pending) - plans
@@ -66,7 +76,57 @@ def influence_rows(store: Store, plan_id: str) -> tuple[set[str], list[NodeRow],
             known = {row[0] for row in nodes}
             missing = {down for _, down, kind in new_dependencies if kind == DECISION} - known
             pending = _plans_of(connection, missing) - plans
-    return plans, nodes, dependencies
+    return plans, nodes, dependencies, mark
+
+
+def appended_rows(
+    store: Store, plan_id: str, mark: RowMark
+) -> tuple[RowMark, list[NodeRow], list[EdgeRow]] | None:
+    """The decisions of ``plan_id`` recorded since a read that saw ``mark``, with the
+    dependency rows leaving or entering them, and the plan's mark now; None when anything
+    else changed (a decision superseded, a child plan spawned): then read it all again."""
+    d, dep = DecisionRow, DecisionDependencyRow
+    with store.unit_of_work() as uow:
+        connection = uow._session.connection()
+        now = _mark(connection, plan_id)
+        rows = connection.execute(
+            select(d.decision_id, d.parent_decision_id, d.plan_id, d.superseded_by)
+            .where(d.plan_id == plan_id, d.sequence_number > mark[2])
+            .order_by(d.sequence_number)
+        )
+        nodes: list[NodeRow] = [(row[0], row[1], row[2], row[3]) for row in rows]
+        superseded = sum(node[3] is not None for node in nodes)
+        if now[:2] != (mark[0] + len(nodes), mark[1] + superseded):
+            return None
+        ids = [node[0] for node in nodes]
+        edges: dict[EdgeRow, str] = {}  # -> the upstream decision's plan (once: chunks overlap)
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            found = connection.execute(
+                select(dep.upstream_decision_id, dep.downstream_ref, dep.dependency_type, d.plan_id)
+                .join(d, d.decision_id == dep.upstream_decision_id)
+                .where(or_(dep.upstream_decision_id.in_(chunk), dep.downstream_ref.in_(chunk)))
+            )
+            edges.update(((row[0], row[1], row[2]), row[3]) for row in found)
+    if now[3] != mark[3] + sum(plan == plan_id for plan in edges.values()):
+        return None  # a dependency row left an older decision: a child plan spawned
+    return now, nodes, list(edges)
+
+
+def _mark(connection: Connection, plan_id: str) -> RowMark:
+    d = DecisionRow
+    count, superseded, through = connection.execute(
+        select(func.count(), func.count(d.superseded_by), func.max(d.sequence_number)).where(
+            d.plan_id == plan_id
+        )
+    ).one()
+    edges = connection.scalar(
+        select(func.count())
+        .select_from(DecisionDependencyRow)
+        .join(d, d.decision_id == DecisionDependencyRow.upstream_decision_id)
+        .where(d.plan_id == plan_id)
+    )
+    return int(count), int(superseded), -1 if through is None else int(through), int(edges or 0)
 
 
 def _plan_trees(connection: Connection, roots: Iterable[str]) -> set[str]:

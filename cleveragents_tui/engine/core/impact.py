@@ -51,6 +51,7 @@ from cleveragents_tui.store.impact_queries import (
     PLAN_MARK,
     EdgeRow,
     NodeRow,
+    RowMark,
     affected_refs_in,
     influence_rows,
 )
@@ -97,6 +98,7 @@ class InfluenceGraph:
         self._plans: set[str] = set()
         self._superseded: set[str] = set()
         self._child_plans: dict[str, set[str]] = {}
+        self.mark: RowMark = (0, 0, -1, 0)  # of the plan's own decisions, as last read
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -107,9 +109,29 @@ class InfluenceGraph:
         Raises :class:`NotFoundError` when the plan does not exist.
         """
         graph = cls(plan_id)
-        graph._plans, nodes, dependencies = influence_rows(store, plan_id)
+        graph._plans, nodes, dependencies, graph.mark = influence_rows(store, plan_id)
         graph._build(nodes, dependencies)
         return graph
+
+    def add_appended(
+        self, mark: RowMark, nodes: list[NodeRow], dependencies: list[EdgeRow]
+    ) -> bool:
+        """Add the decisions another process recorded in the plan since :attr:`mark`, with
+        their dependency rows (``store.impact_queries.appended_rows``); after it the graph
+        equals a fresh :meth:`load`. False, changing nothing, when they lead out of the
+        plans held (a child plan spawned, an influence edge into another plan): then load."""
+        new = {node[0] for node in nodes}
+        held = self._graph
+        for up, down, kind in dependencies:
+            leaves = up in new or up in held
+            if leaves and (kind == PLAN or (down not in held and down not in new)):
+                return False
+        self._build(
+            nodes,
+            [edge for edge in dependencies if edge[0] in new or edge[0] in held],
+        )
+        self.mark = mark
+        return True
 
     def _build(
         self,

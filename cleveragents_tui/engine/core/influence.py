@@ -5,8 +5,9 @@ faster than building a graph, so the CLI uses it. A process that keeps a plan op
 showing its tree and previewing corrections — opens its graph here once; the runner and the
 correction engine then report every decision they record, every child plan they spawn and
 every decision they supersede, so the graph stays equal to a fresh load without reloading.
-Changes made by other processes are not seen: the app reopens the graph when its store
-fingerprint changes.
+Changes made by other processes are not seen: the app catches the graph up when its store
+fingerprint changes (:meth:`OpenGraphs.catch_up`: the decisions another process recorded are
+added; anything else reads the graph again).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterable
 
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.engine.core.impact import InfluenceGraph
+from cleveragents_tui.store.impact_queries import appended_rows
 from cleveragents_tui.store.store import Store
 
 
@@ -23,13 +25,30 @@ class OpenGraphs:
     def __init__(self) -> None:
         self._graphs: dict[str, InfluenceGraph] = {}
         self._lock = threading.Lock()
+        self._updating = threading.RLock()  # one load or catch-up at a time: none undoes another
 
     def open(self, store: Store, plan_id: str) -> InfluenceGraph:
         """Load (or reload) the graph of ``plan_id`` and keep it current from now on."""
-        graph = InfluenceGraph.load(store, plan_id)
-        with self._lock:
-            self._graphs[plan_id] = graph
-        return graph
+        with self._updating:
+            graph = InfluenceGraph.load(store, plan_id)
+            with self._lock:
+                self._graphs[plan_id] = graph
+            return graph
+
+    def catch_up(self, store: Store, plan_id: str) -> InfluenceGraph:
+        """Bring the open graph of ``plan_id`` up to the store: add the decisions recorded
+        since it was read (another process ran the plan on: a few rows read, not the whole
+        plan again); load it when anything else changed, or when it is not open."""
+        with self._updating:
+            with self._lock:
+                graph = self._graphs.get(plan_id)
+            if graph is not None:
+                appended = appended_rows(store, plan_id, graph.mark)
+                if appended is not None:
+                    with self._lock:
+                        if graph.add_appended(*appended):
+                            return graph
+            return self.open(store, plan_id)
 
     def close(self, plan_id: str) -> None:
         with self._lock:

@@ -113,13 +113,14 @@ class PlanScreen(PlanExport, PlanControls):
             self._reload_if_changed(self._data.fingerprint)
 
     def on_store_changed(self, _: StoreChanged) -> None:
-        self.refresh_data()  # the influence graph is reloaded if the decisions changed
+        self.refresh_data()  # the influence graph catches up if the decisions changed
 
     @work(thread=True, exclusive=True, group="graph", exit_on_error=False)
     def open_influence_graph(self) -> None:
         """Keep the plan's influence graph in memory while it is shown, so correction
-        previews answer without querying the store (engine/core/influence.py)."""
-        OPEN_GRAPHS.open(self.store, self.plan_id)
+        previews answer without querying the store (engine/core/influence.py); when it is
+        open, only the decisions recorded since are read into it."""
+        OPEN_GRAPHS.catch_up(self.store, self.plan_id)
 
     # -- data ---------------------------------------------------------------------------------
 
@@ -169,7 +170,7 @@ class PlanScreen(PlanExport, PlanControls):
         tree = self.query_one(DecisionTree)
         last, self._data = self._data, data
         # the graph is read once the whole tree is shown (read beside the first load, it
-        # held that back), and again when another process changed the plan's decisions
+        # held that back), and caught up when another process changed the plan's decisions
         graph_stale = not data.partial and (
             last is None or last.partial or last.counts != data.counts
         )
