@@ -111,12 +111,37 @@ async def test_a_database_gone_while_shown_is_a_notification(
             screen = app.screen
             assert isinstance(screen, PlanScreen)
             screen.refresh_data()
-            await app.workers.wait_for_complete()
-            await pilot.pause()
+            await settle(app, pilot)
+            assert isinstance(app.screen, PlanListScreen)  # back to the list, which says so too
         finally:
             database.parent.chmod(0o700)
         messages = [n.message for n in app._notifications]
         assert any("cannot read the store" in m for m in messages), messages
+
+
+async def test_a_plan_deleted_while_shown_is_a_notification_and_the_list(
+    sqlite_store: Store,
+) -> None:
+    build_fixed(sqlite_store)
+    app = AgentsApp(sqlite_store, user="t", poll_seconds=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("down", "down", "enter")  # the third plan: no child plan, no run
+        await settle(app, pilot)
+        assert isinstance(app.screen, PlanScreen) and app.screen.plan_id == uid(3, "P")
+        with sqlite_store.engine.begin() as connection:  # by hand, as with sqlite3: the
+            # trigger that keeps decisions for good dropped first
+            connection.exec_driver_sql("DROP TRIGGER decisions_no_delete")
+            for table in ("decisions", "plans"):
+                connection.exec_driver_sql(
+                    f"DELETE FROM {table} WHERE plan_id = ?", (uid(3, "P"),)
+                )
+        app.poll_store()
+        await settle(app, pilot)
+        assert isinstance(app.screen, PlanListScreen)
+        assert app.screen.shown == [PLAN, CHILD]
+        messages = [n.message for n in app._notifications]
+        assert any(f"plan {uid(3, 'P')} does not exist" in m for m in messages), messages
 
 
 async def test_cancel_plan_asks_first_and_then_cancels(demo_plan: DemoPlan) -> None:

@@ -219,9 +219,11 @@ class PlanScreen(PlanExport, PlanControls):
             self._read_rest()
 
     def on_load_failed(self, message: LoadFailed) -> None:
+        """The plan was deleted, or the database went away: say so, back to the list
+        (what is shown of the plan can no longer be acted on)."""
         self.notify(message.error, title="Cannot show the plan", severity="error", timeout=10)
-        if self.plan is None and self.is_current:
-            services(self).leave_plan()  # nothing of it shown yet: back to the list
+        if self.is_current:
+            services(self).leave_plan()
 
     def _show_status(self, data: PlanData) -> None:
         self.query_one(PlanStatus).show(data.plan, data.pending, data.events)
