@@ -153,8 +153,9 @@ async def _idle_gap() -> Timed:
 
 async def _gap_while_store_changes(store: Store, plan_id: str, grow: bool) -> Timed:
     """Open the plan, then five times: another process pauses or resumes it (``grow``: and
-    records a decision, so the tree is read again), the poll notices, the screen reloads
-    (the tree patched in place); the longest event-loop gap over all of it."""
+    records a decision, which the screen reads and adds to its tree and influence graph),
+    the poll notices, the screen reloads (the tree patched in place); the longest event-loop
+    gap over all of it."""
     with store.unit_of_work() as uow:
         rows = uow.decisions.tree_rows(plan_id, include_superseded=True)
     ids = [row.decision_id for row in rows]
@@ -368,7 +369,7 @@ def run(quick: bool) -> list[Measurement]:
             gap[0] < 0.05,
         ),
         (
-            "the same, each change recording a decision (the tree read again)",
+            "the same, each change recording a decision (added to the tree shown)",
             grow,
             "longest gap of an empty app's loop",
             idle,

@@ -15,6 +15,7 @@ from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp
 from cleveragents_tui.tui.messages import PlanDataLoaded
 from cleveragents_tui.tui.screens.plan_data import FIRST_ROWS
+from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
 from cleveragents_tui.tui.widgets.status_bar import PlanStatus
 from tests.support.statements import sent_statements
@@ -201,3 +202,29 @@ async def test_a_correction_while_shown_reads_the_tree_again(sqlite_store: Store
         assert tree.parent_of(decisions[18].decision_id) is None  # under 6: now at the top
         assert tree.row_count == 17 and "4 superseded hidden" in app.screen.sub_title
         assert tree.current == cursor
+
+
+async def test_the_first_decisions_of_a_plan_shown_empty_get_the_cursor(
+    sqlite_store: Store,
+) -> None:
+    """A plan opened before it ran (`R` runs it): its first decisions appear with the
+    cursor on the root, and the root's details beside it."""
+    plan, _ = _plan(sqlite_store, 0)
+    app = AgentsApp(sqlite_store, plan_id=plan.plan_id, user="t", poll_seconds=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        tree = app.screen.query_one(DecisionTree)
+        assert tree.row_count == 0
+        root = _record(
+            sqlite_store,
+            plan,
+            None,
+            0,
+            decision_type=DecisionType.PROMPT_DEFINITION,
+            phase=Phase.STRATEGIZE,
+        )
+        _record(sqlite_store, plan, root.decision_id, 1)
+        app.poll_store()
+        await settle(app, pilot)
+        assert tree.row_count == 2 and tree.current == root.decision_id
+        assert "recorded 0" in app.screen.query_one(DecisionDetail).text

@@ -133,9 +133,7 @@ async def test_a_plan_deleted_while_shown_is_a_notification_and_the_list(
             # trigger that keeps decisions for good dropped first
             connection.exec_driver_sql("DROP TRIGGER decisions_no_delete")
             for table in ("decisions", "plans"):
-                connection.exec_driver_sql(
-                    f"DELETE FROM {table} WHERE plan_id = ?", (uid(3, "P"),)
-                )
+                connection.exec_driver_sql(f"DELETE FROM {table} WHERE plan_id = ?", (uid(3, "P"),))
         app.poll_store()
         await settle(app, pilot)
         assert isinstance(app.screen, PlanListScreen)

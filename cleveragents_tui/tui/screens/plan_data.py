@@ -67,7 +67,12 @@ def _appended(
 ) -> _Arranged | None:
     """The tree shown with the decisions recorded since it was read added; None when
     anything else changed (the whole tree is read again)."""
-    if last is None or last.index is not shown or last.show_superseded != show_superseded:
+    if (
+        last is None
+        or shown is None
+        or last.index is not shown
+        or last.show_superseded != show_superseded
+    ):
         return None
     read = tui_queries.tree_read(store, plan_id, show_superseded, after=last.read.through)
     mark = last.read.plus(read.rows)
@@ -79,6 +84,8 @@ def _appended(
     if extended is None:
         return None
     index, changed, grown = extended
+    if not shown.rows:  # nothing was shown: laid out anew, the cursor on the first row
+        return read, mark, index, None, None
     return read, mark, index, changed, grown
 
 
