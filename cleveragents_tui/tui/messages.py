@@ -1,4 +1,5 @@
-"""Messages the app posts between widgets, screens and worker threads.
+"""Messages the app posts between widgets, screens and worker threads (dataclasses, which
+Textual supports: Message.__post_init__ sets them up).
 
 Worker threads never touch widgets: they post one of these and the handler (on the event
 loop) updates the screen.
@@ -22,20 +23,18 @@ class StoreChanged(Message):
     """Another process (or this one) changed the store: refresh what is shown."""
 
 
+@dataclass
 class DecisionLoaded(Message):
     """The details of a decision, read in a worker thread."""
 
-    def __init__(self, explanation: DecisionExplanation, group: CheckpointGroup | None) -> None:
-        self.explanation = explanation
-        self.group = group
-        super().__init__()
+    explanation: DecisionExplanation
+    group: CheckpointGroup | None
 
 
+@dataclass
 class DecisionFailed(Message):
-    def __init__(self, decision_id: str, error: str) -> None:
-        self.decision_id = decision_id
-        self.error = error
-        super().__init__()
+    decision_id: str
+    error: str
 
 
 @dataclass(frozen=True)
@@ -79,45 +78,39 @@ class PlanData:
         return 0 if self.show_superseded else self.read.superseded
 
 
+@dataclass
 class PlanDataLoaded(Message):
-    def __init__(self, data: PlanData) -> None:
-        self.data = data
-        super().__init__()
+    data: PlanData
 
 
+@dataclass
 class PlansLoaded(Message):
     """The plan list, read in a worker thread."""
 
-    def __init__(self, summaries: list[PlanSummary]) -> None:
-        self.summaries = summaries
-        super().__init__()
+    summaries: list[PlanSummary]
 
 
+@dataclass
 class ApprovalsLoaded(Message):
     """The pending approvals of every plan, read in a worker thread."""
 
-    def __init__(self, approvals: list[Approval]) -> None:
-        self.approvals = approvals
-        super().__init__()
+    approvals: list[Approval]
 
 
+@dataclass
 class ProgressRead(Message):
     """A running correction's progress, read in a worker thread."""
 
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-        super().__init__()
+    progress: Progress
 
 
+@dataclass
 class ProgressFailed(Message):
-    def __init__(self, error: str) -> None:
-        self.error = error
-        super().__init__()
+    error: str
 
 
+@dataclass
 class LoadFailed(Message):
     """A worker could not read the store (the plan was deleted, the database is gone)."""
 
-    def __init__(self, error: str) -> None:
-        self.error = error
-        super().__init__()
+    error: str

@@ -23,16 +23,17 @@ from cleveragents_tui.engine import (
 )
 from cleveragents_tui.engine.run.denial import denial_of
 from cleveragents_tui.engine.run.lifecycle import resume_with
+from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.messages import ApprovalsLoaded, LoadFailed, StoreChanged
 from cleveragents_tui.tui.modals.denial import APPLY, CANCEL, CHOOSE, CORRECT, GUIDANCE, DenialModal
 from cleveragents_tui.tui.modals.reason import ReasonModal
 from cleveragents_tui.tui.render import readable, safe_text
-from cleveragents_tui.tui.screens.base import AgentsScreen
+from cleveragents_tui.tui.screens.base import ListScreen
 from cleveragents_tui.tui.services import services
 from cleveragents_tui.tui.widgets.keys_footer import KeysFooter
 
 
-class ApprovalsScreen(AgentsScreen):
+class ApprovalsScreen(ListScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back", id="approvals.back"),
         Binding("y", "answer(True)", "Approve", id="approvals.approve"),
@@ -57,25 +58,8 @@ class ApprovalsScreen(AgentsScreen):
         # no refresh_data() here: the ScreenResume that follows every push loads the queue
         self.query_one(DataTable).focus()
 
-    def on_screen_resume(self) -> None:
-        self.refresh_data()
-
-    def on_store_changed(self, _: StoreChanged) -> None:
-        if self.is_current:  # under another screen: reloaded when shown again (resume)
-            self.refresh_data()
-
-    def refresh_data(self) -> None:
-        """Reload the queue in a thread; :meth:`on_approvals_loaded` shows it."""
-        self._load_approvals()
-
-    @work(thread=True, exclusive=True, group="approvals", exit_on_error=False)
-    def _load_approvals(self) -> None:
-        try:
-            approvals = pending_approvals(services(self).store)
-        except Exception as exc:  # the database went away: a notification, not a traceback
-            self.post_message(LoadFailed(str(exc)))
-            return
-        self.post_message(ApprovalsLoaded(approvals))
+    def read(self, store: Store) -> ApprovalsLoaded:
+        return ApprovalsLoaded(pending_approvals(store))
 
     def on_load_failed(self, message: LoadFailed) -> None:
         self.notify(message.error, title="Cannot list the approvals", severity="error")

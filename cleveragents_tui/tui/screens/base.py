@@ -1,11 +1,17 @@
 """What every full screen of the app shares: Help and Quit first in the footer, and a
-worker's unexpected error shown as a notification."""
+worker's unexpected error shown as a notification; and how the list screens load."""
 
 from __future__ import annotations
 
+from textual import work
 from textual.binding import ActiveBinding
+from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
+
+from cleveragents_tui.store.store import Store
+from cleveragents_tui.tui.messages import LoadFailed, StoreChanged
+from cleveragents_tui.tui.services import services
 
 FIRST_KEYS = ("question_mark", "q")  # Help, Quit
 
@@ -28,3 +34,33 @@ class AgentsScreen(Screen[None]):
             self.notify(
                 str(event.worker.error), title="Something went wrong", severity="error", timeout=10
             )
+
+
+class ListScreen(AgentsScreen):
+    """A screen listing what the store holds (plans, approvals), read in a thread each time
+    it is shown and whenever the store changes while it is on top. :meth:`read` returns the
+    message that shows the list; a failed read posts :class:`LoadFailed`."""
+
+    def read(self, store: Store) -> Message:
+        """Read the list (in a worker thread)."""
+        raise NotImplementedError
+
+    def on_screen_resume(self) -> None:
+        self.refresh_data()
+
+    def on_store_changed(self, _: StoreChanged) -> None:
+        if self.is_current:  # under another screen: reloaded when shown again (resume)
+            self.refresh_data()
+
+    def refresh_data(self) -> None:
+        """Reload the list in a thread; the message :meth:`read` returns shows it."""
+        self._load()
+
+    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
+    def _load(self) -> None:
+        try:
+            loaded = self.read(services(self).store)
+        except Exception as exc:  # the database went away: a notification, not a traceback
+            self.post_message(LoadFailed(str(exc)))
+            return
+        self.post_message(loaded)

@@ -6,16 +6,16 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Header, Input, Static
 
 from cleveragents_tui.domain.views import PlanSummary
 from cleveragents_tui.engine import list_plans
-from cleveragents_tui.tui.messages import LoadFailed, PlansLoaded, StoreChanged
+from cleveragents_tui.store.store import Store
+from cleveragents_tui.tui.messages import LoadFailed, PlansLoaded
 from cleveragents_tui.tui.render import safe_text, state_text
-from cleveragents_tui.tui.screens.base import AgentsScreen
+from cleveragents_tui.tui.screens.base import ListScreen
 from cleveragents_tui.tui.services import services
 from cleveragents_tui.tui.widgets.keys_footer import KeysFooter
 
@@ -41,7 +41,7 @@ def _matches(s: PlanSummary, needle: str) -> bool:
     return needle.lower() in hay.lower()
 
 
-class PlanListScreen(AgentsScreen):
+class PlanListScreen(ListScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_plan", "Open", id="plans.open", show=True),
         Binding("slash", "focus_filter", "Filter", id="plans.filter"),
@@ -71,25 +71,8 @@ class PlanListScreen(AgentsScreen):
         self.refresh_data()
         table.focus()
 
-    def on_screen_resume(self) -> None:
-        self.refresh_data()
-
-    def on_store_changed(self, _: StoreChanged) -> None:
-        if self.is_current:  # under another screen: reloaded when shown again (resume)
-            self.refresh_data()
-
-    def refresh_data(self) -> None:
-        """Reload the list in a thread; :meth:`on_plans_loaded` shows it."""
-        self._load_plans()
-
-    @work(thread=True, exclusive=True, group="plans", exit_on_error=False)
-    def _load_plans(self) -> None:
-        try:
-            summaries = list_plans(services(self).store)
-        except Exception as exc:  # the database went away: a notification, not a traceback
-            self.post_message(LoadFailed(str(exc)))
-            return
-        self.post_message(PlansLoaded(summaries))
+    def read(self, store: Store) -> PlansLoaded:
+        return PlansLoaded(list_plans(store))
 
     def on_plans_loaded(self, message: PlansLoaded) -> None:
         self.summaries = message.summaries
