@@ -7,8 +7,7 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
+from textual.widgets import Input, Label, RadioButton, RadioSet, Static
 
 from cleveragents_tui.domain.enums import CorrectionMode
 from cleveragents_tui.tui.modals.base import FormDialog
@@ -29,42 +28,31 @@ class CorrectionDialog(FormDialog[CorrectionRequest]):
     def __init__(self, decision_summary: str, blocked: tuple[str, str] | None = None) -> None:
         """``blocked``: (problem, fix) when the plan cannot be corrected at all (it cannot be
         replayed): said up front, and there is nothing to preview."""
-        super().__init__()
+        super().__init__("Correct decision")
         self.summary = decision_summary
         self.blocked = blocked
 
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static("Correct decision", classes="modal-title")
-            yield Static(safe_text(self.summary), markup=False)
-            if self.blocked is not None:
-                yield Static(
-                    f"Cannot be corrected: {self.blocked[0]}.\n{self.blocked[1]}.",
-                    id="correction-blocked",
-                    classes="dialog-error",
-                    markup=False,
-                )
-            yield Label("Mode")
-            with RadioSet(id="mode"):
-                yield RadioButton(
-                    "revert: roll back what depended on it, replay with the guidance",
-                    value=True,
-                    id="mode-revert",
-                )
-                yield RadioButton(
-                    "append: add a corrective child plan, history untouched", id="mode-append"
-                )
-            yield Label("Guidance: what should the decision have been?")
-            yield Input(placeholder="e.g. use a greeter class", id="guidance")
-            yield Static("", id="correction-error", classes="dialog-error", markup=False)
-            with Horizontal():
-                yield Button("Cancel", id="cancel")
-                yield Button(
-                    "Preview impact",
-                    id="preview",
-                    variant="primary",
-                    disabled=self.blocked is not None,
-                )
+    def compose_form(self) -> ComposeResult:
+        yield Static(safe_text(self.summary), markup=False)
+        if self.blocked is not None:
+            yield Static(
+                f"Cannot be corrected: {self.blocked[0]}.\n{self.blocked[1]}.",
+                id="correction-blocked",
+                classes="dialog-error",
+                markup=False,
+            )
+        yield Label("Mode")
+        with RadioSet(id="mode"):
+            yield RadioButton(
+                "revert: roll back what depended on it, replay with the guidance",
+                value=True,
+                id="mode-revert",
+            )
+            yield RadioButton(
+                "append: add a corrective child plan, history untouched", id="mode-append"
+            )
+        yield Label("Guidance: what should the decision have been?")
+        yield Input(placeholder="e.g. use a greeter class", id="guidance")
 
     def on_mount(self) -> None:
         self.query_one("#guidance", Input).focus()
@@ -74,9 +62,7 @@ class CorrectionDialog(FormDialog[CorrectionRequest]):
             return  # the reason is shown; only Cancel is left
         guidance = self.query_one("#guidance", Input).value.strip()
         if not guidance:
-            self.query_one("#correction-error", Static).update(
-                "The guidance is empty: say what the decision should be."
-            )
+            self.missing("The guidance is empty: say what the decision should be.")
             return
         append = self.query_one("#mode-append", RadioButton).value
         mode = CorrectionMode.APPEND if append else CorrectionMode.REVERT

@@ -6,7 +6,6 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
@@ -57,23 +56,16 @@ class DenialModal(Dialog[str | None]):
     ]
 
     def __init__(self, denial: Denial) -> None:
-        super().__init__()
+        super().__init__(f"Denied — plan {denial.plan.plan_id[:10]} is paused, not cancelled")
         self.denial = denial
 
-    def compose(self) -> ComposeResult:
-        plan = self.denial.plan
-        with Vertical():
-            yield Static(
-                safe_text(f"Denied — plan {plan.plan_id[:10]} is paused, not cancelled"),
-                classes="modal-title",
-                markup=False,
-            )
-            yield Static(safe_text(self.denial.approval.question), markup=False)
-            yield Static("What next? (Esc leaves it paused)", markup=False)
-            yield OptionList(
-                *(Option(safe_text(label), id=key) for key, label in _choice_ids(self.denial)),
-                id="denial-choices",
-            )
+    def compose_body(self) -> ComposeResult:
+        yield Static(safe_text(self.denial.approval.question), markup=False)
+        yield Static("What next? (Esc leaves it paused)", markup=False)
+        yield OptionList(
+            *(Option(safe_text(label), id=key) for key, label in _choice_ids(self.denial)),
+            id="denial-choices",
+        )
 
     def on_mount(self) -> None:
         self.query_one(OptionList).focus()

@@ -7,7 +7,6 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
 from textual.widgets import Input, Static
 
 from cleveragents_tui.tui.modals.base import Dialog
@@ -21,18 +20,16 @@ class ExportModal(Dialog[Path | None]):
     ]
 
     def __init__(self, default: Path, where: str) -> None:
-        super().__init__()
+        super().__init__("Export the decision tree")
         self.default, self.where = default, where
 
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static("Export the decision tree", classes="modal-title")
-            yield Static(
-                f"A file name ending in .png (an image) or .json (docs/json-formats.md), "
-                f"{self.where}. Enter to export, Esc to cancel.",
-                markup=False,
-            )
-            yield Input(value=str(self.default), id="export-path")
+    def compose_body(self) -> ComposeResult:
+        yield Static(
+            f"A file name ending in .png (an image) or .json (docs/json-formats.md), "
+            f"{self.where}. Enter to export, Esc to cancel.",
+            markup=False,
+        )
+        yield Input(value=str(self.default), id="export-path")
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()

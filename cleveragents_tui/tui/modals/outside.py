@@ -6,14 +6,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, Static
+from textual.widgets import Button
 
-from cleveragents_tui.domain.display import printable
 from cleveragents_tui.engine.core.reconcile import OutsideChanges, OutsideChoice
-from cleveragents_tui.tui.modals.base import Dialog
+from cleveragents_tui.tui.modals.base import WarningDialog
 
 
 def outside_text(changes: tuple[OutsideChanges, ...]) -> str:
@@ -28,35 +25,25 @@ def outside_text(changes: tuple[OutsideChanges, ...]) -> str:
     )
 
 
-class OutsideChangesModal(Dialog[OutsideChoice | None]):
+class OutsideChangesModal(WarningDialog[OutsideChoice | None]):
     """Dismisses with the choice, or None to cancel the correction."""
 
-    DEFAULT_CSS = """
-    OutsideChangesModal > Vertical { max-height: 90%; border: thick $warning; }
-    OutsideChangesModal #outside-text { height: auto; max-height: 60vh; }
-    """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("k", "answer('keep')", "Keep", id="outside.keep"),
         Binding("d", "answer('discard')", "Discard", id="outside.discard"),
         Binding("n,escape", "answer(None)", "Cancel", id="outside.cancel"),
     ]
+    SAFE = "cancel"
 
     def __init__(self, changes: tuple[OutsideChanges, ...]) -> None:
-        super().__init__()
-        self.changes = changes
+        super().__init__("Files changed outside the plan", outside_text(changes))
 
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static("Files changed outside the plan", classes="modal-title")
-            with VerticalScroll(id="outside-text"):
-                yield Static(printable(outside_text(self.changes)), markup=False)
-            with Horizontal():
-                yield Button("Keep them (k)", id="keep", variant="primary")
-                yield Button("Discard them (d)", id="discard", variant="error")
-                yield Button("Cancel (N)", id="cancel")
-
-    def on_mount(self) -> None:
-        self.query_one("#cancel", Button).focus()
+    def buttons(self) -> list[Button]:
+        return [
+            Button("Keep them (k)", id="keep", variant="primary"),
+            Button("Discard them (d)", id="discard", variant="error"),
+            Button("Cancel (N)", id="cancel"),
+        ]
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.action_answer(event.button.id if event.button.id != "cancel" else None)

@@ -6,11 +6,9 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from cleveragents_tui.tui.modals.base import Dialog
-from cleveragents_tui.tui.render import safe_text
 
 
 class ReasonModal(Dialog[str | None]):
@@ -29,15 +27,12 @@ class ReasonModal(Dialog[str | None]):
         placeholder: str = "reason (optional), Enter to confirm, Esc to cancel",
         value: str = "",
     ) -> None:
-        super().__init__()
-        self.title_text = title
+        super().__init__(title)
         self.placeholder = placeholder
         self.value = value
 
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static(safe_text(self.title_text), classes="modal-title", markup=False)
-            yield Input(self.value, placeholder=self.placeholder, id="reason")
+    def compose_body(self) -> ComposeResult:
+        yield Input(self.value, placeholder=self.placeholder, id="reason")
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()

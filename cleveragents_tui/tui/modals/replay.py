@@ -12,7 +12,6 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Log, Static
 from textual.worker import Worker, WorkerState
 
@@ -78,7 +77,7 @@ class ReplayModal(Dialog[str | None]):
         options: RunOptions | None = None,
         outside: OutsideChoice | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__("Correction running")
         self.store = store
         self.impact = impact
         self.user = user
@@ -96,15 +95,16 @@ class ReplayModal(Dialog[str | None]):
         self._worker_thread: int | None = None
         self._showing = False
 
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static("Correction running", classes="modal-title", id="replay-title")
-            yield Static("starting…", id="replay-status", markup=False)
-            yield Log(id="replay-log", highlight=False)
-            with Horizontal():
-                yield Button("Cancel replay (x)", id="cancel", variant="error")
-                yield Button("Open diff (d)", id="diff", variant="primary", disabled=True)
-                yield Button("Close (esc)", id="close", disabled=True)
+    def compose_body(self) -> ComposeResult:
+        yield Static("starting…", id="replay-status", markup=False)
+        yield Log(id="replay-log", highlight=False)
+
+    def buttons(self) -> list[Button]:
+        return [
+            Button("Cancel replay (x)", id="cancel", variant="error"),
+            Button("Open diff (d)", id="diff", variant="primary", disabled=True),
+            Button("Close (esc)", id="close", disabled=True),
+        ]
 
     def on_mount(self) -> None:
         self._log(f"correcting {self.impact.decision_id} ({self.impact.mode.value})")
@@ -206,7 +206,7 @@ class ReplayModal(Dialog[str | None]):
         if event.worker is not self._worker or not event.worker.is_finished:
             return
         self._timer.stop()
-        title = self.query_one("#replay-title", Static)
+        title = self.query_one(".modal-title", Static)
         if event.state is WorkerState.SUCCESS:
             assert event.worker.result is not None
             result, last = event.worker.result

@@ -7,8 +7,7 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
+from textual.widgets import Input, Label, RadioButton, RadioSet, Static
 
 from cleveragents_tui.tui.modals.base import FormDialog
 from cleveragents_tui.tui.render import safe_text
@@ -22,27 +21,21 @@ class StrategyDialog(FormDialog[str]):
     ]
 
     def __init__(self, question: str, chosen: str, alternatives: tuple[str, ...]) -> None:
-        super().__init__()
+        super().__init__("Edit the strategy before Execute")
         self.question = question
         self.chosen = chosen
         self.alternatives = alternatives
 
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static("Edit the strategy before Execute", classes="modal-title")
-            yield Static(safe_text(self.question), markup=False)
-            yield Static(safe_text(f"now: {self.chosen}"), markup=False)
-            if self.alternatives:
-                yield Label("Take instead")
-                with RadioSet(id="alternatives"):
-                    for number, text in enumerate(self.alternatives):
-                        yield RadioButton(text, value=number == 0, id=f"alt-{number}")
-            yield Label("…or describe another strategy (this wins when not empty)")
-            yield Input(placeholder="e.g. a greeter class with one method per language", id="own")
-            yield Static("", id="strategy-error", classes="dialog-error", markup=False)
-            with Horizontal():
-                yield Button("Cancel", id="cancel")
-                yield Button("Preview impact", id="preview", variant="primary")
+    def compose_form(self) -> ComposeResult:
+        yield Static(safe_text(self.question), markup=False)
+        yield Static(safe_text(f"now: {self.chosen}"), markup=False)
+        if self.alternatives:
+            yield Label("Take instead")
+            with RadioSet(id="alternatives"):
+                for number, text in enumerate(self.alternatives):
+                    yield RadioButton(text, value=number == 0, id=f"alt-{number}")
+        yield Label("…or describe another strategy (this wins when not empty)")
+        yield Input(placeholder="e.g. a greeter class with one method per language", id="own")
 
     def on_mount(self) -> None:
         self.query_one("#alternatives" if self.alternatives else "#own").focus()
@@ -56,6 +49,4 @@ class StrategyDialog(FormDialog[str]):
             picked = self.query_one(RadioSet).pressed_index
             self.dismiss(self.alternatives[max(picked, 0)])
             return
-        self.query_one("#strategy-error", Static).update(
-            "Nothing to take instead: describe the strategy you want."
-        )
+        self.missing("Nothing to take instead: describe the strategy you want.")
