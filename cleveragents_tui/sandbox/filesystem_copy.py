@@ -40,6 +40,7 @@ from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.sandbox.base import ApplyResult, Change, CheckpointMissingError, SandboxError
 from cleveragents_tui.sandbox.changes import apply_items, changes_of
+from cleveragents_tui.sandbox.directory_sandbox import DirectorySandbox, DirectoryStrategy
 from cleveragents_tui.sandbox.filesystem_compare import check_real, tree_items
 from cleveragents_tui.sandbox.filesystem_index import Folder, Snapshot, StatIndex
 from cleveragents_tui.sandbox.filesystem_restore import (
@@ -50,7 +51,7 @@ from cleveragents_tui.sandbox.filesystem_restore import (
     kind_of,
     plan_restore,
 )
-from cleveragents_tui.sandbox.home import META, Identity, resource_directory
+from cleveragents_tui.sandbox.home import META, Identity
 from cleveragents_tui.sandbox.objectstore.files import DIR_FLAGS, fs_now, open_regular, write_json
 from cleveragents_tui.sandbox.objectstore.names import (
     check_link_target,
@@ -60,8 +61,6 @@ from cleveragents_tui.sandbox.objectstore.names import (
     new_ref,
     ref_seq,
 )
-from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
-from cleveragents_tui.sandbox.objectstore.tree_writer import remove_tree
 from cleveragents_tui.sandbox.objectstore.trees import (
     DIRECTORY,
     FILE,
@@ -78,50 +77,6 @@ from cleveragents_tui.sandbox.safety import UnsafeInputError
 _STRATEGY = SandboxStrategyName.FILESYSTEM_COPY
 
 
-class FilesystemCopyStrategy:
-    """Makes :class:`FilesystemCopySandbox` es.
-
-    ``durable`` (default) flushes every checkpoint to the disk before its reference is
-    returned, so a reference stored in the database survives a power cut.
-    """
-
-    name = _STRATEGY
-
-    def __init__(self, *, durable: bool = True) -> None:
-        self._durable = durable
-
-    def create(self, resource: Resource, plan_id: str, root: Path) -> FilesystemCopySandbox:
-        """A new sandbox in ``root``, which must be new or empty: the sandbox owns it."""
-        _check_strategy(resource)
-        real = resource_directory(resource)
-        identity = Identity.of(_STRATEGY, resource, plan_id, real)
-        identity.claim(root)
-        sandbox = FilesystemCopySandbox(resource, identity, root, real, durable=self._durable)
-        try:
-            sandbox.initialise()
-        except BaseException:
-            remove_tree(root)
-            raise
-        return sandbox
-
-    def open(self, resource: Resource, plan_id: str, root: Path) -> FilesystemCopySandbox:
-        _check_strategy(resource)
-        real = resource_directory(resource)
-        identity = Identity.of(_STRATEGY, resource, plan_id, real)
-        meta = identity.check(root)
-        sandbox = FilesystemCopySandbox(resource, identity, root, real, durable=self._durable)
-        sandbox.load(meta)
-        return sandbox
-
-
-def _check_strategy(resource: Resource) -> None:
-    if resource.sandbox_strategy != _STRATEGY:
-        raise SandboxError(
-            f"resource {resource.resource_id} uses strategy {resource.sandbox_strategy}",
-            "use the strategy the resource names",
-        )
-
-
 @dataclass
 class _Scan:
     """One scan's inputs and what it found: the stat cache it trusts, the folders seen."""
@@ -134,26 +89,20 @@ class _Scan:
         return self.old.snapshot.stamp if self.old is not None else 0
 
 
-class FilesystemCopySandbox:
+class FilesystemCopySandbox(DirectorySandbox):
     """One directory resource's private copy for one plan (see the module docstring)."""
 
     def __init__(
         self, resource: Resource, identity: Identity, home: Path, real: Path, *, durable: bool
     ) -> None:
-        self._resource = resource
-        self._identity = identity
-        self._home = home
-        self._real = real
-        self._durable = durable
+        super().__init__(resource, identity, home, real, durable=durable)
         self._work = home / "work"
         self._stamp_file = home / "stamp"
-        self._store = ObjectStore(home / "objects", durable=durable)
         self._trees = Trees(self._store, compact=True)
         self._origin = Snapshot("", 0)
         self._index: StatIndex | None = None
         self._records: dict[str, Snapshot] = {}
         self._next_seq = 1
-        self._discarded = False
 
     # --- lifecycle (called by the strategy) ------------------------------------------------
 
@@ -172,10 +121,6 @@ class FilesystemCopySandbox:
         self._index = self._load_index()
 
     # --- the Sandbox protocol --------------------------------------------------------------
-
-    @property
-    def resource(self) -> Resource:
-        return self._resource
 
     @property
     def workdir(self) -> Path:
@@ -259,19 +204,7 @@ class FilesystemCopySandbox:
         changes = changes_of(items)
         return ApplyResult(f"{len(changes)} change(s) copied to {self._real}", changes)
 
-    def discard(self) -> None:
-        """Remove the sandbox's folder and everything in it (again: nothing to do)."""
-        if self._discarded:
-            return
-        remove_tree(self._home)
-        self._discarded = True
-
     # --- extras ----------------------------------------------------------------------------
-
-    @property
-    def home(self) -> Path:
-        """The folder holding everything this sandbox stores (the ``root`` it was made in)."""
-        return self._home
 
     def checkpoints(self) -> list[str]:
         """The references of the checkpoints kept, oldest first."""
@@ -468,11 +401,12 @@ class FilesystemCopySandbox:
             return
         self._store.sweep(keep, self._keep_note)
 
-    def _alive(self) -> None:
-        if self._discarded:
-            raise SandboxError(
-                f"the sandbox of {self._resource.resource_id} was discarded", "create a new one"
-            )
+
+class FilesystemCopyStrategy(DirectoryStrategy[FilesystemCopySandbox]):
+    """Makes :class:`FilesystemCopySandbox` es (``durable``: flush each checkpoint)."""
+
+    name = _STRATEGY
+    sandbox_type = FilesystemCopySandbox
 
 
 def _note(**fields: object) -> bytes:

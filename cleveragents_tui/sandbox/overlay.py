@@ -52,7 +52,8 @@ from cleveragents_tui.sandbox.base import (
     SandboxError,
 )
 from cleveragents_tui.sandbox.changes import Item, apply_items, changes_of, holds_new
-from cleveragents_tui.sandbox.home import META, Identity, resource_directory
+from cleveragents_tui.sandbox.directory_sandbox import DirectorySandbox, DirectoryStrategy
+from cleveragents_tui.sandbox.home import META, Identity
 from cleveragents_tui.sandbox.objectstore.files import (
     DIR_FLAGS,
     read_json_object,
@@ -69,7 +70,6 @@ from cleveragents_tui.sandbox.objectstore.names import (
     ref_seq,
     split_path,
 )
-from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
 from cleveragents_tui.sandbox.objectstore.tree_writer import (
     hash_path,
     list_path,
@@ -121,67 +121,21 @@ class OverlayEntry:
     size: int
 
 
-class OverlayStrategy:
-    """Makes :class:`OverlaySandbox` es (``durable``: flush each checkpoint to the disk)."""
-
-    name = _STRATEGY
-
-    def __init__(self, *, durable: bool = True) -> None:
-        self._durable = durable
-
-    def create(self, resource: Resource, plan_id: str, root: Path) -> OverlaySandbox:
-        """A new sandbox in ``root``, which must be new or empty: the sandbox owns it."""
-        _check_strategy(resource)
-        lower = resource_directory(resource)
-        identity = Identity.of(_STRATEGY, resource, plan_id, lower)
-        identity.claim(root)
-        sandbox = OverlaySandbox(resource, identity, root, lower, durable=self._durable)
-        try:
-            sandbox.initialise()
-        except BaseException:
-            remove_tree(root)
-            raise
-        return sandbox
-
-    def open(self, resource: Resource, plan_id: str, root: Path) -> OverlaySandbox:
-        _check_strategy(resource)
-        lower = resource_directory(resource)
-        identity = Identity.of(_STRATEGY, resource, plan_id, lower)
-        identity.check(root)
-        sandbox = OverlaySandbox(resource, identity, root, lower, durable=self._durable)
-        sandbox.load()
-        return sandbox
-
-
-def _check_strategy(resource: Resource) -> None:
-    if resource.sandbox_strategy != _STRATEGY:
-        raise SandboxError(
-            f"resource {resource.resource_id} uses strategy {resource.sandbox_strategy}",
-            "use the strategy the resource names",
-        )
-
-
-class OverlaySandbox:
+class OverlaySandbox(DirectorySandbox):
     """One directory resource seen through copy-on-write layers (see the module docstring)."""
 
     def __init__(
-        self, resource: Resource, identity: Identity, home: Path, lower: Path, *, durable: bool
+        self, resource: Resource, identity: Identity, home: Path, real: Path, *, durable: bool
     ) -> None:
-        self._resource = resource
-        self._identity = identity
-        self._home = home
-        self._lower = lower
-        self._durable = durable
+        super().__init__(resource, identity, home, real, durable=durable)
         self._layers_dir = home / "layers"
         self._kept_dir = home / "kept"
         self._base_file = home / "base.json"
-        self._store = ObjectStore(home / "objects", durable=durable)
         self._layers: list[Layer] = []
         self._view: dict[str, Node] = {}
         # checkpoints rolled back past: reference -> the merged view at it (read when asked)
         self._kept: dict[str, dict[str, Node] | None] = {}
         self._log: BinaryIO | None = None
-        self._discarded = False
 
     # --- lifecycle (called by the strategy) ------------------------------------------------
 
@@ -192,7 +146,7 @@ class OverlaySandbox:
         self._save_meta()
         self._start_layer(0)
 
-    def load(self) -> None:
+    def load(self, meta: dict[str, object]) -> None:
         names = sorted(p.name for p in self._layers_dir.iterdir() if not p.name.startswith("."))
         for position, name in enumerate(map(check_ref, names)):
             folder = self._layers_dir / name
@@ -274,7 +228,7 @@ class OverlaySandbox:
         node = self._existing(path)
         mode = _check_mode(mode)
         if node.kind == FILE and not node.ref:  # copy up from the real directory
-            data = read_path(self._lower, path)
+            data = read_path(self._real, path)
             node = node._replace(size=len(data), ref=self._store.put_bytes(data))
         elif node.kind not in (FILE, DIRECTORY):
             raise SandboxError(f"{path!r} is not a file or directory", "symlinks have no mode")
@@ -314,7 +268,7 @@ class OverlaySandbox:
             if each.kind == SPECIAL:
                 raise SandboxError(f"{old!r} is a special file", "only files, links, folders move")
             if each.kind == FILE and not each.ref:
-                data = read_path(self._lower, old)
+                data = read_path(self._real, old)
                 each = each._replace(size=len(data), ref=self._store.put_bytes(data))
             elif each.kind == SYMLINK:
                 check_link_target(new, each.ref)
@@ -337,7 +291,7 @@ class OverlaySandbox:
             raise NotADirectoryError(errno.ENOTDIR, "not a directory", path)
         names: set[str] = set()
         if not self._hidden(path, self._view, including=True):
-            for name in list_path(self._lower, path):
+            for name in list_path(self._real, path):
                 if _visible_name(join_path(path, name)):
                     names.add(name)
         for child, node in self._view.items():
@@ -358,10 +312,6 @@ class OverlaySandbox:
         return out
 
     # --- the Sandbox protocol --------------------------------------------------------------
-
-    @property
-    def resource(self) -> Resource:
-        return self._resource
 
     @property
     def workdir(self) -> None:
@@ -485,19 +435,19 @@ class OverlaySandbox:
         self._alive()
         items = self._items({}, self._view)
         if not items:
-            return ApplyResult(f"nothing to apply to {self._lower}", ())
+            return ApplyResult(f"nothing to apply to {self._real}", ())
         base = self._read_base()
         conflicts = [
             item.path
             for item in items
             if self._foreign(item.path, base)
-            and not holds_new(self._lower, item)
-            and not _removed_on_the_way(self._lower, item, base)
+            and not holds_new(self._real, item)
+            and not _removed_on_the_way(self._real, item, base)
         ]
         if conflicts:
             shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
             raise SandboxError(
-                f"{len(conflicts)} path(s) changed in {self._lower} since the sandbox was made: "
+                f"{len(conflicts)} path(s) changed in {self._real} since the sandbox was made: "
                 f"{shown}",
                 "nothing was applied; reconcile them (or discard the sandbox) and retry",
             )
@@ -506,9 +456,9 @@ class OverlaySandbox:
                 self._check_parent(item.path)
                 if item.new.kind == FILE:
                     self._store.check(item.new.ref)
-        apply_items(self._lower, items, self._store, durable=self._durable)
+        apply_items(self._real, items, self._store, durable=self._durable)
         for item in items:
-            st = lstat_path(self._lower, item.path)
+            st = lstat_path(self._real, item.path)
             if st is None:
                 base.pop(item.path, None)
             else:
@@ -525,22 +475,14 @@ class OverlaySandbox:
         self._start_layer(last + 1)
         self._collect_garbage()
         changes = changes_of(items)
-        return ApplyResult(f"{len(changes)} change(s) written to {self._lower}", changes)
+        return ApplyResult(f"{len(changes)} change(s) written to {self._real}", changes)
 
     def discard(self) -> None:
         """Remove the sandbox's folder and everything in it (again: nothing to do)."""
-        if self._discarded:
-            return
         self._close_log()
-        remove_tree(self._home)
-        self._discarded = True
+        super().discard()
 
     # --- extras ----------------------------------------------------------------------------
-
-    @property
-    def home(self) -> Path:
-        """The folder holding everything this sandbox stores (the ``root`` it was made in)."""
-        return self._home
 
     def checkpoints(self) -> list[str]:
         """The references of the checkpoints kept, oldest first."""
@@ -576,7 +518,7 @@ class OverlaySandbox:
         return False
 
     def _lower_node(self, path: str) -> Node | None:
-        st = lstat_path(self._lower, path)
+        st = lstat_path(self._real, path)
         if st is None:
             return None
         mode = stat.S_IMODE(st.st_mode) & 0o777
@@ -585,13 +527,13 @@ class OverlaySandbox:
         if stat.S_ISDIR(st.st_mode):
             return Node(DIRECTORY, mode, 0, "", False)
         if stat.S_ISLNK(st.st_mode):
-            return Node(SYMLINK, 0o777, st.st_size, readlink_path(self._lower, path), False)
+            return Node(SYMLINK, 0o777, st.st_size, readlink_path(self._real, path), False)
         return Node(SPECIAL, mode, st.st_size, "", False)
 
     def _lower_below(self, path: str) -> list[str]:
         """Every path of the real directory under ``path`` (no symlink followed)."""
         found: list[str] = []
-        for name in list_path(self._lower, path):
+        for name in list_path(self._real, path):
             child = join_path(path, name)
             if _visible_name(child):
                 found.append(child)
@@ -601,7 +543,7 @@ class OverlaySandbox:
     def _content(self, path: str, node: Node) -> bytes:
         if node.ref:
             return self._store.read_bytes(node.ref, limit=node.size)
-        return read_path(self._lower, path)
+        return read_path(self._real, path)
 
     def _view_at(self, ref: str) -> dict[str, Node]:
         if self._is_kept(ref):
@@ -671,7 +613,7 @@ class OverlaySandbox:
             return was.ref == now.ref
         if was.ref and now.ref:
             return False
-        return hash_path(self._lower, path) == (was.ref or now.ref)  # one is the real file
+        return hash_path(self._real, path) == (was.ref or now.ref)  # one is the real file
 
     def _check_parent(self, path: str) -> None:
         """Refuse (before writing anything) a path whose parent is not a real directory."""
@@ -686,7 +628,7 @@ class OverlaySandbox:
 
     def _foreign(self, path: str, base: dict[str, list[int]]) -> bool:
         """Whether the real directory's ``path`` changed since creation (or our last apply)."""
-        st = lstat_path(self._lower, path)
+        st = lstat_path(self._real, path)
         return (None if st is None else _stat_key(st)) != base.get(path)
 
     def _lower_stats(self) -> dict[str, list[int]]:
@@ -708,7 +650,7 @@ class OverlaySandbox:
                         finally:
                             os.close(sub)
 
-        root = os.open(self._lower, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        root = os.open(self._real, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             visit(root, "")
         finally:
@@ -816,11 +758,12 @@ class OverlaySandbox:
             keep.update(n.ref for n in self._kept_view(ref).values() if n.kind == FILE)
         self._store.sweep(keep)
 
-    def _alive(self) -> None:
-        if self._discarded:
-            raise SandboxError(
-                f"the sandbox of {self._resource.resource_id} was discarded", "create a new one"
-            )
+
+class OverlayStrategy(DirectoryStrategy[OverlaySandbox]):
+    """Makes :class:`OverlaySandbox` es (``durable``: flush each checkpoint to the disk)."""
+
+    name = _STRATEGY
+    sandbox_type = OverlaySandbox
 
 
 def _removed_on_the_way(lower: Path, item: Item, base: dict[str, list[int]]) -> bool:
