@@ -35,6 +35,17 @@ RESOURCE = Param("resource", ParamType.TEXT, "the resource id (namespace/name) o
 PATH = Param("path", ParamType.TEXT, "a relative path inside the resource, '/' separated")
 
 
+def file_write_spec(name: str, description: str) -> ToolSpec:
+    """A write tool on a resource's files, checkpointed like every file change."""
+    return ToolSpec(
+        name=name,
+        category=ToolCategory.WRITE,
+        description=description,
+        writes=True,
+        side_effects=("writes:files",),
+    )
+
+
 class FileCall:
     """The sandbox files of one call, and whether the call changed anything."""
 
@@ -70,15 +81,16 @@ class FileTool(BuiltinTool):
 
     def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
         call = FileCall(context, arguments.text("resource"))
-        if call.files is None:
+        files = call.files
+        if files is None:
             return call.no_files(self.spec.name)
         try:
-            return call.outcome(True, self.change(call, arguments))
+            return call.outcome(True, self.change(files, arguments))
         except FileRefused as exc:
             return call.outcome(False, f"{self.spec.name}: {exc}")
 
-    def change(self, call: FileCall, arguments: Arguments) -> str:
-        """Read or change through ``call.files``; the output line. Raises FileRefused."""
+    def change(self, files: SandboxFiles, arguments: Arguments) -> str:
+        """Read or change through ``files``; the output line. Raises FileRefused."""
         raise NotImplementedError
 
 
@@ -97,9 +109,8 @@ class ReadFile(FileTool):
     )
     params = (RESOURCE, PATH)
 
-    def change(self, call: FileCall, arguments: Arguments) -> str:
-        assert call.files is not None
-        data, total = call.files.read(arguments.text("path"), OUTPUT_LIMIT)
+    def change(self, files: SandboxFiles, arguments: Arguments) -> str:
+        data, total = files.read(arguments.text("path"), OUTPUT_LIMIT)
         text, binary = truncate_text(data, total)
         if binary:
             text = (
@@ -120,13 +131,9 @@ ENCODINGS = ("utf-8", "base64")
 
 
 class WriteFile(BuiltinTool):
-    spec = ToolSpec(
-        name="local/write-file",
-        category=ToolCategory.WRITE,
-        description="Write a whole file (UTF-8 text, or any bytes as base64), creating parent "
-        "folders.",
-        writes=True,
-        side_effects=("writes:files",),
+    spec = file_write_spec(
+        "local/write-file",
+        "Write a whole file (UTF-8 text, or any bytes as base64), creating parent folders.",
     )
     params = (
         RESOURCE,
@@ -179,13 +186,10 @@ class WriteFile(BuiltinTool):
 
 
 class EditFile(BuiltinTool):
-    spec = ToolSpec(
-        name="local/edit-file",
-        category=ToolCategory.WRITE,
-        description="Replace exactly one occurrence of a text in a UTF-8 file (done already "
+    spec = file_write_spec(
+        "local/edit-file",
+        "Replace exactly one occurrence of a text in a UTF-8 file (done already "
         "when the old text is gone and the new one is there once).",
-        writes=True,
-        side_effects=("writes:files",),
     )
     params = (
         RESOURCE,
@@ -235,19 +239,15 @@ class EditFile(BuiltinTool):
 
 
 class DeleteFile(FileTool):
-    spec = ToolSpec(
-        name="local/delete-file",
-        category=ToolCategory.WRITE,
-        description="Delete one file or symlink (never a folder).",
-        writes=True,
-        side_effects=("writes:files",),
+    spec = file_write_spec(
+        "local/delete-file",
+        "Delete one file or symlink (never a folder).",
     )
     params = (RESOURCE, PATH)
 
-    def change(self, call: FileCall, arguments: Arguments) -> str:
-        assert call.files is not None
+    def change(self, files: SandboxFiles, arguments: Arguments) -> str:
         path = arguments.text("path")
-        call.files.delete(path)
+        files.delete(path)
         return f"deleted {path}"
 
 

@@ -11,22 +11,9 @@ from __future__ import annotations
 
 import re
 
-from cleveragents_tui.actors.file_tools import PATH, RESOURCE, FileCall, FileTool
-from cleveragents_tui.actors.sandbox_files import NEW_FOLDER_MODE, FileRefused
+from cleveragents_tui.actors.file_tools import PATH, RESOURCE, FileTool, file_write_spec
+from cleveragents_tui.actors.sandbox_files import NEW_FOLDER_MODE, FileRefused, SandboxFiles
 from cleveragents_tui.actors.tool_support import Arguments, Param, ParamType
-from cleveragents_tui.domain.tool import ToolCategory, ToolSpec
-
-
-def _spec(name: str, description: str) -> ToolSpec:
-    """A write tool on files, checkpointed like write-file."""
-    return ToolSpec(
-        name=name,
-        category=ToolCategory.WRITE,
-        description=description,
-        writes=True,
-        side_effects=("writes:files",),
-    )
-
 
 _OCTAL = re.compile(r"^(?:0o)?([0-7]{3,4})$")
 MODE = Param("mode", ParamType.TEXT, "permission bits in octal, e.g. 0644, 755 or 0o600")
@@ -52,7 +39,7 @@ class _TreeTool(FileTool):
 
 
 class Move(_TreeTool):
-    spec = _spec(
+    spec = file_write_spec(
         "local/move",
         "Rename or move a file, symlink or folder to a path that does not exist.",
     )
@@ -62,29 +49,27 @@ class Move(_TreeTool):
         Param("to", ParamType.TEXT, "its new path; must not exist (parent folders are made)"),
     )
 
-    def change(self, call: FileCall, arguments: Arguments) -> str:
-        assert call.files is not None
+    def change(self, files: SandboxFiles, arguments: Arguments) -> str:
         source, destination = arguments.text("from"), arguments.text("to")
-        kind = call.files.move(source, destination)
+        kind = files.move(source, destination)
         return f"moved {kind} {source} to {destination}"
 
 
 class Delete(_TreeTool):
-    spec = _spec(
+    spec = file_write_spec(
         "local/delete",
         "Delete a file, a symlink (not its target) or a folder with everything in it.",
     )
     params = (RESOURCE, PATH)
 
-    def change(self, call: FileCall, arguments: Arguments) -> str:
-        assert call.files is not None
+    def change(self, files: SandboxFiles, arguments: Arguments) -> str:
         path = arguments.text("path")
-        kind = call.files.remove(path)
+        kind = files.remove(path)
         return f"deleted {kind} {path}"
 
 
 class MakeDir(_TreeTool):
-    spec = _spec(
+    spec = file_write_spec(
         "local/mkdir",
         "Create a folder (and missing parents); an existing folder is left as is.",
     )
@@ -99,16 +84,15 @@ class MakeDir(_TreeTool):
         ),
     )
 
-    def change(self, call: FileCall, arguments: Arguments) -> str:
-        assert call.files is not None
+    def change(self, files: SandboxFiles, arguments: Arguments) -> str:
         path, mode = arguments.text("path"), self.mode(arguments, NEW_FOLDER_MODE)
-        if call.files.make_dir(path, mode):
+        if files.make_dir(path, mode):
             return f"created folder {path} (mode {mode:04o})"
         return f"{path} is already a folder; nothing changed"
 
 
 class Symlink(_TreeTool):
-    spec = _spec(
+    spec = file_write_spec(
         "local/symlink",
         "Create a symlink whose relative target stays inside the resource.",
     )
@@ -123,24 +107,22 @@ class Symlink(_TreeTool):
         ),
     )
 
-    def change(self, call: FileCall, arguments: Arguments) -> str:
-        assert call.files is not None
+    def change(self, files: SandboxFiles, arguments: Arguments) -> str:
         path, target = arguments.text("path"), arguments.text("target")
-        call.files.symlink(path, target)
+        files.symlink(path, target)
         return f"linked {path} -> {target}"
 
 
 class Chmod(_TreeTool):
-    spec = _spec(
+    spec = file_write_spec(
         "local/chmod",
         "Set the permission bits of a file or folder.",
     )
     params = (RESOURCE, PATH, MODE)
 
-    def change(self, call: FileCall, arguments: Arguments) -> str:
-        assert call.files is not None
+    def change(self, files: SandboxFiles, arguments: Arguments) -> str:
         path, mode = arguments.text("path"), self.mode(arguments)
-        kind = call.files.chmod(path, mode)
+        kind = files.chmod(path, mode)
         return f"set mode {mode:04o} on {kind} {path}"
 
 
