@@ -1,5 +1,6 @@
-"""What the SQLite and PostgreSQL copy sandboxes share: one operation at a time across
-threads and processes, the checkpoint list, and diff and read over checkpoint snapshots.
+"""What the SQLite and PostgreSQL copy sandboxes share: their state file, one operation at a
+time across threads and processes, the checkpoint list, and diff and read over checkpoint
+snapshots.
 
 Each copy says how it loads its state and takes the rows at a checkpoint; the rest is
 here. See docs/sandboxes.md.
@@ -8,11 +9,13 @@ here. See docs/sandboxes.md.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Final, Generic, Literal, Self, TypeVar
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
@@ -20,26 +23,64 @@ from cleveragents_tui.sandbox.base import ApplyResult, Change, SandboxError
 from cleveragents_tui.sandbox.database_common import (
     DatabaseSandboxIdentity,
     applied_error,
+    load_state_file,
     locked_state,
 )
+from cleveragents_tui.sandbox.safety import check_savepoint_name
 from cleveragents_tui.sandbox.transaction.snapshots import (
     DEFAULT_MAX_SNAPSHOT_ROWS,
     Snapshot,
     compare,
     read_row,
 )
+from cleveragents_tui.sandbox.transaction.state import write_private
+
+_STATE_VERSION: Final = 1
 
 
-class CopyState(Protocol):
-    """The part of a copy sandbox's state file the shared code reads."""
+@dataclass(kw_only=True)
+class CopyState:
+    """A copy sandbox's state file: whose it is, whether it was applied, the valid
+    checkpoints. Each copy adds the fields of its own (``_parse_more`` reads them)."""
 
-    checkpoints: list[str]
+    STRATEGY: ClassVar[str]
 
-    @property
-    def plan_id(self) -> str: ...
+    resource_id: str
+    plan_id: str
+    created_at: str
+    status: Literal["open", "applied"] = "open"
+    checkpoints: list[str] = field(default_factory=list)
 
-    @property
-    def status(self) -> str: ...
+    def dump(self) -> bytes:
+        document = {"version": _STATE_VERSION, "strategy": self.STRATEGY, **asdict(self)}
+        return json.dumps(document, indent=2).encode("utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> Self | None:
+        return load_state_file(path, cls._parse)
+
+    @classmethod
+    def _parse(cls, data: dict[str, Any]) -> Self:
+        if data["version"] != _STATE_VERSION or data["status"] not in ("open", "applied"):
+            raise ValueError("unsupported version or status")
+        return cls(
+            resource_id=str(data["resource_id"]),
+            plan_id=str(data["plan_id"]),
+            created_at=str(data["created_at"]),
+            status=data["status"],
+            checkpoints=[check_savepoint_name(str(ref)) for ref in data["checkpoints"]],
+            **cls._parse_more(data),
+        )
+
+    @classmethod
+    def _parse_more(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """The fields a copy adds, read from the file's ``data`` (none here)."""
+        del data
+        return {}
+
+    def save(self, path: Path) -> None:
+        """Atomically (mode 0600, fsync, rename): the state names the valid checkpoints."""
+        write_private(path, self.dump())
 
 
 CopyStateT = TypeVar("CopyStateT", bound=CopyState)
@@ -120,9 +161,13 @@ class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT]):
         return read_row(taken, path)
 
 
-def refuse_open_sandbox(existing: CopyState | None, resource: Resource, root: Path) -> None:
+def refuse_open_sandbox(
+    state_type: type[CopyState], resource: Resource, root: Path, file_name: str
+) -> None:
     """Refuse to make a sandbox over one still open under ``root`` (its changes would be
-    lost); an applied one may be replaced."""
+    lost); an applied one may be replaced. ``file_name``: the copy's state file."""
+    path = root / file_name
+    existing = state_type.load(path) if path.is_file() else None
     if existing is not None and existing.status == "open":
         raise SandboxError(
             f"resource {resource.resource_id} already has an open sandbox under {root} "

@@ -35,14 +35,13 @@ dropped; the checkpoint copies stay for diffs until the sandbox is discarded.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import re
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import psycopg
 from psycopg import sql
@@ -62,11 +61,11 @@ from cleveragents_tui.sandbox.base import (
 )
 from cleveragents_tui.sandbox.copy_sandbox import (
     CopySandbox,
+    CopyState,
     CopyStrategy,
     refuse_open_sandbox,
 )
 from cleveragents_tui.sandbox.database_common import (
-    load_state_file,
     owned_state,
 )
 from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
@@ -75,7 +74,7 @@ from cleveragents_tui.sandbox.sqlite_copy import ReadResult
 from cleveragents_tui.sandbox.transaction.connection import (
     TRANSACTION_CONTROL,
     first_line,
-    target_url,
+    target_of_kind,
 )
 from cleveragents_tui.sandbox.transaction.core import SqlStatementError
 from cleveragents_tui.sandbox.transaction.snapshots import (
@@ -86,13 +85,11 @@ from cleveragents_tui.sandbox.transaction.snapshots import (
     key_rows,
     path_part,
 )
-from cleveragents_tui.sandbox.transaction.state import write_private
 
 log = logging.getLogger(__name__)
 
 STATE_FILE_NAME: Final = "postgres_copy.json"
 LOCK_FILE_NAME: Final = "postgres_copy.flock"
-_STATE_VERSION: Final = 1
 _PREFIX = re.compile(r"^[0-9a-f]{12}$")
 _MAINTENANCE: Final = ("postgres", "template1")
 # Objects of the whole server, outside the sandbox's database: a statement naming them would
@@ -126,67 +123,31 @@ class CopyUnavailableError(SandboxError):
     """The target cannot be copied on its server (others connected, or no privilege)."""
 
 
-@dataclass
-class _State:
-    resource_id: str
-    plan_id: str
+@dataclass(kw_only=True)
+class _State(CopyState):
+    STRATEGY = "postgres_copy"
+
     prefix: str
-    created_at: str
-    status: Literal["open", "applied"] = "open"
-    checkpoints: list[str] = field(default_factory=list)
     replacing: bool = False  # a rollback is replacing ``work``: the next operation settles it
     # The schema statements run in ``work``, in order (Apply runs them again), and how many
     # of them each checkpoint had seen (a rollback cuts the list back to that).
     schema_log: list[str] = field(default_factory=list)
     schema_at: dict[str, int] = field(default_factory=dict)
 
-    def dump(self) -> bytes:
-        return json.dumps(
-            {
-                "version": _STATE_VERSION,
-                "strategy": "postgres_copy",
-                "resource_id": self.resource_id,
-                "plan_id": self.plan_id,
-                "prefix": self.prefix,
-                "created_at": self.created_at,
-                "status": self.status,
-                "checkpoints": self.checkpoints,
-                "replacing": self.replacing,
-                "schema_log": self.schema_log,
-                "schema_at": self.schema_at,
-            },
-            indent=2,
-        ).encode("utf-8")
-
     @classmethod
-    def load(cls, path: Path) -> _State | None:
-        return load_state_file(path, cls._parse)
-
-    @classmethod
-    def _parse(cls, data: dict[str, Any]) -> _State:
-        if data["version"] != _STATE_VERSION or data["status"] not in ("open", "applied"):
-            raise ValueError("unsupported version or status")
+    def _parse_more(cls, data: dict[str, Any]) -> dict[str, Any]:
         prefix = str(data["prefix"])
         if not _PREFIX.match(prefix):
             raise ValueError(f"bad prefix {prefix!r}")
-        return cls(
-            resource_id=str(data["resource_id"]),
-            plan_id=str(data["plan_id"]),
-            prefix=prefix,
-            created_at=str(data["created_at"]),
-            status=data["status"],
-            checkpoints=[check_savepoint_name(str(ref)) for ref in data["checkpoints"]],
-            replacing=bool(data.get("replacing", False)),
-            schema_log=[str(statement) for statement in data.get("schema_log", [])],
-            schema_at={
+        return {
+            "prefix": prefix,
+            "replacing": bool(data.get("replacing", False)),
+            "schema_log": [str(statement) for statement in data.get("schema_log", [])],
+            "schema_at": {
                 check_savepoint_name(str(ref)): int(count)
                 for ref, count in data.get("schema_at", {}).items()
             },
-        )
-
-    def save(self, path: Path) -> None:
-        """Atomically (mode 0600, fsync, rename): the state names the valid checkpoints."""
-        write_private(path, self.dump())
+        }
 
 
 def _conninfo(url: URL, database: str) -> str:
@@ -622,20 +583,18 @@ class PostgresCopyStrategy(CopyStrategy):
     """Makes :class:`PostgresCopySandbox` objects for PostgreSQL targets (``database.py``)."""
 
     def _url(self, resource: Resource) -> URL:
-        url = target_url(resource)
-        if url.get_backend_name() != "postgresql" or not url.database:
-            raise SandboxError(
-                f"resource {resource.resource_id} is not a PostgreSQL database",
-                "set its location to postgresql://USER@HOST/DATABASE",
-            )
-        return url
+        return target_of_kind(
+            resource,
+            "postgresql",
+            "PostgreSQL database",
+            "set its location to postgresql://USER@HOST/DATABASE",
+        )
 
     def create(self, resource: Resource, plan_id: str, root: Path) -> PostgresCopySandbox:
         """Copy the target on its server. Refused while an open sandbox is there; raises
         :class:`CopyUnavailableError` when the server cannot copy it."""
         url = self._url(resource)
-        existing = _State.load(root / STATE_FILE_NAME) if is_copy_sandbox(root) else None
-        refuse_open_sandbox(existing, resource, root)
+        refuse_open_sandbox(_State, resource, root, STATE_FILE_NAME)
         sandbox = PostgresCopySandbox(resource, plan_id, root, url, self.max_snapshot_rows)
         sandbox.discard()
         prefix = secrets.token_hex(6)
@@ -644,7 +603,12 @@ class PostgresCopyStrategy(CopyStrategy):
             root.mkdir(parents=True, exist_ok=True)
             # First: a process killed while copying leaves a state naming the databases to
             # drop (discard, or the engine clearing an interrupted sandbox, drops them).
-            state = _State(resource.resource_id, plan_id, prefix, utc_now().isoformat())
+            state = _State(
+                resource_id=resource.resource_id,
+                plan_id=plan_id,
+                prefix=prefix,
+                created_at=utc_now().isoformat(),
+            )
             state.save(root / STATE_FILE_NAME)
             with sandbox._admin() as admin:
                 try:

@@ -34,15 +34,14 @@ are dropped; after Apply every checkpoint is refused, as a committed savepoint i
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import CursorResult
@@ -59,11 +58,11 @@ from cleveragents_tui.sandbox.base import (
 )
 from cleveragents_tui.sandbox.copy_sandbox import (
     CopySandbox,
+    CopyState,
     CopyStrategy,
     refuse_open_sandbox,
 )
 from cleveragents_tui.sandbox.database_common import (
-    load_state_file,
     owned_state,
 )
 from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
@@ -82,7 +81,7 @@ from cleveragents_tui.sandbox.sqlite_land import (
 from cleveragents_tui.sandbox.transaction.connection import (
     TRANSACTION_CONTROL,
     first_line,
-    target_url,
+    target_of_kind,
 )
 from cleveragents_tui.sandbox.transaction.core import SqlStatementError
 from cleveragents_tui.sandbox.transaction.snapshots import (
@@ -92,61 +91,20 @@ from cleveragents_tui.sandbox.transaction.snapshots import (
     key_rows,
     path_part,
 )
-from cleveragents_tui.sandbox.transaction.state import write_private
 
 STATE_FILE_NAME: Final = "sqlite_copy.json"
 LOCK_FILE_NAME: Final = "sqlite_copy.flock"
 BASELINE: Final = "baseline.db"
 WORK: Final = "work.db"
 CHECKPOINTS: Final = "checkpoints"
-_STATE_VERSION: Final = 1
 # ATTACH would let a tool write to a file outside the sandbox (the real database included).
 _ATTACH = re.compile(
     r"^\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*(ATTACH|DETACH)\b", re.IGNORECASE | re.DOTALL
 )
 
 
-@dataclass
-class _State:
-    resource_id: str
-    plan_id: str
-    created_at: str
-    status: Literal["open", "applied"] = "open"
-    checkpoints: list[str] = field(default_factory=list)
-
-    def dump(self) -> bytes:
-        return json.dumps(
-            {
-                "version": _STATE_VERSION,
-                "strategy": "sqlite_copy",
-                "resource_id": self.resource_id,
-                "plan_id": self.plan_id,
-                "created_at": self.created_at,
-                "status": self.status,
-                "checkpoints": self.checkpoints,
-            },
-            indent=2,
-        ).encode("utf-8")
-
-    @classmethod
-    def load(cls, path: Path) -> _State | None:
-        return load_state_file(path, cls._parse)
-
-    @classmethod
-    def _parse(cls, data: dict[str, Any]) -> _State:
-        if data["version"] != _STATE_VERSION or data["status"] not in ("open", "applied"):
-            raise ValueError("unsupported version or status")
-        return cls(
-            resource_id=str(data["resource_id"]),
-            plan_id=str(data["plan_id"]),
-            created_at=str(data["created_at"]),
-            status=data["status"],
-            checkpoints=[check_savepoint_name(str(ref)) for ref in data["checkpoints"]],
-        )
-
-    def save(self, path: Path) -> None:
-        """Atomically (mode 0600, fsync, rename): the state names the valid checkpoints."""
-        write_private(path, self.dump())
+class _State(CopyState):
+    STRATEGY = "sqlite_copy"
 
 
 def _fsync(path: Path) -> None:
@@ -514,19 +472,18 @@ class SqliteCopyStrategy(CopyStrategy):
     """Makes :class:`SqliteCopySandbox` objects for SQLite targets (``database.py`` picks)."""
 
     def _target(self, resource: Resource) -> Path:
-        url = target_url(resource)
-        if url.get_backend_name() != "sqlite" or not url.database:
-            raise SandboxError(
-                f"resource {resource.resource_id} is not a SQLite database file",
-                "use the transaction_rollback sandbox for other databases",
-            )
-        return Path(url.database)
+        url = target_of_kind(
+            resource,
+            "sqlite",
+            "SQLite database file",
+            "use the transaction_rollback sandbox for other databases",
+        )
+        return Path(str(url.database))
 
     def create(self, resource: Resource, plan_id: str, root: Path) -> SqliteCopySandbox:
         """Copy the target into ``root``. Refused while an open sandbox is there."""
         target = self._target(resource)
-        existing = _State.load(root / STATE_FILE_NAME) if is_copy_sandbox(root) else None
-        refuse_open_sandbox(existing, resource, root)
+        refuse_open_sandbox(_State, resource, root, STATE_FILE_NAME)
         sandbox = SqliteCopySandbox(resource, plan_id, root, target, self.max_snapshot_rows)
         sandbox.discard()
         try:
@@ -541,7 +498,9 @@ class SqliteCopyStrategy(CopyStrategy):
                     "give the resource the sandbox strategy none, or drop the virtual tables",
                 )
             copy_file(root / BASELINE, root / WORK)
-            state = _State(resource.resource_id, plan_id, utc_now().isoformat())
+            state = _State(
+                resource_id=resource.resource_id, plan_id=plan_id, created_at=utc_now().isoformat()
+            )
             state.save(root / STATE_FILE_NAME)  # last: a sandbox without it was never made
         except (OSError, sqlite3.Error) as exc:
             sandbox.discard()

@@ -65,6 +65,14 @@ def target_url(resource: Resource) -> URL:
     return url
 
 
+def target_of_kind(resource: Resource, backend: str, kind: str, fix: str) -> URL:
+    """:func:`target_url`, refused unless it names a ``backend`` database (``kind``)."""
+    url = target_url(resource)
+    if url.get_backend_name() != backend or not url.database:
+        raise SandboxError(f"resource {resource.resource_id} is not a {kind}", fix)
+    return url
+
+
 def display(url: URL) -> str:
     return url.render_as_string(hide_password=True)
 
