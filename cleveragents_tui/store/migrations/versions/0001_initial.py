@@ -9,6 +9,11 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from cleveragents_tui.store.migrations.append_only import (
+    APPEND_ONLY_MESSAGE,
+    DECISION_COLUMNS_0001,
+    sqlite_supersede_only,
+)
 from cleveragents_tui.store.types import UtcDateTime
 
 revision = "0001"
@@ -19,32 +24,6 @@ depends_on = None
 ULID = sa.String(26)
 NAME = sa.String(130)
 ENUM = sa.String(32)
-
-# Every decisions column but superseded_by: the append-only triggers compare them all.
-# A later migration that adds a decisions column must recreate the triggers with it.
-_DECISION_COLUMNS = (
-    "decision_id",
-    "plan_id",
-    "parent_decision_id",
-    "sequence_number",
-    "decision_type",
-    "phase",
-    "question",
-    "chosen_option",
-    "alternatives_considered",
-    "confidence_score",
-    "hot_context_hash",
-    "hot_context_ref",
-    "relevant_resources",
-    "actor_state_ref",
-    "rationale",
-    "actor_reasoning",
-    "created_at",
-    "is_correction",
-    "corrects_decision_id",
-    "correction_reason",
-)
-APPEND_ONLY_MESSAGE = "decisions are append-only"
 
 
 def upgrade() -> None:
@@ -261,16 +240,11 @@ def upgrade() -> None:
 
 
 def _sqlite_append_only_triggers() -> None:
-    unchanged = " AND ".join(f"NEW.{c} IS OLD.{c}" for c in _DECISION_COLUMNS)
     op.execute(
         "CREATE TRIGGER decisions_no_delete BEFORE DELETE ON decisions "
         f"BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY_MESSAGE}: a decision is never deleted'); END"
     )
-    op.execute(
-        "CREATE TRIGGER decisions_supersede_only BEFORE UPDATE ON decisions "
-        f"WHEN NOT (OLD.superseded_by IS NULL AND NEW.superseded_by IS NOT NULL AND {unchanged}) "
-        f"BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY_MESSAGE}: only superseded_by may be set, once'); END"
-    )
+    op.execute(sqlite_supersede_only(DECISION_COLUMNS_0001))
 
 
 def _postgresql_append_only_triggers() -> None:

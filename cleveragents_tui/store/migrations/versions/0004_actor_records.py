@@ -17,37 +17,16 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from cleveragents_tui.store.migrations.append_only import (
+    DECISION_COLUMNS_0001,
+    sqlite_supersede_only,
+)
 from cleveragents_tui.store.types import UtcDateTime
 
 revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
-
-_DECISION_COLUMNS = (
-    "decision_id",
-    "plan_id",
-    "parent_decision_id",
-    "sequence_number",
-    "decision_type",
-    "phase",
-    "question",
-    "chosen_option",
-    "alternatives_considered",
-    "confidence_score",
-    "hot_context_hash",
-    "hot_context_ref",
-    "relevant_resources",
-    "actor_state_ref",
-    "rationale",
-    "actor_reasoning",
-    "created_at",
-    "is_correction",
-    "corrects_decision_id",
-    "correction_reason",
-    "step_key",
-)
-APPEND_ONLY_MESSAGE = "decisions are append-only"
 
 
 def upgrade() -> None:
@@ -69,12 +48,7 @@ def upgrade() -> None:
     if sqlite:
         op.execute("DROP TRIGGER decisions_supersede_only")
         op.execute("ALTER TABLE decisions ADD COLUMN step_key VARCHAR(64)")
-        unchanged = " AND ".join(f"NEW.{c} IS OLD.{c}" for c in _DECISION_COLUMNS)
-        op.execute(
-            "CREATE TRIGGER decisions_supersede_only BEFORE UPDATE ON decisions "
-            f"WHEN NOT (OLD.superseded_by IS NULL AND NEW.superseded_by IS NOT NULL AND {unchanged}) "
-            f"BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY_MESSAGE}: only superseded_by may be set, once'); END"
-        )
+        op.execute(sqlite_supersede_only((*DECISION_COLUMNS_0001, "step_key")))
     else:
         # The PostgreSQL trigger compares whole rows, so a new column is covered as it is.
         op.add_column("decisions", sa.Column("step_key", sa.String(64)))
