@@ -221,6 +221,12 @@ def decisions(session: Session, decision_ids: Iterable[str]) -> dict[str, Decisi
     return {d.decision_id: d for d in _hydrate(session, rows, ids)}
 
 
+def _whole(session: Session, query: Select[DecisionRow]) -> list[Decision]:
+    """The decisions ``query`` selects, in its order, whole (dependencies and artifacts)."""
+    rows = list(session.scalars(query))
+    return _hydrate(session, rows, {r.decision_id for r in rows}) if rows else []
+
+
 def _hydrate(session: Session, rows: Sequence[DecisionRow], ids: set[str]) -> list[Decision]:
     deps: dict[str, list[tuple[str, str]]] = {r.decision_id: [] for r in rows}
     artifacts: dict[str, list[tuple[str, str]]] = {r.decision_id: [] for r in rows}
@@ -318,34 +324,30 @@ def next_execute_decision(session: Session, plan_id: str, after: int) -> list[De
     """The plan's first current Execute decision recorded after sequence number ``after``
     that was made in a state of its own (not a correction's guidance): none or one."""
     d = DecisionRow
-    rows = list(
-        session.scalars(
-            select(d)
-            .where(
-                d.plan_id == plan_id,
-                d.superseded_by.is_(None),
-                d.phase == "execute",
-                d.decision_type != USER_INTERVENTION,
-                d.sequence_number > after,
-            )
-            .order_by(d.sequence_number)
-            .limit(1)
+    return _whole(
+        session,
+        select(d)
+        .where(
+            d.plan_id == plan_id,
+            d.superseded_by.is_(None),
+            d.phase == "execute",
+            d.decision_type != USER_INTERVENTION,
+            d.sequence_number > after,
         )
+        .order_by(d.sequence_number)
+        .limit(1),
     )
-    return _hydrate(session, rows, {r.decision_id for r in rows}) if rows else []
 
 
 def correcting(session: Session, plan_id: str, target: str) -> list[Decision]:
     """The plan's decisions that correct ``target`` (its guidance, the decisions re-made in
     its place), in sequence order."""
-    rows = list(
-        session.scalars(
-            select(DecisionRow)
-            .where(DecisionRow.plan_id == plan_id, DecisionRow.corrects_decision_id == target)
-            .order_by(DecisionRow.sequence_number)
-        )
+    return _whole(
+        session,
+        select(DecisionRow)
+        .where(DecisionRow.plan_id == plan_id, DecisionRow.corrects_decision_id == target)
+        .order_by(DecisionRow.sequence_number),
     )
-    return _hydrate(session, rows, {r.decision_id for r in rows}) if rows else []
 
 
 def superseded_by_any(session: Session, plan_id: str, by: Iterable[str]) -> list[str]:

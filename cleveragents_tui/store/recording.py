@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from importlib import import_module
-from types import TracebackType
 from typing import Any
 
 from sqlalchemy import Connection, Engine, bindparam, func, insert, select, update
@@ -150,12 +149,7 @@ class Recording:
         failpoints.hit("store.commit")
         self._connection.commit()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if self._shared is None:
             self._connection.close()  # rolls back what was not committed
         elif self._connection.in_transaction():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import TracebackType
 from typing import Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import Engine
@@ -96,11 +95,6 @@ class UnitOfWork:
         failpoints.hit("store.commit")
         self._session.commit()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._session.rollback()
         self._session.close()

@@ -15,7 +15,6 @@ import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import TypeVar
 
 from cleveragents_tui import failpoints
@@ -84,12 +83,7 @@ class TreeWriter:
     def __enter__(self) -> TreeWriter:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def close(self) -> None:
