@@ -6,7 +6,7 @@ import stat
 from pathlib import Path
 from typing import NamedTuple
 
-from cleveragents_tui.sandbox.base import Change, ChangeKind
+from cleveragents_tui.sandbox.base import Change, ChangeKind, SandboxError
 from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
 from cleveragents_tui.sandbox.objectstore.tree_writer import (
     TreeWriter,
@@ -86,3 +86,13 @@ def holds_new(real: Path, item: Item) -> bool:
     if new.kind == SYMLINK:
         return stat.S_ISLNK(st.st_mode) and readlink_path(real, item.path) == new.ref
     return stat.S_ISREG(st.st_mode) and hash_path(real, item.path) == new.ref
+
+
+def changed_outside(real: Path, conflicts: list[str]) -> SandboxError:
+    """Apply's refusal, with nothing written, when ``conflicts`` changed in ``real`` since
+    the sandbox was made."""
+    shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
+    return SandboxError(
+        f"{len(conflicts)} path(s) changed in {real} since the sandbox was made: {shown}",
+        "nothing was applied; reconcile them (or discard the sandbox) and retry",
+    )

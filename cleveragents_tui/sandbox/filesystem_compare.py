@@ -10,8 +10,7 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from cleveragents_tui.sandbox.base import SandboxError
-from cleveragents_tui.sandbox.changes import Item, holds_new
+from cleveragents_tui.sandbox.changes import Item, changed_outside, holds_new
 from cleveragents_tui.sandbox.filesystem_restore import kind_of
 from cleveragents_tui.sandbox.objectstore.names import join_path
 from cleveragents_tui.sandbox.objectstore.tree_writer import (
@@ -61,11 +60,7 @@ def check_real(real: Path, items: list[Item]) -> None:
         if not (_real_matches(real, item, deleted) or holds_new(real, item))
     ]
     if conflicts:
-        shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
-        raise SandboxError(
-            f"{len(conflicts)} path(s) changed in {real} since the sandbox was made: {shown}",
-            "nothing was applied; reconcile them (or discard the sandbox) and retry",
-        )
+        raise changed_outside(real, conflicts)
 
 
 def _real_matches(real: Path, item: Item, deleted: set[str]) -> bool:

@@ -30,7 +30,6 @@ apply as they are.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import stat
 from dataclasses import dataclass, field
@@ -61,6 +60,7 @@ from cleveragents_tui.sandbox.objectstore.names import (
     new_ref,
     ref_seq,
 )
+from cleveragents_tui.sandbox.objectstore.objects import decode_note, encode_note
 from cleveragents_tui.sandbox.objectstore.trees import (
     DIRECTORY,
     FILE,
@@ -132,7 +132,9 @@ class FilesystemCopySandbox(DirectorySandbox):
         with self._store.batch():  # the record is stored, and flushed, with the objects
             index = self._scan(self._work, self._index)
             snapshot = index.snapshot
-            self._store.add_note(_note(checkpoint=ref, root=snapshot.root, stamp=snapshot.stamp))
+            self._store.add_note(
+                encode_note(checkpoint=ref, root=snapshot.root, stamp=snapshot.stamp)
+            )
         self._set_index(index)
         self._records[ref] = snapshot
         self._next_seq += 1
@@ -175,7 +177,7 @@ class FilesystemCopySandbox(DirectorySandbox):
         self._alive()
         self._root_of(ref)
         with self._store.batch():
-            self._store.add_note(_note(drop=ref))
+            self._store.add_note(encode_note(drop=ref))
         del self._records[ref]
         self._collect_garbage()
 
@@ -409,16 +411,12 @@ class FilesystemCopyStrategy(DirectoryStrategy[FilesystemCopySandbox]):
     sandbox_type = FilesystemCopySandbox
 
 
-def _note(**fields: object) -> bytes:
-    return json.dumps({"v": 1, **fields}, sort_keys=True).encode()
-
-
 def _read_note(note: bytes) -> tuple[str, Snapshot | None] | None:
     """(ref, its snapshot) of a checkpoint note, (ref, None) of a drop note, None otherwise."""
+    doc = decode_note(note)
+    if doc is None:
+        return None
     try:
-        doc = json.loads(note)
-        if not isinstance(doc, dict) or doc.get("v") != 1:
-            return None
         if "drop" in doc:
             return check_ref(str(doc["drop"])), None
         return check_ref(str(doc.get("checkpoint"))), Snapshot.from_json(doc)

@@ -51,7 +51,13 @@ from cleveragents_tui.sandbox.base import (
     CheckpointMissingError,
     SandboxError,
 )
-from cleveragents_tui.sandbox.changes import Item, apply_items, changes_of, holds_new
+from cleveragents_tui.sandbox.changes import (
+    Item,
+    apply_items,
+    changed_outside,
+    changes_of,
+    holds_new,
+)
 from cleveragents_tui.sandbox.directory_sandbox import DirectorySandbox, DirectoryStrategy
 from cleveragents_tui.sandbox.home import META, Identity
 from cleveragents_tui.sandbox.objectstore.files import (
@@ -445,12 +451,7 @@ class OverlaySandbox(DirectorySandbox):
             and not _removed_on_the_way(self._real, item, base)
         ]
         if conflicts:
-            shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
-            raise SandboxError(
-                f"{len(conflicts)} path(s) changed in {self._real} since the sandbox was made: "
-                f"{shown}",
-                "nothing was applied; reconcile them (or discard the sandbox) and retry",
-            )
+            raise changed_outside(self._real, conflicts)
         for item in items:
             if item.new is not None:
                 self._check_parent(item.path)

@@ -31,7 +31,6 @@ from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError
 from cleveragents_tui.sandbox.git.records import (
     Record,
     Walk,
-    encode_note,
     keeps,
     leave_out,
     listing_of,
@@ -45,7 +44,7 @@ from cleveragents_tui.sandbox.objectstore.names import (
     check_name,
     join_path,
 )
-from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
+from cleveragents_tui.sandbox.objectstore.objects import ObjectStore, encode_note
 from cleveragents_tui.sandbox.objectstore.tree_writer import TreeWriter, remove_tree
 from cleveragents_tui.sandbox.objectstore.trees import (
     DIRECTORY,

@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 from cleveragents_tui.sandbox.base import SandboxError
 from cleveragents_tui.sandbox.objectstore.names import check_entry_path, check_oid
+from cleveragents_tui.sandbox.objectstore.objects import decode_note
 from cleveragents_tui.sandbox.objectstore.tree_writer import TreeWriter
 from cleveragents_tui.sandbox.objectstore.trees import KINDS, SYMLINK, Entry
 from cleveragents_tui.sandbox.safety import UnsafeInputError
@@ -155,16 +156,12 @@ def leave_out(ignored: set[str], dirs: dict[str, int], files: dict[str, int]) ->
         del files[path]
 
 
-def encode_note(**fields: object) -> bytes:
-    return json.dumps({"v": 1, **fields}, sort_keys=True).encode()
-
-
 def read_note(raw: bytes) -> tuple[str, str | None] | None:
     """(sha, record id) of a checkpoint note, (sha, None) of a drop note, None otherwise."""
+    doc = decode_note(raw)
+    if doc is None:
+        return None
     try:
-        doc = json.loads(raw)
-        if not isinstance(doc, dict) or doc.get("v") != 1:
-            return None
         if "drop" in doc:
             return str(doc["drop"]), None
         return str(doc["checkpoint"]), check_oid(doc["record"])

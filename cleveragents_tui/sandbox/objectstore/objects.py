@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import io
+import json
 import os
 import secrets
 import weakref
@@ -22,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from cleveragents_tui.sandbox.base import CheckpointMissingError
 from cleveragents_tui.sandbox.objectstore.files import CHUNK, STEP, fsync_dir, write_all
@@ -45,6 +47,20 @@ _MAX_TREE_BYTES = 256 << 20
 
 def _keep_every_note(note: bytes) -> bool:
     return True
+
+
+def encode_note(**fields: object) -> bytes:
+    """A note as the sandboxes store them (:meth:`ObjectStore.add_note`): version-1 JSON."""
+    return json.dumps({"v": 1, **fields}, sort_keys=True).encode()
+
+
+def decode_note(note: bytes) -> dict[str, Any] | None:
+    """The fields of a note :func:`encode_note` made; None for anything else."""
+    try:
+        doc = json.loads(note)
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError
+        return None
+    return doc if isinstance(doc, dict) and doc.get("v") == 1 else None
 
 
 class ObjectStore:
