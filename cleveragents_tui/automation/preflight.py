@@ -65,6 +65,10 @@ class PreflightContext:
     actors: frozenset[str]
     resources: Mapping[str, Resource | None]
 
+    def specs(self, action: Action) -> list[ToolSpec]:
+        """The registered tools among those the action names (the others fail _tools_exist)."""
+        return [s for s in (self.tools.get(t) for t in action.skill_set) if s is not None]
+
 
 def parse_action(raw: Mapping[str, Any] | Action) -> Action:
     if isinstance(raw, Action):
@@ -130,7 +134,7 @@ def _tools_exist(action: Action, context: PreflightContext) -> tuple[str, str] |
 def _policy(action: Action, context: PreflightContext) -> tuple[str, str] | None:
     profile = context.profile
     safety = profile.safety
-    specs = [s for s in (context.tools.get(t) for t in action.skill_set) if s is not None]
+    specs = context.specs(action)
     unsafe = [s.name for s in specs if s.unsafe]
     if unsafe and not safety.allow_unsafe_tools:
         return (
@@ -164,7 +168,7 @@ def _policy(action: Action, context: PreflightContext) -> tuple[str, str] | None
 def _rollback(action: Action, context: PreflightContext) -> tuple[str, str] | None:
     if not context.profile.safety.require_checkpoints:
         return None
-    specs = [s for s in (context.tools.get(t) for t in action.skill_set) if s is not None]
+    specs = context.specs(action)
     blind = [s.name for s in specs if not s.checkpointable]
     if blind:
         return (
