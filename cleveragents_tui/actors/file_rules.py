@@ -82,16 +82,24 @@ def moved_path(path: str, source: str, destination: str) -> str:
     return destination + path[len(source) :]
 
 
-def check_move(source: str, destination: str) -> None:
+def check_move(source: str, destination: str) -> tuple[str, str]:
+    """The checked paths of a move; refused when ``destination`` is ``source`` or below it."""
+    source, destination = check_path(source), check_path(destination)
     if destination == source or destination.startswith(source + "/"):
         raise FileRefused(f"cannot move {source} into itself ({destination})")
+    return source, destination
+
+
+def check_exists(path: str, kind: Kind) -> Kind:
+    """``kind``, what is at ``path``; refused when nothing is."""
+    if kind is Kind.MISSING:
+        raise FileRefused(f"{path} does not exist")
+    return kind
 
 
 def check_deletable(path: str, kind: Kind) -> None:
     """local/delete-file removes files and symlinks only."""
-    if kind is Kind.MISSING:
-        raise FileRefused(f"{path} does not exist")
-    if kind is Kind.DIRECTORY:
+    if check_exists(path, kind) is Kind.DIRECTORY:
         raise FileRefused(f"{path} is a folder; local/delete-file removes files only")
 
 

@@ -12,6 +12,7 @@ from cleveragents_tui.actors.file_rules import (
     FileRefused,
     Kind,
     check_deletable,
+    check_exists,
     check_mode,
     check_move,
     check_path,
@@ -60,9 +61,7 @@ class OverlayFiles:
 
     def read(self, path: str, limit: int | None) -> tuple[bytes, int]:
         real = self._follow(path)
-        kind = self.kind(real)
-        if kind is Kind.MISSING:
-            raise FileRefused(f"{path} does not exist")
+        kind = check_exists(path, self.kind(real))
         if kind is not Kind.FILE:
             raise FileRefused(f"{path} is a {kind}, not a regular file")
         data = self._sandbox.read_bytes(real)
@@ -96,9 +95,7 @@ class OverlayFiles:
 
     def remove(self, path: str) -> Kind:
         path = check_path(path)
-        kind = self.kind(path)
-        if kind is Kind.MISSING:
-            raise FileRefused(f"{path} does not exist")
+        kind = check_exists(path, self.kind(path))
         if kind is Kind.DIRECTORY:
             self._refuse_nested_git(path)
         self._sandbox.delete(path)
@@ -106,11 +103,8 @@ class OverlayFiles:
         return kind
 
     def move(self, source: str, destination: str) -> Kind:
-        source, destination = check_path(source), check_path(destination)
-        check_move(source, destination)
-        kind = self.kind(source)
-        if kind is Kind.MISSING:
-            raise FileRefused(f"{source} does not exist")
+        source, destination = check_move(source, destination)
+        kind = check_exists(source, self.kind(source))
         if self.kind(destination) is not Kind.MISSING:
             raise FileRefused(f"{destination} already exists (delete it first, or move elsewhere)")
         if kind is Kind.DIRECTORY:
@@ -144,9 +138,7 @@ class OverlayFiles:
 
     def chmod(self, path: str, mode: int) -> Kind:
         path = check_path(path)
-        kind = self.kind(path)
-        if kind is Kind.MISSING:
-            raise FileRefused(f"{path} does not exist")
+        kind = check_exists(path, self.kind(path))
         check_mode(path, mode, kind)
         with self._changing(path):
             self._sandbox.chmod(path, mode)

@@ -22,6 +22,7 @@ from cleveragents_tui.actors.file_rules import (
     FileRefused,
     Kind,
     check_deletable,
+    check_exists,
     check_mode,
     check_move,
     check_path,
@@ -154,9 +155,7 @@ class WorkdirFiles:
 
     def remove(self, path: str) -> Kind:
         target = self._target(path)
-        kind = self.kind(path)
-        if kind is Kind.MISSING:
-            raise FileRefused(f"{path} does not exist")
+        kind = check_exists(path, self.kind(path))
         if kind is not Kind.DIRECTORY:
             self.delete(path)
             return kind
@@ -171,12 +170,9 @@ class WorkdirFiles:
         return kind
 
     def move(self, source: str, destination: str) -> Kind:
-        source, destination = check_path(source), check_path(destination)
-        check_move(source, destination)
+        source, destination = check_move(source, destination)
         old, new = self._target(source), self._target(destination)
-        kind = self.kind(source)
-        if kind is Kind.MISSING:
-            raise FileRefused(f"{source} does not exist")
+        kind = check_exists(source, self.kind(source))
         if kind is Kind.OTHER:
             raise FileRefused(f"{source} is a special file; only files, symlinks and folders move")
         if self.kind(destination) is not Kind.MISSING:
@@ -224,9 +220,7 @@ class WorkdirFiles:
     def chmod(self, path: str, mode: int) -> Kind:
         path = check_path(path)
         self._target(path)
-        kind = self.kind(path)
-        if kind is Kind.MISSING:
-            raise FileRefused(f"{path} does not exist")
+        kind = check_exists(path, self.kind(path))
         check_mode(path, mode, kind)
         self._announce([path])
         with self._writer(path) as writer:
