@@ -11,11 +11,13 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.sandbox.base import SandboxError
 from cleveragents_tui.sandbox.safety import UnsafeInputError, check_sha
+
+_T = TypeVar("_T")
 
 IDENTITY = ("cleveragents", "cleveragents@localhost")
 FSCK = "check the repository with `git fsck`; if it is damaged, discard the sandbox"
@@ -195,21 +197,50 @@ class GitPipe:
         self._lock = threading.Lock()
 
     def ask(self, request: bytes, answers: int, fix: str) -> list[bytes]:
+        """``answers`` lines in reply to ``request``, each without its line break."""
+
+        def read(stdout: IO[bytes]) -> list[bytes] | None:
+            lines = [stdout.readline() for _ in range(answers)]
+            return (
+                [line[:-1] for line in lines]
+                if all(line.endswith(b"\n") for line in lines)
+                else None
+            )
+
+        return self._exchange(request, read, fix)
+
+    def ask_through(self, request: bytes, end: bytes, fix: str) -> bytes:
+        """What comes back before ``end``, which ``request`` must end with a line git echoes
+        unread (``diff-tree --stdin`` passes through a line that is not an object name);
+        for answers of many NUL-terminated names, which may hold line breaks."""
+
+        def read(stdout: IO[bytes]) -> bytes | None:
+            got = b""
+            while not got.endswith(end):
+                chunk = stdout.read1(65536)  # type: ignore[attr-defined]
+                if not chunk:
+                    return None
+                got += chunk
+            return got[: -len(end)]
+
+        return self._exchange(request + end, read, fix)
+
+    def _exchange(self, request: bytes, read: Callable[[IO[bytes]], _T | None], fix: str) -> _T:
         failpoints.hit("git.call", self._args[0])
         with self._lock:
             process = self._process
             if process is None or process.poll() is not None:
                 process = self._start()
             assert process.stdin is not None and process.stdout is not None
-            lines: list[bytes] = []
+            answer = None
             try:
                 process.stdin.write(request)
                 process.stdin.flush()
-                lines = [process.stdout.readline() for _ in range(answers)]
+                answer = read(process.stdout)
             except OSError:
                 pass
-            if len(lines) == answers and all(line.endswith(b"\n") for line in lines):
-                return [line[:-1] for line in lines]
+            if answer is not None:
+                return answer
             reason = self._stop()
         raise SandboxError(f"{self._git.subject}: git {self._args[0]} failed ({reason})", fix)
 

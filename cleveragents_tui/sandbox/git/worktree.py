@@ -85,6 +85,9 @@ class GitWorktreeSandbox:
         env = {**repository.git.env, "GIT_DIR": str(admin_dir), "GIT_WORK_TREE": str(workdir)}
         self._git = Git(workdir, env, repository.git.subject)
         self._refs = GitPipe(self._git, "update-ref", "--stdin")
+        # "<commit> <parent>" lines: the names the two differ in (the parent given, grafted).
+        self._diffs = GitPipe(self._git, *_DIFF_STDIN)
+        self._diff_end = f"~end {secrets.token_hex(8)}\n".encode()
         # Commit objects are written from a draft file in the root folder, outside the
         # worktree; one per object, rewritten in place for each commit.
         self._draft = workdir.parent / f"commit-{secrets.token_hex(4)}.txt"
@@ -97,7 +100,9 @@ class GitWorktreeSandbox:
             "--stdin-paths",
             "--no-filters",
         )
-        self._release = weakref.finalize(self, release, self._draft, self._refs, self._objects)
+        self._release = weakref.finalize(
+            self, release, self._draft, self._refs, self._objects, self._diffs
+        )
         self._discarded = False
         # The index file as this object's last checkpoint or rollback left it (see _roll_from).
         self._index_seen: tuple[int, int, int] | None = None
@@ -287,18 +292,26 @@ class GitWorktreeSandbox:
         every entry the target shares without looking at its file (the index's cache tree
         lets it skip whole unchanged folders), writes only the rest, and refuses, before
         writing anything, if a file it must write was edited; ``reset --hard`` would examine
-        every file. Two read-only commands run beside it, so that ``clean`` (a walk of every
-        folder) runs only when it has something to do: ``diff-tree`` names the changed paths
-        (a ``.gitignore`` among them changes what ``clean`` takes) and ``ls-files --others
-        --directory`` lists what ``clean`` would take, which in the state ``current`` can
-        only be empty folders (every other untracked file is in the checkpoint). See
-        :func:`_needs_clean` for what it may see of ``read-tree`` at work.
+        every file. Beside it, with no process started for them, our branch moves and the
+        running ``diff-tree`` names the changed paths (what the records restore; a
+        ``.gitignore`` among them changes what ``clean`` takes). Without records, ``ls-files
+        --others --directory`` runs too, listing what ``clean`` would take, which in the
+        state ``current`` can only be empty folders (every other untracked file is in the
+        checkpoint), so that ``clean`` (a walk of every folder) runs only when it has
+        something to do. See :func:`needs_clean` for what it may see of ``read-tree`` at work.
         """
         stamp = index_stamp(self._admin_dir)
         if current != self._tip or stamp is None or stamp != self._index_seen:
             return None
-        old, new = self._ref_for(current), self._ref_for(target)
-        diff = ("diff-tree", "-r", "-z", "--name-only", "--no-renames", old, new, "--")
+        new = self._ref_for(target)
+        changed: list[bytes | None] = []
+
+        def meanwhile() -> None:
+            # Our branch moves while git writes the files: should git refuse, the full
+            # rollback moves it to the same commit.
+            self._moved_to(target)
+            changed.append(self._changed(current, target))
+
         if self._spots is not None and record is not None:
             # The records of the two states say what else differs; clean has no work here:
             # in the state ``current`` the only untracked paths are its recorded folders.
@@ -306,28 +319,33 @@ class GitWorktreeSandbox:
             if not self._spots.can_start_from(have, record):
                 return None
             self._spots.clear_ignored(have, record)  # none is in the way of read-tree
-            update, changed = self._git.call_together(("read-tree", "-m", "-u", new), diff)
-            if update.returncode != 0:
-                return None
-            self._moved_to(target)
-            if changed.returncode != 0:
+            [update] = self._git.call_together(("read-tree", "-m", "-u", new), meanwhile=meanwhile)
+            if update.returncode != 0 or changed[0] is None:
                 return None  # what git wrote is unknown: the full rollback finds out
-            return [os.fsdecode(path) for path in changed.stdout.split(b"\0") if path]
-        update, changed, untracked = self._git.call_together(
+            return [os.fsdecode(path) for path in changed[0].split(b"\0") if path]
+        update, untracked = self._git.call_together(
             ("read-tree", "-m", "-u", new),
-            diff,
             ("ls-files", "-z", "--others", "--directory", "--exclude-standard"),
+            meanwhile=meanwhile,
         )
         if update.returncode != 0:
             return None
-        self._moved_to(target)
         if (
-            changed.returncode != 0
+            changed[0] is None
             or untracked.returncode != 0
-            or needs_clean(self._workdir, changed.stdout, untracked.stdout)
+            or needs_clean(self._workdir, changed[0], untracked.stdout)
         ):
             self._clean()
         return []
+
+    def _changed(self, old: str, new: str) -> bytes | None:
+        """The paths checkpoints ``old`` and ``new`` differ in (``-z`` names); None if git
+        cannot tell. Both are this sandbox's: the caller names ``new`` by its ref to git."""
+        try:
+            request = f"{full_sha(new)} {full_sha(old)}\n".encode()
+            return self._diffs.ask_through(request, self._diff_end, fix=FSCK)
+        except SandboxError:
+            return None
 
     def _moved_to(self, target: str) -> None:
         """Our branch to ``target``, whose files the worktree and index now hold."""
@@ -525,6 +543,11 @@ class GitWorktreeSandbox:
     def _tree_changes(self, tree: str) -> list[Change]:
         args = ("diff-tree", "-r", "-z", "--no-renames", "--name-status", "--no-ext-diff")
         return parse_changes(self._git.run(*args, self._names.base, tree, "--", fix=FSCK))
+
+
+_DIFF_STDIN = (
+    "diff-tree", "--stdin", "-r", "-z", "--name-only", "--no-commit-id", "--no-renames",
+)  # fmt: skip
 
 
 def _checked(path: str) -> str:
