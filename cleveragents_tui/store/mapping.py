@@ -91,44 +91,48 @@ def plan_from_row(row: PlanRow) -> Plan:
 # Decisions -----------------------------------------------------------------------------
 
 
-def decision_to_rows(
-    decision: Decision,
-) -> tuple[DecisionRow, list[DecisionDependencyRow], list[DecisionArtifactRow]]:
+DecisionValues = tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]
+
+
+def decision_values(decision: Decision) -> DecisionValues:
+    """The column values of a decision's row, its dependency rows and its artifact rows, as
+    plain dicts: what a Core insert takes (``record_decision``: building ORM rows to read
+    their values back cost ten times as much)."""
     snapshot = decision.context_snapshot
-    row = DecisionRow(
-        decision_id=decision.decision_id,
-        plan_id=decision.plan_id,
-        parent_decision_id=decision.parent_decision_id,
-        sequence_number=decision.sequence_number,
-        decision_type=decision.decision_type.value,
-        phase=decision.phase.value,
-        question=decision.question,
-        chosen_option=decision.chosen_option,
-        alternatives_considered=dump_json(list(decision.alternatives_considered)),
-        confidence_score=decision.confidence_score,
-        hot_context_hash=snapshot.hot_context_hash,
-        hot_context_ref=snapshot.hot_context_ref,
-        relevant_resources=dump_json([r.model_dump() for r in snapshot.relevant_resources]),
-        actor_state_ref=(
+    row = {
+        "decision_id": decision.decision_id,
+        "plan_id": decision.plan_id,
+        "parent_decision_id": decision.parent_decision_id,
+        "sequence_number": decision.sequence_number,
+        "decision_type": decision.decision_type.value,
+        "phase": decision.phase.value,
+        "question": decision.question,
+        "chosen_option": decision.chosen_option,
+        "alternatives_considered": dump_json(list(decision.alternatives_considered)),
+        "confidence_score": decision.confidence_score,
+        "hot_context_hash": snapshot.hot_context_hash,
+        "hot_context_ref": snapshot.hot_context_ref,
+        "relevant_resources": dump_json([r.model_dump() for r in snapshot.relevant_resources]),
+        "actor_state_ref": (
             None
             if snapshot.actor_state_ref is None
             else dump_json(snapshot.actor_state_ref.model_dump())
         ),
-        rationale=decision.rationale,
-        actor_reasoning=decision.actor_reasoning,
-        created_at=decision.created_at,
-        is_correction=decision.is_correction,
-        corrects_decision_id=decision.corrects_decision_id,
-        correction_reason=decision.correction_reason,
-        superseded_by=decision.superseded_by,
-        step_key=decision.step_key,
-    )
+        "rationale": decision.rationale,
+        "actor_reasoning": decision.actor_reasoning,
+        "created_at": decision.created_at,
+        "is_correction": decision.is_correction,
+        "corrects_decision_id": decision.corrects_decision_id,
+        "correction_reason": decision.correction_reason,
+        "superseded_by": decision.superseded_by,
+        "step_key": decision.step_key,
+    }
     deps = [
-        DecisionDependencyRow(
-            upstream_decision_id=decision.decision_id,
-            downstream_ref=ref,
-            dependency_type=kind.value,
-        )
+        {
+            "upstream_decision_id": decision.decision_id,
+            "downstream_ref": ref,
+            "dependency_type": kind.value,
+        }
         for kind, refs in (
             (DependencyType.DECISION, decision.downstream_decision_ids),
             (DependencyType.PLAN, decision.downstream_plan_ids),
@@ -136,14 +140,25 @@ def decision_to_rows(
         for ref in refs
     ]
     artifacts = [
-        DecisionArtifactRow(
-            decision_id=decision.decision_id,
-            artifact_path=a.artifact_path,
-            artifact_type=a.artifact_type,
-        )
+        {
+            "decision_id": decision.decision_id,
+            "artifact_path": a.artifact_path,
+            "artifact_type": a.artifact_type,
+        }
         for a in decision.artifacts_produced
     ]
     return row, deps, artifacts
+
+
+def decision_to_rows(
+    decision: Decision,
+) -> tuple[DecisionRow, list[DecisionDependencyRow], list[DecisionArtifactRow]]:
+    row, deps, artifacts = decision_values(decision)
+    return (
+        DecisionRow(**row),
+        [DecisionDependencyRow(**d) for d in deps],
+        [DecisionArtifactRow(**a) for a in artifacts],
+    )
 
 
 def decision_from_row(

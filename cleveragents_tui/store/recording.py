@@ -110,15 +110,6 @@ def _put_context(dialect: str) -> Any:
     return module.insert(ContextBlobRow).on_conflict_do_nothing(index_elements=["context_hash"])
 
 
-def _values(row: Any) -> dict[str, Any]:
-    """An ORM row's column values for a Core insert (an unset autoincrement key left out)."""
-    return {
-        c.key: value
-        for c in row.__table__.columns
-        if (value := getattr(row, c.key)) is not None or not c.primary_key
-    }
-
-
 def _refs(refs: Sequence[tuple[str, str]]) -> str:
     return mapping.dump_json([list(r) for r in refs])
 
@@ -233,13 +224,13 @@ class Recording:
         its group: flip it from pending (``pending``), or insert it committed (no checkpoint
         was made for it)."""
         self._check_parent(decision)
-        row, deps, artifacts = mapping.decision_to_rows(decision)
+        row, deps, artifacts = mapping.decision_values(decision)
         execute = self._connection.execute
-        execute(_INSERT_DECISION, [_values(row)])
+        execute(_INSERT_DECISION, [row])
         if deps:
-            execute(_INSERT_EDGES, [_values(r) for r in deps])
+            execute(_INSERT_EDGES, deps)
         if artifacts:
-            execute(_INSERT_ARTIFACTS, [_values(r) for r in artifacts])
+            execute(_INSERT_ARTIFACTS, artifacts)
         if group is None:
             return
         if pending:

@@ -16,6 +16,9 @@ Each recording is split in two, each against its own floor measured in the same 
   verify): its reads, its transactions and the Python around them. Floor: the rows that
   recording inserted, inserted again (fresh keys) in ONE transaction on the driver's
   connection — what storing them costs at the least. Goal: ≤ 3×, no growth with plan size.
+  Between the two, the recording's own statements and transaction ends (the reads, the
+  pending group's commit, the decision's) replayed on the driver's connection with fresh
+  keys: what the protocol costs without SQLAlchemy and the Python around it.
 - *the checkpoint*: the sandbox's own time. Floor: what a durable checkpoint of that tree
   costs at the least — a scandir+lstat walk of its work folder and one ``fdatasync``ed
   append of a checkpoint note (as bench_filesystem_copy's walk).
@@ -54,6 +57,7 @@ from tests.support.postgres import PostgresServer, find_bindir
 from tests.support.scale_plan import API, FILES, build
 
 GROUP = "record_decision"
+COMMIT, ROLLBACK = "COMMIT", "ROLLBACK"
 KEYED = tuple(
     f"INSERT INTO {t} "
     for t in ("decisions", "checkpoint_groups", "checkpoint_metadata", "context_blobs")
@@ -130,8 +134,8 @@ def _demo(quick: bool) -> Measurement:
 Insert = tuple[str, Any]
 
 
-def _fresh(inserts: list[Insert], top: int) -> list[Insert]:
-    """The same INSERTs with every key this recording made replaced by a fresh one (the
+def _fresh(inserts: list[Insert], sequence: int, fresh_sequence: int) -> list[Insert]:
+    """The same statements with every key this recording made replaced by a fresh one (the
     first column of the tables keyed by it, the sequence number), so they can go in again."""
 
     def values(params: Any) -> list[Any]:
@@ -146,12 +150,14 @@ def _fresh(inserts: list[Insert], top: int) -> list[Insert]:
 
     def swap(v: Any, decision: bool) -> Any:
         v = renamed.get(v, v) if isinstance(v, str) else v
-        return top if decision and v == top - 1 and isinstance(v, int) else v
+        return fresh_sequence if decision and v == sequence and isinstance(v, int) else v
 
     fresh: list[Insert] = []
     for sql, params in inserts:
         decision = sql.startswith("INSERT INTO decisions ")  # the next sequence
-        if isinstance(params, dict):
+        if params is None:  # a transaction's end
+            fresh.append((sql, params))
+        elif isinstance(params, dict):
             fresh.append((sql, {k: swap(v, decision) for k, v in params.items()}))
         else:
             fresh.append((sql, tuple(swap(v, decision) for v in params)))
@@ -181,6 +187,31 @@ def _floor(store: Store, inserts: list[Insert]) -> float:
     return elapsed
 
 
+def _replayed(store: Store, sent: list[Insert]) -> float:
+    """The recording's own statements and transactions, replayed on the driver's connection
+    (fresh keys): what its protocol costs without SQLAlchemy and the Python around it."""
+    sqlite = store.engine.dialect.name == "sqlite"
+    with store.engine.connect() as connection:
+        raw: Any = connection.connection.driver_connection
+        assert raw is not None
+        if not sqlite:
+            raw.rollback()
+        start = time.perf_counter()
+        cursor = raw.cursor()
+        for sql, params in sent:
+            if sql in (COMMIT, ROLLBACK) and not sqlite:
+                raw.commit() if sql == COMMIT else raw.rollback()
+            elif sql in (COMMIT, ROLLBACK):
+                cursor.execute(sql)
+            else:
+                cursor.execute(sql, params)
+                if cursor.description is not None:
+                    cursor.fetchall()
+        elapsed = time.perf_counter() - start
+        cursor.close()
+    return elapsed
+
+
 def _checkpoint_floor(work: Path, notes: Path) -> float:
     """A scandir+lstat walk of the work folder and one fdatasync'd append of a note."""
     start = time.perf_counter()
@@ -201,6 +232,7 @@ class Samples:
     whole: list[float] = field(default_factory=list)
     sandbox: list[float] = field(default_factory=list)
     rows: list[float] = field(default_factory=list)
+    protocol: list[float] = field(default_factory=list)
     checkpoint_floor: list[float] = field(default_factory=list)
 
     @property
@@ -235,11 +267,15 @@ def _at_scale(count: int, repeat: int, url: str | None) -> Samples:
         _timing_sandbox(sandboxes.get(FILES), spent)
         work = sandboxes.get(FILES).workdir
         notes = Path(tmp) / "notes"
-        inserts: list[Insert] = []
+        sent: list[Insert] = []  # every statement, and each transaction's end as COMMIT/ROLLBACK
 
         def capture(_c: Any, _cur: Any, sql: str, params: Any, _ctx: Any, many: bool) -> None:
-            if sql.startswith("INSERT"):
-                inserts.extend((sql, p) for p in (params if many else [params]))
+            sent.extend((sql, p) for p in (params if many else [params]))
+
+        def ended(kind: str) -> Callable[[Any], None]:
+            return lambda _connection: sent.append((kind, None))
+
+        ends = {"commit": ended(COMMIT), "rollback": ended(ROLLBACK)}
 
         try:
             for n in range(repeat):
@@ -250,9 +286,11 @@ def _at_scale(count: int, repeat: int, url: str | None) -> Samples:
                     chosen_option=f"bench option {n}",
                     tool_calls=(ToolCallRequest("local/call", {"resource": API}),),
                 )
-                inserts.clear()
+                sent.clear()
                 spent[0] = 0.0
                 event.listen(store.engine, "before_cursor_execute", capture)
+                for name, listener in ends.items():
+                    event.listen(store.engine, name, listener)
                 start = time.perf_counter()
                 made = record_decision(
                     store,
@@ -267,8 +305,13 @@ def _at_scale(count: int, repeat: int, url: str | None) -> Samples:
                 )
                 samples.whole.append(time.perf_counter() - start)
                 event.remove(store.engine, "before_cursor_execute", capture)
+                for name, listener in ends.items():
+                    event.remove(store.engine, name, listener)
                 samples.sandbox.append(spent[0])
-                samples.rows.append(_floor(store, _fresh(inserts, made.sequence_number + 1)))
+                number = made.sequence_number
+                inserts = [s for s in _fresh(sent, number, number + 1) if s[0].startswith("INSERT")]
+                samples.rows.append(_floor(store, inserts))
+                samples.protocol.append(_replayed(store, _fresh(sent, number, number + 2)))
                 samples.checkpoint_floor.append(_checkpoint_floor(work, notes))
         finally:
             store.close()
@@ -293,6 +336,22 @@ def _measurements(backend: str, count: int, samples: Samples) -> list[Measuremen
             samples.sandbox,
             samples.checkpoint_floor,
             "walk + one fdatasync'd note",
+            "",
+            None,
+        ),
+        (
+            "its statements and transactions on the driver's connection",
+            samples.protocol,
+            samples.rows,
+            rows,
+            "",
+            None,
+        ),
+        (
+            "database part of one Execute decision",
+            samples.database,
+            samples.protocol,
+            f"its statements and transactions on the driver's connection ({backend})",
             "",
             None,
         ),
