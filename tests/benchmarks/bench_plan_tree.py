@@ -19,7 +19,7 @@ from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import DecisionType
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.store.store import Store
-from tests.benchmarks.harness import Measurement, best_of
+from tests.benchmarks.harness import Measurement, min_and_median
 
 TYPES = [t for t in DecisionType if t.phase is not None and t is not DecisionType.PROMPT_DEFINITION]
 BASELINE = """
@@ -82,9 +82,9 @@ def run(quick: bool) -> list[Measurement]:
 
         run_quiet(agents)  # warm the page cache and .pyc files
         repeat = 3 if quick else 7
-        ours = best_of(lambda: run_quiet(agents), repeat)
-        bare = best_of(lambda: run_quiet(baseline), repeat)
-        python = best_of(lambda: run_quiet(startup), repeat)
+        ours, ours_median = min_and_median(lambda: run_quiet(agents), repeat)
+        bare, bare_median = min_and_median(lambda: run_quiet(baseline), repeat)
+        python, python_median = min_and_median(lambda: run_quiet(startup), repeat)
     return [
         Measurement(
             "plan tree",
@@ -94,6 +94,8 @@ def run(quick: bool) -> list[Measurement]:
             bare,
             "< 1 s wall time",
             ours < 1.0,
+            ours_median,
+            bare_median,
         ),
         Measurement(
             "plan tree",
@@ -103,5 +105,7 @@ def run(quick: bool) -> list[Measurement]:
             bare,
             "(context)",
             None,
+            python_median,
+            bare_median,
         ),
     ]

@@ -51,6 +51,16 @@ def best_of(
     return min(times)
 
 
+def min_and_median(action: Callable[[], object], repeat: int = 5) -> tuple[float, float]:
+    """The fastest and the median of ``repeat`` runs of ``action``."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - start)
+    return min(times), statistics.median(times)
+
+
 def median_of(
     action: Callable[[], object], repeat: int = 5, setup: Callable[[], object] | None = None
 ) -> float:
