@@ -64,7 +64,7 @@ class PlanScreen(PlanExport, PlanControls):
         Binding("s", "toggle_superseded", "Superseded", id="plan.superseded"),
         Binding("u", "goto_parent", "Parent", id="plan.parent"),
         Binding("n", "goto_next_sibling", "Next sibling", id="plan.next_sibling"),
-        Binding("o", "goto_replaced", "Replaced/replacement", id="plan.replaced"),
+        Binding("o", "goto_replaced", "Old/new", id="plan.replaced"),
         Binding("P", "pause", "Pause", id="plan.pause", show=False),
         Binding("X", "cancel_plan", "Cancel plan", id="plan.cancel", show=False),
         Binding("R", "resume", "Resume/retry", id="plan.resume", show=False),

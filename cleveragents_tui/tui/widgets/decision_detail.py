@@ -11,7 +11,8 @@ from textual.widgets import Static
 from cleveragents_tui.domain.checkpoint import CheckpointGroup
 from cleveragents_tui.domain.views import DecisionExplanation
 from cleveragents_tui.views.explain import explanation_view
-from cleveragents_tui.views.rich_text import to_rich
+from cleveragents_tui.views.rich_text import to_rich_columns
+from cleveragents_tui.views.sections import to_plain_text
 
 PLACEHOLDER = "Select a decision."  # shown until a decision's details are
 
@@ -26,10 +27,9 @@ class DecisionDetail(VerticalScroll):
 
     def show_explanation(self, e: DecisionExplanation, group: CheckpointGroup | None) -> None:
         """Show one decision's explanation (its control characters escaped by the view)."""
-        self.query_one("#detail-body", Static).update(to_rich(explanation_view(e, group)))
+        view = explanation_view(e, group)
+        self.query_one("#detail-body", Static).update(to_rich_columns(view))
+        self.text = to_plain_text(view)
         self.scroll_home(animate=False)
 
-    @property
-    def text(self) -> str:
-        content = self.query_one("#detail-body", Static).content
-        return str(content)
+    text: str = PLACEHOLDER  # what is shown, as plain text: what ``agents plan explain`` prints
