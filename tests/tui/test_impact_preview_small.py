@@ -54,3 +54,27 @@ async def test_the_preview_names_the_decisions_and_keeps_its_buttons_on_screen(
             x, y = region.center
             assert app.screen.get_widget_at(x, y)[0] is button
         assert modal.focused is not None and modal.focused.id == "alternatives"
+
+
+async def test_the_correction_dialog_keeps_its_buttons_on_screen_at_80_by_24(
+    demo_plan: DemoPlan,
+) -> None:
+    """At 24 rows the dialog's fields lose their borders so Cancel and Preview impact show
+    (they were cut off below the box); at a taller size the dialog keeps its borders."""
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("c")
+        await pilot.pause()
+        dialog = app.screen
+        assert isinstance(dialog, CorrectionDialog)
+        buttons = dialog.query(Button).results(Button)
+        assert [b.id for b in buttons] == ["cancel", "preview"]
+        for button in dialog.query(Button).results(Button):
+            x, y = button.region.center
+            assert button.region.bottom <= 23  # above the footer's row
+            assert dialog.get_widget_at(x, y)[0] is button
+
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause()
+        assert not dialog.query_one("#preview", Button).compact

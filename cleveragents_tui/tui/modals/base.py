@@ -6,15 +6,20 @@ from __future__ import annotations
 
 from typing import ClassVar, TypeVar
 
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Static
+from textual.widgets import Button, Input, RadioSet, Static
 
 from cleveragents_tui.tui.render import safe_text
 from cleveragents_tui.tui.widgets.keys_footer import KeysFooter
 
 ResultT = TypeVar("ResultT")
+
+# Rows under which a form (summary, mode, guidance, buttons) no longer fits with its borders
+# and padding: at 80×24 its buttons were cut off below the box.
+SHORT_TERMINAL = 32
 
 
 class Dialog(ModalScreen[ResultT]):
@@ -28,6 +33,8 @@ class Dialog(ModalScreen[ResultT]):
     Dialog Horizontal { height: auto; align-horizontal: right; margin-top: 1; }
     Dialog Button { margin-left: 2; }
     Dialog .dialog-error { color: $error; height: auto; }
+    Dialog.-short > Vertical { padding: 0 1; }
+    Dialog.-short Horizontal { margin-top: 0; }
     """
 
     def __init__(self, heading: str = "") -> None:
@@ -55,6 +62,22 @@ class Dialog(ModalScreen[ResultT]):
         """Each dialog shows its own keys in a footer of its own: the screen's footer
         underneath lists keys that do not act while the dialog is open."""
         self.mount(KeysFooter())
+        self._fit(self.app.size.height)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit(event.size.height)
+
+    def _fit(self, height: int) -> None:
+        """In a short terminal the fields, buttons and box drop their borders and padding
+        (Textual's compact style), so every button stays on screen."""
+        short = height < SHORT_TERMINAL
+        self.set_class(short, "-short")
+        for field in self.query(Input).results(Input):
+            field.compact = short
+        for choices in self.query(RadioSet).results(RadioSet):
+            choices.compact = short
+        for button in self.query(Button).results(Button):
+            button.compact = short
 
 
 class WarningDialog(Dialog[ResultT]):
