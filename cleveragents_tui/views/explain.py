@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cleveragents_tui.views.lines import decision_ref, one_line, row_ref
+from cleveragents_tui.views.plan import SUPERSEDED
 from cleveragents_tui.views.sections import Row, Section, View, filled
 
 if TYPE_CHECKING:
     from cleveragents_tui.domain.checkpoint import CheckpointGroup
-    from cleveragents_tui.domain.views import DecisionExplanation
+    from cleveragents_tui.domain.views import DecisionExplanation, TreeRow
 
 
 def explanation_view(e: DecisionExplanation, group: CheckpointGroup | None) -> View:
@@ -66,9 +67,17 @@ def _impact(e: DecisionExplanation) -> tuple[Row, ...]:
         *(Row("depends on it", ref) for ref in e.dependents),
         *(Row("child plan", ref) for ref in d.downstream_plan_ids),
         *(Row("artifact", f"{a.artifact_path} ({a.artifact_type})") for a in d.artifacts_produced),
-        *(Row("child", row_ref(c)) for c in e.children),
+        *(_child(c) for c in e.children),
     ]
     return tuple(rows) or (Row("", "(nothing depends on this decision)", "dim"),)
+
+
+def _child(row: TreeRow) -> Row:
+    """A child decision; a superseded one marked as the tree marks it (it is history, not
+    what depends on the decision now)."""
+    if row.superseded_by is None:
+        return Row("child", row_ref(row))
+    return Row("child", f"{SUPERSEDED}{row_ref(row)}  [superseded by {row.superseded_by}]", "dim")
 
 
 def _context(e: DecisionExplanation) -> Section:

@@ -131,6 +131,19 @@ def test_explain_lists_irreversible_tool_invocations_and_supersession(
     assert "strategy_choice: An async handler on the existing event loop" in superseded
 
 
+def test_explain_marks_a_superseded_child_as_history(run: Run, sample: dict[str, str]) -> None:
+    tree = json.loads(
+        run("plan", "tree", sample["plan"], "--show-superseded", "--format=json").output
+    )
+    by_id = {d["decision_id"]: d for d in tree["decisions"]}
+    old = by_id[sample["superseded"]]
+    out = run("plan", "explain", old["parent_decision_id"]).output
+    line = next(x for x in out.splitlines() if sample["superseded"] in x)
+    assert line.startswith("  child  ✗ ") and f"[superseded by {old['superseded_by']}]" in line
+    current = [x for x in out.splitlines() if x.startswith("  child  ") and "✗" not in x]
+    assert current  # the decision that replaced it is listed as a plain child
+
+
 def test_explain_json_carries_the_full_decision(run: Run, sample: dict[str, str]) -> None:
     doc = json.loads(run("plan", "explain", sample["impl"], "--format=json").output)
     assert doc["format"] == "cleveragents.decision/1"
