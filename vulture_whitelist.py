@@ -21,7 +21,6 @@ _.discover  # Textual command palette Provider hook (tui/commands.py)
 _._on_tree_node_expanded, _._on_tree_node_selected  # Textual message handlers by name
 _.get_content_width, _.get_content_height, _.render_line  # Textual layout, line API (long_text)
 container, viewport  # their parameters: Textual passes them, LongText measures by its lines
-_.exc_type, _.tb  # the __exit__ protocol's parameters
 _.format_commands  # click: Group.format_commands, the --help command list (cli/__init__.py)
 _.msg, _.exc_text, _.stack_info  # logging.LogRecord fields a filter rewrites (web/log_lines.py)
 _._open_app_process, _._stdin  # textual-serve's AppSession calls and writes these (web/sessions.py)
