@@ -23,6 +23,7 @@ from cleveragents_tui.domain.errors import NotFoundError, StoreCorruptedError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.store import mapping
+from cleveragents_tui.store.correction_queries import USER_INTERVENTION
 from cleveragents_tui.store.tables import (
     CheckpointMetadataRow,
     DecisionArtifactRow,
@@ -33,7 +34,6 @@ from cleveragents_tui.store.tables import (
     ResourceRow,
 )
 
-USER_INTERVENTION = "user_intervention"
 _LIST_DECISIONS = "see a plan's decisions with `agents plan tree PLAN`"  # as the repositories
 _LIST_PLANS = "list plans with `agents plan list`"
 _d, _dep, _art = DecisionRow, DecisionDependencyRow, DecisionArtifactRow
