@@ -228,24 +228,20 @@ def _whole(session: Session, query: Select[DecisionRow]) -> list[Decision]:
 
 
 def _hydrate(session: Session, rows: Sequence[DecisionRow], ids: set[str]) -> list[Decision]:
-    deps: dict[str, list[tuple[str, str]]] = {r.decision_id: [] for r in rows}
-    artifacts: dict[str, list[tuple[str, str]]] = {r.decision_id: [] for r in rows}
     dep, art = DecisionDependencyRow, DecisionArtifactRow
-    for upstream, ref, kind in session.execute(
-        select(dep.upstream_decision_id, dep.downstream_ref, dep.dependency_type)
-        .where(dep.upstream_decision_id.in_(id_set(session, ids)))
-        .order_by(dep.dependency_id)
-    ):
-        deps[upstream].append((ref, kind))
-    for decision_id, path, kind in session.execute(
+    dependencies = list(  # read before the next statement runs
+        session.execute(
+            select(dep.upstream_decision_id, dep.downstream_ref, dep.dependency_type)
+            .where(dep.upstream_decision_id.in_(id_set(session, ids)))
+            .order_by(dep.dependency_id)
+        )
+    )
+    artifacts = session.execute(
         select(art.decision_id, art.artifact_path, art.artifact_type)
         .where(art.decision_id.in_(id_set(session, ids)))
         .order_by(art.artifact_id)
-    ):
-        artifacts[decision_id].append((path, kind))
-    return [
-        mapping.decision_from_row(r, deps[r.decision_id], artifacts[r.decision_id]) for r in rows
-    ]
+    )
+    return mapping.decisions_from_rows(rows, dependencies, artifacts)
 
 
 def current_decision_ids(session: Session, plan_id: str, phase: str) -> set[str]:

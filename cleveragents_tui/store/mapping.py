@@ -8,7 +8,7 @@ the table, the row and the column, instead of a traceback from deep inside a par
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -159,6 +159,23 @@ def decision_to_rows(
         [DecisionDependencyRow(**d) for d in deps],
         [DecisionArtifactRow(**a) for a in artifacts],
     )
+
+
+def decisions_from_rows(
+    rows: Sequence[DecisionRow],
+    dependencies: Iterable[tuple[str, str, str]],
+    artifacts: Iterable[tuple[str, str, str]],
+) -> list[Decision]:
+    """``rows`` as decisions, in their order, given the (upstream decision, downstream_ref,
+    dependency_type) and (decision, artifact_path, artifact_type) rows read for them, each
+    in insertion order."""
+    deps: dict[str, list[tuple[str, str]]] = {r.decision_id: [] for r in rows}
+    produced: dict[str, list[tuple[str, str]]] = {r.decision_id: [] for r in rows}
+    for upstream, ref, kind in dependencies:
+        deps[upstream].append((ref, kind))
+    for decision_id, path, kind in artifacts:
+        produced[decision_id].append((path, kind))
+    return [decision_from_row(r, deps[r.decision_id], produced[r.decision_id]) for r in rows]
 
 
 def decision_from_row(

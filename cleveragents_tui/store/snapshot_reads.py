@@ -92,16 +92,8 @@ def _hydrated(session: Session, rows: list[Any]) -> list[Decision]:
     if not rows:
         return []
     ids = [row.decision_id for row in rows]
-    edges: dict[str, list[tuple[str, str]]] = {i: [] for i in ids}
-    artifacts: dict[str, list[tuple[str, str]]] = {i: [] for i in ids}
-    for upstream, ref, kind in _run(session, _EDGES, ids=ids):
-        edges[upstream].append((ref, kind))
-    for decision_id, path, kind in _run(session, _ARTIFACTS, ids=ids):
-        artifacts[decision_id].append((path, kind))
-    return [
-        mapping.decision_from_row(row, edges[row.decision_id], artifacts[row.decision_id])
-        for row in rows
-    ]
+    edges = list(_run(session, _EDGES, ids=ids))  # read before the next statement runs
+    return mapping.decisions_from_rows(rows, edges, _run(session, _ARTIFACTS, ids=ids))
 
 
 def plan_with_action(session: Session, plan_id: str) -> tuple[Plan, dict[str, object] | None, str]:
