@@ -147,12 +147,10 @@ def _plan_trees(connection: Connection, roots: Iterable[str]) -> set[str]:
     return found
 
 
-def _plan_rows(
-    connection: Connection, plans: Iterable[str]
-) -> tuple[list[tuple[str, str | None, str, str | None]], list[tuple[str, str, str]]]:
+def _plan_rows(connection: Connection, plans: Iterable[str]) -> tuple[list[NodeRow], list[EdgeRow]]:
     """The decisions of these plans, and the dependency rows leaving them."""
-    nodes: list[tuple[str, str | None, str, str | None]] = []
-    dependencies: list[tuple[str, str, str]] = []
+    nodes: list[NodeRow] = []
+    dependencies: list[EdgeRow] = []
     ids = sorted(plans)
     d = DecisionRow
     dep = DecisionDependencyRow
