@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError
+from cleveragents_tui.sandbox.git.records import Record
 from cleveragents_tui.sandbox.objectstore import objects, packs
 from cleveragents_tui.sandbox.objectstore.files import fs_now
 from cleveragents_tui.sandbox.objectstore.names import check_entry_path, check_link_target
@@ -34,7 +35,7 @@ from cleveragents_tui.sandbox.objectstore.trees import (
     encode_tree,
     is_clean,
 )
-from cleveragents_tui.sandbox.safety import UnsafeInputError
+from cleveragents_tui.sandbox.safety import UnsafeInputError, safe_relative_path
 
 
 @pytest.fixture
@@ -364,6 +365,33 @@ def test_canonical_paths_are_accepted(raw: str) -> None:
 def test_other_paths_are_refused(raw: str) -> None:
     with pytest.raises(UnsafeInputError):
         check_entry_path(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="a/.~\\\x00\n\udc80git", max_size=12))
+def test_entry_paths_are_the_canonical_safe_relative_paths(raw: str) -> None:
+    """Whatever an agent or archive sends: accepted exactly when it is a safe relative path
+    written canonically (the fast check of plain names agrees with the full one)."""
+    try:
+        expected = str(safe_relative_path(raw)) == raw and "." not in raw.split("/")
+    except UnsafeInputError:
+        expected = False
+    try:
+        accepted = check_entry_path(raw) == raw
+    except UnsafeInputError:
+        accepted = False
+    assert accepted == expected
+
+
+@pytest.mark.parametrize("path", [5, None, ["a"], {"a": 1}, 0])
+def test_a_record_naming_a_path_that_is_no_text_is_refused(path: object) -> None:
+    """A damaged record is refused with one line, not a traceback."""
+    damaged = json.dumps(
+        {"v": 1, "stamp": 0, "file": 0o644, "exec": 0o755, "dirs": [[path, 0o755]],
+         "modes": [], "ignored": []}
+    ).encode()  # fmt: skip
+    with pytest.raises(UnsafeInputError):
+        Record.decode(damaged)
 
 
 @pytest.mark.parametrize(
