@@ -215,13 +215,14 @@ class GitPipe:
         for answers of many NUL-terminated names, which may hold line breaks."""
 
         def read(stdout: IO[bytes]) -> bytes | None:
-            got = b""
+            got = bytearray()  # grown in place: bytes += would copy it all for every chunk
             while not got.endswith(end):
                 chunk = stdout.read1(65536)  # type: ignore[attr-defined]
                 if not chunk:
                     return None
                 got += chunk
-            return got[: -len(end)]
+            del got[-len(end) :]
+            return bytes(got)
 
         return self._exchange(request + end, read, fix)
 
