@@ -5,6 +5,8 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from cleveragents_tui.domain.checkpoint import CheckpointGroup
+from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.tables import CheckpointGroupRow
 
@@ -15,3 +17,14 @@ def add_groups(store: Store, *groups: CheckpointGroup) -> None:
     with Session(store.engine) as session:
         session.add_all(CheckpointGroupRow(**group.model_dump(mode="python")) for group in groups)
         session.commit()
+
+
+def add_plan(store: Store, plan: Plan, decisions: list[Decision]) -> tuple[Plan, list[Decision]]:
+    """Insert ``plan`` and its ``decisions`` (parents before children) in one transaction;
+    returns them, as the tests' plan builders do."""
+    with store.unit_of_work(write=True) as uow:
+        uow.plans.add(plan)
+        uow.flush()
+        uow.decisions.add_many(decisions)
+        uow.commit()
+    return plan, decisions

@@ -20,6 +20,7 @@ from cleveragents_tui.tui.screens.plan_data import FIRST_ROWS
 from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
 from cleveragents_tui.views.impact import NAMED_AT_MOST
+from tests.support.store_rows import add_plan
 from tests.tui.conftest import SIZE, settle
 
 pytestmark = pytest.mark.anyio
@@ -50,12 +51,7 @@ def _plan(store: Store) -> tuple[Plan, list[Decision]]:
         )
         for n in range(1, COUNT)
     ]
-    with store.unit_of_work(write=True) as uow:
-        uow.plans.add(plan)
-        uow.flush()
-        uow.decisions.add_many(decisions)
-        uow.commit()
-    return plan, decisions
+    return add_plan(store, plan, decisions)
 
 
 def _drawn(app: App[None]) -> str:

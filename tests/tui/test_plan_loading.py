@@ -19,6 +19,7 @@ from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
 from cleveragents_tui.tui.widgets.status_bar import PlanStatus
 from tests.support.statements import sent_statements
+from tests.support.store_rows import add_plan
 from tests.tui.conftest import SIZE, settle
 
 pytestmark = pytest.mark.anyio
@@ -44,12 +45,7 @@ def _plan(store: Store, count: int) -> tuple[Plan, list[Decision]]:
                 chosen_option=f"option {n}",
             )
         )
-    with store.unit_of_work(write=True) as uow:
-        uow.plans.add(plan)
-        uow.flush()
-        uow.decisions.add_many(decisions)
-        uow.commit()
-    return plan, decisions
+    return add_plan(store, plan, decisions)
 
 
 async def test_a_large_plan_paints_its_first_decisions_then_the_rest(
