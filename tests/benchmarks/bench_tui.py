@@ -35,8 +35,8 @@ from textual.widgets import Static, Tree
 from textual.worker import WorkerCancelled
 
 from cleveragents_tui.domain.decision import Decision
-from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, Phase, PlanState
-from cleveragents_tui.engine.correct.model import Impact, Tier
+from cleveragents_tui.domain.enums import DecisionType, Phase, PlanState
+from cleveragents_tui.engine.correct.model import Impact
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp
 from cleveragents_tui.tui.modals.impact import ImpactModal
@@ -45,6 +45,7 @@ from cleveragents_tui.tui.widgets.decision_detail import PLACEHOLDER, DecisionDe
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
 from tests.benchmarks.bench_plan_tree import build_plan
 from tests.benchmarks.harness import Measurement
+from tests.support.impacts import revert_impact
 
 SIZE = (120, 40)
 
@@ -267,24 +268,7 @@ def _ids(tree: DecisionTree) -> list[str]:
 
 def _bench_impact(plan_id: str, affected: list[str]) -> Impact:
     """A revert's preview as the engine returns it, affecting ``affected``."""
-    return Impact(
-        plan_id=plan_id,
-        plan_version=1,
-        attempt=1,
-        decision_id=affected[0],
-        decision_phase=Phase.EXECUTE,
-        step_key="step",
-        mode=CorrectionMode.REVERT,
-        guidance="bench",
-        tier=Tier.FULL,
-        affected_decisions=tuple(affected),
-        children=(),
-        rollbackable=(),
-        non_rollbackable=(),
-        unaffected=(),
-        irreversible=(),
-        phase_change=None,
-    )
+    return revert_impact(plan_id, affected, phase=Phase.EXECUTE, step_key="step", guidance="bench")
 
 
 async def _modal_shown(app: AgentsApp, impact: Impact, tree: DecisionTree) -> Timed:

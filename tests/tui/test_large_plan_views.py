@@ -10,9 +10,9 @@ from textual.app import App
 from textual.containers import VerticalScroll
 
 from cleveragents_tui.domain.decision import Decision
-from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, Phase
+from cleveragents_tui.domain.enums import DecisionType, Phase
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine.correct.model import Impact, Tier
+from cleveragents_tui.engine.correct.model import Impact
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp
 from cleveragents_tui.tui.modals.impact import ImpactModal
@@ -20,6 +20,7 @@ from cleveragents_tui.tui.screens.plan_data import FIRST_ROWS
 from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
 from cleveragents_tui.views.impact import NAMED_AT_MOST
+from tests.support.impacts import revert_impact
 from tests.support.store_rows import add_plan
 from tests.tui.conftest import SIZE, settle
 
@@ -61,23 +62,12 @@ def _drawn(app: App[None]) -> str:
 
 def _impact(plan: Plan, decisions: list[Decision]) -> Impact:
     """A revert of the root: every decision superseded and re-made."""
-    return Impact(
-        plan_id=plan.plan_id,
-        plan_version=1,
-        attempt=1,
-        decision_id=decisions[0].decision_id,
-        decision_phase=Phase.STRATEGIZE,
+    return revert_impact(
+        plan.plan_id,
+        [d.decision_id for d in decisions],
+        phase=Phase.STRATEGIZE,
         step_key="root",
-        mode=CorrectionMode.REVERT,
         guidance="again",
-        tier=Tier.FULL,
-        affected_decisions=tuple(d.decision_id for d in decisions),
-        children=(),
-        rollbackable=(),
-        non_rollbackable=(),
-        unaffected=(),
-        irreversible=(),
-        phase_change=None,
     )
 
 
