@@ -33,7 +33,7 @@ class StrategyDialog(FormDialog[str]):
             yield Label("Take instead")
             with RadioSet(id="alternatives"):
                 for number, text in enumerate(self.alternatives):
-                    yield RadioButton(text, value=number == 0, id=f"alt-{number}")
+                    yield RadioButton(safe_text(text), value=number == 0, id=f"alt-{number}")
         yield Label("…or describe another strategy (this wins when not empty)")
         yield Input(placeholder="e.g. a greeter class with one method per language", id="own")
 
