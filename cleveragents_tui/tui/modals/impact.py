@@ -13,6 +13,7 @@ from textual.widgets import Button, Label, RadioButton, RadioSet, Static
 from cleveragents_tui.engine import Impact
 from cleveragents_tui.engine.correct.guidance import with_choice
 from cleveragents_tui.tui.modals.base import Dialog
+from cleveragents_tui.tui.render import safe_text
 from cleveragents_tui.tui.widgets.long_text import LongText
 from cleveragents_tui.views.impact import RowOf, impact_view
 from cleveragents_tui.views.rich_text import to_rich
@@ -57,12 +58,14 @@ class ImpactModal(Dialog[bool]):
         if found is None:
             return
         yield Label(
-            f"Alternatives of step {found.key} — the replay takes the one pressed "
-            "(select it, or press its number)"
+            safe_text(
+                f"Alternatives of step {found.key} — the replay takes the one pressed "
+                "(select it, or press its number)"
+            )
         )
         with RadioSet(id="alternatives"):
             for number, option in enumerate(found.options, 1):
-                yield RadioButton(f"{number}. {option}", value=number == found.selected)
+                yield RadioButton(safe_text(f"{number}. {option}"), value=number == found.selected)
         notice = self._notice("Pick the one to take.") if found.selected is None else ""
         yield Static(notice, id="impact-pick", classes="dialog-error", markup=False)
 
