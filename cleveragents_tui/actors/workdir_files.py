@@ -61,8 +61,12 @@ class WorkdirFiles:
         return resolve_inside(self._root, check_path(path))
 
     def kind(self, path: str) -> Kind:
+        return self._kind_at(self._target(path), path)
+
+    def _kind_at(self, target: Path, path: str) -> Kind:
+        """What is at ``target``, ``path`` already resolved (resolving is a walk up the tree)."""
         try:
-            st = os.lstat(self._target(path))
+            st = os.lstat(target)
         except FileNotFoundError:
             return Kind.MISSING
         except OSError as exc:
@@ -144,7 +148,7 @@ class WorkdirFiles:
 
     def delete(self, path: str) -> None:
         target = self._target(path)
-        kind = self.kind(path)
+        kind = self._kind_at(target, path)
         check_deletable(path, kind)
         self._announce([check_path(path)])
         try:
@@ -155,7 +159,7 @@ class WorkdirFiles:
 
     def remove(self, path: str) -> Kind:
         target = self._target(path)
-        kind = check_exists(path, self.kind(path))
+        kind = check_exists(path, self._kind_at(target, path))
         if kind is not Kind.DIRECTORY:
             self.delete(path)
             return kind
@@ -172,10 +176,10 @@ class WorkdirFiles:
     def move(self, source: str, destination: str) -> Kind:
         source, destination = check_move(source, destination)
         old, new = self._target(source), self._target(destination)
-        kind = check_exists(source, self.kind(source))
+        kind = check_exists(source, self._kind_at(old, source))
         if kind is Kind.OTHER:
             raise FileRefused(f"{source} is a special file; only files, symlinks and folders move")
-        if self.kind(destination) is not Kind.MISSING:
+        if self._kind_at(new, destination) is not Kind.MISSING:
             raise FileRefused(f"{destination} already exists (delete it first, or move elsewhere)")
         if kind is Kind.DIRECTORY:
             self._refuse_nested_git(old, source)
@@ -194,7 +198,7 @@ class WorkdirFiles:
         path = check_path(path)
         check_mode(path, mode, Kind.DIRECTORY)
         target = self._target(path)
-        kind = self.kind(path)
+        kind = self._kind_at(target, path)
         if folder_exists(path, kind):
             return False
         self._announce([path])
@@ -209,7 +213,7 @@ class WorkdirFiles:
         path = check_path(path)
         check_target(path, target)
         link = self._target(path)
-        if self.kind(path) is not Kind.MISSING:
+        if self._kind_at(link, path) is not Kind.MISSING:
             raise FileRefused(f"{path} already exists (delete it first)")
         self._announce([path])
         self._make_parents(link, path)
@@ -219,7 +223,6 @@ class WorkdirFiles:
 
     def chmod(self, path: str, mode: int) -> Kind:
         path = check_path(path)
-        self._target(path)
         kind = check_exists(path, self.kind(path))
         check_mode(path, mode, kind)
         self._announce([path])
