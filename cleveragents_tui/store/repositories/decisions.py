@@ -116,26 +116,26 @@ class DecisionRepository(Repository):
 
     def _hydrate(self, rows: Sequence[DecisionRow]) -> list[Decision]:
         ids = [r.decision_id for r in rows]
-        deps: dict[str, list[tuple[str, str]]] = defaultdict(list)
-        artifacts: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        dep, art = DecisionDependencyRow, DecisionArtifactRow
+        deps: list[tuple[str, str, str]] = []
+        artifacts: list[tuple[str, str, str]] = []
         for start in range(0, len(ids), CHUNK):
             chunk = ids[start : start + CHUNK]
-            for d in self._session.execute(
-                select(DecisionDependencyRow)
-                .where(DecisionDependencyRow.upstream_decision_id.in_(chunk))
-                .order_by(DecisionDependencyRow.dependency_id)
-            ).scalars():
-                deps[d.upstream_decision_id].append((d.downstream_ref, d.dependency_type))
-            for a in self._session.execute(
-                select(DecisionArtifactRow)
-                .where(DecisionArtifactRow.decision_id.in_(chunk))
-                .order_by(DecisionArtifactRow.artifact_id)
-            ).scalars():
-                artifacts[a.decision_id].append((a.artifact_path, a.artifact_type))
-        return [
-            mapping.decision_from_row(r, deps[r.decision_id], artifacts[r.decision_id])
-            for r in rows
-        ]
+            deps.extend(
+                self._session.execute(
+                    select(dep.upstream_decision_id, dep.downstream_ref, dep.dependency_type)
+                    .where(dep.upstream_decision_id.in_(chunk))
+                    .order_by(dep.dependency_id)
+                )
+            )
+            artifacts.extend(
+                self._session.execute(
+                    select(art.decision_id, art.artifact_path, art.artifact_type)
+                    .where(art.decision_id.in_(chunk))
+                    .order_by(art.artifact_id)
+                )
+            )
+        return mapping.decisions_from_rows(rows, deps, artifacts)
 
     def tree_rows(
         self,
