@@ -19,12 +19,13 @@ class LongText(Static):
     def __init__(self, text: Text, *, id: str | None = None) -> None:
         super().__init__(text, id=id, markup=False)
         self._lines = text.split("\n", allow_blank=True)
+        self._widest = max((line.cell_len for line in self._lines), default=0)
         self._width = -1  # the width the rows below are laid out for
         self._rows: list[tuple[int, int]] = []  # each row shown: (line, row of that line)
         self._drawn: dict[int, list[Strip]] = {}  # line → its rows, at ``_width``
 
     def get_content_width(self, container: Size, viewport: Size) -> int:
-        return max((line.cell_len for line in self._lines), default=0)
+        return self._widest
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         self._lay_out(width)
