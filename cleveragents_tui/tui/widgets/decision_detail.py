@@ -12,7 +12,7 @@ from cleveragents_tui.domain.checkpoint import CheckpointGroup
 from cleveragents_tui.domain.views import DecisionExplanation
 from cleveragents_tui.views.explain import explanation_view
 from cleveragents_tui.views.rich_text import to_rich_columns
-from cleveragents_tui.views.sections import to_plain_text
+from cleveragents_tui.views.sections import View, to_plain_text
 
 PLACEHOLDER = "Select a decision."  # shown until a decision's details are
 
@@ -29,7 +29,13 @@ class DecisionDetail(VerticalScroll):
         """Show one decision's explanation (its control characters escaped by the view)."""
         view = explanation_view(e, group)
         self.query_one("#detail-body", Static).update(to_rich_columns(view))
-        self.text = to_plain_text(view)
+        self._view = view
         self.scroll_home(animate=False)
 
-    text: str = PLACEHOLDER  # what is shown, as plain text: what ``agents plan explain`` prints
+    _view: View | None = None  # the explanation shown; None: the placeholder
+
+    @property
+    def text(self) -> str:
+        """What is shown, as plain text: what ``agents plan explain`` prints (worked out
+        when asked, not at each decision shown)."""
+        return PLACEHOLDER if self._view is None else to_plain_text(self._view)
