@@ -15,7 +15,7 @@ from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.views.lines import one_line
 from cleveragents_tui.views.plan import line_rich, tree_line
 
-TREE_OPTION = 30  # characters of a chosen option in the tree: its numbers stay in view
+TREE_OPTION = 30  # least characters of a chosen option in the tree: its numbers stay in view
 
 STATE_STYLE = {
     "running": "bold green",
@@ -73,11 +73,12 @@ def state_text(state: str) -> Text:
 AFFECTED_STYLE = Style.parse("reverse yellow")  # a tree row a correction would affect
 
 
-def tree_label(row: TreeRow, checkpoint: bool) -> Text:
+def tree_label(row: TreeRow, checkpoint: bool, option_limit: int = TREE_OPTION) -> Text:
     """The phase's coloured letter, then the line ``agents plan tree`` prints for the
-    decision (cleveragents_tui/views/plan.py), its chosen option cut shorter for the
-    tree's column (the tree adds :data:`AFFECTED_STYLE` when it draws an affected row)."""
+    decision (cleveragents_tui/views/plan.py), its chosen option cut to ``option_limit``
+    characters (the tree widens it to the room it has when it draws the row, and adds
+    :data:`AFFECTED_STYLE` to an affected one)."""
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(f"{row.phase[:1].upper()} ", style=PHASE_STYLE.get(row.phase, "dim"))
-    t.append_text(line_rich(tree_line(row, checkpoint, option_limit=TREE_OPTION)))
+    t.append_text(line_rich(tree_line(row, checkpoint, option_limit=option_limit)))
     return t

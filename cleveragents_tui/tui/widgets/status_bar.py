@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from rich.cells import cell_len
+from rich.text import Text
+from textual import events
 from textual.widgets import Static
 
 from cleveragents_tui.domain.approval import Approval, ApprovalKind
@@ -20,6 +22,28 @@ def _event_line(event: EventView) -> str:
     return f"{event.created_at:%H:%M:%S} {event.kind}{who}" + (f" ({detail})" if detail else "")
 
 
+def _folded(heading: Text, width: int) -> Text:
+    """``heading`` broken after a `` · `` wherever its next part would not fit in ``width``
+    cells: a part (``profile auto``) moves whole to the next row, rather than Rich folding
+    it at its space; a part wider than the bar alone is still folded by Rich."""
+    if width <= 0 or heading.cell_len <= width:
+        return heading
+    out = Text()
+    column = 0
+    for part in heading.split(_SEPARATOR, include_separator=True, allow_blank=False):
+        words = part.cell_len - (len(_SEPARATOR) if part.plain.endswith(_SEPARATOR) else 0)
+        if column and column + words > width:
+            out.rstrip()
+            out.append("\n")
+            column = 0
+        out.append_text(part)
+        column += part.cell_len
+    return out
+
+
+_SEPARATOR = " · "
+
+
 class PlanStatus(Static):
     DEFAULT_CSS = """
     PlanStatus { height: auto; max-height: 6; padding: 0 1; background: $boost; }
@@ -29,9 +53,11 @@ class PlanStatus(Static):
         super().__init__("", id=id, markup=False)
 
     def show(self, plan: Plan, pending: list[Approval], events: list[EventView]) -> None:
+        self._shown = (plan, pending, events)
         t = line_rich(plan_heading(plan), one_row=False)  # the whole heading, folded
         if pending:
-            t.append(f" · {len(pending)} approval(s) pending", style="bold yellow")
+            t.append(f"{_SEPARATOR}{len(pending)} approval(s) pending", style="bold yellow")
+        t = _folded(t, self.content_size.width)
         for approval in pending:
             if approval.kind is ApprovalKind.RECONCILE:
                 t.append("\n⚠ ", style="bold red")
@@ -51,5 +77,11 @@ class PlanStatus(Static):
         self.plain_text = t.plain
         self._lines = tuple(t.plain.split("\n"))
 
+    def on_resize(self, _event: events.Resize) -> None:
+        """The heading folded again for the new width."""
+        if self._shown is not None:
+            self.show(*self._shown)
+
     plain_text: str = ""
     _lines: tuple[str, ...] = ()
+    _shown: tuple[Plan, list[Approval], list[EventView]] | None = None
