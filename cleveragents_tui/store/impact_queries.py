@@ -4,7 +4,7 @@ reads that load a plan's influence DAG, and the one recursive CTE of the cold pa
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from sqlalchemy import (
@@ -40,10 +40,12 @@ _CHUNK = 500
 NodeRow = tuple[str, str | None, str, str | None]  # decision, parent, plan, superseded_by
 EdgeRow = tuple[str, str, str]  # upstream decision, downstream ref, dependency type
 # One plan's decisions as a read saw them: (how many, how many superseded, the highest
-# sequence number or -1, the dependency rows leaving them). Decisions are append-only and
+# sequence number or -1, the dependency rows leaving them, and the same three counts of the
+# other plans read with it — its child plans — summed). Decisions are append-only and
 # superseded once, so a later read of the rows recorded after that number, with counts
-# that add up, saw appends only (no supersede, no child plan spawned by an older one).
-RowMark = tuple[int, int, int, int]
+# that add up, saw appends only (no supersede, no child plan spawned by an older one, no
+# decision recorded in a child plan).
+RowMark = tuple[int, int, int, int, int]
 
 
 def influence_rows(
@@ -61,7 +63,6 @@ def influence_rows(
     dependencies: list[EdgeRow] = []
     with store.unit_of_work() as uow:
         connection = uow._session.connection()
-        mark = _mark(connection, plan_id)
         pending = {plan_id}
         while pending:
             found = _plan_trees(connection, pending) - plans
@@ -76,19 +77,23 @@ def influence_rows(
             known = {row[0] for row in nodes}
             missing = {down for _, down, kind in new_dependencies if kind == DECISION} - known
             pending = _plans_of(connection, missing) - plans
+        mark = _mark(connection, plan_id, plans - {plan_id})
     return plans, nodes, dependencies, mark
 
 
 def appended_rows(
-    store: Store, plan_id: str, mark: RowMark
+    store: Store, plan_id: str, mark: RowMark, others: Collection[str]
 ) -> tuple[RowMark, list[NodeRow], list[EdgeRow]] | None:
-    """The decisions of ``plan_id`` recorded since a read that saw ``mark``, with the
-    dependency rows leaving or entering them, and the plan's mark now; None when anything
-    else changed (a decision superseded, a child plan spawned): then read it all again."""
+    """The decisions of ``plan_id`` recorded since a read of it and of the plans ``others``
+    that saw ``mark``, with the dependency rows leaving or entering them, and the mark now;
+    None when anything else changed (a decision superseded, a child plan spawned, any row
+    of ``others`` added or changed): then read it all again."""
     d, dep = DecisionRow, DecisionDependencyRow
     with store.unit_of_work() as uow:
         connection = uow._session.connection()
-        now = _mark(connection, plan_id)
+        now = _mark(connection, plan_id, others)
+        if now[4] != mark[4]:
+            return None
         rows = connection.execute(
             select(d.decision_id, d.parent_decision_id, d.plan_id, d.superseded_by)
             .where(d.plan_id == plan_id, d.sequence_number > mark[2])
@@ -113,20 +118,35 @@ def appended_rows(
     return now, nodes, list(edges)
 
 
-def _mark(connection: Connection, plan_id: str) -> RowMark:
+def _mark(connection: Connection, plan_id: str, others: Collection[str]) -> RowMark:
     d = DecisionRow
     count, superseded, through = connection.execute(
         select(func.count(), func.count(d.superseded_by), func.max(d.sequence_number)).where(
             d.plan_id == plan_id
         )
     ).one()
-    edges = connection.scalar(
-        select(func.count())
-        .select_from(DecisionDependencyRow)
-        .join(d, d.decision_id == DecisionDependencyRow.upstream_decision_id)
-        .where(d.plan_id == plan_id)
+    edges = _edges_leaving(connection, [plan_id])
+    rest = 0  # each count only grows, so an unchanged sum means none changed
+    if others:
+        other_count, other_superseded = connection.execute(
+            select(func.count(), func.count(d.superseded_by)).where(d.plan_id.in_(others))
+        ).one()
+        rest = int(other_count) + int(other_superseded) + _edges_leaving(connection, others)
+    through = -1 if through is None else int(through)
+    return int(count), int(superseded), through, edges, rest
+
+
+def _edges_leaving(connection: Connection, plans: Collection[str]) -> int:
+    d = DecisionRow
+    return int(
+        connection.scalar(
+            select(func.count())
+            .select_from(DecisionDependencyRow)
+            .join(d, d.decision_id == DecisionDependencyRow.upstream_decision_id)
+            .where(d.plan_id.in_(plans))
+        )
+        or 0
     )
-    return int(count), int(superseded), -1 if through is None else int(through), int(edges or 0)
 
 
 def _plan_trees(connection: Connection, roots: Iterable[str]) -> set[str]:

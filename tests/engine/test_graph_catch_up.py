@@ -77,3 +77,23 @@ def test_catching_up_a_graph_not_open_opens_it(store: Store) -> None:
     plan.add("0")
     graph = OPEN_GRAPHS.catch_up(store, plan.plan.plan_id)
     assert OPEN_GRAPHS.holding(plan.plan.plan_id) is graph and plan.ids["0"] in graph
+
+
+def test_decisions_another_process_records_in_a_child_plan_are_caught_up(store: Store) -> None:
+    """The app shows the parent; a child plan it spawned runs on in another process. The
+    graph opened before holds the child plan too (the app's previews of the child's
+    decisions are answered from it), so it must gain the child's new decisions."""
+    plan = PlanBuilder.create(store)
+    plan.add("0")
+    plan.add("1", "0")
+    child = PlanBuilder.create(store, parent=plan, by="1")
+    child.add("c0")
+    OPEN_GRAPHS.open(store, plan.plan.plan_id)
+    child.add("c1", "c0")
+    child.add("c2", "c1")
+    plan.add("2", "1")  # the parent's own appends too
+
+    caught = OPEN_GRAPHS.catch_up(store, plan.plan.plan_id)
+
+    assert snapshot(caught) == snapshot(InfluenceGraph.load(store, plan.plan.plan_id))
+    assert child.keys(caught.affected(child.ids["c1"]).decisions) == {"c1", "c2"}

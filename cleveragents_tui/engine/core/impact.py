@@ -98,7 +98,7 @@ class InfluenceGraph:
         self._plans: set[str] = set()
         self._superseded: set[str] = set()
         self._child_plans: dict[str, set[str]] = {}
-        self.mark: RowMark = (0, 0, -1, 0)  # of the plan's own decisions, as last read
+        self.mark: RowMark = (0, 0, -1, 0, 0)  # of the plans held, as last read
 
     # -- loading -----------------------------------------------------------------------------
 

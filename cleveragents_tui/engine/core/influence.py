@@ -43,7 +43,8 @@ class OpenGraphs:
             with self._lock:
                 graph = self._graphs.get(plan_id)
             if graph is not None:
-                appended = appended_rows(store, plan_id, graph.mark)
+                others = graph.plan_ids - {plan_id}
+                appended = appended_rows(store, plan_id, graph.mark, others)
                 if appended is not None:
                     with self._lock:
                         if graph.add_appended(*appended):
