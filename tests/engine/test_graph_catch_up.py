@@ -97,3 +97,18 @@ def test_decisions_another_process_records_in_a_child_plan_are_caught_up(store: 
 
     assert snapshot(caught) == snapshot(InfluenceGraph.load(store, plan.plan.plan_id))
     assert child.keys(caught.affected(child.ids["c1"]).decisions) == {"c1", "c2"}
+
+
+def test_a_plans_own_graph_answers_for_it_before_a_parents(store: Store) -> None:
+    """The app showed the parent (its graph stays open under the child's screen), then the
+    child: the child's graph, the one caught up while it is shown, answers its previews."""
+    plan = PlanBuilder.create(store)
+    plan.add("0")
+    child = PlanBuilder.create(store, parent=plan, by="0")
+    child.add("c0")
+    OPEN_GRAPHS.open(store, plan.plan.plan_id)
+    own = OPEN_GRAPHS.open(store, child.plan.plan_id)
+    child.add("c1", "c0")
+    OPEN_GRAPHS.catch_up(store, child.plan.plan_id)
+    assert OPEN_GRAPHS.holding(child.plan.plan_id) is own
+    assert child.ids["c1"] in own.affected(child.ids["c0"]).decisions

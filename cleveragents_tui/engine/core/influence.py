@@ -56,8 +56,12 @@ class OpenGraphs:
             self._graphs.pop(plan_id, None)
 
     def holding(self, plan_id: str) -> InfluenceGraph | None:
-        """An open graph that holds ``plan_id`` (its own, or a parent's that includes it)."""
+        """An open graph that holds ``plan_id``: its own when open (the one the app keeps
+        caught up while it shows the plan), else a parent's that includes it."""
         with self._lock:
+            own = self._graphs.get(plan_id)
+            if own is not None:
+                return own
             return next((g for g in self._graphs.values() if plan_id in g.plan_ids), None)
 
     def recorded(self, decision: Decision, depends_on: Iterable[str] = ()) -> None:
