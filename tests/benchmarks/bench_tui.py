@@ -39,7 +39,7 @@ from cleveragents_tui.domain.enums import DecisionType, Phase, PlanState
 from cleveragents_tui.engine.correct.model import Impact
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp
-from cleveragents_tui.tui.modals.impact import ImpactModal
+from cleveragents_tui.tui.modals.impact import ImpactModal, impact_text
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
 from cleveragents_tui.tui.widgets.decision_detail import PLACEHOLDER, DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
@@ -273,7 +273,9 @@ def _bench_impact(plan_id: str, affected: list[str]) -> Impact:
 
 async def _modal_shown(app: AgentsApp, impact: Impact, tree: DecisionTree) -> Timed:
     """Seconds from the preview's result to the impact modal's first frame, as the plan
-    screen does it: highlight the affected decisions, push the modal naming them."""
+    screen does it: highlight the affected decisions, push the modal with its text (the
+    affected decisions named and sorted in the preview's worker, as the screen does)."""
+    text = await asyncio.to_thread(impact_text, impact, tree.index.rows.get)
     framed = asyncio.Event()
     display = app._display
 
@@ -286,7 +288,7 @@ async def _modal_shown(app: AgentsApp, impact: Impact, tree: DecisionTree) -> Ti
     try:
         wall, cpu = time.perf_counter(), time.thread_time()
         tree.highlight(impact.affected_decisions)
-        app.push_screen(ImpactModal(impact, tree.row))
+        app.push_screen(ImpactModal(impact, text=text))
         await framed.wait()
         shown = _since(wall, cpu)
     finally:

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Callable
 from typing import ClassVar
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -36,7 +37,7 @@ from cleveragents_tui.tui.messages import (
 )
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
 from cleveragents_tui.tui.modals.correction import CorrectionDialog
-from cleveragents_tui.tui.modals.impact import ImpactModal
+from cleveragents_tui.tui.modals.impact import ImpactModal, impact_text
 from cleveragents_tui.tui.modals.outside import OutsideChangesModal
 from cleveragents_tui.tui.modals.reason import ReasonModal
 from cleveragents_tui.tui.modals.replay import ReplayModal
@@ -391,8 +392,14 @@ class PlanScreen(PlanExport, PlanControls):
         tree = self.query_one(DecisionTree)
         working = self.query_one(Working)
         working.start("computing the impact preview: what the correction would roll back…")
+        row_of = tree.index.rows.get  # the rows shown now: the index is replaced, not changed
+
+        def preview_and_text() -> tuple[Impact, Text]:
+            impact = make_preview()
+            return impact, impact_text(impact, row_of)
+
         try:
-            impact = await asyncio.to_thread(make_preview)
+            impact, text = await asyncio.to_thread(preview_and_text)
         except UserError as exc:
             self.notify(str(exc), title="Correction refused", severity="error", timeout=10)
             return
@@ -403,7 +410,7 @@ class PlanScreen(PlanExport, PlanControls):
             working.stop()
         tree.highlight(impact.affected_decisions)
         try:
-            preview_modal = ImpactModal(impact, tree.row)
+            preview_modal = ImpactModal(impact, text=text)
             go = await self.app.push_screen_wait(preview_modal)
             impact = preview_modal.impact  # with the alternative picked there, if any
             for number, warning in enumerate(impact.warnings, 1):
