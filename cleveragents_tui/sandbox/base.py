@@ -49,6 +49,26 @@ class ApplyResult:
     changes: tuple[Change, ...]
 
 
+class OfResource:
+    """A sandbox's ``resource``: the one it was made for."""
+
+    _resource: Resource
+
+    @property
+    def resource(self) -> Resource:
+        return self._resource
+
+
+class OfPlan(OfResource):
+    """A sandbox's ``resource`` and ``plan_id``: the plan it was made for."""
+
+    _plan_id: str
+
+    @property
+    def plan_id(self) -> str:
+        return self._plan_id
+
+
 @runtime_checkable
 class Sandbox(Protocol):
     """One resource's isolated copy for one plan."""

@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError
+from cleveragents_tui.sandbox.base import CheckpointMissingError, OfPlan, SandboxError
 
 DISCARDED_FIX = "re-run Execute"
 APPLIED_FIX = "correct the plan with --mode=append (compensating changes)"
@@ -38,25 +38,15 @@ class OwnedState(Protocol):
 OwnedT = TypeVar("OwnedT", bound=OwnedState)
 
 
-class DatabaseSandboxIdentity:
+class DatabaseSandboxIdentity(OfPlan):
     """The resource, plan and folder of a database sandbox; no ``workdir``: tools reach the
     database through SQL."""
 
-    _resource: Resource
-    _plan_id: str
     _root: Path
-
-    @property
-    def resource(self) -> Resource:
-        return self._resource
 
     @property
     def workdir(self) -> Path | None:
         return None
-
-    @property
-    def plan_id(self) -> str:
-        return self._plan_id
 
     @property
     def root(self) -> Path:

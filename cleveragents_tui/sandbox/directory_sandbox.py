@@ -13,13 +13,13 @@ from typing import ClassVar, Generic, TypeVar
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.sandbox.base import SandboxError
+from cleveragents_tui.sandbox.base import OfResource, SandboxError
 from cleveragents_tui.sandbox.home import Identity, resource_directory
 from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
 from cleveragents_tui.sandbox.objectstore.tree_writer import remove_tree
 
 
-class DirectorySandbox(ABC):
+class DirectorySandbox(OfResource, ABC):
     """One directory resource's sandbox for one plan, kept in the folder ``home``."""
 
     def __init__(
@@ -40,10 +40,6 @@ class DirectorySandbox(ABC):
     @abstractmethod
     def load(self, meta: dict[str, object]) -> None:
         """Read the folder back (``meta``: its checked ``sandbox.json``)."""
-
-    @property
-    def resource(self) -> Resource:
-        return self._resource
 
     @property
     def home(self) -> Path:

@@ -22,6 +22,7 @@ from cleveragents_tui.sandbox.base import (
     ApplyResult,
     Change,
     CheckpointMissingError,
+    OfPlan,
     SandboxError,
 )
 
@@ -29,20 +30,12 @@ MARKER_PREFIX: Final = "none:"
 _MARKER = re.compile(r"^none:[0-7][0-9A-HJKMNP-TV-Z]{25}$")
 
 
-class NoneSandbox:
+class NoneSandbox(OfPlan):
     """The real resource itself; checkpoints are markers and rollback is refused."""
 
     def __init__(self, resource: Resource, plan_id: str) -> None:
         self._resource = resource
         self._plan_id = plan_id
-
-    @property
-    def resource(self) -> Resource:
-        return self._resource
-
-    @property
-    def plan_id(self) -> str:
-        return self._plan_id
 
     @property
     def workdir(self) -> Path | None:

@@ -17,6 +17,7 @@ from cleveragents_tui.sandbox.base import (
     ApplyResult,
     Change,
     CheckpointMissingError,
+    OfResource,
     SandboxError,
 )
 from cleveragents_tui.sandbox.git.blind_spots import LIST_IGNORED, BlindSpots
@@ -52,7 +53,7 @@ from cleveragents_tui.sandbox.git.staging import (
 from cleveragents_tui.sandbox.safety import UnsafeInputError, check_ref_name, safe_relative_path
 
 
-class GitWorktreeSandbox:
+class GitWorktreeSandbox(OfResource):
     """One plan's worktree of one git repository; see the module docstring for the layout.
 
     Made by :meth:`GitWorktreeStrategy.create` and reopened by
@@ -117,10 +118,6 @@ class GitWorktreeSandbox:
         self._spots = spots
 
     # ----------------------------------------------------------------------- properties
-
-    @property
-    def resource(self) -> Resource:
-        return self._resource
 
     @property
     def workdir(self) -> Path:
