@@ -356,6 +356,18 @@ class ReplayingSandbox(LoggedSandbox):
             raise error(reason, fix)
         return self._live
 
+    def _usable(self, doing: str, then: str, fix: str) -> Live:
+        """The live transaction, refused for ``doing`` when it failed after an SQL error
+        (``then``: what that would make of it)."""
+        live = self._require_live()
+        if self._failed(live):
+            raise SandboxError(
+                f"cannot {doing} {self._resource.resource_id}: its PostgreSQL transaction "
+                f"failed after an SQL error{then}",
+                fix,
+            )
+        return live
+
     def _require_checkpoint(self, ref: str) -> Live:
         check_savepoint_name(ref)
         try:

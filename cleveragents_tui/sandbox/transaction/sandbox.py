@@ -84,13 +84,7 @@ class TransactionRollbackSandbox(ReplayingSandbox):
     def checkpoint(self) -> str:
         """``SAVEPOINT sp_<hex>`` plus a row snapshot; returns the savepoint name."""
         with self._lock:
-            live = self._require_live()
-            if self._failed(live):
-                raise SandboxError(
-                    f"cannot checkpoint {self._resource.resource_id}: its PostgreSQL "
-                    "transaction failed after an SQL error",
-                    "roll back to a checkpoint first",
-                )
+            live = self._usable("checkpoint", "", "roll back to a checkpoint first")
             name = new_savepoint_name()
             try:
                 snapshot = None if self._baseline is None else self._take_snapshot()
@@ -203,13 +197,11 @@ class TransactionRollbackSandbox(ReplayingSandbox):
                     "the real database",
                     (),
                 )
-            live = self._require_live()
-            if self._failed(live):
-                raise SandboxError(
-                    f"cannot apply {self._resource.resource_id}: its PostgreSQL transaction "
-                    "failed after an SQL error and would only roll back",
-                    "roll back to a checkpoint, or discard the sandbox",
-                )
+            live = self._usable(
+                "apply",
+                " and would only roll back",
+                "roll back to a checkpoint, or discard the sandbox",
+            )
             changes: tuple[Change, ...] | None = None
             if self._baseline is not None:
                 with contextlib.suppress(SandboxError):

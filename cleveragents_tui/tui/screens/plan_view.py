@@ -311,10 +311,16 @@ class PlanScreen(PlanExport, PlanControls):
         else:
             tree.reveal(found)
 
-    def action_copy_id(self) -> None:
+    def _selected(self, what: str) -> str | None:
+        """The decision under the cursor; None, after asking to select ``what``, when none is."""
         decision_id = self.query_one(DecisionTree).current
         if decision_id is None:
-            self.notify("select a decision first", severity="warning")
+            self.notify(f"select {what} first", severity="warning")
+        return decision_id
+
+    def action_copy_id(self) -> None:
+        decision_id = self._selected("a decision")
+        if decision_id is None:
             return
         self.app.copy_to_clipboard(decision_id)
         self.notify(f"copied {decision_id}")
@@ -322,9 +328,8 @@ class PlanScreen(PlanExport, PlanControls):
     @work(exclusive=True, group="child", exit_on_error=False)
     async def action_open_child(self) -> None:
         """`j` on a subplan_spawn decision opens the child plan it spawned; esc comes back."""
-        decision_id = self.query_one(DecisionTree).current
+        decision_id = self._selected("a subplan_spawn decision")
         if decision_id is None:
-            self.notify("select a subplan_spawn decision first", severity="warning")
             return
         child = await asyncio.to_thread(tui_queries.child_plan_of, self.store, decision_id)
         if child is None:
@@ -365,9 +370,8 @@ class PlanScreen(PlanExport, PlanControls):
     @work(exclusive=True, group="correct", exit_on_error=False)
     async def action_edit_strategy(self) -> None:
         """Before Execute: replace a Strategize decision (engine/correct/strategy.py)."""
-        decision_id = self.query_one(DecisionTree).current
+        decision_id = self._selected("a strategy decision")
         if decision_id is None:
-            self.notify("select a strategy decision first", severity="warning")
             return
         try:
             decision = await asyncio.to_thread(editable_strategy_decision, self.store, decision_id)
