@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.enums import (
@@ -41,6 +42,20 @@ class CorrectionRefusedError(UserError):
 
 class StalePreviewError(UserError):
     """The plan changed after the preview was made."""
+
+
+@dataclass(frozen=True)
+class CorrectionRequest:
+    """A correction as asked: of which decision (``plan_ref``: of which plan), how, with what
+    guidance; ``choose``: the alternative (1-based) named instead of selected by the
+    guidance; ``sandbox_base``: the sandbox folder ``execute`` will use."""
+
+    decision_ref: str
+    mode: CorrectionMode
+    guidance: str
+    plan_ref: str | None = None
+    choose: int | None = None
+    sandbox_base: Path | None = None
 
 
 @dataclass(frozen=True)

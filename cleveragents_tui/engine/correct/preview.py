@@ -30,6 +30,7 @@ from cleveragents_tui.engine.correct.assess import (
 from cleveragents_tui.engine.correct.guidance import Alternatives
 from cleveragents_tui.engine.correct.model import (
     CorrectionRefusedError,
+    CorrectionRequest,
     Impact,
     IrreversibleEffect,
     Tier,
@@ -55,7 +56,8 @@ def preview(
         raise CorrectionRefusedError(
             "the guidance is empty", 'say what the decision should be: --guidance "..."'
         )
-    snapshot = snapshots.load(store, decision_ref, mode, guidance, plan_ref, choose, sandbox_base)
+    request = CorrectionRequest(decision_ref, mode, guidance, plan_ref, choose, sandbox_base)
+    snapshot = snapshots.load(store, request)
     if mode is CorrectionMode.REVERT:
         return impact_of(snapshot, mode, guidance, choose)
     found = admitted(snapshot, mode, guidance, choose)

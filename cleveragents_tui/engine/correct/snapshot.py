@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -38,7 +37,7 @@ from cleveragents_tui.engine.core.restore_point import restore_point_among
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.engine.correct import assess
 from cleveragents_tui.engine.correct.later_guidance import Lost, lost_guidance
-from cleveragents_tui.engine.correct.model import CorrectionRefusedError
+from cleveragents_tui.engine.correct.model import CorrectionRefusedError, CorrectionRequest
 from cleveragents_tui.store import correction_queries as queries
 from cleveragents_tui.store import snapshot_reads as reads
 from cleveragents_tui.store.store import Store
@@ -85,20 +84,13 @@ class Snapshot:
     lost: Lost = ()  # guidance entries the restored actor states lack
 
 
-def load(
-    store: Store,
-    decision_ref: str,
-    mode: CorrectionMode,
-    guidance: str,
-    plan_ref: str | None = None,
-    choose: int | None = None,
-    sandbox_base: Path | None = None,
-) -> Snapshot:
-    """The snapshot a correction of ``decision_ref`` is previewed from. Changes nothing;
-    raises what :func:`assess.impact_of` would raise at the point it would raise it."""
+def load(store: Store, request: CorrectionRequest) -> Snapshot:
+    """The snapshot the correction ``request`` is previewed from. Changes nothing; raises
+    what :func:`assess.impact_of` would raise at the point it would raise it."""
+    mode = request.mode
     with store.unit_of_work(read_only=True) as uow:
-        snapshot = _basics(store, uow, decision_ref, plan_ref)
-        assess.admitted(snapshot, mode, guidance, choose)
+        snapshot = _basics(store, uow, request.decision_ref, request.plan_ref)
+        assess.admitted(snapshot, mode, request.guidance, request.choose)
         if mode is CorrectionMode.APPEND:
             return snapshot
         snapshot, sandboxed = _revert(uow, snapshot)
@@ -106,7 +98,7 @@ def load(
         sandboxes = PlanSandboxes(
             store,
             snapshot.plan.plan_id,
-            sandbox_base,
+            request.sandbox_base,
             host_plan_id=snapshot.host_plan_id,
             resources=snapshot.resources,
         )
