@@ -32,7 +32,7 @@ from cleveragents_tui.domain.enums import CorrectionMode
 from cleveragents_tui.domain.ids import new_ulid
 from cleveragents_tui.engine.correct import snapshot as snapshots
 from cleveragents_tui.engine.correct.assess import impact_of
-from cleveragents_tui.engine.correct.model import IrreversibleEffect
+from cleveragents_tui.engine.correct.model import CorrectionRequest, IrreversibleEffect
 from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.store.tables import DecisionDependencyRow, DecisionRow, ToolInvocationRow
 from tests.support.scale_plan import API, FILES, ScalePlan, build
@@ -207,10 +207,12 @@ def test_impact_of_counts_only_the_affected_decisions_calls(
 ) -> None:
     base = snapshots.load(
         plan.store,
-        plan.ids[0],
-        CorrectionMode.REVERT,
-        "make it loud",
-        sandbox_base=plan.options.sandbox_base,
+        CorrectionRequest(
+            plan.ids[0],
+            CorrectionMode.REVERT,
+            "make it loud",
+            sandbox_base=plan.options.sandbox_base,
+        ),
     )
     target = base.decision.decision_id
     names = [target, *(f"other-{n}" for n in range(1, 10))]

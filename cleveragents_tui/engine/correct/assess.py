@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
@@ -67,16 +67,8 @@ def impact_of(
     )
     touched = set(rollbackable) | set(non_rollbackable)
     return with_warnings(
-        Impact(
-            plan_id=plan.plan_id,
-            plan_version=plan.version,
-            attempt=plan.attempt,
-            decision_id=decision.decision_id,
-            decision_phase=decision.phase,
-            step_key=decision.step_key,
-            mode=mode,
-            guidance=guidance,
-            tier=tier,
+        replace(
+            Impact.bare(plan, decision, mode, guidance, tier),
             affected_decisions=tuple(sorted(affected)),
             remade=remade,
             children=children,
@@ -299,15 +291,15 @@ def with_warnings(impact: Impact) -> Impact:
     them (a pure function: the app's snapshots build impacts with it)."""
     warnings = []
     if impact.non_rollbackable:
-        listed = "\n".join(f"  - {r}" for r in impact.non_rollbackable)
+        listed = _bulleted(impact.non_rollbackable)
         warnings.append(
             "WARNING: The following resources cannot be rolled back (sandbox strategy: none):\n"
             f"{listed}\n\nResource changes since this decision will persist.\n"
             "Proceed with rollback of other resources?"
         )
     if impact.irreversible:
-        listed = "\n".join(
-            f"  - {e.tool} ({e.invocations} invocation{'s' if e.invocations != 1 else ''})"
+        listed = _bulleted(
+            f"{e.tool} ({e.invocations} invocation{'s' if e.invocations != 1 else ''})"
             + (f" — {', '.join(e.side_effects)}" if e.side_effects else "")
             for e in impact.irreversible
         )
@@ -322,18 +314,23 @@ def with_warnings(impact: Impact) -> Impact:
         )
     cancelled = [c for c in impact.children if c.outcome is not ChildAction.REJECT]
     if cancelled:
-        listed = "\n".join(
-            f"  - {c.plan_id} {c.action} ({c.state.value}): {c.outcome.value}" for c in cancelled
+        listed = _bulleted(
+            f"{c.plan_id} {c.action} ({c.state.value}): {c.outcome.value}" for c in cancelled
         )
         warnings.append(f"WARNING: These child plans will be cancelled:\n{listed}\nProceed?")
     if impact.guidance_dropped:
-        listed = "\n".join(f"  - {guidance_line(g)}" for g in impact.guidance_dropped)
+        listed = _bulleted(guidance_line(g) for g in impact.guidance_dropped)
         warnings.append(
             "WARNING: This revert drops guidance that earlier corrections gave to later\n"
             f"decisions (it supersedes those corrections):\n{listed}\n\n"
             "The replay makes those decisions again without it.\nProceed?"
         )
     return Impact(**{**impact.__dict__, "warnings": tuple(warnings)})
+
+
+def _bulleted(lines: Iterable[str]) -> str:
+    """A warning's list: one ``  - line`` a line."""
+    return "\n".join(f"  - {line}" for line in lines)
 
 
 def guidance_line(guidance: LaterGuidance) -> str:

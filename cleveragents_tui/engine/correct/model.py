@@ -7,6 +7,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from cleveragents_tui.domain.correction import CorrectionAttempt
+from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import (
     CorrectionMode,
     Phase,
@@ -111,6 +112,31 @@ class Impact:
     # (engine/correct/later_guidance.py): carried forward when their correction stands, else dropped
     guidance_carried: tuple[LaterGuidance, ...] = field(default=())
     guidance_dropped: tuple[LaterGuidance, ...] = field(default=())
+
+    @classmethod
+    def bare(
+        cls, plan: Plan, decision: Decision, mode: CorrectionMode, guidance: str, tier: Tier
+    ) -> Impact:
+        """Correcting ``decision`` as if it affected, rolled back and repeated nothing: what
+        each preview fills in."""
+        return cls(
+            plan_id=plan.plan_id,
+            plan_version=plan.version,
+            attempt=plan.attempt,
+            decision_id=decision.decision_id,
+            decision_phase=decision.phase,
+            step_key=decision.step_key,
+            mode=mode,
+            guidance=guidance,
+            tier=tier,
+            affected_decisions=(),
+            children=(),
+            rollbackable=(),
+            non_rollbackable=(),
+            unaffected=(),
+            irreversible=(),
+            phase_change=None,
+        )
 
     def rolled_back(self) -> tuple[str, ...]:
         """The resources rolled back, as the preview names them: ``ID (recreated)`` for a

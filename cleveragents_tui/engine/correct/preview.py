@@ -95,23 +95,9 @@ def _append_impact(
     appended = plan_append(store, plan, decision, guidance, found.option if found else None)
     counts = Counter(c.tool for c in appended.irreversible_calls)
     effects = {c.tool: c.side_effects for c in appended.irreversible_calls}
-    return Impact(
-        plan_id=plan.plan_id,
-        plan_version=plan.version,
-        attempt=plan.attempt,
-        decision_id=decision.decision_id,
-        decision_phase=decision.phase,
-        step_key=decision.step_key,
-        mode=CorrectionMode.APPEND,
-        guidance=guidance,
-        tier=Tier.FULL,
-        affected_decisions=(),
-        children=(),
-        rollbackable=(),
-        non_rollbackable=(),
-        unaffected=(),
+    return replace(
+        Impact.bare(plan, decision, CorrectionMode.APPEND, guidance, Tier.FULL),
         irreversible=tuple(IrreversibleEffect(t, n, effects[t]) for t, n in sorted(counts.items())),
-        phase_change=None,
         alternatives=found,
         append=appended,
     )
