@@ -1,9 +1,9 @@
 """What the SQLite and PostgreSQL copy sandboxes share: their state file, one operation at a
-time across threads and processes, the checkpoint list, and diff and read over checkpoint
-snapshots.
+time across threads and processes, the checkpoint list, diff and read over checkpoint
+snapshots, a statement's result read whole, and Apply's steps.
 
-Each copy says how it loads its state and takes the rows at a checkpoint; the rest is
-here. See docs/sandboxes.md.
+Each copy says how it loads its state, takes the rows at a checkpoint and lands its rows;
+the rest is here. See docs/sandboxes.md.
 """
 
 from __future__ import annotations
@@ -12,10 +12,13 @@ import contextlib
 import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Final, Generic, Literal, Self, TypeVar
+
+from sqlalchemy import Engine
+from sqlalchemy.engine import CursorResult
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
@@ -26,7 +29,9 @@ from cleveragents_tui.sandbox.database_common import (
     load_state_file,
     locked_state,
 )
+from cleveragents_tui.sandbox.landing import LandConflictError, Landed
 from cleveragents_tui.sandbox.safety import check_savepoint_name
+from cleveragents_tui.sandbox.transaction.core import SqlStatementError
 from cleveragents_tui.sandbox.transaction.snapshots import (
     DEFAULT_MAX_SNAPSHOT_ROWS,
     Snapshot,
@@ -82,22 +87,83 @@ class CopyState:
         """Atomically (mode 0600, fsync, rename): the state names the valid checkpoints."""
         write_private(path, self.dump())
 
+    def forget(self, ref: str) -> None:
+        """Checkpoint ``ref`` is no longer valid (a copy forgets what it kept of it too)."""
+        self.checkpoints.remove(ref)
+
+    @classmethod
+    def refuse_open(cls, resource: Resource, root: Path, file_name: str) -> None:
+        """Refuse to make a sandbox over one still open under ``root`` (its changes would be
+        lost); an applied one may be replaced. ``file_name``: the copy's state file."""
+        path = root / file_name
+        existing = cls.load(path) if path.is_file() else None
+        if existing is not None and existing.status == "open":
+            raise SandboxError(
+                f"resource {resource.resource_id} already has an open sandbox under {root} "
+                f"for plan {existing.plan_id}",
+                "apply or discard it first",
+            )
+
 
 CopyStateT = TypeVar("CopyStateT", bound=CopyState)
+TargetT = TypeVar("TargetT")
+Params = Mapping[str, Any] | Sequence[Mapping[str, Any]] | None
 
 
-class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT]):
+@dataclass
+class ReadResult:
+    """A statement's outcome, read whole inside the operation (the parts of a SQLAlchemy
+    result that ``local/run-sql`` uses)."""
+
+    returns_rows: bool
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+    rowcount: int
+
+    @classmethod
+    def whole(cls, result: CursorResult[Any]) -> ReadResult:
+        """Every row of ``result`` now: its connection closes with the operation."""
+        return cls(
+            result.returns_rows,
+            tuple(result.keys()) if result.returns_rows else (),
+            [tuple(row) for row in result] if result.returns_rows else [],
+            result.rowcount,
+        )
+
+    def keys(self) -> tuple[str, ...]:
+        return self.columns
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self.all())
+
+    def all(self) -> list[tuple[Any, ...]]:
+        taken, self.rows = self.rows, []
+        return taken
+
+    def fetchmany(self, size: int) -> list[tuple[Any, ...]]:
+        taken, self.rows = self.rows[:size], self.rows[size:]
+        return taken
+
+    def close(self) -> None:
+        self.rows = []
+
+
+class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT, TargetT]):
     """A database sandbox kept as copies: no transaction between calls, so every process
-    sees and changes the same copies, one operation at a time (``flock``)."""
+    sees and changes the same copies, one operation at a time (``flock``). ``target``: the
+    real database (its file, or its server's URL)."""
 
+    STATE_FILE_NAME: ClassVar[str]
     LOCK_FILE_NAME: ClassVar[str]
 
-    def __init__(self, resource: Resource, plan_id: str, root: Path, max_rows: int) -> None:
-        self._resource = resource
-        self._plan_id = plan_id
-        self._root = root
+    def __init__(
+        self, resource: Resource, plan_id: str, root: Path, target: TargetT, max_rows: int
+    ) -> None:
+        super().__init__(resource, plan_id, root)
+        self._target = target
         self._max_rows = max_rows
         self._lock = threading.RLock()
+        self._engine: Engine | None = None  # the working copy's, while an operation uses it
 
     @abstractmethod
     def _load_state(self) -> CopyStateT | None:
@@ -107,8 +173,88 @@ class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT]):
     def _rows_at(self, state: CopyStateT, ref: str) -> Snapshot:
         """The rows at checkpoint ``ref`` (CheckpointMissingError when it was dropped)."""
 
+    @abstractmethod
+    def _execute(self, sql: str, params: Params) -> ReadResult:
+        """Run the statement ``sql`` (text) in the working copy."""
+
+    @abstractmethod
+    def _changes(self, state: CopyStateT) -> list[Change]:
+        """Row changes of the working copy against the target at creation."""
+
+    @abstractmethod
+    def _land(self, state: CopyStateT) -> Landed:
+        """Land the working copy's changes in the target in one transaction: raises
+        LandConflictError, or the error of :meth:`_refused`, leaving the target as it was."""
+
     def _opened(self, state: CopyStateT) -> None:
         """Called with the state at the start of each operation (nothing by default)."""
+
+    def _settle(self, state: CopyStateT) -> None:
+        """Finish what a crash interrupted, before Apply reads the copies (nothing by default)."""
+
+    def _drop_copies(self, state: CopyStateT) -> None:
+        """What Apply no longer needs, once applied (nothing by default)."""
+
+    def _save(self, state: CopyStateT) -> None:
+        state.save(self._root / self.STATE_FILE_NAME)
+
+    def _close(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.dispose()
+
+    def execute(self, sql: str, params: Params = None) -> ReadResult:
+        """Run one statement in the copy, committed there at once (``:name`` binds)."""
+        if not isinstance(sql, str):
+            raise SqlStatementError(
+                f"only SQL text runs in the sandbox of {self._resource.resource_id}",
+                "pass the statement as text",
+            )
+        return self._execute(sql, params)
+
+    def apply(self) -> ApplyResult:
+        """Land what the plan produced in the target, in one transaction, or raise leaving
+        the target as it was. Applying again is a no-op."""
+        with self._operation() as state:
+            if state.status == "applied":
+                return self._already_applied()
+            self._settle(state)
+            changes: tuple[Change, ...] = ()
+            with contextlib.suppress(SandboxError):
+                changes = tuple(self._changes(state))
+            try:
+                landed = self._land(state)
+            except LandConflictError as exc:
+                raise SandboxError(
+                    f"nothing was applied to {self._resource.resource_id}: {exc}",
+                    "correct the plan against the database as it is now, or discard the "
+                    "sandbox and re-run Execute",
+                ) from exc
+            state.status = "applied"
+            self._save(state)
+            self._drop_copies(state)
+            return self._landed(changes, landed.already, landed.rows)
+
+    @abstractmethod
+    def _drop_copy(self, state: CopyStateT, ref: str) -> None:
+        """Remove checkpoint ``ref``'s copy, if there is one."""
+
+    def drop_checkpoint(self, ref: str) -> None:
+        """Forget ``ref`` and drop its copy; idempotent."""
+        check_savepoint_name(ref)
+        with self._operation() as state:
+            if ref in state.checkpoints:
+                state.forget(ref)
+                self._save(state)
+            self._drop_copy(state, ref)
+
+    def _refused(self, database: str, why: str) -> SandboxError:
+        """Apply's error when ``database`` (SQLite, PostgreSQL) refused the landing."""
+        return SandboxError(
+            f"nothing was applied to {self._resource.resource_id}: {database} refused "
+            f"the change: {why}",
+            f"retry apply when the database is free, or fix what {database} names",
+        )
 
     @property
     def checkpoints(self) -> tuple[str, ...]:
@@ -159,21 +305,6 @@ class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT]):
         with self._operation() as state:
             taken = self._rows_at(state, ref)
         return read_row(taken, path)
-
-
-def refuse_open_sandbox(
-    state_type: type[CopyState], resource: Resource, root: Path, file_name: str
-) -> None:
-    """Refuse to make a sandbox over one still open under ``root`` (its changes would be
-    lost); an applied one may be replaced. ``file_name``: the copy's state file."""
-    path = root / file_name
-    existing = state_type.load(path) if path.is_file() else None
-    if existing is not None and existing.status == "open":
-        raise SandboxError(
-            f"resource {resource.resource_id} already has an open sandbox under {root} "
-            f"for plan {existing.plan_id}",
-            "apply or discard it first",
-        )
 
 
 class CopyStrategy:

@@ -42,7 +42,10 @@ class DatabaseSandboxIdentity(OfPlan):
     """The resource, plan and folder of a database sandbox; no ``workdir``: tools reach the
     database through SQL."""
 
-    _root: Path
+    def __init__(self, resource: Resource, plan_id: str, root: Path) -> None:
+        self._resource = resource
+        self._plan_id = plan_id
+        self._root = root
 
     @property
     def workdir(self) -> Path | None:

@@ -38,7 +38,7 @@ import contextlib
 import logging
 import re
 import secrets
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -53,24 +53,18 @@ from sqlalchemy.pool import NullPool
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.sandbox import postgres_land
-from cleveragents_tui.sandbox.base import (
-    ApplyResult,
-    Change,
-    CheckpointMissingError,
-    SandboxError,
-)
+from cleveragents_tui.sandbox.base import Change, CheckpointMissingError, SandboxError
 from cleveragents_tui.sandbox.copy_sandbox import (
     CopySandbox,
     CopyState,
     CopyStrategy,
-    refuse_open_sandbox,
+    Params,
+    ReadResult,
 )
-from cleveragents_tui.sandbox.database_common import (
-    owned_state,
-)
+from cleveragents_tui.sandbox.database_common import owned_state
+from cleveragents_tui.sandbox.landing import LandConflictError, Landed
 from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
 from cleveragents_tui.sandbox.sql_confinement import POSTGRES_DENIED_FIX, postgres_refusal
-from cleveragents_tui.sandbox.sqlite_copy import ReadResult
 from cleveragents_tui.sandbox.transaction.connection import (
     TRANSACTION_CONTROL,
     first_line,
@@ -134,6 +128,10 @@ class _State(CopyState):
     schema_log: list[str] = field(default_factory=list)
     schema_at: dict[str, int] = field(default_factory=dict)
 
+    def forget(self, ref: str) -> None:
+        super().forget(ref)
+        self.schema_at.pop(ref, None)
+
     @classmethod
     def _parse_more(cls, data: dict[str, Any]) -> dict[str, Any]:
         prefix = str(data["prefix"])
@@ -179,21 +177,14 @@ def _snapshot(url: URL, database: str, max_rows: int) -> Snapshot | None:
         engine.dispose()
 
 
-class PostgresCopySandbox(CopySandbox[_State]):
+class PostgresCopySandbox(CopySandbox[_State, URL]):
     """A PostgreSQL target's sandbox as a copy of its database; checkpoints are copies too.
 
     Keeps no transaction between calls: every process sees and changes the same databases,
     one operation at a time (``flock``). ``workdir`` is None: tools reach it through SQL.
     """
 
-    def __init__(
-        self, resource: Resource, plan_id: str, root: Path, url: URL, max_rows: int
-    ) -> None:
-        """Made by :class:`PostgresCopyStrategy`."""
-        super().__init__(resource, plan_id, root, max_rows)
-        self._url = url
-        self._engine: Engine | None = None
-        self._prefix: str | None = None
+    _prefix: str | None = None  # the databases' (the state file's), once known
 
     @property
     def dialect(self) -> str:
@@ -216,7 +207,7 @@ class PostgresCopySandbox(CopySandbox[_State]):
         errors = []
         for name in _MAINTENANCE:
             try:
-                connection = psycopg.connect(_conninfo(self._url, name), autocommit=True)
+                connection = psycopg.connect(_conninfo(self._target, name), autocommit=True)
             except psycopg.Error as exc:
                 errors.append(first_line(exc))
                 continue
@@ -270,8 +261,9 @@ class PostgresCopySandbox(CopySandbox[_State]):
                     )
                 )
         state.replacing = False
-        state.save(self._root / STATE_FILE_NAME)
+        self._save(state)
 
+    STATE_FILE_NAME = STATE_FILE_NAME
     LOCK_FILE_NAME = LOCK_FILE_NAME
 
     def _load_state(self) -> _State | None:
@@ -292,32 +284,18 @@ class PostgresCopySandbox(CopySandbox[_State]):
         if self._engine is None:
             application_name = f"cleveragents sandbox {self._plan_id}"[:63]
             self._engine = create_engine(
-                self._url.set(database=self._name(state, "work")),
+                self._target.set(database=self._name(state, "work")),
                 poolclass=NullPool,
                 connect_args={"application_name": application_name},
             )
         return self._engine
 
-    def _close(self) -> None:
-        engine, self._engine = self._engine, None
-        if engine is not None:
-            engine.dispose()
-
     # -- the tool-facing API ---------------------------------------------------------------
 
-    def execute(
-        self,
-        sql_text: str,
-        params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
-    ) -> ReadResult:
-        """Run one statement in the copy, in a transaction of its own, committed at once
-        (``:name`` binds). Refused: transaction control, statements that reach outside the
-        database (``sql_confinement.py``) and statements on databases or tablespaces."""
-        if not isinstance(sql_text, str):
-            raise SqlStatementError(
-                f"only SQL text runs in the sandbox of {self._resource.resource_id}",
-                "pass the statement as text",
-            )
+    def _execute(self, sql_text: str, params: Params) -> ReadResult:
+        """In a transaction of its own. Refused: transaction control, statements that reach
+        outside the database (``sql_confinement.py``) and statements on databases or
+        tablespaces."""
         first = " ".join(sql_text.split())[:80]
         if TRANSACTION_CONTROL.match(sql_text):
             raise SqlStatementError(
@@ -356,7 +334,7 @@ class PostgresCopySandbox(CopySandbox[_State]):
                 self._close()
             if schema:  # committed: Apply runs it again on the target
                 state.schema_log.append(sql_text)
-                state.save(self._root / STATE_FILE_NAME)
+                self._save(state)
             return read
 
     # -- the Sandbox protocol --------------------------------------------------------------
@@ -373,7 +351,7 @@ class PostgresCopySandbox(CopySandbox[_State]):
                     self._copy(admin, self._name(state, "work"), self._name(state, ref))
                 state.checkpoints.append(ref)
                 state.schema_at[ref] = len(state.schema_log)
-                state.save(self._root / STATE_FILE_NAME)
+                self._save(state)
             except (psycopg.Error, OSError) as exc:
                 raise self._failed("checkpoint", exc) from exc
             return ref
@@ -415,7 +393,7 @@ class PostgresCopySandbox(CopySandbox[_State]):
             try:
                 self._settle(state)
                 state.replacing = True
-                state.save(self._root / STATE_FILE_NAME)
+                self._save(state)
                 with self._admin() as admin:
                     self._drop(admin, following)
                     self._copy(admin, source, following)
@@ -427,7 +405,7 @@ class PostgresCopySandbox(CopySandbox[_State]):
                     )
                 state.replacing = False
                 del state.schema_log[state.schema_at.get(ref, len(state.schema_log)) :]
-                state.save(self._root / STATE_FILE_NAME)
+                self._save(state)
             except (psycopg.Error, OSError) as exc:
                 raise SandboxError(
                     f"cannot roll {self._resource.resource_id} back to {ref}: {first_line(exc)}",
@@ -436,7 +414,7 @@ class PostgresCopySandbox(CopySandbox[_State]):
 
     def _rows(self, database: str, what: str) -> Snapshot:
         try:
-            taken = _snapshot(self._url, database, self._max_rows)
+            taken = _snapshot(self._target, database, self._max_rows)
         except SQLAlchemyError as exc:
             raise SandboxError(
                 f"cannot read the rows of {self._resource.resource_id} at {what}: "
@@ -459,85 +437,55 @@ class PostgresCopySandbox(CopySandbox[_State]):
             )
         return self._rows(self._name(state, ref), f"checkpoint {ref}")
 
+    def _changes(self, state: _State) -> list[Change]:
+        return compare(
+            self._rows(self._name(state, "base"), "creation"),
+            self._rows(self._name(state, "work"), "present"),
+        )
+
     def changes_since_baseline(self) -> list[Change]:
         """Row changes of the working copy against the target at creation."""
         with self._operation() as state:
             if state.status == "applied":
                 raise self._applied()
             self._settle(state)
-            return compare(
-                self._rows(self._name(state, "base"), "creation"),
-                self._rows(self._name(state, "work"), "present"),
-            )
+            return self._changes(state)
 
-    def drop_checkpoint(self, ref: str) -> None:
-        """Forget ``ref`` and drop its copy; idempotent."""
-        check_savepoint_name(ref)
-        with self._operation() as state:
-            if ref in state.checkpoints:
-                state.checkpoints.remove(ref)
-                state.schema_at.pop(ref, None)
-                state.save(self._root / STATE_FILE_NAME)
-            try:
-                with self._admin() as admin:
-                    self._drop(admin, self._name(state, ref))
-            except psycopg.Error as exc:  # forgotten already; discard drops it later
-                log.warning("cannot drop the checkpoint database of %s: %s", ref, exc)
+    def _drop_copy(self, state: _State, ref: str) -> None:
+        try:
+            with self._admin() as admin:
+                self._drop(admin, self._name(state, ref))
+        except psycopg.Error as exc:  # forgotten already; discard drops it later
+            log.warning("cannot drop the checkpoint database of %s: %s", ref, exc)
 
-    def apply(self) -> ApplyResult:
-        """Land the rows the plan produced in the target, in one transaction, or raise
-        leaving the target as it was (``postgres_land.py``). Applying again is a no-op."""
-        with self._operation() as state:
-            if state.status == "applied":
-                return self._already_applied()
-            self._settle(state)
-            changes: tuple[Change, ...] = ()
-            with contextlib.suppress(SandboxError):
-                changes = tuple(
-                    compare(
-                        self._rows(self._name(state, "base"), "creation"),
-                        self._rows(self._name(state, "work"), "present"),
-                    )
-                )
-            try:
-                landed = self._land(state)
-            except postgres_land.LandConflictError as exc:
-                raise SandboxError(
-                    f"nothing was applied to {self._resource.resource_id}: {exc}",
-                    "correct the plan against the database as it is now, or discard the "
-                    "sandbox and re-run Execute",
-                ) from exc
-            except psycopg.Error as exc:
-                raise SandboxError(
-                    f"nothing was applied to {self._resource.resource_id}: PostgreSQL refused "
-                    f"the change: {first_line(exc)}",
-                    "retry apply when the database is free, or fix what PostgreSQL names",
-                ) from exc
-            state.status = "applied"
-            state.save(self._root / STATE_FILE_NAME)
-            with contextlib.suppress(psycopg.Error, SandboxError), self._admin() as admin:
-                for what in ("base", "work", "next"):
-                    self._drop(admin, self._name(state, what))
-            return self._landed(changes, landed.already, landed.rows)
-
-    def _land(self, state: _State) -> postgres_land.Landed:
+    def _land(self, state: _State) -> Landed:
+        """The rows the plan produced, after its schema statements (``postgres_land.py``)."""
         for statement in state.schema_log:  # checked when run; the state file is only a file
             why = _refusal(statement)
             if why is not None:
-                raise postgres_land.LandConflictError(
+                raise LandConflictError(
                     f"its logged schema statement {' '.join(statement.split())[:80]!r} is "
                     f"refused: {why}"
                 )
-        url = self._url
-        with (
-            psycopg.connect(_conninfo(url, self._name(state, "base"))) as base,
-            psycopg.connect(_conninfo(url, self._name(state, "work"))) as final,
-            psycopg.connect(_conninfo(url, str(url.database))) as target,
-        ):
-            for connection in (base, final):
-                connection.read_only = True
-            target.autocommit = True  # the landing transaction is opened explicitly
-            return postgres_land.land(target, base, final, state.schema_log)
+        url = self._target
+        try:
+            with (
+                psycopg.connect(_conninfo(url, self._name(state, "base"))) as base,
+                psycopg.connect(_conninfo(url, self._name(state, "work"))) as final,
+                psycopg.connect(_conninfo(url, str(url.database))) as target,
+            ):
+                for connection in (base, final):
+                    connection.read_only = True
+                target.autocommit = True  # the landing transaction is opened explicitly
+                return postgres_land.land(target, base, final, state.schema_log)
+        except psycopg.Error as exc:
+            raise self._refused("PostgreSQL", first_line(exc)) from exc
+
+    def _drop_copies(self, state: _State) -> None:
+        """``base`` and ``work`` (and a ``next`` left behind); the checkpoints stay for diffs."""
+        with contextlib.suppress(psycopg.Error, SandboxError), self._admin() as admin:
+            for what in ("base", "work", "next"):
+                self._drop(admin, self._name(state, what))
 
     def discard(self) -> None:
         """Drop the sandbox's databases and remove its files; the target is untouched.
@@ -594,7 +542,7 @@ class PostgresCopyStrategy(CopyStrategy):
         """Copy the target on its server. Refused while an open sandbox is there; raises
         :class:`CopyUnavailableError` when the server cannot copy it."""
         url = self._url(resource)
-        refuse_open_sandbox(_State, resource, root, STATE_FILE_NAME)
+        _State.refuse_open(resource, root, STATE_FILE_NAME)
         sandbox = PostgresCopySandbox(resource, plan_id, root, url, self.max_snapshot_rows)
         sandbox.discard()
         prefix = secrets.token_hex(6)

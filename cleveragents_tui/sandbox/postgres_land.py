@@ -48,6 +48,7 @@ import psycopg
 from psycopg import sql
 
 from cleveragents_tui import failpoints
+from cleveragents_tui.sandbox.landing import LandConflictError, Landed
 
 Row = tuple[str | None, ...]
 Name = tuple[str, str]  # (schema, table or sequence)
@@ -124,10 +125,6 @@ _TRIGGERS = (
     "WHERE NOT t.tgisinternal AND t.tgenabled IN ('O', 'A') AND n.nspname = %s "
     "AND c.relname = %s ORDER BY t.tgname"
 )
-
-
-class LandConflictError(Exception):
-    """The target changed where the plan changed it, or cannot take the change."""
 
 
 @dataclass(frozen=True)
@@ -552,14 +549,6 @@ def _write(connection: psycopg.Connection[tuple[object, ...]], landing: Plan) ->
         qualified = _ident(name).as_string(connection)
         connection.execute(query, (qualified, value[0], value[1], _next(value)))
     return written
-
-
-@dataclass(frozen=True, slots=True)
-class Landed:
-    """What :func:`land` did: rows written, or that the target already held the result."""
-
-    rows: int
-    already: bool
 
 
 def land(

@@ -38,33 +38,25 @@ import os
 import re
 import shutil
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.timeutil import utc_now
-from cleveragents_tui.sandbox.base import (
-    ApplyResult,
-    Change,
-    CheckpointMissingError,
-    SandboxError,
-)
+from cleveragents_tui.sandbox.base import Change, CheckpointMissingError, SandboxError
 from cleveragents_tui.sandbox.copy_sandbox import (
     CopySandbox,
     CopyState,
     CopyStrategy,
-    refuse_open_sandbox,
+    Params,
+    ReadResult,
 )
-from cleveragents_tui.sandbox.database_common import (
-    owned_state,
-)
+from cleveragents_tui.sandbox.database_common import owned_state
+from cleveragents_tui.sandbox.landing import Landed
 from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
 from cleveragents_tui.sandbox.sql_confinement import (
     SQLITE_DENIED_FIX,
@@ -73,7 +65,6 @@ from cleveragents_tui.sandbox.sql_confinement import (
 )
 from cleveragents_tui.sandbox.sqlite_land import (
     BUSY_TIMEOUT_S,
-    LandConflictError,
     land,
     q,
     virtual_tables,
@@ -186,58 +177,12 @@ def snapshot(path: Path, max_rows: int) -> Snapshot | None:
         connection.close()
 
 
-@dataclass
-class ReadResult:
-    """A statement's outcome, read whole inside the operation (the parts of a SQLAlchemy
-    result that ``local/run-sql`` uses)."""
-
-    returns_rows: bool
-    columns: tuple[str, ...]
-    rows: list[tuple[Any, ...]]
-    rowcount: int
-
-    @classmethod
-    def whole(cls, result: CursorResult[Any]) -> ReadResult:
-        """Every row of ``result`` now: its connection closes with the operation."""
-        return cls(
-            result.returns_rows,
-            tuple(result.keys()) if result.returns_rows else (),
-            [tuple(row) for row in result] if result.returns_rows else [],
-            result.rowcount,
-        )
-
-    def keys(self) -> tuple[str, ...]:
-        return self.columns
-
-    def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        return iter(self.all())
-
-    def all(self) -> list[tuple[Any, ...]]:
-        taken, self.rows = self.rows, []
-        return taken
-
-    def fetchmany(self, size: int) -> list[tuple[Any, ...]]:
-        taken, self.rows = self.rows[:size], self.rows[size:]
-        return taken
-
-    def close(self) -> None:
-        self.rows = []
-
-
-class SqliteCopySandbox(CopySandbox[_State]):
+class SqliteCopySandbox(CopySandbox[_State, Path]):
     """A SQLite target's sandbox as a copy of its file; checkpoints are copies of the copy.
 
     Keeps no transaction between calls: every process sees and changes the same files, one
     operation at a time (``flock``). ``workdir`` is None: tools reach it through SQL.
     """
-
-    def __init__(
-        self, resource: Resource, plan_id: str, root: Path, target: Path, max_rows: int
-    ) -> None:
-        """Made by :class:`SqliteCopyStrategy`."""
-        super().__init__(resource, plan_id, root, max_rows)
-        self._target = target
-        self._engine: Engine | None = None
 
     @property
     def dialect(self) -> str:
@@ -248,6 +193,7 @@ class SqliteCopySandbox(CopySandbox[_State]):
     def _checkpoint_path(self, ref: str) -> Path:
         return self._root / CHECKPOINTS / f"{check_savepoint_name(ref)}.db"
 
+    STATE_FILE_NAME = STATE_FILE_NAME
     LOCK_FILE_NAME = LOCK_FILE_NAME
 
     def _load_state(self) -> _State | None:
@@ -266,28 +212,11 @@ class SqliteCopySandbox(CopySandbox[_State]):
             event.listen(self._engine, "connect", confine_sqlalchemy_connection)
         return self._engine
 
-    def _close(self) -> None:
-        engine, self._engine = self._engine, None
-        if engine is not None:
-            engine.dispose()
-
     # -- the tool-facing API ---------------------------------------------------------------
 
-    def execute(
-        self,
-        sql: str,
-        params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
-    ) -> ReadResult:
-        """Run one statement in the copy, committed there at once (``:name`` binds).
-
-        Transaction control and ATTACH/DETACH are refused: checkpoints, rollback and apply
-        belong to the sandbox, and an attached file would be written outside it.
-        """
-        if not isinstance(sql, str):
-            raise SqlStatementError(
-                f"only SQL text runs in the sandbox of {self._resource.resource_id}",
-                "pass the statement as text",
-            )
+    def _execute(self, sql: str, params: Params) -> ReadResult:
+        """Transaction control and ATTACH/DETACH are refused: checkpoints, rollback and apply
+        belong to the sandbox, and an attached file would be written outside it."""
         if TRANSACTION_CONTROL.match(sql) or _ATTACH.match(sql):
             first = sql.strip().splitlines()[0][:80]
             raise SqlStatementError(
@@ -328,7 +257,7 @@ class SqliteCopySandbox(CopySandbox[_State]):
                 settle(self._root / WORK)
                 copy_file(self._root / WORK, path)
                 state.checkpoints.append(ref)
-                state.save(self._root / STATE_FILE_NAME)
+                self._save(state)
             except (OSError, sqlite3.Error) as exc:
                 path.unlink(missing_ok=True)
                 raise SandboxError(
@@ -402,55 +331,29 @@ class SqliteCopySandbox(CopySandbox[_State]):
             )
         return self._snapshot(path, f"checkpoint {ref}")
 
+    def _changes(self, state: _State) -> list[Change]:
+        return compare(
+            self._snapshot(self._root / BASELINE, "creation"),
+            self._snapshot(self._root / WORK, "present"),
+        )
+
     def changes_since_baseline(self) -> list[Change]:
         """Row changes of the working copy against the target at creation."""
-        with self._operation():
-            return compare(
-                self._snapshot(self._root / BASELINE, "creation"),
-                self._snapshot(self._root / WORK, "present"),
-            )
-
-    def drop_checkpoint(self, ref: str) -> None:
-        """Forget ``ref`` and delete its copy; idempotent."""
-        check_savepoint_name(ref)
         with self._operation() as state:
-            if ref in state.checkpoints:
-                state.checkpoints.remove(ref)
-                state.save(self._root / STATE_FILE_NAME)
-            self._checkpoint_path(ref).unlink(missing_ok=True)
+            return self._changes(state)
 
-    def apply(self) -> ApplyResult:
-        """Land the rows and schema the plan produced in the target, in one transaction, or
-        raise leaving the target as it was (``sqlite_land.py``). Applying again is a no-op."""
-        with self._operation() as state:
-            if state.status == "applied":
-                return self._already_applied()
-            changes: tuple[Change, ...] = ()
-            with contextlib.suppress(SandboxError):
-                changes = tuple(
-                    compare(
-                        self._snapshot(self._root / BASELINE, "creation"),
-                        self._snapshot(self._root / WORK, "present"),
-                    )
-                )
-            self._close()
-            try:
-                landed = land(self._target, self._root / BASELINE, self._root / WORK)
-            except LandConflictError as exc:
-                raise SandboxError(
-                    f"nothing was applied to {self._resource.resource_id}: {exc}",
-                    "correct the plan against the database as it is now, or discard the "
-                    "sandbox and re-run Execute",
-                ) from exc
-            except sqlite3.Error as exc:
-                raise SandboxError(
-                    f"nothing was applied to {self._resource.resource_id}: SQLite refused "
-                    f"the change: {exc}",
-                    "retry apply when the database is free, or fix what SQLite names",
-                ) from exc
-            state.status = "applied"
-            state.save(self._root / STATE_FILE_NAME)
-            return self._landed(changes, landed.already, landed.rows)
+    def _drop_copy(self, state: _State, ref: str) -> None:
+        del state
+        self._checkpoint_path(ref).unlink(missing_ok=True)
+
+    def _land(self, state: _State) -> Landed:
+        """The rows and schema the plan produced (``sqlite_land.py``)."""
+        del state
+        self._close()
+        try:
+            return land(self._target, self._root / BASELINE, self._root / WORK)
+        except sqlite3.Error as exc:
+            raise self._refused("SQLite", str(exc)) from exc
 
     def discard(self) -> None:
         """Remove the copies and the state; the target is untouched. Idempotent."""
@@ -483,7 +386,7 @@ class SqliteCopyStrategy(CopyStrategy):
     def create(self, resource: Resource, plan_id: str, root: Path) -> SqliteCopySandbox:
         """Copy the target into ``root``. Refused while an open sandbox is there."""
         target = self._target(resource)
-        refuse_open_sandbox(_State, resource, root, STATE_FILE_NAME)
+        _State.refuse_open(resource, root, STATE_FILE_NAME)
         sandbox = SqliteCopySandbox(resource, plan_id, root, target, self.max_snapshot_rows)
         sandbox.discard()
         try:

@@ -33,14 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from cleveragents_tui import failpoints
+from cleveragents_tui.sandbox.landing import LandConflictError, Landed
 from cleveragents_tui.sandbox.sql_confinement import confine_sqlite
 
 BUSY_TIMEOUT_S = 10.0
 _BASE, _FINAL = "sb_base", "sb_final"
-
-
-class LandConflictError(Exception):
-    """The target changed where the plan changed it, or cannot take the change."""
 
 
 @dataclass
@@ -298,14 +295,6 @@ def _attached(target: Path, baseline: Path, final: Path) -> Iterator[sqlite3.Con
         yield connection
     finally:
         connection.close()
-
-
-@dataclass(frozen=True, slots=True)
-class Landed:
-    """What :func:`land` did: rows written, or that the target already held the result."""
-
-    rows: int
-    already: bool
 
 
 def land(target: Path, baseline: Path, final: Path) -> Landed:

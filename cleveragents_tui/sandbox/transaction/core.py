@@ -67,9 +67,7 @@ class SandboxCore(DatabaseSandboxIdentity):
         savepoint_warning_at: int,
     ) -> None:
         """Made by :class:`TransactionRollbackStrategy`; not meant to be built directly."""
-        self._resource = resource
-        self._plan_id = plan_id
-        self._root = root
+        super().__init__(resource, plan_id, root)
         self._state = state
         self._max_snapshot_rows = max_snapshot_rows
         self._savepoint_warning_at = savepoint_warning_at
