@@ -36,7 +36,7 @@ async def test_the_losing_tab_shows_its_refusal_not_the_winners_correction(
         await settle(app, pilot)  # the app reads the store in workers
         # The other tab won: it holds the plan and has started its correction.
         with run_lease.holding(base, plan_id, "correcting"):
-            replay = ReplayModal(store, impact, "tester", demo_plan.options)
+            replay = ReplayModal(impact)
             with store.unit_of_work(write=True) as uow:
                 uow.events.append(
                     "correction_started",

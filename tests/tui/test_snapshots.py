@@ -223,7 +223,7 @@ def test_replay_modal_after_a_refused_correction(snap_compare: Any, sqlite_store
 
     async def run_before(pilot: Pilot[None]) -> None:
         await settle(pilot)
-        pilot.app.push_screen(ReplayModal(sqlite_store, _impact(), "tester"))
+        pilot.app.push_screen(ReplayModal(_impact()))
         await settle(pilot)
 
     app = _app(sqlite_store, plan_id=PLAN)

@@ -32,6 +32,7 @@ from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.messages import ProgressFailed, ProgressRead
 from cleveragents_tui.tui.modals.base import Dialog
 from cleveragents_tui.tui.render import safe_text
+from cleveragents_tui.tui.services import services
 
 
 def describe(event: EventView) -> str:
@@ -69,19 +70,14 @@ class ReplayModal(Dialog[str | None]):
         Binding("escape", "close", "Close", id="replay.close"),
     ]
 
-    def __init__(
-        self,
-        store: Store,
-        impact: Impact,
-        user: str,
-        options: RunOptions | None = None,
-        outside: OutsideChoice | None = None,
-    ) -> None:
+    # The app's, taken when mounted, as every screen takes them (tui/services.py).
+    store: Store
+    user: str
+    options: RunOptions | None
+
+    def __init__(self, impact: Impact, outside: OutsideChoice | None = None) -> None:
         super().__init__("Correction running")
-        self.store = store
         self.impact = impact
-        self.user = user
-        self.options = options
         self.outside = outside  # keep or discard files changed outside the plan
         self.result: CorrectionResult | None = None
         self.error: str | None = None
@@ -107,6 +103,10 @@ class ReplayModal(Dialog[str | None]):
         ]
 
     def on_mount(self) -> None:
+        app = services(self)
+        self.store = app.store
+        self.user = app.user
+        self.options = app.run_options
         self._log(f"correcting {self.impact.decision_id} ({self.impact.mode.value})")
         self._worker = self.run_worker(
             self._execute, thread=True, exit_on_error=False, name="correction"

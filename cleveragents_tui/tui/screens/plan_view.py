@@ -434,13 +434,10 @@ class PlanScreen(PlanExport, PlanControls):
         if not go:
             self.notify("Correction cancelled: nothing was changed.")
             return
-        app = services(self)
-        correction_id = await self.app.push_screen_wait(
-            ReplayModal(self.store, impact, app.user, app.run_options, outside)
-        )
+        correction_id = await self.app.push_screen_wait(ReplayModal(impact, outside))
         self.refresh_data()
         if correction_id:
-            app.open_diff(correction_id)
+            services(self).open_diff(correction_id)
 
     @work(exclusive=True, group="diff", exit_on_error=False)
     async def action_diff(self) -> None:
