@@ -15,12 +15,14 @@ from cleveragents_tui.tui.render import safe_text
 
 
 @dataclass(frozen=True)
-class CorrectionRequest:
+class CorrectionChoice:
+    """What the dialog was told: the mode and the guidance (the decision is the view's)."""
+
     mode: CorrectionMode
     guidance: str
 
 
-class CorrectionDialog(FormDialog[CorrectionRequest]):
+class CorrectionDialog(FormDialog[CorrectionChoice]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="correction.cancel")
     ]
@@ -66,4 +68,4 @@ class CorrectionDialog(FormDialog[CorrectionRequest]):
             return
         append = self.query_one("#mode-append", RadioButton).value
         mode = CorrectionMode.APPEND if append else CorrectionMode.REVERT
-        self.dismiss(CorrectionRequest(mode, guidance))
+        self.dismiss(CorrectionChoice(mode, guidance))
