@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL
@@ -76,12 +78,17 @@ _LOCKED_MARKERS = ("could not obtain lock", "database is locked")
 
 
 def _translate_refusals(context: Any) -> Exception | None:
-    """Turn the database's refusals into the domain's errors, whatever code path hit them.
+    return refusal(context.original_exception, context.engine)
+
+
+def refusal(original: BaseException, engine: Engine | None) -> Exception | None:
+    """Turn the database's refusals into the domain's errors, whatever code path hit them
+    (SQLAlchemy's ``handle_error``, or a statement sent on the driver: store/driver.py).
 
     The append-only triggers (migration 0001) raise with APPEND_ONLY_MARKER; lock timeouts
     mean another process holds the plan.
     """
-    message = str(context.original_exception)
+    message = str(original)
     if APPEND_ONLY_MARKER in message:
         return ImmutableRecordError(
             message.strip().splitlines()[0],
@@ -91,8 +98,8 @@ def _translate_refusals(context: Any) -> Exception | None:
         return ConcurrentChangeError(
             "another process is changing this database right now", "wait for it to finish and retry"
         )
-    if context.engine is not None and context.engine.url.get_backend_name() == "sqlite":
-        return sqlite_environment_error(message, sqlite_file(context.engine.url))
+    if engine is not None and engine.url.get_backend_name() == "sqlite":
+        return sqlite_environment_error(message, sqlite_file(engine.url))
     return None
 
 
@@ -145,9 +152,7 @@ def _configure_sqlite(engine: Engine) -> None:
         if not opened:
             opened.append(_file_identity(path))
 
-    @event.listens_for(engine, "begin")
-    def _on_begin(connection: Any) -> None:
-        mode = connection.get_execution_options().get(SQLITE_BEGIN, "DEFERRED")
+    def begin(mode: str) -> str:
         if mode not in ("DEFERRED", "IMMEDIATE"):
             raise ValueError(f"unknown SQLite begin mode {mode!r}")
         if mode == "IMMEDIATE" and opened and opened[0] != _file_identity(path):
@@ -156,7 +161,23 @@ def _configure_sqlite(engine: Engine) -> None:
                 f"the database {shorten(path, 200)} was moved or deleted while in use",
                 "put it back, or pass --db with its new path; this change was not recorded",
             )
-        connection.exec_driver_sql(f"BEGIN {mode}")
+        return f"BEGIN {mode}"
+
+    _SQLITE_BEGINS[engine] = begin
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        mode = connection.get_execution_options().get(SQLITE_BEGIN, "DEFERRED")
+        connection.exec_driver_sql(begin(mode))
+
+
+_SQLITE_BEGINS: WeakKeyDictionary[Engine, Callable[[str], str]] = WeakKeyDictionary()
+
+
+def sqlite_begin(engine: Engine, mode: str) -> str:
+    """The BEGIN statement of a transaction in ``mode`` (DEFERRED or IMMEDIATE) on this
+    engine's SQLite file, refused when the file was moved or deleted since it was opened."""
+    return _SQLITE_BEGINS[engine](mode)
 
 
 def _file_identity(path: str) -> tuple[int, int] | None:

@@ -1,10 +1,11 @@
-"""The statements of ``record_decision``, on a plain connection (issue 22).
+"""The statements of ``record_decision``, on the driver's connection (issue 22).
 
-Recording runs once per decision, so it pays for every statement. A transaction here is a
-SQLAlchemy Core connection, not an ORM session (a session costs ~0.4 ms more per
-transaction); each statement is built once, at import; several rows of a table go in one
-executemany; nothing is read back before it is changed; and every read is one an index
-answers in a few rows — nothing that grows with the plan's size.
+Recording runs once per decision, so it pays for every statement. Each statement is built
+once, at import, compiled by SQLAlchemy once per dialect, and sent on the driver's cursor
+(store/driver.py: SQLAlchemy's execution layer cost ~20 µs a statement, more than the
+database); several rows of a table go in one executemany; nothing is read back before it
+is changed; and every read is one an index answers in a few rows — nothing that grows with
+the plan's size.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from importlib import import_module
-from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, func, insert, select, update
+from sqlalchemy import Engine, bindparam, func, insert, select, update
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
@@ -24,7 +24,7 @@ from cleveragents_tui.domain.enums import CheckpointGroupStatus, CheckpointType,
 from cleveragents_tui.domain.errors import NotFoundError
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.store import mapping
-from cleveragents_tui.store.database import SQLITE_BEGIN
+from cleveragents_tui.store.driver import Driver, Statement
 from cleveragents_tui.store.tables import (
     CheckpointGroupRow,
     CheckpointMetadataRow,
@@ -39,28 +39,30 @@ PENDING = CheckpointGroupStatus.PENDING.value
 COMMITTED = CheckpointGroupStatus.COMMITTED.value
 CHECKPOINTS = CheckpointMetadataRow.__table__
 
-_NEXT_SEQUENCE = select(func.max(DecisionRow.sequence_number)).where(
-    DecisionRow.plan_id == bindparam("plan")
+_NEXT_SEQUENCE = Statement(
+    select(func.max(DecisionRow.sequence_number)).where(DecisionRow.plan_id == bindparam("plan"))
 )
-_PARENT_PLAN = select(DecisionRow.plan_id).where(DecisionRow.decision_id == bindparam("parent"))
-_INSERT_DECISION = insert(DecisionRow)
-_INSERT_EDGES = insert(DecisionDependencyRow)
-_INSERT_ARTIFACTS = insert(DecisionArtifactRow)
-_INSERT_GROUP = insert(CheckpointGroupRow)
-_INSERT_CHECKPOINTS = insert(CheckpointMetadataRow)
-_INSERT_EVENT = insert(EventRow)
-_NOTE_REFS = (
+_PARENT_PLAN = Statement(
+    select(DecisionRow.plan_id).where(DecisionRow.decision_id == bindparam("parent"))
+)
+_INSERT_DECISION = Statement(insert(DecisionRow))
+_INSERT_EDGES = Statement(insert(DecisionDependencyRow))
+_INSERT_ARTIFACTS = Statement(insert(DecisionArtifactRow))
+_INSERT_GROUP = Statement(insert(CheckpointGroupRow))
+_INSERT_CHECKPOINTS = Statement(insert(CheckpointMetadataRow))
+_INSERT_EVENT = Statement(insert(EventRow))
+_NOTE_REFS = Statement(
     update(CheckpointGroupRow)
     .where(CheckpointGroupRow.group_id == bindparam("group"), CheckpointGroupRow.status == PENDING)
     .values(pending_refs=bindparam("refs"))
 )
-_COMMIT_GROUP = (
+_COMMIT_GROUP = Statement(
     update(CheckpointGroupRow)
     .where(CheckpointGroupRow.group_id == bindparam("group"), CheckpointGroupRow.status == PENDING)
     .values(status=COMMITTED, decision_id=bindparam("decision"), pending_refs="[]")
 )
 _LIVE_FIELDS = tuple(CheckpointMetadata.model_fields)
-_LIVE = (
+_LIVE = Statement(
     select(*(getattr(CheckpointMetadataRow, name) for name in _LIVE_FIELDS))
     .where(
         CheckpointMetadataRow.plan_id == bindparam("plan"),
@@ -69,7 +71,7 @@ _LIVE = (
     )
     .order_by(CheckpointMetadataRow.created_at, CheckpointMetadataRow.checkpoint_id)
 )
-_COUNT_LIVE = (
+_COUNT_LIVE = Statement(
     select(func.count())
     .select_from(CheckpointMetadataRow)
     .where(
@@ -78,12 +80,12 @@ _COUNT_LIVE = (
         CheckpointMetadataRow.pruned_at.is_(None),
     )
 )
-_MARK_PRUNED = (
+_MARK_PRUNED = Statement(
     update(CheckpointMetadataRow)
-    .where(CheckpointMetadataRow.checkpoint_id.in_(bindparam("ids", expanding=True)))
+    .where(CheckpointMetadataRow.checkpoint_id == bindparam("id"))
     .values(pruned_at=bindparam("now"))
 )
-_WRITTEN_SINCE = (
+_WRITTEN_SINCE = Statement(
     select(EventRow.event_id, EventRow.payload)
     .where(
         EventRow.plan_id == bindparam("plan"),
@@ -92,7 +94,7 @@ _WRITTEN_SINCE = (
     )
     .order_by(EventRow.event_id)
 )
-_CHECKPOINTED = (
+_CHECKPOINTED = Statement(
     select(CheckpointMetadataRow.resource_id)
     .where(
         CheckpointMetadataRow.plan_id == bindparam("plan"),
@@ -103,11 +105,13 @@ _CHECKPOINTED = (
 
 
 @cache
-def _put_context(dialect: str) -> Any:
+def _put_context(dialect: str) -> Statement:
     """INSERT ... ON CONFLICT DO NOTHING in the dialect's words (loaded when first used:
     commands on SQLite never load PostgreSQL's dialect)."""
     module = import_module(f"sqlalchemy.dialects.{dialect}")
-    return module.insert(ContextBlobRow).on_conflict_do_nothing(index_elements=["context_hash"])
+    return Statement(
+        module.insert(ContextBlobRow).on_conflict_do_nothing(index_elements=["context_hash"])
+    )
 
 
 def _refs(refs: Sequence[tuple[str, str]]) -> str:
@@ -117,52 +121,55 @@ def _refs(refs: Sequence[tuple[str, str]]) -> str:
 class Recording:
     """One transaction of recording statements; nothing is written unless :meth:`commit`
     is called (as a unit of work: ``write=True`` takes SQLite's write lock at BEGIN, and
-    each commit passes the ``store.commit`` failpoint). ``connection``: run on this one
+    each commit passes the ``store.commit`` failpoint). ``driver``: run on this connection
     (see :func:`recordings`) instead of checking one out of the pool."""
 
-    def __init__(
-        self, engine: Engine, write: bool = False, connection: Connection | None = None
-    ) -> None:
+    def __init__(self, engine: Engine, write: bool = False, driver: Driver | None = None) -> None:
         self._engine = engine
         self._write = write
-        self._shared = connection
+        self._shared = driver
 
     def __enter__(self) -> Recording:
-        self._connection: Connection = self._shared or self._engine.connect()
-        if self._engine.dialect.name == "sqlite":
-            self._connection.execution_options(
-                **{SQLITE_BEGIN: "IMMEDIATE" if self._write else "DEFERRED"}
-            )
-        self._connection.begin()
+        if self._shared is None:
+            self._own = self._engine.connect()
+            self._driver = Driver(self._engine, self._own)
+        else:
+            self._driver = self._shared
+        self._open = False
+        self._driver.begin(self._write)
+        self._open = True
         return self
 
     def commit(self) -> None:
         failpoints.hit("store.commit")
-        self._connection.commit()
+        self._driver.commit()
+        self._open = False
 
     def __exit__(self, *exc_info: object) -> None:
-        if self._shared is None:
-            self._connection.close()  # rolls back what was not committed
-        elif self._connection.in_transaction():
-            self._connection.rollback()
+        try:
+            if self._open:
+                self._driver.rollback()
+        finally:
+            if self._shared is None:
+                self._own.close()
 
     # --- reads -------------------------------------------------------------------------
 
     def next_sequence_number(self, plan_id: str) -> int:
-        top = self._connection.execute(_NEXT_SEQUENCE, {"plan": plan_id}).scalar()
+        top = self._driver.scalar(_NEXT_SEQUENCE, {"plan": plan_id})
         return 0 if top is None else int(top) + 1
 
     def resources_checkpointed(self, plan_id: str) -> set[str]:
         """The resources with checkpoint rows of decision groups in the plan (every row of
         the plan: read once per run, see PlanSandboxes.modified)."""
-        return set(self._connection.execute(_CHECKPOINTED, {"plan": plan_id}).scalars())
+        return {row[0] for row in self._driver.fetch(_CHECKPOINTED, {"plan": plan_id})}
 
     def resources_written_since(self, plan_id: str, after_event: int) -> tuple[set[str], int]:
         """The resources of the plan's ``resource_written`` events after event ``after_event``,
         and the last event id read (so the next call reads only newer ones)."""
         written: set[str] = set()
         last = after_event
-        rows = self._connection.execute(_WRITTEN_SINCE, {"plan": plan_id, "after": after_event})
+        rows = self._driver.fetch(_WRITTEN_SINCE, {"plan": plan_id, "after": after_event})
         for event_id, raw in rows:
             payload = mapping.load_json("events", plan_id, "payload", raw)
             if isinstance(payload, dict) and "resource" in payload:
@@ -172,18 +179,14 @@ class Recording:
 
     def count_live(self, plan_id: str, resource_id: str) -> int:
         """How many live checkpoints one resource has in the plan (the partial index alone)."""
-        return int(
-            self._connection.execute(
-                _COUNT_LIVE, {"plan": plan_id, "resource": resource_id}
-            ).scalar_one()
-        )
+        return int(self._driver.scalar(_COUNT_LIVE, {"plan": plan_id, "resource": resource_id}))
 
     def live_checkpoints(self, plan_id: str, resource_id: str) -> list[CheckpointMetadata]:
         """One resource's live checkpoints in the plan, oldest first (the partial index of
         migration 0009: as many as its budget keeps, whatever the plan's size). Built
         without validation: the rows were validated when they were stored."""
         out = []
-        for row in self._connection.execute(_LIVE, {"plan": plan_id, "resource": resource_id}):
+        for row in self._driver.fetch(_LIVE, {"plan": plan_id, "resource": resource_id}):
             fields = dict(zip(_LIVE_FIELDS, row, strict=True))
             fields["checkpoint_type"] = CheckpointType(fields["checkpoint_type"])
             fields["strategy"] = SandboxStrategyName(fields["strategy"])
@@ -194,7 +197,7 @@ class Recording:
 
     def open_group(self, group: CheckpointGroup, refs: Sequence[tuple[str, str]]) -> None:
         """Insert ``group`` pending, with the checkpoint refs made for it so far."""
-        self._connection.execute(
+        self._driver.execute(
             _INSERT_GROUP,
             {
                 "group_id": group.group_id,
@@ -208,8 +211,7 @@ class Recording:
 
     def note_refs(self, group_id: str, refs: Sequence[tuple[str, str]]) -> None:
         """Replace the refs noted on a pending group (the caller holds the full list)."""
-        result = self._connection.execute(_NOTE_REFS, {"group": group_id, "refs": _refs(refs)})
-        if result.rowcount != 1:
+        if self._driver.execute(_NOTE_REFS, {"group": group_id, "refs": _refs(refs)}) != 1:
             raise NotFoundError(f"no pending checkpoint group {group_id}")
 
     def store_decision(
@@ -225,22 +227,22 @@ class Recording:
         was made for it)."""
         self._check_parent(decision)
         row, deps, artifacts = mapping.decision_values(decision)
-        execute = self._connection.execute
-        execute(_INSERT_DECISION, [row])
+        driver = self._driver
+        driver.execute(_INSERT_DECISION, row)
         if deps:
-            execute(_INSERT_EDGES, deps)
+            driver.executemany(_INSERT_EDGES, deps)
         if artifacts:
-            execute(_INSERT_ARTIFACTS, artifacts)
+            driver.executemany(_INSERT_ARTIFACTS, artifacts)
         if group is None:
             return
         if pending:
-            result = execute(
+            flipped = driver.execute(
                 _COMMIT_GROUP, {"group": group.group_id, "decision": decision.decision_id}
             )
-            if result.rowcount != 1:
+            if flipped != 1:
                 raise NotFoundError(f"no pending checkpoint group {group.group_id}")
         else:
-            execute(
+            driver.execute(
                 _INSERT_GROUP,
                 {
                     "group_id": group.group_id,
@@ -252,20 +254,20 @@ class Recording:
                 },
             )
         if checkpoints:
-            execute(_INSERT_CHECKPOINTS, [c.model_dump(mode="python") for c in checkpoints])
+            driver.executemany(
+                _INSERT_CHECKPOINTS, [c.model_dump(mode="python") for c in checkpoints]
+            )
 
     def _check_parent(self, decision: Decision) -> None:
         parent = decision.parent_decision_id
         if parent is None:
             return
-        decision.check_parent_plan(
-            self._connection.execute(_PARENT_PLAN, {"parent": parent}).scalar()
-        )
+        decision.check_parent_plan(self._driver.scalar(_PARENT_PLAN, {"parent": parent}))
 
     def add_edges(self, downstream: str, upstreams: Sequence[str], kind: str) -> None:
         """Influence edges from each of ``upstreams`` to ``downstream`` (one statement)."""
         if upstreams:
-            self._connection.execute(
+            self._driver.executemany(
                 _INSERT_EDGES,
                 [
                     {
@@ -279,13 +281,13 @@ class Recording:
 
     def put_context(self, context_hash: str, body: str) -> None:
         """Store a context once: a second decision made in the same context adds nothing."""
-        self._connection.execute(
+        self._driver.execute(
             _put_context(self._engine.dialect.name),
             {"context_hash": context_hash, "body": body, "created_at": utc_now()},
         )
 
     def append_event(self, kind: str, payload: dict[str, object], plan_id: str) -> None:
-        self._connection.execute(
+        self._driver.execute(
             _INSERT_EVENT,
             {
                 "plan_id": plan_id,
@@ -297,9 +299,10 @@ class Recording:
         )
 
     def mark_pruned(self, checkpoint_ids: Iterable[str]) -> None:
-        ids = list(checkpoint_ids)
-        if ids:
-            self._connection.execute(_MARK_PRUNED, {"ids": ids, "now": utc_now()})
+        now = utc_now()
+        rows = [{"id": checkpoint_id, "now": now} for checkpoint_id in checkpoint_ids]
+        if rows:
+            self._driver.executemany(_MARK_PRUNED, rows)
 
 
 @contextmanager
@@ -308,8 +311,9 @@ def recordings(engine: Engine) -> Iterator[Callable[[bool], Recording]]:
     several transactions check it out of the pool once (on PostgreSQL each checkout costs
     a round trip: the pool pings the server)."""
     with engine.connect() as connection:
+        driver = Driver(engine, connection)
 
         def transaction(write: bool = False) -> Recording:
-            return Recording(engine, write, connection)
+            return Recording(engine, write, driver)
 
         yield transaction

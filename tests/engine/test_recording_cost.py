@@ -15,8 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sqlalchemy import event
-
 from cleveragents_tui.actors.base import Proposal, ToolCallRequest
 from cleveragents_tui.domain.enums import DecisionType, Phase
 from cleveragents_tui.engine.core.checkpoints import record_execute_decision
@@ -25,6 +23,7 @@ from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.engine.ops.doctor import run_checks
 from cleveragents_tui.engine.ops.recovery import recover_pending_groups
 from cleveragents_tui.failpoints import ENV_VAR
+from cleveragents_tui.store import driver
 from tests.engine.conftest import FILES, GIT, World
 from tests.engine.test_recovery import CRASHING_RECORD
 from tests.support.scale_plan import API, build
@@ -158,15 +157,15 @@ def test_recording_reads_only_through_indexes(tmp_path: Path) -> None:
     sandboxes = PlanSandboxes(scale.store, scale.plan_id, scale.options.sandbox_base)
     record(3)  # the runner's first recording
 
-    def capture(_c: object, _cur: object, sql: str, params: object, _x: object, many: bool) -> None:
-        if sql.lstrip().upper().startswith("SELECT"):
-            reads.append((sql, params))
+    def capture(sent: driver.Sent) -> None:
+        if sent.sql.lstrip().upper().startswith("SELECT"):
+            reads.append((sent.sql, sent.params))
 
-    event.listen(scale.store.engine, "before_cursor_execute", capture)
+    driver.listen(scale.store.engine, capture)  # where the recording sends its statements
     try:
         record(4)
     finally:
-        event.remove(scale.store.engine, "before_cursor_execute", capture)
+        driver.remove(scale.store.engine, capture)
         plans = _query_plans(scale.store, reads)
         scale.store.close()
     assert any("ix_checkpoint_metadata_live" in p for p in plans), plans  # pruned: read live
