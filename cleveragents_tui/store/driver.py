@@ -73,11 +73,10 @@ class Compiled:
         self.constants = {
             name: value for name, value in compiled.params.items() if not binds[name].required
         }
-        self.processors: dict[str, Callable[[Any], Any]] = {}
-        for name in self.names:
-            process = binds[name].type.dialect_impl(dialect).bind_processor(dialect)
-            if process is not None:
-                self.processors[name] = process
+        self.processors = tuple(
+            (name, binds[name].type.dialect_impl(dialect).bind_processor(dialect))
+            for name in self.names
+        )
         self.results: tuple[Callable[[Any], Any] | None, ...] = ()
         if isinstance(statement, SelectBase):
             self.results = tuple(
@@ -87,12 +86,17 @@ class Compiled:
 
     def params(self, values: Values) -> Any:
         """The driver's parameters for these values: a tuple (qmark) or a dict (pyformat)."""
-        merged = {**self.constants, **values} if self.constants else dict(values)
-        for name, process in self.processors.items():
-            merged[name] = process(merged[name])
+        if self.constants:
+            values = {**self.constants, **values}
         if self.positional:
-            return tuple(merged[name] for name in self.names)
-        return {name: merged[name] for name in self.names}
+            return tuple(
+                values[name] if process is None else process(values[name])
+                for name, process in self.processors
+            )
+        return {
+            name: values[name] if process is None else process(values[name])
+            for name, process in self.processors
+        }
 
     def rows(self, fetched: list[Any]) -> list[Row]:
         results = self.results
@@ -111,14 +115,13 @@ class Statement:
     def __init__(self, core: Executable) -> None:
         self.core = core
         self._insert = isinstance(core, Insert)
-        self._compiled: dict[tuple[str, tuple[str, ...] | None], Compiled] = {}
+        self._compiled: dict[tuple[str, str, tuple[str, ...] | None], Compiled] = {}
 
     def compiled(self, dialect: Dialect, values: Values) -> Compiled:
-        keys = tuple(values) if self._insert else None
-        found = self._compiled.get((dialect.dialect_description, keys))
+        key = (dialect.name, dialect.driver, tuple(values) if self._insert else None)
+        found = self._compiled.get(key)
         if found is None:
-            found = Compiled(self.core, dialect, keys)
-            self._compiled[(dialect.dialect_description, keys)] = found
+            found = self._compiled[key] = Compiled(self.core, dialect, key[2])
         return found
 
 

@@ -39,8 +39,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
-
 from cleveragents_tui.actors.base import Proposal, ToolCallRequest
 from cleveragents_tui.domain.enums import DecisionType, Phase
 from cleveragents_tui.domain.ids import new_ulid
@@ -50,6 +48,7 @@ from cleveragents_tui.engine.demo.demo import build_demo
 from cleveragents_tui.engine.run import steps as steps_module
 from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions, start_plan
 from cleveragents_tui.engine.setup.actions import load_action
+from cleveragents_tui.store import driver
 from cleveragents_tui.store.store import Store
 from tests.benchmarks.bench_filesystem_copy import walk
 from tests.benchmarks.harness import Measurement
@@ -57,7 +56,7 @@ from tests.support.postgres import PostgresServer, find_bindir
 from tests.support.scale_plan import API, FILES, build
 
 GROUP = "record_decision"
-COMMIT, ROLLBACK = "COMMIT", "ROLLBACK"
+COMMIT, ROLLBACK = driver.COMMIT, driver.ROLLBACK
 KEYED = tuple(
     f"INSERT INTO {t} "
     for t in ("decisions", "checkpoint_groups", "checkpoint_metadata", "context_blobs")
@@ -269,13 +268,14 @@ def _at_scale(count: int, repeat: int, url: str | None) -> Samples:
         notes = Path(tmp) / "notes"
         sent: list[Insert] = []  # every statement, and each transaction's end as COMMIT/ROLLBACK
 
-        def capture(_c: Any, _cur: Any, sql: str, params: Any, _ctx: Any, many: bool) -> None:
-            sent.extend((sql, p) for p in (params if many else [params]))
-
-        def ended(kind: str) -> Callable[[Any], None]:
-            return lambda _connection: sent.append((kind, None))
-
-        ends = {"commit": ended(COMMIT), "rollback": ended(ROLLBACK)}
+        def capture(what: driver.Sent) -> None:  # where the recording sends them
+            if what.many:
+                sent.extend((what.sql, p) for p in what.params)
+            else:
+                ends = (COMMIT, ROLLBACK)
+                sent.append(
+                    (what.sql, () if what.params is None and what.sql not in ends else what.params)
+                )
 
         try:
             for n in range(repeat):
@@ -288,9 +288,7 @@ def _at_scale(count: int, repeat: int, url: str | None) -> Samples:
                 )
                 sent.clear()
                 spent[0] = 0.0
-                event.listen(store.engine, "before_cursor_execute", capture)
-                for name, listener in ends.items():
-                    event.listen(store.engine, name, listener)
+                driver.listen(store.engine, capture)
                 start = time.perf_counter()
                 made = record_decision(
                     store,
@@ -304,9 +302,7 @@ def _at_scale(count: int, repeat: int, url: str | None) -> Samples:
                     context={"bench": n, "plan": scale.plan_id},
                 )
                 samples.whole.append(time.perf_counter() - start)
-                event.remove(store.engine, "before_cursor_execute", capture)
-                for name, listener in ends.items():
-                    event.remove(store.engine, name, listener)
+                driver.remove(store.engine, capture)
                 samples.sandbox.append(spent[0])
                 number = made.sequence_number
                 inserts = [s for s in _fresh(sent, number, number + 1) if s[0].startswith("INSERT")]
