@@ -121,8 +121,10 @@ def _refs(refs: Sequence[tuple[str, str]]) -> str:
 class Recording:
     """One transaction of recording statements; nothing is written unless :meth:`commit`
     is called (as a unit of work: ``write=True`` takes SQLite's write lock at BEGIN, and
-    each commit passes the ``store.commit`` failpoint). ``driver``: run on this connection
-    (see :func:`recordings`) instead of checking one out of the pool."""
+    each commit passes the ``store.commit`` failpoint). Without ``write`` it only reads
+    (a write is refused; on PostgreSQL it runs without BEGIN: see ``Driver.begin``).
+    ``driver``: run on this connection (see :func:`recordings`) instead of checking one
+    out of the pool."""
 
     def __init__(self, engine: Engine, write: bool = False, driver: Driver | None = None) -> None:
         self._engine = engine

@@ -247,6 +247,11 @@ def test_a_refusal_on_the_driver_is_sqlalchemys_error(two_stores: Pair) -> None:
             rec.store_decision(root)
         with transaction(False) as rec:  # the connection goes on being usable
             assert rec.next_sequence_number(plan.plan_id) == 1
+            with pytest.raises(ValueError, match="only reads"):  # a read does not write
+                rec.put_context("3" * 64, "never stored")
+            assert rec.next_sequence_number(plan.plan_id) == 1
+        with transaction(True) as rec:  # a write transaction after a read one
+            rec.put_context("4" * 64, "rolled back")
     assert _stored(store) == before
 
 
