@@ -39,6 +39,7 @@ from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.tool import ToolInvocation
 from cleveragents_tui.store import mapping
+from cleveragents_tui.store.driver_reads import fetch
 from cleveragents_tui.store.tables import (
     WROTE,
     ApprovalRow,
@@ -55,7 +56,7 @@ USER_INTERVENTION = "user_intervention"
 
 def id_set(session: Session, ids: Iterable[str], name: str = "ids") -> Select[tuple[str]]:
     """``SELECT value FROM <the ids>``: the ids bound as one JSON array parameter."""
-    bound = bindparam(name, _json_ids(ids), type_=String)
+    bound = bindparam(name, json_ids(ids), type_=String)
     return values_of(_dialect(session), bound)
 
 
@@ -111,10 +112,13 @@ def calls_of(
     """(decision, resource named, tool, irreversible, side effects) of the tool calls of these
     decisions that are irreversible or name one of ``resources`` (their ``resource``
     argument, a string), by decision id, then in the order made. One statement that starts
-    from the ids, each looked up by its index (:func:`_calls_statement`)."""
-    rows = session.connection().execute(
+    from the ids, each looked up by its index (:func:`_calls_statement`), on the driver's
+    cursor (store/driver_reads.py: its cache key cost twice its SQL)."""
+    rows = fetch(
+        session,
         _calls_statement(_dialect(session)),
-        {"ids": _json_ids(decision_ids), "resources": _json_ids(resources)},
+        ids=json_ids(decision_ids),
+        resources=json_ids(resources),
     )
     return [
         (
@@ -169,9 +173,12 @@ def writes_after(
     that the plan's current decisions recorded after ``sequence_number`` made on one of
     ``resources``, in the order they were made: a revert's later writers. Only those rows
     leave the database."""
-    rows = session.connection().execute(
+    rows = fetch(
+        session,
         _writes_statement(_dialect(session)),
-        {"plan": plan_id, "after": sequence_number, "resources": _json_ids(resources)},
+        plan=plan_id,
+        after=sequence_number,
+        resources=json_ids(resources),
     )
     return [(decision_id, str(resource)) for decision_id, resource in rows]
 
@@ -198,7 +205,8 @@ def _writes_statement(dialect: str) -> Select[Any]:
     )
 
 
-def _json_ids(ids: Iterable[str]) -> str:
+def json_ids(ids: Iterable[str]) -> str:
+    """The ids as the one JSON array parameter the id-set statements take (sorted, once each)."""
     return json.dumps(sorted(set(ids)))
 
 

@@ -12,8 +12,11 @@ earlier correction gave guidance) and the sandboxes' files changed outside the p
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from pydantic import ValidationError
 
@@ -127,19 +130,18 @@ def _basics(store: Store, uow: UnitOfWork, decision_ref: str, plan_ref: str | No
             f"decision {decision.decision_id} belongs to plan {decision.plan_id}, not {plan_ref}",
             f"see that plan's decisions with `agents plan tree {plan_ref}`",
         )
-    plan, definition, host = uow.run(reads.plan_with_action, decision.plan_id)
+    plan, stored, host = uow.run(reads.plan_with_action, decision.plan_id)
     checkpoints = tuple(uow.run(reads.checkpoints, plan.plan_id))
     used = sorted({c.resource_id for c in checkpoints})
-    listed = definition.get("resources", []) if definition is not None else []
-    named = [str(r) for r in listed] if isinstance(listed, list) else []
-    action, blocker = replayable(store, uow, plan, definition)
+    named, checked = _stored_action(stored) if stored is not None else ((), None)
+    action, blocker = _runnable(store, uow, plan, checked)
     keys = {p.key for p in action.decisions} if action is not None else set()
     return Snapshot(
         decision=decision,
         plan=plan,
         resources={r.resource_id: r for r in uow.run(reads.resources)},
         used=(*used, *named),
-        named=tuple(named),
+        named=named,
         action=action,
         blocker=blocker,
         # only the action's steps are looked up: not every current decision of a large plan
@@ -152,22 +154,51 @@ def _basics(store: Store, uow: UnitOfWork, decision_ref: str, plan_ref: str | No
 def replayable(
     store: Store, uow: UnitOfWork, plan: Plan, definition: dict[str, object] | None
 ) -> tuple[Action | None, tuple[str, str] | None]:
-    """The plan's action, validated once, and why the plan cannot run again, if it cannot:
-    what :class:`PlanRunner` loads to start, the action and the profile."""
+    """The plan's action, validated, and why the plan cannot run again, if it cannot: what
+    :class:`PlanRunner` loads to start, the action and the profile."""
+    return _runnable(store, uow, plan, _checked(definition))
+
+
+@lru_cache(maxsize=64)
+def _stored_action(stored: str) -> tuple[tuple[str, ...], Action | int | None]:
+    """(the resources a plan's stored action names, the action validated — or how many
+    errors its validation found; None when the stored text is not a JSON object), worked
+    out once per text: a stored action never changes, and validating it was a fifth of a
+    small preview's Python (issue 22). The action is frozen, so sharing it is safe."""
+    definition = None
+    with contextlib.suppress(ValueError):  # invalid JSON: as a plan without an action
+        definition = json.loads(stored)
+    if not isinstance(definition, dict):
+        return (), None
+    listed = definition.get("resources", [])
+    named = tuple(str(r) for r in listed) if isinstance(listed, list) else ()
+    return named, _checked(definition)
+
+
+def _checked(definition: dict[str, object] | None) -> Action | int | None:
     if definition is None:
+        return None
+    try:
+        return Action.model_validate(definition)
+    except ValidationError as exc:
+        return exc.error_count()
+
+
+def _runnable(
+    store: Store, uow: UnitOfWork, plan: Plan, checked: Action | int | None
+) -> tuple[Action | None, tuple[str, str] | None]:
+    if checked is None:
         problem, fix = _NO_ACTION
         return None, (problem.format(plan=plan.plan_id), fix)
-    try:
-        action = Action.model_validate(definition)
-    except ValidationError as exc:
-        return None, _cannot_run(plan, f"{exc.error_count()} error(s)")
+    if isinstance(checked, int):
+        return None, _cannot_run(plan, f"{checked} error(s)")
     name = plan.automation_profile
     if name not in ProfileRegistry.builtins() and uow.automation_profiles.get(name) is None:
         try:  # the registry words the error
             ProfileRegistry(store).get(name)
         except UserError as exc:
-            return action, _cannot_run(plan, exc.problem)
-    return action, None
+            return checked, _cannot_run(plan, exc.problem)
+    return checked, None
 
 
 def _cannot_run(plan: Plan, problem: str) -> tuple[str, str]:
