@@ -16,14 +16,17 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     Cast,
     ColumnElement,
     Select,
     String,
+    any_,
     bindparam,
     case,
     cast,
     func,
+    literal_column,
     or_,
     select,
     text,
@@ -76,6 +79,26 @@ def values_of(dialect: str, array: ColumnElement[Any]) -> Select[tuple[str]]:
     return select(table.c.value)
 
 
+def among(dialect: str, column: Any, name: str) -> ColumnElement[bool]:
+    """``column`` is one of the strings of parameter ``name`` (:func:`strings`): on SQLite
+    in a JSON array's values, on PostgreSQL ``= ANY`` of an array, whose length its planner
+    knows (joined to a JSON array's rows, estimated at 100 whatever their number, it read
+    every step of the plan for a few, and no index of an expression and a set is used)."""
+    compared: ColumnElement[bool]
+    if dialect == "postgresql":
+        compared = column == any_(bindparam(name, type_=ARRAY(String)))
+    else:
+        compared = column.in_(values_of(dialect, bindparam(name, type_=String)))
+    return compared
+
+
+def strings(session: Session, values: Iterable[str]) -> str | list[str]:
+    """The parameter :func:`among` compares with, for the session's database."""
+    if session.get_bind().dialect.name == "postgresql":
+        return sorted(set(values))
+    return json_ids(values)
+
+
 def _resource_argument(dialect: str) -> ColumnElement[Any]:
     """A tool call's ``resource`` argument when it is a string, else NULL, read in the
     database from the stored JSON."""
@@ -94,10 +117,12 @@ def _named(dialect: str) -> ColumnElement[Any]:
     it matches the same calls, since no JSON number, object, array or constant reads as a
     ``namespace/name`` (what a later-writers read pays per call of the plan)."""
     c = ToolInvocationRow
+    # the keys as literals, not bound values: the expression is then the one the index of
+    # the plan's writes by resource is made of (migration 0010), which the planners match
     named: ColumnElement[Any] = (
-        _jsonb(c.arguments)["resource"].astext
+        _jsonb(c.arguments).op("->>")(literal_column("'resource'"))
         if dialect == "postgresql"
-        else func.json_extract(c.arguments, "$.resource")
+        else func.json_extract(c.arguments, literal_column("'$.resource'"))
     )
     return named
 
@@ -178,7 +203,7 @@ def writes_after(
         _writes_statement(_dialect(session)),
         plan=plan_id,
         after=sequence_number,
-        resources=json_ids(resources),
+        resources=strings(session, resources),
     )
     return [(decision_id, str(resource)) for decision_id, resource in rows]
 
@@ -199,7 +224,7 @@ def _writes_statement(dialect: str) -> Select[Any]:
             text(WROTE),
             d.superseded_by.is_(None),
             d.sequence_number > bindparam("after"),
-            named.in_(values_of(dialect, bindparam("resources", type_=String))),
+            among(dialect, named, "resources"),
         )
         .order_by(d.sequence_number, c.created_at, c.invocation_id)
     )

@@ -12,10 +12,11 @@ its rows do. The rows become the same domain models, through :mod:`store.mapping
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
 
-from sqlalchemy import Select, String, bindparam, select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
@@ -24,8 +25,8 @@ from cleveragents_tui.domain.errors import NotFoundError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.store import mapping
-from cleveragents_tui.store.correction_queries import USER_INTERVENTION, json_ids, values_of
-from cleveragents_tui.store.driver_reads import built, fetch
+from cleveragents_tui.store.correction_queries import USER_INTERVENTION, among, strings
+from cleveragents_tui.store.driver_reads import AnySelect, batch, fetch
 from cleveragents_tui.store.tables import (
     CheckpointMetadataRow,
     DecisionArtifactRow,
@@ -46,79 +47,130 @@ _GUIDANCE = (
     .where(_d.plan_id == bindparam("plan"), _d.decision_type == USER_INTERVENTION)
     .order_by(_d.sequence_number)
 )
+# the decision's plan, looked up in the statement: the plan-level reads go with the
+# decision's, in one round trip on PostgreSQL (store/driver_reads.batch)
+_ITS_PLAN = select(_d.plan_id).where(_d.decision_id == bindparam("id")).scalar_subquery()
 _PLAN = (
     select(PlanRow.__table__, PlanActionRow.definition, PlanActionRow.sandbox_plan_id)
     .outerjoin_from(PlanRow, PlanActionRow, PlanActionRow.plan_id == PlanRow.plan_id)
-    .where(PlanRow.plan_id == bindparam("plan"))
+    .where(PlanRow.plan_id == _ITS_PLAN)
 )
 _CHECKPOINTS = (
     select(CheckpointMetadataRow.__table__)
-    .where(CheckpointMetadataRow.plan_id == bindparam("plan"))
+    .where(CheckpointMetadataRow.plan_id == _ITS_PLAN)
     .order_by(CheckpointMetadataRow.created_at, CheckpointMetadataRow.checkpoint_id)
+)
+_ITS_GUIDANCE = (
+    select(DecisionRow.__table__)
+    .where(_d.plan_id == _ITS_PLAN, _d.decision_type == USER_INTERVENTION)
+    .order_by(_d.sequence_number)
 )
 _RESOURCES = select(ResourceRow.__table__)  # removed ones too: plans that used them name them
 
 
-def _in(dialect: str, name: str) -> Select[tuple[str]]:
-    return values_of(dialect, bindparam(name, type_=String))
-
-
 @cache
-def _edges(dialect: str) -> Select[Any]:
+def _edges(dialect: str) -> AnySelect:
     return (
         select(_dep.upstream_decision_id, _dep.downstream_ref, _dep.dependency_type)
-        .where(_dep.upstream_decision_id.in_(_in(dialect, "ids")))
+        .where(among(dialect, _dep.upstream_decision_id, "ids"))
         .order_by(_dep.dependency_id)
     )
 
 
 @cache
-def _artifacts(dialect: str) -> Select[Any]:
+def _artifacts(dialect: str) -> AnySelect:
     return (
         select(_art.decision_id, _art.artifact_path, _art.artifact_type)
-        .where(_art.decision_id.in_(_in(dialect, "ids")))
+        .where(among(dialect, _art.decision_id, "ids"))
         .order_by(_art.artifact_id)
     )
 
 
 @cache
-def _steps(dialect: str) -> Select[Any]:
+def _steps(dialect: str) -> AnySelect:
     return select(_d.sequence_number, _d.step_key, _d.decision_id, _d.chosen_option).where(
         _d.plan_id == bindparam("plan"),
         _d.superseded_by.is_(None),
-        _d.step_key.in_(_in(dialect, "keys")),
+        among(dialect, _d.step_key, "keys"),
     )
 
 
-def decision(session: Session, decision_id: str) -> Decision:
-    """The decision, whole (its row, then its edges and artifacts: three statements)."""
-    found = _hydrated(session, fetch(session, _DECISION, id=decision_id))
-    if not found:
+@dataclass(frozen=True)
+class Basics:
+    """What every correction of a decision is checked against, read together."""
+
+    decision: Decision
+    plan: Plan
+    definition: str | None  # the plan's stored action, as stored; None without one
+    host_plan_id: str  # whose sandboxes the plan works in: its own, or its host's
+    checkpoints: list[CheckpointMetadata]  # the plan's, oldest first
+    resources: list[Resource]  # every registered one, removed ones too
+    guidance: list[Any]  # the rows of the plan's guidance decisions (:func:`hydrated`)
+
+
+def basics(session: Session, decision_id: str) -> Basics:
+    """The decision, whole, its plan with its stored action and host, the plan's
+    checkpoints and guidance decisions' rows, and every resource: seven statements, sent
+    together (one round trip on PostgreSQL)."""
+    ids = strings(session, [decision_id])
+    dialect = session.get_bind().dialect.name
+    rows, edges, artifacts, plans, checkpoints, resources, guidance = batch(
+        session,
+        [
+            (_DECISION, None, {"id": decision_id}),
+            (_edges(dialect), None, {"ids": ids}),
+            (_artifacts(dialect), None, {"ids": ids}),
+            (_PLAN, _plan_and_action, {"id": decision_id}),
+            (_CHECKPOINTS, mapping.checkpoint_from_row, {"id": decision_id}),
+            (_RESOURCES, mapping.resource_from_row, {}),
+            (_ITS_GUIDANCE, None, {"id": decision_id}),
+        ],
+    )
+    if not rows:
         raise NotFoundError(f"decision {decision_id} does not exist", _LIST_DECISIONS)
-    return found[0]
+    if not plans:
+        raise NotFoundError(f"plan {rows[0].plan_id} does not exist", _LIST_PLANS)
+    plan, definition, host = plans[0]
+    return Basics(
+        decision=_decisions(rows, edges, artifacts)[0],
+        plan=plan,
+        definition=definition,
+        host_plan_id=host or plan.plan_id,
+        checkpoints=checkpoints,
+        resources=resources,
+        guidance=guidance,
+    )
 
 
 def guidance_decisions(session: Session, plan_id: str) -> list[Decision]:
     """The plan's ``user_intervention`` decisions (corrections' guidance), superseded ones
     too, in sequence order (from the plan-and-type index; one statement when there are
     none, three when there are)."""
-    return _hydrated(session, fetch(session, _GUIDANCE, plan=plan_id))
+    return hydrated(session, fetch(session, _GUIDANCE, plan=plan_id))
 
 
-def _hydrated(session: Session, rows: list[Any]) -> list[Decision]:
+def hydrated(session: Session, rows: list[Any]) -> list[Decision]:
+    """Decision rows (as :class:`Basics` has the guidance's) as decisions, whole: their
+    edges and artifacts read (two statements; none for no rows)."""
     if not rows:
         return []
     dialect = session.get_bind().dialect.name
-    ids = json_ids(row.decision_id for row in rows)
+    ids = strings(session, (row.decision_id for row in rows))
+    edges, artifacts = batch(
+        session,
+        [(_edges(dialect), None, {"ids": ids}), (_artifacts(dialect), None, {"ids": ids})],
+    )
+    return _decisions(rows, edges, artifacts)
+
+
+def _decisions(rows: list[Any], edges: list[Any], artifacts: list[Any]) -> list[Decision]:
     deps: dict[str, list[tuple[str, str]]] = {r.decision_id: [] for r in rows}
     produced: dict[str, list[tuple[str, str]]] = {r.decision_id: [] for r in rows}
-    for upstream, ref, kind in fetch(session, _edges(dialect), ids=ids):
+    for upstream, ref, kind in edges:
         deps[upstream].append((ref, kind))
-    for decision_id, path, kind in fetch(session, _artifacts(dialect), ids=ids):
+    for decision_id, path, kind in artifacts:
         produced[decision_id].append((path, kind))
-    return [
-        _decision(r, tuple(deps[r.decision_id]), tuple(produced[r.decision_id])) for r in rows
-    ]
+    return [_decision(r, tuple(deps[r.decision_id]), tuple(produced[r.decision_id])) for r in rows]
 
 
 @lru_cache(maxsize=1024)
@@ -134,26 +186,6 @@ def _plan_and_action(row: Any) -> tuple[Plan, str | None, str | None]:
     return mapping.plan_from_row(row), row.definition, row.sandbox_plan_id
 
 
-def plan_with_action(session: Session, plan_id: str) -> tuple[Plan, str | None, str]:
-    """(the plan, its stored action's definition as stored — None without one —, the plan
-    whose sandboxes it works in: its own, or its host's), in one statement."""
-    found = built(session, _PLAN, _plan_and_action, plan=plan_id)
-    if not found:
-        raise NotFoundError(f"plan {plan_id} does not exist", _LIST_PLANS)
-    plan, definition, host = found[0]
-    return plan, definition, host or plan_id
-
-
-def checkpoints(session: Session, plan_id: str) -> list[CheckpointMetadata]:
-    """The plan's checkpoints, oldest first."""
-    return built(session, _CHECKPOINTS, mapping.checkpoint_from_row, plan=plan_id)
-
-
-def resources(session: Session) -> list[Resource]:
-    """Every registered resource, removed ones too."""
-    return built(session, _RESOURCES, mapping.resource_from_row)
-
-
 def current_steps(
     session: Session, plan_id: str, keys: Collection[str]
 ) -> dict[str, tuple[str, str]]:
@@ -162,5 +194,5 @@ def current_steps(
     if not keys:
         return {}
     statement = _steps(session.get_bind().dialect.name)
-    rows = sorted(fetch(session, statement, plan=plan_id, keys=json_ids(keys)))
+    rows = sorted(fetch(session, statement, plan=plan_id, keys=strings(session, keys)))
     return {str(key): (decision_id, chosen) for _, key, decision_id, chosen in rows}

@@ -221,6 +221,14 @@ class ToolInvocationRow(Base):
             # as naming PostgreSQL's loads its dialect into every command on SQLite
             sqlite_where=text(WROTE),
         ),
+        # migration 0010: the calls that wrote something, by the resource they name (a
+        # partial expression index, json_extract(arguments, '$.resource') on SQLite, whose
+        # expression indexes are not reflected: PostgreSQL's is the one compared)
+        Index(
+            "ix_tool_invocations_plan_resource_writes",
+            "plan_id",
+            text("(CAST(arguments AS JSONB) ->> 'resource')"),
+        ),
     )
 
 

@@ -1,11 +1,11 @@
-"""Large plans' indexes (migration 0008, issue 22) reach existing databases, and the reads
-they were made for use them.
+"""Large plans' indexes (migrations 0008 and 0010, issue 22) reach existing databases, and
+the reads they were made for use them.
 
 A database made by an older version is upgraded by `agents db upgrade`; afterwards the
 indexes are there on SQLite and PostgreSQL. On SQLite the query plan of a revert's later
-writers (store/correction_queries.writes_after) starts from the partial index of the
-plan's calls that wrote something, and a plan's guidance decisions from the plan-and-type
-index: before, both read every decision of the plan.
+writers (store/correction_queries.writes_after) looks up the plan's calls that wrote
+something by the resource they name (before 0010: read every such call of the plan; before
+0008, every decision), and a plan's guidance decisions start from the plan-and-type index.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from click.testing import CliRunner
-from sqlalchemy import event, inspect
+from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
 from cleveragents_tui.cli import cli
@@ -29,13 +29,25 @@ from tests.support.scale_plan import FILES, build
 
 NEW_INDEXES = {
     "decisions": {"ix_decisions_plan_type_sequence", "ix_decisions_plan_step_key"},
-    "tool_invocations": {"ix_tool_invocations_plan_id", "ix_tool_invocations_plan_writes"},
+    "tool_invocations": {
+        "ix_tool_invocations_plan_id",
+        "ix_tool_invocations_plan_writes",
+        "ix_tool_invocations_plan_resource_writes",  # migration 0010
+    },
+}
+# by name from the catalogue: SQLAlchemy does not reflect SQLite's expression indexes
+_NAMES = {
+    "sqlite": "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = :t",
+    "postgresql": "SELECT indexname FROM pg_indexes WHERE tablename = :t",
 }
 
 
 def _indexes(store: Store) -> dict[str, set[str]]:
-    found = inspect(store.engine)
-    return {table: {str(i["name"]) for i in found.get_indexes(table)} for table in NEW_INDEXES}
+    with store.engine.connect() as connection:
+        names = text(_NAMES[connection.dialect.name])
+        return {
+            table: set(connection.execute(names, {"t": table}).scalars()) for table in NEW_INDEXES
+        }
 
 
 def test_an_0007_database_gets_the_scale_indexes_from_db_upgrade(db_url: str) -> None:
@@ -87,6 +99,7 @@ def test_later_writers_and_guidance_start_from_their_indexes(tmp_path: Path) -> 
         later, guidance, step = (_query_plan(scale.store, *s) for s in sent[:3])
     finally:
         scale.store.close()
-    assert "ix_tool_invocations_plan_writes" in later, later
+    # the plan's writes by the resource they name (migration 0010): those to the files only
+    assert "ix_tool_invocations_plan_resource_writes (plan_id=? AND <expr>=?)" in later, later
     assert "ix_decisions_plan_type_sequence" in guidance, guidance
     assert "ix_decisions_plan_step_key" in step, step

@@ -83,6 +83,7 @@ class Snapshot:
     none_writes: tuple[tuple[str, str], ...] = ()  # (decision, ``none`` resource) named
     irreversible: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (decision, tool, effects)
     outside: tuple[OutsideChanges, ...] = ()  # files changed outside the plan, per sandbox
+    guidance_rows: tuple[object, ...] = ()  # their rows, read first (a revert hydrates them)
     guidance: tuple[Decision, ...] = ()  # the plan's corrections' guidance decisions
     lost: Lost = ()  # guidance entries the restored actor states lack
 
@@ -121,7 +122,8 @@ def _with(snapshot: Snapshot, **changes: object) -> Snapshot:
 def _basics(store: Store, uow: UnitOfWork, decision_ref: str, plan_ref: str | None) -> Snapshot:
     """What every correction is checked against: the decision, its plan, the resources, the
     plan's action and profile, the current decision of each of the action's steps."""
-    decision = uow.run(reads.decision, uow.decisions.resolve(decision_ref))
+    read = uow.run(reads.basics, uow.decisions.resolve(decision_ref))
+    decision = read.decision
     if decision.superseded_by is not None:  # refused, naming what replaced it
         replaced_by = uow.decisions.replacements(decision.plan_id)[decision.decision_id]
         decision = decision.model_copy(update={"superseded_by": replaced_by})
@@ -130,8 +132,7 @@ def _basics(store: Store, uow: UnitOfWork, decision_ref: str, plan_ref: str | No
             f"decision {decision.decision_id} belongs to plan {decision.plan_id}, not {plan_ref}",
             f"see that plan's decisions with `agents plan tree {plan_ref}`",
         )
-    plan, stored, host = uow.run(reads.plan_with_action, decision.plan_id)
-    checkpoints = tuple(uow.run(reads.checkpoints, plan.plan_id))
+    plan, stored, checkpoints = read.plan, read.definition, tuple(read.checkpoints)
     used = sorted({c.resource_id for c in checkpoints})
     named, checked = _stored_action(stored) if stored is not None else ((), None)
     action, blocker = _runnable(store, uow, plan, checked)
@@ -139,15 +140,16 @@ def _basics(store: Store, uow: UnitOfWork, decision_ref: str, plan_ref: str | No
     return Snapshot(
         decision=decision,
         plan=plan,
-        resources={r.resource_id: r for r in uow.run(reads.resources)},
+        resources={r.resource_id: r for r in read.resources},
         used=(*used, *named),
         named=named,
         action=action,
         blocker=blocker,
         # only the action's steps are looked up: not every current decision of a large plan
         current_steps=uow.run(reads.current_steps, plan.plan_id, keys),
-        host_plan_id=host,
+        host_plan_id=read.host_plan_id,
         checkpoints=checkpoints,
+        guidance_rows=tuple(read.guidance),
     )
 
 
@@ -229,7 +231,7 @@ def _revert(uow: UnitOfWork, snapshot: Snapshot) -> tuple[Snapshot, bool]:
         subtree=subtree,
         execute_decisions=execute_decisions,
         child_plans=uow.run(queries.plans, subtree.plans) if subtree.plans else {},
-        guidance=tuple(uow.run(reads.guidance_decisions, plan.plan_id)),
+        guidance=tuple(uow.run(reads.hydrated, list(snapshot.guidance_rows))),
     )
     assess.child_impacts(snapshot)
     affected = assess.first_affected(snapshot, CorrectionMode.REVERT)
