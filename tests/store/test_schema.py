@@ -24,6 +24,9 @@ def test_schema_head_constant_matches_the_migration_chain() -> None:
     assert ScriptDirectory.from_config(config).get_current_head() == SCHEMA_HEAD
 
 
+# SQLite's expression indexes (migration 0010) are not reflected, so not compared there
+@pytest.mark.filterwarnings("ignore:Skipped unsupported reflection of expression-based index")
+@pytest.mark.filterwarnings("ignore:autogenerate skipping metadata-specified expression-based")
 def test_migrated_database_matches_the_orm_exactly(store: Store) -> None:
     with store.engine.connect() as connection:
         context = MigrationContext.configure(connection, opts={"compare_type": True})
