@@ -222,6 +222,36 @@ def test_bits_of_files_git_rewrites_are_those_of_the_target(
 
 
 @pytest.mark.parametrize("how", PATHS)
+def test_files_git_rewrites_in_place_get_the_bits_of_the_target_under_any_umask(
+    sandbox: GitWorktreeSandbox, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files both checkpoints hold, with new content: git writes each anew with its own
+    bits less the umask. Rolled back under the umask the worktree was made with, and under
+    another (002: git's bits are then 664, not the 644 of the baseline), each file gets the
+    bits it had at the target, 600 ones too."""
+    work = sandbox.workdir
+    (work / "secret.txt").write_text("first\n")
+    (work / "secret.txt").chmod(0o600)
+    target = sandbox.checkpoint()
+    at_target = state(work)
+    (work / "README.md").write_text("# changed\n")
+    (work / "src" / "app.py").write_text("print('changed')\n")
+    (work / "run.sh").write_text("#!/bin/sh\necho changed\n")
+    (work / "secret.txt").write_text("second\n")
+    later = sandbox.checkpoint()
+    at_later = state(work)
+    for umask in (0o022, 0o002):
+        old = os.umask(umask)
+        try:
+            roll_back(sandbox, target, how, monkeypatch)
+            assert state(work) == at_target
+            roll_back(sandbox, later, how, monkeypatch)
+            assert state(work) == at_later
+        finally:
+            os.umask(old)
+
+
+@pytest.mark.parametrize("how", PATHS)
 def test_symlinks_stay_exact(
     sandbox: GitWorktreeSandbox, how: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1146,3 +1146,14 @@ def test_a_worktree_folder_deleted_under_the_sandbox_is_reported(
         sandbox.rollback(ref)
     with pytest.raises(SandboxError, match="no sandbox worktree"):
         GitWorktreeStrategy().open(resource, PLAN, root)
+
+
+def test_git_missing_from_the_path_fails_clearly(
+    resource: Resource, root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    empty = tmp_path / "no-git-here"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with pytest.raises(SandboxError, match="git is not installed") as raised:
+        GitWorktreeStrategy().create(resource, PLAN, root)
+    assert "install git" in (raised.value.fix or "")

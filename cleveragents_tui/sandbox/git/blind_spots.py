@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import stat
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from cleveragents_tui.sandbox.git.records import (
     listing_of,
     read_note,
     remove_quietly,
+    umask_now,
     usual_mode,
 )
 from cleveragents_tui.sandbox.objectstore.files import READ_FLAGS, fs_now
@@ -390,16 +391,16 @@ class BlindSpots:
                 for path in sorted(stale, reverse=True):
                     remove_quietly(writer, path)
 
-    def restore(self, have: Record, want: Record, written: Iterable[str] | None) -> None:
+    def restore(self, have: Record, want: Record, written: Mapping[str, str] | None) -> None:
         """Make what git does not keep equal to ``want``, git having rolled back already.
 
         ``have`` is the state git rolled back from, and ``written`` the paths git wrote
-        (the two trees' differences), when the rollback started from a fresh checkpoint:
-        only what the two records, or those paths, differ in is examined. With ``written``
-        None, ``have`` is a scan taken after git's rollback (``files`` known), and every
-        file's bits are compared. Folders are made first, then the ignored paths, then
-        files' bits, then folders' bits (deepest first, so a read-only folder is filled
-        before it closes).
+        (the two trees' differences, each with ``diff-tree``'s status letter), when the
+        rollback started from a fresh checkpoint: only what the two records, or those
+        paths, differ in is examined. With ``written`` None, ``have`` is a scan taken after
+        git's rollback (``files`` known), and every file's bits are compared. Folders are
+        made first, then the ignored paths, then files' bits, then folders' bits (deepest
+        first, so a read-only folder is filled before it closes).
         """
         if written is None:  # else done before git ran: git may have written there since
             self.clear_ignored(have, want)
@@ -418,7 +419,7 @@ class BlindSpots:
         writer: TreeWriter,
         have: Record,
         want: Record,
-        written: Iterable[str] | None,
+        written: Mapping[str, str] | None,
         dir_modes: list[tuple[str, int]],
     ) -> None:
         removed: set[str] = set()
@@ -433,10 +434,12 @@ class BlindSpots:
         if written is None:
             suspects: Collection[str] = want.dirs
         else:
-            # Folders git may have made (with the umask's bits) or removed (left empty).
+            # Folders git may have made (with the umask's bits) or removed (left empty): above
+            # a path added or deleted. A path both trees hold (M) is rewritten in its folder.
             touched = {
                 path.rsplit("/", depth)[0]
-                for path in written
+                for path, status in written.items()
+                if status != "M"
                 for depth in range(1, path.count("/") + 1)
             }
             suspects = {
@@ -456,7 +459,7 @@ class BlindSpots:
                 dir_modes.append((path, mode))
 
     def _restore_modes(
-        self, writer: TreeWriter, have: Record, want: Record, written: Iterable[str] | None
+        self, writer: TreeWriter, have: Record, want: Record, written: Mapping[str, str] | None
     ) -> None:
         if written is None:
             assert have.files is not None, "a full restore starts from a scan"
@@ -466,9 +469,14 @@ class BlindSpots:
                 if mode != expected:
                     writer.set_mode(self._check(path), expected)
             return
-        suspects = set(written)
-        suspects.update(path for path, mode in have.modes.items() if want.modes.get(path) != mode)
+        suspects = {path for path, mode in have.modes.items() if want.modes.get(path) != mode}
         suspects.update(path for path, mode in want.modes.items() if have.modes.get(path) != mode)
+        if _as_git_writes(want):
+            # git gave the files it wrote the usual bits already: only those ``want`` gives
+            # other bits can be wrong.
+            suspects.update(written.keys() & want.modes.keys())
+        else:
+            suspects.update(written)
         for path in sorted(suspects):
             try:
                 check_entry_path(path)
@@ -511,3 +519,14 @@ class BlindSpots:
                     self._put(writer, join_path(path, name), inner.get(name), entry, dir_modes)
             if have is None or have.mode != want.mode:
                 dir_modes.append((path, want.mode))
+
+
+def _as_git_writes(record: Record) -> bool:
+    """Whether ``record``'s usual bits are those git gives a file it writes now (its mode,
+    0666 or 0777, less the umask git inherits from this process)."""
+    mask = umask_now()
+    return (
+        mask is not None
+        and not mask & stat.S_IXUSR
+        and (record.file_mode, record.exec_mode) == (0o666 & ~mask, 0o777 & ~mask)
+    )

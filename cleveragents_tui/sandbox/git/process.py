@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -96,6 +97,17 @@ def reason_of(stderr: bytes, returncode: int) -> str:
     return lines[0][:300] if lines else f"exit code {returncode}"
 
 
+def _executable(path: str) -> str:
+    """git found on ``path`` once: a bare ``git`` makes every start try each folder of PATH
+    before git's own (a failed exec apiece). A PATH with a relative folder is searched at
+    each start, as before, from the folder git runs in; if git is missing, starting fails
+    as before."""
+    folders = path.split(os.pathsep)
+    if not all(os.path.isabs(folder) for folder in folders):
+        return "git"
+    return shutil.which("git", path=path) or "git"
+
+
 class Git:
     """Runs git in one directory with one fixed environment; failures become SandboxError."""
 
@@ -103,12 +115,13 @@ class Git:
         self.cwd = cwd
         self.env = dict(env)
         self.subject = subject
+        self.exe = _executable(self.env.get("PATH", os.defpath))
 
     def call(self, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
         failpoints.hit("git.call", args[0])
         try:
             return subprocess.run(
-                ["git", *_CONFIG, *args],
+                [self.exe, *_CONFIG, *args],
                 cwd=self.cwd,
                 env=self.env,
                 input=stdin,
@@ -132,7 +145,7 @@ class Git:
             for args in commands:
                 started.append(
                     subprocess.Popen(
-                        ["git", *_CONFIG, *args],
+                        [self.exe, *_CONFIG, *args],
                         cwd=self.cwd,
                         env=self.env,
                         stdin=subprocess.DEVNULL,
@@ -255,7 +268,7 @@ class GitPipe:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by _stop)
         try:
             self._process = subprocess.Popen(
-                ["git", *_CONFIG, *self._args],
+                [self._git.exe, *_CONFIG, *self._args],
                 cwd=self._git.cwd,
                 env=self._git.env,
                 stdin=subprocess.PIPE,

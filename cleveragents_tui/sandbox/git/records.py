@@ -173,3 +173,16 @@ def keeps(raw: bytes, live: dict[str, str]) -> bool:
     """Whether a note still matters: the latest note of each live checkpoint."""
     note = read_note(raw)
     return note is not None and note[1] is not None and live.get(note[0]) == note[1]
+
+
+def umask_now() -> int | None:
+    """The process's umask, read without setting it (``os.umask`` sets it, for every thread
+    meanwhile); None where the system does not say."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -72,10 +72,10 @@ def stage(
     return listing, walk
 
 
-def needs_clean(workdir: Path, changed: bytes, untracked: bytes) -> bool:
+def needs_clean(workdir: Path, changed: set[bytes], untracked: bytes) -> bool:
     """Whether ``clean`` has work after a rollback from a fresh checkpoint (``_roll_from``).
 
-    ``changed`` is the ``diff-tree -z --name-only`` output of the two checkpoints,
+    ``changed`` holds the paths the two checkpoints differ in (``diff-tree -z`` names),
     ``untracked`` the ``ls-files -z --others --directory`` output taken while ``read-tree``
     was writing, so it may list a file ``read-tree`` had just written, or a folder holding
     only such files; those are explained by ``changed``. An entry nothing explains is an
@@ -83,11 +83,10 @@ def needs_clean(workdir: Path, changed: bytes, untracked: bytes) -> bool:
     folder that also holds written files is searched for empty folders once ``read-tree``
     is done.
     """
-    paths = set(filter(None, changed.split(b"\0")))
-    if any(os.path.basename(path) == b".gitignore" for path in paths):
+    if any(os.path.basename(path) == b".gitignore" for path in changed):
         return True
     return not all(
-        _written_by_read_tree(workdir, entry, paths)
+        _written_by_read_tree(workdir, entry, changed)
         for entry in filter(None, untracked.split(b"\0"))
     )
 

@@ -276,12 +276,13 @@ class GitWorktreeSandbox(OfResource):
         # Runs after the checkout so the .gitignore files of the checkpoint decide what is new.
         self._clean()
 
-    def _roll_from(self, current: str, target: str, record: Record | None) -> list[str] | None:
+    def _roll_from(self, current: str, target: str, record: Record | None) -> dict[str, str] | None:
         """Roll back from checkpoint ``current``, which the caller says the worktree holds
         (the rollback protocol's safety checkpoint, taken just now): only the paths the two
-        trees differ in are examined and written. False when that cannot be trusted or git
+        trees differ in are examined and written. None when that cannot be trusted or git
         refuses; the caller then rolls back fully (which starts from any state). Else the
-        paths the two trees differ in: what git wrote.
+        paths the two trees differ in, each with ``diff-tree``'s status letter: what git
+        wrote (``M``: the same path rewritten, no folder above it made or removed).
 
         Trusted only when ``current`` is the last checkpoint this object took or rolled to
         and the index is the file it left (nothing staged since), so the index holds
@@ -301,7 +302,7 @@ class GitWorktreeSandbox(OfResource):
         if current != self._tip or stamp is None or stamp != self._index_seen:
             return None
         new = self._ref_for(target)
-        changed: list[bytes | None] = []
+        changed: list[dict[bytes, str] | None] = []
 
         def meanwhile() -> None:
             # Our branch moves while git writes the files: should git refuse, the full
@@ -319,7 +320,7 @@ class GitWorktreeSandbox(OfResource):
             [update] = self._git.call_together(("read-tree", "-m", "-u", new), meanwhile=meanwhile)
             if update.returncode != 0 or changed[0] is None:
                 return None  # what git wrote is unknown: the full rollback finds out
-            return [os.fsdecode(path) for path in changed[0].split(b"\0") if path]
+            return {os.fsdecode(path): status for path, status in changed[0].items()}
         update, untracked = self._git.call_together(
             ("read-tree", "-m", "-u", new),
             ("ls-files", "-z", "--others", "--directory", "--exclude-standard"),
@@ -330,19 +331,25 @@ class GitWorktreeSandbox(OfResource):
         if (
             changed[0] is None
             or untracked.returncode != 0
-            or needs_clean(self._workdir, changed[0], untracked.stdout)
+            or needs_clean(self._workdir, set(changed[0]), untracked.stdout)
         ):
             self._clean()
-        return []
+        return {}
 
-    def _changed(self, old: str, new: str) -> bytes | None:
-        """The paths checkpoints ``old`` and ``new`` differ in (``-z`` names); None if git
-        cannot tell. Both are this sandbox's: the caller names ``new`` by its ref to git."""
+    def _changed(self, old: str, new: str) -> dict[bytes, str] | None:
+        """The paths checkpoints ``old`` and ``new`` differ in (``-z`` names), each with its
+        status letter; None if git cannot tell. Both are this sandbox's: the caller names
+        ``new`` by its ref to git."""
         try:
             request = f"{full_sha(new)} {full_sha(old)}\n".encode()
-            return self._diffs.ask_through(request, self._diff_end, fix=FSCK)
+            out = self._diffs.ask_through(request, self._diff_end, fix=FSCK)
         except SandboxError:
             return None
+        fields = out.split(b"\0")  # "X\0path\0" pairs, then the empty rest
+        if len(fields) % 2 != 1:
+            return None
+        pairs = zip(fields[0:-1:2], fields[1::2], strict=True)
+        return {path: status[:1].decode("ascii", "replace") for status, path in pairs}
 
     def _moved_to(self, target: str) -> None:
         """Our branch to ``target``, whose files the worktree and index now hold."""
@@ -543,7 +550,7 @@ class GitWorktreeSandbox(OfResource):
 
 
 _DIFF_STDIN = (
-    "diff-tree", "--stdin", "-r", "-z", "--name-only", "--no-commit-id", "--no-renames",
+    "diff-tree", "--stdin", "-r", "-z", "--name-status", "--no-commit-id", "--no-renames",
 )  # fmt: skip
 
 
