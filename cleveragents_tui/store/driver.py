@@ -1,19 +1,24 @@
-"""Statements sent on the driver's own connection, compiled once per dialect (issue 22).
+"""Statements sent on the database driver's own cursor, compiled once per dialect (issue 22).
 
 SQLAlchemy's execution layer costs ~20 µs a statement and ~23 µs a transaction, several
-times what the database spends on a recording's small statements (docs/benchmarks.md,
-"record_decision, where the rest goes"). Here SQLAlchemy compiles each Core statement once
-per dialect, and what it compiled is kept: the SQL text, the parameters' order, the
-constants it bound, and the bind and result processors of their types (UTC datetimes).
-Each execution then costs the driver's call and the Python putting values in order.
-Errors become SQLAlchemy's and the domain's exactly as the engine's ``handle_error`` makes
-them. Statements are reported to :func:`listen`'s listeners (tests count them there).
+times what the database spends on a recording's or a preview's small statements (and a
+statement's cache key is worked out at every call: 0.3 ms for the preview's later writers,
+against 0.15 ms of SQL; docs/benchmarks.md). Here SQLAlchemy compiles each Core statement
+once per dialect (:func:`compiled`), and what it compiled is kept: the SQL text, the
+parameters' order, the constants it bound, the bind processors of their types and the
+result processors of the columns (chosen with the types the driver describes: PostgreSQL's
+numeric types). Each execution then costs the driver's call and the Python putting values
+in order. :class:`Driver` runs the recording's transactions this way (the preview's reads
+are in :mod:`store.driver_reads`).
+
+Tests hear these statements as they hear SQLAlchemy's, through the engine's events
+(:func:`heard`); nothing here takes a listener's return value.
 """
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, Engine
@@ -26,44 +31,17 @@ from cleveragents_tui.store.database import refusal, sqlite_begin
 
 Values = Mapping[str, Any]
 Row = tuple[Any, ...]
-COMMIT, ROLLBACK = "COMMIT", "ROLLBACK"
-
-
-@dataclass(frozen=True)
-class Sent:
-    """What went to the driver: the SQL and its parameters (``many``: a list of them), and
-    the Core statement with the values before processing (``statement`` None: a BEGIN, or
-    a transaction's end, ``COMMIT`` or ``ROLLBACK``, with no parameters)."""
-
-    sql: str
-    params: Any
-    many: bool = False
-    statement: Executable | None = None
-    values: Any = None
-
-
-Listener = Callable[[Sent], None]
-_LISTENERS: dict[Engine, list[Listener]] = {}
-
-
-def listen(engine: Engine, listener: Listener) -> None:
-    """Call ``listener`` with everything sent on ``engine``'s connections through here."""
-    _LISTENERS.setdefault(engine, []).append(listener)
-
-
-def remove(engine: Engine, listener: Listener) -> None:
-    listeners = _LISTENERS[engine]
-    listeners.remove(listener)
-    if not listeners:
-        del _LISTENERS[engine]
+Processor = Callable[[Any], Any] | None
 
 
 class Compiled:
-    """One statement in one dialect's words, with what turns values into its parameters."""
+    """One statement in one dialect's words, with what turns values into its parameters
+    and the driver's rows into the values SQLAlchemy would give."""
 
     def __init__(self, statement: Executable, dialect: Dialect, keys: Sequence[str] | None):
+        select = isinstance(statement, SelectBase)
         compiled = statement.compile(  # type: ignore[attr-defined]
-            dialect=dialect, column_keys=keys, for_executemany=True
+            dialect=dialect, column_keys=keys, for_executemany=not select
         )
         self.sql: str = compiled.string
         self.positional = bool(dialect.positional)
@@ -77,12 +55,14 @@ class Compiled:
             (name, binds[name].type.dialect_impl(dialect).bind_processor(dialect))
             for name in self.names
         )
-        self.results: tuple[Callable[[Any], Any] | None, ...] = ()
-        if isinstance(statement, SelectBase):
-            self.results = tuple(
-                column.type.dialect_impl(dialect).result_processor(dialect, None)
-                for column in statement.selected_columns
-            )
+        columns = statement.selected_columns if isinstance(statement, SelectBase) else None
+        self._dialect = dialect
+        self._types = tuple(c.type for c in columns) if columns is not None else ()
+        names = list(columns.keys()) if columns is not None else []
+        self.row = namedtuple("Row", names, rename=True)  # type: ignore[misc]
+        # each column's processor, once the driver has described the columns
+        self.results: tuple[Processor, ...] | None = None
+        self._plain = True  # no column needs one
 
     def params(self, values: Values) -> Any:
         """The driver's parameters for these values: a tuple (qmark) or a dict (pyformat)."""
@@ -98,31 +78,75 @@ class Compiled:
             for name, process in self.processors
         }
 
-    def rows(self, fetched: list[Any]) -> list[Row]:
+    def described(self, description: Any) -> None:
+        """Choose the columns' result processors, as SQLAlchemy does, with the type codes
+        the driver gave (once: they are the same at every execution)."""
+        if self.results is None:
+            dialect = self._dialect
+            self.results = tuple(
+                t.dialect_impl(dialect).result_processor(dialect, d[1])
+                for t, d in zip(self._types, description, strict=True)
+            )
+            self._plain = not any(self.results)
+
+    def named(self, row: Any) -> Any:
+        """One of the driver's rows as SQLAlchemy's row would read: values, columns by name."""
+        if self._plain:
+            return self.row(*row)
         results = self.results
-        if not any(results):
+        assert results is not None
+        return self.row(*(v if p is None else p(v) for p, v in zip(results, row, strict=True)))
+
+    def rows(self, fetched: list[Any]) -> list[Row]:
+        """The driver's rows as tuples of SQLAlchemy's values (after :meth:`described`)."""
+        if self._plain:
             return [tuple(row) for row in fetched]
+        results = self.results
+        assert results is not None
         return [
             tuple(v if p is None else p(v) for p, v in zip(results, row, strict=True))
             for row in fetched
         ]
 
 
-class Statement:
-    """A Core statement (built once, at import), compiled when first sent on a dialect
-    (and, for an INSERT, for each set of columns given)."""
+_COMPILED: dict[tuple[int, str, str, tuple[str, ...] | None], tuple[Executable, Compiled]] = {}
 
-    def __init__(self, core: Executable) -> None:
-        self.core = core
-        self._insert = isinstance(core, Insert)
-        self._compiled: dict[tuple[str, str, tuple[str, ...] | None], Compiled] = {}
 
-    def compiled(self, dialect: Dialect, values: Values) -> Compiled:
-        key = (dialect.name, dialect.driver, tuple(values) if self._insert else None)
-        found = self._compiled.get(key)
-        if found is None:
-            found = self._compiled[key] = Compiled(self.core, dialect, key[2])
-        return found
+def compiled(statement: Executable, dialect: Dialect, values: Values) -> Compiled:
+    """``statement`` (built once, at import or per dialect) compiled for ``dialect``; an
+    INSERT once for each set of columns given."""
+    keys = tuple(values) if isinstance(statement, Insert) else None
+    key = (id(statement), dialect.name, dialect.driver, keys)
+    found = _COMPILED.get(key)
+    if found is not None and found[0] is statement:
+        return found[1]
+    made = Compiled(statement, dialect, keys)
+    _COMPILED[key] = (statement, made)  # the statement is kept: its id stays its own
+    return made
+
+
+def heard(
+    connection: Connection,
+    cursor: Any,
+    sql: str,
+    params: Any,
+    many: bool = False,
+    statement: Executable | None = None,
+    values: Any = None,
+) -> None:
+    """Tell the engine's listeners, as SQLAlchemy's execution would: ``before_execute``
+    hears a Core statement with its values (``values``: a list of them, for ``many``),
+    ``before_cursor_execute`` the SQL and the driver's parameters."""
+    dispatch = connection.dispatch
+    if statement is not None:
+        if many:
+            multiparams, single = values, {}
+        else:
+            multiparams, single = [], values
+        for listener in dispatch.before_execute:
+            listener(connection, statement, multiparams, single, {})
+    for listener in dispatch.before_cursor_execute:
+        listener(connection, cursor, sql, params, None, many)
 
 
 class Driver:
@@ -149,35 +173,36 @@ class Driver:
         (as UnitOfWork's ``read_only``)."""
         self._reading = not write
         if self._sqlite:
-            self._send(sqlite_begin(self._engine, "IMMEDIATE" if write else "DEFERRED"), None)
+            self._send(sqlite_begin(self._engine, "IMMEDIATE" if write else "DEFERRED"), ())
         elif self._reading:
             self._raw.autocommit = True
 
     def commit(self) -> None:
-        self._end(COMMIT)
+        self._end(True)
 
     def rollback(self) -> None:
-        self._end(ROLLBACK)
+        self._end(False)
 
-    def execute(self, statement: Statement, values: Values) -> int:
+    def execute(self, statement: Executable, values: Values) -> int:
         """Run a statement that writes; its row count."""
         self._writing()
-        compiled = statement.compiled(self._dialect, values)
-        self._send(compiled.sql, compiled.params(values), statement=statement, values=values)
+        found = compiled(statement, self._dialect, values)
+        self._send(found.sql, found.params(values), statement=statement, values=values)
         return int(self._cursor.rowcount)
 
-    def executemany(self, statement: Statement, rows: Sequence[Values]) -> None:
+    def executemany(self, statement: Executable, rows: Sequence[Values]) -> None:
         self._writing()
-        compiled = statement.compiled(self._dialect, rows[0])
-        params = [compiled.params(values) for values in rows]
-        self._send(compiled.sql, params, many=True, statement=statement, values=rows)
+        found = compiled(statement, self._dialect, rows[0])
+        params = [found.params(values) for values in rows]
+        self._send(found.sql, params, many=True, statement=statement, values=rows)
 
-    def fetch(self, statement: Statement, values: Values) -> list[Row]:
-        compiled = statement.compiled(self._dialect, values)
-        self._send(compiled.sql, compiled.params(values), statement=statement, values=values)
-        return compiled.rows(self._cursor.fetchall())
+    def fetch(self, statement: Executable, values: Values) -> list[Row]:
+        found = compiled(statement, self._dialect, values)
+        self._send(found.sql, found.params(values), statement=statement, values=values)
+        found.described(self._cursor.description)
+        return found.rows(self._cursor.fetchall())
 
-    def scalar(self, statement: Statement, values: Values) -> Any:
+    def scalar(self, statement: Executable, values: Values) -> Any:
         rows = self.fetch(statement, values)
         return rows[0][0] if rows else None
 
@@ -185,43 +210,41 @@ class Driver:
         if self._reading:
             raise ValueError("this transaction only reads: begin it with write=True to write")
 
-    def _end(self, sql: str) -> None:
+    def _end(self, commit: bool) -> None:
+        """COMMIT or ROLLBACK, heard through the engine's ``commit`` and ``rollback`` events
+        as SQLAlchemy's own ends are (a replay of the recording needs to know which of its
+        transactions were kept; a BEGIN is heard as the statement it is, never as the
+        ``begin`` event, whose store listener would send another)."""
         if self._reading and not self._sqlite:
             self._raw.autocommit = False  # nothing was begun: nothing to end
             return
-        self._notify(Sent(sql, None))
+        dispatch = self._connection.dispatch
+        for listener in dispatch.commit if commit else dispatch.rollback:
+            listener(self._connection)
         try:
-            if sql == COMMIT:
+            if commit:
                 self._raw.commit()
             else:
                 self._raw.rollback()
         except self._error as exc:
-            raise self._failed(exc, sql, None) from exc
+            raise self._failed(exc, "COMMIT" if commit else "ROLLBACK", None) from exc
 
     def _send(
         self,
         sql: str,
         params: Any,
         many: bool = False,
-        statement: Statement | None = None,
+        statement: Executable | None = None,
         values: Any = None,
     ) -> None:
-        if self._engine in _LISTENERS:
-            core = None if statement is None else statement.core
-            self._notify(Sent(sql, params, many, core, values))
+        heard(self._connection, self._cursor, sql, params, many, statement, values)
         try:
             if many:
                 self._cursor.executemany(sql, params)
-            elif params is None:
-                self._cursor.execute(sql)
             else:
                 self._cursor.execute(sql, params)
         except self._error as exc:
             raise self._failed(exc, sql, params) from exc
-
-    def _notify(self, sent: Sent) -> None:
-        for listener in tuple(_LISTENERS.get(self._engine, ())):
-            listener(sent)
 
     def _failed(self, exc: Exception, sql: str, params: Any) -> Exception:
         """As SQLAlchemy's execution layer would: invalidate a connection the server

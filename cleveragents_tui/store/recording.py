@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from importlib import import_module
+from typing import cast
 
-from sqlalchemy import Engine, bindparam, func, insert, select, update
+from sqlalchemy import Engine, Insert, bindparam, func, insert, select, update
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
@@ -24,7 +25,7 @@ from cleveragents_tui.domain.enums import CheckpointGroupStatus, CheckpointType,
 from cleveragents_tui.domain.errors import NotFoundError
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.store import mapping
-from cleveragents_tui.store.driver import Driver, Statement
+from cleveragents_tui.store.driver import Driver
 from cleveragents_tui.store.tables import (
     CheckpointGroupRow,
     CheckpointMetadataRow,
@@ -39,30 +40,28 @@ PENDING = CheckpointGroupStatus.PENDING.value
 COMMITTED = CheckpointGroupStatus.COMMITTED.value
 CHECKPOINTS = CheckpointMetadataRow.__table__
 
-_NEXT_SEQUENCE = Statement(
-    select(func.max(DecisionRow.sequence_number)).where(DecisionRow.plan_id == bindparam("plan"))
+_NEXT_SEQUENCE = select(func.max(DecisionRow.sequence_number)).where(
+    DecisionRow.plan_id == bindparam("plan")
 )
-_PARENT_PLAN = Statement(
-    select(DecisionRow.plan_id).where(DecisionRow.decision_id == bindparam("parent"))
-)
-_INSERT_DECISION = Statement(insert(DecisionRow))
-_INSERT_EDGES = Statement(insert(DecisionDependencyRow))
-_INSERT_ARTIFACTS = Statement(insert(DecisionArtifactRow))
-_INSERT_GROUP = Statement(insert(CheckpointGroupRow))
-_INSERT_CHECKPOINTS = Statement(insert(CheckpointMetadataRow))
-_INSERT_EVENT = Statement(insert(EventRow))
-_NOTE_REFS = Statement(
+_PARENT_PLAN = select(DecisionRow.plan_id).where(DecisionRow.decision_id == bindparam("parent"))
+_INSERT_DECISION = insert(DecisionRow)
+_INSERT_EDGES = insert(DecisionDependencyRow)
+_INSERT_ARTIFACTS = insert(DecisionArtifactRow)
+_INSERT_GROUP = insert(CheckpointGroupRow)
+_INSERT_CHECKPOINTS = insert(CheckpointMetadataRow)
+_INSERT_EVENT = insert(EventRow)
+_NOTE_REFS = (
     update(CheckpointGroupRow)
     .where(CheckpointGroupRow.group_id == bindparam("group"), CheckpointGroupRow.status == PENDING)
     .values(pending_refs=bindparam("refs"))
 )
-_COMMIT_GROUP = Statement(
+_COMMIT_GROUP = (
     update(CheckpointGroupRow)
     .where(CheckpointGroupRow.group_id == bindparam("group"), CheckpointGroupRow.status == PENDING)
     .values(status=COMMITTED, decision_id=bindparam("decision"), pending_refs="[]")
 )
 _LIVE_FIELDS = tuple(CheckpointMetadata.model_fields)
-_LIVE = Statement(
+_LIVE = (
     select(*(getattr(CheckpointMetadataRow, name) for name in _LIVE_FIELDS))
     .where(
         CheckpointMetadataRow.plan_id == bindparam("plan"),
@@ -71,7 +70,7 @@ _LIVE = Statement(
     )
     .order_by(CheckpointMetadataRow.created_at, CheckpointMetadataRow.checkpoint_id)
 )
-_COUNT_LIVE = Statement(
+_COUNT_LIVE = (
     select(func.count())
     .select_from(CheckpointMetadataRow)
     .where(
@@ -80,12 +79,12 @@ _COUNT_LIVE = Statement(
         CheckpointMetadataRow.pruned_at.is_(None),
     )
 )
-_MARK_PRUNED = Statement(
+_MARK_PRUNED = (
     update(CheckpointMetadataRow)
     .where(CheckpointMetadataRow.checkpoint_id == bindparam("id"))
     .values(pruned_at=bindparam("now"))
 )
-_WRITTEN_SINCE = Statement(
+_WRITTEN_SINCE = (
     select(EventRow.event_id, EventRow.payload)
     .where(
         EventRow.plan_id == bindparam("plan"),
@@ -94,7 +93,7 @@ _WRITTEN_SINCE = Statement(
     )
     .order_by(EventRow.event_id)
 )
-_CHECKPOINTED = Statement(
+_CHECKPOINTED = (
     select(CheckpointMetadataRow.resource_id)
     .where(
         CheckpointMetadataRow.plan_id == bindparam("plan"),
@@ -105,13 +104,12 @@ _CHECKPOINTED = Statement(
 
 
 @cache
-def _put_context(dialect: str) -> Statement:
+def _put_context(dialect: str) -> Insert:
     """INSERT ... ON CONFLICT DO NOTHING in the dialect's words (loaded when first used:
     commands on SQLite never load PostgreSQL's dialect)."""
     module = import_module(f"sqlalchemy.dialects.{dialect}")
-    return Statement(
-        module.insert(ContextBlobRow).on_conflict_do_nothing(index_elements=["context_hash"])
-    )
+    made = module.insert(ContextBlobRow).on_conflict_do_nothing(index_elements=["context_hash"])
+    return cast(Insert, made)
 
 
 def _refs(refs: Sequence[tuple[str, str]]) -> str:

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import event
+
 from cleveragents_tui.actors.base import Proposal, ToolCallRequest
 from cleveragents_tui.domain.enums import DecisionType, Phase
 from cleveragents_tui.domain.ids import new_ulid
@@ -48,7 +50,6 @@ from cleveragents_tui.engine.demo.demo import build_demo
 from cleveragents_tui.engine.run import steps as steps_module
 from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions, start_plan
 from cleveragents_tui.engine.setup.actions import load_action
-from cleveragents_tui.store import driver
 from cleveragents_tui.store.store import Store
 from tests.benchmarks.bench_filesystem_copy import walk
 from tests.benchmarks.harness import Measurement
@@ -56,7 +57,7 @@ from tests.support.postgres import PostgresServer, find_bindir
 from tests.support.scale_plan import API, FILES, build
 
 GROUP = "record_decision"
-COMMIT, ROLLBACK = driver.COMMIT, driver.ROLLBACK
+COMMIT, ROLLBACK = "COMMIT", "ROLLBACK"  # a transaction's end, as the replay sends it
 KEYED = tuple(
     f"INSERT INTO {t} "
     for t in ("decisions", "checkpoint_groups", "checkpoint_metadata", "context_blobs")
@@ -268,14 +269,17 @@ def _at_scale(count: int, repeat: int, url: str | None) -> Samples:
         notes = Path(tmp) / "notes"
         sent: list[Insert] = []  # every statement, and each transaction's end as COMMIT/ROLLBACK
 
-        def capture(what: driver.Sent) -> None:  # where the recording sends them
-            if what.many:
-                sent.extend((what.sql, p) for p in what.params)
-            else:
-                ends = (COMMIT, ROLLBACK)
-                sent.append(
-                    (what.sql, () if what.params is None and what.sql not in ends else what.params)
-                )
+        def capture(*args: Any) -> None:  # the engine's event hears the driver's statements
+            sql, params, many = args[2], args[3], args[5]
+            sent.extend((sql, p) for p in params) if many else sent.append((sql, params))
+
+        def commit(_connection: Any) -> None:
+            sent.append((COMMIT, None))
+
+        def rollback(_connection: Any) -> None:
+            sent.append((ROLLBACK, None))
+
+        listeners = {"before_cursor_execute": capture, "commit": commit, "rollback": rollback}
 
         try:
             for n in range(repeat):
@@ -288,7 +292,8 @@ def _at_scale(count: int, repeat: int, url: str | None) -> Samples:
                 )
                 sent.clear()
                 spent[0] = 0.0
-                driver.listen(store.engine, capture)
+                for name, listener in listeners.items():
+                    event.listen(store.engine, name, listener)
                 start = time.perf_counter()
                 made = record_decision(
                     store,
@@ -302,7 +307,8 @@ def _at_scale(count: int, repeat: int, url: str | None) -> Samples:
                     context={"bench": n, "plan": scale.plan_id},
                 )
                 samples.whole.append(time.perf_counter() - start)
-                driver.remove(store.engine, capture)
+                for name, listener in listeners.items():
+                    event.remove(store.engine, name, listener)
                 samples.sandbox.append(spent[0])
                 number = made.sequence_number
                 inserts = [s for s in _fresh(sent, number, number + 1) if s[0].startswith("INSERT")]

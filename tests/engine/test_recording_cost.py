@@ -14,6 +14,9 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
 
 from cleveragents_tui.actors.base import Proposal, ToolCallRequest
 from cleveragents_tui.domain.enums import DecisionType, Phase
@@ -23,7 +26,6 @@ from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.engine.ops.doctor import run_checks
 from cleveragents_tui.engine.ops.recovery import recover_pending_groups
 from cleveragents_tui.failpoints import ENV_VAR
-from cleveragents_tui.store import driver
 from tests.engine.conftest import FILES, GIT, World
 from tests.engine.test_recovery import CRASHING_RECORD
 from tests.support.scale_plan import API, build
@@ -157,15 +159,15 @@ def test_recording_reads_only_through_indexes(tmp_path: Path) -> None:
     sandboxes = PlanSandboxes(scale.store, scale.plan_id, scale.options.sandbox_base)
     record(3)  # the runner's first recording
 
-    def capture(sent: driver.Sent) -> None:
-        if sent.sql.lstrip().upper().startswith("SELECT"):
-            reads.append((sent.sql, sent.params))
+    def capture(*args: Any) -> None:
+        if args[2].lstrip().upper().startswith("SELECT"):
+            reads.append((args[2], args[3]))
 
-    driver.listen(scale.store.engine, capture)  # where the recording sends its statements
+    event.listen(scale.store.engine, "before_cursor_execute", capture)
     try:
         record(4)
     finally:
-        driver.remove(scale.store.engine, capture)
+        event.remove(scale.store.engine, "before_cursor_execute", capture)
         plans = _query_plans(scale.store, reads)
         scale.store.close()
     assert any("ix_checkpoint_metadata_live" in p for p in plans), plans  # pruned: read live

@@ -2,9 +2,9 @@
 
 The recording's statements are compiled once by SQLAlchemy and sent on the driver's
 connection with the bind processors applied by hand (store/driver.py). Here the same
-recording — every statement a ``Recording`` sends, its transactions as they ended — is
-replayed through SQLAlchemy's own execution into a second database, and the rows the two
-hold are compared as the database stores them, byte for byte, on SQLite and PostgreSQL;
+recording — every statement a ``Recording`` sends, its transactions as they ended, as the
+engine's events hear them — is replayed through SQLAlchemy's own execution into a second
+database, and the rows the two hold are compared as the database stores them, byte for byte, on SQLite and PostgreSQL;
 the reads give what SQLAlchemy's reads give too.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy.exc import IntegrityError
 
 from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
@@ -28,7 +29,7 @@ from cleveragents_tui.domain.enums import CheckpointType, SandboxStrategyName
 from cleveragents_tui.domain.errors import DatabaseUnavailableError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.store import driver, recording
+from cleveragents_tui.store import recording
 from cleveragents_tui.store.store import Store
 from tests.strategies import decisions, moments
 from tests.strategies import text as texts
@@ -143,14 +144,42 @@ def _record(store: Store, plan: Plan, root: Decision, decision: Decision, body: 
             assert rec.count_live(plan.plan_id, RESOURCE) == 1
 
 
-def _replay(connection: Connection, sent: list[driver.Sent]) -> None:
+Heard = tuple[str, Any, Any]  # "execute" with a Core statement and its values, or an end
+
+
+@contextmanager
+def _heard(engine: Engine) -> Iterator[list[Heard]]:
+    """What the engine's events hear: each Core statement with its values (a list of them,
+    executemany), and each transaction's end."""
+    heard: list[Heard] = []
+
+    def execute(_c: Any, statement: Any, multiparams: Any, params: Any, _o: Any) -> None:
+        heard.append(("execute", statement, multiparams or params))
+
+    def commit(_c: Any) -> None:
+        heard.append(("commit", None, None))
+
+    def rollback(_c: Any) -> None:
+        heard.append(("rollback", None, None))
+
+    listeners = {"before_execute": execute, "commit": commit, "rollback": rollback}
+    for name, listener in listeners.items():
+        event.listen(engine, name, listener)
+    try:
+        yield heard
+    finally:
+        for name, listener in listeners.items():
+            event.remove(engine, name, listener)
+
+
+def _replay(connection: Connection, heard: list[Heard]) -> None:
     """The same statements with the same values, executed by SQLAlchemy."""
-    for what in sent:
-        if what.statement is not None:
-            connection.execute(what.statement, what.values)
-        elif what.sql == driver.COMMIT:
+    for what, statement, values in heard:
+        if what == "execute":
+            connection.execute(statement, values)
+        elif what == "commit":
             connection.commit()
-        elif what.sql == driver.ROLLBACK:
+        else:
             connection.rollback()
 
 
@@ -192,16 +221,12 @@ def test_a_recording_on_the_driver_stores_what_sqlalchemy_stores(
     decision = drawn.model_copy(update={"sequence_number": 1, "created_at": created})
     for store in (ours, theirs):
         _setup(store, plan, root)
-    sent: list[driver.Sent] = []
-    driver.listen(ours.engine, sent.append)
-    try:
+    with _heard(ours.engine) as heard:
         _record(ours, plan, root, decision, body)
-    finally:
-        driver.remove(ours.engine, sent.append)
     with theirs.engine.connect() as connection:
-        _replay(connection, sent)
+        _replay(connection, heard)
         read = connection.execute(
-            recording._LIVE.core, {"plan": plan.plan_id, "resource": RESOURCE}
+            recording._LIVE, {"plan": plan.plan_id, "resource": RESOURCE}
         ).all()
 
     stored = _stored(ours)

@@ -1,5 +1,6 @@
-"""Counting the SQL statements a piece of work sends: those SQLAlchemy executes, and those
-the store sends on the driver's cursor (store/driver.py: the recording's statements)."""
+"""Counting the SQL statements a piece of work sends, as the engine's ``before_cursor_execute``
+event hears them: those SQLAlchemy executes, and those the store sends on the driver's
+cursor (store/driver.py tells the same event)."""
 
 from __future__ import annotations
 
@@ -10,27 +11,18 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from cleveragents_tui.store import driver
-
 
 @contextmanager
 def sent_statements(engine: Engine) -> Iterator[list[str]]:
-    """The statements ``engine`` sends inside the ``with`` block, in order (a BEGIN the
-    store sends itself included, as SQLAlchemy's event sees the one the engine sends;
-    a transaction's end not, as SQLAlchemy's event does not see it)."""
+    """The statements ``engine`` sends inside the ``with`` block, in order (a BEGIN sent as
+    a statement included; a transaction's end not, as the event does not see it)."""
     statements: list[str] = []
 
     def count(*args: Any) -> None:
         statements.append(args[2])
 
-    def sent(what: driver.Sent) -> None:
-        if what.sql not in (driver.COMMIT, driver.ROLLBACK):
-            statements.append(what.sql)
-
     event.listen(engine, "before_cursor_execute", count)
-    driver.listen(engine, sent)
     try:
         yield statements
     finally:
         event.remove(engine, "before_cursor_execute", count)
-        driver.remove(engine, sent)
