@@ -178,7 +178,7 @@ def _decision(
     row: Any, deps: tuple[tuple[str, str], ...], artifacts: tuple[tuple[str, str], ...]
 ) -> Decision:
     """A decision validated once per stored state (its row, edges and artifacts as read:
-    a superseded one reads differently), as :func:`store.driver_reads.built` keeps rows."""
+    a superseded one reads differently), as :func:`store.driver_reads.batch` keeps built rows."""
     return mapping.decision_from_row(row, deps, artifacts)
 
 
