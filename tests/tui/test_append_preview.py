@@ -4,9 +4,15 @@ only that work."""
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
 import pytest
+from textual.pilot import Pilot
+from textual.screen import Screen
+from textual.widgets import RadioButton, Static
 
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus
+from cleveragents_tui.engine.run.lifecycle import apply_plan
 from cleveragents_tui.tui.modals.correction import CorrectionDialog
 from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.modals.replay import ReplayModal
@@ -15,6 +21,7 @@ from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
 from tests.tui.conftest import SIZE, DemoPlan, settle
 
 pytestmark = pytest.mark.anyio
+S = TypeVar("S", bound=Screen[Any])
 
 STRATEGY = "A plain function registered in COMMANDS"
 
@@ -64,3 +71,36 @@ async def test_the_append_preview_names_the_appended_plans_work(demo_plan: DemoP
     with demo_plan.store.unit_of_work() as uow:
         made = set(uow.decisions.current_steps(appended))
     assert made == {"prompt", "strategy", "implement-class"}
+
+
+async def test_on_an_applied_plan_the_dialog_chooses_append_and_says_why(
+    demo_plan: DemoPlan,
+) -> None:
+    """A revert of an applied plan is refused (its changes landed): the dialog starts on
+    append, says why, and its preview is an append's — no refusal to read first."""
+    apply_plan(demo_plan.store, demo_plan.plan.plan_id, "tester", demo_plan.options)
+    target = demo_plan.decision(STRATEGY)
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        tree = app.screen.query_one(DecisionTree)
+        assert tree.reveal(target)
+        await settle(app, pilot)
+        await pilot.press("c")
+        dialog = await _shown(pilot, CorrectionDialog)  # its worker waits on the dialog
+        assert dialog.query_one("#mode-append", RadioButton).value
+        assert not dialog.query_one("#mode-revert", RadioButton).value
+        said = str(dialog.query_one("#correction-applied", Static).render())
+        assert "applied" in said and "append" in said
+        await pilot.press(*"use a greeter class", "enter")
+        modal = await _shown(pilot, ImpactModal)
+        assert modal.impact.mode is CorrectionMode.APPEND
+
+
+async def _shown(pilot: Pilot[None], kind: type[S]) -> S:
+    """The screen of ``kind`` once the app shows it (its reads run in a thread first)."""
+    for _ in range(10_000):  # a bound on a wait that ends as soon as the screen shows
+        if isinstance(pilot.app.screen, kind):
+            return pilot.app.screen
+        await pilot.pause()
+    raise AssertionError(f"no {kind.__name__} shown; the screen is {pilot.app.screen!r}")

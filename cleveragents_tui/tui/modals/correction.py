@@ -27,12 +27,20 @@ class CorrectionDialog(FormDialog[CorrectionChoice]):
         Binding("escape", "cancel", "Cancel", id="correction.cancel")
     ]
 
-    def __init__(self, decision_summary: str, blocked: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        decision_summary: str,
+        blocked: tuple[str, str] | None = None,
+        *,
+        applied: bool = False,
+    ) -> None:
         """``blocked``: (problem, fix) when the plan cannot be corrected at all (it cannot be
-        replayed): said up front, and there is nothing to preview."""
+        replayed): said up front, and there is nothing to preview. ``applied``: the plan's
+        changes have landed, so a revert would be refused: append is chosen, and why said."""
         super().__init__("Correct decision")
         self.summary = decision_summary
         self.blocked = blocked
+        self.applied = applied
 
     def compose_form(self) -> ComposeResult:
         yield Static(safe_text(self.summary), markup=False)
@@ -44,14 +52,23 @@ class CorrectionDialog(FormDialog[CorrectionChoice]):
                 markup=False,
             )
         yield Label("Mode")
+        if self.applied:
+            yield Static(
+                "The plan is applied: its landed changes cannot be reverted, so the "
+                "correction is a corrective child plan (append).",
+                id="correction-applied",
+                markup=False,
+            )
         with RadioSet(id="mode"):
             yield RadioButton(
                 "revert: roll back what depended on it, replay with the guidance",
-                value=True,
+                value=not self.applied,
                 id="mode-revert",
             )
             yield RadioButton(
-                "append: add a corrective child plan, history untouched", id="mode-append"
+                "append: add a corrective child plan, history untouched",
+                value=self.applied,
+                id="mode-append",
             )
         yield Label("Guidance: what should the decision have been?")
         yield Input(placeholder="e.g. use a greeter class", id="guidance")

@@ -16,7 +16,7 @@ from textual.widgets import Header, Tree
 from textual.worker import Worker, WorkerState
 
 from cleveragents_tui.domain.approval import ApprovalKind
-from cleveragents_tui.domain.enums import Phase
+from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine import Impact, explain_decision, show_plan
@@ -356,7 +356,10 @@ class PlanScreen(PlanExport, PlanControls):
         )
         # reads, like the preview below: in a thread, so the event loop never waits on them
         blocked = await asyncio.to_thread(replay_blocker, self.store, self.plan_id)
-        request = await self.app.push_screen_wait(CorrectionDialog(summary, blocked))
+        applied = self.plan is not None and self.plan.state is PlanState.APPLIED
+        request = await self.app.push_screen_wait(
+            CorrectionDialog(summary, blocked, applied=applied)
+        )
         if request is None:
             return
         options = services(self).run_options  # where the replay will run
