@@ -70,20 +70,14 @@ _RESOURCES = select(ResourceRow.__table__)  # removed ones too: plans that used 
 
 @cache
 def _edges(dialect: str) -> AnySelect:
-    return (
-        select(_dep.upstream_decision_id, _dep.downstream_ref, _dep.dependency_type)
-        .where(among(dialect, _dep.upstream_decision_id, "ids"))
-        .order_by(_dep.dependency_id)
-    )
+    columns = (_dep.upstream_decision_id, _dep.downstream_ref, _dep.dependency_type)
+    return select(*columns).where(among(dialect, columns[0], "ids")).order_by(_dep.dependency_id)
 
 
 @cache
 def _artifacts(dialect: str) -> AnySelect:
-    return (
-        select(_art.decision_id, _art.artifact_path, _art.artifact_type)
-        .where(among(dialect, _art.decision_id, "ids"))
-        .order_by(_art.artifact_id)
-    )
+    columns = (_art.decision_id, _art.artifact_path, _art.artifact_type)
+    return select(*columns).where(among(dialect, columns[0], "ids")).order_by(_art.artifact_id)
 
 
 @cache
