@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
+from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import CheckpointType, Phase, SandboxStrategyName
 from cleveragents_tui.domain.errors import UserError, WrongPlanError
 from cleveragents_tui.domain.resource import Resource
@@ -32,6 +33,7 @@ from cleveragents_tui.engine.core.replay_snapshots import RecreatedState, recrea
 from cleveragents_tui.engine.core.restore_point import restore_point
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.sandbox.base import CheckpointMissingError, Sandbox
+from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 
 class RollbackRefusedError(UserError):
@@ -43,23 +45,33 @@ def rollback_targets(
 ) -> tuple[dict[str, CheckpointMetadata], list[str]]:
     """(resource -> checkpoint to restore, resources that cannot be rolled back)."""
     with sandboxes.store.unit_of_work() as uow:
-        decision = uow.decisions.get(decision_id)
-        if decision.plan_id != sandboxes.plan_id:
-            raise WrongPlanError(
-                f"decision {decision_id} belongs to plan {decision.plan_id}, not {sandboxes.plan_id}",
-                "roll back within the decision's own plan",
-            )
-        if decision.phase is not Phase.EXECUTE:
-            raise RollbackRefusedError(
-                f"decision {decision_id} was made during {decision.phase}: it has no checkpoint group",
-                "Strategize decisions need reasoning rollback only",
-            )
-        # A correction's guidance decision, or a decision a later correction rolled back
-        # past and kept, stands on the state that correction restored (engine/restore_point).
-        owner = restore_point(uow, decision)
-        group = uow.checkpoints.for_decision(owner.decision_id)
-        everything = uow.checkpoints.for_plan(sandboxes.plan_id)
-    return targets_from(decision_id, owner.phase, group, everything)
+        return targets_of(uow, sandboxes.plan_id, uow.decisions.get(decision_id))
+
+
+def targets_of(
+    uow: UnitOfWork, plan_id: str, decision: Decision
+) -> tuple[dict[str, CheckpointMetadata], list[str]]:
+    """:func:`rollback_targets` for a decision already read, in the caller's transaction."""
+    if decision.plan_id != plan_id:
+        raise WrongPlanError(
+            f"decision {decision.decision_id} belongs to plan {decision.plan_id}, not {plan_id}",
+            "roll back within the decision's own plan",
+        )
+    if decision.phase is not Phase.EXECUTE:
+        raise RollbackRefusedError(
+            f"decision {decision.decision_id} was made during {decision.phase}: it has no "
+            "checkpoint group",
+            "Strategize decisions need reasoning rollback only",
+        )
+    # A correction's guidance decision, or a decision a later correction rolled back
+    # past and kept, stands on the state that correction restored (engine/restore_point).
+    owner = restore_point(uow, decision)
+    everything = uow.checkpoints.for_plan(plan_id)
+    # the restore point's group, as checkpoints.for_decision orders it: no second read
+    group = sorted(
+        (c for c in everything if c.decision_id == owner.decision_id), key=lambda c: c.resource_id
+    )
+    return targets_from(decision.decision_id, owner.phase, group, everything)
 
 
 def targets_from(

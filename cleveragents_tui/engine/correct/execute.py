@@ -5,6 +5,7 @@ take the plan (one correction or run at a time), cascade to child plans, then re
 from __future__ import annotations
 
 from cleveragents_tui.domain.correction import CorrectionAttempt
+from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import (
     CorrectionMode,
     CorrectionStatus,
@@ -81,7 +82,7 @@ def _execute(
     outside: OutsideChoice | None,
 ) -> CorrectionResult:
     sandboxes = PlanSandboxes(store, impact.plan_id, options.sandbox_base)
-    planned = revert_targets(store, impact, sandboxes)
+    target, planned = revert_targets(store, impact, sandboxes)
     if planned is not None:  # refused here, before the plan is taken, if one cannot be reached
         check_targets(sandboxes, impact.decision_id, planned[0], impact.recreated)
     reconciler = Reconciler(sandboxes, impact.rollbackable, impact.attempt)
@@ -99,9 +100,10 @@ def _execute(
             if child.outcome is not ChildAction.REJECT:  # an applied child stays applied
                 _cancel_child(store, child, options)
         if impact.mode is CorrectionMode.APPEND:
-            return _append(store, impact, correction, options)
+            return _append(store, impact, target, correction, options)
         held = outside_found(store, impact, reconciler, outside)
-        return revert(store, impact, correction, options, sandboxes, planned, (outside, held))
+        found = (target, planned)
+        return revert(store, impact, correction, options, sandboxes, found, (outside, held))
     except BaseException as exc:
         if reload_attempt(store, correction).status is CorrectionStatus.RUNNING:  # ended unrecorded
             finish_attempt(
@@ -196,14 +198,16 @@ def _cancel_child(store: Store, child: ChildImpact, options: RunOptions) -> None
 
 
 def _append(
-    store: Store, impact: Impact, correction: CorrectionAttempt, options: RunOptions
+    store: Store,
+    impact: Impact,
+    target: Decision,
+    correction: CorrectionAttempt,
+    options: RunOptions,
 ) -> CorrectionResult:
     """History untouched: a corrective child plan runs only the corrective work, on top of
     the plan's current state (engine/correct/append.py). Then a plan that was waiting in Execute
     goes on, as after a revert, to its new attempt's gates (the old attempt's lapsed); any
     other plan stays as it is (an applied one: the appended plan lands on its own)."""
-    with store.unit_of_work() as uow:
-        target = uow.decisions.get(impact.decision_id)
     chosen = impact.alternatives.option if impact.alternatives else None
     child = start_appended(store, impact.plan_id, target, impact.guidance, chosen, options)
     finish_attempt(store, correction, CorrectionStatus.SUCCEEDED, appended=child.plan_id, report={})

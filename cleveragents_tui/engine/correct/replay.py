@@ -34,11 +34,7 @@ from cleveragents_tui.engine.core.replay_snapshots import (
     record_snapshots,
     remember_basis,
 )
-from cleveragents_tui.engine.core.rollback import (
-    baseline_targets,
-    rollback_targets,
-    rollback_to,
-)
+from cleveragents_tui.engine.core.rollback import baselines_from, rollback_to, targets_of
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.engine.correct.attempt import (
     finish_attempt,
@@ -56,23 +52,26 @@ from cleveragents_tui.store import correction_queries
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
+Planned = tuple[dict[str, CheckpointMetadata], list[str]]
+
 
 def revert_targets(
     store: Store, impact: Impact, sandboxes: PlanSandboxes
-) -> tuple[dict[str, CheckpointMetadata], list[str]] | None:
-    """What a revert rolls back (resource -> checkpoint, and the resources it cannot), or
-    None when it rolls back no resource (an append, a plan still in Strategize)."""
-    if impact.mode is not CorrectionMode.REVERT:
-        return None
-    if not (impact.rollbackable or impact.non_rollbackable):
-        return None
+) -> tuple[Decision, Planned | None]:
+    """In one read transaction: the corrected decision, and what a revert rolls back
+    (resource -> checkpoint, and the resources it cannot), or None when it rolls back no
+    resource (an append, a plan still in Strategize)."""
     with store.unit_of_work() as uow:  # the decision's phase is the preview's: rows never change
-        plan = uow.plans.get(impact.plan_id)
-    if plan.phase is Phase.STRATEGIZE:
-        return None
-    if impact.decision_phase is Phase.EXECUTE:
-        return rollback_targets(sandboxes, impact.decision_id)
-    return baseline_targets(sandboxes)
+        target = uow.decisions.get(impact.decision_id)
+        if impact.mode is not CorrectionMode.REVERT:
+            return target, None
+        if not (impact.rollbackable or impact.non_rollbackable):
+            return target, None
+        if uow.plans.get(impact.plan_id).phase is Phase.STRATEGIZE:
+            return target, None
+        if impact.decision_phase is Phase.EXECUTE:
+            return target, targets_of(uow, sandboxes.plan_id, target)
+        return target, baselines_from(uow.checkpoints.for_plan(sandboxes.plan_id))
 
 
 def revert(
@@ -81,16 +80,16 @@ def revert(
     correction: CorrectionAttempt,
     options: RunOptions,
     sandboxes: PlanSandboxes,
-    planned: tuple[dict[str, CheckpointMetadata], list[str]] | None,
+    found: tuple[Decision, Planned | None],
     outside: tuple[OutsideChoice | None, Held | None] = (None, None),
 ) -> CorrectionResult:
-    """``planned``: what ``revert_targets`` found before the plan was taken (the preview's
-    plan version, checked when it was taken, vouches that it still holds); ``outside``:
-    what to do with the files changed outside the plan, and those copied aside to keep."""
+    """``found``: the corrected decision and what ``revert_targets`` found to roll back,
+    before the plan was taken (the preview's plan version, checked when it was taken,
+    vouches that it still holds); ``outside``: what to do with the files changed outside the
+    plan, and those copied aside to keep."""
     report: RollbackReport | None = None
     targets: dict[str, CheckpointMetadata] = {}
-    with store.unit_of_work() as uow:
-        target = uow.decisions.get(impact.decision_id)
+    target, planned = found
     # an earlier revert's replay that has not ended ends here, where it stopped
     record_earlier_replay(store, impact.plan_id, options.sandbox_base)
     points: dict[str, str] | None = None  # the old attempt's, for the diff (replay_snapshots)
