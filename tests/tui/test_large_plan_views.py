@@ -15,7 +15,7 @@ from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.correct.model import Impact
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp
-from cleveragents_tui.tui.modals.impact import ImpactModal
+from cleveragents_tui.tui.modals.impact import ImpactModal, impact_text
 from cleveragents_tui.tui.screens.plan_data import FIRST_ROWS
 from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
@@ -99,7 +99,7 @@ async def test_the_preview_names_every_decision_it_can_scrolls_and_answers_its_k
         tree = app.screen.query_one(DecisionTree)
         impact = _impact(plan, decisions)
         tree.highlight(impact.affected_decisions)
-        app.push_screen(ImpactModal(impact, tree.row), answers.append)
+        app.push_screen(ImpactModal(impact, impact_text(impact, tree.row)), answers.append)
         await pilot.pause()
         modal = app.screen
         assert isinstance(modal, ImpactModal)
@@ -121,7 +121,7 @@ async def test_the_preview_names_every_decision_it_can_scrolls_and_answers_its_k
         await pilot.press("n")
         await pilot.pause()
         assert answers == [False] and not isinstance(app.screen, ImpactModal)
-        app.push_screen(ImpactModal(impact, tree.row), answers.append)
+        app.push_screen(ImpactModal(impact, impact_text(impact, tree.row)), answers.append)
         await pilot.pause()
         await pilot.press("y")
         await pilot.pause()

@@ -43,14 +43,12 @@ class ImpactModal(Dialog[bool]):
         *(Binding(str(n), f"pick({n})", show=False) for n in range(1, 10)),
     ]
 
-    def __init__(
-        self, impact: Impact, row_of: RowOf | None = None, *, text: Text | None = None
-    ) -> None:
-        """``text``: :func:`impact_text` worked out already (else here, from ``row_of``,
-        the plan screen's tree rows that name the affected decisions)."""
+    def __init__(self, impact: Impact, text: Text | None = None) -> None:
+        """``text``: :func:`impact_text` of ``impact``, worked out off the event loop with
+        the plan screen's tree rows naming the affected decisions (else here, unnamed)."""
         super().__init__()
         self.impact = impact
-        self.text = text if text is not None else impact_text(impact, row_of)
+        self.text = text if text is not None else impact_text(impact)
 
     def compose(self) -> ComposeResult:
         with Vertical():
