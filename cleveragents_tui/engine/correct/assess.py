@@ -325,7 +325,7 @@ def with_warnings(impact: Impact) -> Impact:
             f"decisions (it supersedes those corrections):\n{listed}\n\n"
             "The replay makes those decisions again without it.\nProceed?"
         )
-    return Impact(**{**impact.__dict__, "warnings": tuple(warnings)})
+    return replace(impact, warnings=tuple(warnings))
 
 
 def _bulleted(lines: Iterable[str]) -> str:

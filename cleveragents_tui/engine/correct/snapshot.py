@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from pydantic import ValidationError
@@ -108,15 +108,11 @@ def load(store: Store, request: CorrectionRequest) -> Snapshot:
         )
         rolled = assess.rollback_of(snapshot, assess.tier_of(snapshot)).rollbackable
         outside = Reconciler(sandboxes, rolled, snapshot.plan.attempt).outside_changes()
-        snapshot = _with(snapshot, outside=tuple(outside))
+        snapshot = replace(snapshot, outside=tuple(outside))
     if any(d.is_correction for d in snapshot.guidance):  # else: no actor state to read
         phase_change = assess.phase_change_of(snapshot.plan, snapshot.decision, mode)
-        snapshot = _with(snapshot, lost=lost_guidance(store, snapshot.decision, phase_change))
+        snapshot = replace(snapshot, lost=lost_guidance(store, snapshot.decision, phase_change))
     return snapshot
-
-
-def _with(snapshot: Snapshot, **changes: object) -> Snapshot:
-    return Snapshot(**{**snapshot.__dict__, **changes})
 
 
 def _basics(store: Store, uow: UnitOfWork, decision_ref: str, plan_ref: str | None) -> Snapshot:
@@ -226,7 +222,7 @@ def _revert(uow: UnitOfWork, snapshot: Snapshot) -> tuple[Snapshot, bool]:
         execute_decisions = frozenset(
             uow.run(queries.current_decision_ids, plan.plan_id, Phase.EXECUTE.value)
         )
-    snapshot = _with(
+    snapshot = replace(
         snapshot,
         subtree=subtree,
         execute_decisions=execute_decisions,
@@ -237,13 +233,13 @@ def _revert(uow: UnitOfWork, snapshot: Snapshot) -> tuple[Snapshot, bool]:
     affected = assess.first_affected(snapshot, CorrectionMode.REVERT)
     sandboxed = plan.phase is not Phase.STRATEGIZE
     if sandboxed:
-        snapshot = _with(snapshot, owner=_restore_point(uow, snapshot))
+        snapshot = replace(snapshot, owner=_restore_point(uow, snapshot))
         snapshot = _writers(uow, snapshot, affected, warm)
         affected |= {r.decision_id for r in assess.remade_of(snapshot, affected)}
         affected |= snapshot.followers
     nones = {r for r, v in snapshot.resources.items() if v.sandbox_strategy is _NONE}
     calls = uow.run(queries.calls_of, affected, nones)
-    snapshot = _with(
+    snapshot = replace(
         snapshot,
         none_writes=tuple(dict.fromkeys((d, r) for d, r, *_ in calls if r in nones)),
         irreversible=tuple((d, tool, fx) for d, _, tool, irreversible, fx in calls if irreversible),
@@ -276,7 +272,7 @@ def _writers(
             if warm
             else affected_decisions_in(uow, outside)
         )
-    return _with(
+    return replace(
         snapshot,
         writes=tuple(writes),
         writers=uow.run(queries.decisions, outside),
