@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from cleveragents_tui.sandbox.base import SandboxError
@@ -72,7 +72,7 @@ def stage(
     return listing, walk
 
 
-def needs_clean(workdir: Path, changed: set[bytes], untracked: bytes) -> bool:
+def needs_clean(workdir: Path, changed: Collection[bytes], untracked: bytes) -> bool:
     """Whether ``clean`` has work after a rollback from a fresh checkpoint (``_roll_from``).
 
     ``changed`` holds the paths the two checkpoints differ in (``diff-tree -z`` names),
@@ -91,7 +91,7 @@ def needs_clean(workdir: Path, changed: set[bytes], untracked: bytes) -> bool:
     )
 
 
-def _written_by_read_tree(workdir: Path, entry: bytes, changed: set[bytes]) -> bool:
+def _written_by_read_tree(workdir: Path, entry: bytes, changed: Collection[bytes]) -> bool:
     if not entry.endswith(b"/"):
         return entry in changed
     if not any(path.startswith(entry) for path in changed):

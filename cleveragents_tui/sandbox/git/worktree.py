@@ -331,7 +331,7 @@ class GitWorktreeSandbox(OfResource):
         if (
             changed[0] is None
             or untracked.returncode != 0
-            or needs_clean(self._workdir, set(changed[0]), untracked.stdout)
+            or needs_clean(self._workdir, changed[0], untracked.stdout)
         ):
             self._clean()
         return {}
