@@ -165,17 +165,20 @@ def decisions_from_rows(
     rows: Sequence[DecisionRow],
     dependencies: Iterable[tuple[str, str, str]],
     artifacts: Iterable[tuple[str, str, str]],
+    make: Callable[[Any, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]], Decision]
+    | None = None,
 ) -> list[Decision]:
     """``rows`` as decisions, in their order, given the (upstream decision, downstream_ref,
     dependency_type) and (decision, artifact_path, artifact_type) rows read for them, each
-    in insertion order."""
+    in insertion order; ``make`` builds one (default :func:`decision_from_row`)."""
     deps: dict[str, list[tuple[str, str]]] = {r.decision_id: [] for r in rows}
     produced: dict[str, list[tuple[str, str]]] = {r.decision_id: [] for r in rows}
     for upstream, ref, kind in dependencies:
         deps[upstream].append((ref, kind))
     for decision_id, path, kind in artifacts:
         produced[decision_id].append((path, kind))
-    return [decision_from_row(r, deps[r.decision_id], produced[r.decision_id]) for r in rows]
+    build = make or decision_from_row
+    return [build(r, tuple(deps[r.decision_id]), tuple(produced[r.decision_id])) for r in rows]
 
 
 def decision_from_row(

@@ -126,7 +126,7 @@ def basics(session: Session, decision_id: str) -> Basics:
         raise NotFoundError(f"plan {rows[0].plan_id} does not exist", _LIST_PLANS)
     plan, definition, host = plans[0]
     return Basics(
-        decision=_decisions(rows, edges, artifacts)[0],
+        decision=mapping.decisions_from_rows(rows, edges, artifacts, _decision)[0],
         plan=plan,
         definition=definition,
         host_plan_id=host or plan.plan_id,
@@ -154,17 +154,7 @@ def hydrated(session: Session, rows: list[Any]) -> list[Decision]:
         session,
         [(_edges(dialect), None, {"ids": ids}), (_artifacts(dialect), None, {"ids": ids})],
     )
-    return _decisions(rows, edges, artifacts)
-
-
-def _decisions(rows: list[Any], edges: list[Any], artifacts: list[Any]) -> list[Decision]:
-    deps: dict[str, list[tuple[str, str]]] = {r.decision_id: [] for r in rows}
-    produced: dict[str, list[tuple[str, str]]] = {r.decision_id: [] for r in rows}
-    for upstream, ref, kind in edges:
-        deps[upstream].append((ref, kind))
-    for decision_id, path, kind in artifacts:
-        produced[decision_id].append((path, kind))
-    return [_decision(r, tuple(deps[r.decision_id]), tuple(produced[r.decision_id])) for r in rows]
+    return mapping.decisions_from_rows(rows, edges, artifacts, _decision)
 
 
 @lru_cache(maxsize=1024)
