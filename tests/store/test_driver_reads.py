@@ -5,13 +5,12 @@ PostgreSQL's floats), and the engine's statement listeners still hear them."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from cleveragents_tui.store import driver_reads, snapshot_reads
 from tests.support.scale_plan import build
+from tests.support.statements import sent_statements
 
 
 def test_driver_rows_are_sqlalchemys_rows_and_are_heard(tmp_path: Path, db_url: str) -> None:
@@ -23,18 +22,12 @@ def test_driver_rows_are_sqlalchemys_rows_and_are_heard(tmp_path: Path, db_url: 
         (snapshot_reads._CHECKPOINTS, {"id": target}),
         (snapshot_reads._RESOURCES, {}),
     ]
-    heard: list[str] = []
-
-    def note(*args: Any) -> None:
-        heard.append(args[2])
-
     try:
         with Session(scale.store.engine) as session:
             expected = [[tuple(r) for r in session.execute(s, p)] for s, p in reads]
-            event.listen(scale.store.engine, "before_cursor_execute", note)
-            got = [driver_reads.fetch(session, s, **p) for s, p in reads]
-            batched = driver_reads.batch(session, [(s, None, p) for s, p in reads])
-            event.remove(scale.store.engine, "before_cursor_execute", note)
+            with sent_statements(scale.store.engine) as heard:
+                got = [driver_reads.fetch(session, s, **p) for s, p in reads]
+                batched = driver_reads.batch(session, [(s, None, p) for s, p in reads])
     finally:
         scale.store.close()
     assert all(expected), expected  # every read has rows to compare
