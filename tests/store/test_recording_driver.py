@@ -34,6 +34,7 @@ from cleveragents_tui.store.store import Store
 from tests.strategies import decisions, moments
 from tests.strategies import text as texts
 from tests.support.postgres import PostgresServer
+from tests.support.store_rows import add_plan
 
 TABLES = (
     "decisions",
@@ -79,9 +80,21 @@ def two_stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Pair]
         server.drop_database(name)
 
 
+def _plan_and_root() -> tuple[Plan, Decision]:
+    plan = Plan(action="local/driver", created_at=AT, updated_at=AT)
+    root = Decision(
+        plan_id=plan.plan_id,
+        sequence_number=0,
+        decision_type="prompt_definition",
+        question="q",
+        chosen_option="c",
+        created_at=AT,
+    )
+    return plan, root
+
+
 def _setup(store: Store, plan: Plan, root: Decision) -> None:
     with store.unit_of_work(write=True) as uow:
-        uow.plans.add(plan)
         uow.resources.add(
             Resource(
                 resource_id=RESOURCE,
@@ -91,9 +104,8 @@ def _setup(store: Store, plan: Plan, root: Decision) -> None:
                 created_at=AT,
             )
         )
-        uow.flush()
-        uow.decisions.add(root)
         uow.commit()
+    add_plan(store, plan, [root])
 
 
 def _checkpoint(decision: Decision, group: CheckpointGroup, n: int) -> CheckpointMetadata:
@@ -208,15 +220,7 @@ def test_a_recording_on_the_driver_stores_what_sqlalchemy_stores(
     two_stores: Pair, data: st.DataObject, created: datetime, body: str
 ) -> None:
     ours, theirs = two_stores()
-    plan = Plan(action="local/driver", created_at=AT, updated_at=AT)
-    root = Decision(
-        plan_id=plan.plan_id,
-        sequence_number=0,
-        decision_type="prompt_definition",
-        question="q",
-        chosen_option="c",
-        created_at=AT,
-    )
+    plan, root = _plan_and_root()
     drawn = data.draw(decisions(plan.plan_id, root.decision_id, root.decision_id))
     decision = drawn.model_copy(update={"sequence_number": 1, "created_at": created})
     for store in (ours, theirs):
@@ -256,14 +260,7 @@ def test_a_refusal_on_the_driver_is_sqlalchemys_error(two_stores: Pair) -> None:
     """The driver's errors read as they did through SQLAlchemy: a decision stored twice
     breaks its key (IntegrityError), and nothing of that transaction is kept."""
     store = two_stores()[0]
-    plan = Plan(action="local/driver", created_at=AT, updated_at=AT)
-    root = Decision(
-        plan_id=plan.plan_id,
-        sequence_number=0,
-        decision_type="prompt_definition",
-        question="q",
-        chosen_option="c",
-    )
+    plan, root = _plan_and_root()
     _setup(store, plan, root)
     before = _stored(store)
     with store.recordings() as transaction:
