@@ -94,7 +94,7 @@ def among(dialect: str, column: Any, name: str) -> ColumnElement[bool]:
 
 def strings(session: Session, values: Iterable[str]) -> str | list[str]:
     """The parameter :func:`among` compares with, for the session's database."""
-    if session.get_bind().dialect.name == "postgresql":
+    if _dialect(session) == "postgresql":
         return sorted(set(values))
     return json_ids(values)
 
