@@ -38,11 +38,10 @@ from sqlalchemy.orm import QueryableAttribute, Session
 from cleveragents_tui.domain.approval import ApprovalAnswer
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.errors import ImmutableRecordError
-from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.tool import ToolInvocation
 from cleveragents_tui.store import mapping
-from cleveragents_tui.store.driver_reads import fetch
+from cleveragents_tui.store.driver_reads import Read, Reads, batch, fetch
 from cleveragents_tui.store.tables import (
     WROTE,
     ApprovalRow,
@@ -50,7 +49,6 @@ from cleveragents_tui.store.tables import (
     DecisionArtifactRow,
     DecisionDependencyRow,
     DecisionRow,
-    PlanRow,
     ToolInvocationRow,
 )
 
@@ -92,7 +90,7 @@ def among(dialect: str, column: Any, name: str) -> ColumnElement[bool]:
     return compared
 
 
-def strings(session: Session, values: Iterable[str]) -> str | list[str]:
+def strings(session: Reads, values: Iterable[str]) -> str | list[str]:
     """The parameter :func:`among` compares with, for the session's database."""
     if _dialect(session) == "postgresql":
         return sorted(set(values))
@@ -127,34 +125,53 @@ def _named(dialect: str) -> ColumnElement[Any]:
     return named
 
 
-def _dialect(session: Session) -> str:
+def _dialect(session: Reads) -> str:
     return session.get_bind().dialect.name
 
 
+Call = tuple[str, str | None, str, bool, tuple[str, ...]]
+# a revert's later writes asked for with the calls: (plan, after sequence number, resources)
+Later = tuple[str, int, Iterable[str]]
+
+
 def calls_of(
-    session: Session, decision_ids: Iterable[str], resources: Iterable[str]
-) -> list[tuple[str, str | None, str, bool, tuple[str, ...]]]:
+    session: Reads,
+    decision_ids: Iterable[str],
+    resources: Iterable[str],
+    later: Later | None = None,
+) -> tuple[list[Call], list[tuple[str, str]]]:
     """(decision, resource named, tool, irreversible, side effects) of the tool calls of these
     decisions that are irreversible or name one of ``resources`` (their ``resource``
-    argument, a string), by decision id, then in the order made. One statement that starts
+    argument, a string), by decision id, then in the order made; the side effects of an
+    irreversible call only (``()`` for the others: a preview names no other's). One statement that starts
     from the ids, each looked up by its index (:func:`_calls_statement`), on the driver's
-    cursor (store/driver_reads.py: its cache key cost twice its SQL)."""
-    rows = fetch(
-        session,
-        _calls_statement(_dialect(session)),
-        ids=json_ids(decision_ids),
-        resources=json_ids(resources),
-    )
-    return [
+    cursor (store/driver_reads.py: its cache key cost twice its SQL). With ``later``, the
+    revert's later writes too (:func:`writes_after`), sent with it: one round trip on
+    PostgreSQL."""
+    reads: list[Read] = [
+        (
+            _calls_statement(_dialect(session)),
+            None,
+            {"ids": json_ids(decision_ids), "resources": json_ids(resources)},
+        )
+    ]
+    if later is not None:
+        reads.append((_writes_statement(_dialect(session)), None, _writes_params(session, *later)))
+    found = batch(session, reads)
+    calls = [
         (
             decision_id,
             None if resource is None else str(resource),
             tool,
             bool(irreversible),
-            tuple(mapping.load_json("tool_invocations", key, "side_effects", effects) or ()),
+            tuple(mapping.load_json("tool_invocations", key, "side_effects", effects) or ())
+            if irreversible
+            else (),
         )
-        for key, decision_id, resource, tool, irreversible, effects in rows
+        for key, decision_id, resource, tool, irreversible, effects in found[0]
     ]
+    writes = [(d, str(resource)) for d, resource in found[1]] if later is not None else []
+    return calls, writes
 
 
 @cache
@@ -176,36 +193,41 @@ def _calls_statement(dialect: str) -> Select[Any]:
             .where(or_(c.irreversible.is_(True), _named(dialect).in_(resources)))
             .order_by(c.decision_id, c.created_at, c.invocation_id)
         )
+    # the arguments parsed once per call (each expression on the column parsed them again)
     calls = (
-        select(*columns, _named(dialect).label("compared"), c.created_at)
+        select(*columns[:2], *columns[3:], c.created_at, _jsonb(c.arguments).label("args"))
         .where(c.decision_id == ids.c.value)
         .offset(0)
         .lateral("calls")
     )
     k = calls.c
+    resource = k.args["resource"]
+    named = case((func.jsonb_typeof(resource) == "string", resource.astext)).label("named")
+    compared = k.args.op("->>")(literal_column("'resource'"))
     return (
-        select(k.invocation_id, k.decision_id, k.named, k.tool, k.irreversible, k.side_effects)
+        select(k.invocation_id, k.decision_id, named, k.tool, k.irreversible, k.side_effects)
         .select_from(ids.join(calls, true()))
-        .where(or_(k.irreversible.is_(True), k.compared.in_(resources)))
+        .where(or_(k.irreversible.is_(True), compared.in_(resources)))
         .order_by(k.decision_id, k.created_at, k.invocation_id)
     )
 
 
 def writes_after(
-    session: Session, plan_id: str, sequence_number: int, resources: Iterable[str]
+    session: Reads, plan_id: str, sequence_number: int, resources: Iterable[str]
 ) -> list[tuple[str, str]]:
     """(decision, resource) of the tool calls with side effects (stored other than ``[]``)
     that the plan's current decisions recorded after ``sequence_number`` made on one of
     ``resources``, in the order they were made: a revert's later writers. Only those rows
     leave the database."""
-    rows = fetch(
-        session,
-        _writes_statement(_dialect(session)),
-        plan=plan_id,
-        after=sequence_number,
-        resources=strings(session, resources),
-    )
+    statement = _writes_statement(_dialect(session))
+    rows = fetch(session, statement, **_writes_params(session, plan_id, sequence_number, resources))
     return [(decision_id, str(resource)) for decision_id, resource in rows]
+
+
+def _writes_params(
+    session: Reads, plan_id: str, sequence_number: int, resources: Iterable[str]
+) -> dict[str, Any]:
+    return {"plan": plan_id, "after": sequence_number, "resources": strings(session, resources)}
 
 
 @cache
@@ -233,12 +255,6 @@ def _writes_statement(dialect: str) -> Select[Any]:
 def json_ids(ids: Iterable[str]) -> str:
     """The ids as the one JSON array parameter the id-set statements take (sorted, once each)."""
     return json.dumps(sorted(set(ids)))
-
-
-def plans(session: Session, plan_ids: Iterable[str]) -> dict[str, Plan]:
-    """These plans by id (one statement)."""
-    rows = session.scalars(select(PlanRow).where(PlanRow.plan_id.in_(id_set(session, plan_ids))))
-    return {row.plan_id: mapping.plan_from_row(row) for row in rows}
 
 
 def decisions(session: Session, decision_ids: Iterable[str]) -> dict[str, Decision]:
@@ -275,18 +291,6 @@ def _hydrate(session: Session, rows: Sequence[DecisionRow], ids: set[str]) -> li
         .order_by(art.artifact_id)
     )
     return mapping.decisions_from_rows(rows, dependencies, artifacts)
-
-
-def current_decision_ids(session: Session, plan_id: str, phase: str) -> set[str]:
-    """The plan's current decisions of one phase."""
-    d = DecisionRow
-    return set(
-        session.scalars(
-            select(d.decision_id).where(
-                d.plan_id == plan_id, d.phase == phase, d.superseded_by.is_(None)
-            )
-        )
-    )
 
 
 def current_among(session: Session, plan_id: str, decision_ids: Iterable[str]) -> list[str]:

@@ -26,6 +26,9 @@ SQLITE_BUSY_TIMEOUT_MS = 10_000
 # Execution option naming how a SQLite transaction begins: "IMMEDIATE" takes the write lock
 # up front, so two writers queue on busy_timeout instead of failing on lock upgrade.
 SQLITE_BEGIN = "sqlite_begin"
+# SQLITE_BEGIN's value on a connection whose transaction was begun on the driver's cursor
+# (store/reading.py): a session opened on it joins that transaction, sending no BEGIN
+SQLITE_BEGUN = "BEGUN"
 
 
 def sqlite_file(url: URL) -> str:
@@ -177,7 +180,8 @@ def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
         mode = connection.get_execution_options().get(SQLITE_BEGIN, "DEFERRED")
-        connection.exec_driver_sql(begin(mode))
+        if mode != SQLITE_BEGUN:
+            connection.exec_driver_sql(begin(mode))
 
 
 _SQLITE_BEGINS: WeakKeyDictionary[Engine, Callable[[str], str]] = WeakKeyDictionary()

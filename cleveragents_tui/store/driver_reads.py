@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
-from sqlalchemy import Select
+from sqlalchemy import Engine, Select
 from sqlalchemy.engine import Connection
-from sqlalchemy.orm import Session
 
 from cleveragents_tui.store.driver import Compiled, compiled, heard
 
@@ -28,13 +27,22 @@ _BUILT_KEPT = 1024
 _BUILDERS: dict[tuple[int, Callable[[Any], Any]], Callable[[Any], Any]] = {}
 
 
-def fetch(session: Session, statement: AnySelect, **params: Any) -> list[Any]:
+class Reads(Protocol):
+    """Where these reads run: a unit of work's session, or a :class:`store.reading.Reading`
+    (the preview's snapshot, without the ORM's session)."""
+
+    def connection(self) -> Connection: ...
+
+    def get_bind(self) -> Engine | Connection: ...
+
+
+def fetch(session: Reads, statement: AnySelect, **params: Any) -> list[Any]:
     """The rows of ``statement`` (built once, at import or per dialect) with ``params``, in
     the session's transaction."""
     return batch(session, [(statement, None, params)])[0]
 
 
-def batch(session: Session, reads: Sequence[Read]) -> list[list[Any]]:
+def batch(session: Reads, reads: Sequence[Read]) -> list[list[Any]]:
     """The rows of each of ``reads`` (statement, ``build`` as :func:`built` takes it or None
     for rows, parameters), in order. On PostgreSQL they are sent together, in one round
     trip (psycopg's pipeline mode), where each read cost one (0.1–0.3 ms on this project's
@@ -54,9 +62,15 @@ def batch(session: Session, reads: Sequence[Read]) -> list[list[Any]]:
             _raw(connection, read, f, params) for read, (f, params) in zip(reads, sent, strict=True)
         ]
     return [
-        [_maker(f, build)(raw) for raw in rows]
+        rows if build is driver_rows else [_maker(f, build)(raw) for raw in rows]
         for f, (_, build, _), rows in zip(found, reads, raws, strict=True)
     ]
+
+
+def driver_rows(row: Any) -> Any:
+    """As a read's ``build``: the driver's rows as it gives them, no row object made (for
+    a statement whose columns need no conversion, of many rows: the affected-subtree CTE)."""
+    return row
 
 
 def _pipelined(
@@ -80,7 +94,7 @@ def _pipelined(
             rows = []
             for cursor, (found, _) in zip(cursors, sent, strict=True):
                 rows.append(list(cursor.fetchall()))
-                found.described(cursor.description)
+                found.described(cursor)
         except connection.dialect.loaded_dbapi.Error:
             return None
         return rows
@@ -113,10 +127,10 @@ def _raw(connection: Connection, read: Read, found: Compiled, driver_params: Any
         except connection.dialect.loaded_dbapi.Error:
             pass
         else:
-            found.described(cursor.description)
+            found.described(cursor)
             return rows
     finally:
         cursor.close()
     result = connection.exec_driver_sql(found.sql, driver_params)
-    found.described(result.cursor.description)
+    found.described(result.cursor)
     return list(result)

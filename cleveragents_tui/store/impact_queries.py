@@ -4,6 +4,7 @@ reads that load a plan's influence DAG, and the one recursive CTE of the cold pa
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from functools import cache
 from typing import Any
 
 from sqlalchemy import (
@@ -24,11 +25,12 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.engine import Connection
-from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
+from sqlalchemy.orm import InstrumentedAttribute, aliased
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from cleveragents_tui.domain.errors import NotFoundError
 from cleveragents_tui.store.correction_queries import among, strings
+from cleveragents_tui.store.driver_reads import Reads
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.tables import DecisionDependencyRow, DecisionRow, PlanRow
 
@@ -207,7 +209,7 @@ def _plans_of(connection: Connection, decision_ids: Iterable[str]) -> set[str]:
 # -- the cold path: one recursive CTE -----------------------------------------------------------
 
 
-def affected_refs_in(session: Session, decision_ids: str | Iterable[str]) -> frozenset[str]:
+def affected_refs_in(session: Reads, decision_ids: str | Iterable[str]) -> frozenset[str]:
     """The rows of the affected-subtree CTE (decision ids, and child plan ids behind
     :data:`PLAN_MARK`) of a decision id, or the union of those of several (the CTE's
     anchor is then the whole set, one JSON parameter), in the session's transaction: a
@@ -256,6 +258,7 @@ def _affected_sql(dialect: Dialect, target: str | list[str], many: bool = False)
     return compiled.string, params
 
 
+@cache
 def affected_statement(dialect: str, many: bool = False) -> Select[tuple[str]]:
     """``WITH RECURSIVE affected(ref)``: the target, then transitively what each row leads to.
 

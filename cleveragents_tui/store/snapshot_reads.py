@@ -12,12 +12,11 @@ its rows do. The rows become the same domain models, through :mod:`store.mapping
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any
 
-from sqlalchemy import bindparam, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Text, bindparam, cast, func, literal_column, select, text
 
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.decision import Decision
@@ -26,7 +25,8 @@ from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.store import mapping
 from cleveragents_tui.store.correction_queries import USER_INTERVENTION, among, strings
-from cleveragents_tui.store.driver_reads import AnySelect, batch, fetch
+from cleveragents_tui.store.driver_reads import AnySelect, Read, Reads, batch, driver_rows, fetch
+from cleveragents_tui.store.impact_queries import affected_statement
 from cleveragents_tui.store.tables import (
     CheckpointMetadataRow,
     DecisionArtifactRow,
@@ -81,12 +81,71 @@ def _artifacts(dialect: str) -> AnySelect:
 
 
 @cache
+def _decisions(dialect: str) -> AnySelect:
+    return select(DecisionRow.__table__).where(among(dialect, _d.decision_id, "ids"))
+
+
+@cache
+def _plans(dialect: str) -> AnySelect:
+    return select(PlanRow.__table__).where(among(dialect, PlanRow.plan_id, "ids"))
+
+
+_CURRENT_OF_PHASE = select(_d.decision_id).where(
+    _d.plan_id == bindparam("plan"), _d.phase == bindparam("phase"), _d.superseded_by.is_(None)
+)
+
+
+@cache
 def _steps(dialect: str) -> AnySelect:
     return select(_d.sequence_number, _d.step_key, _d.decision_id, _d.chosen_option).where(
         _d.plan_id == bindparam("plan"),
         _d.superseded_by.is_(None),
         among(dialect, _d.step_key, "keys"),
     )
+
+
+@cache
+def _version(dialect: str) -> AnySelect:
+    """What tells whether the database changed since a read on the same connection: on
+    SQLite the rows this connection changed and the count of other connections' commits
+    (``data_version``, as of the snapshot), on PostgreSQL the snapshot itself (it differs
+    once any transaction that wrote has ended)."""
+    if dialect == "postgresql":
+        return select(cast(func.pg_current_snapshot(), Text))
+    return select(func.total_changes(), literal_column("data_version")).select_from(
+        text("pragma_data_version")
+    )
+
+
+# the plan-level reads of a decision's plan: (plan, stored action, host, checkpoints,
+# resources, guidance rows), as :func:`basics` reads them
+PlanReads = tuple[Plan, str | None, str, list[CheckpointMetadata], list[Resource], list[Any]]
+
+
+@dataclass
+class _Kept:
+    """The plan-level reads one connection made at one version of the database."""
+
+    driver: Any  # the driver's connection they were read on
+    version: Any
+    plans: dict[str, PlanReads] = field(default_factory=dict)
+    steps: dict[tuple[str, frozenset[str]], dict[str, tuple[str, str]]] = field(
+        default_factory=dict
+    )
+
+
+_KEPT = "cleveragents_tui.snapshot_reads"  # in the connection's pool record's info
+
+
+def _kept(session: Reads, version: Any) -> _Kept:
+    """The connection's kept reads, emptied when the database changed since they were
+    read (a new version, or a new driver connection behind the pool's record)."""
+    connection = session.connection().connection
+    driver = connection.dbapi_connection
+    kept: _Kept | None = connection.info.get(_KEPT)
+    if kept is None or kept.driver is not driver or kept.version != version:
+        kept = connection.info[_KEPT] = _Kept(driver, version)
+    return kept
 
 
 @dataclass(frozen=True)
@@ -100,50 +159,74 @@ class Basics:
     checkpoints: list[CheckpointMetadata]  # the plan's, oldest first
     resources: list[Resource]  # every registered one, removed ones too
     guidance: list[Any]  # the rows of the plan's guidance decisions (:func:`hydrated`)
+    version: Any  # of the database as read (:func:`current_steps` keeps its reads by it)
+    refs: frozenset[str] | None  # the rows of the decision's affected-subtree CTE, if asked
 
 
-def basics(session: Session, decision_id: str) -> Basics:
+def basics(session: Reads, decision_id: str, subtree: bool = False) -> Basics:
     """The decision, whole, its plan with its stored action and host, the plan's
-    checkpoints and guidance decisions' rows, and every resource: seven statements, sent
-    together (one round trip on PostgreSQL)."""
+    checkpoints and guidance decisions' rows, and every resource; with ``subtree`` the rows
+    of its affected-subtree CTE (store/impact_queries.py) too.
+
+    The plan-level reads are kept per connection until the database changes, and read only
+    when not kept (issue 22: a preview reads the same plan again and again as the user
+    picks decisions, and each statement cost more than the CTE of a small subtree): then
+    they are a second batch, a second round trip on PostgreSQL."""
     ids = strings(session, [decision_id])
     dialect = session.get_bind().dialect.name
-    rows, edges, artifacts, plans, checkpoints, resources, guidance = batch(
-        session,
-        [
-            (_DECISION, None, {"id": decision_id}),
-            (_edges(dialect), None, {"ids": ids}),
-            (_artifacts(dialect), None, {"ids": ids}),
-            (_PLAN, _plan_and_action, {"id": decision_id}),
-            (_CHECKPOINTS, mapping.checkpoint_from_row, {"id": decision_id}),
-            (_RESOURCES, mapping.resource_from_row, {}),
-            (_ITS_GUIDANCE, None, {"id": decision_id}),
-        ],
-    )
+    one = {"id": decision_id}
+    reads: list[Read] = [
+        (_version(dialect), None, {}),
+        (_DECISION, None, one),
+        (_edges(dialect), None, {"ids": ids}),
+        (_artifacts(dialect), None, {"ids": ids}),
+    ]
+    if subtree:
+        reads.append((affected_statement(dialect), driver_rows, {"target": decision_id}))
+    plan_level: list[Read] = [
+        (_PLAN, _plan_and_action, one),
+        (_CHECKPOINTS, mapping.checkpoint_from_row, one),
+        (_RESOURCES, mapping.resource_from_row, {}),
+        (_ITS_GUIDANCE, None, one),
+    ]
+    found = batch(session, reads)
+    version, rows, edges, artifacts = found[0][0], found[1], found[2], found[3]
+    refs = frozenset(row[0] for row in found[4]) if subtree else None
     if not rows:
         raise NotFoundError(f"decision {decision_id} does not exist", _LIST_DECISIONS)
-    if not plans:
-        raise NotFoundError(f"plan {rows[0].plan_id} does not exist", _LIST_PLANS)
-    plan, definition, host = plans[0]
+    kept = _kept(session, tuple(version))
+    plan_id = rows[0].plan_id
+    read = kept.plans.get(plan_id)
+    if read is None:
+        plans, checkpoints, resources, guidance = batch(session, plan_level)
+        if not plans:
+            raise NotFoundError(f"plan {plan_id} does not exist", _LIST_PLANS)
+        plan, definition, host = plans[0]
+        read = kept.plans[plan_id] = (
+            plan, definition, host or plan.plan_id, checkpoints, resources, guidance
+        )  # fmt: skip
+    plan, definition, host, checkpoints, resources, guidance = read
     return Basics(
         decision=mapping.decisions_from_rows(rows, edges, artifacts, _decision)[0],
         plan=plan,
         definition=definition,
-        host_plan_id=host or plan.plan_id,
+        host_plan_id=host,
         checkpoints=checkpoints,
         resources=resources,
         guidance=guidance,
+        version=kept.version,
+        refs=refs,
     )
 
 
-def guidance_decisions(session: Session, plan_id: str) -> list[Decision]:
+def guidance_decisions(session: Reads, plan_id: str) -> list[Decision]:
     """The plan's ``user_intervention`` decisions (corrections' guidance), superseded ones
     too, in sequence order (from the plan-and-type index; one statement when there are
     none, three when there are)."""
     return hydrated(session, fetch(session, _GUIDANCE, plan=plan_id))
 
 
-def hydrated(session: Session, rows: list[Any]) -> list[Decision]:
+def hydrated(session: Reads, rows: list[Any]) -> list[Decision]:
     """Decision rows (as :class:`Basics` has the guidance's) as decisions, whole: their
     edges and artifacts read (two statements; none for no rows)."""
     if not rows:
@@ -171,12 +254,43 @@ def _plan_and_action(row: Any) -> tuple[Plan, str | None, str | None]:
 
 
 def current_steps(
-    session: Session, plan_id: str, keys: Collection[str]
+    session: Reads, plan_id: str, keys: Collection[str], version: Any = None
 ) -> dict[str, tuple[str, str]]:
     """step key -> (decision id, chosen option) of the plan's current decisions of the steps
-    ``keys`` (through the plan-and-step index), as ``DecisionRepository.current_steps``."""
+    ``keys`` (through the plan-and-step index), as ``DecisionRepository.current_steps``;
+    kept with :func:`basics`' reads when given their ``version``."""
     if not keys:
         return {}
+    kept = _kept(session, version) if version is not None else None
+    key = (plan_id, frozenset(keys))
+    if kept is not None and key in kept.steps:
+        return kept.steps[key]
     statement = _steps(session.get_bind().dialect.name)
     rows = sorted(fetch(session, statement, plan=plan_id, keys=strings(session, keys)))
-    return {str(key): (decision_id, chosen) for _, key, decision_id, chosen in rows}
+    steps = {str(key): (decision_id, chosen) for _, key, decision_id, chosen in rows}
+    if kept is not None:
+        kept.steps[key] = steps
+    return steps
+
+
+def decisions(session: Reads, decision_ids: Collection[str]) -> dict[str, Decision]:
+    """These decisions by id, whole (three statements; none for no ids)."""
+    if not decision_ids:
+        return {}
+    statement = _decisions(session.get_bind().dialect.name)
+    rows = fetch(session, statement, ids=strings(session, decision_ids))
+    return {d.decision_id: d for d in hydrated(session, rows)}
+
+
+def plans(session: Reads, plan_ids: Collection[str]) -> dict[str, Plan]:
+    """These plans by id (one statement; none for no ids)."""
+    if not plan_ids:
+        return {}
+    statement = _plans(session.get_bind().dialect.name)
+    found = fetch(session, statement, ids=strings(session, plan_ids))
+    return {plan.plan_id: plan for plan in map(mapping.plan_from_row, found)}
+
+
+def current_decision_ids(session: Reads, plan_id: str, phase: str) -> set[str]:
+    """The plan's current decisions of one phase."""
+    return {row[0] for row in fetch(session, _CURRENT_OF_PHASE, plan=plan_id, phase=phase)}

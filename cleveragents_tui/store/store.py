@@ -19,6 +19,7 @@ from cleveragents_tui.store.database import (
 from cleveragents_tui.store.schema import ensure_schema
 
 if TYPE_CHECKING:
+    from cleveragents_tui.store.reading import Reading
     from cleveragents_tui.store.recording import Recording
     from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -58,6 +59,13 @@ class Store:
         from cleveragents_tui.store.unit_of_work import UnitOfWork
 
         return UnitOfWork(self.engine, write=write, read_only=read_only)
+
+    def reading(self) -> Reading:
+        """A read of one snapshot without the ORM's session (store/reading.py): a
+        correction's preview."""
+        from cleveragents_tui.store.reading import Reading
+
+        return Reading(self.engine)
 
     def recording(self, write: bool = False) -> Recording:
         """A transaction of record_decision's statements (store/recording.py): a plain

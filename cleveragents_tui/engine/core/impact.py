@@ -55,6 +55,7 @@ from cleveragents_tui.store.impact_queries import (
     affected_refs_in,
     influence_rows,
 )
+from cleveragents_tui.store.reading import Reading
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -256,16 +257,16 @@ class InfluenceGraph:
 # -- the cold path: one recursive CTE (store/impact_queries.py) ------------------------------
 
 
-def affected_subtree_in(uow: UnitOfWork, decision_id: str) -> AffectedSubtree:
+def affected_subtree_in(uow: UnitOfWork | Reading, decision_id: str) -> AffectedSubtree:
     """The affected subtree of ``decision_id``, read in one statement in the transaction of
     ``uow``.
 
     Raises :class:`NotFoundError` when no such decision exists.
     """
-    return _subtree(decision_id, uow.run(affected_refs_in, decision_id))
+    return subtree_from(decision_id, uow.run(affected_refs_in, decision_id))
 
 
-def affected_decisions_in(uow: UnitOfWork, decision_ids: Iterable[str]) -> frozenset[str]:
+def affected_decisions_in(uow: UnitOfWork | Reading, decision_ids: Iterable[str]) -> frozenset[str]:
     """The decisions in the affected subtree of any of ``decision_ids``, in one statement in
     the transaction of ``uow`` (the union of their subtrees; ids of no decision add none)."""
     ids = list(decision_ids)
@@ -274,7 +275,9 @@ def affected_decisions_in(uow: UnitOfWork, decision_ids: Iterable[str]) -> froze
     return frozenset(ref for ref in uow.run(affected_refs_in, ids) if ref[0] != PLAN_MARK)
 
 
-def _subtree(decision_id: str, refs: frozenset[str]) -> AffectedSubtree:
+def subtree_from(decision_id: str, refs: frozenset[str]) -> AffectedSubtree:
+    """The affected subtree of ``decision_id`` from the rows of its CTE (as
+    ``store.impact_queries.affected_statement`` gives them)."""
     marked = [ref for ref in refs if ref[0] == PLAN_MARK]
     decisions = refs.difference(marked) if marked else refs
     if decision_id not in decisions:

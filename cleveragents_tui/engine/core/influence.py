@@ -64,6 +64,11 @@ class OpenGraphs:
                 return own
             return next((g for g in self._graphs.values() if plan_id in g.plan_ids), None)
 
+    def holds(self, decision_id: str) -> bool:
+        """Whether an open graph holds ``decision_id`` (a preview then reads no CTE)."""
+        with self._lock:
+            return any(decision_id in g for g in self._graphs.values())
+
     def recorded(self, decision: Decision, depends_on: Iterable[str] = ()) -> None:
         upstream = tuple(depends_on)
         with self._lock:

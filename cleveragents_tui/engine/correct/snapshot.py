@@ -33,6 +33,7 @@ from cleveragents_tui.engine.core.impact import (
     InfluenceGraph,
     affected_decisions_in,
     affected_subtree_in,
+    subtree_from,
 )
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.core.reconcile import OutsideChanges, Reconciler
@@ -40,9 +41,11 @@ from cleveragents_tui.engine.core.restore_point import restore_point_among
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.engine.correct import assess
 from cleveragents_tui.engine.correct.later_guidance import Lost, lost_guidance
+from cleveragents_tui.engine.correct.later_writers import remade_from
 from cleveragents_tui.engine.correct.model import CorrectionRefusedError, CorrectionRequest
 from cleveragents_tui.store import correction_queries as queries
 from cleveragents_tui.store import snapshot_reads as reads
+from cleveragents_tui.store.reading import Reading
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -92,12 +95,13 @@ def load(store: Store, request: CorrectionRequest) -> Snapshot:
     """The snapshot the correction ``request`` is previewed from. Changes nothing; raises
     what :func:`assess.impact_of` would raise at the point it would raise it."""
     mode = request.mode
-    with store.unit_of_work(read_only=True) as uow:
-        snapshot = _basics(store, uow, request.decision_ref, request.plan_ref)
+    with store.reading() as uow:  # one snapshot, without the ORM's session (issue 22)
+        snapshot, refs = _basics(store, uow, request)
         assess.admitted(snapshot, mode, request.guidance, request.choose)
         if mode is CorrectionMode.APPEND:
             return snapshot
-        snapshot, sandboxed = _revert(uow, snapshot)
+        snapshot, sandboxed = _revert(uow, snapshot, refs)
+    outside: tuple[OutsideChanges, ...] = ()
     if sandboxed:
         sandboxes = PlanSandboxes(
             store,
@@ -107,22 +111,29 @@ def load(store: Store, request: CorrectionRequest) -> Snapshot:
             resources=snapshot.resources,
         )
         rolled = assess.rollback_of(snapshot, assess.tier_of(snapshot)).rollbackable
-        outside = Reconciler(sandboxes, rolled, snapshot.plan.attempt).outside_changes()
-        snapshot = replace(snapshot, outside=tuple(outside))
+        outside = tuple(Reconciler(sandboxes, rolled, snapshot.plan.attempt).outside_changes())
+    lost: Lost = ()
     if any(d.is_correction for d in snapshot.guidance):  # else: no actor state to read
         phase_change = assess.phase_change_of(snapshot.plan, snapshot.decision, mode)
-        snapshot = replace(snapshot, lost=lost_guidance(store, snapshot.decision, phase_change))
-    return snapshot
+        lost = lost_guidance(store, snapshot.decision, phase_change)
+    return replace(snapshot, outside=outside, lost=lost) if outside or lost else snapshot
 
 
-def _basics(store: Store, uow: UnitOfWork, decision_ref: str, plan_ref: str | None) -> Snapshot:
+def _basics(
+    store: Store, uow: Reading, request: CorrectionRequest
+) -> tuple[Snapshot, frozenset[str] | None]:
     """What every correction is checked against: the decision, its plan, the resources, the
-    plan's action and profile, the current decision of each of the action's steps."""
-    read = uow.run(reads.basics, uow.decisions.resolve(decision_ref))
+    plan's action and profile, the current decision of each of the action's steps; and for
+    a revert the rows of the decision's affected-subtree CTE, read with them (one round trip
+    less on PostgreSQL), unless an open graph holds the decision."""
+    decision_id = uow.resolve_decision(request.decision_ref)
+    cold = request.mode is CorrectionMode.REVERT and not OPEN_GRAPHS.holds(decision_id)
+    read = uow.run(reads.basics, decision_id, subtree=cold)
     decision = read.decision
     if decision.superseded_by is not None:  # refused, naming what replaced it
         replaced_by = uow.decisions.replacements(decision.plan_id)[decision.decision_id]
         decision = decision.model_copy(update={"superseded_by": replaced_by})
+    plan_ref = request.plan_ref
     if plan_ref is not None and uow.plans.resolve(plan_ref) != decision.plan_id:
         raise CorrectionRefusedError(
             f"decision {decision.decision_id} belongs to plan {decision.plan_id}, not {plan_ref}",
@@ -133,7 +144,7 @@ def _basics(store: Store, uow: UnitOfWork, decision_ref: str, plan_ref: str | No
     named, checked = _stored_action(stored) if stored is not None else ((), None)
     action, blocker = _runnable(store, uow, plan, checked)
     keys = {p.key for p in action.decisions} if action is not None else set()
-    return Snapshot(
+    snapshot = Snapshot(
         decision=decision,
         plan=plan,
         resources={r.resource_id: r for r in read.resources},
@@ -142,15 +153,16 @@ def _basics(store: Store, uow: UnitOfWork, decision_ref: str, plan_ref: str | No
         action=action,
         blocker=blocker,
         # only the action's steps are looked up: not every current decision of a large plan
-        current_steps=uow.run(reads.current_steps, plan.plan_id, keys),
+        current_steps=uow.run(reads.current_steps, plan.plan_id, keys, read.version),
         host_plan_id=read.host_plan_id,
         checkpoints=checkpoints,
         guidance_rows=tuple(read.guidance),
     )
+    return snapshot, read.refs
 
 
 def replayable(
-    store: Store, uow: UnitOfWork, plan: Plan, definition: dict[str, object] | None
+    store: Store, uow: UnitOfWork | Reading, plan: Plan, definition: dict[str, object] | None
 ) -> tuple[Action | None, tuple[str, str] | None]:
     """The plan's action, validated, and why the plan cannot run again, if it cannot: what
     :class:`PlanRunner` loads to start, the action and the profile."""
@@ -183,7 +195,7 @@ def _checked(definition: dict[str, object] | None) -> Action | int | None:
 
 
 def _runnable(
-    store: Store, uow: UnitOfWork, plan: Plan, checked: Action | int | None
+    store: Store, uow: UnitOfWork | Reading, plan: Plan, checked: Action | int | None
 ) -> tuple[Action | None, tuple[str, str] | None]:
     if checked is None:
         problem, fix = _NO_ACTION
@@ -206,64 +218,80 @@ def _cannot_run(plan: Plan, problem: str) -> tuple[str, str]:
     )
 
 
-def _revert(uow: UnitOfWork, snapshot: Snapshot) -> tuple[Snapshot, bool]:
+def _revert(uow: Reading, snapshot: Snapshot, refs: frozenset[str] | None) -> tuple[Snapshot, bool]:
     """The snapshot with what a revert reads, and whether it rolls sandboxes back (then the
-    files changed outside the plan are read next)."""
+    files changed outside the plan are read next). ``refs``: the rows of the decision's
+    affected-subtree CTE, when read with the basics."""
     plan, decision = snapshot.plan, snapshot.decision
     warm = OPEN_GRAPHS.holding(plan.plan_id)  # kept by a long-lived process (the app)
-    subtree = (
-        warm.affected(decision.decision_id)
-        if warm
-        else affected_subtree_in(uow, decision.decision_id)
-    )
+    if warm:
+        subtree = warm.affected(decision.decision_id)
+    elif refs is not None:
+        subtree = subtree_from(decision.decision_id, refs)
+    else:
+        subtree = affected_subtree_in(uow, decision.decision_id)
     phase_change = assess.phase_change_of(plan, decision, CorrectionMode.REVERT)
     execute_decisions: frozenset[str] = frozenset()
     if phase_change is not None and phase_change[1] is Phase.STRATEGIZE:
         execute_decisions = frozenset(
-            uow.run(queries.current_decision_ids, plan.plan_id, Phase.EXECUTE.value)
+            uow.run(reads.current_decision_ids, plan.plan_id, Phase.EXECUTE.value)
         )
     snapshot = replace(
         snapshot,
         subtree=subtree,
         execute_decisions=execute_decisions,
-        child_plans=uow.run(queries.plans, subtree.plans) if subtree.plans else {},
+        child_plans=uow.run(reads.plans, subtree.plans),
         guidance=tuple(uow.run(reads.hydrated, list(snapshot.guidance_rows))),
     )
     assess.child_impacts(snapshot)
     affected = assess.first_affected(snapshot, CorrectionMode.REVERT)
     sandboxed = plan.phase is not Phase.STRATEGIZE
+    later: queries.Later | None = None
     if sandboxed:
         snapshot = replace(snapshot, owner=_restore_point(uow, snapshot))
-        snapshot = _writers(uow, snapshot, affected, warm)
-        affected |= {r.decision_id for r in assess.remade_of(snapshot, affected)}
-        affected |= snapshot.followers
+        rolled = assess.rollback_of(snapshot, assess.tier_of(snapshot)).targets
+        owner = snapshot.owner
+        if rolled and owner is not None:
+            later = (owner.plan_id, owner.sequence_number, rolled)
     nones = {r for r, v in snapshot.resources.items() if v.sandbox_strategy is _NONE}
-    calls = uow.run(queries.calls_of, affected, nones)
+    # the affected calls and the later writes together (one round trip on PostgreSQL); the
+    # calls of the decisions the writes bring in, in a statement of their own if any
+    calls, writes = uow.run(queries.calls_of, affected, nones, later)
+    writers = _writers(uow, writes, affected, warm)
+    more = {r.decision_id for r in remade_from(writers[0], writers[1], affected)}
+    more = (more | writers[2]) - affected
+    if more:
+        calls = sorted([*calls, *uow.run(queries.calls_of, more, nones)[0]], key=lambda c: c[0])
     snapshot = replace(
         snapshot,
+        writes=writers[0],
+        writers=writers[1],
+        followers=writers[2],
         none_writes=tuple(dict.fromkeys((d, r) for d, r, *_ in calls if r in nones)),
         irreversible=tuple((d, tool, fx) for d, _, tool, irreversible, fx in calls if irreversible),
     )
     return snapshot, sandboxed
 
 
-def _restore_point(uow: UnitOfWork, snapshot: Snapshot) -> Decision:
+def _restore_point(uow: Reading, snapshot: Snapshot) -> Decision:
     correcting = [g for g in snapshot.guidance if g.corrects_decision_id]
-    found = uow.run(queries.decisions, {str(g.corrects_decision_id) for g in correcting})
+    found = uow.run(reads.decisions, {str(g.corrects_decision_id) for g in correcting})
     corrected = {g.decision_id: found[str(g.corrects_decision_id)] for g in correcting}
     return restore_point_among(snapshot.decision, correcting, corrected)
 
 
+# a revert's later writes to the resources it rolls back (decision, resource), their
+# decisions by id, and the decisions that depend on those outside the affected set
+Writers = tuple[tuple[tuple[str, str], ...], Mapping[str, Decision], frozenset[str]]
+
+
 def _writers(
-    uow: UnitOfWork, snapshot: Snapshot, affected: set[str], warm: InfluenceGraph | None
-) -> Snapshot:
+    uow: Reading, writes: list[tuple[str, str]], affected: set[str], warm: InfluenceGraph | None
+) -> Writers:
     """The later writes to the resources the revert rolls back, their decisions, and the
     decisions that depend on those outside ``affected``."""
-    rolled = assess.rollback_of(snapshot, assess.tier_of(snapshot)).targets
-    owner = snapshot.owner
-    if not rolled or owner is None:
-        return snapshot
-    writes = uow.run(queries.writes_after, owner.plan_id, owner.sequence_number, rolled)
+    if not writes:
+        return (), {}, frozenset()
     outside = sorted({d for d, _ in writes if d not in affected})
     followers: frozenset[str] = frozenset()
     if outside:
@@ -272,9 +300,4 @@ def _writers(
             if warm
             else affected_decisions_in(uow, outside)
         )
-    return replace(
-        snapshot,
-        writes=tuple(writes),
-        writers=uow.run(queries.decisions, outside),
-        followers=followers - affected,
-    )
+    return tuple(writes), uow.run(reads.decisions, outside), followers - affected

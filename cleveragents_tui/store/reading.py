@@ -1,0 +1,111 @@
+"""A read of one snapshot of the store on one of the pool's connections, without the ORM's
+session (a correction's preview, issue 22).
+
+A unit of work's session costs ~0.1 ms to open, begin and end on SQLite (its transaction
+object, the begin event's statement through SQLAlchemy, two rollbacks) — half a recursive
+CTE of a small affected subtree, and as much as the preview's own reads once they run on
+the driver's cursor (store/driver_reads.py). Here the transaction is the driver's: on
+SQLite ``BEGIN DEFERRED`` on its cursor (heard, as every statement) — the reads are one
+snapshot — and its ROLLBACK; on PostgreSQL no transaction, as a read-only unit of work
+(READ COMMITTED gives each statement its own snapshot anyway). A session is opened on the
+same connection, in the same transaction, only when a read needs the ORM (a repository).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cached_property
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from sqlalchemy import Engine
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session
+
+from cleveragents_tui.domain.ids import ULID_LENGTH, parse_ulid
+from cleveragents_tui.store.database import SQLITE_BEGIN, SQLITE_BEGUN, sqlite_begin
+from cleveragents_tui.store.driver import heard
+from cleveragents_tui.store.driver_reads import Reads
+from cleveragents_tui.store.profile_repository import AutomationProfileRepository
+from cleveragents_tui.store.repositories import DecisionRepository, PlanRepository
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Reading:
+    """Use as a context manager; it only reads. ``run`` calls a read of ``store/`` taking
+    :class:`Reads`; the repositories a preview may need are opened on first use."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._sqlite = engine.dialect.name == "sqlite"
+
+    def __enter__(self) -> Reading:
+        connection = self._engine.connect()
+        self._connection = connection
+        raw: Any = connection.connection.dbapi_connection
+        self._raw = raw
+        try:
+            if self._sqlite:
+                # a session opened later joins this transaction: its begin sends nothing
+                connection.execution_options(**{SQLITE_BEGIN: SQLITE_BEGUN})
+                begin = sqlite_begin(self._engine, "DEFERRED")
+                cursor = raw.cursor()
+                try:
+                    heard(connection, cursor, begin, ())
+                    cursor.execute(begin)
+                finally:
+                    cursor.close()
+            else:
+                raw.autocommit = True
+        except BaseException:
+            connection.close()
+            raise
+        return self
+
+    def connection(self) -> Connection:
+        return self._connection
+
+    def get_bind(self) -> Engine:
+        return self._engine
+
+    def run(
+        self, query: Callable[Concatenate[Reads, P], R], *args: P.args, **kwargs: P.kwargs
+    ) -> R:
+        """Call a read of ``store/`` (``f(reads, ...)``) in this snapshot."""
+        return query(self, *args, **kwargs)
+
+    def resolve_decision(self, ref: str) -> str:
+        """A decision's id from its ULID or a unique prefix, as the repository resolves it
+        (a whole ULID needs no statement, nor the session)."""
+        whole = ref.strip().upper()
+        if len(whole) == ULID_LENGTH:
+            return parse_ulid(whole, "decision")
+        return self.decisions.resolve(ref)
+
+    @cached_property
+    def _session(self) -> Session:
+        return Session(bind=self._connection, expire_on_commit=False, autoflush=False)
+
+    @cached_property
+    def decisions(self) -> DecisionRepository:
+        return DecisionRepository(self._session)
+
+    @cached_property
+    def plans(self) -> PlanRepository:
+        return PlanRepository(self._session)
+
+    @cached_property
+    def automation_profiles(self) -> AutomationProfileRepository:
+        return AutomationProfileRepository(self._session)
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            if "_session" in self.__dict__:
+                self._session.close()  # ends the transaction it joined
+            if self._sqlite:
+                self._raw.rollback()  # nothing was written: ends the snapshot
+            else:
+                self._raw.autocommit = False
+        finally:
+            self._connection.close()
