@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from sqlalchemy import Engine, Select
 from sqlalchemy.engine import Connection
 
+from cleveragents_tui.store.database import SQLITE_BEGIN, SQLITE_BEGUN
 from cleveragents_tui.store.driver import Compiled, compiled, heard
 
 AnySelect = Select[*tuple[Any, ...]]  # a SELECT of any columns
@@ -58,9 +59,14 @@ def batch(session: Reads, reads: Sequence[Read]) -> list[list[Any]]:
     if dialect.name == "postgresql" and len(sent) > 1 and dbapi.autocommit:
         raws = _pipelined(connection, dbapi, reads, sent)
     if raws is None:
-        raws = [
-            _raw(connection, read, f, params) for read, (f, params) in zip(reads, sent, strict=True)
-        ]
+        cursor = connection.connection.cursor()  # one for the batch
+        try:
+            raws = [
+                _raw(connection, cursor, read, f, params)
+                for read, (f, params) in zip(reads, sent, strict=True)
+            ]
+        finally:
+            cursor.close()
     return [
         rows if build is driver_rows else [_maker(f, build)(raw) for raw in rows]
         for f, (_, build, _), rows in zip(found, reads, raws, strict=True)
@@ -114,23 +120,23 @@ def _maker(found: Compiled, build: Callable[[Any], Any] | None) -> Callable[[Any
     return make
 
 
-def _raw(connection: Connection, read: Read, found: Compiled, driver_params: Any) -> list[Any]:
+def _raw(
+    connection: Connection, cursor: Any, read: Read, found: Compiled, driver_params: Any
+) -> list[Any]:
     """The driver's rows. A statement the driver refuses is sent again through SQLAlchemy,
     which raises the error as the store does everywhere (or gives the rows, when a lock
     was let go meanwhile)."""
-    cursor = connection.connection.cursor()
+    heard(connection, cursor, found.sql, driver_params, statement=read[0], values=read[2])
     try:
-        heard(connection, cursor, found.sql, driver_params, statement=read[0], values=read[2])
-        try:
-            cursor.execute(found.sql, driver_params)
-            rows = list(cursor.fetchall())
-        except connection.dialect.loaded_dbapi.Error:
-            pass
-        else:
-            found.described(cursor)
-            return rows
-    finally:
-        cursor.close()
-    result = connection.exec_driver_sql(found.sql, driver_params)
-    found.described(result.cursor)
-    return list(result)
+        cursor.execute(found.sql, driver_params)
+        rows = list(cursor.fetchall())
+    except connection.dialect.loaded_dbapi.Error:
+        if not connection.in_transaction() and getattr(cursor.connection, "in_transaction", False):
+            # a transaction begun on the driver's cursor (store/reading.py): SQLAlchemy's
+            # joins it, sending no BEGIN of its own
+            connection.execution_options(**{SQLITE_BEGIN: SQLITE_BEGUN})
+        result = connection.exec_driver_sql(found.sql, driver_params)
+        found.described(result.cursor)
+        return list(result)
+    found.described(cursor)
+    return rows

@@ -47,8 +47,6 @@ class Reading:
         self._raw = raw
         try:
             if self._sqlite:
-                # a session opened later joins this transaction: its begin sends nothing
-                connection.execution_options(**{SQLITE_BEGIN: SQLITE_BEGUN})
                 begin = sqlite_begin(self._engine, "DEFERRED")
                 cursor = raw.cursor()
                 try:
@@ -85,7 +83,9 @@ class Reading:
 
     @cached_property
     def _session(self) -> Session:
-        return Session(bind=self._connection, expire_on_commit=False, autoflush=False)
+        # it joins the transaction begun on the driver: its begin sends nothing
+        connection = self._connection.execution_options(**{SQLITE_BEGIN: SQLITE_BEGUN})
+        return Session(bind=connection, expire_on_commit=False, autoflush=False)
 
     @cached_property
     def decisions(self) -> DecisionRepository:

@@ -11,12 +11,13 @@ its rows do. The rows become the same domain models, through :mod:`store.mapping
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any
 
-from sqlalchemy import Text, bindparam, cast, func, literal_column, select, text
+from sqlalchemy import Select, Text, bindparam, cast, func, literal_column, select, text
 
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.decision import Decision
@@ -41,7 +42,6 @@ _LIST_DECISIONS = "see a plan's decisions with `agents plan tree PLAN`"  # as th
 _LIST_PLANS = "list plans with `agents plan list`"
 _d, _dep, _art = DecisionRow, DecisionDependencyRow, DecisionArtifactRow
 
-_DECISION = select(DecisionRow.__table__).where(_d.decision_id == bindparam("id"))
 _GUIDANCE = (
     select(DecisionRow.__table__)
     .where(_d.plan_id == bindparam("plan"), _d.decision_type == USER_INTERVENTION)
@@ -105,16 +105,55 @@ def _steps(dialect: str) -> AnySelect:
 
 
 @cache
-def _version(dialect: str) -> AnySelect:
-    """What tells whether the database changed since a read on the same connection: on
+def _decision_whole(dialect: str) -> AnySelect:
+    """The decision's row with its dependency rows and artifacts (each a JSON array of
+    ``[id, ...columns]``) and the database's version, in one statement: three statements
+    fewer than reading them apart, each of which cost more than a small subtree's CTE on
+    SQLite (issue 22).
+
+    The version tells whether the database changed since a read on the same connection: on
     SQLite the rows this connection changed and the count of other connections' commits
     (``data_version``, as of the snapshot), on PostgreSQL the snapshot itself (it differs
     once any transaction that wrote has ended)."""
-    if dialect == "postgresql":
-        return select(cast(func.pg_current_snapshot(), Text))
-    return select(func.total_changes(), literal_column("data_version")).select_from(
-        text("pragma_data_version")
+
+    def json_rows(*columns: Any) -> Any:  # as text: the row is hashed (:func:`_decision`)
+        if dialect == "postgresql":
+            return cast(func.json_agg(func.json_build_array(*columns)), Text)
+        return func.json_group_array(func.json_array(*columns))
+
+    edges = select(json_rows(_dep.dependency_id, _dep.downstream_ref, _dep.dependency_type)).where(
+        _dep.upstream_decision_id == _d.decision_id
     )
+    artifacts = select(json_rows(_art.artifact_id, _art.artifact_path, _art.artifact_type)).where(
+        _art.decision_id == _d.decision_id
+    )
+    version: tuple[Any, ...] = (
+        (cast(func.pg_current_snapshot(), Text),)
+        if dialect == "postgresql"
+        else (
+            func.total_changes(),
+            select(literal_column("data_version")).select_from(text("pragma_data_version")),
+        )
+    )
+    return select(
+        DecisionRow.__table__,
+        edges.scalar_subquery().label("edges_json"),
+        artifacts.scalar_subquery().label("artifacts_json"),
+        *(
+            (v.scalar_subquery() if isinstance(v, Select) else v).label(f"version_{n}")
+            for n, v in enumerate(version)
+        ),
+    ).where(_d.decision_id == bindparam("id"))
+
+
+_VERSION = len(DecisionRow.__table__.columns) + 2  # the first version column of the row
+
+
+def _json_rows(decision_id: str, value: str | None) -> list[tuple[str, str, str]]:
+    """(decision, column, column) of the JSON array :func:`_decision_whole` gives, in the
+    order of their ids (as the rows were inserted)."""
+    found = json.loads(value) if value is not None else []  # PostgreSQL: NULL for none
+    return [(decision_id, a, b) for _, a, b in sorted(found, key=lambda row: row[0])]
 
 
 # the plan-level reads of a decision's plan: (plan, stored action, host, checkpoints,
@@ -172,15 +211,9 @@ def basics(session: Reads, decision_id: str, subtree: bool = False) -> Basics:
     when not kept (issue 22: a preview reads the same plan again and again as the user
     picks decisions, and each statement cost more than the CTE of a small subtree): then
     they are a second batch, a second round trip on PostgreSQL."""
-    ids = strings(session, [decision_id])
     dialect = session.get_bind().dialect.name
     one = {"id": decision_id}
-    reads: list[Read] = [
-        (_version(dialect), None, {}),
-        (_DECISION, None, one),
-        (_edges(dialect), None, {"ids": ids}),
-        (_artifacts(dialect), None, {"ids": ids}),
-    ]
+    reads: list[Read] = [(_decision_whole(dialect), None, one)]
     if subtree:
         reads.append((affected_statement(dialect), driver_rows, {"target": decision_id}))
     plan_level: list[Read] = [
@@ -190,12 +223,15 @@ def basics(session: Reads, decision_id: str, subtree: bool = False) -> Basics:
         (_ITS_GUIDANCE, None, one),
     ]
     found = batch(session, reads)
-    version, rows, edges, artifacts = found[0][0], found[1], found[2], found[3]
-    refs = frozenset(row[0] for row in found[4]) if subtree else None
+    rows = found[0]
+    refs = frozenset(row[0] for row in found[1]) if subtree else None
     if not rows:
         raise NotFoundError(f"decision {decision_id} does not exist", _LIST_DECISIONS)
-    kept = _kept(session, tuple(version))
-    plan_id = rows[0].plan_id
+    row = rows[0]
+    edges = _json_rows(decision_id, row.edges_json)
+    artifacts = _json_rows(decision_id, row.artifacts_json)
+    kept = _kept(session, tuple(row[_VERSION:]))
+    plan_id = row.plan_id
     read = kept.plans.get(plan_id)
     if read is None:
         plans, checkpoints, resources, guidance = batch(session, plan_level)

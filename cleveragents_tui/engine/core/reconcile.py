@@ -61,11 +61,12 @@ class OutsideChanges:
         return f"{self.resource_id}: {', '.join(shown)}" + (f" +{more} more" if more > 0 else "")
 
 
-def scan(folder: Path) -> Listing:
+def scan(folder: str | Path) -> Listing:
     """Every entry under ``folder`` (symlinks not followed). The root's ``.git`` is left out:
-    in a git worktree it is git's link file, not the user's content."""
+    in a git worktree it is git's link file, not the user's content. (Walked with the
+    entries' own path strings: a correction's preview scans at every look, issue 22.)"""
     listing: Listing = {}
-    pending = [(folder, "")]
+    pending = [(os.fspath(folder), "")]
     while pending:
         directory, prefix = pending.pop()
         with os.scandir(directory) as entries:
@@ -74,12 +75,13 @@ def scan(folder: Path) -> Listing:
                     continue
                 path = prefix + entry.name
                 info = entry.stat(follow_symlinks=False)
-                if stat.S_ISDIR(info.st_mode):
-                    listing[path] = ("dir", 0, 0, stat.S_IMODE(info.st_mode))
-                    pending.append((Path(entry.path), path + "/"))
+                mode = info.st_mode
+                if stat.S_ISDIR(mode):
+                    listing[path] = ("dir", 0, 0, stat.S_IMODE(mode))
+                    pending.append((entry.path, path + "/"))
                 else:
-                    kind = "link" if stat.S_ISLNK(info.st_mode) else "file"
-                    listing[path] = (kind, info.st_size, info.st_mtime_ns, info.st_mode)
+                    kind = "link" if stat.S_ISLNK(mode) else "file"
+                    listing[path] = (kind, info.st_size, info.st_mtime_ns, mode)
     return listing
 
 
@@ -114,7 +116,7 @@ class Reconciler:
         self._sandboxes = sandboxes
         self._resource_ids = tuple(resource_ids)
         self._attempt = attempt
-        self._file = sandboxes.base_dir / (plan_id or sandboxes.plan_id) / SEAL_FILE
+        self._file = sandboxes.base_dir.joinpath(plan_id or sandboxes.plan_id, SEAL_FILE)
 
     # -- the seal file ----------------------------------------------------------------------
 
@@ -123,7 +125,7 @@ class Reconciler:
         rolled the sandboxes back since, so they describe nothing current) — or, for a mere
         read (``drop_stale`` false), only ignored."""
         try:
-            data = json.loads(self._file.read_text("utf-8"))
+            data = json.loads(_read(self._file))
         except FileNotFoundError:
             return {}
         seals: dict[str, dict[str, object]] = data.get("resources", {})
@@ -218,13 +220,13 @@ class Reconciler:
 
     def _sealed_folders(
         self, sealed: list[str], seals: dict[str, dict[str, object]]
-    ) -> dict[str, Path]:
+    ) -> dict[str, str | Path]:
         """The folders of sealed sandboxes as their seals name them (opening a sandbox to
         learn its folder reads its records and index: 80% of a preview's look at the
         files, issue 22); the sandbox is opened for a seal written before seals named it,
         or whose folder is gone (opening says why)."""
         named = {r: seals[r].get("folder") for r in sealed}
-        folders = {r: Path(f) for r, f in named.items() if isinstance(f, str) and Path(f).is_dir()}
+        folders = {r: f for r, f in named.items() if isinstance(f, str) and os.path.isdir(f)}
         opened = self._watched(r for r in sealed if r not in folders)
         return {r: folders.get(r) or opened[r] for r in sealed if r in folders or r in opened}
 
@@ -253,6 +255,19 @@ class Reconciler:
             # Restored files have new modification times: seal what is there now.
             seals[change.resource_id]["files"] = scan(folders[change.resource_id])
         self._save(seals)
+
+
+def _read(path: Path) -> bytes:
+    """The file's bytes, through the file descriptor: a preview reads the seals at every
+    look (issue 22), and a text file object costs more than the read."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _listing(seal: dict[str, object]) -> Listing:

@@ -236,19 +236,21 @@ def _revert(uow: Reading, snapshot: Snapshot, refs: frozenset[str] | None) -> tu
         execute_decisions = frozenset(
             uow.run(reads.current_decision_ids, plan.plan_id, Phase.EXECUTE.value)
         )
+    guidance = tuple(uow.run(reads.hydrated, list(snapshot.guidance_rows)))
+    sandboxed = plan.phase is not Phase.STRATEGIZE
     snapshot = replace(
         snapshot,
         subtree=subtree,
         execute_decisions=execute_decisions,
         child_plans=uow.run(reads.plans, subtree.plans),
-        guidance=tuple(uow.run(reads.hydrated, list(snapshot.guidance_rows))),
+        guidance=guidance,
+        # the restore point is read with the rest (it raises nothing), used once checked
+        owner=_restore_point(uow, decision, guidance) if sandboxed else None,
     )
     assess.child_impacts(snapshot)
     affected = assess.first_affected(snapshot, CorrectionMode.REVERT)
-    sandboxed = plan.phase is not Phase.STRATEGIZE
     later: queries.Later | None = None
     if sandboxed:
-        snapshot = replace(snapshot, owner=_restore_point(uow, snapshot))
         rolled = assess.rollback_of(snapshot, assess.tier_of(snapshot)).targets
         owner = snapshot.owner
         if rolled and owner is not None:
@@ -273,11 +275,11 @@ def _revert(uow: Reading, snapshot: Snapshot, refs: frozenset[str] | None) -> tu
     return snapshot, sandboxed
 
 
-def _restore_point(uow: Reading, snapshot: Snapshot) -> Decision:
-    correcting = [g for g in snapshot.guidance if g.corrects_decision_id]
+def _restore_point(uow: Reading, decision: Decision, guidance: tuple[Decision, ...]) -> Decision:
+    correcting = [g for g in guidance if g.corrects_decision_id]
     found = uow.run(reads.decisions, {str(g.corrects_decision_id) for g in correcting})
     corrected = {g.decision_id: found[str(g.corrects_decision_id)] for g in correcting}
-    return restore_point_among(snapshot.decision, correcting, corrected)
+    return restore_point_among(decision, correcting, corrected)
 
 
 # a revert's later writes to the resources it rolls back (decision, resource), their
