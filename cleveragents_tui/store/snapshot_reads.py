@@ -16,8 +16,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any
+from weakref import WeakKeyDictionary
 
-from sqlalchemy import Select, Text, bindparam, cast, func, literal_column, select, text
+from sqlalchemy import Engine, Select, Text, bindparam, cast, func, literal_column, select, text
 
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.decision import Decision
@@ -163,9 +164,9 @@ PlanReads = tuple[Plan, str | None, str, list[CheckpointMetadata], list[Resource
 
 @dataclass
 class _Kept:
-    """The plan-level reads one connection made at one version of the database."""
+    """The plan-level reads made at one version of the database."""
 
-    driver: Any  # the driver's connection they were read on
+    owner: Any  # what they were read through: the driver's connection, or the engine
     version: Any
     plans: dict[str, PlanReads] = field(default_factory=dict)
     steps: dict[tuple[str, frozenset[str]], dict[str, tuple[str, str]]] = field(
@@ -173,17 +174,27 @@ class _Kept:
     )
 
 
-_KEPT = "cleveragents_tui.snapshot_reads"  # in the connection's pool record's info
+_KEPT = "cleveragents_tui.snapshot_reads"  # in a SQLite connection's pool record's info
+_BY_ENGINE: WeakKeyDictionary[Engine, _Kept] = WeakKeyDictionary()  # PostgreSQL's
 
 
 def _kept(session: Reads, version: Any) -> _Kept:
-    """The connection's kept reads, emptied when the database changed since they were
-    read (a new version, or a new driver connection behind the pool's record)."""
-    connection = session.connection().connection
-    driver = connection.dbapi_connection
-    kept: _Kept | None = connection.info.get(_KEPT)
-    if kept is None or kept.driver is not driver or kept.version != version:
-        kept = connection.info[_KEPT] = _Kept(driver, version)
+    """The kept reads, emptied when the database changed since they were read. SQLite's
+    version is the connection's (kept in its pool record, with the driver's connection:
+    a new one behind the record starts empty); PostgreSQL's snapshot is the server's,
+    the same through every connection of the engine."""
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":
+        engine = connection.engine
+        kept = _BY_ENGINE.get(engine)
+        if kept is None or kept.version != version:
+            kept = _BY_ENGINE[engine] = _Kept(engine, version)
+        return kept
+    record = connection.connection
+    driver = record.dbapi_connection
+    kept = record.info.get(_KEPT)
+    if kept is None or kept.owner is not driver or kept.version != version:
+        kept = record.info[_KEPT] = _Kept(driver, version)
     return kept
 
 

@@ -17,7 +17,7 @@ def test_driver_rows_are_sqlalchemys_rows_and_are_heard(tmp_path: Path, db_url: 
     scale = build(tmp_path, 50, db_url)
     target = scale.ids[0]
     reads = [
-        (snapshot_reads._DECISION, {"id": target}),
+        (snapshot_reads._decision_whole(scale.store.engine.dialect.name), {"id": target}),
         (snapshot_reads._PLAN, {"id": target}),
         (snapshot_reads._CHECKPOINTS, {"id": target}),
         (snapshot_reads._RESOURCES, {}),
