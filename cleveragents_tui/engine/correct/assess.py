@@ -67,8 +67,12 @@ def impact_of(
     )
     touched = set(rollbackable) | set(non_rollbackable)
     return with_warnings(
-        replace(
-            Impact.bare(plan, decision, mode, guidance, tier),
+        Impact.bare(
+            plan,
+            decision,
+            mode,
+            guidance,
+            tier,
             affected_decisions=tuple(sorted(affected)),
             remade=remade,
             children=children,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.decision import Decision
@@ -115,10 +116,26 @@ class Impact:
 
     @classmethod
     def bare(
-        cls, plan: Plan, decision: Decision, mode: CorrectionMode, guidance: str, tier: Tier
+        cls,
+        plan: Plan,
+        decision: Decision,
+        mode: CorrectionMode,
+        guidance: str,
+        tier: Tier,
+        **found: Any,
     ) -> Impact:
-        """Correcting ``decision`` as if it affected, rolled back and repeated nothing: what
-        each preview fills in."""
+        """Correcting ``decision`` as if it affected, rolled back and repeated nothing but
+        what a preview ``found`` (the other fields, given here: a copy of an Impact costs
+        what building one does, a sixth of a small preview's Python, issue 22)."""
+        nothing: dict[str, Any] = {
+            "affected_decisions": (),
+            "children": (),
+            "rollbackable": (),
+            "non_rollbackable": (),
+            "unaffected": (),
+            "irreversible": (),
+            "phase_change": None,
+        }
         return cls(
             plan_id=plan.plan_id,
             plan_version=plan.version,
@@ -129,13 +146,7 @@ class Impact:
             mode=mode,
             guidance=guidance,
             tier=tier,
-            affected_decisions=(),
-            children=(),
-            rollbackable=(),
-            non_rollbackable=(),
-            unaffected=(),
-            irreversible=(),
-            phase_change=None,
+            **{**nothing, **found},
         )
 
     def rolled_back(self) -> tuple[str, ...]:

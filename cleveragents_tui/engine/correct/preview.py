@@ -95,8 +95,12 @@ def _append_impact(
     appended = plan_append(store, plan, decision, guidance, found.option if found else None)
     counts = Counter(c.tool for c in appended.irreversible_calls)
     effects = {c.tool: c.side_effects for c in appended.irreversible_calls}
-    return replace(
-        Impact.bare(plan, decision, CorrectionMode.APPEND, guidance, Tier.FULL),
+    return Impact.bare(
+        plan,
+        decision,
+        CorrectionMode.APPEND,
+        guidance,
+        Tier.FULL,
         irreversible=tuple(IrreversibleEffect(t, n, effects[t]) for t, n in sorted(counts.items())),
         alternatives=found,
         append=appended,

@@ -100,9 +100,9 @@ def load(store: Store, request: CorrectionRequest) -> Snapshot:
         assess.admitted(snapshot, mode, request.guidance, request.choose)
         if mode is CorrectionMode.APPEND:
             return snapshot
-        snapshot, sandboxed = _revert(uow, snapshot, refs)
+        snapshot, rollback = _revert(uow, snapshot, refs)
     outside: tuple[OutsideChanges, ...] = ()
-    if sandboxed:
+    if rollback is not None:
         sandboxes = PlanSandboxes(
             store,
             snapshot.plan.plan_id,
@@ -110,7 +110,7 @@ def load(store: Store, request: CorrectionRequest) -> Snapshot:
             host_plan_id=snapshot.host_plan_id,
             resources=snapshot.resources,
         )
-        rolled = assess.rollback_of(snapshot, assess.tier_of(snapshot)).rollbackable
+        rolled = rollback.rollbackable
         outside = tuple(Reconciler(sandboxes, rolled, snapshot.plan.attempt).outside_changes())
     lost: Lost = ()
     if any(d.is_correction for d in snapshot.guidance):  # else: no actor state to read
@@ -218,10 +218,12 @@ def _cannot_run(plan: Plan, problem: str) -> tuple[str, str]:
     )
 
 
-def _revert(uow: Reading, snapshot: Snapshot, refs: frozenset[str] | None) -> tuple[Snapshot, bool]:
-    """The snapshot with what a revert reads, and whether it rolls sandboxes back (then the
-    files changed outside the plan are read next). ``refs``: the rows of the decision's
-    affected-subtree CTE, when read with the basics."""
+def _revert(
+    uow: Reading, snapshot: Snapshot, refs: frozenset[str] | None
+) -> tuple[Snapshot, assess.Rollback | None]:
+    """The snapshot with what a revert reads, and its rollback when it rolls sandboxes back
+    (then the files changed outside the plan are read next). ``refs``: the rows of the
+    decision's affected-subtree CTE, when read with the basics."""
     plan, decision = snapshot.plan, snapshot.decision
     warm = OPEN_GRAPHS.holding(plan.plan_id)  # kept by a long-lived process (the app)
     if warm:
@@ -250,11 +252,12 @@ def _revert(uow: Reading, snapshot: Snapshot, refs: frozenset[str] | None) -> tu
     assess.child_impacts(snapshot)
     affected = assess.first_affected(snapshot, CorrectionMode.REVERT)
     later: queries.Later | None = None
+    rollback = None
     if sandboxed:
-        rolled = assess.rollback_of(snapshot, assess.tier_of(snapshot)).targets
+        rollback = assess.rollback_of(snapshot, assess.tier_of(snapshot))
         owner = snapshot.owner
-        if rolled and owner is not None:
-            later = (owner.plan_id, owner.sequence_number, rolled)
+        if rollback.targets and owner is not None:
+            later = (owner.plan_id, owner.sequence_number, rollback.targets)
     nones = {r for r, v in snapshot.resources.items() if v.sandbox_strategy is _NONE}
     # the affected calls and the later writes together (one round trip on PostgreSQL); the
     # calls of the decisions the writes bring in, in a statement of their own if any
@@ -272,7 +275,7 @@ def _revert(uow: Reading, snapshot: Snapshot, refs: frozenset[str] | None) -> tu
         none_writes=tuple(dict.fromkeys((d, r) for d, r, *_ in calls if r in nones)),
         irreversible=tuple((d, tool, fx) for d, _, tool, irreversible, fx in calls if irreversible),
     )
-    return snapshot, sandboxed
+    return snapshot, rollback
 
 
 def _restore_point(uow: Reading, decision: Decision, guidance: tuple[Decision, ...]) -> Decision:
