@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 from pathlib import Path
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
@@ -116,7 +117,8 @@ class Reconciler:
         self._sandboxes = sandboxes
         self._resource_ids = tuple(resource_ids)
         self._attempt = attempt
-        self._file = sandboxes.base_dir.joinpath(plan_id or sandboxes.plan_id, SEAL_FILE)
+        # a string: a preview only reads it (a path object costs more than the read)
+        self._seals = os.path.join(sandboxes.base_dir, plan_id or sandboxes.plan_id, SEAL_FILE)
 
     # -- the seal file ----------------------------------------------------------------------
 
@@ -125,7 +127,7 @@ class Reconciler:
         rolled the sandboxes back since, so they describe nothing current) — or, for a mere
         read (``drop_stale`` false), only ignored."""
         try:
-            data = json.loads(_read(self._file))
+            data = json.loads(_read(self._seals))
         except FileNotFoundError:
             return {}
         seals: dict[str, dict[str, object]] = data.get("resources", {})
@@ -135,6 +137,10 @@ class Reconciler:
                 self._file.unlink(missing_ok=True)
             return {}
         return seals
+
+    @cached_property
+    def _file(self) -> Path:
+        return Path(self._seals)
 
     def _save(self, seals: dict[str, dict[str, object]]) -> None:
         self._file.parent.mkdir(parents=True, exist_ok=True)
@@ -257,15 +263,15 @@ class Reconciler:
         self._save(seals)
 
 
-def _read(path: Path) -> bytes:
-    """The file's bytes, through the file descriptor: a preview reads the seals at every
+def _read(path: str) -> str:
+    """The file's text, through the file descriptor: a preview reads the seals at every
     look (issue 22), and a text file object costs more than the read."""
     fd = os.open(path, os.O_RDONLY)
     try:
         chunks = []
         while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)
-        return b"".join(chunks)
+        return b"".join(chunks).decode("utf-8")
     finally:
         os.close(fd)
 
