@@ -41,7 +41,7 @@ from cleveragents_tui.domain.errors import ImmutableRecordError
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.tool import ToolInvocation
 from cleveragents_tui.store import mapping
-from cleveragents_tui.store.driver_reads import Read, Reads, batch, fetch
+from cleveragents_tui.store.driver_reads import Read, Reads, batch
 from cleveragents_tui.store.tables import (
     WROTE,
     ApprovalRow,
@@ -146,8 +146,10 @@ def calls_of(
     irreversible call only (``()`` for the others: a preview names no other's). One statement that starts
     from the ids, each looked up by its index (:func:`_calls_statement`), on the driver's
     cursor (store/driver_reads.py: its cache key cost twice its SQL). With ``later``, the
-    revert's later writes too (:func:`writes_after`), sent with it: one round trip on
-    PostgreSQL."""
+    revert's later writes too, sent with it (one round trip on PostgreSQL): (decision,
+    resource) of the tool calls with side effects (stored other than ``[]``) that the
+    plan's current decisions recorded after the sequence number, made on one of its
+    resources, in the order made. Only those rows leave the database."""
     reads: list[Read] = [
         (
             _calls_statement(_dialect(session)),
@@ -212,21 +214,10 @@ def _calls_statement(dialect: str) -> Select[Any]:
     )
 
 
-def writes_after(
-    session: Reads, plan_id: str, sequence_number: int, resources: Iterable[str]
-) -> list[tuple[str, str]]:
-    """(decision, resource) of the tool calls with side effects (stored other than ``[]``)
-    that the plan's current decisions recorded after ``sequence_number`` made on one of
-    ``resources``, in the order they were made: a revert's later writers. Only those rows
-    leave the database."""
-    statement = _writes_statement(_dialect(session))
-    rows = fetch(session, statement, **_writes_params(session, plan_id, sequence_number, resources))
-    return [(decision_id, str(resource)) for decision_id, resource in rows]
-
-
 def _writes_params(
     session: Reads, plan_id: str, sequence_number: int, resources: Iterable[str]
 ) -> dict[str, Any]:
+    """The later writes' parameters (``Later``)."""
     return {"plan": plan_id, "after": sequence_number, "resources": strings(session, resources)}
 
 

@@ -3,7 +3,7 @@ the reads they were made for use them.
 
 A database made by an older version is upgraded by `agents db upgrade`; afterwards the
 indexes are there on SQLite and PostgreSQL. On SQLite the query plan of a revert's later
-writers (store/correction_queries.writes_after) looks up the plan's calls that wrote
+writers (store/correction_queries.calls_of, its ``later`` writes) looks up the plan's calls that wrote
 something by the resource they name (before 0010: read every such call of the plan; before
 0008, every decision), and a plan's guidance decisions start from the plan-and-type index.
 """
@@ -90,13 +90,14 @@ def test_later_writers_and_guidance_start_from_their_indexes(tmp_path: Path) -> 
         with Session(scale.store.engine) as session:
             session.connection()  # BEGIN sent before counting
             event.listen(scale.store.engine, "before_cursor_execute", note)
-            writes = correction_queries.writes_after(session, scale.plan_id, 0, [FILES])
+            later_writes = (scale.plan_id, 0, [FILES])
+            writes = correction_queries.calls_of(session, [], [], later_writes)[1]
             snapshot_reads.guidance_decisions(session, scale.plan_id)
             steps = DecisionRepository(session).current_steps(scale.plan_id, {"step-1"})
             event.remove(scale.store.engine, "before_cursor_execute", note)
         assert set(steps) == {"step-1"}
         assert writes  # the action's steps wrote to the files after the first decision
-        later, guidance, step = (_query_plan(scale.store, *s) for s in sent[:3])
+        later, guidance, step = (_query_plan(scale.store, *s) for s in sent[1:4])
     finally:
         scale.store.close()
     # the plan's writes by the resource they name (migration 0010): those to the files only
