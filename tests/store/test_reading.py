@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import Column, Integer, MetaData, Table, select
+from sqlalchemy.exc import DBAPIError
 
 from cleveragents_tui.domain.errors import NotFoundError
 from cleveragents_tui.domain.resource import Resource
@@ -100,3 +102,19 @@ def test_a_missing_decision_is_not_found_in_a_reading(tmp_path: Path, db_url: st
             reading.run(snapshot_reads.basics, "0" * 26)
     finally:
         scale.store.close()
+
+
+def test_a_statement_refused_in_a_reading_raises_as_the_store_raises_it(
+    tmp_path: Path, db_url: str
+) -> None:
+    """The driver's refusal is sent again through SQLAlchemy (store/driver_reads._raw):
+    inside a Reading its error is the statement's own, not one about the transaction."""
+    nowhere = Table("no_such_table", MetaData(), Column("x", Integer))
+    scale = build(tmp_path, 20, db_url)
+    try:
+        with scale.store.reading() as reading, pytest.raises(DBAPIError) as raised:
+            fetch(reading, select(nowhere.c.x))
+    finally:
+        scale.store.close()
+    assert "no_such_table" in str(raised.value)
+    assert "within a transaction" not in str(raised.value)
