@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from enum import Enum
 from functools import cache
 from importlib import import_module
 from typing import cast
@@ -40,10 +41,13 @@ PENDING = CheckpointGroupStatus.PENDING.value
 COMMITTED = CheckpointGroupStatus.COMMITTED.value
 CHECKPOINTS = CheckpointMetadataRow.__table__
 
-_NEXT_SEQUENCE = select(func.max(DecisionRow.sequence_number)).where(
-    DecisionRow.plan_id == bindparam("plan")
-)
 _PARENT_PLAN = select(DecisionRow.plan_id).where(DecisionRow.decision_id == bindparam("parent"))
+_NUMBER_AND_PARENT = select(
+    select(func.max(DecisionRow.sequence_number))
+    .where(DecisionRow.plan_id == bindparam("plan"))
+    .scalar_subquery(),
+    _PARENT_PLAN.scalar_subquery(),
+)
 _INSERT_DECISION = insert(DecisionRow)
 _INSERT_EDGES = insert(DecisionDependencyRow)
 _INSERT_ARTIFACTS = insert(DecisionArtifactRow)
@@ -112,6 +116,15 @@ def _put_context(dialect: str) -> Insert:
     return cast(Insert, made)
 
 
+class Unread(Enum):
+    """A value not read yet (``store_decision``'s ``parent_plan``: None is a value there)."""
+
+    UNREAD = "unread"
+
+
+UNREAD = Unread.UNREAD
+
+
 def _refs(refs: Sequence[tuple[str, str]]) -> str:
     return mapping.dump_json([list(r) for r in refs])
 
@@ -155,9 +168,14 @@ class Recording:
 
     # --- reads -------------------------------------------------------------------------
 
-    def next_sequence_number(self, plan_id: str) -> int:
-        top = self._driver.scalar(_NEXT_SEQUENCE, {"plan": plan_id})
-        return 0 if top is None else int(top) + 1
+    def next_sequence_number(self, plan_id: str, parent_id: str | None) -> tuple[int, str | None]:
+        """The plan's next sequence number, and the plan of decision ``parent_id`` (None when
+        there is no such decision) — one statement: a decision's plan never changes (append-
+        only), so the decision's transaction checks its parent with what is read here."""
+        top, parent_plan = self._driver.fetch(
+            _NUMBER_AND_PARENT, {"plan": plan_id, "parent": parent_id}
+        )[0]
+        return (0 if top is None else int(top) + 1), parent_plan
 
     def resources_checkpointed(self, plan_id: str) -> set[str]:
         """The resources with checkpoint rows of decision groups in the plan (every row of
@@ -221,11 +239,13 @@ class Recording:
         checkpoints: Sequence[CheckpointMetadata] = (),
         *,
         pending: bool = False,
+        parent_plan: str | Unread | None = UNREAD,
     ) -> None:
         """Insert the decision and, for an Execute decision, its checkpoint rows, and commit
         its group: flip it from pending (``pending``), or insert it committed (no checkpoint
-        was made for it)."""
-        self._check_parent(decision)
+        was made for it). ``parent_plan``: the parent's plan as :meth:`next_sequence_number`
+        read it (read here when not given)."""
+        self._check_parent(decision, parent_plan)
         row, deps, artifacts = mapping.decision_values(decision)
         driver = self._driver
         driver.execute(_INSERT_DECISION, row)
@@ -258,11 +278,13 @@ class Recording:
                 _INSERT_CHECKPOINTS, [c.model_dump(mode="python") for c in checkpoints]
             )
 
-    def _check_parent(self, decision: Decision) -> None:
+    def _check_parent(self, decision: Decision, parent_plan: str | Unread | None) -> None:
         parent = decision.parent_decision_id
         if parent is None:
             return
-        decision.check_parent_plan(self._driver.scalar(_PARENT_PLAN, {"parent": parent}))
+        if parent_plan is UNREAD:
+            parent_plan = self._driver.scalar(_PARENT_PLAN, {"parent": parent})
+        decision.check_parent_plan(cast(str | None, parent_plan))
 
     def add_edges(self, downstream: str, upstreams: Sequence[str], kind: str) -> None:
         """Influence edges from each of ``upstreams`` to ``downstream`` (one statement)."""

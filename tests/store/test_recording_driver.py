@@ -127,7 +127,7 @@ def _record(store: Store, plan: Plan, root: Decision, decision: Decision, body: 
     rows = [_checkpoint(decision, group, n) for n in range(3)]
     with store.recordings() as transaction:
         with transaction(False) as rec:
-            assert rec.next_sequence_number(plan.plan_id) == 1
+            assert rec.next_sequence_number(plan.plan_id, root.decision_id) == (1, plan.plan_id)
             assert rec.resources_checkpointed(plan.plan_id) == set()
             assert rec.resources_written_since(plan.plan_id, 0) == (set(), 0)
         with transaction(True) as rec:
@@ -268,10 +268,10 @@ def test_a_refusal_on_the_driver_is_sqlalchemys_error(two_stores: Pair) -> None:
             rec.put_context("2" * 64, "rolled back with the rest")
             rec.store_decision(root)
         with transaction(False) as rec:  # the connection goes on being usable
-            assert rec.next_sequence_number(plan.plan_id) == 1
+            assert rec.next_sequence_number(plan.plan_id, None) == (1, None)
             with pytest.raises(ValueError, match="only reads"):  # a read does not write
                 rec.put_context("3" * 64, "never stored")
-            assert rec.next_sequence_number(plan.plan_id) == 1
+            assert rec.next_sequence_number(plan.plan_id, None) == (1, None)
         with transaction(True) as rec:  # a write transaction after a read one
             rec.put_context("4" * 64, "rolled back")
     assert _stored(store) == before
@@ -283,7 +283,7 @@ def test_a_database_moved_while_in_use_is_refused_before_recording(tmp_path: Pat
     store = Store.open(str(tmp_path / "agents.db"))
     try:
         with store.recordings() as transaction, transaction(False) as rec:
-            rec.next_sequence_number("01" + "0" * 24)
+            rec.next_sequence_number("01" + "0" * 24, None)
         (tmp_path / "agents.db").rename(tmp_path / "moved.db")
         refused = pytest.raises(DatabaseUnavailableError, match="moved or deleted while in use")
         with refused, store.recordings() as transaction, transaction(True):

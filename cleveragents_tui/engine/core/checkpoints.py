@@ -25,7 +25,7 @@ from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.sandbox.base import Sandbox
 from cleveragents_tui.sandbox.groups import select_for_pruning
-from cleveragents_tui.store.recording import Recording
+from cleveragents_tui.store.recording import UNREAD, Recording, Unread
 
 
 class CheckpointGroupError(UserError):
@@ -38,6 +38,7 @@ def record_execute_decision(
     also: Callable[[Recording], None] | None = None,
     modified: set[str] | None = None,
     transaction: Callable[[bool], Recording] | None = None,
+    parent_plan: str | Unread | None = UNREAD,
 ) -> CheckpointGroup:
     """Store an Execute decision together with its committed checkpoint group.
 
@@ -45,7 +46,8 @@ def record_execute_decision(
     everything about the decision lands at once or not at all. ``modified``: the plan's
     modified resources when the caller has just read them (``sandboxes.modified()``);
     ``transaction``: how to open each transaction (the caller's one connection,
-    ``Store.recordings``), by default each on a connection of its own.
+    ``Store.recordings``), by default each on a connection of its own; ``parent_plan``: the
+    parent's plan when the caller read it (``Recording.next_sequence_number``).
     """
     if decision.phase is not Phase.EXECUTE or decision.plan_id != sandboxes.plan_id:
         raise ValueError("only an Execute decision of this plan gets a checkpoint group")
@@ -78,7 +80,7 @@ def record_execute_decision(
             sandbox.verify(ref)
         failpoints.hit("checkpoint.before_commit")
         with begin(True) as rec:
-            rec.store_decision(decision, group, rows, pending=bool(noted))
+            rec.store_decision(decision, group, rows, pending=bool(noted), parent_plan=parent_plan)
             if also is not None:
                 also(rec)
             # the budget in the same transaction: one commit fewer per resource written
