@@ -173,15 +173,36 @@ class Driver:
     through the driver: statements and transactions, nothing else in between."""
 
     def __init__(self, engine: Engine, connection: Connection) -> None:
-        self._engine = engine
+        self.engine = engine
         self._dialect = engine.dialect
         self._sqlite = self._dialect.name == "sqlite"
         self._connection = connection
-        raw: Any = connection.connection.driver_connection
-        self._raw = raw
-        self._cursor: Any = raw.cursor()
         self._error: type[Exception] = self._dialect.loaded_dbapi.Error
         self._reading = False
+        self._auto = False  # statements outside a transaction (see _autocommit)
+        self._begin: str | None = None  # a writer's BEGIN, checked already (check_write)
+        self._attach()
+        # a held connection's first statement is its ping: sent again, once, on a new
+        # connection when the server had dropped it (store/recording.py HeldConnections)
+        self.retry_first = False
+
+    def _attach(self) -> None:
+        raw: Any = self._connection.connection.driver_connection
+        self._raw = raw
+        self._cursor: Any = raw.cursor()
+
+    def idle(self) -> bool:
+        """Usable for the next transaction: open, valid, in none."""
+        connection = self._connection
+        if connection.closed or connection.invalidated:
+            return False
+        if self._sqlite:
+            return not self._raw.in_transaction
+        return bool(self._raw.info.transaction_status == 0)  # psycopg's IDLE
+
+    def close(self) -> None:
+        """Back to the pool (which rolls back whatever was left open)."""
+        self._connection.close()
 
     def begin(self, write: bool) -> None:
         """A transaction that writes (``write``) or only reads. A writer's takes the write
@@ -193,10 +214,35 @@ class Driver:
         statements (two round trips on PostgreSQL; as UnitOfWork's ``read_only``)."""
         self._reading = not write
         if self._reading:
-            if not self._sqlite:
-                self._raw.autocommit = True
+            self._autocommit(True)
         elif self._sqlite:
-            self._send(sqlite_begin(self._engine, "IMMEDIATE"), ())
+            self._send(self._begin or sqlite_begin(self.engine, "IMMEDIATE"), ())
+        self._begin = None
+
+    def check_write(self) -> None:
+        """Refuse a writer before its first statement as its BEGIN would (SQLite: a file
+        moved or deleted while in use); ``begin(True)`` then sends that BEGIN."""
+        self._reading = False
+        if self._sqlite:
+            self._begin = sqlite_begin(self.engine, "IMMEDIATE")
+
+    def alone(self, statement: Executable, values: Values) -> int:
+        """One write as a transaction of its own (the database's autocommit: pysqlite sends
+        no BEGIN on its own here, psycopg none in autocommit): what BEGIN, it and COMMIT
+        did, in one statement. Heard as the statement it is; no ``commit`` event, as no
+        COMMIT is sent. After :meth:`check_write`."""
+        self._begin = None
+        self._autocommit(True)
+        try:
+            return self.execute(statement, values)
+        finally:
+            self._autocommit(False)
+
+    def _autocommit(self, on: bool) -> None:
+        """PostgreSQL: statements outside a transaction (SQLite's are, outside BEGIN)."""
+        self._auto = on
+        if not self._sqlite:
+            self._raw.autocommit = on
 
     def commit(self) -> None:
         self._end(True)
@@ -212,6 +258,12 @@ class Driver:
         return int(self._cursor.rowcount)
 
     def executemany(self, statement: Executable, rows: Sequence[Values]) -> None:
+        """One statement for several rows; a lone row as a plain execution (psycopg runs an
+        executemany as a pipeline of its own: twice the time of one execute, per row the
+        recording stores most often)."""
+        if len(rows) == 1:
+            self.execute(statement, rows[0])
+            return
         self._writing()
         found = compiled(statement, self._dialect, rows[0])
         params = [found.params(values) for values in rows]
@@ -237,8 +289,7 @@ class Driver:
         transactions were kept; a BEGIN is heard as the statement it is, never as the
         ``begin`` event, whose store listener would send another)."""
         if self._reading:  # nothing was begun: nothing to end
-            if not self._sqlite:
-                self._raw.autocommit = False
+            self._autocommit(False)
             return
         dispatch = self._connection.dispatch
         for listener in dispatch.commit if commit else dispatch.rollback:
@@ -260,13 +311,19 @@ class Driver:
         values: Any = None,
     ) -> None:
         heard(self._connection, self._cursor, sql, params, many, statement, values)
+        retry, self.retry_first = self.retry_first, False
         try:
             if many:
                 self._cursor.executemany(sql, params)
             else:
                 self._cursor.execute(sql, params)
         except self._error as exc:
-            raise self._failed(exc, sql, params) from exc
+            failed = self._failed(exc, sql, params)
+            if not (retry and self._connection.invalidated):
+                raise failed from exc
+            self._attach()  # a new connection (SQLAlchemy's), in no transaction yet
+            self._autocommit(self._auto)
+            self._send(sql, params, many, statement, values)
 
     def _failed(self, exc: Exception, sql: str, params: Any) -> Exception:
         """As SQLAlchemy's execution layer would: invalidate a connection the server
@@ -274,4 +331,4 @@ class Driver:
         if self._dialect.is_disconnect(exc, self._raw, self._cursor):  # type: ignore[arg-type]
             self._connection.invalidate(exc)
         wrapped = DBAPIError.instance(sql, params, exc, self._error, dialect=self._dialect)
-        return refusal(exc, self._engine) or wrapped
+        return refusal(exc, self.engine) or wrapped

@@ -290,3 +290,33 @@ def test_a_database_moved_while_in_use_is_refused_before_recording(tmp_path: Pat
             pass
     finally:
         store.close()
+
+
+def test_a_held_connection_is_kept_and_replaced_when_the_server_dropped_it(
+    two_stores: Pair,
+) -> None:
+    """Recordings one after the other use the one connection the thread holds (no pool
+    checkout, no ping); when the server dropped it in between, the next recording's first
+    statement goes again on a new connection, and the store's close returns it."""
+    store = two_stores()[0]
+    plan, root = _plan_and_root()
+    _setup(store, plan, root)
+    pids = []
+    for _ in range(3):
+        with store.recordings() as transaction, transaction(False) as rec:
+            assert rec.next_sequence_number(plan.plan_id, None) == (1, None)
+            pids.append(id(rec._driver._raw))
+        if store.engine.dialect.name == "postgresql":
+            with store.engine.connect() as other:  # what a server restart does to it
+                other.exec_driver_sql(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+    if store.engine.dialect.name == "sqlite":
+        assert len(set(pids)) == 1
+    else:
+        assert len(set(pids)) == 3  # each recording found its connection dropped
+    checked_out = store.engine.pool.checkedout()  # type: ignore[attr-defined]
+    assert checked_out == 1
+    store.close()
+    assert store.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
