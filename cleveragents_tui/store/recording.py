@@ -11,12 +11,12 @@ the plan's size.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from functools import cache
 from importlib import import_module
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import Engine, Insert, bindparam, func, insert, select, update
 from sqlalchemy.sql.expression import Executable
@@ -276,14 +276,15 @@ class Recording:
         self,
         decision: Decision,
         group: CheckpointGroup | None = None,
-        checkpoints: Sequence[CheckpointMetadata] = (),
+        checkpoints: Sequence[Mapping[str, Any]] = (),
         *,
         pending: bool = False,
         parent_plan: str | Unread | None = UNREAD,
     ) -> None:
         """Insert the decision and, for an Execute decision, its checkpoint rows, and commit
         its group: flip it from pending (``pending``), or insert it committed (no checkpoint
-        was made for it). ``parent_plan``: the parent's plan as :meth:`next_sequence_number`
+        was made for it). ``checkpoints``: the rows' values, as ``CheckpointMetadata``
+        dumps them. ``parent_plan``: the parent's plan as :meth:`next_sequence_number`
         read it (read here when not given)."""
         self._check_parent(decision, parent_plan)
         row, deps, artifacts = mapping.decision_values(decision)
@@ -313,9 +314,7 @@ class Recording:
                 },
             )
         if checkpoints:
-            driver.executemany(
-                _INSERT_CHECKPOINTS, [c.model_dump(mode="python") for c in checkpoints]
-            )
+            driver.executemany(_INSERT_CHECKPOINTS, checkpoints)
 
     def _check_parent(self, decision: Decision, parent_plan: str | Unread | None) -> None:
         parent = decision.parent_decision_id

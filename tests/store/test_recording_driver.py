@@ -141,7 +141,7 @@ def _record(store: Store, plan: Plan, root: Decision, decision: Decision, body: 
         with transaction(True) as rec:  # rolled back: nothing of it is kept
             rec.put_context("1" * 64, "never kept")
         with transaction(True) as rec:
-            rec.store_decision(decision, group, rows, pending=True)
+            rec.store_decision(decision, group, [r.model_dump() for r in rows], pending=True)
             rec.put_context("0" * 64, "a second time: not stored")
             rec.add_edges(decision.decision_id, [root.decision_id], "decision")
             rec.append_event("decision_remade", {"key": decision.step_key}, plan_id=plan.plan_id)
