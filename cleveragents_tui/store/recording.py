@@ -18,7 +18,18 @@ from functools import cache
 from importlib import import_module
 from typing import Any, cast
 
-from sqlalchemy import Engine, Insert, bindparam, func, insert, select, update
+from sqlalchemy import (
+    Engine,
+    Insert,
+    Integer,
+    bindparam,
+    func,
+    insert,
+    literal_column,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy.sql.expression import Executable
 
 from cleveragents_tui import failpoints
@@ -49,6 +60,20 @@ _NUMBER_AND_PARENT = select(
     .where(DecisionRow.plan_id == bindparam("plan"))
     .scalar_subquery(),
     _PARENT_PLAN.scalar_subquery(),
+)
+# the same, and the plan's writes after event ``after`` (Execute: what its group checkpoints)
+# in one statement: a row (0, number, parent's plan), then one (1, event id, payload) each
+_NUMBER_AND_WRITES = union_all(
+    select(
+        literal_column("0", Integer),
+        _NUMBER_AND_PARENT.selected_columns[0],
+        _NUMBER_AND_PARENT.selected_columns[1],
+    ),
+    select(literal_column("1", Integer), EventRow.event_id, EventRow.payload).where(
+        EventRow.plan_id == bindparam("plan"),
+        EventRow.kind == "resource_written",
+        EventRow.event_id > bindparam("after"),
+    ),
 )
 _INSERT_DECISION = insert(DecisionRow)
 _INSERT_EDGES = insert(DecisionDependencyRow)
@@ -152,6 +177,8 @@ class Recording:
             self._driver = self._shared
         self._open = False
         self._held: tuple[Executable, Values, str | None] | None = None
+        # the plan's writes read with the number: (plan, after event, rows)
+        self._writes: tuple[str, int, list[tuple[int, str]]] | None = None
         self._begun = not self._write
         if self._write:
             self._driver.check_write()  # refused up front, as at BEGIN
@@ -208,13 +235,22 @@ class Recording:
 
     # --- reads -------------------------------------------------------------------------
 
-    def next_sequence_number(self, plan_id: str, parent_id: str | None) -> tuple[int, str | None]:
+    def next_sequence_number(
+        self, plan_id: str, parent_id: str | None, writes_after: int | None = None
+    ) -> tuple[int, str | None]:
         """The plan's next sequence number, and the plan of decision ``parent_id`` (None when
         there is no such decision) — one statement: a decision's plan never changes (append-
-        only), so the decision's transaction checks its parent with what is read here."""
-        top, parent_plan = self._now().fetch(
-            _NUMBER_AND_PARENT, {"plan": plan_id, "parent": parent_id}
-        )[0]
+        only), so the decision's transaction checks its parent with what is read here.
+        ``writes_after``: the same statement reads the plan's writes after that event, which
+        :meth:`resources_written_since` then answers from (one statement fewer)."""
+        values = {"plan": plan_id, "parent": parent_id}
+        if writes_after is None:
+            [(top, parent_plan)] = self._now().fetch(_NUMBER_AND_PARENT, values)
+        else:
+            rows = self._now().fetch(_NUMBER_AND_WRITES, {**values, "after": writes_after})
+            [(top, parent_plan)] = [(n, s) for k, n, s in rows if k == 0]
+            events = sorted((n, s) for k, n, s in rows if k == 1)
+            self._writes = (plan_id, writes_after, events)
         return (0 if top is None else int(top) + 1), parent_plan
 
     def resources_checkpointed(self, plan_id: str) -> set[str]:
@@ -227,7 +263,11 @@ class Recording:
         and the last event id read (so the next call reads only newer ones)."""
         written: set[str] = set()
         last = after_event
-        rows = self._now().fetch(_WRITTEN_SINCE, {"plan": plan_id, "after": after_event})
+        read, self._writes = self._writes, None
+        if read is not None and read[:2] == (plan_id, after_event):
+            rows: list[Any] = read[2]  # read with the sequence number
+        else:
+            rows = self._now().fetch(_WRITTEN_SINCE, {"plan": plan_id, "after": after_event})
         for event_id, raw in rows:
             payload = mapping.load_json("events", plan_id, "payload", raw)
             if isinstance(payload, dict) and "resource" in payload:

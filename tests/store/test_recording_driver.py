@@ -152,7 +152,17 @@ def _record(store: Store, plan: Plan, root: Decision, decision: Decision, body: 
             rec.commit()
         with transaction(False) as rec:
             assert rec.resources_checkpointed(plan.plan_id) == {RESOURCE}
-            assert rec.resources_written_since(plan.plan_id, 0)[0] == {RESOURCE}
+            # the writes read with the number (one statement), then on their own: the same
+            number = rec.next_sequence_number(plan.plan_id, decision.decision_id, 0)
+            assert number == (2, plan.plan_id)
+            with_number = rec.resources_written_since(plan.plan_id, 0)
+            assert with_number == rec.resources_written_since(plan.plan_id, 0)
+            assert with_number[0] == {RESOURCE}
+            assert rec.next_sequence_number(plan.plan_id, None, with_number[1]) == (2, None)
+            assert rec.resources_written_since(plan.plan_id, with_number[1]) == (
+                set(),
+                with_number[1],
+            )
             assert rec.count_live(plan.plan_id, RESOURCE) == 1
 
 

@@ -65,9 +65,12 @@ def record_decision(
     with store.recordings() as transaction:  # one connection for the whole recording
         modified: set[str] | None = None
         with transaction(False) as rec:  # the number, the parent's plan, what the group checkpoints
-            sequence, parent_plan = rec.next_sequence_number(plan_id, parent_id)
-            if phase is Phase.EXECUTE and sandboxes is not None:
-                modified = sandboxes.modified(rec)
+            execute = sandboxes if phase is Phase.EXECUTE else None
+            sequence, parent_plan = rec.next_sequence_number(
+                plan_id, parent_id, None if execute is None else execute.seen_event
+            )
+            if execute is not None:
+                modified = execute.modified(rec)
         decision = Decision(
             plan_id=plan_id,
             parent_decision_id=parent_id,
