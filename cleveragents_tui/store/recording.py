@@ -406,56 +406,52 @@ class Recording:
 
 
 class HeldConnections:
-    """One idle connection per thread, kept from one recording to the next (``Store``
-    holds these; :meth:`close` with the store). Checking one out of the pool for each
-    recording cost ~15 µs, and on PostgreSQL ~80 µs: the pool pings the server at every
-    checkout. A held connection is pinged by its first statement instead: if the server
-    dropped it, that statement goes again on a new connection (``Driver.retry_first``)."""
+    """One idle connection kept from one recording to the next (``Store`` holds this;
+    :meth:`close` with the store). Checking one out of the pool for each recording cost
+    ~15 µs, and on PostgreSQL ~80 µs: the pool pings the server at every checkout. The
+    held connection is pinged by its first statement instead: if the server dropped it,
+    that statement goes again on a new connection (``Driver.retry_first``). One, whichever
+    thread records: a recording made while another holds it checks one out of the pool as
+    before, and only one goes back to be held (no connection kept per thread)."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
-        self._local = threading.local()
         self._lock = threading.Lock()
-        self._open: set[Driver] = set()
+        self._idle: Driver | None = None
 
     def take(self) -> Driver:
-        driver: Driver | None = getattr(self._local, "driver", None)
-        self._local.driver = None
+        with self._lock:
+            driver, self._idle = self._idle, None
         if driver is not None and driver.idle():
             driver.retry_first = True
             return driver
         if driver is not None:
-            self._drop(driver)
-        driver = Driver(self._engine, self._engine.connect())  # the pool pings it
-        with self._lock:
-            self._open.add(driver)
-        return driver
+            driver.close()
+        return Driver(self._engine, self._engine.connect())  # the pool pings it
 
     def give_back(self, driver: Driver) -> None:
         driver.retry_first = False
+        kept = False
         if driver.idle():
-            self._local.driver = driver
-        else:
-            self._drop(driver)
-
-    def _drop(self, driver: Driver) -> None:
-        with self._lock:
-            self._open.discard(driver)
-        driver.close()
+            with self._lock:
+                if self._idle is None:
+                    self._idle, kept = driver, True
+        if not kept:
+            driver.close()  # back to the pool: one is held already, or it is unusable
 
     def close(self) -> None:
-        """Return every held connection to the pool (before the engine is disposed)."""
+        """Return the held connection to the pool (before the engine is disposed)."""
         with self._lock:
-            drivers, self._open = list(self._open), set()
-        for driver in drivers:
+            driver, self._idle = self._idle, None
+        if driver is not None:
             driver.close()
 
 
 @contextmanager
 def recordings(held: HeldConnections) -> Iterator[Callable[[bool], Recording]]:
     """Transactions (``write`` or not) one after the other on one connection, the one
-    this thread holds for recordings (a recording's several transactions, and the next
-    recording's, take no connection from the pool)."""
+    held for recordings (a recording's several transactions, and the next recording's,
+    take no connection from the pool)."""
     driver = held.take()
     try:
 

@@ -166,7 +166,7 @@ def _fresh(inserts: list[Insert], sequence: int, fresh_sequence: int) -> list[In
 
 @contextmanager
 def _recording_connection(store: Store) -> Iterator[Any]:
-    """The driver's connection recordings run on (the one this thread holds between
+    """The driver's connection recordings run on (the one the store holds between
     recordings): the floor and the replay meet the same SQLite page cache as the recording
     did, where another of the pool's connections would start colder (its own cache)."""
     with store.recordings() as transaction:

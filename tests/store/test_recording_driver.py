@@ -305,9 +305,10 @@ def test_a_database_moved_while_in_use_is_refused_before_recording(tmp_path: Pat
 def test_a_held_connection_is_kept_and_replaced_when_the_server_dropped_it(
     two_stores: Pair,
 ) -> None:
-    """Recordings one after the other use the one connection the thread holds (no pool
+    """Recordings one after the other use the one connection the store holds (no pool
     checkout, no ping); when the server dropped it in between, the next recording's first
-    statement goes again on a new connection, and the store's close returns it."""
+    statement goes again on a new connection; two at once take one more from the pool and
+    only one is kept; the store's close returns it."""
     store = two_stores()[0]
     plan, root = _plan_and_root()
     _setup(store, plan, root)
@@ -326,7 +327,10 @@ def test_a_held_connection_is_kept_and_replaced_when_the_server_dropped_it(
         assert len(set(pids)) == 1
     else:
         assert len(set(pids)) == 3  # each recording found its connection dropped
-    checked_out = store.engine.pool.checkedout()  # type: ignore[attr-defined]
-    assert checked_out == 1
+    pool: Any = store.engine.pool
+    assert pool.checkedout() == 1
+    with store.recordings(), store.recordings():  # two at once (two threads): one more
+        assert pool.checkedout() == 2
+    assert pool.checkedout() == 1  # only one is held
     store.close()
-    assert store.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    assert pool.checkedout() == 0
