@@ -25,6 +25,7 @@ import os
 import signal
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -69,9 +70,30 @@ def _parse(raw: str) -> tuple[_Entry, ...]:
     return tuple(entries)
 
 
+def _environ_reader() -> Callable[[], str | None]:
+    """How :func:`hit` reads the variable: from the dict under ``os.environ`` (CPython's
+    ``_data``, which ``os.environ[...] = ...`` and ``del`` keep current) when there is
+    one, as ``os.environ.get`` costs ~1.5 µs when the variable is unset (the KeyError it
+    raises and catches) and a recorded decision passes eight failpoints (issue 22)."""
+    data = getattr(os.environ, "_data", None)
+    if not isinstance(data, dict):
+        return lambda: os.environ.get(ENV_VAR)
+    key = os.environ.encodekey(ENV_VAR)
+    decode = os.environ.decodevalue
+
+    def read() -> str | None:
+        raw = data.get(key)
+        return None if raw is None else str(decode(raw))
+
+    return read
+
+
+_read_environ = _environ_reader()
+
+
 def hit(name: str, detail: str | None = None) -> None:
     """Fail here if an entry of ``AGENTS_FAILPOINTS`` matches ``name`` (and ``detail``)."""
-    raw = os.environ.get(ENV_VAR)
+    raw = _read_environ()
     with _LOCK:
         _HITS[name] += 1
         if not raw:

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from operator import itemgetter
+from typing import Any, cast
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import Dialect
@@ -51,10 +52,10 @@ class Compiled:
         self.constants = {
             name: value for name, value in compiled.params.items() if not binds[name].required
         }
-        self.processors = tuple(
-            (name, binds[name].type.dialect_impl(dialect).bind_processor(dialect))
-            for name in self.names
-        )
+        processors = [_bind(binds[name].type, dialect) for name in self.names]
+        # the values in the parameters' order, then the few that need processing
+        self._ordered = _getter(self.names)
+        self._process = tuple((i, p) for i, p in enumerate(processors) if p is not None)
         columns = statement.selected_columns if isinstance(statement, SelectBase) else None
         self._dialect = dialect
         self._types = tuple(c.type for c in columns) if columns is not None else ()
@@ -68,15 +69,14 @@ class Compiled:
         """The driver's parameters for these values: a tuple (qmark) or a dict (pyformat)."""
         if self.constants:
             values = {**self.constants, **values}
+        ordered = self._ordered(values)
+        if self._process:
+            ordered = list(ordered)
+            for i, process in self._process:
+                ordered[i] = process(ordered[i])
         if self.positional:
-            return tuple(
-                values[name] if process is None else process(values[name])
-                for name, process in self.processors
-            )
-        return {
-            name: values[name] if process is None else process(values[name])
-            for name, process in self.processors
-        }
+            return tuple(ordered)
+        return dict(zip(self.names, ordered, strict=True))
 
     def described(self, cursor: Any) -> None:
         """Choose the columns' result processors, as SQLAlchemy does, with the type codes
@@ -112,6 +112,24 @@ class Compiled:
         ]
 
 
+def _getter(names: Sequence[str]) -> Callable[[Values], Sequence[Any]]:
+    """The values of ``names``, in that order, as a sequence (itemgetter gives a lone value
+    for one name)."""
+    if len(names) == 1:
+        name = names[0]
+        return lambda values: (values[name],)
+    return itemgetter(*names) if names else (lambda _values: ())
+
+
+def _bind(type_: Any, dialect: Dialect) -> Processor:
+    """The processor that turns a value of ``type_`` into the driver's: SQLAlchemy's, or
+    the one-call equivalent a type offers (UtcDateTime)."""
+    fast = getattr(type_, "driver_bind_processor", None)
+    if fast is not None:
+        return cast(Processor, fast(dialect))
+    return cast(Processor, type_.dialect_impl(dialect).bind_processor(dialect))
+
+
 _COMPILED: dict[tuple[int, str, str, tuple[str, ...] | None], tuple[Executable, Compiled]] = {}
 
 
@@ -141,15 +159,16 @@ def heard(
     hears a Core statement with its values (``values``: a list of them, for ``many``),
     ``before_cursor_execute`` the SQL and the driver's parameters."""
     dispatch = connection.dispatch
-    if statement is not None:
+    if statement is not None and dispatch.before_execute:
         if many:
             multiparams, single = values, {}
         else:
             multiparams, single = [], values
         for listener in dispatch.before_execute:
             listener(connection, statement, multiparams, single, {})
-    for listener in dispatch.before_cursor_execute:
-        listener(connection, cursor, sql, params, None, many)
+    if dispatch.before_cursor_execute:  # nobody listening: nothing to tell (most runs)
+        for listener in dispatch.before_cursor_execute:
+            listener(connection, cursor, sql, params, None, many)
 
 
 class Driver:
@@ -157,28 +176,76 @@ class Driver:
     through the driver: statements and transactions, nothing else in between."""
 
     def __init__(self, engine: Engine, connection: Connection) -> None:
-        self._engine = engine
+        self.engine = engine
         self._dialect = engine.dialect
         self._sqlite = self._dialect.name == "sqlite"
         self._connection = connection
-        raw: Any = connection.connection.driver_connection
-        self._raw = raw
-        self._cursor: Any = raw.cursor()
         self._error: type[Exception] = self._dialect.loaded_dbapi.Error
         self._reading = False
+        self._auto = False  # statements outside a transaction (see _autocommit)
+        self._begin: str | None = None  # a writer's BEGIN, checked already (check_write)
+        self._attach()
+        # a held connection's first statement is its ping: sent again, once, on a new
+        # connection when the server had dropped it (store/recording.py HeldConnections)
+        self.retry_first = False
+
+    def _attach(self) -> None:
+        raw: Any = self._connection.connection.driver_connection
+        self._raw = raw
+        self._cursor: Any = raw.cursor()
+
+    def idle(self) -> bool:
+        """Usable for the next transaction: open, valid, in none."""
+        connection = self._connection
+        if connection.closed or connection.invalidated:
+            return False
+        if self._sqlite:
+            return not self._raw.in_transaction
+        return bool(self._raw.info.transaction_status == 0)  # psycopg's IDLE
+
+    def close(self) -> None:
+        """Back to the pool (which rolls back whatever was left open)."""
+        self._connection.close()
 
     def begin(self, write: bool) -> None:
-        """A transaction that writes (``write``) or only reads. On SQLite: BEGIN
-        (IMMEDIATE for a writer: the write lock up front; DEFERRED for a read, which makes
-        its reads one snapshot). On PostgreSQL psycopg begins a writer's transaction at its
-        first statement, and a read runs without one: READ COMMITTED gives each statement
-        a snapshot of its own anyway, so BEGIN and its end bought only two round trips
-        (as UnitOfWork's ``read_only``)."""
+        """A transaction that writes (``write``) or only reads. A writer's takes the write
+        lock up front on SQLite (BEGIN IMMEDIATE); on PostgreSQL psycopg begins it at its
+        first statement. A read runs without one on both: each statement reads a snapshot
+        of its own (SQLite's autocommit, PostgreSQL's READ COMMITTED), and no reader of a
+        recording needs two statements to agree (its reads are a number and a parent's
+        plan read together, and writes that only grow); BEGIN and its end bought two
+        statements (two round trips on PostgreSQL; as UnitOfWork's ``read_only``)."""
         self._reading = not write
+        if self._reading:
+            self._autocommit(True)
+        elif self._sqlite:
+            self._send(self._begin or sqlite_begin(self.engine, "IMMEDIATE"), ())
+        self._begin = None
+
+    def check_write(self) -> None:
+        """Refuse a writer before its first statement as its BEGIN would (SQLite: a file
+        moved or deleted while in use); ``begin(True)`` then sends that BEGIN."""
+        self._reading = False
         if self._sqlite:
-            self._send(sqlite_begin(self._engine, "IMMEDIATE" if write else "DEFERRED"), ())
-        elif self._reading:
-            self._raw.autocommit = True
+            self._begin = sqlite_begin(self.engine, "IMMEDIATE")
+
+    def alone(self, statement: Executable, values: Values) -> int:
+        """One write as a transaction of its own (the database's autocommit: pysqlite sends
+        no BEGIN on its own here, psycopg none in autocommit): what BEGIN, it and COMMIT
+        did, in one statement. Heard as the statement it is; no ``commit`` event, as no
+        COMMIT is sent. After :meth:`check_write`."""
+        self._begin = None
+        self._autocommit(True)
+        try:
+            return self.execute(statement, values)
+        finally:
+            self._autocommit(False)
+
+    def _autocommit(self, on: bool) -> None:
+        """PostgreSQL: statements outside a transaction (SQLite's are, outside BEGIN)."""
+        self._auto = on
+        if not self._sqlite:
+            self._raw.autocommit = on
 
     def commit(self) -> None:
         self._end(True)
@@ -194,6 +261,12 @@ class Driver:
         return int(self._cursor.rowcount)
 
     def executemany(self, statement: Executable, rows: Sequence[Values]) -> None:
+        """One statement for several rows; a lone row as a plain execution (psycopg runs an
+        executemany as a pipeline of its own: twice the time of one execute, per row the
+        recording stores most often)."""
+        if len(rows) == 1:
+            self.execute(statement, rows[0])
+            return
         self._writing()
         found = compiled(statement, self._dialect, rows[0])
         params = [found.params(values) for values in rows]
@@ -218,8 +291,8 @@ class Driver:
         as SQLAlchemy's own ends are (a replay of the recording needs to know which of its
         transactions were kept; a BEGIN is heard as the statement it is, never as the
         ``begin`` event, whose store listener would send another)."""
-        if self._reading and not self._sqlite:
-            self._raw.autocommit = False  # nothing was begun: nothing to end
+        if self._reading:  # nothing was begun: nothing to end
+            self._autocommit(False)
             return
         dispatch = self._connection.dispatch
         for listener in dispatch.commit if commit else dispatch.rollback:
@@ -241,13 +314,19 @@ class Driver:
         values: Any = None,
     ) -> None:
         heard(self._connection, self._cursor, sql, params, many, statement, values)
+        retry, self.retry_first = self.retry_first, False
         try:
             if many:
                 self._cursor.executemany(sql, params)
             else:
                 self._cursor.execute(sql, params)
         except self._error as exc:
-            raise self._failed(exc, sql, params) from exc
+            failed = self._failed(exc, sql, params)
+            if not (retry and self._connection.invalidated):
+                raise failed from exc
+            self._attach()  # a new connection (SQLAlchemy's), in no transaction yet
+            self._autocommit(self._auto)
+            self._send(sql, params, many, statement, values)
 
     def _failed(self, exc: Exception, sql: str, params: Any) -> Exception:
         """As SQLAlchemy's execution layer would: invalidate a connection the server
@@ -255,4 +334,4 @@ class Driver:
         if self._dialect.is_disconnect(exc, self._raw, self._cursor):  # type: ignore[arg-type]
             self._connection.invalidate(exc)
         wrapped = DBAPIError.instance(sql, params, exc, self._error, dialect=self._dialect)
-        return refusal(exc, self._engine) or wrapped
+        return refusal(exc, self.engine) or wrapped

@@ -20,13 +20,14 @@ from cleveragents_tui.store.schema import ensure_schema
 
 if TYPE_CHECKING:
     from cleveragents_tui.store.reading import Reading
-    from cleveragents_tui.store.recording import Recording
+    from cleveragents_tui.store.recording import HeldConnections, Recording
     from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 
 class Store:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._held: HeldConnections | None = None  # record_decision's (store/recording.py)
 
     @classmethod
     def open(cls, url: str | None = None, *, migrate: bool = True) -> Store:
@@ -76,9 +77,13 @@ class Store:
 
     def recordings(self) -> AbstractContextManager[Callable[[bool], Recording]]:
         """Several such transactions on one connection (store/recording.py ``recordings``)."""
-        from cleveragents_tui.store.recording import recordings
+        from cleveragents_tui.store.recording import HeldConnections, recordings
 
-        return recordings(self.engine)
+        if self._held is None:
+            self._held = HeldConnections(self.engine)
+        return recordings(self._held)
 
     def close(self) -> None:
+        if self._held is not None:
+            self._held.close()
         self.engine.dispose()

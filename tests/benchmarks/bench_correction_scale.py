@@ -17,6 +17,10 @@ Baselines, measured in the same run on the same plan from the same target:
 - ADR-035's reference loop ("Affected Subtree Computation"): three queries per affected
   decision, each a SQLAlchemy ``text()`` statement — the per-node pattern.
 
+- execute's least write: the affected decisions marked superseded in one ``text()``
+  ``UPDATE`` (its foreign keys' and triggers' checks included), rolled back — ADR-035 keeps
+  supersession on each decision, so no execute of a revert can write less.
+
 Goals: preview ≤ 2× the CTE; execute ≤ 5×. Minimums and medians are both reported: on a
 shared machine the minimum says what the code costs, the median what a user sees.
 
@@ -27,6 +31,7 @@ plan (it changes the plan), so each plan gives one execute; a case builds severa
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import tempfile
@@ -84,6 +89,16 @@ DEPENDENTS = text(
     "WHERE dd.upstream_decision_id = :d AND dd.dependency_type = 'decision' "
     "AND d.superseded_by IS NULL"
 )
+# Execute's least write: the affected decisions marked superseded, in one statement (ADR-035
+# stores supersession on each decision), rolled back so the plan is left as it was.
+SUPERSEDE = text(
+    "UPDATE decisions SET superseded_by = :by WHERE superseded_by IS NULL "
+    "AND decision_id IN (SELECT value FROM json_each(:ids))"
+)
+PG_SUPERSEDE = text(
+    "UPDATE decisions SET superseded_by = :by WHERE superseded_by IS NULL "
+    "AND decision_id = ANY(CAST(:ids AS TEXT[]))"
+)
 CHILD_PLANS = text(
     "SELECT downstream_ref FROM decision_dependencies "
     "WHERE upstream_decision_id = :d AND dependency_type = 'plan'"
@@ -95,6 +110,20 @@ def plain_cte(store: Store, target: str) -> list[str]:
     statement = PG_CTE if store.engine.dialect.name == "postgresql" else CTE
     with store.engine.connect() as connection:
         return list(connection.execute(statement, {"target": target}).scalars())
+
+
+def supersede_floor(store: Store, target: str, affected: list[str]) -> None:
+    """The affected decisions marked superseded (by the target: any decision will do for
+    the foreign key) in one ``text()`` statement, then rolled back: what execute cannot do
+    without, the foreign keys' and triggers' checks of each row included."""
+    postgres = store.engine.dialect.name == "postgresql"
+    ids: object = affected if postgres else json.dumps(affected)
+    with store.engine.connect() as connection, connection.begin() as transaction:
+        statement = PG_SUPERSEDE if postgres else SUPERSEDE
+        updated = connection.execute(statement, {"by": target, "ids": ids}).rowcount
+        transaction.rollback()
+    if updated != len(affected):
+        raise AssertionError(f"the floor superseded {updated} of {len(affected)} decisions")
 
 
 def adr_loop(store: Store, target: str) -> tuple[set[str], set[str]]:
@@ -174,15 +203,18 @@ class Samples:
     cold: list[float] = field(default_factory=list)
     warm: list[float] = field(default_factory=list)
     execute: list[float] = field(default_factory=list)
+    supersede: list[float] = field(default_factory=list)
 
 
 def measure_plan(scale: ScalePlan, share: float, samples: Samples, repeat: int) -> None:
     """Time the baselines and the previews on one plan (turn about), then one execute."""
     target, samples.size = target_near(scale, share)
     samples.loop.append(_timed(lambda: adr_loop(scale.store, target)))
+    affected = plain_cte(scale.store, target)
     for _ in range(repeat):
         samples.cte.append(_timed(lambda: plain_cte(scale.store, target)))
         samples.cold.append(_timed(lambda: _preview(scale, target)))
+        samples.supersede.append(_timed(lambda: supersede_floor(scale.store, target, affected)))
     OPEN_GRAPHS.open(scale.store, scale.plan_id)  # the app's plan view holds it
     try:
         for _ in range(repeat):
@@ -248,6 +280,18 @@ def _rows(backend: str, count: int, samples: Samples) -> list[Measurement]:
                 cte_median, goal, median <= factor * cte_median,
             )
         )  # fmt: skip
+    rows.append(
+        Measurement(
+            GROUP, f"the supersede UPDATE alone, rolled back ({label})", min(samples.supersede),
+            "one plain recursive CTE", cte_min, "(execute's floor)", None,
+        )
+    )  # fmt: skip
+    rows.append(
+        Measurement(
+            GROUP, f"execute without the replay ({label}), minimums", min(samples.execute),
+            "the supersede UPDATE alone, rolled back", min(samples.supersede), "(context)", None,
+        )
+    )  # fmt: skip
     rows.append(
         Measurement(
             GROUP, f"ADR-035 per-node loop, text() ({label})", min(samples.loop),

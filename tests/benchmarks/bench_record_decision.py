@@ -164,12 +164,19 @@ def _fresh(inserts: list[Insert], sequence: int, fresh_sequence: int) -> list[In
     return fresh
 
 
+@contextmanager
+def _recording_connection(store: Store) -> Iterator[Any]:
+    """The driver's connection recordings run on (the one the store holds between
+    recordings): the floor and the replay meet the same SQLite page cache as the recording
+    did, where another of the pool's connections would start colder (its own cache)."""
+    with store.recordings() as transaction:
+        yield transaction(False)._shared._raw  # type: ignore[union-attr]  # its driver's
+
+
 def _floor(store: Store, inserts: list[Insert]) -> float:
     """One transaction of these INSERTs on the driver's connection, timed BEGIN to COMMIT."""
     sqlite = store.engine.dialect.name == "sqlite"
-    with store.engine.connect() as connection:
-        raw: Any = connection.connection.driver_connection
-        assert raw is not None
+    with _recording_connection(store) as raw:
         if not sqlite:
             raw.rollback()  # the pool's connection may have begun one
         start = time.perf_counter()
@@ -191,9 +198,7 @@ def _replayed(store: Store, sent: list[Insert]) -> float:
     """The recording's own statements and transactions, replayed on the driver's connection
     (fresh keys): what its protocol costs without SQLAlchemy and the Python around it."""
     sqlite = store.engine.dialect.name == "sqlite"
-    with store.engine.connect() as connection:
-        raw: Any = connection.connection.driver_connection
-        assert raw is not None
+    with _recording_connection(store) as raw:
         if not sqlite:
             raw.rollback()
         start = time.perf_counter()

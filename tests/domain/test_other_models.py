@@ -172,3 +172,20 @@ def test_parse_ulid_names_what_was_wrong() -> None:
     with pytest.raises(InvalidIdError, match="plan 'xyz' is not a valid ULID"):
         parse_ulid("xyz", "plan")
     assert is_ulid_prefix("01HX") and not is_ulid_prefix("01HI") and not is_ulid_prefix("")
+
+
+def test_new_ulid_is_python_ulids_encoding_of_now() -> None:
+    """new_ulid encodes by hand what python-ulid's ``str(ULID())`` gives: the same text for
+    the same 128 bits, the current millisecond first, fresh randomness after."""
+    from datetime import UTC, datetime, timedelta
+
+    from ulid import ULID
+
+    before = datetime.now(UTC) - timedelta(milliseconds=1)
+    made = [new_ulid() for _ in range(200)]
+    after = datetime.now(UTC) + timedelta(milliseconds=1)
+    assert len(set(made)) == len(made)
+    for text in made:
+        parsed = ULID.from_str(text)
+        assert str(parsed) == text == parse_ulid(text)
+        assert before <= parsed.datetime <= after

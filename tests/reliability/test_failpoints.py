@@ -62,3 +62,14 @@ def test_a_spec_that_cannot_be_read_is_refused(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setenv(ENV_VAR, spec)
     with pytest.raises(ValueError, match="name\\[@detail\\]\\[#N\\]"):
         failpoints.hit("git.call")
+
+
+def test_the_variable_is_read_as_os_environ_holds_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """hit() reads the dict under os.environ (cheaper than os.environ.get): every change
+    made through os.environ is seen at the next hit, as os.environ.get would see it."""
+    for value in ("store.commit", "checkpoint.after_resource@local/fïles", ""):
+        monkeypatch.setenv(ENV_VAR, value)
+        assert failpoints._read_environ() == value
+    monkeypatch.delenv(ENV_VAR)
+    assert failpoints._read_environ() is None
+    assert not fires("store.commit")

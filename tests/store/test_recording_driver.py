@@ -127,7 +127,7 @@ def _record(store: Store, plan: Plan, root: Decision, decision: Decision, body: 
     rows = [_checkpoint(decision, group, n) for n in range(3)]
     with store.recordings() as transaction:
         with transaction(False) as rec:
-            assert rec.next_sequence_number(plan.plan_id) == 1
+            assert rec.next_sequence_number(plan.plan_id, root.decision_id) == (1, plan.plan_id)
             assert rec.resources_checkpointed(plan.plan_id) == set()
             assert rec.resources_written_since(plan.plan_id, 0) == (set(), 0)
         with transaction(True) as rec:
@@ -141,7 +141,7 @@ def _record(store: Store, plan: Plan, root: Decision, decision: Decision, body: 
         with transaction(True) as rec:  # rolled back: nothing of it is kept
             rec.put_context("1" * 64, "never kept")
         with transaction(True) as rec:
-            rec.store_decision(decision, group, rows, pending=True)
+            rec.store_decision(decision, group, [r.model_dump() for r in rows], pending=True)
             rec.put_context("0" * 64, "a second time: not stored")
             rec.add_edges(decision.decision_id, [root.decision_id], "decision")
             rec.append_event("decision_remade", {"key": decision.step_key}, plan_id=plan.plan_id)
@@ -152,7 +152,17 @@ def _record(store: Store, plan: Plan, root: Decision, decision: Decision, body: 
             rec.commit()
         with transaction(False) as rec:
             assert rec.resources_checkpointed(plan.plan_id) == {RESOURCE}
-            assert rec.resources_written_since(plan.plan_id, 0)[0] == {RESOURCE}
+            # the writes read with the number (one statement), then on their own: the same
+            number = rec.next_sequence_number(plan.plan_id, decision.decision_id, 0)
+            assert number == (2, plan.plan_id)
+            with_number = rec.resources_written_since(plan.plan_id, 0)
+            assert with_number == rec.resources_written_since(plan.plan_id, 0)
+            assert with_number[0] == {RESOURCE}
+            assert rec.next_sequence_number(plan.plan_id, None, with_number[1]) == (2, None)
+            assert rec.resources_written_since(plan.plan_id, with_number[1]) == (
+                set(),
+                with_number[1],
+            )
             assert rec.count_live(plan.plan_id, RESOURCE) == 1
 
 
@@ -268,10 +278,10 @@ def test_a_refusal_on_the_driver_is_sqlalchemys_error(two_stores: Pair) -> None:
             rec.put_context("2" * 64, "rolled back with the rest")
             rec.store_decision(root)
         with transaction(False) as rec:  # the connection goes on being usable
-            assert rec.next_sequence_number(plan.plan_id) == 1
+            assert rec.next_sequence_number(plan.plan_id, None) == (1, None)
             with pytest.raises(ValueError, match="only reads"):  # a read does not write
                 rec.put_context("3" * 64, "never stored")
-            assert rec.next_sequence_number(plan.plan_id) == 1
+            assert rec.next_sequence_number(plan.plan_id, None) == (1, None)
         with transaction(True) as rec:  # a write transaction after a read one
             rec.put_context("4" * 64, "rolled back")
     assert _stored(store) == before
@@ -283,10 +293,44 @@ def test_a_database_moved_while_in_use_is_refused_before_recording(tmp_path: Pat
     store = Store.open(str(tmp_path / "agents.db"))
     try:
         with store.recordings() as transaction, transaction(False) as rec:
-            rec.next_sequence_number("01" + "0" * 24)
+            rec.next_sequence_number("01" + "0" * 24, None)
         (tmp_path / "agents.db").rename(tmp_path / "moved.db")
         refused = pytest.raises(DatabaseUnavailableError, match="moved or deleted while in use")
         with refused, store.recordings() as transaction, transaction(True):
             pass
     finally:
         store.close()
+
+
+def test_a_held_connection_is_kept_and_replaced_when_the_server_dropped_it(
+    two_stores: Pair,
+) -> None:
+    """Recordings one after the other use the one connection the store holds (no pool
+    checkout, no ping); when the server dropped it in between, the next recording's first
+    statement goes again on a new connection; two at once take one more from the pool and
+    only one is kept; the store's close returns it."""
+    store = two_stores()[0]
+    plan, root = _plan_and_root()
+    _setup(store, plan, root)
+    pids = []
+    for _ in range(3):
+        with store.recordings() as transaction, transaction(False) as rec:
+            assert rec.next_sequence_number(plan.plan_id, None) == (1, None)
+            pids.append(id(rec._driver._raw))
+        if store.engine.dialect.name == "postgresql":
+            with store.engine.connect() as other:  # what a server restart does to it
+                other.exec_driver_sql(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+    if store.engine.dialect.name == "sqlite":
+        assert len(set(pids)) == 1
+    else:
+        assert len(set(pids)) == 3  # each recording found its connection dropped
+    pool: Any = store.engine.pool
+    assert pool.checkedout() == 1
+    with store.recordings(), store.recordings():  # two at once (two threads): one more
+        assert pool.checkedout() == 2
+    assert pool.checkedout() == 1  # only one is held
+    store.close()
+    assert pool.checkedout() == 0

@@ -16,16 +16,19 @@ commit fewer per recording).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import CheckpointType, Phase, SandboxStrategyName
 from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.ids import new_ulid
+from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.sandbox.base import Sandbox
 from cleveragents_tui.sandbox.groups import select_for_pruning
-from cleveragents_tui.store.recording import Recording
+from cleveragents_tui.store.recording import UNREAD, Recording, Unread
 
 
 class CheckpointGroupError(UserError):
@@ -38,6 +41,7 @@ def record_execute_decision(
     also: Callable[[Recording], None] | None = None,
     modified: set[str] | None = None,
     transaction: Callable[[bool], Recording] | None = None,
+    parent_plan: str | Unread | None = UNREAD,
 ) -> CheckpointGroup:
     """Store an Execute decision together with its committed checkpoint group.
 
@@ -45,7 +49,8 @@ def record_execute_decision(
     everything about the decision lands at once or not at all. ``modified``: the plan's
     modified resources when the caller has just read them (``sandboxes.modified()``);
     ``transaction``: how to open each transaction (the caller's one connection,
-    ``Store.recordings``), by default each on a connection of its own.
+    ``Store.recordings``), by default each on a connection of its own; ``parent_plan``: the
+    parent's plan when the caller read it (``Recording.next_sequence_number``).
     """
     if decision.phase is not Phase.EXECUTE or decision.plan_id != sandboxes.plan_id:
         raise ValueError("only an Execute decision of this plan gets a checkpoint group")
@@ -55,7 +60,7 @@ def record_execute_decision(
     made: list[tuple[Sandbox, str]] = []
     noted: list[tuple[str, str]] = []  # (resource, ref) committed on the pending group
     try:
-        rows: list[CheckpointMetadata] = []
+        rows: list[dict[str, Any]] = []
         for resource_id in sorted(sandboxes.modified() if modified is None else modified):
             sandbox = sandboxes.get(resource_id)
             if not sandbox.resource.checkpoint_enabled:
@@ -78,11 +83,13 @@ def record_execute_decision(
             sandbox.verify(ref)
         failpoints.hit("checkpoint.before_commit")
         with begin(True) as rec:
-            rec.store_decision(decision, group, rows, pending=bool(noted))
+            rec.store_decision(decision, group, rows, pending=bool(noted), parent_plan=parent_plan)
             if also is not None:
                 also(rec)
             # the budget in the same transaction: one commit fewer per resource written
-            doomed = _mark_over_budget(rec, sandboxes, dict.fromkeys(r.resource_id for r in rows))
+            doomed = _mark_over_budget(
+                rec, sandboxes, dict.fromkeys(r["resource_id"] for r in rows)
+            )
             rec.commit()
     except BaseException as exc:
         _undo(sandboxes, group if noted else None, made)
@@ -96,23 +103,29 @@ def record_execute_decision(
     return group.model_copy(update={"decision_id": decision.decision_id, "status": "committed"})
 
 
-def _row(
-    decision: Decision, group: CheckpointGroup, sandbox: Sandbox, ref: str
-) -> CheckpointMetadata:
+def _row(decision: Decision, group: CheckpointGroup, sandbox: Sandbox, ref: str) -> dict[str, Any]:
+    """A checkpoint row's values, as ``CheckpointMetadata(...).model_dump()`` gives them
+    (its rules hold by construction: a decision's group, the type the strategy implies).
+    Not validated again: every value comes from the engine's own validated objects and a
+    sandbox's ref, and the model cost ~7 µs alone, several times that between a recording's
+    checkpoints (issue 22); a row read back is validated (store/mapping.py)."""
     strategy = sandbox.resource.sandbox_strategy
-    return CheckpointMetadata(
-        plan_id=decision.plan_id,
-        group_id=group.group_id,
-        decision_id=decision.decision_id,
-        resource_id=sandbox.resource.resource_id,
-        checkpoint_type=(
+    return {
+        "checkpoint_id": new_ulid(),
+        "plan_id": decision.plan_id,
+        "group_id": group.group_id,
+        "decision_id": decision.decision_id,
+        "resource_id": sandbox.resource.resource_id,
+        "checkpoint_type": (
             CheckpointType.NON_ROLLBACKABLE
             if strategy is SandboxStrategyName.NONE
             else CheckpointType.DECISION_POINT
         ),
-        strategy=strategy,
-        ref=ref,
-    )
+        "strategy": strategy,
+        "ref": ref,
+        "created_at": utc_now(),
+        "pruned_at": None,
+    }
 
 
 def _undo(

@@ -64,10 +64,13 @@ def record_decision(
     )
     with store.recordings() as transaction:  # one connection for the whole recording
         modified: set[str] | None = None
-        with transaction(False) as rec:  # one read: the number, and what the group checkpoints
-            sequence = rec.next_sequence_number(plan_id)
-            if phase is Phase.EXECUTE and sandboxes is not None:
-                modified = sandboxes.modified(rec)
+        with transaction(False) as rec:  # the number, the parent's plan, what the group checkpoints
+            execute = sandboxes if phase is Phase.EXECUTE else None
+            sequence, parent_plan = rec.next_sequence_number(
+                plan_id, parent_id, None if execute is None else execute.seen_event
+            )
+            if execute is not None:
+                modified = execute.modified(rec)
         decision = Decision(
             plan_id=plan_id,
             parent_decision_id=parent_id,
@@ -106,11 +109,16 @@ def record_decision(
             if sandboxes is None:
                 raise ValueError("an Execute decision needs the plan's sandboxes")
             record_execute_decision(
-                sandboxes, decision, also=alongside, modified=modified, transaction=transaction
+                sandboxes,
+                decision,
+                also=alongside,
+                modified=modified,
+                transaction=transaction,
+                parent_plan=parent_plan,
             )
         else:
             with transaction(True) as rec:
-                rec.store_decision(decision)
+                rec.store_decision(decision, parent_plan=parent_plan)
                 alongside(rec)
                 rec.commit()
         failpoints.hit("record.recorded", phase.value)

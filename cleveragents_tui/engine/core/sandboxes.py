@@ -102,7 +102,7 @@ class PlanSandboxes:
         # What the store says was modified, and the last resource_written event read: each
         # recording reads only the events since (issue 22), not the whole plan again.
         self._stored: set[str] | None = None
-        self._seen_event = 0
+        self.seen_event = 0  # the last resource_written event modified() read
 
     def create(self, resource: Resource) -> Sandbox:
         """Make the sandbox of ``resource`` for this plan and checkpoint its baseline."""
@@ -200,7 +200,7 @@ class PlanSandboxes:
                 return self.modified(own)
         if self._stored is None:
             self._stored = rec.resources_checkpointed(self.plan_id)
-        written, self._seen_event = rec.resources_written_since(self.plan_id, self._seen_event)
+        written, self.seen_event = rec.resources_written_since(self.plan_id, self.seen_event)
         self._stored |= written
         return self._written | self._stored
 
