@@ -214,7 +214,7 @@ class Driver:
         of its own (SQLite's autocommit, PostgreSQL's READ COMMITTED), and no reader of a
         recording needs two statements to agree (its reads are a number and a parent's
         plan read together, and writes that only grow); BEGIN and its end bought two
-        statements (two round trips on PostgreSQL; as UnitOfWork's ``read_only``)."""
+        statements (two round trips on PostgreSQL; as a preview's store/reading.py)."""
         self._reading = not write
         if self._reading:
             self._autocommit(True)

@@ -6,9 +6,10 @@ object, the begin event's statement through SQLAlchemy, two rollbacks) — half 
 CTE of a small affected subtree, and as much as the preview's own reads once they run on
 the driver's cursor (store/driver_reads.py). Here the transaction is the driver's: on
 SQLite ``BEGIN DEFERRED`` on its cursor (heard, as every statement) — the reads are one
-snapshot — and its ROLLBACK; on PostgreSQL no transaction, as a read-only unit of work
-(READ COMMITTED gives each statement its own snapshot anyway). A session is opened on the
-same connection, in the same transaction, only when a read needs the ORM (a repository).
+snapshot — and its ROLLBACK; on PostgreSQL no transaction (READ COMMITTED gives each
+statement its own snapshot anyway: BEGIN and ROLLBACK bought only a round trip each). A
+session is opened on the same connection, in the same transaction, only when a read needs
+the ORM (a repository).
 """
 
 from __future__ import annotations

@@ -52,14 +52,12 @@ class Store:
                 ) from exc
         return cls(engine)
 
-    def unit_of_work(self, write: bool = False, *, read_only: bool = False) -> UnitOfWork:
-        """``read_only``: a read that is never committed (a correction's preview): on
-        PostgreSQL its statements run without BEGIN and ROLLBACK (see UnitOfWork)."""
+    def unit_of_work(self, write: bool = False) -> UnitOfWork:
         # Imported here: the ORM mapping costs ~0.3 s, and `agents serve` only checks the
         # database before it listens (its tabs' processes work in it).
         from cleveragents_tui.store.unit_of_work import UnitOfWork
 
-        return UnitOfWork(self.engine, write=write, read_only=read_only)
+        return UnitOfWork(self.engine, write=write)
 
     def reading(self) -> Reading:
         """A read of one snapshot without the ORM's session (store/reading.py): a

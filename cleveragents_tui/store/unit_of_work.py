@@ -43,24 +43,15 @@ class UnitOfWork:
     here, or runs one of the store's query functions with :meth:`run`.
     """
 
-    def __init__(self, engine: Engine, write: bool = False, read_only: bool = False) -> None:
-        if write and read_only:
-            raise ValueError("a unit of work writes or is read-only, not both")
+    def __init__(self, engine: Engine, write: bool = False) -> None:
         self._engine = engine
         self._write = write
-        self._read_only = read_only
 
     def __enter__(self) -> UnitOfWork:
         self._session = Session(self._engine, expire_on_commit=False, autoflush=False)
         dialect = self._engine.dialect.name
         if self._write and dialect == "sqlite":
             self._session.connection(execution_options={SQLITE_BEGIN: "IMMEDIATE"})
-        elif self._read_only and dialect == "postgresql":
-            # PostgreSQL's READ COMMITTED gives each statement a snapshot of its own, so a
-            # read-only transaction there bought no consistency, only the BEGIN and the
-            # ROLLBACK (a round trip) around it. SQLite keeps its read transaction: there
-            # it is what makes the reads one snapshot.
-            self._session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
         self.plans = PlanRepository(self._session)
         self.decisions = DecisionRepository(self._session)
         self.resources = ResourceRepository(self._session)
@@ -90,8 +81,6 @@ class UnitOfWork:
         self._session.flush()
 
     def commit(self) -> None:
-        if self._read_only:
-            raise RuntimeError("a read-only unit of work is never committed")
         failpoints.hit("store.commit")
         self._session.commit()
 
