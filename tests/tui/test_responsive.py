@@ -32,9 +32,11 @@ pytestmark = pytest.mark.anyio
 def every_connection_taken(engine: Engine) -> Iterator[None]:
     """Hold every connection of the store's pool, as many readers at once would: the next
     read waits for one. (In WAL mode a writer never blocks a reader, so a read is held
-    where it really can wait: for a connection.)"""
+    where it really can wait: for a connection.) The recording's held connection, if the
+    store has one out already (store/recording.py HeldConnections), counts as taken."""
     pool = engine.pool
-    held = [engine.raw_connection() for _ in range(pool.size() + pool._max_overflow)]  # type: ignore[attr-defined]
+    free = pool.size() + pool._max_overflow - pool.checkedout()  # type: ignore[attr-defined]
+    held = [engine.raw_connection() for _ in range(free)]
     try:
         yield
     finally:
