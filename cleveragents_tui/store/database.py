@@ -71,9 +71,22 @@ def make_engine(url: URL) -> Engine:
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         _configure_sqlite(engine)
     else:
-        engine = create_engine(url, pool_pre_ping=True)
+        engine = create_engine(url, pool_pre_ping=True, connect_args=_postgres_options(url))
     event.listen(engine, "handle_error", _translate_refusals)
     return engine
+
+
+def _postgres_options(url: URL) -> dict[str, str]:
+    """The connection's ``options`` with PostgreSQL's JIT off (after any the URL gives).
+
+    Every statement of the store is a few index lookups; JIT is chosen by the planner's
+    cost estimate and compiles anew at each execution. On tables not yet analysed (a plan
+    just bulk-recorded) the preview's affected-subtree CTE was estimated past
+    ``jit_above_cost`` and spent ~30 ms compiling a 9 ms query (docs/benchmarks.md, issue 22).
+    """
+    given = url.query.get("options")
+    parts = [given] if isinstance(given, str) else list(given or ())
+    return {"options": " ".join([*parts, "-c jit=off"])}
 
 
 APPEND_ONLY_MARKER = "decisions are append-only"
