@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
@@ -33,6 +33,7 @@ from cleveragents_tui.engine.correct.model import (
     Impact,
     IrreversibleEffect,
     Tier,
+    copied,
 )
 
 if TYPE_CHECKING:
@@ -329,7 +330,7 @@ def with_warnings(impact: Impact) -> Impact:
             f"decisions (it supersedes those corrections):\n{listed}\n\n"
             "The replay makes those decisions again without it.\nProceed?"
         )
-    return replace(impact, warnings=tuple(warnings))
+    return copied(impact, warnings=tuple(warnings))
 
 
 def _bulleted(lines: Iterable[str]) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from pydantic import ValidationError
@@ -42,7 +42,7 @@ from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.engine.correct import assess
 from cleveragents_tui.engine.correct.later_guidance import Lost, lost_guidance
 from cleveragents_tui.engine.correct.later_writers import remade_from
-from cleveragents_tui.engine.correct.model import CorrectionRefusedError, CorrectionRequest
+from cleveragents_tui.engine.correct.model import CorrectionRefusedError, CorrectionRequest, copied
 from cleveragents_tui.store import correction_queries as queries
 from cleveragents_tui.store import snapshot_reads as reads
 from cleveragents_tui.store.reading import Reading
@@ -116,7 +116,7 @@ def load(store: Store, request: CorrectionRequest) -> Snapshot:
     if any(d.is_correction for d in snapshot.guidance):  # else: no actor state to read
         phase_change = assess.phase_change_of(snapshot.plan, snapshot.decision, mode)
         lost = lost_guidance(store, snapshot.decision, phase_change)
-    return replace(snapshot, outside=outside, lost=lost) if outside or lost else snapshot
+    return copied(snapshot, outside=outside, lost=lost) if outside or lost else snapshot
 
 
 def _basics(
@@ -240,7 +240,7 @@ def _revert(
         )
     guidance = tuple(uow.run(reads.hydrated, list(snapshot.guidance_rows)))
     sandboxed = plan.phase is not Phase.STRATEGIZE
-    snapshot = replace(
+    snapshot = copied(
         snapshot,
         subtree=subtree,
         execute_decisions=execute_decisions,
@@ -267,7 +267,7 @@ def _revert(
     more = (more | writers[2]) - affected
     if more:
         calls = sorted([*calls, *uow.run(queries.calls_of, more, nones)[0]], key=lambda c: c[0])
-    snapshot = replace(
+    snapshot = copied(
         snapshot,
         writes=writers[0],
         writers=writers[1],
