@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
-from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,8 +32,9 @@ def copied(value: T, **changes: Any) -> T:
     """``dataclasses.replace(value, **changes)`` for the frozen dataclasses of a preview
     (:class:`Impact`, engine/correct/snapshot.py's ``Snapshot``: no ``__post_init__``, no
     slots, no init-only fields), without running ``__init__`` again: replace costs 13–26 µs
-    for their ~25 fields, a tenth of a small preview (issue 22); this, a dict's copy."""
-    unknown = changes.keys() - _field_names(type(value))
+    for their ~25 fields (each set through ``object.__setattr__``), a tenth of a small
+    preview (issue 22); this, a dict's copy."""
+    unknown = changes.keys() - _shape(type(value))[0]
     if unknown:
         raise TypeError(f"{type(value).__name__} has no field(s) {sorted(unknown)}")
     made = object.__new__(type(value))
@@ -42,14 +42,39 @@ def copied(value: T, **changes: Any) -> T:
     return made
 
 
-_FIELDS: dict[type[Any], frozenset[str]] = {}
+def built(kind: type[T], values: dict[str, Any]) -> T:
+    """``kind(**values)`` for the same dataclasses as :func:`copied`, as cheaply: the
+    fields not given take their defaults (a factory's made anew)."""
+    names, required, defaults, factories = _shape(kind)
+    if not values.keys() <= names or not required <= values.keys():
+        wrong = sorted((values.keys() - names) | (required - values.keys()))
+        raise TypeError(f"{kind.__name__}: field(s) {wrong} unknown or missing")
+    made = object.__new__(kind)
+    made.__dict__.update(defaults)
+    for name, factory in factories:
+        made.__dict__[name] = factory()
+    made.__dict__.update(values)
+    return made
 
 
-def _field_names(kind: type[Any]) -> frozenset[str]:
-    names = _FIELDS.get(kind)
-    if names is None:
-        names = _FIELDS[kind] = frozenset(f.name for f in fields(kind))
-    return names
+# a dataclass's field names, those without a default, the defaults, the default factories
+Shape = tuple[frozenset[str], frozenset[str], dict[str, Any], tuple[tuple[str, Any], ...]]
+_SHAPES: dict[type[Any], Shape] = {}
+
+
+def _shape(kind: type[Any]) -> Shape:
+    shape = _SHAPES.get(kind)
+    if shape is None:
+        found = fields(kind)
+        shape = _SHAPES[kind] = (
+            frozenset(f.name for f in found),
+            frozenset(
+                f.name for f in found if f.default is MISSING and f.default_factory is MISSING
+            ),
+            {f.name: f.default for f in found if f.default is not MISSING},
+            tuple((f.name, f.default_factory) for f in found if f.default_factory is not MISSING),
+        )
+    return shape
 
 
 class Tier(StrEnum):
@@ -102,6 +127,17 @@ class IrreversibleEffect:
     side_effects: tuple[str, ...]
 
 
+_NOTHING: dict[str, Any] = {  # what an Impact found when nothing is given
+    "affected_decisions": (),
+    "children": (),
+    "rollbackable": (),
+    "non_rollbackable": (),
+    "unaffected": (),
+    "irreversible": (),
+    "phase_change": None,
+}
+
+
 @dataclass(frozen=True)
 class Impact:
     plan_id: str
@@ -152,47 +188,28 @@ class Impact:
     ) -> Impact:
         """Correcting ``decision`` as if it affected, rolled back and repeated nothing but
         what a preview ``found`` (the other fields, given here: a copy of an Impact costs
-        what building one does, a sixth of a small preview's Python, issue 22). Made as
-        :func:`copied` makes a copy (its ``__init__`` cost 20 µs for the fields' setattr)."""
-        unknown = found.keys() - _field_names(cls)
-        if unknown:
-            raise TypeError(f"Impact has no field(s) {sorted(unknown)}")
-        made = object.__new__(cls)
-        values = made.__dict__
-        values.update(
-            _impact_defaults(),
-            plan_id=plan.plan_id,
-            plan_version=plan.version,
-            attempt=plan.attempt,
-            decision_id=decision.decision_id,
-            decision_phase=decision.phase,
-            step_key=decision.step_key,
-            mode=mode,
-            guidance=guidance,
-            tier=tier,
+        what building one does, a sixth of a small preview's Python, issue 22)."""
+        return built(
+            cls,
+            {
+                **_NOTHING,
+                "plan_id": plan.plan_id,
+                "plan_version": plan.version,
+                "attempt": plan.attempt,
+                "decision_id": decision.decision_id,
+                "decision_phase": decision.phase,
+                "step_key": decision.step_key,
+                "mode": mode,
+                "guidance": guidance,
+                "tier": tier,
+                **found,
+            },
         )
-        values.update(found)
-        return made
 
     def rolled_back(self) -> tuple[str, ...]:
         """The resources rolled back, as the preview names them: ``ID (recreated)`` for a
         sandbox made anew."""
         return tuple(f"{r} (recreated)" if r in self.recreated else r for r in self.rollbackable)
-
-
-@cache
-def _impact_defaults() -> dict[str, Any]:
-    """Every field :meth:`Impact.bare` is not given: nothing found, or the field's default."""
-    nothing: dict[str, Any] = {
-        "affected_decisions": (),
-        "children": (),
-        "rollbackable": (),
-        "non_rollbackable": (),
-        "unaffected": (),
-        "irreversible": (),
-        "phase_change": None,
-    }
-    return nothing | {f.name: f.default for f in fields(Impact) if f.default is not MISSING}
 
 
 @dataclass(frozen=True)

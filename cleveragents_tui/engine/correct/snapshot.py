@@ -42,7 +42,12 @@ from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.engine.correct import assess
 from cleveragents_tui.engine.correct.later_guidance import Lost, lost_guidance
 from cleveragents_tui.engine.correct.later_writers import remade_from
-from cleveragents_tui.engine.correct.model import CorrectionRefusedError, CorrectionRequest, copied
+from cleveragents_tui.engine.correct.model import (
+    CorrectionRefusedError,
+    CorrectionRequest,
+    built,
+    copied,
+)
 from cleveragents_tui.store import correction_queries as queries
 from cleveragents_tui.store import snapshot_reads as reads
 from cleveragents_tui.store.reading import Reading
@@ -144,19 +149,22 @@ def _basics(
     named, checked = _stored_action(stored) if stored is not None else ((), None)
     action, blocker = _runnable(store, uow, plan, checked)
     keys = {p.key for p in action.decisions} if action is not None else set()
-    snapshot = Snapshot(
-        decision=decision,
-        plan=plan,
-        resources={r.resource_id: r for r in read.resources},
-        used=(*used, *named),
-        named=named,
-        action=action,
-        blocker=blocker,
-        # only the action's steps are looked up: not every current decision of a large plan
-        current_steps=uow.run(reads.current_steps, plan.plan_id, keys, read.version),
-        host_plan_id=read.host_plan_id,
-        checkpoints=checkpoints,
-        guidance_rows=tuple(read.guidance),
+    snapshot = built(  # as Snapshot(...) builds it, for less (engine/correct/model.py)
+        Snapshot,
+        {
+            "decision": decision,
+            "plan": plan,
+            "resources": {r.resource_id: r for r in read.resources},
+            "used": (*used, *named),
+            "named": named,
+            "action": action,
+            "blocker": blocker,
+            # only the action's steps are looked up: not every current decision of a large plan
+            "current_steps": uow.run(reads.current_steps, plan.plan_id, keys, read.version),
+            "host_plan_id": read.host_plan_id,
+            "checkpoints": checkpoints,
+            "guidance_rows": tuple(read.guidance),
+        },
     )
     return snapshot, read.refs
 
