@@ -184,6 +184,7 @@ class _Kept:
     steps: dict[tuple[str, frozenset[str]], dict[str, tuple[str, str]]] = field(
         default_factory=dict
     )
+    derived: dict[Any, Any] = field(default_factory=dict)  # Basics.derived
 
 
 _KEPT = "cleveragents_tui.snapshot_reads"  # in a SQLite connection's pool record's info
@@ -223,6 +224,9 @@ class Basics:
     guidance: list[Any]  # the rows of the plan's guidance decisions (:func:`hydrated`)
     version: Any  # of the database as read (:func:`current_steps` keeps its reads by it)
     refs: frozenset[str] | None  # the rows of the decision's affected-subtree CTE, if asked
+    # what a caller works out from the plan-level reads (and the database as read) alone,
+    # kept by the caller's key with those reads, and emptied with them
+    derived: dict[Any, Any]
 
 
 def basics(session: Reads, decision_id: str, subtree: bool = False) -> Basics:
@@ -273,6 +277,7 @@ def basics(session: Reads, decision_id: str, subtree: bool = False) -> Basics:
         guidance=guidance,
         version=kept.version,
         refs=refs,
+        derived=kept.derived,
     )
 
 

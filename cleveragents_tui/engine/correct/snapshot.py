@@ -144,12 +144,27 @@ def _basics(
             f"decision {decision.decision_id} belongs to plan {decision.plan_id}, not {plan_ref}",
             f"see that plan's decisions with `agents plan tree {plan_ref}`",
         )
+    key = (_PLAN_PART, read.plan.plan_id)
+    part = read.derived.get(key)
+    if part is None:
+        part = read.derived[key] = _plan_part(store, uow, read, decision)
+    return copied(part, decision=decision), read.refs
+
+
+_PLAN_PART = "engine.correct.snapshot"  # the key of a plan's part in ``Basics.derived``
+
+
+def _plan_part(store: Store, uow: Reading, read: reads.Basics, decision: Decision) -> Snapshot:
+    """The snapshot of a correction of ``decision`` before its revert's reads: all of it but
+    the decision is worked out from the plan-level reads and the database as read alone,
+    so it is kept with those reads (``Basics.derived``, until the database changes) and
+    each preview of the plan copies it with its decision (issue 22)."""
     plan, stored, checkpoints = read.plan, read.definition, tuple(read.checkpoints)
     used = sorted({c.resource_id for c in checkpoints})
     named, checked = _stored_action(stored) if stored is not None else ((), None)
     action, blocker = _runnable(store, uow, plan, checked)
     keys = {p.key for p in action.decisions} if action is not None else set()
-    snapshot = built(  # as Snapshot(...) builds it, for less (engine/correct/model.py)
+    return built(  # as Snapshot(...) builds it, for less (engine/correct/model.py)
         Snapshot,
         {
             "decision": decision,
@@ -166,7 +181,6 @@ def _basics(
             "guidance_rows": tuple(read.guidance),
         },
     )
-    return snapshot, read.refs
 
 
 def replayable(
