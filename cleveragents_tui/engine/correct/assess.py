@@ -56,7 +56,8 @@ def impact_of(
     rollback = Rollback({}, (), ())
     non_rollbackable: tuple[str, ...] = ()
     if plan.phase is not Phase.STRATEGIZE:  # before it nothing ran that could be rolled back
-        rollback = rollback_of(snapshot, tier)
+        # the loader's, unless the snapshot was made otherwise
+        rollback = snapshot.rollback or rollback_of(snapshot, tier)
         remade = remade_of(snapshot, affected)
         affected |= {r.decision_id for r in remade} | snapshot.followers
         # ``none`` resources the affected decisions' calls wrote: no checkpoint holds them

@@ -94,6 +94,9 @@ class Snapshot:
     guidance_rows: tuple[object, ...] = ()  # their rows, read first (a revert hydrates them)
     guidance: tuple[Decision, ...] = ()  # the plan's corrections' guidance decisions
     lost: Lost = ()  # guidance entries the restored actor states lack
+    # the revert's rollback as ``assess.rollback_of`` works it out from this snapshot (the
+    # loader needs it first), so the impact does not work it out again; None: not yet
+    rollback: assess.Rollback | None = None
 
 
 def load(store: Store, request: CorrectionRequest) -> Snapshot:
@@ -293,6 +296,7 @@ def _revert(
         snapshot,
         writes=writers[0],
         writers=writers[1],
+        rollback=rollback,
         followers=writers[2],
         none_writes=tuple(dict.fromkeys((d, r) for d, r, *_ in calls if r in nones)),
         irreversible=tuple((d, tool, fx) for d, _, tool, irreversible, fx in calls if irreversible),
