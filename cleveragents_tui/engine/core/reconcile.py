@@ -282,7 +282,7 @@ def _read(path: str) -> bytes:
         os.close(fd)
 
 
-# a seal file's path -> (its bytes, as :func:`_sealed` parsed them): the last few read
+# a seal file's path -> (its bytes, as :func:`_sealed` parsed them), for a few paths
 _PARSED: dict[str, tuple[bytes, tuple[object, dict[str, tuple[str | None, Listing]]]]] = {}
 _PARSED_KEPT = 16
 
@@ -309,7 +309,7 @@ def _sealed(path: str) -> tuple[object, dict[str, tuple[str | None, Listing]]]:
         },
     )
     if len(_PARSED) >= _PARSED_KEPT:
-        _PARSED.pop(next(iter(_PARSED)))
+        _PARSED.clear()  # one statement: safe beside another thread's preview
     _PARSED[path] = (data, parsed)
     return parsed
 
