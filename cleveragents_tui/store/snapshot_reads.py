@@ -157,6 +157,18 @@ def _json_rows(decision_id: str, value: str | None) -> list[tuple[str, str, str]
     return [(decision_id, a, b) for _, a, b in sorted(found, key=lambda row: row[0])]
 
 
+def _whole(row: Any) -> tuple[Decision, tuple[Any, ...]]:
+    """(the decision, the database's version) of :func:`_decision_whole`'s row, built once
+    per row as read (store/driver_reads.py keeps them by the driver's row: its columns'
+    values converted, its JSON arrays parsed and the model looked up cost more than the
+    statement, issue 22)."""
+    decision_id = row.decision_id
+    edges = _json_rows(decision_id, row.edges_json)
+    artifacts = _json_rows(decision_id, row.artifacts_json)
+    decision = mapping.decisions_from_rows([row], edges, artifacts, _decision)[0]
+    return decision, tuple(row[_VERSION:])
+
+
 # the plan-level reads of a decision's plan: (plan, stored action, host, checkpoints,
 # resources, guidance rows), as :func:`basics` reads them
 PlanReads = tuple[Plan, str | None, str, list[CheckpointMetadata], list[Resource], list[Any]]
@@ -172,6 +184,7 @@ class _Kept:
     steps: dict[tuple[str, frozenset[str]], dict[str, tuple[str, str]]] = field(
         default_factory=dict
     )
+    derived: dict[Any, Any] = field(default_factory=dict)  # Basics.derived
 
 
 _KEPT = "cleveragents_tui.snapshot_reads"  # in a SQLite connection's pool record's info
@@ -211,6 +224,9 @@ class Basics:
     guidance: list[Any]  # the rows of the plan's guidance decisions (:func:`hydrated`)
     version: Any  # of the database as read (:func:`current_steps` keeps its reads by it)
     refs: frozenset[str] | None  # the rows of the decision's affected-subtree CTE, if asked
+    # what a caller works out from the plan-level reads (and the database as read) alone,
+    # kept by the caller's key with those reads, and emptied with them
+    derived: dict[Any, Any]
 
 
 def basics(session: Reads, decision_id: str, subtree: bool = False) -> Basics:
@@ -224,7 +240,7 @@ def basics(session: Reads, decision_id: str, subtree: bool = False) -> Basics:
     they are a second batch, a second round trip on PostgreSQL."""
     dialect = session.get_bind().dialect.name
     one = {"id": decision_id}
-    reads: list[Read] = [(_decision_whole(dialect), None, one)]
+    reads: list[Read] = [(_decision_whole(dialect), _whole, one)]
     if subtree:
         reads.append((affected_statement(dialect), driver_rows, {"target": decision_id}))
     plan_level: list[Read] = [
@@ -238,11 +254,9 @@ def basics(session: Reads, decision_id: str, subtree: bool = False) -> Basics:
     refs = frozenset(row[0] for row in found[1]) if subtree else None
     if not rows:
         raise NotFoundError(f"decision {decision_id} does not exist", _LIST_DECISIONS)
-    row = rows[0]
-    edges = _json_rows(decision_id, row.edges_json)
-    artifacts = _json_rows(decision_id, row.artifacts_json)
-    kept = _kept(session, tuple(row[_VERSION:]))
-    plan_id = row.plan_id
+    decision, version = rows[0]
+    kept = _kept(session, version)
+    plan_id = decision.plan_id
     read = kept.plans.get(plan_id)
     if read is None:
         plans, checkpoints, resources, guidance = batch(session, plan_level)
@@ -254,7 +268,7 @@ def basics(session: Reads, decision_id: str, subtree: bool = False) -> Basics:
         )  # fmt: skip
     plan, definition, host, checkpoints, resources, guidance = read
     return Basics(
-        decision=mapping.decisions_from_rows(rows, edges, artifacts, _decision)[0],
+        decision=decision,
         plan=plan,
         definition=definition,
         host_plan_id=host,
@@ -263,6 +277,7 @@ def basics(session: Reads, decision_id: str, subtree: bool = False) -> Basics:
         guidance=guidance,
         version=kept.version,
         refs=refs,
+        derived=kept.derived,
     )
 
 

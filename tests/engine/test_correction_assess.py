@@ -186,6 +186,18 @@ def test_the_preview_affects_exactly_the_closure_and_counts_only_its_calls(
     wrote_api = any(n in closure and resource == API for n, resource, _ in tree.calls)
     assert impact.non_rollbackable == ((API,) if wrote_api else ())
     assert FILES in impact.rollbackable
+    snapshot = snapshots.load(
+        plan.store,
+        CorrectionRequest(
+            ids[tree.target],
+            CorrectionMode.REVERT,
+            "make it loud",
+            sandbox_base=plan.options.sandbox_base,
+        ),
+    )
+    assert snapshot.rollback is not None  # the loader's, used by impact_of: the same as its own
+    unworked = impact_of(replace(snapshot, rollback=None), CorrectionMode.REVERT, "make it loud")
+    assert unworked == impact_of(snapshot, CorrectionMode.REVERT, "make it loud") == impact
     if tree.is_leaf(tree.target):
         assert impact.affected_decisions == (ids[tree.target],)
 

@@ -87,6 +87,8 @@ def scan(folder: str | Path) -> Listing:
 
 
 def compare(resource_id: str, sealed: Listing, now: Listing) -> OutsideChanges | None:
+    if now == sealed:  # the common case, one comparison
+        return None
     added = tuple(sorted(p for p in now if p not in sealed))
     deleted = tuple(sorted(p for p in sealed if p not in now))
     modified = tuple(sorted(p for p in now if p in sealed and now[p] != sealed[p]))
@@ -213,28 +215,32 @@ class Reconciler:
 
     def outside_changes(self) -> list[OutsideChanges]:
         """What differs from the seals now (empty when nothing was sealed). Only reads, so a
-        correction's preview can ask: a sandbox without a seal is not even opened."""
-        seals = self._load(drop_stale=False)
+        correction's preview can ask: a sandbox without a seal is not even opened. Each
+        sealed folder is scanned at every call (a file edited in place changes no folder's
+        time); the seal file is read at every call too, and parsed once per content."""
+        attempt, seals = _sealed(self._seals)
+        if attempt != self._attempt:  # an older attempt's seals describe nothing current
+            return []
         found = []
-        sealed = [r for r in self._resource_ids if r in seals]
-        for resource_id, folder in self._sealed_folders(sealed, seals).items():
-            seal = seals[resource_id]
-            change = compare(resource_id, _listing(seal), scan(folder))
-            if change is not None:
-                found.append(change)
+        for resource_id in dict.fromkeys(self._resource_ids):
+            seal = seals.get(resource_id)
+            now = None if seal is None else self._scan_sealed(resource_id, seal[0])
+            if seal is not None and now is not None:
+                change = compare(resource_id, seal[1], now)
+                if change is not None:
+                    found.append(change)
         return found
 
-    def _sealed_folders(
-        self, sealed: list[str], seals: dict[str, dict[str, object]]
-    ) -> dict[str, str | Path]:
-        """The folders of sealed sandboxes as their seals name them (opening a sandbox to
-        learn its folder reads its records and index: 80% of a preview's look at the
+    def _scan_sealed(self, resource_id: str, folder: str | None) -> Listing | None:
+        """The sealed sandbox's folder scanned, found as its seal names it (opening a sandbox
+        to learn its folder reads its records and index: 80% of a preview's look at the
         files, issue 22); the sandbox is opened for a seal written before seals named it,
-        or whose folder is gone (opening says why)."""
-        named = {r: seals[r].get("folder") for r in sealed}
-        folders = {r: f for r, f in named.items() if isinstance(f, str) and os.path.isdir(f)}
-        opened = self._watched(r for r in sealed if r not in folders)
-        return {r: folders.get(r) or opened[r] for r in sealed if r in folders or r in opened}
+        or whose folder is gone (opening says why). None: not a watched sandbox now."""
+        if folder is not None:
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                return scan(folder)
+        opened = self._watched([resource_id]).get(resource_id)
+        return None if opened is None else scan(opened)
 
     def hold(self, changes: Iterable[OutsideChanges]) -> Held:
         """Copy the added and modified entries of ``changes`` aside, next to the seals (the
@@ -263,17 +269,49 @@ class Reconciler:
         self._save(seals)
 
 
-def _read(path: str) -> str:
-    """The file's text, through the file descriptor: a preview reads the seals at every
-    look (issue 22), and a text file object costs more than the read."""
+def _read(path: str) -> bytes:
+    """The file's bytes, through the file descriptor: a preview reads the seals at every
+    look (issue 22), and a file object costs more than the read."""
     fd = os.open(path, os.O_RDONLY)
     try:
         chunks = []
         while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)
-        return b"".join(chunks).decode("utf-8")
+        return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+# a seal file's path -> (its bytes, as :func:`_sealed` parsed them), for a few paths
+_PARSED: dict[str, tuple[bytes, tuple[object, dict[str, tuple[str | None, Listing]]]]] = {}
+_PARSED_KEPT = 16
+
+
+def _sealed(path: str) -> tuple[object, dict[str, tuple[str | None, Listing]]]:
+    """(attempt, resource -> (folder, listing)) of the seal file at ``path``, read now; the
+    parse is kept for the same bytes only (a preview reads the seals at every look, issue
+    22): whatever wrote the file and whenever, other bytes are parsed again. ``(None, {})``
+    when there is no file. The listings are shared: only read them."""
+    try:
+        data = _read(path)
+    except FileNotFoundError:
+        return None, {}
+    kept = _PARSED.get(path)
+    if kept is not None and kept[0] == data:
+        return kept[1]
+    loaded = json.loads(data)
+    seals: dict[str, dict[str, object]] = loaded.get("resources", {})
+    parsed = (
+        loaded.get("attempt"),
+        {
+            r: (folder if isinstance(folder := seal.get("folder"), str) else None, _listing(seal))
+            for r, seal in seals.items()
+        },
+    )
+    if len(_PARSED) >= _PARSED_KEPT:
+        _PARSED.clear()  # one statement: safe beside another thread's preview
+    _PARSED[path] = (data, parsed)
+    return parsed
 
 
 def _listing(seal: dict[str, object]) -> Listing:

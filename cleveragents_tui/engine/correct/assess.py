@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
@@ -33,6 +33,7 @@ from cleveragents_tui.engine.correct.model import (
     Impact,
     IrreversibleEffect,
     Tier,
+    copied,
 )
 
 if TYPE_CHECKING:
@@ -55,7 +56,8 @@ def impact_of(
     rollback = Rollback({}, (), ())
     non_rollbackable: tuple[str, ...] = ()
     if plan.phase is not Phase.STRATEGIZE:  # before it nothing ran that could be rolled back
-        rollback = rollback_of(snapshot, tier)
+        # the loader's, unless the snapshot was made otherwise
+        rollback = snapshot.rollback or rollback_of(snapshot, tier)
         remade = remade_of(snapshot, affected)
         affected |= {r.decision_id for r in remade} | snapshot.followers
         # ``none`` resources the affected decisions' calls wrote: no checkpoint holds them
@@ -329,7 +331,7 @@ def with_warnings(impact: Impact) -> Impact:
             f"decisions (it supersedes those corrections):\n{listed}\n\n"
             "The replay makes those decisions again without it.\nProceed?"
         )
-    return replace(impact, warnings=tuple(warnings))
+    return copied(impact, warnings=tuple(warnings))
 
 
 def _bulleted(lines: Iterable[str]) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from pydantic import ValidationError
@@ -42,7 +42,12 @@ from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.engine.correct import assess
 from cleveragents_tui.engine.correct.later_guidance import Lost, lost_guidance
 from cleveragents_tui.engine.correct.later_writers import remade_from
-from cleveragents_tui.engine.correct.model import CorrectionRefusedError, CorrectionRequest
+from cleveragents_tui.engine.correct.model import (
+    CorrectionRefusedError,
+    CorrectionRequest,
+    built,
+    copied,
+)
 from cleveragents_tui.store import correction_queries as queries
 from cleveragents_tui.store import snapshot_reads as reads
 from cleveragents_tui.store.reading import Reading
@@ -89,6 +94,9 @@ class Snapshot:
     guidance_rows: tuple[object, ...] = ()  # their rows, read first (a revert hydrates them)
     guidance: tuple[Decision, ...] = ()  # the plan's corrections' guidance decisions
     lost: Lost = ()  # guidance entries the restored actor states lack
+    # the revert's rollback as ``assess.rollback_of`` works it out from this snapshot (the
+    # loader needs it first), so the impact does not work it out again; None: not yet
+    rollback: assess.Rollback | None = None
 
 
 def load(store: Store, request: CorrectionRequest) -> Snapshot:
@@ -116,7 +124,7 @@ def load(store: Store, request: CorrectionRequest) -> Snapshot:
     if any(d.is_correction for d in snapshot.guidance):  # else: no actor state to read
         phase_change = assess.phase_change_of(snapshot.plan, snapshot.decision, mode)
         lost = lost_guidance(store, snapshot.decision, phase_change)
-    return replace(snapshot, outside=outside, lost=lost) if outside or lost else snapshot
+    return copied(snapshot, outside=outside, lost=lost) if outside or lost else snapshot
 
 
 def _basics(
@@ -139,26 +147,43 @@ def _basics(
             f"decision {decision.decision_id} belongs to plan {decision.plan_id}, not {plan_ref}",
             f"see that plan's decisions with `agents plan tree {plan_ref}`",
         )
+    key = (_PLAN_PART, read.plan.plan_id)
+    part = read.derived.get(key)
+    if part is None:
+        part = read.derived[key] = _plan_part(store, uow, read, decision)
+    return copied(part, decision=decision), read.refs
+
+
+_PLAN_PART = "engine.correct.snapshot"  # the key of a plan's part in ``Basics.derived``
+
+
+def _plan_part(store: Store, uow: Reading, read: reads.Basics, decision: Decision) -> Snapshot:
+    """The snapshot of a correction of ``decision`` before its revert's reads: all of it but
+    the decision is worked out from the plan-level reads and the database as read alone,
+    so it is kept with those reads (``Basics.derived``, until the database changes) and
+    each preview of the plan copies it with its decision (issue 22)."""
     plan, stored, checkpoints = read.plan, read.definition, tuple(read.checkpoints)
     used = sorted({c.resource_id for c in checkpoints})
     named, checked = _stored_action(stored) if stored is not None else ((), None)
     action, blocker = _runnable(store, uow, plan, checked)
     keys = {p.key for p in action.decisions} if action is not None else set()
-    snapshot = Snapshot(
-        decision=decision,
-        plan=plan,
-        resources={r.resource_id: r for r in read.resources},
-        used=(*used, *named),
-        named=named,
-        action=action,
-        blocker=blocker,
-        # only the action's steps are looked up: not every current decision of a large plan
-        current_steps=uow.run(reads.current_steps, plan.plan_id, keys, read.version),
-        host_plan_id=read.host_plan_id,
-        checkpoints=checkpoints,
-        guidance_rows=tuple(read.guidance),
+    return built(  # as Snapshot(...) builds it, for less (engine/correct/model.py)
+        Snapshot,
+        {
+            "decision": decision,
+            "plan": plan,
+            "resources": {r.resource_id: r for r in read.resources},
+            "used": (*used, *named),
+            "named": named,
+            "action": action,
+            "blocker": blocker,
+            # only the action's steps are looked up: not every current decision of a large plan
+            "current_steps": uow.run(reads.current_steps, plan.plan_id, keys, read.version),
+            "host_plan_id": read.host_plan_id,
+            "checkpoints": checkpoints,
+            "guidance_rows": tuple(read.guidance),
+        },
     )
-    return snapshot, read.refs
 
 
 def replayable(
@@ -240,7 +265,7 @@ def _revert(
         )
     guidance = tuple(uow.run(reads.hydrated, list(snapshot.guidance_rows)))
     sandboxed = plan.phase is not Phase.STRATEGIZE
-    snapshot = replace(
+    snapshot = copied(
         snapshot,
         subtree=subtree,
         execute_decisions=execute_decisions,
@@ -267,10 +292,11 @@ def _revert(
     more = (more | writers[2]) - affected
     if more:
         calls = sorted([*calls, *uow.run(queries.calls_of, more, nones)[0]], key=lambda c: c[0])
-    snapshot = replace(
+    snapshot = copied(
         snapshot,
         writes=writers[0],
         writers=writers[1],
+        rollback=rollback,
         followers=writers[2],
         none_writes=tuple(dict.fromkeys((d, r) for d, r, *_ in calls if r in nones)),
         irreversible=tuple((d, tool, fx) for d, _, tool, irreversible, fx in calls if irreversible),
