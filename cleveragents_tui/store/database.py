@@ -77,7 +77,10 @@ def make_engine(url: URL) -> Engine:
 
 
 def _postgres_options(url: URL) -> dict[str, str]:
-    """The connection's ``options`` with PostgreSQL's JIT off (after any the URL gives).
+    """The connection's ``options``: PostgreSQL's JIT off, then any the URL gives.
+
+    The URL's come last so that ``options=-c jit=on`` turns JIT back on (the last ``-c``
+    of a setting wins).
 
     Every statement of the store is a few index lookups; JIT is chosen by the planner's
     cost estimate and compiles anew at each execution. On tables not yet analysed (a plan
@@ -86,7 +89,7 @@ def _postgres_options(url: URL) -> dict[str, str]:
     """
     given = url.query.get("options")
     parts = [given] if isinstance(given, str) else list(given or ())
-    return {"options": " ".join([*parts, "-c jit=off"])}
+    return {"options": " ".join(["-c jit=off", *parts])}
 
 
 APPEND_ONLY_MARKER = "decisions are append-only"

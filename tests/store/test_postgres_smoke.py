@@ -35,3 +35,12 @@ def test_postgres_options_of_the_url_are_kept(postgres_url: str) -> None:
             assert connection.execute(text("SHOW jit")).scalar_one() == "off"
     finally:
         store.close()
+
+
+def test_postgres_url_can_turn_jit_back_on(postgres_url: str) -> None:
+    store = Store.open(f"{postgres_url}&options=-c%20jit%3Don")
+    try:
+        with store.engine.connect() as connection:
+            assert connection.execute(text("SHOW jit")).scalar_one() == "on"
+    finally:
+        store.close()
