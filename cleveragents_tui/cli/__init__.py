@@ -138,9 +138,16 @@ class AgentsGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args and not ctx.resilient_parsing:
+            _show_help(ctx)
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError as exc:  # `agents plan`: a group, bare
+            _show_help(exc.ctx or ctx)
         except UserError as exc:
             echo(f"error: {exc}", err=True)
             ctx.exit(getattr(exc, "exit_code", USER_ERROR_EXIT))  # cli/outcome.py: 1 or 3
@@ -150,6 +157,13 @@ class AgentsGroup(click.Group):
                 raise
             echo(f"error: {error}", err=True)
             ctx.exit(USER_ERROR_EXIT)
+
+
+def _show_help(ctx: click.Context) -> None:
+    """Help on stdout and exit 0 for a bare ``agents`` or ``agents plan``: help asked for by
+    leaving the command out, not a usage error (click ≥ 8.2 exits 2 there, 8.1 exited 0)."""
+    echo(ctx.get_help())
+    ctx.exit(0)
 
 
 @click.group(
