@@ -22,19 +22,24 @@ def approval() -> None:
 
 @approval.command("list")
 @click.option("--plan", "plan_ref", metavar="PLAN", help="Only this plan's approvals.")
+@click.option(
+    "--all", "answered_too", is_flag=True, help="Answered ones too, with who answered and why."
+)
 @format_option
 @pass_cli
-def list_(cli: CliContext, plan_ref: str | None, local_format: str | None) -> None:
-    """Pending approvals, oldest first."""
+def list_(
+    cli: CliContext, plan_ref: str | None, answered_too: bool, local_format: str | None
+) -> None:
+    """Pending approvals, oldest first (with --all: every approval)."""
     from cleveragents_tui.domain.documents import ApprovalsDocument
     from cleveragents_tui.engine import pending_approvals
 
-    items = pending_approvals(cli.store, plan_ref)
+    items = pending_approvals(cli.store, plan_ref, answered_too=answered_too)
     if cli.wants_json(local_format):
         echo_json(ApprovalsDocument(approvals=[a.model_dump(mode="json") for a in items]).dump())
         return
     if not items:
-        echo("No pending approvals.")
+        echo("No approvals." if answered_too else "No pending approvals.")
     for a in items:
         echo(f"{a.approval_id}  {a.kind.value:<12} plan {a.plan_id}  {one_line(a.question, 200)}")
         if "confidence" in a.details:
@@ -42,6 +47,9 @@ def list_(cli: CliContext, plan_ref: str | None, local_format: str | None) -> No
                 f"{'':28}confidence {a.details['confidence']} < threshold {a.details['threshold']} "
                 f"({a.details.get('flag')}: {a.details.get('gates')})"
             )
+        if a.answer is not None:
+            why = f": {one_line(a.reason, 200)}" if a.reason else ""
+            echo(f"{'':28}{a.answer.value} by {one_line(a.answered_by or '', 80)}{why}")
 
 
 def _answer(

@@ -63,7 +63,7 @@ def test_approvals_are_listed_answered_once_with_who_and_why(run: Run, tmp_path)
     denied = run(
         "approval",
         "deny",
-        approval.approval_id,
+        approval.approval_id[:14],  # a prefix, as for any id
         "--reason",
         "not before the release",
         "--as",
@@ -81,5 +81,13 @@ def test_approvals_are_listed_answered_once_with_who_and_why(run: Run, tmp_path)
     )
     assert answered.answered_at is not None
     assert run("approval", "list").output.strip() == "No pending approvals."
+    everything = run("approval", "list", "--all").output
+    assert approval.approval_id in everything
+    assert "denied by maria: not before the release" in everything
+    unknown = run("approval", "approve", "7ZZZZZZZ")
+    assert unknown.exit_code == 2
+    assert "no approval starts with 7ZZZZZZZ: list them with `agents approval list --all`" in (
+        unknown.stderr
+    )
     assert run("approval", "approve", "not-an-id").exit_code == 2
     store.close()

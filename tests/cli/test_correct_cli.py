@@ -107,7 +107,8 @@ def test_a_strategy_correction_with_yes_replays_and_the_diff_shows_the_new_code(
     correction_id = result.output.split("compare the attempts: agents plan diff --correction ")[
         1
     ].strip()
-    diff = run("plan", "diff", "--correction", correction_id)
+    diff = run("plan", "diff", "--correction", correction_id[:12])  # a prefix, as for any id
+    assert diff.exit_code == 0, diff.output
     assert "+ strategy_choice: A greeter class with a configurable greeting" in diff.output
     assert "+class Greeter:" in diff.output
     assert "-def hello(name: str) -> str:" in diff.output

@@ -11,7 +11,6 @@ from cleveragents_tui.domain.enums import (
     CorrectionMode,
     CorrectionStatus,
 )
-from cleveragents_tui.domain.ids import parse_ulid
 from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.engine.core.file_diff import ResourceDiff, loaded
 from cleveragents_tui.engine.core.replay_snapshots import (
@@ -41,8 +40,8 @@ class CorrectionDiff:
 def correction_diff(store: Store, correction_ref: str) -> CorrectionDiff:
     """The diff recorded for a correction: the same every time it is asked for once its
     replay has ended (until then, where the replay last stopped: ``unfinished`` says so)."""
-    correction_id = parse_ulid(correction_ref, "correction")
     with store.unit_of_work() as uow:
+        correction_id = uow.corrections.resolve(correction_ref)
         correction = uow.corrections.get(correction_id)
         rows = uow.decisions.tree_rows(correction.plan_id, include_superseded=True)
         latest = latest_replay(uow, correction.plan_id)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from cleveragents_tui.domain.approval import Approval, ApprovalAnswer
-from cleveragents_tui.domain.ids import parse_ulid
 from cleveragents_tui.store.store import Store
 
 
-def pending_approvals(store: Store, plan_ref: str | None = None) -> list[Approval]:
+def pending_approvals(
+    store: Store, plan_ref: str | None = None, *, answered_too: bool = False
+) -> list[Approval]:
     with store.unit_of_work() as uow:
         plan_id = uow.plans.resolve(plan_ref) if plan_ref else None
-        return uow.approvals.pending(plan_id)
+        return uow.approvals.pending(plan_id, answered_too=answered_too)
 
 
 def answer_approval(
@@ -20,9 +21,9 @@ def answer_approval(
     waited on it paused there, never cancelled (engine/run/denial.py)."""
     from cleveragents_tui.engine.run.denial import pause_on_denial
 
-    approval_id = parse_ulid(approval_ref, "approval")
     answer = ApprovalAnswer.APPROVED if approve else ApprovalAnswer.DENIED
     with store.unit_of_work(write=True) as uow:
+        approval_id = uow.approvals.resolve(approval_ref)
         uow.approvals.answer(approval_id, answer, by, reason)
         answered = uow.approvals.get(approval_id)
         uow.events.append(

@@ -8,16 +8,21 @@ from cleveragents_tui.domain.approval import Approval, ApprovalAnswer
 from cleveragents_tui.domain.errors import ConcurrentChangeError
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.store import mapping
-from cleveragents_tui.store.repositories.base import Repository
+from cleveragents_tui.store.repositories.base import Repository, resolve_id
 from cleveragents_tui.store.tables import ApprovalRow
+
+_LIST_APPROVALS = "list them with `agents approval list --all`"
 
 
 class ApprovalRepository(Repository):
     def add(self, approval: Approval) -> None:
         self._session.add(mapping.approval_to_row(approval))
 
+    def resolve(self, ref: str) -> str:
+        return resolve_id(self._session, ApprovalRow.approval_id, ref, "approval", _LIST_APPROVALS)
+
     def get(self, approval_id: str) -> Approval:
-        row = self._get(ApprovalRow, approval_id, "approval", "list them with `agents approvals`")
+        row = self._get(ApprovalRow, approval_id, "approval", _LIST_APPROVALS)
         return mapping.approval_from_row(row)
 
     def for_plan(self, plan_id: str) -> list[Approval]:
@@ -29,8 +34,12 @@ class ApprovalRepository(Repository):
             mapping.approval_from_row,
         )
 
-    def pending(self, plan_id: str | None = None) -> list[Approval]:
-        query = select(ApprovalRow).where(ApprovalRow.answer.is_(None))
+    def pending(self, plan_id: str | None = None, *, answered_too: bool = False) -> list[Approval]:
+        """The approvals still waiting for an answer (with ``answered_too``: every one),
+        oldest first."""
+        query = select(ApprovalRow)
+        if not answered_too:
+            query = query.where(ApprovalRow.answer.is_(None))
         if plan_id is not None:
             query = query.where(ApprovalRow.plan_id == plan_id)
         return self._list(query.order_by(ApprovalRow.requested_at), mapping.approval_from_row)
@@ -46,7 +55,7 @@ class ApprovalRepository(Repository):
             self.get(approval_id)  # raises NotFoundError for an unknown id
             raise ConcurrentChangeError(
                 f"approval {approval_id} was already answered",
-                "see its answer with `agents approvals --all`",
+                "see its answer with `agents approval list --all`",
             )
 
     def pending_counts(self) -> dict[str, int]:

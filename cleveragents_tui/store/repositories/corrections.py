@@ -9,15 +9,24 @@ from cleveragents_tui.domain.enums import CorrectionStatus
 from cleveragents_tui.domain.errors import ConcurrentChangeError
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.store import mapping
-from cleveragents_tui.store.repositories.base import Repository
+from cleveragents_tui.store.repositories.base import Repository, resolve_id
 from cleveragents_tui.store.tables import CorrectionAttemptRow
 
-_LIST_CORRECTIONS = "see a plan's corrections with `agents plan show`"
+_LIST_CORRECTIONS = "see a plan's corrections with `agents plan show PLAN`"
 
 
 class CorrectionRepository(Repository):
     def add(self, correction: CorrectionAttempt) -> None:
         self._session.add(mapping.correction_to_row(correction))
+
+    def resolve(self, ref: str) -> str:
+        return resolve_id(
+            self._session,
+            CorrectionAttemptRow.correction_id,
+            ref,
+            "correction",
+            _LIST_CORRECTIONS,
+        )
 
     def get(self, correction_id: str) -> CorrectionAttempt:
         row = self._get(CorrectionAttemptRow, correction_id, "correction", _LIST_CORRECTIONS)
