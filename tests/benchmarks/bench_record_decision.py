@@ -217,6 +217,25 @@ def _replayed(store: Store, sent: list[Insert]) -> float:
     return elapsed
 
 
+def _forget_copies(store: Store, copies: list[Insert]) -> None:
+    """Delete the checkpoint rows the floor and the replay inserted (untimed): they name the
+    recording's own checkpoint, so they would count against the plan's budget and, once it
+    is reached (50 live checkpoints: ~17 recordings), the pruning would drop that checkpoint
+    from the sandbox three times over — the second drop fails (the ref is gone)."""
+    ids = [
+        (params["checkpoint_id"] if isinstance(params, dict) else params[0],)
+        for sql, params in copies
+        if sql.startswith("INSERT INTO checkpoint_metadata ")
+    ]
+    sqlite = store.engine.dialect.name == "sqlite"
+    mark = "?" if sqlite else "%s"
+    with _recording_connection(store) as raw:
+        cursor = raw.cursor()
+        cursor.executemany(f"DELETE FROM checkpoint_metadata WHERE checkpoint_id = {mark}", ids)
+        cursor.close()
+        raw.commit()
+
+
 def _checkpoint_floor(work: Path, notes: Path) -> float:
     """A scandir+lstat walk of the work folder and one fdatasync'd append of a note."""
     start = time.perf_counter()
@@ -318,7 +337,9 @@ def _at_scale(count: int, repeat: int, url: str | None) -> Samples:
                 number = made.sequence_number
                 inserts = [s for s in _fresh(sent, number, number + 1) if s[0].startswith("INSERT")]
                 samples.rows.append(_floor(store, inserts))
-                samples.protocol.append(_replayed(store, _fresh(sent, number, number + 2)))
+                replay = _fresh(sent, number, number + 2)
+                samples.protocol.append(_replayed(store, replay))
+                _forget_copies(store, [*inserts, *replay])
                 samples.checkpoint_floor.append(_checkpoint_floor(work, notes))
         finally:
             store.close()
