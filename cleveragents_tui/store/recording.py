@@ -320,14 +320,16 @@ class Recording:
         *,
         pending: bool = False,
         parent_plan: str | Unread | None = UNREAD,
+        values: mapping.DecisionValues | None = None,
     ) -> None:
         """Insert the decision and, for an Execute decision, its checkpoint rows, and commit
         its group: flip it from pending (``pending``), or insert it committed (no checkpoint
         was made for it). ``checkpoints``: the rows' values, as ``CheckpointMetadata``
         dumps them. ``parent_plan``: the parent's plan as :meth:`next_sequence_number`
-        read it (read here when not given)."""
+        read it (read here when not given). ``values``: ``mapping.decision_values(decision)``
+        when the caller has made them already."""
         self._check_parent(decision, parent_plan)
-        row, deps, artifacts = mapping.decision_values(decision)
+        row, deps, artifacts = values or mapping.decision_values(decision)
         self._send_write(_INSERT_DECISION, row)
         driver = self._now()
         if deps:

@@ -28,6 +28,7 @@ from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.sandbox.base import Sandbox
 from cleveragents_tui.sandbox.groups import select_for_pruning
+from cleveragents_tui.store.mapping import decision_values
 from cleveragents_tui.store.recording import UNREAD, Recording, Unread
 
 
@@ -43,7 +44,22 @@ def record_execute_decision(
     transaction: Callable[[bool], Recording] | None = None,
     parent_plan: str | Unread | None = UNREAD,
 ) -> CheckpointGroup:
-    """Store an Execute decision together with its committed checkpoint group.
+    """Store an Execute decision together with its committed checkpoint group (see
+    :func:`store_execute_decision`), and return that group as committed."""
+    group = store_execute_decision(sandboxes, decision, also, modified, transaction, parent_plan)
+    return group.model_copy(update={"decision_id": decision.decision_id, "status": "committed"})
+
+
+def store_execute_decision(
+    sandboxes: PlanSandboxes,
+    decision: Decision,
+    also: Callable[[Recording], None] | None = None,
+    modified: set[str] | None = None,
+    transaction: Callable[[bool], Recording] | None = None,
+    parent_plan: str | Unread | None = UNREAD,
+) -> CheckpointGroup:
+    """Store an Execute decision together with its committed checkpoint group; the group
+    is returned as it was made, pending (``record_decision`` needs no copy of it).
 
     ``also`` runs inside the final transaction (influence edges, tool invocations, ...), so
     everything about the decision lands at once or not at all. ``modified``: the plan's
@@ -57,6 +73,7 @@ def record_execute_decision(
     store = sandboxes.store
     begin = transaction or (lambda write: store.recording(write=write))
     group = CheckpointGroup(plan_id=decision.plan_id)
+    values = decision_values(decision)  # before the checkpoints: their I/O leaves caches cold
     made: list[tuple[Sandbox, str]] = []
     noted: list[tuple[str, str]] = []  # (resource, ref) committed on the pending group
     try:
@@ -83,7 +100,9 @@ def record_execute_decision(
             sandbox.verify(ref)
         failpoints.hit("checkpoint.before_commit")
         with begin(True) as rec:
-            rec.store_decision(decision, group, rows, pending=bool(noted), parent_plan=parent_plan)
+            rec.store_decision(
+                decision, group, rows, pending=bool(noted), parent_plan=parent_plan, values=values
+            )
             if also is not None:
                 also(rec)
             # the budget in the same transaction: one commit fewer per resource written
@@ -100,7 +119,7 @@ def record_execute_decision(
             ) from exc
         raise
     _drop(sandboxes, doomed)
-    return group.model_copy(update={"decision_id": decision.decision_id, "status": "committed"})
+    return group
 
 
 def _row(decision: Decision, group: CheckpointGroup, sandbox: Sandbox, ref: str) -> dict[str, Any]:
