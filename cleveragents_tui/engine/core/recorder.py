@@ -38,8 +38,13 @@ class Correction:
     before_apply: Callable[[], None] | None = field(default=None, compare=False)
 
 
+_CONTEXT = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
 def context_digest(context: Mapping[str, Any]) -> tuple[str, str]:
-    body = json.dumps(context, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    """The context's SHA-256 and its canonical JSON (one encoder: json.dumps makes one per
+    call when given options)."""
+    body = _CONTEXT.encode(context)
     return hashlib.sha256(body.encode("utf-8")).hexdigest(), body
 
 
