@@ -424,7 +424,7 @@ def run(quick: bool) -> list[Measurement]:
     counts = [100, 10_000]
     if os.environ.get("AGENTS_BENCH_100K") == "1":
         counts.append(100_000)
-    repeat = 5 if quick else 11
+    repeat = 10 if quick else 25  # under the budget (50 live checkpoints): no pruning
     with backends(quick) as found:
         for backend, url_for in found:
             for count in counts:
