@@ -15,14 +15,27 @@ on top of the failed run's half-done work.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol, TypeVar
 
-from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.enums import CheckpointType
 
 
-def select_for_pruning(
-    checkpoints: Sequence[CheckpointMetadata], budget: int
-) -> list[CheckpointMetadata]:
+class Prunable(Protocol):
+    """What the choice reads of a checkpoint (a ``CheckpointMetadata``, or the recording's
+    lighter ``LiveCheckpoint`` row)."""
+
+    @property
+    def checkpoint_type(self) -> CheckpointType: ...
+
+    @property
+    def pruned_at(self) -> datetime | None: ...
+
+
+C = TypeVar("C", bound=Prunable)
+
+
+def select_for_pruning(checkpoints: Sequence[C], budget: int) -> list[C]:
     """The checkpoints to prune so that at most ``budget`` live ones remain (one more
     when the newest ``pre_write`` is all the budget could still take).
 
@@ -46,5 +59,5 @@ def select_for_pruning(
     return (pre_write + decision_linked)[:excess]
 
 
-def _newest_pre_write(live: Sequence[CheckpointMetadata]) -> CheckpointMetadata | None:
+def _newest_pre_write(live: Sequence[C]) -> C | None:
     return next((c for c in reversed(live) if c.checkpoint_type is CheckpointType.PRE_WRITE), None)

@@ -184,6 +184,7 @@ class Driver:
         self._reading = False
         self._auto = False  # statements outside a transaction (see _autocommit)
         self._begin: str | None = None  # a writer's BEGIN, checked already (check_write)
+        self._listening = True  # anyone to tell of statements (see _tune_in)
         self._attach()
         # a held connection's first statement is its ping: sent again, once, on a new
         # connection when the server had dropped it (store/recording.py HeldConnections)
@@ -216,6 +217,7 @@ class Driver:
         plan read together, and writes that only grow); BEGIN and its end bought two
         statements (two round trips on PostgreSQL; as a preview's store/reading.py)."""
         self._reading = not write
+        self._tune_in()
         if self._reading:
             self._autocommit(True)
         elif self._sqlite:
@@ -226,8 +228,16 @@ class Driver:
         """Refuse a writer before its first statement as its BEGIN would (SQLite: a file
         moved or deleted while in use); ``begin(True)`` then sends that BEGIN."""
         self._reading = False
+        self._tune_in()
         if self._sqlite:
             self._begin = sqlite_begin(self.engine, "IMMEDIATE")
+
+    def _tune_in(self) -> None:
+        """Whether the engine's statement events have listeners, asked once a transaction
+        (asking SQLAlchemy's event collections cost ~1 µs a statement, ten a recording): a
+        listener added within a transaction hears from the next one on."""
+        dispatch = self._connection.dispatch
+        self._listening = bool(dispatch.before_execute or dispatch.before_cursor_execute)
 
     def alone(self, statement: Executable, values: Values) -> int:
         """One write as a transaction of its own (the database's autocommit: pysqlite sends
@@ -313,7 +323,8 @@ class Driver:
         statement: Executable | None = None,
         values: Any = None,
     ) -> None:
-        heard(self._connection, self._cursor, sql, params, many, statement, values)
+        if self._listening:
+            heard(self._connection, self._cursor, sql, params, many, statement, values)
         retry, self.retry_first = self.retry_first, False
         try:
             if many:

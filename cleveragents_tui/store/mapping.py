@@ -40,8 +40,19 @@ P = TypeVar("P", bound=BaseModel)
 _FIX = "the row was changed outside cleveragents; run `agents doctor` and restore it from a backup"
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
 def dump_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    """``json.dumps`` with these options, on one encoder (json.dumps makes one per call
+    when given options: a third of a small value's time; three per recorded decision)."""
+    return _ENCODER.encode(value)
+
+
+def _fields(model: BaseModel) -> dict[str, Any]:
+    """A flat model's ``model_dump()`` (every field a plain value), read off its fields
+    (model_dump's serializer cost ~3 µs a call, per recorded decision)."""
+    return {name: getattr(model, name) for name in type(model).model_fields}
 
 
 def load_json(table: str, key: str, column: str, raw: str | None) -> Any:
@@ -94,6 +105,10 @@ def plan_from_row(row: PlanRow) -> Plan:
 DecisionValues = tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]
 
 
+def _json_list(values: Sequence[Any]) -> str:
+    return dump_json(list(values)) if values else "[]"
+
+
 def decision_values(decision: Decision) -> DecisionValues:
     """The column values of a decision's row, its dependency rows and its artifact rows, as
     plain dicts: what a Core insert takes (``record_decision``: building ORM rows to read
@@ -108,15 +123,15 @@ def decision_values(decision: Decision) -> DecisionValues:
         "phase": decision.phase.value,
         "question": decision.question,
         "chosen_option": decision.chosen_option,
-        "alternatives_considered": dump_json(list(decision.alternatives_considered)),
+        "alternatives_considered": _json_list(decision.alternatives_considered),
         "confidence_score": decision.confidence_score,
         "hot_context_hash": snapshot.hot_context_hash,
         "hot_context_ref": snapshot.hot_context_ref,
-        "relevant_resources": dump_json([r.model_dump() for r in snapshot.relevant_resources]),
+        "relevant_resources": _json_list([_fields(r) for r in snapshot.relevant_resources]),
         "actor_state_ref": (
             None
             if snapshot.actor_state_ref is None
-            else dump_json(snapshot.actor_state_ref.model_dump())
+            else dump_json(_fields(snapshot.actor_state_ref))
         ),
         "rationale": decision.rationale,
         "actor_reasoning": decision.actor_reasoning,

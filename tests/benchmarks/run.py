@@ -61,7 +61,7 @@ def main() -> int:
         module = importlib.import_module(f"tests.benchmarks.{name}")
         for m in module.run(quick=args.quick):
             print(
-                f"  {m.name}: {m.seconds:.4f}{m.unit} vs {m.baseline} {m.baseline_seconds:.4f}{m.unit} "
+                f"  {m.name}: {m.seconds:.6f}{m.unit} vs {m.baseline} {m.baseline_seconds:.6f}{m.unit} "
                 f"= {m.ratio:.2f}x "
                 f"(target {m.target}; met: {m.met}; medians {m.median} vs {m.baseline_median})",
                 flush=True,

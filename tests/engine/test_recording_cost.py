@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
 from sqlalchemy import event
 
 from cleveragents_tui.actors.base import Proposal, ToolCallRequest
@@ -178,3 +180,41 @@ def test_recording_reads_only_through_indexes(tmp_path: Path) -> None:
     assert not [
         p for p in plans if p.endswith("(plan_id=?)") and ("checkpoint" in p or "events" in p)
     ], plans
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"question": "  "}, "question"),
+        ({"confidence": 1.5}, "confidence_score"),
+        (
+            {"tool_calls": (ToolCallRequest("local/call", {"resource": "no-namespace"}),)},
+            "resource_id",
+        ),
+    ],
+)
+def test_an_invalid_proposal_is_refused_and_nothing_is_recorded(
+    world: World, change: dict[str, Any], field: str
+) -> None:
+    """The actor's proposal is a trust boundary: the decision is validated as one model (its
+    context snapshot and resource refs within it) before anything is checkpointed or stored."""
+    world.write_file(FILES, "a.txt", "a")
+    fields: dict[str, Any] = {"question": "what next?", "chosen_option": "this", **change}
+    proposal = Proposal(key="bad", decision_type=DecisionType.IMPLEMENTATION_CHOICE, **fields)
+    with pytest.raises(ValidationError, match=field):
+        record_decision(
+            world.store,
+            world.sandboxes,
+            plan_id=world.plan.plan_id,
+            phase=Phase.EXECUTE,
+            proposal=proposal,
+            parent_id=world.root.decision_id,
+            depends_on=(),
+            actor_ref=None,
+            context={"n": 1},
+        )
+    with world.store.unit_of_work() as uow:
+        assert [d.decision_id for d in uow.decisions.for_plan(world.plan.plan_id)] == [
+            world.root.decision_id
+        ]
+        assert uow.checkpoints.groups_for_plan(world.plan.plan_id) == []

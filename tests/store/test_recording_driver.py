@@ -146,8 +146,11 @@ def _record(store: Store, plan: Plan, root: Decision, decision: Decision, body: 
             rec.add_edges(decision.decision_id, [root.decision_id], "decision")
             rec.append_event("decision_remade", {"key": decision.step_key}, plan_id=plan.plan_id)
             assert rec.count_live(plan.plan_id, RESOURCE) == 3
-            live = rec.live_checkpoints(plan.plan_id, RESOURCE)
-            assert live == rows
+            live = rec.live_rows(plan.plan_id, RESOURCE)
+            assert live == [
+                recording.LiveCheckpoint(r.checkpoint_id, r.resource_id, r.checkpoint_type, r.ref)
+                for r in rows
+            ]
             rec.mark_pruned([live[0].checkpoint_id, live[1].checkpoint_id])
             rec.commit()
         with transaction(False) as rec:
@@ -240,7 +243,7 @@ def test_a_recording_on_the_driver_stores_what_sqlalchemy_stores(
     with theirs.engine.connect() as connection:
         _replay(connection, heard)
         read = connection.execute(
-            recording._LIVE, {"plan": plan.plan_id, "resource": RESOURCE}
+            recording._LIVE_ROWS, {"plan": plan.plan_id, "resource": RESOURCE}
         ).all()
 
     stored = _stored(ours)
@@ -259,9 +262,9 @@ def test_a_recording_on_the_driver_stores_what_sqlalchemy_stores(
         "events": 2,
     }
     with ours.recordings() as transaction, transaction(False) as rec:
-        assert [
-            tuple(c.model_dump().values()) for c in rec.live_checkpoints(plan.plan_id, RESOURCE)
-        ] == [tuple(row) for row in read]
+        assert [tuple(c)[:4] for c in rec.live_rows(plan.plan_id, RESOURCE)] == [
+            tuple(row) for row in read
+        ]
     with ours.unit_of_work() as uow:
         assert uow.decisions.get(decision.decision_id) == decision
 

@@ -21,14 +21,20 @@ from typing import Any
 from cleveragents_tui import failpoints
 from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
 from cleveragents_tui.domain.decision import Decision
-from cleveragents_tui.domain.enums import CheckpointType, Phase, SandboxStrategyName
+from cleveragents_tui.domain.enums import (
+    CheckpointGroupStatus,
+    CheckpointType,
+    Phase,
+    SandboxStrategyName,
+)
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.ids import new_ulid
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.sandbox.base import Sandbox
 from cleveragents_tui.sandbox.groups import select_for_pruning
-from cleveragents_tui.store.recording import UNREAD, Recording, Unread
+from cleveragents_tui.store.mapping import decision_values
+from cleveragents_tui.store.recording import UNREAD, LiveCheckpoint, NewGroup, Recording, Unread
 
 
 class CheckpointGroupError(UserError):
@@ -43,7 +49,28 @@ def record_execute_decision(
     transaction: Callable[[bool], Recording] | None = None,
     parent_plan: str | Unread | None = UNREAD,
 ) -> CheckpointGroup:
-    """Store an Execute decision together with its committed checkpoint group.
+    """Store an Execute decision together with its committed checkpoint group (see
+    :func:`store_execute_decision`), and return that group as committed."""
+    group = store_execute_decision(sandboxes, decision, also, modified, transaction, parent_plan)
+    return CheckpointGroup(
+        group_id=group.group_id,
+        plan_id=group.plan_id,
+        decision_id=decision.decision_id,
+        status=CheckpointGroupStatus.COMMITTED,
+        created_at=group.created_at,
+    )
+
+
+def store_execute_decision(
+    sandboxes: PlanSandboxes,
+    decision: Decision,
+    also: Callable[[Recording], None] | None = None,
+    modified: set[str] | None = None,
+    transaction: Callable[[bool], Recording] | None = None,
+    parent_plan: str | Unread | None = UNREAD,
+) -> NewGroup:
+    """Store an Execute decision together with its committed checkpoint group; what the
+    group was made with is returned (``record_decision`` needs no model of it).
 
     ``also`` runs inside the final transaction (influence edges, tool invocations, ...), so
     everything about the decision lands at once or not at all. ``modified``: the plan's
@@ -56,7 +83,8 @@ def record_execute_decision(
         raise ValueError("only an Execute decision of this plan gets a checkpoint group")
     store = sandboxes.store
     begin = transaction or (lambda write: store.recording(write=write))
-    group = CheckpointGroup(plan_id=decision.plan_id)
+    group = NewGroup(new_ulid(), decision.plan_id, utc_now())
+    values = decision_values(decision)  # before the checkpoints: their I/O leaves caches cold
     made: list[tuple[Sandbox, str]] = []
     noted: list[tuple[str, str]] = []  # (resource, ref) committed on the pending group
     try:
@@ -83,7 +111,9 @@ def record_execute_decision(
             sandbox.verify(ref)
         failpoints.hit("checkpoint.before_commit")
         with begin(True) as rec:
-            rec.store_decision(decision, group, rows, pending=bool(noted), parent_plan=parent_plan)
+            rec.store_decision(
+                decision, group, rows, pending=bool(noted), parent_plan=parent_plan, values=values
+            )
             if also is not None:
                 also(rec)
             # the budget in the same transaction: one commit fewer per resource written
@@ -92,7 +122,7 @@ def record_execute_decision(
             )
             rec.commit()
     except BaseException as exc:
-        _undo(sandboxes, group if noted else None, made)
+        _undo(sandboxes, group.group_id if noted else None, made)
         if isinstance(exc, Exception):
             raise CheckpointGroupError(
                 f"decision {decision.decision_id} was not recorded: its checkpoint group failed ({exc})",
@@ -100,10 +130,10 @@ def record_execute_decision(
             ) from exc
         raise
     _drop(sandboxes, doomed)
-    return group.model_copy(update={"decision_id": decision.decision_id, "status": "committed"})
+    return group
 
 
-def _row(decision: Decision, group: CheckpointGroup, sandbox: Sandbox, ref: str) -> dict[str, Any]:
+def _row(decision: Decision, group: NewGroup, sandbox: Sandbox, ref: str) -> dict[str, Any]:
     """A checkpoint row's values, as ``CheckpointMetadata(...).model_dump()`` gives them
     (its rules hold by construction: a decision's group, the type the strategy implies).
     Not validated again: every value comes from the engine's own validated objects and a
@@ -128,9 +158,7 @@ def _row(decision: Decision, group: CheckpointGroup, sandbox: Sandbox, ref: str)
     }
 
 
-def _undo(
-    sandboxes: PlanSandboxes, group: CheckpointGroup | None, made: list[tuple[Sandbox, str]]
-) -> None:
+def _undo(sandboxes: PlanSandboxes, group_id: str | None, made: list[tuple[Sandbox, str]]) -> None:
     """Drop what a failed group made and delete the pending group, if one was committed
     (best effort per step: whatever is left, recovery and ``agents doctor`` find)."""
     for sandbox, ref in reversed(made):
@@ -138,10 +166,10 @@ def _undo(
             sandbox.drop_checkpoint(ref)
         except Exception:  # noqa: S112 - keep undoing the others; doctor reports leftovers
             continue
-    if group is None:
+    if group_id is None:
         return
     with sandboxes.store.unit_of_work(write=True) as uow:
-        uow.checkpoints.delete_pending_group(group.group_id)
+        uow.checkpoints.delete_pending_group(group_id)
         uow.commit()
 
 
@@ -158,7 +186,7 @@ def pre_write_checkpoint(sandboxes: PlanSandboxes, resource_id: str) -> Checkpoi
     return row
 
 
-def enforce_budget(sandboxes: PlanSandboxes, resource_id: str) -> list[CheckpointMetadata]:
+def enforce_budget(sandboxes: PlanSandboxes, resource_id: str) -> list[LiveCheckpoint]:
     """Prune this resource's checkpoints down to its ``checkpoint_max_per_plan``.
 
     Rows are marked pruned before the sandbox drops them: a crash in between leaves an
@@ -173,11 +201,11 @@ def enforce_budget(sandboxes: PlanSandboxes, resource_id: str) -> list[Checkpoin
 
 def _mark_over_budget(
     rec: Recording, sandboxes: PlanSandboxes, resource_ids: Iterable[str]
-) -> list[CheckpointMetadata]:
+) -> list[LiveCheckpoint]:
     """Mark pruned what exceeds each resource's budget (read: its live checkpoints only, and
     only when their count is over it; a ``none`` resource's markers are never pruned, so
     they are not read)."""
-    doomed: list[CheckpointMetadata] = []
+    doomed: list[LiveCheckpoint] = []
     for resource_id in resource_ids:
         resource = sandboxes.get(resource_id).resource
         if resource.sandbox_strategy is SandboxStrategyName.NONE:
@@ -186,13 +214,13 @@ def _mark_over_budget(
             resource.checkpoint_max_per_plan, 2
         ):
             continue  # select_for_pruning would keep them all
-        live = rec.live_checkpoints(sandboxes.plan_id, resource_id)
+        live = rec.live_rows(sandboxes.plan_id, resource_id)
         doomed += select_for_pruning(live, resource.checkpoint_max_per_plan)
     rec.mark_pruned(c.checkpoint_id for c in doomed)
     return doomed
 
 
-def _drop(sandboxes: PlanSandboxes, doomed: list[CheckpointMetadata]) -> None:
+def _drop(sandboxes: PlanSandboxes, doomed: list[LiveCheckpoint]) -> None:
     """After the rows are marked pruned (committed): drop what their sandboxes hold."""
     for checkpoint in doomed:
         sandboxes.get(checkpoint.resource_id).drop_checkpoint(checkpoint.ref)

@@ -16,9 +16,9 @@ from typing import Any
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.actors.base import Proposal
-from cleveragents_tui.domain.decision import ActorStateRef, ContextSnapshot, Decision, ResourceRef
+from cleveragents_tui.domain.decision import ActorStateRef, Decision
 from cleveragents_tui.domain.enums import DependencyType, Phase
-from cleveragents_tui.engine.core.checkpoints import record_execute_decision
+from cleveragents_tui.engine.core.checkpoints import store_execute_decision
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.store.recording import Recording
@@ -38,8 +38,13 @@ class Correction:
     before_apply: Callable[[], None] | None = field(default=None, compare=False)
 
 
+_CONTEXT = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
 def context_digest(context: Mapping[str, Any]) -> tuple[str, str]:
-    body = json.dumps(context, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    """The context's SHA-256 and its canonical JSON (one encoder: json.dumps makes one per
+    call when given options)."""
+    body = _CONTEXT.encode(context)
     return hashlib.sha256(body.encode("utf-8")).hexdigest(), body
 
 
@@ -71,28 +76,30 @@ def record_decision(
             )
             if execute is not None:
                 modified = execute.modified(rec)
-        decision = Decision(
-            plan_id=plan_id,
-            parent_decision_id=parent_id,
-            sequence_number=sequence,
-            decision_type=proposal.decision_type,
-            phase=phase,
-            question=proposal.question,
-            chosen_option=proposal.chosen_option,
-            alternatives_considered=proposal.alternatives,
-            confidence_score=proposal.confidence,
-            context_snapshot=ContextSnapshot(
-                hot_context_hash=digest,
-                hot_context_ref=f"context:{digest}",
-                relevant_resources=tuple(ResourceRef(resource_id=r) for r in resources),
-                actor_state_ref=actor_ref,
-            ),
-            rationale=proposal.rationale,
-            actor_reasoning=proposal.reasoning,
-            is_correction=correction is not None,
-            corrects_decision_id=correction.corrects_decision_id if correction else None,
-            correction_reason=correction.reason if correction else None,
-            step_key=proposal.key,
+        decision = Decision.model_validate(  # one validation, the snapshot's within it
+            {
+                "plan_id": plan_id,
+                "parent_decision_id": parent_id,
+                "sequence_number": sequence,
+                "decision_type": proposal.decision_type,
+                "phase": phase,
+                "question": proposal.question,
+                "chosen_option": proposal.chosen_option,
+                "alternatives_considered": proposal.alternatives,
+                "confidence_score": proposal.confidence,
+                "context_snapshot": {
+                    "hot_context_hash": digest,
+                    "hot_context_ref": f"context:{digest}",
+                    "relevant_resources": [{"resource_id": r} for r in resources],
+                    "actor_state_ref": actor_ref,
+                },
+                "rationale": proposal.rationale,
+                "actor_reasoning": proposal.reasoning,
+                "is_correction": correction is not None,
+                "corrects_decision_id": correction.corrects_decision_id if correction else None,
+                "correction_reason": correction.reason if correction else None,
+                "step_key": proposal.key,
+            }
         )
 
         def alongside(rec: Recording) -> None:
@@ -108,7 +115,7 @@ def record_decision(
         if phase is Phase.EXECUTE:
             if sandboxes is None:
                 raise ValueError("an Execute decision needs the plan's sandboxes")
-            record_execute_decision(
+            store_execute_decision(
                 sandboxes,
                 decision,
                 also=alongside,
