@@ -7,7 +7,7 @@ import pytest
 from cleveragents_tui.domain.enums import CheckpointType
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.rollback import ResourceOutcome
-from cleveragents_tui.engine.core.checkpoints import CheckpointGroupError, record_execute_decision
+from cleveragents_tui.engine.core.checkpoints import CheckpointGroupError, store_execute_decision
 from cleveragents_tui.engine.core.rollback import RollbackRefusedError, rollback_to_decision
 from cleveragents_tui.engine.ops.doctor import run_checks
 from cleveragents_tui.failpoints import ENV_VAR
@@ -33,7 +33,7 @@ def test_a_group_has_one_checkpoint_per_modified_resource(world: World) -> None:
     world.write_file(GIT, "src/app.py", "print('hi')\n")
     world.sandboxes.note_write(API)
     decision = world.decision("edit the app")
-    group = record_execute_decision(world.sandboxes, decision)
+    group = store_execute_decision(world.sandboxes, decision)
     with world.store.unit_of_work() as uow:
         rows = uow.checkpoints.for_decision(decision.decision_id)
         assert uow.decisions.get(decision.decision_id) == decision
@@ -60,7 +60,7 @@ def test_a_failure_in_any_resource_leaves_no_group_and_no_decision(
     monkeypatch.setenv(ENV_VAR, f"checkpoint.after_resource@{failing}")
     decision = world.decision("doomed")
     with pytest.raises(CheckpointGroupError, match=f"was not recorded.*{failing}"):
-        record_execute_decision(world.sandboxes, decision)
+        store_execute_decision(world.sandboxes, decision)
     with world.store.unit_of_work() as uow:
         assert uow.checkpoints.for_decision(decision.decision_id) == []
         assert all(
@@ -82,7 +82,7 @@ def test_a_failure_at_commit_drops_every_checkpoint_made(
     savepoints_before = world.sandboxes.get(DB).checkpoints  # type: ignore[attr-defined]
     monkeypatch.setenv(ENV_VAR, "checkpoint.before_commit")
     with pytest.raises(CheckpointGroupError):
-        record_execute_decision(world.sandboxes, world.decision("doomed"))
+        store_execute_decision(world.sandboxes, world.decision("doomed"))
     assert world.sandboxes.get(DB).checkpoints == savepoints_before  # type: ignore[attr-defined]
 
 
@@ -90,7 +90,7 @@ def test_rollback_restores_every_resource_to_the_decision(world: World) -> None:
     world.write_file(GIT, "src/app.py", "v2\n")
     world.sql("INSERT INTO greetings (text) VALUES ('second')")
     first = world.decision("first step")
-    record_execute_decision(world.sandboxes, first)
+    store_execute_decision(world.sandboxes, first)
     at_first = snapshot(world)
 
     world.write_file(GIT, "src/new_module.py", "untracked and new\n")
@@ -99,7 +99,7 @@ def test_rollback_restores_every_resource_to_the_decision(world: World) -> None:
     world.sql("UPDATE greetings SET text = 'changed' WHERE id = 1")
     world.sql("INSERT INTO greetings (text) VALUES ('third')")
     second = world.decision("second step")
-    record_execute_decision(world.sandboxes, second)
+    store_execute_decision(world.sandboxes, second)
     assert snapshot(world) != at_first
 
     report = rollback_to_decision(world.sandboxes, first.decision_id)
@@ -115,7 +115,7 @@ def test_rollback_restores_every_resource_to_the_decision(world: World) -> None:
 def test_none_resources_are_reported_not_rollbackable(world: World) -> None:
     world.sandboxes.note_write(API)
     decision = world.decision("call the api")
-    record_execute_decision(world.sandboxes, decision)
+    store_execute_decision(world.sandboxes, decision)
     report = rollback_to_decision(world.sandboxes, decision.decision_id)
     assert report.outcome_of(API) is ResourceOutcome.NOT_ROLLBACKABLE
     assert report.succeeded
@@ -128,7 +128,7 @@ def test_a_failed_rollback_leaves_every_resource_as_it_was(
     world.write_file(FILES, "docs/guide.md", "guide v2\n")
     world.sql("INSERT INTO greetings (text) VALUES ('second')")
     first = world.decision("first step")
-    record_execute_decision(world.sandboxes, first)
+    store_execute_decision(world.sandboxes, first)
     world.write_file(GIT, "src/app.py", "v3\n")
     world.write_file(FILES, "docs/new.md", "new\n")
     world.sql("DELETE FROM greetings")
@@ -150,7 +150,7 @@ def test_a_failure_before_the_database_leaves_the_database_untouched(
     world.write_file(GIT, "src/app.py", "v2\n")
     world.sql("INSERT INTO greetings (text) VALUES ('second')")
     first = world.decision("first step")
-    record_execute_decision(world.sandboxes, first)
+    store_execute_decision(world.sandboxes, first)
     world.write_file(GIT, "src/app.py", "v3\n")
     world.sql("DELETE FROM greetings")
     before = snapshot(world)
@@ -173,7 +173,7 @@ def test_budget_prunes_pre_write_first_and_refuses_rollback_to_a_pruned_decision
         world.write_file(FILES, "docs/guide.md", f"guide v{i}\n")
         pre_write_checkpoint(world.sandboxes, FILES)
         decision = world.decision(f"step {i}")
-        record_execute_decision(world.sandboxes, decision)
+        store_execute_decision(world.sandboxes, decision)
         decisions.append(decision)
     with world.store.unit_of_work() as uow:
         rows = uow.checkpoints.for_plan(world.plan.plan_id, FILES)

@@ -6,7 +6,7 @@ import pytest
 
 from cleveragents_tui.domain.enums import CorrectionMode
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.core.checkpoints import record_execute_decision
+from cleveragents_tui.engine.core.checkpoints import store_execute_decision
 from cleveragents_tui.engine.correct.model import CorrectionRefusedError, Tier
 from cleveragents_tui.engine.correct.preview import preview
 from tests.engine.conftest import API, GIT, World
@@ -16,7 +16,7 @@ def test_non_rollbackable_resources_are_warned_about(world: World) -> None:
     world.sandboxes.note_write(API)
     world.write_file(GIT, "src/app.py", "v2\n")
     decision = world.decision("call the api")
-    record_execute_decision(world.sandboxes, decision)
+    store_execute_decision(world.sandboxes, decision)
     with world.store.unit_of_work(write=True) as uow:  # a plan that can be replayed
         uow.plan_actions.save(
             world.plan.plan_id, {"name": "local/x", "prompt": "p", "resources": [GIT, API]}
@@ -36,7 +36,7 @@ def test_non_rollbackable_resources_are_warned_about(world: World) -> None:
 def test_checkpointing_disabled_gives_the_phase_level_tier_error(world: World) -> None:
     world.write_file(GIT, "src/app.py", "v2\n")
     decision = world.decision("edit")
-    record_execute_decision(world.sandboxes, decision)
+    store_execute_decision(world.sandboxes, decision)
     unchecked = Resource(
         resource_id="local/unchecked",
         kind="filesystem",
@@ -75,7 +75,7 @@ def test_a_superseded_or_root_decision_and_empty_guidance_are_refused(world: Wor
 
 def test_a_plan_without_a_valid_stored_action_is_refused_up_front(world: World) -> None:
     decision = world.decision("edit")
-    record_execute_decision(world.sandboxes, decision)
+    store_execute_decision(world.sandboxes, decision)
     with pytest.raises(CorrectionRefusedError, match="it has no stored action to replay"):
         preview(world.store, decision.decision_id, CorrectionMode.APPEND, "x")
     with world.store.unit_of_work(write=True) as uow:
@@ -89,7 +89,7 @@ def test_a_plan_without_a_valid_stored_action_is_refused_up_front(world: World) 
 
 def test_a_plan_whose_profile_is_gone_is_refused_up_front(world: World) -> None:
     decision = world.decision("edit")
-    record_execute_decision(world.sandboxes, decision)
+    store_execute_decision(world.sandboxes, decision)
     with world.store.unit_of_work(write=True) as uow:
         uow.plan_actions.save(world.plan.plan_id, {"name": "local/x", "prompt": "p"})
         plan = uow.plans.get(world.plan.plan_id)

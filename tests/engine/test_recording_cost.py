@@ -22,7 +22,7 @@ from sqlalchemy import event
 
 from cleveragents_tui.actors.base import Proposal, ToolCallRequest
 from cleveragents_tui.domain.enums import DecisionType, Phase
-from cleveragents_tui.engine.core.checkpoints import record_execute_decision
+from cleveragents_tui.engine.core.checkpoints import store_execute_decision
 from cleveragents_tui.engine.core.recorder import record_decision
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.engine.ops.doctor import run_checks
@@ -83,7 +83,7 @@ def test_a_crash_recording_a_decision_that_modified_nothing_leaves_nothing(
 def test_a_decision_that_modified_nothing_still_gets_its_committed_group(world: World) -> None:
     decision = world.decision("only thought about it")
 
-    group = record_execute_decision(world.sandboxes, decision)
+    group = store_execute_decision(world.sandboxes, decision)
 
     with world.store.unit_of_work() as uow:
         [stored] = uow.checkpoints.groups_for_plan(world.plan.plan_id)
@@ -101,13 +101,13 @@ def test_a_write_stored_by_another_process_joins_the_next_group(world: World) ->
     process (another PlanSandboxes) after this one's first recording still counts."""
     world.write_file(GIT, "src/app.py", "v2\n")
     first = world.decision("before the other process wrote")
-    record_execute_decision(world.sandboxes, first)
+    store_execute_decision(world.sandboxes, first)
     other = PlanSandboxes(world.store, world.plan.plan_id, world.base)
     (other.get(FILES).workdir / "docs" / "guide.md").write_text("written elsewhere\n")
     other.note_write(FILES)
 
     second = world.decision("after it")
-    record_execute_decision(world.sandboxes, second)
+    store_execute_decision(world.sandboxes, second)
 
     with world.store.unit_of_work() as uow:
         before = uow.checkpoints.for_decision(first.decision_id)

@@ -21,7 +21,7 @@ CRASHING_RECORD = """
 import sys
 from pathlib import Path
 from cleveragents_tui.domain.decision import Decision
-from cleveragents_tui.engine.core.checkpoints import record_execute_decision
+from cleveragents_tui.engine.core.checkpoints import store_execute_decision
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.store.store import Store
 
@@ -32,7 +32,7 @@ workdir = sandboxes.get("local/files").workdir
 sandboxes.note_write("local/files")
 decision = Decision(plan_id=plan_id, parent_decision_id=root_id, sequence_number=77,
                     decision_type="implementation_choice", question="q", chosen_option="crash")
-record_execute_decision(sandboxes, decision)
+store_execute_decision(sandboxes, decision)
 print("NOT KILLED")
 """
 
@@ -90,9 +90,9 @@ def test_recovery_leaves_the_group_of_a_plan_a_live_runner_holds(world: World) -
 def test_doctor_reports_a_missing_checkpoint_and_a_stale_lock(world: World) -> None:
     world.write_file(FILES, "docs/guide.md", "v2\n")
     decision = world.decision("edit the guide")
-    from cleveragents_tui.engine.core.checkpoints import record_execute_decision
+    from cleveragents_tui.engine.core.checkpoints import store_execute_decision
 
-    record_execute_decision(world.sandboxes, decision)
+    store_execute_decision(world.sandboxes, decision)
     with world.store.unit_of_work() as uow:
         [checkpoint] = uow.checkpoints.for_decision(decision.decision_id)
     world.sandboxes.get(FILES).drop_checkpoint(checkpoint.ref)  # as if its objects were lost

@@ -20,7 +20,7 @@ from cleveragents_tui.domain.decision import ActorStateRef, ContextSnapshot, Dec
 from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
-from cleveragents_tui.engine.core.checkpoints import record_execute_decision
+from cleveragents_tui.engine.core.checkpoints import store_execute_decision
 from cleveragents_tui.engine.ops.doctor import repair_corrections, repair_left_running
 from cleveragents_tui.engine.ops.invariants import InvariantReport, check_invariants
 from cleveragents_tui.store.store import Store
@@ -97,7 +97,7 @@ def sql(world: World, statement: str, **values: object) -> None:
 def test_a_plan_recorded_by_the_engine_passes_and_every_check_looks(world: World) -> None:
     run_here(world)
     world.write_file(FILES, "docs/guide.md", "v2\n")
-    record_execute_decision(world.sandboxes, world.decision("edit the guide"))
+    store_execute_decision(world.sandboxes, world.decision("edit the guide"))
     report = check(world)
     assert report.ok, report.violations
     for invariant in ("pending-group", "execute-group", "append-only", "current-tree"):
@@ -294,7 +294,7 @@ def test_an_archive_object_that_does_not_match_its_hash(world: World) -> None:
     workdir = world.sandboxes.get(FILES).workdir
     assert workdir is not None
     (workdir / "docs" / "big.bin").write_bytes(big)
-    record_execute_decision(world.sandboxes, world.decision("a big file"))
+    store_execute_decision(world.sandboxes, world.decision("a big file"))
     assert broken(world) == set()
     objects = world.base / world.plan.plan_id / "local__files" / "objects"
     name = hashlib.sha256(big).hexdigest()

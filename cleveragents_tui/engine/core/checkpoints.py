@@ -19,14 +19,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from cleveragents_tui import failpoints
-from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
+from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.decision import Decision
-from cleveragents_tui.domain.enums import (
-    CheckpointGroupStatus,
-    CheckpointType,
-    Phase,
-    SandboxStrategyName,
-)
+from cleveragents_tui.domain.enums import CheckpointType, Phase, SandboxStrategyName
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.ids import new_ulid
 from cleveragents_tui.domain.timeutil import utc_now
@@ -39,26 +34,6 @@ from cleveragents_tui.store.recording import UNREAD, LiveCheckpoint, NewGroup, R
 
 class CheckpointGroupError(UserError):
     """The checkpoint group of a decision could not be created; the decision was not stored."""
-
-
-def record_execute_decision(
-    sandboxes: PlanSandboxes,
-    decision: Decision,
-    also: Callable[[Recording], None] | None = None,
-    modified: set[str] | None = None,
-    transaction: Callable[[bool], Recording] | None = None,
-    parent_plan: str | Unread | None = UNREAD,
-) -> CheckpointGroup:
-    """Store an Execute decision together with its committed checkpoint group (see
-    :func:`store_execute_decision`), and return that group as committed."""
-    group = store_execute_decision(sandboxes, decision, also, modified, transaction, parent_plan)
-    return CheckpointGroup(
-        group_id=group.group_id,
-        plan_id=group.plan_id,
-        decision_id=decision.decision_id,
-        status=CheckpointGroupStatus.COMMITTED,
-        created_at=group.created_at,
-    )
 
 
 def store_execute_decision(
