@@ -76,12 +76,15 @@ who_option = click.option(
 @who_option
 @pass_cli
 def approve(cli: CliContext, approval_ref: str, reason: str | None, who: str | None) -> None:
-    """Approve APPROVAL."""
+    """Approve APPROVAL; `agents plan run PLAN` then continues the plan from there."""
     from cleveragents_tui.domain.documents import ApprovalDocument
 
     answered = _answer(cli, approval_ref, True, reason, who)
     if json_output.wanted():
         echo_json(ApprovalDocument(approval=answered.model_dump(mode="json")).dump())
+        return
+    # the answer is recorded; the plan goes on when a runner picks it up (the app does)
+    echo(f"next: continue the plan with `agents plan run {answered.plan_id}`")
 
 
 @approval.command()

@@ -91,3 +91,23 @@ def test_approvals_are_listed_answered_once_with_who_and_why(run: Run, tmp_path)
     )
     assert run("approval", "approve", "not-an-id").exit_code == 2
     store.close()
+
+
+def test_an_approval_names_the_command_that_continues_its_plan(run: Run, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The answer is only recorded: the plan stays where it waited until a runner continues
+    it, so `approve` says which command does (`deny` prints its own choices)."""
+    run("plan", "list")  # creates the database
+    store = Store.open(str(tmp_path / "agents.db"))
+    plan = Plan(action="local/x")
+    approval = Approval(plan_id=plan.plan_id, kind="phase_gate", question="Go on to Execute?")
+    with store.unit_of_work(write=True) as uow:
+        uow.plans.add(plan)
+        uow.flush()
+        uow.approvals.add(approval)
+        uow.commit()
+    store.close()
+
+    approved = run("approval", "approve", approval.approval_id[:14])
+
+    assert approved.exit_code == 0, approved.output
+    assert f"next: continue the plan with `agents plan run {plan.plan_id}`" in approved.output
