@@ -83,7 +83,7 @@ def approve(cli: CliContext, approval_ref: str, reason: str | None, who: str | N
     if json_output.wanted():
         echo_json(ApprovalDocument(approval=answered.model_dump(mode="json")).dump())
         return
-    # the answer is recorded; the plan goes on when a runner picks it up (the app does)
+    # only the answer is recorded: the plan goes on when it is run again (the app: R)
     echo(f"next: continue the plan with `agents plan run {answered.plan_id}`")
 
 
