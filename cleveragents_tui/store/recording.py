@@ -34,7 +34,6 @@ from sqlalchemy import (
 from sqlalchemy.sql.expression import Executable
 
 from cleveragents_tui import failpoints
-from cleveragents_tui.domain.checkpoint import CheckpointGroup
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import CheckpointGroupStatus, CheckpointType
 from cleveragents_tui.domain.errors import NotFoundError
@@ -149,8 +148,7 @@ def _put_context(dialect: str) -> Insert:
 
 
 class NewGroup(NamedTuple):
-    """A checkpoint group being recorded: what its row needs (a ``CheckpointGroup`` has the
-    same attributes). Not a model: its values are the engine's own (a ULID it made, a plan
+    """A checkpoint group being recorded: what its row needs. Not a ``CheckpointGroup``: its values are the engine's own (a ULID it made, a plan
     already validated, the clock), and validating them cost ~5 µs alone, three times that
     within a recording (issue 22)."""
 
@@ -319,9 +317,7 @@ class Recording:
 
     # --- writes ------------------------------------------------------------------------
 
-    def open_group(
-        self, group: CheckpointGroup | NewGroup, refs: Sequence[tuple[str, str]]
-    ) -> None:
+    def open_group(self, group: NewGroup, refs: Sequence[tuple[str, str]]) -> None:
         """Insert ``group`` pending, with the checkpoint refs made for it so far."""
         self._send_write(
             _INSERT_GROUP,
@@ -343,7 +339,7 @@ class Recording:
     def store_decision(
         self,
         decision: Decision,
-        group: CheckpointGroup | NewGroup | None = None,
+        group: NewGroup | None = None,
         checkpoints: Sequence[Mapping[str, Any]] = (),
         *,
         pending: bool = False,

@@ -23,10 +23,11 @@ from hypothesis import strategies as st
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.exc import IntegrityError
 
-from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
+from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import CheckpointType, SandboxStrategyName
 from cleveragents_tui.domain.errors import DatabaseUnavailableError
+from cleveragents_tui.domain.ids import new_ulid
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.store import recording
@@ -108,7 +109,7 @@ def _setup(store: Store, plan: Plan, root: Decision) -> None:
     add_plan(store, plan, [root])
 
 
-def _checkpoint(decision: Decision, group: CheckpointGroup, n: int) -> CheckpointMetadata:
+def _checkpoint(decision: Decision, group: recording.NewGroup, n: int) -> CheckpointMetadata:
     return CheckpointMetadata(
         plan_id=decision.plan_id,
         group_id=group.group_id,
@@ -123,7 +124,7 @@ def _checkpoint(decision: Decision, group: CheckpointGroup, n: int) -> Checkpoin
 
 def _record(store: Store, plan: Plan, root: Decision, decision: Decision, body: str) -> None:
     """What record_decision does through a Recording, every statement of it at least once."""
-    group = CheckpointGroup(plan_id=plan.plan_id, created_at=AT)
+    group = recording.NewGroup(new_ulid(), plan.plan_id, AT)
     rows = [_checkpoint(decision, group, n) for n in range(3)]
     with store.recordings() as transaction:
         with transaction(False) as rec:

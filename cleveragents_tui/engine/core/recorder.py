@@ -9,7 +9,6 @@ during Execute stores the decision only together with its committed checkpoint g
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +20,7 @@ from cleveragents_tui.domain.enums import DependencyType, Phase
 from cleveragents_tui.engine.core.checkpoints import store_execute_decision
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
+from cleveragents_tui.store.mapping import dump_json
 from cleveragents_tui.store.recording import Recording
 from cleveragents_tui.store.store import Store
 
@@ -38,13 +38,9 @@ class Correction:
     before_apply: Callable[[], None] | None = field(default=None, compare=False)
 
 
-_CONTEXT = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
 def context_digest(context: Mapping[str, Any]) -> tuple[str, str]:
-    """The context's SHA-256 and its canonical JSON (one encoder: json.dumps makes one per
-    call when given options)."""
-    body = _CONTEXT.encode(context)
+    """The context's SHA-256 and its canonical JSON (the store's ``dump_json``)."""
+    body = dump_json(context)
     return hashlib.sha256(body.encode("utf-8")).hexdigest(), body
 
 
