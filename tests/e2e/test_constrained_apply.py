@@ -158,7 +158,7 @@ def test_running_the_plan_while_asked_retries_the_apply_instead(
     retried = resume_plan(sqlite_store, plan.plan_id, options)
     assert retried.state is PlanState.APPLIED
     with sqlite_store.unit_of_work() as uow:
-        [question] = uow.approvals.for_plan(plan.plan_id)[-1:]
+        [question] = uow.approvals.every(plan.plan_id)[-1:]
         assert uow.approvals.pending(plan.plan_id) == []
         assert uow.corrections.for_plan(plan.plan_id) == []
     assert question.answer is ApprovalAnswer.DENIED and "retried" in (question.reason or "")

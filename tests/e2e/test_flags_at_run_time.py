@@ -44,7 +44,7 @@ class World:
 
     def approvals(self, plan_id: str, flag: str) -> list[Approval]:
         with self.store.unit_of_work() as uow:
-            return [a for a in uow.approvals.for_plan(plan_id) if a.details.get("flag") == flag]
+            return [a for a in uow.approvals.every(plan_id) if a.details.get("flag") == flag]
 
     def plans(self) -> list[Plan]:
         with self.store.unit_of_work() as uow:

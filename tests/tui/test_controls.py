@@ -75,7 +75,7 @@ async def test_apply_asks_first_then_lands_the_plan(demo_plan: DemoPlan) -> None
     details = show_plan(demo_plan.store, demo_plan.plan.plan_id)
     assert details.summary.plan.state is PlanState.APPLIED
     with demo_plan.store.unit_of_work() as uow:
-        approvals = uow.approvals.for_plan(demo_plan.plan.plan_id)
+        approvals = uow.approvals.every(demo_plan.plan.plan_id)
     [gate] = [a for a in approvals if a.kind.value == "apply_gate"]
     assert gate.answered_by == "tester"
     branches = subprocess.run(

@@ -388,7 +388,7 @@ def _replay_ended(uow: UnitOfWork, plan: Plan) -> bool:
     gate = f"apply@{plan.attempt}"  # the runner's key for this attempt's Apply gate
     return any(
         a.kind is ApprovalKind.APPLY_GATE and a.details.get("key") == gate
-        for a in uow.approvals.for_plan(plan.plan_id)
+        for a in uow.approvals.every(plan.plan_id)
     )
 
 

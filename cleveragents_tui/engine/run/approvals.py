@@ -11,7 +11,7 @@ def pending_approvals(
 ) -> list[Approval]:
     with store.unit_of_work() as uow:
         plan_id = uow.plans.resolve(plan_ref) if plan_ref else None
-        return uow.approvals.pending(plan_id, answered_too=answered_too)
+        return (uow.approvals.every if answered_too else uow.approvals.pending)(plan_id)
 
 
 def answer_approval(

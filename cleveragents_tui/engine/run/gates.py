@@ -33,7 +33,7 @@ class Gates:
 
     def answers(self, kind: ApprovalKind, key: str) -> list[Approval]:
         with self.store.unit_of_work() as uow:
-            everything = uow.approvals.for_plan(self.plan_id)
+            everything = uow.approvals.every(self.plan_id)
         scoped = self.scoped(key)
         return [a for a in everything if a.kind is kind and a.details.get("key") == scoped]
 

@@ -248,7 +248,7 @@ class Policing:
         with self.store.unit_of_work() as uow:
             return [
                 a
-                for a in uow.approvals.for_plan(self.plan_id)
+                for a in uow.approvals.every(self.plan_id)
                 if a.kind is ApprovalKind.BUDGET_PAUSE and "limit" in a.details
             ]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from sqlalchemy import ColumnElement, select, update
 
 from cleveragents_tui.domain.approval import Approval, ApprovalAnswer
 from cleveragents_tui.domain.errors import ConcurrentChangeError
@@ -25,24 +25,23 @@ class ApprovalRepository(Repository):
         row = self._get(ApprovalRow, approval_id, "approval", _LIST_APPROVALS)
         return mapping.approval_from_row(row)
 
-    def for_plan(self, plan_id: str) -> list[Approval]:
-        """Every approval of the plan, answered or not, oldest first."""
+    def every(self, plan_id: str | None = None) -> list[Approval]:
+        """Every approval, answered or not (of one plan when given), oldest first."""
+        return self._oldest_first(plan_id)
+
+    def pending(self, plan_id: str | None = None) -> list[Approval]:
+        """The approvals still waiting for an answer (of one plan when given), oldest first."""
+        return self._oldest_first(plan_id, ApprovalRow.answer.is_(None))
+
+    def _oldest_first(self, plan_id: str | None, *where: ColumnElement[bool]) -> list[Approval]:
+        if plan_id is not None:
+            where = (*where, ApprovalRow.plan_id == plan_id)
         return self._list(
             select(ApprovalRow)
-            .where(ApprovalRow.plan_id == plan_id)
+            .where(*where)
             .order_by(ApprovalRow.requested_at, ApprovalRow.approval_id),
             mapping.approval_from_row,
         )
-
-    def pending(self, plan_id: str | None = None, *, answered_too: bool = False) -> list[Approval]:
-        """The approvals still waiting for an answer (with ``answered_too``: every one),
-        oldest first."""
-        query = select(ApprovalRow)
-        if not answered_too:
-            query = query.where(ApprovalRow.answer.is_(None))
-        if plan_id is not None:
-            query = query.where(ApprovalRow.plan_id == plan_id)
-        return self._list(query.order_by(ApprovalRow.requested_at), mapping.approval_from_row)
 
     def answer(self, approval_id: str, answer: ApprovalAnswer, by: str, reason: str | None) -> None:
         """Record the answer once; a second answer is refused."""
