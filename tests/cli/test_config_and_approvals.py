@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 from cleveragents_tui.domain.approval import Approval
 from cleveragents_tui.domain.plan import Plan
@@ -38,12 +40,24 @@ def test_config_refuses_unknown_keys_and_profiles(run: Run) -> None:
     assert run("config", "list").output.startswith("No settings.")
 
 
-def test_approvals_are_listed_answered_once_with_who_and_why(run: Run, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def _stored_approval(run: Run, tmp_path: Path, **fields: Any) -> tuple[Store, Approval]:
+    """A plan waiting on one approval made of ``fields``, in the database the CLI uses."""
     run("plan", "list")  # creates the database
     store = Store.open(str(tmp_path / "agents.db"))
     plan = Plan(action="local/x")
-    approval = Approval(
-        plan_id=plan.plan_id,
+    approval = Approval(plan_id=plan.plan_id, **fields)
+    with store.unit_of_work(write=True) as uow:
+        uow.plans.add(plan)
+        uow.flush()
+        uow.approvals.add(approval)
+        uow.commit()
+    return store, approval
+
+
+def test_approvals_are_listed_answered_once_with_who_and_why(run: Run, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    store, approval = _stored_approval(
+        run,
+        tmp_path,
         kind="escalation",
         question="Send the notification?",
         details={
@@ -53,11 +67,6 @@ def test_approvals_are_listed_answered_once_with_who_and_why(run: Run, tmp_path)
             "threshold": 0.8,
         },
     )
-    with store.unit_of_work(write=True) as uow:
-        uow.plans.add(plan)
-        uow.flush()
-        uow.approvals.add(approval)
-        uow.commit()
     listing = run("approval", "list").output
     assert approval.approval_id in listing and "confidence 0.41 < threshold 0.8" in listing
     denied = run(
@@ -96,18 +105,12 @@ def test_approvals_are_listed_answered_once_with_who_and_why(run: Run, tmp_path)
 def test_an_approval_names_the_command_that_continues_its_plan(run: Run, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The answer is only recorded: the plan stays where it waited until a runner continues
     it, so `approve` says which command does (`deny` prints its own choices)."""
-    run("plan", "list")  # creates the database
-    store = Store.open(str(tmp_path / "agents.db"))
-    plan = Plan(action="local/x")
-    approval = Approval(plan_id=plan.plan_id, kind="phase_gate", question="Go on to Execute?")
-    with store.unit_of_work(write=True) as uow:
-        uow.plans.add(plan)
-        uow.flush()
-        uow.approvals.add(approval)
-        uow.commit()
+    store, approval = _stored_approval(
+        run, tmp_path, kind="phase_gate", question="Go on to Execute?"
+    )
     store.close()
 
     approved = run("approval", "approve", approval.approval_id[:14])
 
     assert approved.exit_code == 0, approved.output
-    assert f"next: continue the plan with `agents plan run {plan.plan_id}`" in approved.output
+    assert f"next: continue the plan with `agents plan run {approval.plan_id}`" in approved.output

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import text
 
 from cleveragents_tui.store.schema import SCHEMA_HEAD, current_revision
@@ -16,31 +17,25 @@ def test_store_opens_and_migrates_both_backends(db_url: str) -> None:
         store.close()
 
 
-def test_postgres_connections_run_without_jit(postgres_url: str) -> None:
+@pytest.mark.parametrize(
+    ("options", "settings"),
+    [
+        ("", {"jit": "off"}),
+        ("&options=-c%20statement_timeout%3D4321", {"statement_timeout": "4321ms", "jit": "off"}),
+        ("&options=-c%20jit%3Don", {"jit": "on"}),
+    ],
+    ids=["jit-off-by-default", "url-options-kept", "url-turns-jit-back-on"],
+)
+def test_postgres_connections_run_without_jit_unless_the_url_says(
+    postgres_url: str, options: str, settings: dict[str, str]
+) -> None:
     """JIT compiled the preview's affected-subtree CTE anew at each run (~30 ms for a 9 ms
-    query) once the planner's estimate on tables not yet analysed passed its threshold."""
-    store = Store.open(postgres_url)
+    query) once the planner's estimate on tables not yet analysed passed its threshold; the
+    URL's own options still apply, and come after (the last ``-c`` of a setting wins)."""
+    store = Store.open(postgres_url + options)
     try:
         with store.engine.connect() as connection:
-            assert connection.execute(text("SHOW jit")).scalar_one() == "off"
-    finally:
-        store.close()
-
-
-def test_postgres_options_of_the_url_are_kept(postgres_url: str) -> None:
-    store = Store.open(f"{postgres_url}&options=-c%20statement_timeout%3D4321")
-    try:
-        with store.engine.connect() as connection:
-            assert connection.execute(text("SHOW statement_timeout")).scalar_one() == "4321ms"
-            assert connection.execute(text("SHOW jit")).scalar_one() == "off"
-    finally:
-        store.close()
-
-
-def test_postgres_url_can_turn_jit_back_on(postgres_url: str) -> None:
-    store = Store.open(f"{postgres_url}&options=-c%20jit%3Don")
-    try:
-        with store.engine.connect() as connection:
-            assert connection.execute(text("SHOW jit")).scalar_one() == "on"
+            for name, value in settings.items():
+                assert connection.execute(text(f"SHOW {name}")).scalar_one() == value
     finally:
         store.close()
