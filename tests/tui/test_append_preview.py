@@ -89,7 +89,10 @@ async def test_on_an_applied_plan_the_dialog_chooses_append_and_says_why(
         await pilot.press("c")
         dialog = await _shown(pilot, CorrectionDialog)  # its worker waits on the dialog
         assert dialog.query_one("#mode-append", RadioButton).value
-        assert not dialog.query_one("#mode-revert", RadioButton).value
+        revert = dialog.query_one("#mode-revert", RadioButton)
+        assert not revert.value and revert.disabled  # refused: it cannot be chosen
+        # the set's cursor (Textual's "-selected") is on append, not on the first button
+        assert dialog.query_one("#mode-append", RadioButton).has_class("-selected")
         said = str(dialog.query_one("#correction-applied", Static).render())
         assert "applied" in said and "append" in said
         await pilot.press(*"use a greeter class", "enter")

@@ -36,7 +36,9 @@ class CorrectionDialog(FormDialog[CorrectionChoice]):
     ) -> None:
         """``blocked``: (problem, fix) when the plan cannot be corrected at all (it cannot be
         replayed): said up front, and there is nothing to preview. ``applied``: the plan's
-        changes have landed, so a revert would be refused: append is chosen, and why said."""
+        changes have landed, so a revert would be refused: append is chosen, revert is
+        disabled (so the set's cursor starts on append, the one that can be chosen), and
+        why said."""
         super().__init__("Correct decision")
         self.summary = decision_summary
         self.blocked = blocked
@@ -64,6 +66,7 @@ class CorrectionDialog(FormDialog[CorrectionChoice]):
                 "revert: roll back what depended on it, replay with the guidance",
                 value=not self.applied,
                 id="mode-revert",
+                disabled=self.applied,
             )
             yield RadioButton(
                 "append: add a corrective child plan, history untouched",
