@@ -51,6 +51,7 @@ from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.model import Impact
 from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.run.runner import PlanRunner
+from cleveragents_tui.sandbox.objectstore import packs
 from cleveragents_tui.store.store import Store
 from tests.benchmarks.bench_impact import PLAIN_CTE
 from tests.benchmarks.harness import Measurement
@@ -162,20 +163,52 @@ def _timed(action: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def execute_without_replay(scale: ScalePlan, impact: Impact) -> float:
-    """The time of ``execute`` less that of its replay (PlanRunner.run, timed inside it)."""
+@dataclass
+class Durable:
+    """The ``fsync``/``fdatasync`` calls an execute made outside its replay: how many, and
+    the time spent in them — what crash safety costs that no code here can take off."""
+
+    calls: int = 0
+    seconds: float = 0.0
+
+
+_SYNCS = ((os, "fsync"), (os, "fdatasync"), (packs, "_fdatasync"))
+
+
+def execute_without_replay(scale: ScalePlan, impact: Impact) -> tuple[float, Durable]:
+    """The time of ``execute`` less that of its replay (PlanRunner.run, timed inside it),
+    and its own durable writes' calls (:class:`Durable`)."""
     replaying = 0.0
+    in_replay = False
+    durable = Durable()
     original = PlanRunner.run
+    originals = [getattr(module, name) for module, name in _SYNCS]
 
     def timed_run(self: PlanRunner) -> Any:
-        nonlocal replaying
+        nonlocal replaying, in_replay
         start = time.perf_counter()
+        in_replay = True
         try:
             return original(self)
         finally:
+            in_replay = False
             replaying += time.perf_counter() - start
 
+    def timed_sync(sync: Callable[[int], None]) -> Callable[[int], None]:
+        def timed(fd: int) -> None:
+            start = time.perf_counter()
+            try:
+                sync(fd)
+            finally:
+                if not in_replay:
+                    durable.calls += 1
+                    durable.seconds += time.perf_counter() - start
+
+        return timed
+
     PlanRunner.run = timed_run  # type: ignore[method-assign]
+    for (module, name), sync in zip(_SYNCS, originals, strict=True):
+        setattr(module, name, timed_sync(sync))
     try:
         whole = _timed(
             lambda: execute(
@@ -188,9 +221,11 @@ def execute_without_replay(scale: ScalePlan, impact: Impact) -> float:
         )
     finally:
         PlanRunner.run = original  # type: ignore[method-assign]
+        for (module, name), sync in zip(_SYNCS, originals, strict=True):
+            setattr(module, name, sync)
     if replaying == 0.0:
         raise AssertionError("the replay was not timed")
-    return whole - replaying
+    return whole - replaying, durable
 
 
 @dataclass
@@ -203,6 +238,7 @@ class Samples:
     cold: list[float] = field(default_factory=list)
     warm: list[float] = field(default_factory=list)
     execute: list[float] = field(default_factory=list)
+    durable: list[Durable] = field(default_factory=list)  # each execute's, in order
     supersede: list[float] = field(default_factory=list)
 
 
@@ -221,7 +257,9 @@ def measure_plan(scale: ScalePlan, share: float, samples: Samples, repeat: int) 
             samples.warm.append(_timed(lambda: _preview(scale, target)))
     finally:
         OPEN_GRAPHS.close(scale.plan_id)
-    samples.execute.append(execute_without_replay(scale, _preview(scale, target)))
+    took, durable = execute_without_replay(scale, _preview(scale, target))
+    samples.execute.append(took)
+    samples.durable.append(durable)
 
 
 @contextmanager
@@ -290,6 +328,14 @@ def _rows(backend: str, count: int, samples: Samples) -> list[Measurement]:
         Measurement(
             GROUP, f"execute without the replay ({label}), minimums", min(samples.execute),
             "the supersede UPDATE alone, rolled back", min(samples.supersede), "(context)", None,
+        )
+    )  # fmt: skip
+    fastest = samples.durable[samples.execute.index(min(samples.execute))]
+    rows.append(
+        Measurement(
+            GROUP,
+            f"the fastest execute's own fsync/fdatasync calls ({fastest.calls}) alone ({label})",
+            fastest.seconds, "one plain recursive CTE", cte_min, "(execute's durable floor)", None,
         )
     )  # fmt: skip
     rows.append(

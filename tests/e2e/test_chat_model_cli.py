@@ -205,3 +205,41 @@ def test_a_chat_model_runs_a_plan_and_remakes_the_corrected_decision(
     assert applied.returncode == 0, applied.stderr
     assert (docs / "README.md").read_text() == "# readme\n\n## Usage\n\n    pip install readme\n"
     assert len(openai_server.completions) == 6  # the Apply asks no model
+
+
+def test_a_failed_model_call_ends_the_plan_errored_and_plan_run_goes_on(
+    openai_server: OpenAIServer, docs: Path, sqlite_url: str, tmp_path: Path
+) -> None:
+    """The model refuses the first call (a bad key): the command says so on one line with
+    the way on, the plan is recorded errored with the reason — not left ``running`` with
+    no process, which `agents doctor` would flag — and `agents plan run` goes on once the
+    model answers, making the decisions the plan was missing."""
+    action = tmp_path / "readme.action.yaml"
+    action.write_text(yaml.safe_dump(ACTION))
+    cli = Cli(sqlite_url, tmp_path, openai_server)
+    openai_server.add(http_error(401, "Incorrect API key provided"))
+
+    started = cli(
+        "plan", "use", str(action), "--reasoner", "chat", "--model", "openai:gpt-4o-mini",
+        "--automation-profile", "auto",
+    )  # fmt: skip
+    assert started.returncode == 2, started.stdout + started.stderr
+    said = started.stderr.strip().splitlines()
+    assert len(said) == 1 and "Traceback" not in started.stderr, started.stderr
+    assert "the chat model call failed" in said[0] and "Incorrect API key" in said[0]
+    (plan,) = json.loads(cli("--format=json", "plan", "list").stdout)["plans"]
+    plan_id = plan["plan_id"]
+    assert f"then run it again: agents plan run {plan_id}" in said[0]
+    assert plan["state"] == "errored"
+    shown = cli("plan", "show", plan_id)
+    assert "Incorrect API key" in shown.stdout, shown.stdout
+    doctor = cli("doctor")
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr  # nothing left running
+
+    openai_server.add(LAYOUT, finish_phase(), WRITE, finish_phase())
+    went_on = cli("plan", "run", plan_id)
+    assert went_on.returncode == 0, went_on.stderr
+    assert openai_server.pending == 0
+    tree = cli.tree(plan_id)
+    assert tree["strategy_choice"]["chosen_option"] == "one README at the top"
+    assert tree["implementation_choice"]["chosen_option"] == "a one-line README"

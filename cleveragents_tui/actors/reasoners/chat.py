@@ -261,7 +261,7 @@ def _invoke(
         raise
     except Exception as exc:  # the provider's own errors: network, authentication, quota
         raise ReasonerError(
-            f"the chat model call failed: {type(exc).__name__}: {exc}",
+            f"the chat model call failed: {type(exc).__name__}: {str(exc).rstrip('.')}",
             "check the model's configuration, credentials and network",
         ) from exc
     if not isinstance(reply, AIMessage):

@@ -51,6 +51,18 @@ class SandboxUnavailableError(UserError):
         return cls(plan_id, f"the sandbox of {resource_id} could not be made: {cause}")
 
 
+class ReasonerFailedError(UserError):
+    """The plan's reasoner gave no decision (its model call failed, or its reply was
+    refused): the plan ended ``errored`` with ``reason`` recorded, not left ``running``."""
+
+    def __init__(self, plan_id: str, reason: str) -> None:
+        self.plan_id = plan_id
+        self.reason = reason
+        super().__init__(
+            f"plan {plan_id} errored: {reason}", f"then run it again: agents plan run {plan_id}"
+        )
+
+
 def record_errored(store: Store, plan_id: str, reason: str) -> None:
     """End the run ``errored`` with its reason (a ``plan_errored`` event naming the plan
     version it applies to, which `plan show` prints), not ``running`` as if a process

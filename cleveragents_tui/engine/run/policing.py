@@ -26,10 +26,12 @@ from cleveragents_tui.automation.limits import (
 )
 from cleveragents_tui.domain.approval import Approval, ApprovalAnswer, ApprovalKind
 from cleveragents_tui.domain.enums import Phase
+from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.limits import OnExceed, PlanLimits
 from cleveragents_tui.domain.profile import ALWAYS_MANUAL, AutomationFlag, AutomationProfile
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine.core.prices import price_of
+from cleveragents_tui.engine.run.errors import ReasonerFailedError
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.usage_queries import MODEL_USAGE
 
@@ -80,9 +82,12 @@ class Policing:
     # -- usage ----------------------------------------------------------------------------
 
     def propose(self, reasoner: Reasoner, state: ActorState, phase: Phase) -> Proposal | None:
-        """Ask the reasoner, and record what its model calls used (also when it fails)."""
+        """Ask the reasoner, and record what its model calls used (also when it fails). A
+        reasoner that gives no decision (ReasonerError and the like) ends the run errored."""
         try:
             return reasoner.propose(state, phase)
+        except UserError as failed:
+            raise ReasonerFailedError(self.plan_id, str(failed)) from failed
         finally:
             if isinstance(reasoner, MetersUsage):
                 self._record(reasoner, phase)

@@ -60,6 +60,7 @@ from cleveragents_tui.engine.core.tool_calls import ToolExecutor
 from cleveragents_tui.engine.run import apply as plan_apply
 from cleveragents_tui.engine.run import children, reversion, run_lease, steps
 from cleveragents_tui.engine.run.errors import (
+    ReasonerFailedError,
     ReviseStrategy,
     SandboxUnavailableError,
     WaitForApproval,
@@ -219,6 +220,11 @@ class PlanRunner:
         except LimitTerminated as ended:  # on_exceed: terminate
             self._errored(ended.reason)
             return self.plan()
+        except ReasonerFailedError as failed:  # no decision from the model: errored, not running
+            self._errored(failed.reason)
+            if failed.plan_id == self.plan_id:
+                raise
+            raise ReasonerFailedError(self.plan_id, failed.reason) from failed  # a child's
         except SandboxUnavailableError as failed:  # this plan's, or a child plan's
             self._errored(failed.reason)
             if failed.plan_id == self.plan_id:
