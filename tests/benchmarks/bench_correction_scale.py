@@ -19,7 +19,9 @@ Baselines, measured in the same run on the same plan from the same target:
 
 - execute's least write: the affected decisions marked superseded in one ``text()``
   ``UPDATE`` (its foreign keys' and triggers' checks included), rolled back — ADR-035 keeps
-  supersession on each decision, so no execute of a revert can write less.
+  supersession on each decision, so no execute of a revert can write less;
+- execute's durable writes: the time its own ``fsync``/``fdatasync`` calls took (outside
+  the replay), the part of it that crash safety costs whatever the code around it.
 
 Goals: preview ≤ 2× the CTE; execute ≤ 5×. Minimums and medians are both reported: on a
 shared machine the minimum says what the code costs, the median what a user sees.
