@@ -8,8 +8,20 @@ from sqlalchemy.exc import DBAPIError
 from cleveragents_tui.domain.errors import DatabaseUnavailableError
 
 # The newest migration in migrations/versions; tests check it matches Alembic's head.
-SCHEMA_HEAD = "0010"
-KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010")
+SCHEMA_HEAD = "0011"
+KNOWN_REVISIONS = (
+    "0001",
+    "0002",
+    "0003",
+    "0004",
+    "0005",
+    "0006",
+    "0007",
+    "0008",
+    "0009",
+    "0010",
+    "0011",
+)
 
 
 def current_revision(engine: Engine) -> str | None:

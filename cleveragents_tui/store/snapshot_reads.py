@@ -29,6 +29,7 @@ from cleveragents_tui.store import mapping
 from cleveragents_tui.store.correction_queries import USER_INTERVENTION, among, strings
 from cleveragents_tui.store.driver_reads import AnySelect, Read, Reads, batch, driver_rows, fetch
 from cleveragents_tui.store.impact_queries import affected_statement
+from cleveragents_tui.store.repositories.checkpoints import first_of_each_resource
 from cleveragents_tui.store.tables import (
     CheckpointMetadataRow,
     DecisionArtifactRow,
@@ -56,10 +57,16 @@ _PLAN = (
     .outerjoin_from(PlanRow, PlanActionRow, PlanActionRow.plan_id == PlanRow.plan_id)
     .where(PlanRow.plan_id == _ITS_PLAN)
 )
+# each resource's first checkpoint, not all of them: they grow with the plan's decisions
 _CHECKPOINTS = (
     select(CheckpointMetadataRow.__table__)
-    .where(CheckpointMetadataRow.plan_id == _ITS_PLAN)
+    .where(CheckpointMetadataRow.plan_id == _ITS_PLAN, first_of_each_resource(_ITS_PLAN))
     .order_by(CheckpointMetadataRow.created_at, CheckpointMetadataRow.checkpoint_id)
+)
+_GROUP = (
+    select(CheckpointMetadataRow.__table__)
+    .where(CheckpointMetadataRow.decision_id == bindparam("id"))
+    .order_by(CheckpointMetadataRow.resource_id)
 )
 _ITS_GUIDANCE = (
     select(DecisionRow.__table__)
@@ -230,8 +237,8 @@ class Basics:
 
 
 def basics(session: Reads, decision_id: str, subtree: bool = False) -> Basics:
-    """The decision, whole, its plan with its stored action and host, the plan's
-    checkpoints and guidance decisions' rows, and every resource; with ``subtree`` the rows
+    """The decision, whole, its plan with its stored action and host, each resource's first
+    checkpoint in the plan, its guidance decisions' rows, and every resource; with ``subtree`` the rows
     of its affected-subtree CTE (store/impact_queries.py) too.
 
     The plan-level reads are kept per connection until the database changes, and read only
@@ -279,6 +286,11 @@ def basics(session: Reads, decision_id: str, subtree: bool = False) -> Basics:
         refs=refs,
         derived=kept.derived,
     )
+
+
+def checkpoint_group(session: Reads, decision_id: str) -> list[CheckpointMetadata]:
+    """The checkpoints of the decision's group, by resource (as checkpoints.for_decision)."""
+    return batch(session, [(_GROUP, mapping.checkpoint_from_row, {"id": decision_id})])[0]
 
 
 def guidance_decisions(session: Reads, plan_id: str) -> list[Decision]:

@@ -192,6 +192,10 @@ class CheckpointMetadataRow(Base):
         Index("ix_checkpoint_metadata_plan_id", "plan_id"),
         # migration 0009: a resource's live checkpoints, which each recording counts
         Index("ix_checkpoint_metadata_live", "plan_id", "resource_id", sqlite_where=text(LIVE)),
+        # migration 0011: each resource's first checkpoint (a rollback's baselines)
+        Index(
+            "ix_checkpoint_metadata_plan_resource_created", "plan_id", "resource_id", "created_at"
+        ),
     )
 
 

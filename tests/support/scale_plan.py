@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,13 @@ from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.core.impact import InfluenceGraph
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
-from cleveragents_tui.store.tables import DecisionDependencyRow, DecisionRow, ToolInvocationRow
+from cleveragents_tui.store.tables import (
+    CheckpointGroupRow,
+    CheckpointMetadataRow,
+    DecisionDependencyRow,
+    DecisionRow,
+    ToolInvocationRow,
+)
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 FILES = "bench/files"
@@ -159,6 +165,45 @@ def build(base: Path, count: int, url: str | None = None, seed: int = 11) -> Sca
             for start in range(0, len(rows), 5000):
                 connection.execute(insert(table), rows[start : start + 5000])
     return ScalePlan(store, plan.plan_id, ids, options)
+
+
+def add_pruned_groups(scale: ScalePlan, keep: set[str]) -> None:
+    """A checkpoint group of the plan's directory sandbox at every bulk decision but those
+    of ``keep``, each pruned by the budget, recorded after the plan's own: the rows a plan
+    of that many Execute decisions holds (a group at each; the budget prunes the old ones,
+    their rows stay), which the plan above lacks."""
+    later = datetime.now(UTC) + timedelta(days=1)
+    groups, rows = [], []
+    for n, decision_id in enumerate(d for d in scale.ids if d not in keep):
+        at = later + timedelta(seconds=n)
+        group_id = new_ulid()
+        groups.append(
+            {
+                "group_id": group_id,
+                "plan_id": scale.plan_id,
+                "decision_id": decision_id,
+                "status": "committed",
+                "created_at": at,
+                "pending_refs": "[]",
+            }
+        )
+        rows.append(
+            {
+                "checkpoint_id": new_ulid(),
+                "plan_id": scale.plan_id,
+                "group_id": group_id,
+                "decision_id": decision_id,
+                "resource_id": FILES,
+                "checkpoint_type": "decision_point",
+                "strategy": "filesystem_copy",
+                "ref": f"pruned-{n}",
+                "created_at": at,
+                "pruned_at": at,
+            }
+        )
+    with scale.store.engine.begin() as connection:
+        connection.execute(insert(CheckpointGroupRow), groups)
+        connection.execute(insert(CheckpointMetadataRow), rows)
 
 
 def _register(uow: UnitOfWork, base: Path) -> None:

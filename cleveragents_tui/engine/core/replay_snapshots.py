@@ -101,7 +101,7 @@ def old_attempt_points(
     with store.unit_of_work() as uow:
         # the one _state_after looks for, read alone: not the whole plan (issue 22)
         decisions = uow.run(next_execute_decision, decision.plan_id, decision.sequence_number)
-        rows = uow.checkpoints.for_plan(decision.plan_id)
+        rows = uow.checkpoints.basis(decision.plan_id, *(d.decision_id for d in decisions))
     found = _state_after(decisions, rows, decision.sequence_number)
     if found is None:
         return {}
@@ -186,7 +186,7 @@ def record_snapshots(store: Store, correction_id: str, sandbox_base: Path | None
         following = (
             uow.run(next_execute_decision, plan_id, remade.sequence_number) if remade else []
         )
-        rows = uow.checkpoints.for_plan(correction.plan_id)
+        rows = uow.checkpoints.basis(correction.plan_id, *(d.decision_id for d in following))
     basis = correction.report["snapshots"]["basis"]
     rollback = RollbackReport.model_validate(basis["rollback"]) if basis["rollback"] else None
     old_points: Mapping[str, str] | None = basis["old_points"]

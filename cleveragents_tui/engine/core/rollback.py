@@ -66,7 +66,7 @@ def targets_of(
     # A correction's guidance decision, or a decision a later correction rolled back
     # past and kept, stands on the state that correction restored (engine/restore_point).
     owner = restore_point(uow, decision)
-    everything = uow.checkpoints.for_plan(plan_id)
+    everything = uow.checkpoints.basis(plan_id, owner.decision_id)
     # the restore point's group, as checkpoints.for_decision orders it: no second read
     group = sorted(
         (c for c in everything if c.decision_id == owner.decision_id), key=lambda c: c.resource_id
@@ -114,7 +114,7 @@ def targets_from(
 def baseline_targets(sandboxes: PlanSandboxes) -> tuple[dict[str, CheckpointMetadata], list[str]]:
     """Every sandboxed resource's baseline: the state before Execute wrote anything."""
     with sandboxes.store.unit_of_work() as uow:
-        everything = uow.checkpoints.for_plan(sandboxes.plan_id)
+        everything = uow.checkpoints.basis(sandboxes.plan_id)
     return baselines_from(everything)
 
 

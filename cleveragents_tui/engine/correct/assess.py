@@ -190,12 +190,8 @@ def rollback_of(snapshot: Snapshot, tier: Tier) -> Rollback:
         if tier is not Tier.FULL:
             raise CorrectionRefusedError(*_tier_error(decision, tier))
         owner = snapshot.owner or decision
-        group = sorted(
-            (c for c in snapshot.checkpoints if c.decision_id == owner.decision_id),
-            key=lambda c: c.resource_id,
-        )
         targets, marked = targets_from(
-            decision.decision_id, owner.phase, group, snapshot.checkpoints
+            decision.decision_id, owner.phase, snapshot.group, snapshot.checkpoints
         )
         return Rollback(targets, tuple(marked), ())
     targets, marked = baselines_from(snapshot.checkpoints)

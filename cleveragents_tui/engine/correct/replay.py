@@ -71,7 +71,7 @@ def revert_targets(
             return target, None
         if impact.decision_phase is Phase.EXECUTE:
             return target, targets_of(uow, sandboxes.plan_id, target)
-        return target, baselines_from(uow.checkpoints.for_plan(sandboxes.plan_id))
+        return target, baselines_from(uow.checkpoints.basis(sandboxes.plan_id))
 
 
 def revert(

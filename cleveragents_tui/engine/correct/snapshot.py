@@ -83,8 +83,9 @@ class Snapshot:
     execute_decisions: frozenset[str] = frozenset()  # current, read when all Execute work goes
     child_plans: Mapping[str, Plan] = field(default_factory=dict)  # those of the subtree
     host_plan_id: str = ""  # whose sandboxes the plan works in: its own, or its host's
-    checkpoints: tuple[CheckpointMetadata, ...] = ()  # the plan's, oldest first
+    checkpoints: tuple[CheckpointMetadata, ...] = ()  # each resource's first, oldest first
     owner: Decision | None = None  # the restore point: whose checkpoint group is restored
+    group: tuple[CheckpointMetadata, ...] = ()  # the owner's group, by resource
     writes: tuple[tuple[str, str], ...] = ()  # (decision, resource) rolled back, after owner
     writers: Mapping[str, Decision] = field(default_factory=dict)  # of those writes, by id
     followers: frozenset[str] = frozenset()  # the writers' dependents
@@ -274,6 +275,9 @@ def _revert(
         # the restore point is read with the rest (it raises nothing), used once checked
         owner=_restore_point(uow, decision, guidance) if sandboxed else None,
     )
+    if snapshot.owner is not None and decision.phase is Phase.EXECUTE:
+        group = tuple(uow.run(reads.checkpoint_group, snapshot.owner.decision_id))
+        snapshot = copied(snapshot, group=group)
     assess.child_impacts(snapshot)
     affected = assess.first_affected(snapshot, CorrectionMode.REVERT)
     later: queries.Later | None = None

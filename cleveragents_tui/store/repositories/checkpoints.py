@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import ColumnElement, func, or_, select, tuple_, update
+from sqlalchemy.orm import aliased
 
 from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
 from cleveragents_tui.domain.enums import CheckpointGroupStatus
@@ -13,6 +15,20 @@ from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.store import mapping
 from cleveragents_tui.store.repositories.base import Repository
 from cleveragents_tui.store.tables import CheckpointGroupRow, CheckpointMetadataRow
+
+
+def first_of_each_resource(plan: Any) -> ColumnElement[bool]:
+    """Of the checkpoints of ``plan`` (a value or an expression), each resource's first:
+    its baseline, or for a ``none`` resource the mark that the plan wrote it. With a
+    checkpoint group at every Execute decision a plan's rows grow with its decisions, but a
+    rollback's targets need only these and the restore point's group (issue 22)."""
+    other = aliased(CheckpointMetadataRow)
+    firsts = (
+        select(other.resource_id, func.min(other.created_at))
+        .where(other.plan_id == plan)
+        .group_by(other.resource_id)
+    )
+    return tuple_(CheckpointMetadataRow.resource_id, CheckpointMetadataRow.created_at).in_(firsts)
 
 
 class CheckpointRepository(Repository):
@@ -64,6 +80,22 @@ class CheckpointRepository(Repository):
             query = query.where(CheckpointMetadataRow.resource_id == resource_id)
         return self._list(
             query.order_by(CheckpointMetadataRow.created_at, CheckpointMetadataRow.checkpoint_id),
+            mapping.checkpoint_from_row,
+        )
+
+    def basis(self, plan_id: str, *decision_ids: str) -> list[CheckpointMetadata]:
+        """What a rollback or a diff reads of a plan's checkpoints, oldest first: each
+        resource's first (:func:`first_of_each_resource`) and every one of ``decision_ids``.
+        As :meth:`for_plan` for :func:`engine.core.rollback.targets_from` and the diff's
+        points, without reading every checkpoint the plan ever took."""
+        row = CheckpointMetadataRow
+        return self._list(
+            select(row)
+            .where(
+                row.plan_id == plan_id,
+                or_(first_of_each_resource(plan_id), row.decision_id.in_(decision_ids)),
+            )
+            .order_by(row.created_at, row.checkpoint_id),
             mapping.checkpoint_from_row,
         )
 
