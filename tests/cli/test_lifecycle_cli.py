@@ -230,3 +230,27 @@ def test_apply_of_an_applied_plan_says_so(run: Run, tmp_path: Path, sandboxes: P
         f"error: plan {plan_id} is applied already: see where it landed with "
         f"`agents plan show {plan_id}`"
     )
+
+
+def test_apply_of_a_paused_plan_is_refused_and_answers_nothing(
+    run: Run, tmp_path: Path, sandboxes: Path
+) -> None:
+    """Before: `plan apply` of a plan paused at its Apply gate recorded the gate approved,
+    then refused ("Execute has not completed: run it until it waits at the Apply gate"), and
+    the `plan run` it named applied the plan without waiting at the gate."""
+    demo = json.loads(run("demo", "--dir", str(tmp_path / "demo"), "--format=json").output)
+    plan_id = demo["plan_id"]
+    assert run("plan", "pause", plan_id).exit_code == 0
+    asked = run("approval", "list", "--all", "--format=json").output
+
+    refused = run("plan", "apply", plan_id)
+    assert refused.exit_code == 2
+    assert refused.stderr.strip() == (
+        f"error: plan {plan_id} is paused: resume it first (agents plan resume {plan_id}), "
+        "then apply it"
+    )
+    assert run("approval", "list", "--all", "--format=json").output == asked
+    resumed = run("plan", "resume", plan_id)
+    assert "execute · awaiting_approval" in resumed.output.splitlines()[0]  # at the gate again
+    applied = run("plan", "apply", plan_id)
+    assert applied.exit_code == 0 and "apply · applied" in applied.output.splitlines()[0]

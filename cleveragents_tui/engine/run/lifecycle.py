@@ -148,6 +148,11 @@ def _answer_and_apply(store: Store, plan_id: str, by: str, options: RunOptions |
     approve_denied_apply_gate(store, plan_id, by)  # a person who denied it changed their mind
     with store.unit_of_work(write=True) as uow:
         plan = uow.plans.get(plan_id)
+        if plan.state is PlanState.PAUSED:  # answering its gate would let `plan run` apply
+            raise PlanStateError(
+                f"plan {plan_id} is paused",
+                f"resume it first (agents plan resume {plan_id}), then apply it",
+            )
         pending = uow.approvals.pending(plan.plan_id)
         first = next((a for a in pending if a.kind.value != "apply_gate"), None)
         if first is not None and plan.phase is Phase.EXECUTE:  # e.g. a failed call's question
