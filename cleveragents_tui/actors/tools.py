@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from cleveragents_tui.actors.base import Tool
+from cleveragents_tui.actors.tool_support import BadArguments, BuiltinTool, check_arguments
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.tool import ToolSpec
 
@@ -46,6 +47,20 @@ class ToolRegistry:
             known = ", ".join(self.names()) or "none"
             raise UnknownToolError(f"tool {name!r} is not registered", f"use one of: {known}")
         return tool
+
+    def argument_problem(self, name: str, arguments: object) -> str | None:
+        """Why a call of ``name`` with ``arguments`` would be refused before it runs (an
+        unknown or missing argument, a value of the wrong type), found without running it:
+        ``agents action validate`` reports it instead of the plan failing at Execute. None
+        when they fit, or when the tool does not declare its parameters."""
+        tool = self._tools.get(name)
+        if not isinstance(tool, BuiltinTool):
+            return None
+        try:
+            check_arguments(arguments, tool.params)
+        except BadArguments as exc:
+            return str(exc)
+        return None
 
     def specs(self) -> list[ToolSpec]:
         return [self._tools[name].spec for name in self.names()]

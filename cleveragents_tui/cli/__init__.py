@@ -14,7 +14,7 @@ import click
 
 from cleveragents_tui import __version__
 from cleveragents_tui.cli.context import CliContext, echo
-from cleveragents_tui.domain.display import shorten
+from cleveragents_tui.domain.display import printable, shorten
 from cleveragents_tui.domain.errors import UserError
 
 USER_ERROR_EXIT = 2
@@ -149,14 +149,19 @@ class AgentsGroup(click.Group):
         except click.exceptions.NoArgsIsHelpError as exc:  # `agents plan`: a group, bare
             _show_help(exc.ctx or ctx)
         except UserError as exc:
-            echo(f"error: {exc}", err=True)
+            _refuse(exc)
             ctx.exit(getattr(exc, "exit_code", USER_ERROR_EXIT))  # cli/outcome.py: 1 or 3
         except OSError as exc:
             error = environment_error(exc)
             if error is None:
                 raise
-            echo(f"error: {error}", err=True)
+            _refuse(error)
             ctx.exit(USER_ERROR_EXIT)
+
+
+def _refuse(error: UserError) -> None:
+    """An error is one line, even when it names a path or text holding a newline."""
+    echo(printable(f"error: {error}", one_line=True), err=True)
 
 
 def _show_help(ctx: click.Context) -> None:

@@ -69,9 +69,27 @@ def refuse_unapplied(store: Store, result: Plan, cause: str | None = None) -> No
         reason = _latest(store, result.plan_id, kind) or cause or "see agents plan show"
         raise NotApplied(
             f"plan {result.plan_id} was not applied (errored): {reason}",
-            f"once the cause is fixed, retry with agents plan run {result.plan_id}",
+            _terminated_fix(store, result)
+            or f"once the cause is fixed, retry with agents plan run {result.plan_id}",
             ERRORED_EXIT,
         )
+
+
+def _terminated_fix(store: Store, plan: Plan) -> str | None:
+    """A limit with ``on_exceed: terminate`` ends every later run too (usage only grows, and
+    the plan keeps its action's limits): running it again is no fix."""
+    if plan.phase is Phase.APPLY:
+        return None
+    with store.unit_of_work() as uow:
+        breaches = uow.events.payloads(plan.plan_id, "limit_exceeded")
+    ended = [b for b in breaches if b.get("action") == "terminate"]
+    if not ended:
+        return None
+    return (
+        f"the plan keeps its action's limits: raise {ended[-1].get('limit')} in the action and "
+        f"start a new plan (agents plan use), or cancel this one: agents plan cancel "
+        f"{plan.plan_id}"
+    )
 
 
 def report_plan(store: Store, result: Plan) -> None:

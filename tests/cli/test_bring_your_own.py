@@ -410,7 +410,7 @@ decisions:
       - option: o
         tool_calls:
           - tool: local/write-file
-            arguments: {resource: local/elsewhere, path: x}
+            arguments: {resource: local/elsewhere, path: x, content: y}
   - key: b
     type: implementation_choice
     question: q

@@ -147,3 +147,15 @@ def test_the_installed_command_exits_2_without_traceback(tmp_path: Path) -> None
         "error: plan 'nope' is not a valid ULID or ULID prefix: "
         "give the 26-character id or at least 4 of its first characters"
     )
+
+
+def test_a_path_holding_a_newline_is_named_on_the_one_line(run: Run, tmp_path: Path) -> None:
+    """A folder named with a newline split the error in two lines (the second a bare
+    fragment of the path); it is shown escaped, as the tree and tables show such text."""
+    folder = tmp_path / "new\nline"
+    folder.mkdir()
+    missing = folder / "x.db"
+    _one_line_error(
+        run("resource", "add", "db", "--kind", "database", "--location", str(missing)),
+        f"error: location {tmp_path}/new\\nline/x.db does not exist",
+    )

@@ -179,3 +179,78 @@ def test_set_profile_changes_an_open_plan_and_refuses_a_cancelled_one(
     assert "is cancelled" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     shown = json.loads(run("plan", "show", plan_id, "--format=json").output)
     assert shown["plan"]["automation_profile"] == "supervised"
+
+
+def test_a_cancelled_plan_asks_nothing_and_is_never_applied(
+    run: Run, tmp_path: Path, sandboxes: Path
+) -> None:
+    """Before: the Apply gate of a cancelled plan stayed pending (`approval list`, and
+    `plan cancel` still said "waiting for ... land it: agents plan apply"); `plan apply`
+    then recorded it approved before refusing with "run it: agents plan run", which is
+    refused in turn."""
+    demo = json.loads(run("demo", "--dir", str(tmp_path / "demo"), "--format=json").output)
+    plan_id = demo["plan_id"]
+    cancelled = run("plan", "cancel", plan_id)
+    assert cancelled.exit_code == 0, cancelled.output
+    assert "waiting for" not in cancelled.output and "plan apply" not in cancelled.output
+    assert json.loads(run("approval", "list", "--format=json").output)["approvals"] == []
+    answered = run("approval", "list", "--all", "--format=json").output
+
+    plan = json.loads(run("plan", "show", plan_id, "--format=json").output)["plan"]
+    applied = run("plan", "apply", plan_id)
+    assert applied.exit_code == 2
+    assert applied.stderr.strip() == (
+        f"error: plan {plan_id} is cancelled: a cancelled plan is never applied: start a new "
+        f"plan with `agents plan use {plan['action']}`"
+    )
+    assert run("approval", "list", "--all", "--format=json").output == answered
+    [gate] = json.loads(answered)["approvals"]
+    assert (gate["kind"], gate["answer"], gate["answered_by"]) == (
+        "apply_gate",
+        "denied",
+        "cancelled",
+    )
+    branches = subprocess.run(
+        ["git", "branch", "--list", "cleveragents/apply/*"],
+        cwd=Path(demo["directory"], "hello-cli"),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert branches.stdout == ""
+
+
+def test_apply_of_an_applied_plan_says_so(run: Run, tmp_path: Path, sandboxes: Path) -> None:
+    demo = json.loads(run("demo", "--dir", str(tmp_path / "demo"), "--format=json").output)
+    plan_id = demo["plan_id"]
+    assert run("plan", "apply", plan_id).exit_code == 0
+    again = run("plan", "apply", plan_id)
+    assert again.exit_code == 2
+    assert again.stderr.strip() == (
+        f"error: plan {plan_id} is applied already: see where it landed with "
+        f"`agents plan show {plan_id}`"
+    )
+
+
+def test_apply_of_a_paused_plan_is_refused_and_answers_nothing(
+    run: Run, tmp_path: Path, sandboxes: Path
+) -> None:
+    """Before: `plan apply` of a plan paused at its Apply gate recorded the gate approved,
+    then refused ("Execute has not completed: run it until it waits at the Apply gate"), and
+    the `plan run` it named applied the plan without waiting at the gate."""
+    demo = json.loads(run("demo", "--dir", str(tmp_path / "demo"), "--format=json").output)
+    plan_id = demo["plan_id"]
+    assert run("plan", "pause", plan_id).exit_code == 0
+    asked = run("approval", "list", "--all", "--format=json").output
+
+    refused = run("plan", "apply", plan_id)
+    assert refused.exit_code == 2
+    assert refused.stderr.strip() == (
+        f"error: plan {plan_id} is paused: resume it first (agents plan resume {plan_id}), "
+        "then apply it"
+    )
+    assert run("approval", "list", "--all", "--format=json").output == asked
+    resumed = run("plan", "resume", plan_id)
+    assert "execute · awaiting_approval" in resumed.output.splitlines()[0]  # at the gate again
+    applied = run("plan", "apply", plan_id)
+    assert applied.exit_code == 0 and "apply · applied" in applied.output.splitlines()[0]

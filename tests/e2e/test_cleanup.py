@@ -134,6 +134,7 @@ def test_discarding_an_unfinished_plan_cancels_it_and_a_busy_one_is_refused(demo
     assert "cancels plan" in done.output
     with demo.store.unit_of_work() as uow:
         assert uow.plans.get(demo.plan_id).state.value == "cancelled"
+        assert uow.approvals.pending(demo.plan_id) == []  # its Apply gate lapsed with it
     assert demo.ours() == []
     assert run_checks(demo.store, demo.base).problems == []
 

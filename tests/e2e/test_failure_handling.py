@@ -253,3 +253,25 @@ def test_a_replay_that_skips_the_failed_step_still_asks_before_apply(
     with sqlite_store.unit_of_work() as uow:
         [again] = uow.approvals.pending(plan.plan_id)
     assert "local/run-tests failed" in again.question
+
+
+def test_the_retry_count_a_decision_names_is_the_actions_validation_retry_limit(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions
+) -> None:
+    """Under ``ci`` (3 retries per step) an action allowing 1 validation retry retries once:
+    the decision says "retry 1 of 1" — it said "of 3", and then no second retry came."""
+
+    def fail_with_one_retry(points: dict[str, Any], data: dict[str, Any]) -> None:
+        _test_file(FAILING_TEST)(points, data)
+        data["limits"] = {"validation_retry_limit": 1}
+
+    _edit_action(demo, fail_with_one_retry)
+    plan = start_plan(
+        sqlite_store, load_action(str(demo.action_file)), profile_override="ci", options=options
+    )
+    assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL)
+    assert _runs_of(sqlite_store, plan.plan_id, "local/run-tests") == [False, False]
+    assert _recoveries(sqlite_store, plan.plan_id) == [
+        (DecisionType.VALIDATION_RESPONSE, "Retry local/run-tests (retry 1 of 1)"),
+        (DecisionType.VALIDATION_RESPONSE, "Stop and ask a person"),
+    ]

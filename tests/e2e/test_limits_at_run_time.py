@@ -126,6 +126,12 @@ def test_the_issue_case_terminates_from_the_cli(
         # run again: terminated again, never applied
         again = agents("plan", "run", limited["plan_id"])
         assert again.exit_code == 1 and "limits.max_tool_invocations" in again.stderr
+        # running it again is no fix: the line says what is
+        assert again.stderr.strip().endswith(
+            "(on_exceed: terminate): the plan keeps its action's limits: raise "
+            "limits.max_tool_invocations in the action and start a new plan (agents plan use), "
+            f"or cancel this one: agents plan cancel {plan}"
+        )
         assert len(tool_calls(store, plan)) == 1
     finally:
         store.close()

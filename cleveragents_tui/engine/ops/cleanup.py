@@ -30,6 +30,7 @@ from cleveragents_tui.sandbox.git_branches import (
     delete_apply_branch,
     find_apply_branch,
 )
+from cleveragents_tui.store.correction_queries import lapse_pending_approvals
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -160,6 +161,7 @@ def _cancel_and_prune(store: Store, inventory: DiscardInventory) -> None:
                 uow.events.append(
                     "plan_cancelled", {"from": plan.state.value, "by": "discard"}, plan_id=plan_id
                 )
+                uow.run(lapse_pending_approvals, plan_id, "discard", "the plan was discarded")
             live = [
                 c.checkpoint_id for c in uow.checkpoints.for_plan(plan_id) if c.pruned_at is None
             ]

@@ -149,7 +149,12 @@ class FailureHandling:
         )
 
     def _retries_allowed(self, spec: ToolSpec) -> int:
-        return self._runner.profile.safety.max_retries_per_step
+        """The profile's retries per step; for a validation, also within the action's
+        ``validation_retry_limit`` (what "retry N of M" names)."""
+        allowed = self._runner.profile.safety.max_retries_per_step
+        if self._is_validation(spec):
+            allowed = min(allowed, self._runner.action.limits.validation_retry_limit)
+        return allowed
 
     def _may_retry(
         self, decision: Decision, spec: ToolSpec, number: int, found: _Recoveries

@@ -19,12 +19,20 @@ from cleveragents_tui.engine.run.denial import (
     latest_denial,
     pending_point,
 )
+from cleveragents_tui.engine.run.errors import PlanStateError
 from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions
+from cleveragents_tui.store.correction_queries import lapse_pending_approvals
 from cleveragents_tui.store.store import Store
 
 
 def _change(
-    store: Store, plan_ref: str, allowed: tuple[PlanState, ...], state: PlanState, what: str
+    store: Store,
+    plan_ref: str,
+    allowed: tuple[PlanState, ...],
+    state: PlanState,
+    what: str,
+    *,
+    lapse_approvals: bool = False,
 ) -> Plan:
     with store.unit_of_work(write=True) as uow:
         plan = uow.plans.get(uow.plans.resolve(plan_ref))
@@ -35,6 +43,8 @@ def _change(
             )
         saved = uow.plans.save(plan.model_copy(update={"state": state, "updated_at": utc_now()}))
         uow.events.append(f"plan_{what}", {"from": plan.state.value}, plan_id=plan.plan_id)
+        if lapse_approvals:
+            uow.run(lapse_pending_approvals, plan.plan_id, what, f"the plan was {what}")
         uow.commit()
     return saved
 
@@ -51,8 +61,12 @@ def pause_plan(store: Store, plan_ref: str) -> Plan:
 
 
 def cancel_plan(store: Store, plan_ref: str) -> Plan:
+    """The plan's unanswered questions lapse with it (denied, by ``cancelled``): a cancelled
+    plan asks nothing, and its Apply gate can no longer be approved."""
     open_states = tuple(s for s in PlanState if not s.is_terminal)
-    return _change(store, plan_ref, open_states, PlanState.CANCELLED, "cancelled")
+    return _change(
+        store, plan_ref, open_states, PlanState.CANCELLED, "cancelled", lapse_approvals=True
+    )
 
 
 def resume_plan(store: Store, plan_ref: str, options: RunOptions | None = None) -> Plan:
@@ -130,9 +144,15 @@ def apply_plan(store: Store, plan_ref: str, by: str, options: RunOptions | None 
 
 
 def _answer_and_apply(store: Store, plan_id: str, by: str, options: RunOptions | None) -> Plan:
+    _refuse_finished(store, plan_id)
     approve_denied_apply_gate(store, plan_id, by)  # a person who denied it changed their mind
     with store.unit_of_work(write=True) as uow:
         plan = uow.plans.get(plan_id)
+        if plan.state is PlanState.PAUSED:  # answering its gate would let `plan run` apply
+            raise PlanStateError(
+                f"plan {plan_id} is paused",
+                f"resume it first (agents plan resume {plan_id}), then apply it",
+            )
         pending = uow.approvals.pending(plan.plan_id)
         first = next((a for a in pending if a.kind.value != "apply_gate"), None)
         if first is not None and plan.phase is Phase.EXECUTE:  # e.g. a failed call's question
@@ -147,6 +167,23 @@ def _answer_and_apply(store: Store, plan_id: str, by: str, options: RunOptions |
                 )
         uow.commit()
     return PlanRunner(store, plan.plan_id, options).apply()
+
+
+def _refuse_finished(store: Store, plan_id: str) -> None:
+    """Before the gate is answered: an applied or cancelled plan is never applied (again),
+    and refusing it must leave its approvals as they were."""
+    with store.unit_of_work() as uow:
+        plan = uow.plans.get(plan_id)
+    if plan.state is PlanState.APPLIED:
+        raise PlanStateError(
+            f"plan {plan_id} is applied already",
+            f"see where it landed with `agents plan show {plan_id}`",
+        )
+    if plan.state is PlanState.CANCELLED:
+        raise PlanStateError(
+            f"plan {plan_id} is cancelled: a cancelled plan is never applied",
+            f"start a new plan with `agents plan use {shlex.quote(plan.action)}`",
+        )
 
 
 def resume_with(

@@ -36,6 +36,7 @@ from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.usage_queries import MODEL_USAGE
 
 PRICES = "prices."  # the breach of a model with no price, under a cost limit
+WALL_CLOCK = "limits.max_wall_clock_seconds"
 # Limits a tool call is counted against before it is made: what the figure counts.
 _COUNTED_BEFORE = {
     "max_tool_invocations": "tool call",
@@ -239,6 +240,9 @@ class Policing:
                 ".output_per_mtok (agents config set)",
                 "go on with its calls counted as $0 until it has a price",
             )
+        if breach.limit == WALL_CLOCK:
+            after = f"{self._configured(breach.limit):g} s after your answer"
+            return breach.message, f"go on (the limit moves to {after})"
         raised = breach.used + self._configured(breach.limit)
         counted = _COUNTED_BEFORE.get(breach.limit.rpartition(".")[2])
         what = breach.message
@@ -258,13 +262,17 @@ class Policing:
             ]
 
     def _raised(self) -> dict[str, float]:
-        """Each limit as approvals raised it: the figure at the breach plus the limit."""
+        """Each limit as approvals raised it: the figure at the breach plus the limit. The
+        wall clock counts from the answer: the wait for it is spent, and counting from the
+        breach would let a late answer (later than the limit) only ask again."""
         raised: dict[str, float] = {}
         for approval in self._budget_approvals():
             if approval.answer is not ApprovalAnswer.APPROVED:
                 continue
             name = str(approval.details["limit"])
             grant = float(approval.details["used"]) + float(approval.details["base"])
+            if name == WALL_CLOCK and approval.answered_at is not None:
+                grant += max(0.0, (approval.answered_at - approval.requested_at).total_seconds())
             raised[name] = max(raised.get(name, grant), grant)
         return raised
 

@@ -242,6 +242,11 @@ def _store_problems(store: Store, data: Mapping[str, Any], node: yaml.Node) -> l
                     where = (*loc, "decisions", i, "alternatives", j, "tool_calls", k)
                     tool((*where, "tool"), call.get("tool"))
                     arguments = call.get("arguments")
+                    name = call.get("tool")
+                    if isinstance(name, str) and isinstance(arguments, Mapping | None):
+                        wrong = tools.argument_problem(name, arguments or {})
+                        if wrong is not None:
+                            add((*where, "arguments"), f"{name}: {wrong}")
                     target = arguments.get("resource") if isinstance(arguments, Mapping) else None
                     if isinstance(target, str) and target not in named:
                         add(
