@@ -78,7 +78,6 @@ class PlanScreen(PlanExport, PlanControls):
 
     def __init__(self, plan_id: str) -> None:
         super().__init__(plan_id)
-        self.plan: Plan | None = None
         self._warned: set[str] = set()  # reconcile approvals already notified
         self._last_search = ""
         self._reveal_after: tuple[str, str] | None = None  # (decision, what) to show next load
