@@ -4,6 +4,8 @@ decision spawned and esc back, `y` to copy an id, and status lines a person can 
 from __future__ import annotations
 
 import pytest
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
 
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine.setup.config import app_theme, set_setting
@@ -60,6 +62,9 @@ async def test_j_opens_the_spawned_child_plan_and_escape_comes_back(demo_plan: D
         await settle(app, pilot)
         assert isinstance(app.screen, PlanScreen) and app.screen.plan_id == child.plan_id
         assert app.screen.query_one(DecisionTree).row_count > 0
+        # esc leads back to the parent plan, so the footer must not promise the plan list
+        [back] = [k for k in app.screen.query_one(Footer).query(FooterKey) if k.key == "escape"]
+        assert back.description == "Back"
         await pilot.press("escape")
         await settle(app, pilot)
         assert app.screen is parent_screen

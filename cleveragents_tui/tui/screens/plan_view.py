@@ -58,7 +58,7 @@ FINISHED = (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED)
 
 class PlanScreen(PlanExport, PlanControls):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "app.leave_plan", "Plans", id="plan.back"),
+        Binding("escape", "app.leave_plan", "Back", id="plan.back"),
         Binding("c", "correct", "Correct", id="plan.correct"),
         Binding("e", "edit_strategy", "Edit strategy", id="plan.edit_strategy"),
         Binding("d", "diff", "Diff", id="plan.diff"),
