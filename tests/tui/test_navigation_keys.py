@@ -102,6 +102,28 @@ async def test_the_status_line_is_words_not_a_python_repr(demo_plan: DemoPlan) -
         assert not any(c in now for c in "[]{}'")
 
 
+async def test_the_now_line_uses_the_width_it_has(demo_plan: DemoPlan) -> None:
+    """ "What it is doing now" was cut at 70 characters in any window: now at the bar's
+    width, whole in a wide one, one row in an 80-column one."""
+    with demo_plan.store.unit_of_work(write=True) as uow:
+        uow.events.append(
+            "resource_written",
+            {"resource": "demo/hello-cli", "path": "hello_cli/greet.py", "by": "implement-class"},
+            plan_id=demo_plan.plan.plan_id,
+        )
+        uow.commit()
+    for size in (SIZE, (80, 24)):
+        app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+        async with app.run_test(size=size) as pilot:
+            await settle(app, pilot)
+            status = app.screen.query_one(PlanStatus)
+            [now] = [line for line in status.plain_text.splitlines() if line.startswith("now:")]
+            if size == SIZE:
+                assert now.endswith("resource demo/hello-cli)"), now
+            else:
+                assert now.endswith("…") and len(now) <= status.content_size.width, now
+
+
 async def test_the_theme_is_kept_for_the_next_run(demo_plan: DemoPlan) -> None:
     app = demo_plan.app(theme=app_theme(demo_plan.store))
     async with app.run_test(size=SIZE) as pilot:
