@@ -20,6 +20,7 @@ from cleveragents_tui.domain.enums import CorrectionStatus, Phase, PlanState
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.engine.demo.demo import build_demo
 from cleveragents_tui.engine.read.browse import plan_tree, show_plan
+from cleveragents_tui.engine.run.lifecycle import apply_plan
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
@@ -85,6 +86,26 @@ async def test_apply_asks_first_then_lands_the_plan(demo_plan: DemoPlan) -> None
         check=True,
     ).stdout
     assert demo_plan.plan.plan_id in branches  # the sandbox landed on the real repository
+
+
+async def test_cancel_or_apply_on_an_applied_plan_says_why_without_asking(
+    demo_plan: DemoPlan,
+) -> None:
+    """An applied plan cannot be cancelled nor applied again: no confirmation (which read
+    "Nothing is applied"), the reason at once."""
+    apply_plan(demo_plan.store, demo_plan.plan.plan_id, "tester", demo_plan.options)
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        for key in ("X", "A"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert isinstance(app.screen, PlanScreen), key  # no confirmation dialog
+        messages = [n.message for n in app._notifications]
+    plan_id = demo_plan.plan.plan_id
+    assert f"plan {plan_id} is applied: it cannot be cancelled" in messages
+    assert f"plan {plan_id} is applied: there is nothing to apply" in messages
+    assert _state(demo_plan) is PlanState.APPLIED
 
 
 class _HeldReasoner:

@@ -4,6 +4,8 @@ decision spawned and esc back, `y` to copy an id, and status lines a person can 
 from __future__ import annotations
 
 import pytest
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
 
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine.setup.config import app_theme, set_setting
@@ -60,6 +62,9 @@ async def test_j_opens_the_spawned_child_plan_and_escape_comes_back(demo_plan: D
         await settle(app, pilot)
         assert isinstance(app.screen, PlanScreen) and app.screen.plan_id == child.plan_id
         assert app.screen.query_one(DecisionTree).row_count > 0
+        # esc leads back to the parent plan, so the footer must not promise the plan list
+        [back] = [k for k in app.screen.query_one(Footer).query(FooterKey) if k.key == "escape"]
+        assert back.description == "Back"
         await pilot.press("escape")
         await settle(app, pilot)
         assert app.screen is parent_screen
@@ -95,6 +100,28 @@ async def test_the_status_line_is_words_not_a_python_repr(demo_plan: DemoPlan) -
         [now] = [line for line in status.splitlines() if line.startswith("now:")]
         assert "paths a.py, b.py" in now and "factors risk 0.4" in now
         assert not any(c in now for c in "[]{}'")
+
+
+async def test_the_now_line_uses_the_width_it_has(demo_plan: DemoPlan) -> None:
+    """ "What it is doing now" was cut at 70 characters in any window: now at the bar's
+    width, whole in a wide one, one row in an 80-column one."""
+    with demo_plan.store.unit_of_work(write=True) as uow:
+        uow.events.append(
+            "resource_written",
+            {"resource": "demo/hello-cli", "path": "hello_cli/greet.py", "by": "implement-class"},
+            plan_id=demo_plan.plan.plan_id,
+        )
+        uow.commit()
+    for size in (SIZE, (80, 24)):
+        app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+        async with app.run_test(size=size) as pilot:
+            await settle(app, pilot)
+            status = app.screen.query_one(PlanStatus)
+            [now] = [line for line in status.plain_text.splitlines() if line.startswith("now:")]
+            if size == SIZE:
+                assert now.endswith("resource demo/hello-cli)"), now
+            else:
+                assert now.endswith("…") and len(now) <= status.content_size.width, now
 
 
 async def test_the_theme_is_kept_for_the_next_run(demo_plan: DemoPlan) -> None:

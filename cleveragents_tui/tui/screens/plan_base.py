@@ -3,6 +3,7 @@ superseded decisions are, and the store."""
 
 from __future__ import annotations
 
+from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.screens.base import AgentsScreen
 from cleveragents_tui.tui.services import services
@@ -13,6 +14,7 @@ class PlanScreenBase(AgentsScreen):
         super().__init__()
         self.plan_id = plan_id
         self.show_superseded = False
+        self.plan: Plan | None = None  # as last read: None until the first load
 
     @property
     def store(self) -> Store:

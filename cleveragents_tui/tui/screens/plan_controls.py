@@ -33,11 +33,24 @@ class PlanControls(PlanScreenBase):
     def action_pause(self) -> None:
         self._control("paused", pause_plan)
 
+    def _said_closed(self, why: str) -> bool:
+        """An applied or cancelled plan stays so: say at once ``why`` nothing can be done,
+        rather than ask to confirm what the engine then refuses (the confirmation read
+        "Nothing is applied" on an applied plan)."""
+        plan = self.plan
+        if plan is None or not plan.state.is_terminal:
+            return False
+        self.notify(f"plan {plan.plan_id} is {plan.state.value}: {why}", severity="error")
+        return True
+
     @work(exclusive=True, group="control", exit_on_error=False)
     async def action_cancel_plan(self) -> None:
+        if self._said_closed("it cannot be cancelled"):
+            return
         if await self.app.push_screen_wait(
             ConfirmModal(
-                f"Cancel plan {self.plan_id}? Nothing is applied; this cannot be undone.",
+                f"Cancel plan {self.plan_id}? Cancelling lands nothing (its sandboxes stay "
+                "until discarded); it cannot be undone.",
                 title="Cancel plan",
                 yes="Cancel the plan",
             )
@@ -50,6 +63,8 @@ class PlanControls(PlanScreenBase):
 
     @work(exclusive=True, group="control", exit_on_error=False)
     async def action_apply(self) -> None:
+        if self._said_closed("there is nothing to apply"):
+            return
         if await self.app.push_screen_wait(
             ConfirmModal(
                 "Approve the Apply gate and land the changes on the real resources?",

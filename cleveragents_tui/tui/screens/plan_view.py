@@ -58,7 +58,7 @@ FINISHED = (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED)
 
 class PlanScreen(PlanExport, PlanControls):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "app.leave_plan", "Plans", id="plan.back"),
+        Binding("escape", "app.leave_plan", "Back", id="plan.back"),
         Binding("c", "correct", "Correct", id="plan.correct"),
         Binding("e", "edit_strategy", "Edit strategy", id="plan.edit_strategy"),
         Binding("d", "diff", "Diff", id="plan.diff"),
@@ -78,7 +78,6 @@ class PlanScreen(PlanExport, PlanControls):
 
     def __init__(self, plan_id: str) -> None:
         super().__init__(plan_id)
-        self.plan: Plan | None = None
         self._warned: set[str] = set()  # reconcile approvals already notified
         self._last_search = ""
         self._reveal_after: tuple[str, str] | None = None  # (decision, what) to show next load

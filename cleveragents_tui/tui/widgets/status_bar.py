@@ -42,6 +42,7 @@ def _folded(heading: Text, width: int) -> Text:
 
 
 _SEPARATOR = " · "
+NOW_MIN = 70  # the "now:" line's least length, without its "now: "
 
 
 class PlanStatus(Static):
@@ -65,7 +66,10 @@ class PlanStatus(Static):
                 t.append(" — answer it in Approvals (a)", style="italic")
         if events:
             t.append("\nnow: ", style="bold")
-            t.append(one_line(_event_line(events[0]), 70), style="dim")
+            # one row wide: cut at the bar's width, not at 70 cells in a 200-column window
+            # (the bar spans the screen: its width less the padding, before it is laid out)
+            width = self.content_size.width or self.app.size.width - 2
+            t.append(one_line(_event_line(events[0]), max(NOW_MIN, width - 5)), style="dim")
         t = safe_text(t)
         # A layout of the whole screen costs the loop ~40 ms at 120x40 (10 ms of the poll's
         # 13): only when the bar's height may change — other lines, or a line too long to
