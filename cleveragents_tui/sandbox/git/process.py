@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, TypeVar
@@ -208,6 +209,18 @@ class GitPipe:
         self._process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
         self._lock = threading.Lock()
+        _RUNNING.add(self)
+
+    def _let_go_in_child(self) -> None:
+        """In a process forked from this one: close the copies of git's pipes, leave git to
+        the parent. A copy of its stdin held open here would keep git from ever seeing the
+        end its parent's close gives it, and that close waits for git to exit."""
+        self._lock = threading.Lock()  # held by another thread at the fork, perhaps
+        process, self._process = self._process, None
+        if process is not None:
+            for pipe in (process.stdin, process.stdout):
+                if pipe is not None:
+                    pipe.close()
 
     def ask(self, request: bytes, answers: int, fix: str) -> list[bytes]:
         """``answers`` lines in reply to ``request``, each without its line break."""
@@ -292,6 +305,17 @@ class GitPipe:
         reason = reason_of(self._stderr.read(), returncode)
         self._stderr.close()
         return reason
+
+
+_RUNNING: weakref.WeakSet[GitPipe] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for pipe in list(_RUNNING):
+        pipe._let_go_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def release(draft: Path, *pipes: GitPipe) -> None:
