@@ -53,6 +53,7 @@ def soak(session: nox.Session) -> None:
     session.run(
         "pytest",
         "-s",
+        "--timeout=0",
         "tests/reliability",
         *session.posargs,
         env={"AGENTS_SOAK_ITERATIONS": iterations, "HYPOTHESIS_PROFILE": "soak"},
