@@ -19,10 +19,12 @@ from typing import Any
 from sqlalchemy import insert
 
 from cleveragents_tui.domain.action import Action
-from cleveragents_tui.domain.enums import Phase
+from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phase
 from cleveragents_tui.domain.ids import new_ulid
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.core.impact import InfluenceGraph
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.tables import (
@@ -204,6 +206,27 @@ def add_pruned_groups(scale: ScalePlan, keep: set[str]) -> None:
     with scale.store.engine.begin() as connection:
         connection.execute(insert(CheckpointGroupRow), groups)
         connection.execute(insert(CheckpointMetadataRow), rows)
+
+
+def correct_another(scale: ScalePlan) -> None:
+    """A small plan of the same action started in the same store and its first Execute
+    decision reverted: afterwards the statements a correction sends are compiled and kept
+    by the store's engine, as in the app's process after its first correction (a command
+    in a new process compiles them for itself)."""
+    options = RunOptions(sandbox_base=scale.options.sandbox_base)
+    plan = start_plan(scale.store, _action(), profile_override="auto", options=options)
+    with scale.store.unit_of_work() as uow:
+        made = uow.decisions.for_plan(plan.plan_id)
+    first = next(d for d in made if d.phase is Phase.EXECUTE)
+    impact = preview(
+        scale.store, first.decision_id, CorrectionMode.REVERT, "make it loud",
+        sandbox_base=options.sandbox_base,
+    )  # fmt: skip
+    result = execute(
+        scale.store, impact, acknowledged=True, requested_by="warm-up", options=options
+    )
+    if result.correction.status is not CorrectionStatus.SUCCEEDED:
+        raise AssertionError(f"the warm-up correction {result.correction.status.value}")
 
 
 def _register(uow: UnitOfWork, base: Path) -> None:
