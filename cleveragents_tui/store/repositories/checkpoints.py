@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, or_, select, tuple_, update
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Select,
+    bindparam,
+    func,
+    select,
+    tuple_,
+    union,
+    update,
+)
 from sqlalchemy.orm import aliased
 
 from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
@@ -34,6 +44,23 @@ def first_of_each_resource(plan: Any) -> ColumnElement[bool]:
     )
     firsts = select(ResourceRow.resource_id, earliest)
     return tuple_(CheckpointMetadataRow.resource_id, CheckpointMetadataRow.created_at).in_(firsts)
+
+
+def _basis() -> Select[CheckpointMetadataRow]:
+    """:meth:`CheckpointRepository.basis`'s statement, built once (building it cost more
+    than running it). A UNION, each part by its own index: with an OR, or with the plan in
+    the second part, SQLite chose the plan's index and read every row of the plan (10 ms at
+    10,000 groups), so the decisions' rows are checked for the plan by the caller."""
+    row = CheckpointMetadataRow
+    plan: BindParameter[str] = bindparam("plan")  # typed by the columns it is compared with
+    both = union(
+        select(row.__table__).where(row.plan_id == plan, first_of_each_resource(plan)),
+        select(row.__table__).where(row.decision_id.in_(bindparam("ids", expanding=True))),
+    ).subquery()
+    return select(aliased(row, both)).order_by(both.c.created_at, both.c.checkpoint_id)
+
+
+_BASIS = _basis()
 
 
 class CheckpointRepository(Repository):
@@ -93,16 +120,8 @@ class CheckpointRepository(Repository):
         resource's first (:func:`first_of_each_resource`) and every one of ``decision_ids``.
         As :meth:`for_plan` for :func:`engine.core.rollback.targets_from` and the diff's
         points, without reading every checkpoint the plan ever took."""
-        row = CheckpointMetadataRow
-        return self._list(
-            select(row)
-            .where(
-                row.plan_id == plan_id,
-                or_(first_of_each_resource(plan_id), row.decision_id.in_(decision_ids)),
-            )
-            .order_by(row.created_at, row.checkpoint_id),
-            mapping.checkpoint_from_row,
-        )
+        found = self._session.scalars(_BASIS, {"plan": plan_id, "ids": list(decision_ids)})
+        return [mapping.checkpoint_from_row(c) for c in found if c.plan_id == plan_id]
 
     def resources_checkpointed(self, plan_id: str, *, decision_groups_only: bool) -> set[str]:
         """The resources with checkpoint rows in the plan (only in decision groups, if asked)."""
