@@ -365,25 +365,24 @@ def next_execute_decision(session: Session, plan_id: str, after: int) -> list[De
 
 def correcting(session: Session, plan_id: str, target: str) -> list[Decision]:
     """The plan's decisions that correct ``target`` (its guidance, the decisions re-made in
-    its place), in sequence order."""
-    return _whole(
-        session,
-        select(DecisionRow)
-        .where(DecisionRow.plan_id == plan_id, DecisionRow.corrects_decision_id == target)
-        .order_by(DecisionRow.sequence_number),
-    )
+    its place), in sequence order. Found by the corrections' index (migration 0012); the
+    plan is compared here: given it, SQLite walks every decision of the plan instead."""
+    d = DecisionRow
+    rows = session.scalars(select(d).where(d.corrects_decision_id == target))
+    mine = sorted((r for r in rows if r.plan_id == plan_id), key=lambda r: r.sequence_number)
+    return _hydrate(session, mine, {r.decision_id for r in mine}) if mine else []
 
 
 def superseded_by_any(session: Session, plan_id: str, by: Iterable[str]) -> list[str]:
-    """The plan's decisions superseded by any of ``by``, in sequence order."""
+    """The plan's decisions superseded by any of ``by``, in sequence order (by the
+    superseded index, migration 0012; the plan compared here, as in :func:`correcting`)."""
     d = DecisionRow
-    return list(
-        session.scalars(
-            select(d.decision_id)
-            .where(d.plan_id == plan_id, d.superseded_by.in_(id_set(session, by)))
-            .order_by(d.sequence_number)
+    rows = session.execute(
+        select(d.decision_id, d.plan_id, d.sequence_number).where(
+            d.superseded_by.in_(id_set(session, by))
         )
     )
+    return [i for i, plan, _ in sorted(rows, key=lambda r: r[2]) if plan == plan_id]
 
 
 def failed_calls(

@@ -40,6 +40,7 @@ from cleveragents_tui.domain.errors import NotFoundError
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.store import mapping
 from cleveragents_tui.store.driver import Driver, Values
+from cleveragents_tui.store.repositories.checkpoints import resources_checkpointed_in
 from cleveragents_tui.store.tables import (
     CheckpointGroupRow,
     CheckpointMetadataRow,
@@ -128,14 +129,7 @@ _WRITTEN_SINCE = (
     )
     .order_by(EventRow.event_id)
 )
-_CHECKPOINTED = (
-    select(CheckpointMetadataRow.resource_id)
-    .where(
-        CheckpointMetadataRow.plan_id == bindparam("plan"),
-        CheckpointMetadataRow.checkpoint_type != CheckpointType.PRE_WRITE.value,
-    )
-    .distinct()
-)
+_CHECKPOINTED = resources_checkpointed_in(bindparam("plan"), decision_groups_only=True)
 
 
 @cache

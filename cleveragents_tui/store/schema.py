@@ -8,7 +8,7 @@ from sqlalchemy.exc import DBAPIError
 from cleveragents_tui.domain.errors import DatabaseUnavailableError
 
 # The newest migration in migrations/versions; tests check it matches Alembic's head.
-SCHEMA_HEAD = "0011"
+SCHEMA_HEAD = "0012"
 KNOWN_REVISIONS = (
     "0001",
     "0002",
@@ -21,6 +21,7 @@ KNOWN_REVISIONS = (
     "0009",
     "0010",
     "0011",
+    "0012",
 )
 
 

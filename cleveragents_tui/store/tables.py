@@ -101,6 +101,19 @@ class DecisionRow(Base):
         # migration 0008: a plan's decisions of one type (guidance), of a few steps
         Index("ix_decisions_plan_type_sequence", "plan_id", "decision_type", "sequence_number"),
         Index("ix_decisions_plan_step_key", "plan_id", "step_key"),
+        # migration 0012: what corrects or superseded a decision (set by corrections only)
+        Index(
+            "ix_decisions_corrects",
+            "corrects_decision_id",
+            sqlite_where=text("corrects_decision_id IS NOT NULL"),
+            postgresql_where=text("corrects_decision_id IS NOT NULL"),
+        ),
+        Index(
+            "ix_decisions_superseded_by",
+            "superseded_by",
+            sqlite_where=text("superseded_by IS NOT NULL"),
+            postgresql_where=text("superseded_by IS NOT NULL"),
+        ),
         CheckConstraint(
             "confidence_score IS NULL OR (confidence_score >= 0 AND confidence_score <= 1)",
             name="ck_decisions_confidence",

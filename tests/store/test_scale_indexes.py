@@ -22,13 +22,18 @@ from sqlalchemy.orm import Session
 from cleveragents_tui.cli import cli
 from cleveragents_tui.store import correction_queries, snapshot_reads
 from cleveragents_tui.store.database import make_engine, normalise_url
-from cleveragents_tui.store.repositories import DecisionRepository
+from cleveragents_tui.store.repositories import CheckpointRepository, DecisionRepository
 from cleveragents_tui.store.schema import SCHEMA_HEAD, current_revision
 from cleveragents_tui.store.store import Store
-from tests.support.scale_plan import FILES, build
+from tests.support.scale_plan import FILES, add_pruned_groups, build
 
 NEW_INDEXES = {
-    "decisions": {"ix_decisions_plan_type_sequence", "ix_decisions_plan_step_key"},
+    "decisions": {
+        "ix_decisions_plan_type_sequence",
+        "ix_decisions_plan_step_key",
+        "ix_decisions_corrects",  # migration 0012
+        "ix_decisions_superseded_by",
+    },
     "tool_invocations": {
         "ix_tool_invocations_plan_id",
         "ix_tool_invocations_plan_writes",
@@ -104,3 +109,45 @@ def test_later_writers_and_guidance_start_from_their_indexes(tmp_path: Path) -> 
     assert "ix_tool_invocations_plan_resource_writes (plan_id=? AND <expr>=?)" in later, later
     assert "ix_decisions_plan_type_sequence" in guidance, guidance
     assert "ix_decisions_plan_step_key" in step, step
+
+
+def test_a_reverts_reads_of_checkpoints_and_corrections_do_not_walk_the_plan(
+    tmp_path: Path,
+) -> None:
+    """A plan holds a checkpoint group at each Execute decision: a revert's reads of each
+    resource's first checkpoint, of its decisions' groups, of the resources checkpointed
+    and of the decisions that correct or superseded others start from their own indexes
+    (0011, 0012), never from the plan's (which would read each of its rows)."""
+    scale = build(tmp_path, 300)
+    add_pruned_groups(scale, keep=set())
+    decision = scale.ids[5]
+    sent: list[tuple[str, Any]] = []
+
+    def note(*args: Any) -> None:
+        sent.append((args[2], args[3]))
+
+    try:
+        with Session(scale.store.engine) as session:
+            session.connection()
+            event.listen(scale.store.engine, "before_cursor_execute", note)
+            basis = CheckpointRepository(session).basis(scale.plan_id, decision)
+            checkpointed = CheckpointRepository(session).resources_checkpointed(
+                scale.plan_id, decision_groups_only=True
+            )
+            correction_queries.correcting(session, scale.plan_id, decision)
+            correction_queries.superseded_by_any(session, scale.plan_id, [decision])
+            event.remove(scale.store.engine, "before_cursor_execute", note)
+        plans = [_query_plan(scale.store, *s) for s in sent]
+    finally:
+        scale.store.close()
+    assert {c.decision_id for c in basis} >= {decision}  # its group, and the baselines
+    assert len({c.resource_id for c in basis if c.decision_id != decision}) == 1
+    assert checkpointed == {FILES}
+    first, resources, correcting, superseded = plans
+    for plan in plans:
+        assert "(plan_id=?)" not in plan, plan
+        assert "SCAN decisions" not in plan and "SCAN checkpoint_metadata" not in plan, plan
+    assert "ix_checkpoint_metadata_decision_id (decision_id=?)" in first, first
+    assert "ix_checkpoint_metadata_plan_resource_created" in resources, resources
+    assert "ix_decisions_corrects (corrects_decision_id=?)" in correcting, correcting
+    assert "ix_decisions_superseded_by (superseded_by=?)" in superseded, superseded

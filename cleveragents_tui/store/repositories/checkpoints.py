@@ -19,7 +19,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import aliased
 
 from cleveragents_tui.domain.checkpoint import CheckpointGroup, CheckpointMetadata
-from cleveragents_tui.domain.enums import CheckpointGroupStatus
+from cleveragents_tui.domain.enums import CheckpointGroupStatus, CheckpointType
 from cleveragents_tui.domain.errors import NotFoundError
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.store import mapping
@@ -44,6 +44,20 @@ def first_of_each_resource(plan: Any) -> ColumnElement[bool]:
     )
     firsts = select(ResourceRow.resource_id, earliest)
     return tuple_(CheckpointMetadataRow.resource_id, CheckpointMetadataRow.created_at).in_(firsts)
+
+
+def resources_checkpointed_in(plan: Any, *, decision_groups_only: bool) -> Select[str]:
+    """The resources with checkpoint rows in ``plan`` (a value or an expression), only
+    those of decision groups (not ``pre_write``) if asked. Asked of each registered
+    resource (few) by a seek of the (plan, resource, time) index: a DISTINCT over the
+    plan's rows read every one of them, and a plan holds a group at each Execute decision."""
+    row = CheckpointMetadataRow
+    has = select(row.checkpoint_id).where(
+        row.plan_id == plan, row.resource_id == ResourceRow.resource_id
+    )
+    if decision_groups_only:
+        has = has.where(row.checkpoint_type != CheckpointType.PRE_WRITE.value)
+    return select(ResourceRow.resource_id).where(has.exists())
 
 
 def _basis() -> Select[CheckpointMetadataRow]:
@@ -125,12 +139,8 @@ class CheckpointRepository(Repository):
 
     def resources_checkpointed(self, plan_id: str, *, decision_groups_only: bool) -> set[str]:
         """The resources with checkpoint rows in the plan (only in decision groups, if asked)."""
-        query = select(CheckpointMetadataRow.resource_id).where(
-            CheckpointMetadataRow.plan_id == plan_id
-        )
-        if decision_groups_only:
-            query = query.where(CheckpointMetadataRow.checkpoint_type != "pre_write")
-        return set(self._session.scalars(query.distinct()))
+        query = resources_checkpointed_in(plan_id, decision_groups_only=decision_groups_only)
+        return set(self._session.scalars(query))
 
     def mark_pruned(self, checkpoint_ids: Sequence[str]) -> None:
         if checkpoint_ids:
