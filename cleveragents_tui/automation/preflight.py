@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
@@ -37,6 +37,20 @@ class Check(StrEnum):
 
 class ToolCatalog(Protocol):
     def get(self, name: str) -> ToolSpec | None: ...
+
+
+@runtime_checkable
+class ArgumentCheck(Protocol):
+    """A catalog that knows its tools' parameters (``ToolRegistry``): pre-flight then refuses
+    a scripted call the tool would refuse, before the plan is created rather than at Execute."""
+
+    def argument_problem(self, name: str, arguments: object) -> str | None: ...
+
+
+ARGUMENTS_FIX = (
+    "fix the call's arguments in the action file (`agents action validate` on it lists "
+    "every problem with its line)"
+)
 
 
 class PreflightError(UserError):
@@ -128,6 +142,26 @@ def _tools_exist(action: Action, context: PreflightContext) -> tuple[str, str] |
             f"tool {', '.join(missing)} is not registered",
             "register the tool or remove it from the action",
         )
+    wrong = tool_call_problem(action, context.tools)
+    if wrong is not None:
+        return wrong, ARGUMENTS_FIX
+    return None
+
+
+def tool_call_problem(action: Action, tools: ToolCatalog) -> str | None:
+    """The first scripted tool call of ``action`` whose arguments its tool would refuse, as
+    `agents action validate` reports it; None when all fit or ``tools`` cannot tell."""
+    if not isinstance(tools, ArgumentCheck):
+        return None
+    for point in action.decisions:
+        for alternative in point.alternatives:
+            for call in alternative.tool_calls:
+                wrong = tools.argument_problem(call.tool, call.arguments)
+                if wrong is not None:
+                    return (
+                        f"decision {point.key}, alternative {alternative.option!r}: "
+                        f"{call.tool}: {wrong}"
+                    )
     return None
 
 

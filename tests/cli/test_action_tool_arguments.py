@@ -1,4 +1,4 @@
-"""`agents action validate/create` check each scripted tool call's arguments as the tool will.
+"""`agents action validate/create` (and `plan use FILE`) check scripted tool calls' arguments as the tool will.
 
 Before, a tool call with an argument the tool does not take (``command:`` for run-command's
 ``argv``, a misspelt ``pth:``), without one it needs, or with a value of the wrong kind (a
@@ -38,6 +38,19 @@ decisions:
           - tool: local/write-file
             arguments: {resource: local/shop, path: NOTE.md, content: done}
 """
+PARENT = """\
+name: local/shop-parent
+prompt: Have a child plan test the shop
+resources: [local/shop]
+decisions:
+  - key: child
+    type: subplan_spawn
+    question: Who tests it?
+    alternatives:
+      - option: a child plan
+        spawn: [local/shop-args]
+subactions:
+"""
 VALID_CALLS = """\
           - tool: local/run-command
             arguments: {resource: local/shop, argv: [pytest, -q], timeout_seconds: 30}
@@ -76,3 +89,42 @@ def test_tool_call_arguments_the_tool_refuses_are_problems_with_their_line(
     action_file.write_text(ACTION.split("          - tool:")[0] + VALID_CALLS)
     valid = run("action", "validate", str(action_file))
     assert valid.exit_code == 0, valid.stderr
+
+
+def test_plan_use_of_a_file_refuses_arguments_the_tool_refuses(
+    run: Run, repo: Path, tmp_path: Path, home: Path
+) -> None:
+    """Before: `plan use FILE` created the plan (and ran it to its first gate) with the bad
+    call in it, to fail at Execute; now pre-flight refuses it, and nothing is stored."""
+    assert run("init").exit_code == 0
+    action_file = tmp_path / "args.action.yaml"
+    action_file.write_text(ACTION)
+    database = home / ".local" / "share" / "cleveragents" / "agents.db"
+    before = database.read_bytes()
+
+    used = run("plan", "use", str(action_file))
+
+    assert used.exit_code == 2
+    assert used.stderr.strip() == (
+        "error: pre-flight check 'skill and tool existence' failed: decision work, alternative "
+        "'test and note': local/run-command: unknown argument 'command' (expected: resource, "
+        "argv, timeout_seconds): fix the call's arguments in the action file (`agents action "
+        "validate` on it lists every problem with its line)"
+    )
+    assert database.read_bytes() == before
+    assert json.loads(run("plan", "list", "--format=json").output)["plans"] == []
+
+
+def test_plan_use_refuses_a_subactions_bad_arguments_before_the_plan_starts(
+    run: Run, repo: Path, tmp_path: Path
+) -> None:
+    assert run("init").exit_code == 0
+    action_file = tmp_path / "parent.action.yaml"
+    child = "\n".join("    " + line for line in ACTION.splitlines())
+    action_file.write_text(PARENT + "  - " + child[4:] + "\n")
+
+    used = run("plan", "use", str(action_file))
+
+    assert used.exit_code == 2 and len(used.stderr.strip().splitlines()) == 1
+    assert "subaction local/shop-args: decision work, alternative 'test and note': " in used.stderr
+    assert json.loads(run("plan", "list", "--format=json").output)["plans"] == []

@@ -134,6 +134,47 @@ def test_init_registers_the_repository_and_writes_a_starter_action(
     assert run("action", "validate", str(starter)).exit_code == 0
 
 
+def _committed(folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "README.md").write_text("# readme\n")
+    _git(folder, "init", "-q", "-b", "main")
+    _git(folder, "add", "-A")
+    _git(folder, "commit", "-q", "-m", "first")
+    return folder
+
+
+def test_init_names_a_folder_with_accents_readably_and_a_name_taken_needs_name(
+    run: Run, tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: "Été ééé" became local/Ete (accented letters cut out) and "ééé" became
+    local/project, as a folder in another script does; a second such folder was then
+    refused over its action file, with a fix (--action-file) that only led to the name."""
+    monkeypatch.chdir(_committed(tmp_path / "Été ééé"))
+    accented = run("init")
+    assert accented.exit_code == 0, accented.output
+    assert accented.output.splitlines()[-1] == "  agents plan use local/Ete-eee-change"
+    starter = data_folder(home) / "actions" / "Ete-eee.action.yaml"
+    assert run("action", "validate", str(starter)).exit_code == 0
+
+    monkeypatch.chdir(_committed(tmp_path / "日本"))  # nothing to keep in ASCII
+    assert run("init").exit_code == 0
+    assert stored_resources(home) == ["local/Ete-eee", "local/project"]
+    other = _committed(tmp_path / "中文")
+    monkeypatch.chdir(other)
+    actions = sorted(p.name for p in (data_folder(home) / "actions").iterdir())
+
+    taken = run("init")
+
+    assert taken.exit_code == 2
+    assert taken.stderr.strip() == (
+        f"error: the name local/project made from the folder name '中文' is taken by "
+        f"{tmp_path / '日本'}: name this repository: agents init --name NAME"
+    )
+    assert stored_resources(home) == ["local/Ete-eee", "local/project"]
+    assert sorted(p.name for p in (data_folder(home) / "actions").iterdir()) == actions
+    assert run("init", "--name", "zhongwen").exit_code == 0
+
+
 def test_init_refuses_outside_a_git_repository_and_a_second_time(
     run: Run, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: Path
 ) -> None:

@@ -254,3 +254,42 @@ def test_apply_of_a_paused_plan_is_refused_and_answers_nothing(
     assert "execute · awaiting_approval" in resumed.output.splitlines()[0]  # at the gate again
     applied = run("plan", "apply", plan_id)
     assert applied.exit_code == 0 and "apply · applied" in applied.output.splitlines()[0]
+
+
+def _pending(run: Run) -> list[dict[str, str]]:
+    return json.loads(run("approval", "list", "--format=json").output)["approvals"]
+
+
+def test_a_child_cancelled_by_its_parents_correction_asks_nothing(
+    run: Run, tmp_path: Path, sandboxes: Path
+) -> None:
+    """Before: the child plan was cancelled but its phase gate stayed pending in
+    `approval list` (and could be approved), unlike a plan cancelled by `plan cancel`."""
+    demo = run(
+        "demo", "--dir", str(tmp_path / "demo"), "--automation-profile=supervised", "--format=json"
+    )
+    plan_id = json.loads(demo.output)["plan_id"]
+    for _ in range(2):  # the spawn, then the parent's phase gate: the child then waits too
+        [gate] = _pending(run)
+        assert run("approval", "approve", gate["approval_id"]).exit_code == 0
+        assert run("plan", "run", plan_id).exit_code == 0
+    [child] = [
+        p
+        for p in json.loads(run("plan", "list", "--format=json").output)["plans"]
+        if p["parent_plan_id"] == plan_id
+    ]
+    [child_gate] = [a for a in _pending(run) if a["plan_id"] == child["plan_id"]]
+    tree = json.loads(run("plan", "tree", plan_id, "--format=json").output)["decisions"]
+    [spawn] = [d["decision_id"] for d in tree if d["decision_type"] == "subplan_spawn"]
+
+    corrected = run(
+        "plan", "correct", spawn, "--mode=revert", "--guidance", "again", "--choose", "1", "--yes"
+    )
+    assert corrected.exit_code == 0, corrected.output
+    shown = json.loads(run("plan", "show", child["plan_id"], "--format=json").output)["plan"]
+    assert shown["state"] == "cancelled"
+    assert [a for a in _pending(run) if a["plan_id"] == child["plan_id"]] == []
+    answered = json.loads(run("approval", "list", "--all", "--format=json").output)["approvals"]
+    [lapsed] = [a for a in answered if a["approval_id"] == child_gate["approval_id"]]
+    assert (lapsed["answer"], lapsed["answered_by"]) == ("denied", "correction")
+    assert "cancelled by its parent's correction" in lapsed["reason"]

@@ -227,6 +227,7 @@ def test_a_failed_model_call_ends_the_plan_errored_and_plan_run_goes_on(
     said = started.stderr.strip().splitlines()
     assert len(said) == 1 and "Traceback" not in started.stderr, started.stderr
     assert "the chat model call failed" in said[0] and "Incorrect API key" in said[0]
+    assert "check the model's configuration, credentials and network" in said[0]
     (plan,) = json.loads(cli("--format=json", "plan", "list").stdout)["plans"]
     plan_id = plan["plan_id"]
     assert f"then run it again: agents plan run {plan_id}" in said[0]
@@ -243,3 +244,75 @@ def test_a_failed_model_call_ends_the_plan_errored_and_plan_run_goes_on(
     tree = cli.tree(plan_id)
     assert tree["strategy_choice"]["chosen_option"] == "one README at the top"
     assert tree["implementation_choice"]["chosen_option"] == "a one-line README"
+
+
+def test_a_correction_whose_replay_failed_shows_why_on_the_plans_error_line(
+    openai_server: OpenAIServer, docs: Path, sqlite_url: str, tmp_path: Path
+) -> None:
+    """Before: `plan show` of a plan a failed replay left errored had no `error` line (nor
+    JSON `error`), unlike a plan whose own run's model call failed."""
+    action = tmp_path / "readme.action.yaml"
+    action.write_text(yaml.safe_dump(ACTION))
+    cli = Cli(sqlite_url, tmp_path, openai_server)
+    openai_server.add(LAYOUT, finish_phase(), WRITE, finish_phase())
+    started = cli(
+        "plan", "use", str(action), "--reasoner", "chat", "--model", "openai:gpt-4o-mini",
+        "--automation-profile", "auto",
+    )  # fmt: skip
+    plan_id = heading_plan_id(started.stdout)
+    write = cli.tree(plan_id)["implementation_choice"]["decision_id"]
+
+    openai_server.add(http_error(401, "Incorrect API key provided"))
+    corrected = cli("plan", "correct", write, "--mode=revert", "--guidance", GUIDANCE, "--yes")
+    assert "correction" in corrected.stdout and ": failed" in corrected.stdout, corrected.stdout
+    [correction] = json.loads(cli("plan", "show", plan_id, "--format=json").stdout)["corrections"]
+    shown = json.loads(cli("plan", "show", plan_id, "--format=json").stdout)
+    assert shown["plan"]["state"] == "errored"
+    assert shown["error"] == (
+        f"the replay of correction {correction['correction_id']} failed: the chat model call "
+        "failed: OpenAIAuthenticationError: Error code: 401 - Incorrect API key provided: "
+        "check the model's configuration, credentials and network"
+    )
+    text = cli("plan", "show", plan_id).stdout
+    assert f"error        {shown['error']}\n" in text
+
+    openai_server.add(_rewrite, finish_phase())
+    went_on = cli("plan", "run", plan_id)
+    assert went_on.returncode == 0, went_on.stderr
+    again = json.loads(cli("plan", "show", plan_id, "--format=json").stdout)
+    assert (again["plan"]["state"], again["error"]) == ("awaiting_approval", None)
+
+
+def test_a_rate_limited_model_call_says_to_wait_then_run_the_plan(
+    openai_server: OpenAIServer, docs: Path, sqlite_url: str, tmp_path: Path
+) -> None:
+    """Before: a 429 (``openai.RateLimitError``, once the client's own retries were spent)
+    said "check the model's configuration, credentials and network", none of which was
+    wrong. Now it says to wait, then `agents plan run P`; other errors keep that hint."""
+    action = tmp_path / "readme.action.yaml"
+    action.write_text(yaml.safe_dump(ACTION))
+    cli = Cli(sqlite_url, tmp_path, openai_server)
+    openai_server.add(*[http_error(429, "Rate limit reached for gpt-4o-mini")] * 3)
+
+    started = cli(
+        "plan", "use", str(action), "--reasoner", "chat", "--model", "openai:gpt-4o-mini",
+        "--automation-profile", "auto",
+    )  # fmt: skip
+
+    assert started.returncode == 2, started.stdout + started.stderr
+    assert openai_server.pending == 0  # the client retried twice before giving up
+    (plan,) = json.loads(cli("--format=json", "plan", "list").stdout)["plans"]
+    plan_id = plan["plan_id"]
+    reason = (
+        "the chat model call failed: OpenAIRateLimitError: Error code: 429 - Rate limit "
+        "reached for gpt-4o-mini: the provider is limiting calls to the model: wait for the "
+        "limit to reset (or check the account's quota)"
+    )
+    assert started.stderr.strip() == (
+        f"error: plan {plan_id} errored: {reason}: then run it again: agents plan run {plan_id}"
+    )
+    assert json.loads(cli("plan", "show", plan_id, "--format=json").stdout)["error"] == reason
+
+    openai_server.add(LAYOUT, finish_phase(), WRITE, finish_phase())
+    went_on = cli("plan", "run", plan_id)
+    assert went_on.returncode == 0, went_on.stderr

@@ -252,6 +252,17 @@ def _reasoning(reply: AIMessage) -> str | None:
     return text or None
 
 
+def _call_fix(exc: Exception) -> str:
+    """A rate limit (HTTP 429: ``openai.RateLimitError``, ``anthropic.RateLimitError``, ...)
+    passes with time: nothing in the configuration is wrong, so waiting is the fix."""
+    if getattr(exc, "status_code", None) == 429:
+        return (
+            "the provider is limiting calls to the model: wait for the limit to reset (or "
+            "check the account's quota)"
+        )
+    return "check the model's configuration, credentials and network"
+
+
 def _invoke(
     bound: Runnable[LanguageModelInput, AIMessage], messages: list[BaseMessage]
 ) -> AIMessage:
@@ -262,7 +273,7 @@ def _invoke(
     except Exception as exc:  # the provider's own errors: network, authentication, quota
         raise ReasonerError(
             f"the chat model call failed: {type(exc).__name__}: {str(exc).rstrip('.')}",
-            "check the model's configuration, credentials and network",
+            _call_fix(exc),
         ) from exc
     if not isinstance(reply, AIMessage):
         raise ReasonerError(

@@ -33,7 +33,10 @@ def finish_attempt(
     appended: str | None = None,
     plan_state: PlanState | None = None,
     phase: Phase | None = None,
+    errored: str | None = None,
 ) -> None:
+    """``errored``: why the plan ended ``errored``, recorded as a run's failure is (a
+    ``plan_errored`` event for the plan version this leaves), so `plan show` prints it."""
     with store.unit_of_work(write=True) as uow:
         uow.corrections.finish(
             correction.correction_id,
@@ -49,7 +52,13 @@ def finish_attempt(
                 changes["state"] = plan_state
             if phase is not None:
                 changes["phase"] = phase
-            uow.plans.save(plan.model_copy(update=changes))
+            saved = uow.plans.save(plan.model_copy(update=changes))
+            if errored is not None:
+                uow.events.append(
+                    "plan_errored",
+                    {"reason": errored, "version": saved.version},
+                    plan_id=correction.plan_id,
+                )
         uow.events.append(
             "correction_finished",
             {"correction_id": correction.correction_id, "status": status.value},

@@ -98,7 +98,7 @@ def _execute(
     try:
         for child in impact.children:
             if child.outcome is not ChildAction.REJECT:  # an applied child stays applied
-                _cancel_child(store, child, options)
+                _cancel_child(store, child, correction, options)
         if impact.mode is CorrectionMode.APPEND:
             return _append(store, impact, target, correction, options)
         held = outside_found(store, impact, reconciler, outside)
@@ -179,7 +179,11 @@ def take_plan(store: Store, impact: Impact, requested_by: str) -> CorrectionAtte
     return correction
 
 
-def _cancel_child(store: Store, child: ChildImpact, options: RunOptions) -> None:
+def _cancel_child(
+    store: Store, child: ChildImpact, correction: CorrectionAttempt, options: RunOptions
+) -> None:
+    """The child's unanswered questions lapse with it, as ``plan cancel`` lapses them: a
+    cancelled plan asks nothing."""
     if child.outcome is ChildAction.CANCEL_AND_ROLL_BACK:
         sandboxes = PlanSandboxes(store, child.plan_id, options.sandbox_base)
         targets, marked = baseline_targets(sandboxes)
@@ -194,6 +198,12 @@ def _cancel_child(store: Store, child: ChildImpact, options: RunOptions) -> None
             plan.model_copy(update={"state": PlanState.CANCELLED, "updated_at": utc_now()})
         )
         uow.events.append("plan_cancelled", {"reason": "parent corrected"}, plan_id=child.plan_id)
+        uow.run(
+            correction_queries.lapse_pending_approvals,
+            child.plan_id,
+            "correction",
+            f"the plan was cancelled by its parent's correction {correction.correction_id}",
+        )
         uow.commit()
 
 

@@ -47,6 +47,7 @@ from cleveragents_tui.engine.correct.model import (
     CorrectionResult,
     Impact,
 )
+from cleveragents_tui.engine.run.errors import ReasonerFailedError, SandboxUnavailableError
 from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions
 from cleveragents_tui.store import correction_queries
 from cleveragents_tui.store.store import Store
@@ -135,6 +136,7 @@ def revert(
             report={**recorded.report, "error": f"its replay failed: {exc}", "replay": "failed"},
             replacement=guidance.decision_id,
             plan_state=PlanState.ERRORED,
+            errored=f"the replay of correction {correction.correction_id} failed: {_why(exc)}",
         )
         replayed = load_plan(store, impact.plan_id)
     else:
@@ -143,6 +145,13 @@ def revert(
         REPLAYING.reset(token)
         snapshot()  # nothing more if an automatic Apply took it already (final)
     return CorrectionResult(reload_attempt(store, correction), replayed, report)
+
+
+def _why(exc: Exception) -> str:
+    """A failed run's reason without its "plan P errored: ... run it again" framing."""
+    if isinstance(exc, ReasonerFailedError | SandboxUnavailableError):
+        return exc.reason
+    return str(exc)
 
 
 def outside_found(

@@ -15,12 +15,14 @@ from cleveragents_tui.automation.precedence import (
     resolve_profile,
 )
 from cleveragents_tui.automation.preflight import (
+    ARGUMENTS_FIX,
     Check,
     PreflightContext,
     PreflightError,
     ToolCatalog,
     parse_action,
     run_preflight,
+    tool_call_problem,
 )
 from cleveragents_tui.automation.profiles import ProfileRegistry
 from cleveragents_tui.domain.action import Action
@@ -73,6 +75,11 @@ def _check_subactions(action: Action, tools: ToolCatalog, registered: Mapping[st
                 Check.TOOL_EXISTENCE,
                 f"subaction {sub.name}: tool {unknown[0]} is not registered",
                 "register the tool or remove it from the subaction",
+            )
+        wrong = tool_call_problem(sub, tools)
+        if wrong is not None:
+            raise PreflightError(
+                Check.TOOL_EXISTENCE, f"subaction {sub.name}: {wrong}", ARGUMENTS_FIX
             )
 
 

@@ -9,6 +9,7 @@ tree exactly as they were.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,10 +31,24 @@ class Initialised:
     action_file: Path
 
 
+# Latin letters NFKD leaves whole (no accent to drop), spelt as they usually are in ASCII.
+_UNDECOMPOSED = str.maketrans(
+    {
+        **{"ß": "ss", "Æ": "AE", "æ": "ae", "Ø": "O", "ø": "o", "Œ": "OE", "œ": "oe"},
+        **{"Ð": "D", "ð": "d", "Þ": "Th", "þ": "th", "Ł": "L", "ł": "l", "Đ": "D", "đ": "d"},
+        "ı": "i",
+    }
+)
+
+
 def default_name(repository: Path) -> str:
     """``local/<folder>``, the folder name made a valid name part (room left for the
-    action's ``-change``)."""
-    part = re.sub(r"[^A-Za-z0-9._-]+", "-", repository.name).strip("-._")[:57] or "project"
+    action's ``-change``). Names are ASCII (ids, sandbox folder and action file names), so
+    accents are dropped rather than the letters they sit on (``Été`` → ``Ete``, by NFKD;
+    ``ß`` → ``ss``); what is left outside letters, digits and ``._-`` becomes ``-``."""
+    decomposed = unicodedata.normalize("NFKD", repository.name).translate(_UNDECOMPOSED)
+    plain = "".join(c for c in decomposed if not unicodedata.combining(c))
+    part = re.sub(r"[^A-Za-z0-9._-]+", "-", plain).strip("-._")[:57] or "project"
     return f"{DEFAULT_NAMESPACE}/{part}"
 
 
@@ -56,16 +71,23 @@ def init_project(
             "run `agents init` in your project's repository (or `git init` and commit first)",
         )
     with store.unit_of_work() as uow:
-        known = next(
-            (r for r in uow.resources.registered() if r.kind == "git" and r.location == str(top)),
-            None,
-        )
+        registered = {r.resource_id: r for r in uow.resources.registered()}
+    known = next(
+        (r for r in registered.values() if r.kind == "git" and r.location == str(top)), None
+    )
     if known is not None:
         raise UserError(
             f"{top} is already initialised as resource {known.resource_id}",
             f"see it with `agents resource show {known.resource_id}`",
         )
     resource_id = resource_name(name) if name else default_name(top)
+    taken = registered.get(resource_id)
+    if name is None and taken is not None:  # two folders with one name, or none in ASCII
+        raise UserError(
+            f"the name {resource_id} made from the folder name {top.name!r} is taken by "
+            f"{taken.location}",
+            "name this repository: agents init --name NAME",
+        )
     default = actions_folder() / f"{resource_id.split('/')[1]}.action.yaml"
     target = (action_file or default).expanduser().resolve()
     if target.exists():
