@@ -202,9 +202,7 @@ class AgentsApp(App[None]):
         self._asking_quit = True
         try:
             go = await self.push_screen_wait(
-                ConfirmModal(
-                    quit_question(self.engine_runs()), title="Quit", yes="Pause and quit"
-                )
+                ConfirmModal(quit_question(self.engine_runs()), title="Quit", yes="Pause and quit")
             )
         finally:
             self._asking_quit = False
