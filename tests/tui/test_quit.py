@@ -62,7 +62,7 @@ async def test_quit_during_a_replay_asks_then_pauses_and_quits_once_it_stopped(
         assert f"agents plan run {demo_plan.plan.plan_id}" in app.screen.question
         await pilot.press("n")
         await pilot.pause()
-        assert app.screen is replay and app.is_running
+        assert isinstance(app.screen_stack[-1], ReplayModal) and app.is_running
         assert _state(demo_plan) is PlanState.RUNNING
 
         await pilot.press("ctrl+q", "y")  # yes: pause, then quit once the replay stopped
