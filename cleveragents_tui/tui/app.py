@@ -212,19 +212,20 @@ class AgentsApp(App[None]):
     @work(group="quit", exit_on_error=False)
     async def _stop_then_exit(self) -> None:
         """Pause each plan whose work runs (the runner checks between steps), and quit once
-        every run has returned. A pause refused at that instant (the rollback step holds
-        the plan) is asked again at the next round."""
+        every run has returned. Asked again each round until the run returns: a pause is
+        refused while the plan cannot take one, and a pause written during a correction's
+        rollback is undone by its supersede step (it sets the plan running)."""
         self.notify("pausing: the app quits once the work has stopped at its next safe point…")
-        done: set[str] = set()
+        failed: set[str] = set()  # the store cannot be written: said once
         while runs := self.engine_runs():
-            for plan_id in {r.plan_id for r in runs if r.pause} - done:
+            for plan_id in {r.plan_id for r in runs if r.pause} - failed:
                 try:
                     await asyncio.to_thread(pause_plan, self.store, plan_id)
                 except UserError:
-                    continue  # not pausable now (or paused already): the run stops anyway
+                    pass  # paused already, or not pausable at this instant
                 except Exception as exc:  # the database went away: the run stops on its own
                     self.notify(f"cannot pause plan {plan_id}: {exc}", severity="error")
-                done.add(plan_id)
+                    failed.add(plan_id)
             await asyncio.sleep(0.25)
         self.exit()
 
