@@ -17,21 +17,12 @@ from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.messages import LoadFailed, PlansLoaded
 from cleveragents_tui.tui.render import safe_text, state_text
 from cleveragents_tui.tui.screens.base import ListScreen
-from cleveragents_tui.tui.screens.plan_columns import Fit, fit_columns
+from cleveragents_tui.tui.screens.plan_columns import COLUMNS, Fit, fit_columns
 from cleveragents_tui.tui.services import services
 from cleveragents_tui.tui.widgets.keys_footer import KeysFooter
 
 SORTS = ("tree", "updated", "state", "action", "approvals")
-CELLS = (
-    "plan",
-    "action",
-    "phase",
-    "state",
-    "att",
-    "profile",
-    "decisions",
-    "appr",
-)  # "updated" aside
+CELLS = tuple(c for c in COLUMNS if c != "updated")  # the date's width: its format's
 
 
 def _blocks(summaries: list[PlanSummary]) -> list[list[PlanSummary]]:
