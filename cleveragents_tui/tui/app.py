@@ -7,27 +7,56 @@ every :attr:`AgentsApp.poll_seconds` so changes made by other processes show up.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import getpass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.events import Resize
 from textual.notifications import SeverityLevel
+from textual.worker import Worker
 
 from cleveragents_tui.domain.display import printable
-from cleveragents_tui.engine import RunOptions
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.engine import RunOptions, pause_plan
 from cleveragents_tui.engine.read import tui_queries
 from cleveragents_tui.engine.setup.config import THEME_KEY, set_setting
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.commands import AgentsCommands
 from cleveragents_tui.tui.messages import StoreChanged
+from cleveragents_tui.tui.modals.confirm import ConfirmModal
 from cleveragents_tui.tui.screens.plan_list import PlanListScreen
 
 NARROW = 100  # below this width the details go under the tree
+
+
+@dataclass(frozen=True)
+class EngineRun:
+    """Engine work a screen started in a thread: a correction's replay, a plan run."""
+
+    worker: Worker[Any]
+    what: str  # as the quit question names it: "a correction's replay"
+    plan_id: str
+    pause: bool  # False for an Apply: it lands to the end (its journal guards a crash only)
+
+
+def quit_question(runs: list[EngineRun]) -> str:
+    running = "; ".join(
+        f"{r.what} on plan {r.plan_id}" + ("" if r.pause else " (it lands to the end first)")
+        for r in runs
+    )
+    plans = dict.fromkeys(r.plan_id for r in runs)
+    resume = ", ".join(f"`agents plan run {plan_id}`" for plan_id in plans)
+    return (
+        f"Still running: {running}. Quit anyway? The plan is paused first: the work stops at "
+        f"its next safe point (before its next decision; a rollback under way finishes), "
+        f"then the app quits. Resume it later with {resume} (or R here)."
+    )
 
 
 class AgentsApp(App[None]):
@@ -82,6 +111,9 @@ class AgentsApp(App[None]):
         self.poll_seconds = poll_seconds
         self._fingerprint: tuple[object, ...] | None = None
         self.initial_theme = theme
+        self._engine_runs: list[EngineRun] = []
+        self._asking_quit = False
+        self.quitting: Worker[None] | None = None  # pausing the engine's work, then quits
 
     def on_mount(self) -> None:
         self.theme = f"textual-{self.initial_theme}"
@@ -139,6 +171,63 @@ class AgentsApp(App[None]):
         """When a plan screen closes: hand what was frozen back to the collector, so the
         closed screen's objects are reclaimed."""
         gc.unfreeze()
+
+    # -- quitting while the engine works ------------------------------------------------------
+
+    def engine_started(
+        self, worker: Worker[Any], what: str, plan_id: str, *, pause: bool = True
+    ) -> None:
+        """A screen started engine work in a thread (``what`` on ``plan_id``): quitting
+        stops it first (see :meth:`action_quit`)."""
+        self._engine_runs = [*self.engine_runs(), EngineRun(worker, what, plan_id, pause)]
+
+    def engine_runs(self) -> list[EngineRun]:
+        """The engine work still running in this process."""
+        self._engine_runs = [r for r in self._engine_runs if not r.worker.is_finished]
+        return self._engine_runs
+
+    async def action_quit(self) -> None:
+        """`q`, `ctrl+q`, the palette's Quit. Engine work running in a thread of this
+        process would go on behind a closed window (the process ends only when it does):
+        ask first, then pause its plan and quit once it stopped at its next safe point."""
+        if self.quitting is not None:
+            self.notify("quitting once the plan's work has stopped at its next safe point…")
+        elif not self.engine_runs():
+            self.exit()
+        elif not self._asking_quit:
+            self._ask_quit()
+
+    @work(group="quit", exit_on_error=False)
+    async def _ask_quit(self) -> None:
+        self._asking_quit = True
+        try:
+            go = await self.push_screen_wait(
+                ConfirmModal(quit_question(self.engine_runs()), title="Quit", yes="Pause and quit")
+            )
+        finally:
+            self._asking_quit = False
+        if go:
+            self.quitting = self._stop_then_exit()
+
+    @work(group="quit", exit_on_error=False)
+    async def _stop_then_exit(self) -> None:
+        """Pause each plan whose work runs (the runner checks between steps), and quit once
+        every run has returned. Asked again each round until the run returns: a pause is
+        refused while the plan cannot take one, and a pause written during a correction's
+        rollback is undone by its supersede step (it sets the plan running)."""
+        self.notify("pausing: the app quits once the work has stopped at its next safe point…")
+        failed: set[str] = set()  # the store cannot be written: said once
+        while runs := self.engine_runs():
+            for plan_id in {r.plan_id for r in runs if r.pause} - failed:
+                try:
+                    await asyncio.to_thread(pause_plan, self.store, plan_id)
+                except UserError:
+                    pass  # paused already, or not pausable at this instant
+                except Exception as exc:  # the database went away: the run stops on its own
+                    self.notify(f"cannot pause plan {plan_id}: {exc}", severity="error")
+                    failed.add(plan_id)
+            await asyncio.sleep(0.25)
+        self.exit()
 
     def action_refresh_store(self) -> None:
         self._fingerprint = None

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from textual.dom import DOMNode
+from textual.worker import Worker
 
 from cleveragents_tui.engine import RunOptions
 from cleveragents_tui.store.store import Store
@@ -24,6 +25,10 @@ class AppServices(Protocol):
     def compact_heap(self) -> None: ...
 
     def thaw_heap(self) -> None: ...
+
+    def engine_started(
+        self, worker: Worker[Any], what: str, plan_id: str, *, pause: bool = True
+    ) -> None: ...
 
 
 def services(node: DOMNode) -> AppServices:

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from rich.table import Table
+from textual.widgets import Static
 
 from cleveragents_tui.actors.base import ActorState, Proposal
 from cleveragents_tui.actors.reasoners.scripted import ScriptedReasoner
@@ -30,6 +32,7 @@ from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.modals.replay import ReplayModal
 from cleveragents_tui.tui.modals.strategy import StrategyDialog
 from cleveragents_tui.tui.screens.approvals import ApprovalsScreen
+from cleveragents_tui.tui.screens.help import HelpScreen
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
 from cleveragents_tui.tui.widgets.status_bar import PlanStatus
@@ -276,6 +279,32 @@ async def test_edit_the_strategy_before_execute(supervised_plan: DemoPlan) -> No
         line.row.chosen_option for line in plan_tree(supervised_plan.store, plan.plan_id).lines
     }
     assert greeter in current and plain not in current
+
+
+@pytest.mark.parametrize(("fixture", "listed"), [("supervised_plan", True), ("demo_plan", False)])
+async def test_help_lists_edit_strategy_only_while_the_plan_strategizes(
+    request: pytest.FixtureRequest, fixture: str, listed: bool
+) -> None:
+    """The help lists the keys that can act now, as the footer does (its check_action):
+    `e` before Execute (supervised: waits there), not once the plan executes (auto)."""
+    plan: DemoPlan = request.getfixturevalue(fixture)
+    app = plan.app(plan_id=plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        shown = "\n".join(
+            str(cell)
+            for table in app.screen.query(Static)
+            if isinstance(table.content, Table)
+            for column in table.content.columns
+            for cell in column.cells
+        )
+        assert ("Edit strategy" in shown) is listed
+        assert ("e" in screen.active_bindings) is listed  # the footer agrees
+        assert "Correct" in shown and "Cancel plan" in shown
 
 
 async def test_edit_strategy_is_not_offered_once_the_plan_executes(demo_plan: DemoPlan) -> None:

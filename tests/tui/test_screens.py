@@ -271,7 +271,10 @@ async def test_help_lists_every_key_readably_and_the_tree_marks(demo_plan: DemoP
         ]
         for binding in bindings:
             if isinstance(binding, Binding) and binding.description:
-                assert binding.description in shown, binding.description
+                if binding.action == "edit_strategy":  # the demo plan executes: `e` cannot act
+                    assert binding.description not in shown
+                else:
+                    assert binding.description in shown, binding.description
         assert "question_mark" not in shown and "?" in shown
         for mark in ("↻", "✗", "⚑", "Strategize"):
             assert mark in shown

@@ -111,6 +111,7 @@ class ReplayModal(Dialog[str | None]):
         self._worker = self.run_worker(
             self._execute, thread=True, exit_on_error=False, name="correction"
         )
+        app.engine_started(self._worker, "a correction's replay", self.impact.plan_id)
         self._timer = self.set_interval(0.25, self.refresh_progress)
 
     def _execute(self) -> tuple[CorrectionResult, Progress]:

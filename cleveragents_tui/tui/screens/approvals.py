@@ -146,7 +146,14 @@ class ApprovalsScreen(ListScreen):
             self.notify("select the decision whose result was wrong and press c to correct it")
             services(self).open_plan(denial.plan.plan_id)
             return
-        self._after_denial(denial.plan.plan_id, choice, guidance)
+        plan_id = denial.plan.plan_id
+        applying = choice == APPLY
+        services(self).engine_started(
+            self._after_denial(plan_id, choice, guidance),
+            "an Apply" if applying else "a plan run",
+            plan_id,
+            pause=not applying,
+        )
 
     @work(thread=True, exclusive=True, group="run", exit_on_error=False)
     def _after_denial(self, plan_id: str, choice: str, guidance: str | None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.table import Table
+from textual.actions import parse
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -21,15 +22,28 @@ LEGEND = (
 )
 
 
+def _state(node: DOMNode, action: str) -> bool | None:
+    """What ``node.check_action`` says of ``action`` now, as the footer asks it: False, the
+    key cannot act and is not shown; None, shown as unavailable."""
+    target, name, parameters = parse(action)
+    owner = {"app": node.app, "screen": node.screen}.get(target, node) if target else node
+    return owner.check_action(name, parameters)
+
+
 def _rows(node: DOMNode | None) -> list[tuple[str, str]]:
-    """(key as people read it, what it does) of ``node``'s own bindings."""
+    """(key as people read it, what it does) of ``node``'s own bindings that can act now
+    (like the footer: `e` is not listed once the plan executes)."""
     if node is None:
         return []
     out = []
     for b in node.BINDINGS:
-        if isinstance(b, Binding) and b.description:
-            keys = ", ".join(node.app.get_key_display(Binding(k, "")) for k in b.key.split(","))
-            out.append((keys, b.description))
+        if not isinstance(b, Binding) or not b.description:
+            continue
+        state = _state(node, b.action)
+        if state is False:
+            continue
+        keys = ", ".join(node.app.get_key_display(Binding(k, "")) for k in b.key.split(","))
+        out.append((keys, b.description + (" (not now)" if state is None else "")))
     return out
 
 

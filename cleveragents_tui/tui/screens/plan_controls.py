@@ -59,7 +59,7 @@ class PlanControls(PlanScreenBase):
 
     def action_resume(self) -> None:
         self.notify("running the plan…")
-        self._run_in_thread("resume")
+        services(self).engine_started(self._run_in_thread("resume"), "a plan run", self.plan_id)
 
     @work(exclusive=True, group="control", exit_on_error=False)
     async def action_apply(self) -> None:
@@ -72,7 +72,8 @@ class PlanControls(PlanScreenBase):
                 yes="Apply",
             )
         ):
-            self._run_in_thread("apply")
+            worker = self._run_in_thread("apply")
+            services(self).engine_started(worker, "an Apply", self.plan_id, pause=False)
 
     @work(thread=True, exclusive=True, group="run", exit_on_error=False)
     def _run_in_thread(self, what: str) -> None:

@@ -8,6 +8,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.events import Resize
 from textual.widgets import DataTable, Header, Input, Static
 
 from cleveragents_tui.domain.views import PlanSummary
@@ -16,10 +17,12 @@ from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.messages import LoadFailed, PlansLoaded
 from cleveragents_tui.tui.render import safe_text, state_text
 from cleveragents_tui.tui.screens.base import ListScreen
+from cleveragents_tui.tui.screens.plan_columns import COLUMNS, Fit, fit_columns
 from cleveragents_tui.tui.services import services
 from cleveragents_tui.tui.widgets.keys_footer import KeysFooter
 
 SORTS = ("tree", "updated", "state", "action", "approvals")
+CELLS = tuple(c for c in COLUMNS if c != "updated")  # the date's width: its format's
 
 
 def _blocks(summaries: list[PlanSummary]) -> list[list[PlanSummary]]:
@@ -41,6 +44,24 @@ def _matches(s: PlanSummary, needle: str) -> bool:
     return needle.lower() in hay.lower()
 
 
+def _cells(s: PlanSummary) -> dict[str, Text]:
+    """A plan's row, by column (the date's format depends on the width: set when shown)."""
+    p = s.plan
+    indent = "  " * s.depth + ("└ " if s.depth else "")
+    return {
+        "plan": Text(p.plan_id[:10], style="dim"),
+        "action": safe_text(indent + p.action, one_line=True),
+        "phase": Text(p.phase.value),
+        "state": state_text(p.state.value),
+        "att": Text(str(p.attempt)),
+        "profile": safe_text(p.automation_profile, one_line=True),
+        "decisions": Text(f"{s.current_decision_count}/{s.decision_count}"),
+        "appr": Text(
+            str(s.pending_approvals), style="bold yellow" if s.pending_approvals else "dim"
+        ),
+    }
+
+
 class PlanListScreen(ListScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_plan", "Open", id="plans.open", show=True),
@@ -54,6 +75,7 @@ class PlanListScreen(ListScreen):
         self.sort = "tree"
         self.summaries: list[PlanSummary] = []
         self.shown: list[str] = []
+        self.fit: Fit | None = None  # the columns shown, for the table's width
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -64,12 +86,11 @@ class PlanListScreen(ListScreen):
 
     def on_mount(self) -> None:
         self.title = "cleveragents · plans"
-        table = self.query_one(DataTable)
-        table.add_columns(
-            "plan", "action", "phase", "state", "att", "profile", "decisions", "appr", "updated"
-        )
         self.refresh_data()
-        table.focus()
+        self.query_one(DataTable).focus()
+
+    def on_resize(self, _: Resize) -> None:
+        self.call_after_refresh(self._render_rows)  # the columns fit the new width
 
     def read(self, store: Store) -> PlansLoaded:
         return PlansLoaded(list_plans(store))
@@ -96,28 +117,22 @@ class PlanListScreen(ListScreen):
             "approvals": lambda b: -sum(s.pending_approvals for s in b),
         }[self.sort]
         blocks.sort(key=key)
+        rows = [(s, _cells(s)) for block in blocks for s in block]
+        widths = {c: max((cells[c].cell_len for _, cells in rows), default=0) for c in CELLS}
+        fit = fit_columns(widths, self._available(len(rows)))
+        if fit != self.fit:
+            self.fit = fit
+            table.clear(columns=True)
+            for column in fit.columns:
+                table.add_column(fit.labels[column], key=column)
         table.clear()
         self.shown = []
-        for block in blocks:
-            for s in block:
-                p = s.plan
-                indent = "  " * s.depth + ("└ " if s.depth else "")
-                approvals = Text(
-                    str(s.pending_approvals), style="bold yellow" if s.pending_approvals else "dim"
-                )
-                table.add_row(
-                    Text(p.plan_id[:10], style="dim"),
-                    safe_text(indent + p.action, one_line=True),
-                    p.phase.value,
-                    state_text(p.state.value),
-                    str(p.attempt),
-                    safe_text(p.automation_profile, one_line=True),
-                    f"{s.current_decision_count}/{s.decision_count}",
-                    approvals,
-                    p.updated_at.strftime("%Y-%m-%d %H:%M"),
-                    key=p.plan_id,
-                )
-                self.shown.append(p.plan_id)
+        for s, cells in rows:
+            cells["updated"] = Text(s.plan.updated_at.strftime(fit.date_format))
+            if fit.action_width is not None:
+                cells["action"].truncate(fit.action_width, overflow="ellipsis")
+            table.add_row(*(cells[c] for c in fit.columns), key=s.plan.plan_id)
+            self.shown.append(s.plan.plan_id)
         total = len(self.summaries)
         caption = f"{len(self.shown)} of {total} plans · sort: {self.sort} (o)"
         if not total:
@@ -125,6 +140,14 @@ class PlanListScreen(ListScreen):
         self.query_one("#plans-caption", Static).update(caption)
         if keep in self.shown:
             table.move_cursor(row=self.shown.index(keep), animate=False)
+
+    def _available(self, rows: int) -> int:
+        """The cells' width: the table's, less its scrollbar when the rows overflow it."""
+        table = self.query_one(DataTable)
+        width = table.size.width or self.app.size.width
+        if rows + 1 > table.size.height:  # the heading, then the rows
+            width -= table.styles.scrollbar_size_vertical
+        return width
 
     @property
     def selected_plan_id(self) -> str | None:
