@@ -8,6 +8,7 @@ every :attr:`AgentsApp.poll_seconds` so changes made by other processes show up.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import getpass
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.events import Resize
 from textual.notifications import SeverityLevel
-from textual.worker import Worker
+from textual.worker import Worker, WorkerCancelled, WorkerFailed
 
 from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.errors import UserError
@@ -211,22 +212,21 @@ class AgentsApp(App[None]):
 
     @work(group="quit", exit_on_error=False)
     async def _stop_then_exit(self) -> None:
-        """Pause each plan whose work runs (the runner checks between steps), and quit once
-        every run has returned. Asked again each round until the run returns: a pause is
-        refused while the plan cannot take one, and a pause written during a correction's
-        rollback is undone by its supersede step (it sets the plan running)."""
+        """Pause each plan whose work runs (the runner checks between steps; a pause asked
+        during a correction's rollback holds too: its replay stops at once), and quit once
+        every run has returned."""
         self.notify("pausing: the app quits once the work has stopped at its next safe point…")
-        failed: set[str] = set()  # the store cannot be written: said once
-        while runs := self.engine_runs():
-            for plan_id in {r.plan_id for r in runs if r.pause} - failed:
-                try:
-                    await asyncio.to_thread(pause_plan, self.store, plan_id)
-                except UserError:
-                    pass  # paused already, or not pausable at this instant
-                except Exception as exc:  # the database went away: the run stops on its own
-                    self.notify(f"cannot pause plan {plan_id}: {exc}", severity="error")
-                    failed.add(plan_id)
-            await asyncio.sleep(0.25)
+        runs = self.engine_runs()
+        for plan_id in {r.plan_id for r in runs if r.pause}:
+            try:
+                await asyncio.to_thread(pause_plan, self.store, plan_id)
+            except UserError:
+                pass  # paused already, or ended: the run stops anyway
+            except Exception as exc:  # the database went away: the run stops on its own
+                self.notify(f"cannot pause plan {plan_id}: {exc}", severity="error")
+        for run in runs:
+            with contextlib.suppress(WorkerCancelled, WorkerFailed):  # reported by its screen
+                await run.worker.wait()
         self.exit()
 
     def action_refresh_store(self) -> None:

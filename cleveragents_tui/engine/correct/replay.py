@@ -361,9 +361,9 @@ def _guidance_entry(key: str, impact: Impact) -> dict[str, str]:
 
 
 def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
-    """Record the guidance, mark the affected decisions and set the plan running again, in
-    one transaction; when an earlier try already did (its commit went through), return what
-    it recorded."""
+    """Record the guidance, mark the affected decisions and set the plan running again (unless
+    it was paused while the resources were rolled back), in one transaction; when an earlier
+    try already did (its commit went through), return what it recorded."""
     with store.unit_of_work(write=True) as uow:
         superseded = uow.run(
             correction_queries.current_among, impact.plan_id, impact.affected_decisions
@@ -395,10 +395,13 @@ def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
             {"count": len(impact.affected_decisions), "replacement": guidance.decision_id},
             plan_id=impact.plan_id,
         )
-        changes: dict[str, object] = {"state": PlanState.RUNNING, "updated_at": utc_now()}
+        plan = uow.plans.get(impact.plan_id)
+        changes: dict[str, object] = {"updated_at": utc_now()}
+        if plan.state is not PlanState.PAUSED:  # a pause asked meanwhile holds: the replay
+            changes["state"] = PlanState.RUNNING  # stops at once, and `plan run` goes on
         if impact.phase_change:
             changes["phase"] = target.phase
-        uow.plans.save(uow.plans.get(impact.plan_id).model_copy(update=changes))
+        uow.plans.save(plan.model_copy(update=changes))
         failpoints.hit("correction.supersede")
         uow.commit()
     OPEN_GRAPHS.recorded(guidance)
