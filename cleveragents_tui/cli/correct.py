@@ -205,10 +205,9 @@ def _confirm_and_execute(
         for r in result.report.resources:
             echo(f"  {r.resource_id}: {r.outcome.value}" + (f" ({r.detail})" if r.detail else ""))
     if c.report.get("replay") == "failed":  # the correction is made, its replay stopped
-        echo(
-            f"  {c.report['error']}; the decisions stay corrected: fix the cause, then go on "
-            f"with `agents plan run {c.plan_id}`"
-        )
+        error, go_on = str(c.report["error"]), f"agents plan run {c.plan_id}"
+        fix = "" if go_on in error else f": fix the cause, then go on with `{go_on}`"
+        echo(f"  {error}; the decisions stay corrected{fix}")
     echo(plan_heading(result.plan))
     if c.appended_plan_id is not None:
         _echo_appended(cli, c.appended_plan_id)

@@ -265,6 +265,7 @@ def test_a_correction_whose_replay_failed_shows_why_on_the_plans_error_line(
     openai_server.add(http_error(401, "Incorrect API key provided"))
     corrected = cli("plan", "correct", write, "--mode=revert", "--guidance", GUIDANCE, "--yes")
     assert "correction" in corrected.stdout and ": failed" in corrected.stdout, corrected.stdout
+    assert corrected.stdout.count(f"agents plan run {plan_id}") == 1, corrected.stdout  # once
     [correction] = json.loads(cli("plan", "show", plan_id, "--format=json").stdout)["corrections"]
     shown = json.loads(cli("plan", "show", plan_id, "--format=json").stdout)
     assert shown["plan"]["state"] == "errored"
