@@ -110,9 +110,25 @@ def demo(
         f"  agents plan tree {result.plan_id}\n"
         f"  agents plan explain DECISION\n"
         f'  agents plan correct DECISION --mode=revert --guidance "..." --dry-run\n'
-        f"  agents plan apply {result.plan_id}      # land it on the demo's real files and database\n"
+        + _then(cli, result.plan_id)
     )
     if not no_tui and sys.stdout.isatty():
         from cleveragents_tui.cli.tui import launch
 
         launch(cli, result.plan_id, None)
+
+
+def _then(cli: CliContext, plan_id: str) -> str:
+    """The last step to suggest: land the plan at its Apply gate; at any other gate (a
+    supervised profile's), answer it and go on."""
+    from cleveragents_tui.engine import pending_approvals
+
+    kinds = {a.kind.value for a in pending_approvals(cli.store, plan_id)}
+    if "apply_gate" in kinds or not kinds:
+        return (
+            f"  agents plan apply {plan_id}      # land it on the demo's real files and database\n"
+        )
+    return (
+        "  agents approval list      # answer what it waits for (approve or deny)\n"
+        f"  agents plan run {plan_id}      # then go on to the next gate\n"
+    )

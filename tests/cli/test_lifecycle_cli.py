@@ -34,6 +34,24 @@ def test_demo_json_names_the_plan_and_where_everything_is(
     assert tree["decisions"][0]["decision_type"] == "prompt_definition"
 
 
+@pytest.mark.parametrize(
+    ("profile", "last"),
+    [
+        ("auto", "agents plan apply {plan}"),  # at the Apply gate: land it
+        ("supervised", "agents approval list"),  # at a spawn gate: apply would refuse
+    ],
+)
+def test_demos_next_steps_end_with_what_the_plan_waits_for(
+    run: Run, tmp_path: Path, sandboxes: Path, profile: str, last: str
+) -> None:
+    result = run("demo", "--dir", str(tmp_path / "demo"), "--automation-profile", profile)
+    assert result.exit_code == 0, result.output
+    plan = heading_plan_id(result.output.split("\n", 1)[1])  # after "Demo project in ..."
+    steps = result.output.split("\nNext:\n")[1]
+    assert last.format(plan=plan) in steps
+    assert ("agents plan apply" in steps) is (profile == "auto"), steps
+
+
 def test_demo_refuses_a_folder_that_is_not_empty(run: Run, tmp_path: Path, sandboxes: Path) -> None:
     folder = tmp_path / "busy"
     folder.mkdir()
