@@ -58,6 +58,27 @@ class UsageQueries:
             )
         )
 
+    def model_calls_after(self, plan_id: str, after: int) -> tuple[list[dict[str, object]], int]:
+        """The plan's model calls recorded after event ``after`` (oldest first), and the last
+        event id read: a running plan adds up its calls as they come, reading only the new
+        ones before each step (events are append-only; one runner records a plan's)."""
+        query = (
+            select(EventRow.event_id, EventRow.payload)
+            .where(
+                EventRow.plan_id == plan_id,
+                EventRow.kind == MODEL_USAGE,
+                EventRow.event_id > after,
+            )
+            .order_by(EventRow.event_id)
+        )
+        calls, last = [], after
+        for event_id, raw in self._session.execute(query):
+            last = event_id
+            payload = mapping.load_json("events", plan_id, "payload", raw)
+            if isinstance(payload, dict):
+                calls.append(payload)
+        return calls, last
+
     def model_calls(self, plan_id: str | None = None) -> list[dict[str, object]]:
         """The recorded model calls of one plan, or of every plan (``max_total_cost``)."""
         query = select(EventRow.plan_id, EventRow.payload).where(EventRow.kind == MODEL_USAGE)
