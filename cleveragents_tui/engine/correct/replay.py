@@ -397,8 +397,12 @@ def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
         )
         plan = uow.plans.get(impact.plan_id)
         changes: dict[str, object] = {"updated_at": utc_now()}
-        if plan.state is not PlanState.PAUSED:  # a pause asked meanwhile holds: the replay
-            changes["state"] = PlanState.RUNNING  # stops at once, and `plan run` goes on
+        # paused since take_plan saved it (the preview's version, plus that save): the pause
+        # holds, the replay stops at once and `plan run` goes on; a plan paused before the
+        # correction (a denied gate) runs again
+        taken = impact.plan_version + 1
+        if plan.state is not PlanState.PAUSED or plan.version == taken:
+            changes["state"] = PlanState.RUNNING
         if impact.phase_change:
             changes["phase"] = target.phase
         uow.plans.save(plan.model_copy(update=changes))
