@@ -24,7 +24,7 @@ from textual.worker import Worker, WorkerCancelled, WorkerFailed
 
 from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.engine import RunOptions, pause_plan
+from cleveragents_tui.engine import RunOptions
 from cleveragents_tui.engine.read import tui_queries
 from cleveragents_tui.engine.setup.config import THEME_KEY, set_setting
 from cleveragents_tui.store.store import Store
@@ -215,6 +215,8 @@ class AgentsApp(App[None]):
         """Pause each plan whose work runs (the runner checks between steps; a pause asked
         during a correction's rollback holds too: its replay stops at once), and quit once
         every run has returned."""
+        from cleveragents_tui.engine import pause_plan  # the runner: a tab loads it when used
+
         self.notify("pausing: the app quits once the work has stopped at its next safe point…")
         runs = self.engine_runs()
         for plan_id in {r.plan_id for r in runs if r.pause}:
