@@ -9,6 +9,7 @@ import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.table import Table
@@ -127,32 +128,48 @@ class _HeldReasoner:
         return self._inner.propose(state, phase)
 
 
-async def test_cancelling_a_running_replay_pauses_the_plan_and_resume_finishes_it(
-    demo_plan: DemoPlan,
-) -> None:
+def held_app(demo_plan: DemoPlan) -> tuple[Any, threading.Event, threading.Event]:
+    """The app on the demo plan, its runs' reasoner held before Execute (:class:`_HeldReasoner`);
+    with the events it sets when reached and waits on to go on."""
     entered, release = threading.Event(), threading.Event()
 
     def factory(action: Action, current: Callable[[], dict[str, str]]) -> _HeldReasoner:
         return _HeldReasoner(ScriptedReasoner(action, current), entered, release)
 
-    held = RunOptions(sandbox_base=demo_plan.options.sandbox_base, reasoner_factory=factory)
     app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
-    app.run_options = held
-    target = demo_plan.decision("A row in the releases table")
+    app.run_options = RunOptions(
+        sandbox_base=demo_plan.options.sandbox_base, reasoner_factory=factory
+    )
+    return app, entered, release
+
+
+async def start_held_replay(
+    app: Any, pilot: Any, demo_plan: DemoPlan, entered: threading.Event
+) -> ReplayModal:
+    """Correct the release row's decision in the app, confirm every warning, and return the
+    replay dialog once its replay is held in the middle of Execute."""
+    await settle(app, pilot)
+    app.screen.query_one(DecisionTree).reveal(demo_plan.decision("A row in the releases table"))
+    await pilot.press("c", *"record rc1", "enter")
+    await pilot.pause()
+    # the impact preview: `record` has one alternative, which the guidance cannot select
+    await pilot.press("1", "y")
+    await pilot.pause()
+    while isinstance(app.screen, ConfirmModal):  # each warning
+        await pilot.press("y")
+        await pilot.pause()
+    replay = app.screen
+    assert isinstance(replay, ReplayModal) and replay.worker is not None
+    assert await asyncio.to_thread(entered.wait, 30), "the replay never reached Execute"
+    return replay
+
+
+async def test_cancelling_a_running_replay_pauses_the_plan_and_resume_finishes_it(
+    demo_plan: DemoPlan,
+) -> None:
+    app, entered, release = held_app(demo_plan)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        app.screen.query_one(DecisionTree).reveal(target)
-        await pilot.press("c", *"record rc1", "enter")
-        await pilot.pause()
-        # the impact preview: `record` has one alternative, which the guidance cannot select
-        await pilot.press("1", "y")
-        await pilot.pause()
-        while isinstance(app.screen, ConfirmModal):  # each warning
-            await pilot.press("y")
-            await pilot.pause()
-        replay = app.screen
-        assert isinstance(replay, ReplayModal) and replay.worker is not None
-        assert await asyncio.to_thread(entered.wait, 30), "the replay never reached Execute"
+        replay = await start_held_replay(app, pilot, demo_plan, entered)
         await pilot.press("x")  # cancel while the replay is held mid-run
         await pilot.pause()
         assert replay.cancel_requested and replay.pausing is not None

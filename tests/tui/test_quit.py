@@ -4,56 +4,24 @@ so nothing is left running behind a closed window; `agents plan run` resumes it.
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Callable
-
 import pytest
 
-from cleveragents_tui.actors.reasoners.scripted import ScriptedReasoner
-from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import CorrectionStatus, PlanState
-from cleveragents_tui.engine.read.browse import show_plan
 from cleveragents_tui.engine.run.lifecycle import resume_plan
-from cleveragents_tui.engine.run.runner import RunOptions
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
 from cleveragents_tui.tui.modals.replay import ReplayModal
-from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
 from tests.tui.conftest import SIZE, DemoPlan, settle
-from tests.tui.test_controls import _HeldReasoner
+from tests.tui.test_controls import _state, held_app, start_held_replay
 
 pytestmark = pytest.mark.anyio
-
-
-def _state(demo_plan: DemoPlan) -> PlanState:
-    return show_plan(demo_plan.store, demo_plan.plan.plan_id).summary.plan.state
 
 
 async def test_quit_during_a_replay_asks_then_pauses_and_quits_once_it_stopped(
     demo_plan: DemoPlan,
 ) -> None:
-    entered, release = threading.Event(), threading.Event()
-
-    def factory(action: Action, current: Callable[[], dict[str, str]]) -> _HeldReasoner:
-        return _HeldReasoner(ScriptedReasoner(action, current), entered, release)
-
-    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
-    app.run_options = RunOptions(
-        sandbox_base=demo_plan.options.sandbox_base, reasoner_factory=factory
-    )
+    app, entered, release = held_app(demo_plan)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        app.screen.query_one(DecisionTree).reveal(demo_plan.decision("A row in the releases table"))
-        await pilot.press("c", *"record rc1", "enter")
-        await pilot.pause()
-        await pilot.press("1", "y")
-        await pilot.pause()
-        while isinstance(app.screen, ConfirmModal):  # each warning
-            await pilot.press("y")
-            await pilot.pause()
-        replay = app.screen
-        assert isinstance(replay, ReplayModal) and replay.worker is not None
-        assert await asyncio.to_thread(entered.wait, 30), "the replay never reached Execute"
+        replay = await start_held_replay(app, pilot, demo_plan, entered)
 
         await pilot.press("ctrl+q")  # asks first; No keeps everything as it was
         await pilot.pause()
