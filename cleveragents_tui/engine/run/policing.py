@@ -34,7 +34,7 @@ from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine.core.prices import price_of
 from cleveragents_tui.engine.run.errors import ReasonerFailedError
 from cleveragents_tui.store.store import Store
-from cleveragents_tui.store.usage_queries import MODEL_USAGE
+from cleveragents_tui.store.usage_queries import MODEL_USAGE, UsageQueries
 
 PRICES = "prices."  # the breach of a model with no price, under a cost limit
 WALL_CLOCK = "limits.max_wall_clock_seconds"
@@ -150,8 +150,7 @@ class Policing:
         limits, actor = self.limits, self.limits.actor
         with self.store.unit_of_work() as uow:
             queries = uow.usage
-            mine = self._tally
-            mine.add(*queries.model_calls_after(self.plan_id, mine.last_event))
+            mine = self._calls_so_far(queries)
             total_capped = self.profile.safety.max_total_cost is not None
             everyone = queries.model_calls() if total_capped else []
             if self._started is None:  # the first change of state: it never changes
@@ -242,8 +241,12 @@ class Policing:
     def cost_usd(self) -> float:
         """What the plan's model calls cost so far (the guard's ``cost_so_far`` too)."""
         with self.store.unit_of_work() as uow:
-            self._tally.add(*uow.usage.model_calls_after(self.plan_id, self._tally.last_event))
-        return self._tally.cost_usd
+            return self._calls_so_far(uow.usage).cost_usd
+
+    def _calls_so_far(self, queries: UsageQueries) -> ModelTally:
+        """The plan's model calls added up, with those recorded since the last look read."""
+        self._tally.add(*queries.model_calls_after(self.plan_id, self._tally.last_event))
+        return self._tally
 
     def _cost_caps(self) -> list[str]:
         """The cost limits set on this plan."""
