@@ -101,6 +101,7 @@ class Cli:
 
     def __init__(self, db_url: str, home: Path, server: OpenAIServer) -> None:
         self.db_url = db_url
+        self.home = home
         self.env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")},
             **server.env(),
@@ -119,6 +120,15 @@ class Cli:
             check=False,
             timeout=300,
         )
+
+    def use_readme(self) -> subprocess.CompletedProcess[str]:
+        """`agents plan use` of the README action with the chat reasoner, profile auto."""
+        action = self.home / "readme.action.yaml"
+        action.write_text(yaml.safe_dump(ACTION))
+        return self(
+            "plan", "use", str(action), "--reasoner", "chat", "--model", "openai:gpt-4o-mini",
+            "--automation-profile", "auto",
+        )  # fmt: skip
 
     def tree(self, plan_id: str) -> dict[str, dict[str, Any]]:
         """The plan's decisions by type; a superseded one under ``superseded <type>``."""
@@ -152,15 +162,9 @@ def docs(sqlite_store: Store, tmp_path: Path) -> Path:
 def test_a_chat_model_runs_a_plan_and_remakes_the_corrected_decision(
     openai_server: OpenAIServer, docs: Path, sqlite_url: str, tmp_path: Path
 ) -> None:
-    action = tmp_path / "readme.action.yaml"
-    action.write_text(yaml.safe_dump(ACTION))
     cli = Cli(sqlite_url, tmp_path, openai_server)
     openai_server.add(LAYOUT, finish_phase(), WRITE, finish_phase())
-
-    started = cli(
-        "plan", "use", str(action), "--reasoner", "chat", "--model", "openai:gpt-4o-mini",
-        "--automation-profile", "auto",
-    )  # fmt: skip
+    started = cli.use_readme()
     assert started.returncode == 0, started.stderr
     plan_id = heading_plan_id(started.stdout)
     assert openai_server.pending == 0
@@ -214,15 +218,9 @@ def test_a_failed_model_call_ends_the_plan_errored_and_plan_run_goes_on(
     the way on, the plan is recorded errored with the reason — not left ``running`` with
     no process, which `agents doctor` would flag — and `agents plan run` goes on once the
     model answers, making the decisions the plan was missing."""
-    action = tmp_path / "readme.action.yaml"
-    action.write_text(yaml.safe_dump(ACTION))
     cli = Cli(sqlite_url, tmp_path, openai_server)
     openai_server.add(http_error(401, "Incorrect API key provided"))
-
-    started = cli(
-        "plan", "use", str(action), "--reasoner", "chat", "--model", "openai:gpt-4o-mini",
-        "--automation-profile", "auto",
-    )  # fmt: skip
+    started = cli.use_readme()
     assert started.returncode == 2, started.stdout + started.stderr
     said = started.stderr.strip().splitlines()
     assert len(said) == 1 and "Traceback" not in started.stderr, started.stderr
@@ -251,14 +249,9 @@ def test_a_correction_whose_replay_failed_shows_why_on_the_plans_error_line(
 ) -> None:
     """Before: `plan show` of a plan a failed replay left errored had no `error` line (nor
     JSON `error`), unlike a plan whose own run's model call failed."""
-    action = tmp_path / "readme.action.yaml"
-    action.write_text(yaml.safe_dump(ACTION))
     cli = Cli(sqlite_url, tmp_path, openai_server)
     openai_server.add(LAYOUT, finish_phase(), WRITE, finish_phase())
-    started = cli(
-        "plan", "use", str(action), "--reasoner", "chat", "--model", "openai:gpt-4o-mini",
-        "--automation-profile", "auto",
-    )  # fmt: skip
+    started = cli.use_readme()
     plan_id = heading_plan_id(started.stdout)
     write = cli.tree(plan_id)["implementation_choice"]["decision_id"]
 
@@ -290,15 +283,9 @@ def test_a_rate_limited_model_call_says_to_wait_then_run_the_plan(
     """Before: a 429 (``openai.RateLimitError``, once the client's own retries were spent)
     said "check the model's configuration, credentials and network", none of which was
     wrong. Now it says to wait, then `agents plan run P`; other errors keep that hint."""
-    action = tmp_path / "readme.action.yaml"
-    action.write_text(yaml.safe_dump(ACTION))
     cli = Cli(sqlite_url, tmp_path, openai_server)
     openai_server.add(*[http_error(429, "Rate limit reached for gpt-4o-mini")] * 3)
-
-    started = cli(
-        "plan", "use", str(action), "--reasoner", "chat", "--model", "openai:gpt-4o-mini",
-        "--automation-profile", "auto",
-    )  # fmt: skip
+    started = cli.use_readme()
 
     assert started.returncode == 2, started.stdout + started.stderr
     assert openai_server.pending == 0  # the client retried twice before giving up
