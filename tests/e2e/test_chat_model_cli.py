@@ -304,3 +304,22 @@ def test_a_rate_limited_model_call_says_to_wait_then_run_the_plan(
     openai_server.add(LAYOUT, finish_phase(), WRITE, finish_phase())
     went_on = cli("plan", "run", plan_id)
     assert went_on.returncode == 0, went_on.stderr
+
+
+def test_a_spent_quota_says_to_add_credit_not_to_wait(
+    openai_server: OpenAIServer, docs: Path, sqlite_url: str, tmp_path: Path
+) -> None:
+    """Before: OpenAI's 429 with code ``insufficient_quota`` (the account's credit is
+    spent) got the rate limit's "wait for the limit to reset", which never helps."""
+    cli = Cli(sqlite_url, tmp_path, openai_server)
+    spent = "You exceeded your current quota, please check your plan and billing details"
+    openai_server.add(*[http_error(429, spent, code="insufficient_quota")] * 3)
+    started = cli.use_readme()
+
+    assert started.returncode == 2, started.stdout + started.stderr
+    assert "wait" not in started.stderr, started.stderr
+    assert started.stderr.strip().endswith(
+        f"{spent}: the account has no credit left for this model: add credit in the "
+        "provider's billing settings: then run it again: agents plan run "
+        + json.loads(cli("--format=json", "plan", "list").stdout)["plans"][0]["plan_id"]
+    ), started.stderr

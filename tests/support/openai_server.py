@@ -70,6 +70,7 @@ class Reply:
     usage: Usage = Usage()
     status: int = 200
     error: str = ""
+    code: str | None = None  # the error's ``type`` and ``code`` (``insufficient_quota``)
 
 
 @dataclass(frozen=True)
@@ -132,9 +133,10 @@ def text(content: str, *, usage: Usage = Usage()) -> Reply:
     return Reply(content=content, usage=usage)
 
 
-def http_error(status: int, message: str) -> Reply:
-    """An error answer in OpenAI's format (401 bad key, 429 rate limit, 500 …)."""
-    return Reply(status=status, error=message)
+def http_error(status: int, message: str, code: str | None = None) -> Reply:
+    """An error answer in OpenAI's format (401 bad key, 429 rate limit, 500 …); ``code``
+    as OpenAI names some (429 ``insufficient_quota``: the account's credit is spent)."""
+    return Reply(status=status, error=message, code=code)
 
 
 class OpenAIServer:
@@ -297,7 +299,8 @@ class OpenAIServer:
                 request = Request(self.path, self.headers.get("Authorization"), body)
                 reply = server._next(request)
                 if reply.status != 200:
-                    error = {"message": reply.error, "type": "test_server_error", "code": None}
+                    kind = reply.code or "test_server_error"
+                    error = {"message": reply.error, "type": kind, "code": reply.code}
                     self._send_json(reply.status, {"error": error})
                     return
                 completion = server._completion(reply, str(body.get("model", "")))

@@ -254,7 +254,11 @@ def _reasoning(reply: AIMessage) -> str | None:
 
 def _call_fix(exc: Exception) -> str:
     """A rate limit (HTTP 429: ``openai.RateLimitError``, ``anthropic.RateLimitError``, ...)
-    passes with time: nothing in the configuration is wrong, so waiting is the fix."""
+    passes with time: nothing in the configuration is wrong, so waiting is the fix. OpenAI
+    also answers 429 when the account's credit is spent (code ``insufficient_quota``):
+    that does not pass with time."""
+    if getattr(exc, "code", None) == "insufficient_quota":
+        return "the account has no credit left for this model: add credit in the provider's billing settings"
     if getattr(exc, "status_code", None) == 429:
         return (
             "the provider is limiting calls to the model: wait for the limit to reset (or "
