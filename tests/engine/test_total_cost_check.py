@@ -16,7 +16,7 @@ from sqlalchemy import event
 from cleveragents_tui.engine.run.errors import WaitForApproval
 from cleveragents_tui.engine.run.policing import Policing
 from cleveragents_tui.engine.run.runner import PlanRunner
-from cleveragents_tui.store import usage_queries
+from cleveragents_tui.store import mapping
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.usage_queries import MODEL_USAGE
 from tests.support.scale_plan import ScalePlan, build
@@ -76,7 +76,7 @@ def test_a_check_reads_one_sum_not_every_call(
     other = build(tmp_path / "other", 5, db_url)
     parsed: list[object] = []
     sent: list[str] = []
-    load_json = usage_queries.mapping.load_json
+    load_json = mapping.load_json
 
     def counted(*args: Any) -> object:
         parsed.append(args)
@@ -88,7 +88,7 @@ def test_a_check_reads_one_sum_not_every_call(
     try:
         police = _policed(mine, cap=1000.0)
         police.usage()  # the plan's tally and start time read once
-        monkeypatch.setattr(usage_queries.mapping, "load_json", counted)
+        monkeypatch.setattr(mapping, "load_json", counted)
         event.listen(mine.store.engine, "before_cursor_execute", note)
         statements = []
         totals = []
