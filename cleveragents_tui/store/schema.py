@@ -8,7 +8,7 @@ from sqlalchemy.exc import DBAPIError
 from cleveragents_tui.domain.errors import DatabaseUnavailableError
 
 # The newest migration in migrations/versions; tests check it matches Alembic's head.
-SCHEMA_HEAD = "0012"
+SCHEMA_HEAD = "0013"
 KNOWN_REVISIONS = (
     "0001",
     "0002",
@@ -22,6 +22,7 @@ KNOWN_REVISIONS = (
     "0010",
     "0011",
     "0012",
+    "0013",
 )
 
 

@@ -311,8 +311,21 @@ class EventRow(Base):
     actor: Mapped[str | None] = mapped_column(Text)
     payload: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    # migration 0013: a model call's cost (payload's cost_usd), summed by safety.max_total_cost
+    cost_usd: Mapped[float | None] = mapped_column(Float)
 
-    __table_args__ = (Index("ix_events_plan_id", "plan_id"),)
+    __table_args__ = (
+        Index("ix_events_plan_id", "plan_id"),
+        # migration 0013: every plan's model calls' costs, summed from the index alone
+        # (kind too: SQLite covers only a query whose every column is in the index)
+        Index(
+            "ix_events_model_cost",
+            "kind",
+            "cost_usd",
+            sqlite_where=text("kind = 'model_usage'"),
+            postgresql_where=text("kind = 'model_usage'"),
+        ),
+    )
 
 
 class SettingRow(Base):

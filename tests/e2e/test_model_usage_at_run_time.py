@@ -88,9 +88,14 @@ def replies() -> list[Reply]:
 
 @pytest.fixture
 def files(sqlite_store: Store, tmp_path: Path) -> Path:
+    return add_files(sqlite_store, tmp_path)
+
+
+def add_files(store: Store, tmp_path: Path) -> Path:
+    """The plans' folder, registered, and the model's prices set."""
     folder = tmp_path / "files"
     folder.mkdir()
-    with sqlite_store.unit_of_work(write=True) as uow:
+    with store.unit_of_work(write=True) as uow:
         uow.resources.add(
             Resource(
                 resource_id="local/files",
@@ -100,8 +105,8 @@ def files(sqlite_store: Store, tmp_path: Path) -> Path:
             )
         )
         uow.commit()
-    set_setting(sqlite_store, "prices.openai:gpt-4o-mini.input_per_mtok", str(INPUT))
-    set_setting(sqlite_store, "prices.openai:gpt-4o-mini.output_per_mtok", str(OUTPUT))
+    set_setting(store, "prices.openai:gpt-4o-mini.input_per_mtok", str(INPUT))
+    set_setting(store, "prices.openai:gpt-4o-mini.output_per_mtok", str(OUTPUT))
     return folder
 
 
@@ -256,15 +261,17 @@ def test_safety_max_cost_per_plan(
 
 
 def test_safety_max_total_cost_counts_every_plan(
-    sqlite_store: Store, files: Path, openai_server: OpenAIServer, tmp_path: Path
+    store: Store, openai_server: OpenAIServer, tmp_path: Path
 ) -> None:
-    """A cap one plan stays under ($0.00108 of $0.0015) stops the second plan."""
-    profile = register(sqlite_store, "total", max_total_cost=0.0015)
-    first = run(sqlite_store, openai_server, tmp_path, profile=profile)
+    """A cap one plan stays under ($0.00108 of $0.0015) stops the second plan, on SQLite and
+    PostgreSQL (the database sums every plan's calls' costs: store/usage_queries.py)."""
+    add_files(store, tmp_path)
+    profile = register(store, "total", max_total_cost=0.0015)
+    first = run(store, openai_server, tmp_path, profile=profile)
     assert first.state is PlanState.APPLIED
-    second = run(sqlite_store, openai_server, tmp_path, profile=profile, name="local/readme-2")
-    assert second.state is PlanState.AWAITING_APPROVAL
-    [event] = limit_events(sqlite_store, second)
+    second = run(store, openai_server, tmp_path, profile=profile, name="local/readme-2")
+    assert (second.phase, second.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL)
+    [event] = limit_events(store, second)
     assert event["limit"] == "safety.max_total_cost"
     assert event["used"] == pytest.approx(6 * CALL_COST)
 

@@ -28,6 +28,7 @@ from cleveragents_tui.store.store import Store
 from tests.support.scale_plan import FILES, add_pruned_groups, build
 
 NEW_INDEXES = {
+    "events": {"ix_events_model_cost"},  # migration 0013
     "decisions": {
         "ix_decisions_plan_type_sequence",
         "ix_decisions_plan_step_key",

@@ -152,7 +152,7 @@ class Policing:
             queries = uow.usage
             mine = self._calls_so_far(queries)
             total_capped = self.profile.safety.max_total_cost is not None
-            everyone = queries.model_calls() if total_capped else []
+            total_cost = queries.total_cost_usd() if total_capped else 0.0
             if self._started is None:  # the first change of state: it never changes
                 self._started = queries.started_running(self.plan_id)
             started = self._started
@@ -169,7 +169,7 @@ class Policing:
                 wall_clock_seconds=(utc_now() - started).total_seconds() if started else 0.0,
                 tool_invocations=tool_calls + coming,
             ),
-            total_cost_usd=sum(_float(c, "cost_usd") for c in everyone),
+            total_cost_usd=total_cost,
             largest_call_tokens=mine.largest_call_tokens,
             execute_tool_calls=execute_calls + coming,
             retries_of_tool=retries,

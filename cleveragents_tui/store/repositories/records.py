@@ -9,6 +9,7 @@ from cleveragents_tui.domain.tool import ToolInvocation
 from cleveragents_tui.store import mapping
 from cleveragents_tui.store.repositories.base import Repository
 from cleveragents_tui.store.tables import EventRow, SettingRow, ToolInvocationRow
+from cleveragents_tui.store.usage_queries import MODEL_USAGE, model_call_cost
 
 
 class ToolInvocationRepository(Repository):
@@ -87,5 +88,6 @@ class EventRepository(Repository):
                 actor=actor,
                 payload=mapping.dump_json(payload),
                 created_at=utc_now(),
+                cost_usd=model_call_cost(payload) if kind == MODEL_USAGE else None,
             )
         )
