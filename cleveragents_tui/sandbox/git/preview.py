@@ -4,11 +4,14 @@
 update-index`` writes the index and blob objects into the repository). A dry run stages into
 a copy of the index instead, with new objects going to a temporary object folder that borrows
 the repository's objects (``GIT_ALTERNATE_OBJECT_DIRECTORIES``); both go when it returns.
+The copy is written whole, never split: a split write puts a shared index file (and expires
+old ones) in the sandbox's admin folder, wherever the index file itself is.
 """
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -16,6 +19,14 @@ from cleveragents_tui.sandbox.base import Change
 from cleveragents_tui.sandbox.git.process import FSCK, Git
 from cleveragents_tui.sandbox.git.repository import parse_changes
 from cleveragents_tui.sandbox.git.staging import stage
+
+
+class _WholeIndex(Git):
+    """Git that writes the scratch index whole (``core.splitIndex=false`` after the
+    sandbox's own configuration, which asks for a split index)."""
+
+    def call(self, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+        return super().call("-c", "core.splitIndex=false", *args, stdin=stdin)
 
 
 def pending_changes(git: Git, admin_dir: Path, workdir: Path, base: str) -> list[Change]:
@@ -37,7 +48,7 @@ def pending_changes(git: Git, admin_dir: Path, workdir: Path, base: str) -> list
             "GIT_ALTERNATE_OBJECT_DIRECTORIES": objects.strip(),
             "GIT_OPTIONAL_LOCKS": "0",
         }
-        scratch_git = Git(workdir, env, git.subject)
+        scratch_git = _WholeIndex(workdir, env, git.subject)
         stage(scratch_git, None, workdir)
         out = scratch_git.run(
             "diff-index", "--cached", "-z", "--no-renames", "--name-status", base, "--", fix=FSCK
