@@ -114,8 +114,8 @@ def report_plan(store: Store, result: Plan, *, as_json: bool | None = None) -> N
         )
     if any(a.kind.value == "apply_gate" for a in pending):
         plan_id = result.plan_id
-        echo(f"  review it: agents plan tree {plan_id}; agents plan apply {plan_id} --dry-run")
-        echo(f"  land it: agents plan apply {plan_id}")
+        echo(f"  what Apply lands: agents plan apply {plan_id} --dry-run")
+        echo(f"  review it: agents plan tree {plan_id}; land it: agents plan apply {plan_id}")
 
 
 def report_landed(store: Store, result: Plan) -> None:

@@ -152,8 +152,9 @@ def test_the_dry_run_lists_exactly_what_apply_then_lands(agents: Agents) -> None
         ["git", "rev-parse", "HEAD"], cwd=repository, capture_output=True, text=True, check=True
     ).stdout.strip()
 
-    applied = agents("plan", "apply", plan_id)
+    applied = agents("plan", "apply", plan_id, "--format=json")  # the command's own option
     assert applied.exit_code == 0, applied.output
+    assert json.loads(applied.stdout)["format"] == "cleveragents.plan-result/1"
 
     branch = f"cleveragents/apply/{plan_id}"
     landed = subprocess.run(
@@ -182,7 +183,8 @@ def test_the_dry_run_changes_nothing(agents: Agents, tmp_path: Path) -> None:
     before = (_store_rows(agents.db), _files(tmp_path))
     assert agents("plan", "apply", plan_id, "--dry-run").exit_code == 0
     agents.preview(plan_id)
-    assert agents("--format=json", "plan", "apply", plan_id, "--dry-run").exit_code == 0
+    globally = agents("--format=json", "plan", "apply", plan_id, "--dry-run")
+    assert json.loads(globally.stdout)["format"] == "cleveragents.apply-preview/1"
     after = (_store_rows(agents.db), _files(tmp_path))
     assert after[0] == before[0]
     assert after[1] == before[1]
