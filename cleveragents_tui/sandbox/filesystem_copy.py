@@ -177,7 +177,7 @@ class FilesystemCopySandbox(DirectorySandbox):
     def pending_changes(self) -> list[Change]:
         """As ``changes_since_baseline``, without scanning work/ into objects (a dry run)."""
         self._alive()
-        return pending_changes(self._trees, self._origin.root, self._work)
+        return pending_changes(self._trees, self._origin.root, self._work, self._index)
 
     def drop_checkpoint(self, ref: str) -> None:
         self._alive()

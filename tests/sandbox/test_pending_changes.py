@@ -46,10 +46,17 @@ def test_filesystem_copy_lists_what_apply_lands_and_writes_nothing(
     work = sandbox.workdir
     mess_up(work)
     (work / "src" / "pkg" / "__init__.py").write_bytes(b"")  # rewritten, the same: not listed
+    cfg = work / "src" / "pkg" / "readonly.cfg"  # rewritten, same size and mtime: listed
+    st = cfg.stat()
+    cfg.chmod(0o644)
+    cfg.write_text("fixeD\n")
+    os.utime(cfg, ns=(st.st_atime_ns, st.st_mtime_ns))
+    cfg.chmod(0o444)
     before = files(tmp_path)
     pending = sandbox.pending_changes()
     assert files(tmp_path) == before
-    assert pending and "src/pkg/__init__.py" not in [c.path for c in pending]
+    listed = [c.path for c in pending]
+    assert "src/pkg/readonly.cfg" in listed and "src/pkg/__init__.py" not in listed
     assert pending == list(sandbox.apply().changes)
 
 
