@@ -126,6 +126,7 @@ def _then(cli: CliContext, plan_id: str) -> str:
     kinds = {a.kind.value for a in pending_approvals(cli.store, plan_id)}
     if "apply_gate" in kinds or not kinds:
         return (
+            f"  agents plan apply {plan_id} --dry-run      # what it would land, changing nothing\n"
             f"  agents plan apply {plan_id}      # land it on the demo's real files and database\n"
         )
     return (

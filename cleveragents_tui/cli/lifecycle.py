@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cleveragents_tui.cli.context import CliContext, pass_cli
+from cleveragents_tui.cli.context import CliContext, format_option, pass_cli
 from cleveragents_tui.cli.outcome import finished, refuse_unapplied, report_plan
 from cleveragents_tui.cli.plan import plan
 
@@ -151,17 +151,35 @@ def cancel(cli: CliContext, plan_ref: str) -> None:
 @click.option(
     "--as", "who", metavar="NAME", help="Who approves the Apply (default: your user name)."
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="List what Apply would land on each real resource, and change nothing.",
+)
+@format_option
 @pass_cli
-def apply(cli: CliContext, plan_ref: str, who: str | None) -> None:
+def apply(
+    cli: CliContext, plan_ref: str, who: str | None, dry_run: bool, local_format: str | None
+) -> None:
     """Approve PLAN's Apply gate and land its changes on the real resources.
 
     On success it names where each resource landed (a git repository: the branch, and the
     `git merge` that takes it). Exit codes: 0 applied; 3 Apply refused (constrained: a real
     resource changed meanwhile, a conflict); 1 Apply failed (errored); 2 a usage error. The
-    reason is one line on stderr; the plan stays in Apply to be retried or corrected."""
+    reason is one line on stderr; the plan stays in Apply to be retried or corrected.
+
+    With --dry-run it answers nothing and lands nothing: it lists, per resource of the plan
+    and of the child plans its Apply lands, each change Apply would make (path and kind; a
+    database's `table/key` rows) — review it before the gate."""
+    as_json = cli.wants_json(local_format)
+    if dry_run:
+        from cleveragents_tui.cli.apply_preview import show_preview
+
+        show_preview(cli, plan_ref, as_json=as_json)
+        return
     from cleveragents_tui.engine import apply_plan
 
     result = finished(
         cli.store, plan_ref, lambda: apply_plan(cli.store, plan_ref, who or getpass.getuser())
     )
-    report_plan(cli.store, result)
+    report_plan(cli.store, result, as_json=as_json)

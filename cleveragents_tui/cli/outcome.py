@@ -92,13 +92,13 @@ def _terminated_fix(store: Store, plan: Plan) -> str | None:
     )
 
 
-def report_plan(store: Store, result: Plan) -> None:
+def report_plan(store: Store, result: Plan, *, as_json: bool | None = None) -> None:
     """Where a run left the plan: its heading, what landed, what it waits for and how to
-    answer (or the JSON document under --format=json)."""
+    answer (or the JSON document under --format=json; ``as_json``: the command's own)."""
     from cleveragents_tui.engine import pending_approvals
     from cleveragents_tui.engine.run.constrained_apply import reverted_into
 
-    if json_output.wanted():  # the global --format=json
+    if json_output.wanted() if as_json is None else as_json:  # the global --format=json
         echo_json(json_output.plan_result(store, result))
         return
     echo(plan_heading(result))
@@ -113,9 +113,9 @@ def report_plan(store: Store, result: Plan) -> None:
             f"  waiting for: {approval.question}  (agents approval approve {approval.approval_id})"
         )
     if any(a.kind.value == "apply_gate" for a in pending):
-        echo(
-            f"  review it: agents plan tree {result.plan_id}; land it: agents plan apply {result.plan_id}"
-        )
+        plan_id = result.plan_id
+        echo(f"  what Apply lands: agents plan apply {plan_id} --dry-run")
+        echo(f"  review it: agents plan tree {plan_id}; land it: agents plan apply {plan_id}")
 
 
 def report_landed(store: Store, result: Plan) -> None:

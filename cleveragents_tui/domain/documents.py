@@ -89,6 +89,19 @@ class PlanResultDocument(Document):
     reverted_by: str | None
 
 
+class ApplyPreviewDocument(Document):
+    """``agents plan apply --dry-run``: engine/read/apply_preview.py's ``ApplyPreview``."""
+
+    format: Literal["cleveragents.apply-preview/1"] = "cleveragents.apply-preview/1"
+    plan_id: str
+    phase: str
+    state: str
+    at_apply_gate: bool
+    note: str | None
+    plans: list[Any]
+    command: str
+
+
 class DemoDocument(Document):
     format: Literal["cleveragents.demo/1"] = "cleveragents.demo/1"
     plan_id: str
@@ -294,6 +307,7 @@ DOCUMENTS: tuple[type[Document], ...] = (
     SamplePlanDocument,
     DecisionDocument,
     PlanResultDocument,
+    ApplyPreviewDocument,
     DemoDocument,
     CorrectionDocument,
     CorrectionPreviewDocument,

@@ -125,6 +125,17 @@ class Sandbox(Protocol):
 
 
 @runtime_checkable
+class PreviewsApply(Protocol):
+    """A sandbox that can say what :meth:`Sandbox.apply` would land without writing anything
+    (``agents plan apply --dry-run``): ``changes_since_baseline`` may write (objects, an
+    index, a settled crash), a dry run must leave the sandbox exactly as it was."""
+
+    def pending_changes(self) -> list[Change]:
+        """What Apply would land now, as ``changes_since_baseline`` lists it, read only."""
+        ...
+
+
+@runtime_checkable
 class HandsOutPaths(Protocol):
     """A sandbox whose checkpoints need not examine every file when it is told what may
     have changed (git_worktree). Whoever writes asks first: :attr:`Sandbox.workdir` for

@@ -63,3 +63,9 @@ class DatabaseStrategy:
         if postgres_copy.is_copy_sandbox(root):
             return PostgresCopyStrategy().open(resource, plan_id, root)
         return TransactionRollbackStrategy().open(resource, plan_id, root)
+
+
+def is_savepoint_sandbox(root: Path) -> bool:
+    """Whether the database sandbox in ``root`` is one transaction with savepoints: another
+    process opening it replays its statement log and takes the sandbox over."""
+    return not (is_copy_sandbox(root) or postgres_copy.is_copy_sandbox(root))

@@ -42,6 +42,7 @@ from cleveragents_tui.sandbox.changes import apply_items, changes_of
 from cleveragents_tui.sandbox.directory_sandbox import DirectorySandbox, DirectoryStrategy
 from cleveragents_tui.sandbox.filesystem_compare import check_real, tree_items
 from cleveragents_tui.sandbox.filesystem_index import Folder, Snapshot, StatIndex
+from cleveragents_tui.sandbox.filesystem_pending import pending_changes
 from cleveragents_tui.sandbox.filesystem_restore import (
     GIT,
     carry_out,
@@ -172,6 +173,11 @@ class FilesystemCopySandbox(DirectorySandbox):
     def changes_since_baseline(self) -> list[Change]:
         self._alive()
         return list(changes_of(tree_items(self._trees, self._origin.root, self._snapshot().root)))
+
+    def pending_changes(self) -> list[Change]:
+        """As ``changes_since_baseline``, without scanning work/ into objects (a dry run)."""
+        self._alive()
+        return pending_changes(self._trees, self._origin.root, self._work, self._index)
 
     def drop_checkpoint(self, ref: str) -> None:
         self._alive()

@@ -401,6 +401,10 @@ class OverlaySandbox(DirectorySandbox):
         self._alive()
         return list(changes_of(self._items({}, self._view)))
 
+    def pending_changes(self) -> list[Change]:
+        """What Apply would land: ``changes_since_baseline``, which only reads."""
+        return self.changes_since_baseline()
+
     def drop_checkpoint(self, ref: str) -> None:
         """Merge ``ref``'s layer into the one above it; the state at every other ref holds.
         A kept checkpoint is simply forgotten."""

@@ -451,6 +451,23 @@ class PostgresCopySandbox(CopySandbox[_State, URL]):
             self._settle(state)
             return self._changes(state)
 
+    def pending_changes(self) -> list[Change]:
+        """As ``changes_since_baseline``, without settling a rollback a crash interrupted:
+        the present rows are in ``next`` when it replaced ``work`` but was not renamed."""
+        with self._operation() as state:
+            if state.status == "applied":
+                raise self._applied()
+            present = self._name(state, "work")
+            if state.replacing:
+                following = self._name(state, "next")
+                with self._admin() as admin:
+                    found = self._existing(admin, [present, following])
+                if present not in found and following in found:
+                    present = following
+            return compare(
+                self._rows(self._name(state, "base"), "creation"), self._rows(present, "present")
+            )
+
     def _drop_copy(self, state: _State, ref: str) -> None:
         try:
             with self._admin() as admin:

@@ -342,6 +342,10 @@ class SqliteCopySandbox(CopySandbox[_State, Path]):
         with self._operation() as state:
             return self._changes(state)
 
+    def pending_changes(self) -> list[Change]:
+        """What Apply would land: ``changes_since_baseline``, which only reads."""
+        return self.changes_since_baseline()
+
     def _drop_copy(self, state: _State, ref: str) -> None:
         del state
         self._checkpoint_path(ref).unlink(missing_ok=True)

@@ -507,3 +507,23 @@ def test_a_file_planted_under_a_link_of_a_lower_layer_is_refused(
         )
     assert tree_state(real) == before
     assert canary.unchanged()
+
+
+def test_pending_changes_lists_what_apply_lands_and_writes_nothing(
+    sandbox: OverlaySandbox, real: Path, tmp_path: Path, plan_id: str
+) -> None:
+    """Opened as another process opens it (``agents plan apply --dry-run``): neither the
+    opening nor the listing writes to the sandbox folder or the real directory."""
+    from tests.sandbox.test_pending_changes import files
+
+    mess_up(sandbox)
+    sandbox.checkpoint()
+    sandbox.write_bytes("late.txt", b"after the checkpoint\n")
+    before = files(tmp_path)
+    reopened = OverlayStrategy(durable=False).open(
+        overlay_resource(real), plan_id, tmp_path / "sandboxes"
+    )
+    pending = reopened.pending_changes()
+    assert files(tmp_path) == before
+    assert "late.txt" in {change.path for change in pending}
+    assert pending == list(reopened.apply().changes)

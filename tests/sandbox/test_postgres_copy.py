@@ -396,3 +396,33 @@ def test_a_target_others_are_connected_to_gets_the_savepoint_sandbox(
     finally:
         made.discard()
     assert databases(target) == set()
+
+
+def test_postgres_copy_reads_a_rollback_cut_short_without_finishing_it(
+    sandbox: PostgresCopySandbox, target: str
+) -> None:
+    """Killed between dropping the working copy and renaming ``next`` (as
+    the cut-short rollback above): the dry run reads ``next``, and leaves the
+    state file and the databases for the next real operation to settle."""
+    sandbox.execute("INSERT INTO items (name) VALUES ('three')")
+    ref = sandbox.checkpoint()
+    sandbox.execute("INSERT INTO items (name) VALUES ('four')")
+    state = (sandbox.root / STATE_FILE_NAME).read_text()
+    prefix = sandbox._prefix
+    engine = create_engine(target, poolclass=NullPool, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.exec_driver_sql(
+            f'CREATE DATABASE "agents_{prefix}_next" TEMPLATE "agents_{prefix}_{ref}"'
+        )
+        connection.exec_driver_sql(f'DROP DATABASE "agents_{prefix}_work"')
+    engine.dispose()
+    cut_short = state.replace('"replacing": false', '"replacing": true')
+    (sandbox.root / STATE_FILE_NAME).write_text(cut_short)
+    present = databases(target)
+
+    pending = sandbox.pending_changes()
+
+    assert (sandbox.root / STATE_FILE_NAME).read_text() == cut_short
+    assert databases(target) == present
+    assert "items/3" in {c.path for c in pending} and "items/4" not in {c.path for c in pending}
+    assert pending == sandbox.changes_since_baseline()  # which settles it

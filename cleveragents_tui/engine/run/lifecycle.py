@@ -144,7 +144,7 @@ def apply_plan(store: Store, plan_ref: str, by: str, options: RunOptions | None 
 
 
 def _answer_and_apply(store: Store, plan_id: str, by: str, options: RunOptions | None) -> Plan:
-    _refuse_finished(store, plan_id)
+    refuse_finished(store, plan_id)
     approve_denied_apply_gate(store, plan_id, by)  # a person who denied it changed their mind
     with store.unit_of_work(write=True) as uow:
         plan = uow.plans.get(plan_id)
@@ -169,7 +169,7 @@ def _answer_and_apply(store: Store, plan_id: str, by: str, options: RunOptions |
     return PlanRunner(store, plan.plan_id, options).apply()
 
 
-def _refuse_finished(store: Store, plan_id: str) -> None:
+def refuse_finished(store: Store, plan_id: str) -> None:
     """Before the gate is answered: an applied or cancelled plan is never applied (again),
     and refusing it must leave its approvals as they were."""
     with store.unit_of_work() as uow:

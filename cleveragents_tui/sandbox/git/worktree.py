@@ -22,6 +22,7 @@ from cleveragents_tui.sandbox.base import (
 )
 from cleveragents_tui.sandbox.git.blind_spots import LIST_IGNORED, BlindSpots
 from cleveragents_tui.sandbox.git.known_paths import stage_known
+from cleveragents_tui.sandbox.git.preview import pending_changes
 from cleveragents_tui.sandbox.git.process import (
     BATCH_HEADER,
     FSCK,
@@ -431,6 +432,11 @@ class GitWorktreeSandbox(OfResource):
             fix=FSCK,
         )
         return parse_changes(out)
+
+    def pending_changes(self) -> list[Change]:
+        """As ``changes_since_baseline``, staged into a scratch index (a dry run of Apply)."""
+        self._ensure_live()
+        return pending_changes(self._git, self._admin_dir, self._workdir, self._names.base)
 
     # ----------------------------------------------------------------- apply and discard
 

@@ -1,0 +1,89 @@
+"""``agents plan apply PLAN --dry-run``: what Apply would land, as text or JSON
+(engine/read/apply_preview.py reads it; nothing is changed)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cleveragents_tui.cli.context import CliContext, echo, echo_json
+from cleveragents_tui.cli.render import plan_heading
+
+if TYPE_CHECKING:  # imported when the command runs, not when the CLI starts
+    from cleveragents_tui.engine.read.apply_preview import (
+        ApplyPreview,
+        PlanPreview,
+        ResourcePreview,
+    )
+
+
+def show_preview(cli: CliContext, plan_ref: str, *, as_json: bool) -> None:
+    from cleveragents_tui.engine.read.apply_preview import preview_apply
+
+    preview = preview_apply(cli.store, plan_ref)
+    if as_json:
+        echo_json(document(preview))
+        return
+    with cli.store.unit_of_work() as uow:
+        plan = uow.plans.get(preview.plan_id)
+    echo(plan_heading(plan))
+    if preview.note is not None:
+        echo(f"  note: {preview.note}")
+    echo("Apply would land (a dry run: nothing was changed):")
+    for shown in preview.plans:
+        _plan_lines(shown, child=shown.plan_id != preview.plan_id)
+    how = "land it" if preview.note is None else "land it, once it can"
+    echo(f"{how}: {preview.command}")
+
+
+def _plan_lines(shown: PlanPreview, *, child: bool) -> None:
+    which = " (child plan)" if child else ""
+    echo(f"  plan {shown.plan_id}  {shown.action}{which}")
+    if shown.sandbox_host is not None:
+        echo(f"    works in the sandboxes of plan {shown.sandbox_host}: landed with them")
+    for resource in shown.resources:
+        _resource_lines(resource)
+
+
+def _resource_lines(resource: ResourcePreview) -> None:
+    head = f"    {resource.resource_id} ({resource.strategy})"
+    if resource.changes is None:
+        echo(f"{head}: {resource.note}")
+        return
+    count = len(resource.changes)
+    echo(
+        f"{head}: {'no changes' if not count else f'{count} change' + ('' if count == 1 else 's')}"
+    )
+    for change in resource.changes:
+        echo(f"      {change.kind.value:<9} {change.path}")
+
+
+def document(preview: ApplyPreview) -> dict[str, Any]:
+    from cleveragents_tui.domain.documents import ApplyPreviewDocument
+
+    return ApplyPreviewDocument(
+        plan_id=preview.plan_id,
+        phase=preview.phase,
+        state=preview.state,
+        at_apply_gate=preview.at_apply_gate,
+        note=preview.note,
+        plans=[
+            {
+                "plan_id": shown.plan_id,
+                "action": shown.action,
+                "sandbox_host": shown.sandbox_host,
+                "resources": [
+                    {
+                        "resource_id": r.resource_id,
+                        "strategy": r.strategy,
+                        "changes": None
+                        if r.changes is None
+                        else [{"path": c.path, "kind": c.kind.value} for c in r.changes],
+                        "note": r.note,
+                    }
+                    for r in shown.resources
+                ],
+            }
+            for shown in preview.plans
+        ],
+        command=preview.command,
+    ).dump()

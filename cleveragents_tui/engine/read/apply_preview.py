@@ -1,0 +1,191 @@
+"""``agents plan apply PLAN --dry-run``: what Apply would land on each real resource.
+
+It walks what Apply walks (engine/run/apply.py): the open child plans first, depth first,
+then the plan; each plan's own sandboxes (an appended plan lands with its host's). Each
+sandbox says what it would land through :class:`PreviewsApply`, which writes nothing, so a
+dry run answers no approval, stores no row or event, and leaves every sandbox and real
+resource as it was. A resource that cannot say gets one line saying why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cleveragents_tui.domain.action import Action
+from cleveragents_tui.domain.apply_journal import ApplyStepState
+from cleveragents_tui.domain.enums import Phase, PlanState, SandboxStrategyName
+from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes, sandbox_root
+from cleveragents_tui.engine.run.errors import PlanStateError
+from cleveragents_tui.engine.run.lifecycle import refuse_finished
+from cleveragents_tui.sandbox.base import Change, PreviewsApply
+from cleveragents_tui.store.store import Store
+
+if TYPE_CHECKING:
+    from cleveragents_tui.store.unit_of_work import UnitOfWork
+
+
+@dataclass(frozen=True, slots=True)
+class ResourcePreview:
+    """One resource: the changes Apply would land (None: not listed, ``note`` says why)."""
+
+    resource_id: str
+    strategy: str
+    changes: tuple[Change, ...] | None
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanPreview:
+    """One plan Apply lands: its own sandboxes, or none when it works in ``sandbox_host``'s."""
+
+    plan_id: str
+    action: str
+    sandbox_host: str | None
+    resources: tuple[ResourcePreview, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyPreview:
+    plan_id: str
+    phase: str
+    state: str
+    at_apply_gate: bool
+    note: str | None  # why `plan apply` would not land it now, else None
+    plans: tuple[PlanPreview, ...]  # in the order Apply lands them
+
+    @property
+    def command(self) -> str:
+        return f"agents plan apply {self.plan_id}"
+
+
+def preview_apply(store: Store, plan_ref: str, sandbox_base: Path | None = None) -> ApplyPreview:
+    """What ``agents plan apply`` would land now. Refused (PlanStateError) for a plan that is
+    applied or cancelled, or still in Strategize (it has no sandboxes yet)."""
+    with store.unit_of_work() as uow:
+        plan_id = uow.plans.resolve(plan_ref)
+    refuse_finished(store, plan_id)
+    with store.unit_of_work() as uow:
+        plan = uow.plans.get(plan_id)
+        pending = uow.approvals.pending(plan_id)
+        order = _landing_order(uow, plan_id)
+        resources = {r.resource_id: r for r in uow.resources.all()}
+    if plan.phase is Phase.STRATEGIZE:
+        raise PlanStateError(
+            f"plan {plan_id} is {plan.phase.value} · {plan.state.value}: it has no sandboxes "
+            "before Execute, so nothing to apply yet",
+            f"answer what it waits for (agents approval list), then: agents plan run {plan_id}"
+            if pending
+            else f"run it until it waits at the Apply gate: agents plan run {plan_id}",
+        )
+    gate = any(a.kind.value == "apply_gate" for a in pending)
+    at_gate = plan.phase is Phase.EXECUTE and (gate or plan.state is PlanState.COMPLETED)
+    plans = tuple(
+        _plan_preview(store, child, host, resources, sandbox_base) for child, host in order
+    )
+    return ApplyPreview(
+        plan_id=plan_id,
+        phase=plan.phase.value,
+        state=plan.state.value,
+        at_apply_gate=at_gate,
+        note=_why_not_now(
+            plan, at_gate, [a.question for a in pending if a.kind.value != "apply_gate"]
+        ),
+        plans=plans,
+    )
+
+
+def _landing_order(uow: UnitOfWork, plan_id: str) -> list[tuple[Plan, str]]:
+    """(plan, the plan whose sandboxes it works in), as Apply lands them (run/children.py):
+    each open child's children, the child, and the plan last."""
+    out: list[tuple[Plan, str]] = []
+    for child in uow.plans.children(plan_id):
+        if not child.state.is_terminal:
+            out.extend(_landing_order(uow, child.plan_id))
+    plan = uow.plans.get(plan_id)
+    out.append((plan, uow.plan_actions.sandbox_plan(plan_id)))
+    return out
+
+
+def _why_not_now(plan: Plan, at_gate: bool, questions: list[str]) -> str | None:
+    if plan.state is PlanState.PAUSED:
+        return f"the plan is paused: resume it first (agents plan resume {plan.plan_id})"
+    if questions and plan.phase is Phase.EXECUTE:
+        return f"the plan waits for an answer before its Apply gate: {questions[0]}"
+    if plan.phase is Phase.APPLY:
+        return (
+            f"its Apply was stopped ({plan.state.value}): applying again lands what is "
+            "listed, skipping what landed already"
+        )
+    if not at_gate:
+        return (
+            f"Execute has not finished ({plan.state.value}): these are its changes so far; "
+            "`plan apply` refuses until the plan waits at its Apply gate"
+        )
+    return None
+
+
+def _plan_preview(
+    store: Store,
+    plan: Plan,
+    host: str,
+    resources: dict[str, Resource],
+    sandbox_base: Path | None,
+) -> PlanPreview:
+    if host != plan.plan_id:  # an appended plan: its changes are in its host's sandboxes
+        return PlanPreview(plan.plan_id, plan.action, host, ())
+    with store.unit_of_work() as uow:
+        action = Action.model_validate(uow.plan_actions.get(plan.plan_id))
+        landed = {
+            step.resource_id
+            for step in uow.apply_journal.for_apply(plan.plan_id, plan.attempt)
+            if step.state is ApplyStepState.LANDED
+        }
+    sandboxes = PlanSandboxes(store, plan.plan_id, sandbox_base, host_plan_id=host)
+    previews = []
+    for resource_id in action.resources:
+        resource = resources[resource_id]
+        if resource_id in landed:
+            previews.append(_noted(resource, "landed already, by an Apply that was stopped"))
+        else:
+            previews.append(_resource_preview(sandboxes, resource))
+    return PlanPreview(plan.plan_id, plan.action, None, tuple(previews))
+
+
+def _noted(resource: Resource, note: str) -> ResourcePreview:
+    return ResourcePreview(resource.resource_id, resource.sandbox_strategy.value, None, note)
+
+
+def _resource_preview(sandboxes: PlanSandboxes, resource: Resource) -> ResourcePreview:
+    strategy = resource.sandbox_strategy
+    if strategy is SandboxStrategyName.NONE:
+        return _noted(
+            resource,
+            "no sandbox: its changes went straight to the real resource as the plan ran; "
+            "Apply lands nothing more",
+        )
+    root = sandbox_root(sandboxes.base_dir, sandboxes.host_plan_id, resource.resource_id)
+    if strategy is SandboxStrategyName.TRANSACTION_ROLLBACK and root.exists():
+        from cleveragents_tui.sandbox.database import is_savepoint_sandbox
+
+        if is_savepoint_sandbox(root):
+            return _noted(
+                resource,
+                "not listed: its sandbox is one open transaction, which another process "
+                "reads only by taking it over (replaying its statement log)",
+            )
+    try:
+        sandbox = sandboxes.get(resource.resource_id)
+        if not isinstance(sandbox, PreviewsApply):
+            return _noted(
+                resource,
+                f"not listed: a {strategy.value} sandbox cannot say without changing itself",
+            )
+        changes = tuple(sandbox.pending_changes())
+    except (UserError, OSError) as exc:
+        return _noted(resource, "not listed: " + " ".join(str(exc).split()))
+    return ResourcePreview(resource.resource_id, strategy.value, changes)

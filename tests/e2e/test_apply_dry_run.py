@@ -1,0 +1,249 @@
+"""``agents plan apply PLAN --dry-run`` on the demo's real parts (a git repository, a
+directory, a SQLite database, a ``none`` resource): it lists what the real Apply then lands,
+checked against the real branch, files and rows afterwards, and it changes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from cleveragents_tui.cli import cli
+from cleveragents_tui.failpoints import ENV_VAR
+
+
+class Agents:
+    """``agents --db <tmp> ...`` in-process, with the test's own sandbox folder."""
+
+    def __init__(self, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.home = home
+        self.db = home / "agents.db"
+        monkeypatch.setenv("AGENTS_SANDBOX_DIR", str(home / "sandboxes"))
+        monkeypatch.delenv(ENV_VAR, raising=False)
+
+    def __call__(self, *args: str) -> Result:
+        return CliRunner().invoke(cli, ["--db", str(self.db), *args], catch_exceptions=False)
+
+    def demo(self, profile: str = "auto") -> dict[str, Any]:
+        made = self(
+            "demo", "--no-tui", "--dir", str(self.home / "demo"), "--format=json",
+            "--automation-profile", profile,
+        )  # fmt: skip
+        assert made.exit_code == 0, made.output
+        doc: dict[str, Any] = json.loads(made.stdout)
+        return doc
+
+    def preview(self, plan_id: str) -> dict[str, Any]:
+        shown = self("plan", "apply", plan_id, "--dry-run", "--format=json")
+        assert shown.exit_code == 0, shown.output
+        doc: dict[str, Any] = json.loads(shown.stdout)
+        return doc
+
+
+@pytest.fixture
+def agents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Agents:
+    return Agents(tmp_path, monkeypatch)
+
+
+def _by_resource(doc: dict[str, Any]) -> dict[str, Any]:
+    """resource name -> its listed changes ({path: kind}) or, not listed, its note."""
+    out: dict[str, Any] = {}
+    for plan in doc["plans"]:
+        for resource in plan["resources"]:
+            name = resource["resource_id"].split("/")[1]
+            changes = resource["changes"]
+            out[name] = (
+                resource["note"]
+                if changes is None
+                else {change["path"]: change["kind"] for change in changes}
+            )
+    return out
+
+
+def _files(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` (relative path -> sha256); symlinks by their target."""
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink():
+            out[path.relative_to(folder).as_posix()] = "-> " + str(path.readlink())
+        elif path.is_file():
+            out[path.relative_to(folder).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def _rows(database: Path) -> dict[str, dict[str, tuple[Any, ...]]]:
+    """Every table's rows by primary key (the demo's tables have one), read only."""
+    connection = sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)
+    try:
+        tables = [
+            name
+            for (name,) in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+        out = {}
+        for table in tables:
+            info = connection.execute(f'PRAGMA table_info("{table}")').fetchall()
+            [key] = [i for i, row in enumerate(info) if row[5] == 1]
+            rows = connection.execute(f'SELECT * FROM "{table}"').fetchall()
+            out[table] = {str(row[key]): tuple(row) for row in rows}
+        return out
+    finally:
+        connection.close()
+
+
+def _compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
+    changed = {key: "added" for key in after.keys() - before.keys()}
+    changed |= {key: "deleted" for key in before.keys() - after.keys()}
+    changed |= {
+        key: "modified" for key in before.keys() & after.keys() if before[key] != after[key]
+    }
+    return changed
+
+
+def _row_changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
+    out = {}
+    for table in before.keys() | after.keys():
+        for key, kind in _compare(before.get(table, {}), after.get(table, {})).items():
+            out[f"{table}/{key}"] = kind
+    return out
+
+
+def _store_rows(database: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """A dump of every table of the engine's store."""
+    connection = sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)
+    try:
+        names = [
+            name
+            for (name,) in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            )
+        ]
+        return {
+            name: sorted(
+                connection.execute(f'SELECT * FROM "{name}"').fetchall(),
+                key=repr,
+            )
+            for name in names
+        }
+    finally:
+        connection.close()
+
+
+def test_the_dry_run_lists_exactly_what_apply_then_lands(agents: Agents) -> None:
+    demo = agents.demo()
+    plan_id = demo["plan_id"]
+    directory = Path(demo["directory"])
+    repository, docs, database = directory / "hello-cli", directory / "docs", directory / "app.db"
+    text = agents("plan", "apply", plan_id, "--dry-run")
+    assert text.exit_code == 0, text.output
+    assert text.stdout.splitlines()[-1] == f"land it: agents plan apply {plan_id}"
+    preview = agents.preview(plan_id)
+    assert (preview["at_apply_gate"], preview["note"]) == (True, None)
+    assert preview["command"] == f"agents plan apply {plan_id}"
+    docs_before, rows_before = _files(docs), _rows(database)
+    base = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repository, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+    applied = agents("plan", "apply", plan_id, "--format=json")  # the command's own option
+    assert applied.exit_code == 0, applied.output
+    assert json.loads(applied.stdout)["format"] == "cleveragents.plan-result/1"
+
+    branch = f"cleveragents/apply/{plan_id}"
+    landed = subprocess.run(
+        ["git", "diff", "--name-status", "--no-renames", base, branch],
+        cwd=repository,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    kinds = {"A": "added", "M": "modified", "D": "deleted"}
+    in_branch = {line.split("\t")[1]: kinds[line[0]] for line in landed.splitlines()}
+    listed = _by_resource(preview)
+    assert in_branch and listed["hello-cli"] == in_branch
+    assert listed["docs"] and listed["docs"] == _compare(docs_before, _files(docs))
+    assert listed["app-db"] and listed["app-db"] == _row_changes(rows_before, _rows(database))
+    assert "went straight to the real resource" in listed["team-chat"]
+    # The child plan's resource is listed under the child, before the plan (Apply's order).
+    assert [p["plan_id"] for p in preview["plans"]][-1] == plan_id
+    assert len(preview["plans"]) == 2
+
+
+def test_the_dry_run_changes_nothing(agents: Agents, tmp_path: Path) -> None:
+    """No approval answered, no event or row, no sandbox file, nothing real: the store's
+    rows and every file under the test's folder (store, sandboxes, demo) are as they were."""
+    plan_id = agents.demo()["plan_id"]
+    before = (_store_rows(agents.db), _files(tmp_path))
+    assert agents("plan", "apply", plan_id, "--dry-run").exit_code == 0
+    agents.preview(plan_id)
+    globally = agents("--format=json", "plan", "apply", plan_id, "--dry-run")
+    assert json.loads(globally.stdout)["format"] == "cleveragents.apply-preview/1"
+    after = (_store_rows(agents.db), _files(tmp_path))
+    assert after[0] == before[0]
+    assert after[1] == before[1]
+    pending = json.loads(agents("approval", "list", "--format=json").stdout)["approvals"]
+    assert [a["kind"] for a in pending] == ["apply_gate"]
+
+
+def test_a_plan_still_in_execute_lists_its_changes_so_far(agents: Agents) -> None:
+    """Under the supervised profile, answered gate by gate until the plan is in Execute with
+    a question before its Apply gate: `plan apply` would refuse; the dry run says why and
+    lists what the sandboxes hold so far (the child plan's docs, finished)."""
+    plan_id = agents.demo("supervised")["plan_id"]
+    for _ in range(10):
+        pending = json.loads(agents("approval", "list", "--format=json").stdout)["approvals"]
+        mine = [a for a in pending if a["plan_id"] == plan_id]
+        if any(a["kind"] == "escalation" for a in mine):
+            break
+        assert agents("approval", "approve", pending[0]["approval_id"]).exit_code == 0
+        assert agents("plan", "run", pending[0]["plan_id"]).exit_code == 0
+    preview = agents.preview(plan_id)
+    assert (preview["phase"], preview["at_apply_gate"]) == ("execute", False)
+    assert "waits for an answer before its Apply gate" in preview["note"]
+    assert _by_resource(preview)["docs"] == {"guide.md": "modified"}
+    text = agents("plan", "apply", plan_id, "--dry-run")
+    assert text.stdout.splitlines()[-1] == f"land it, once it can: agents plan apply {plan_id}"
+    assert agents("plan", "apply", plan_id).exit_code == 2  # as the note said
+
+
+def _one_line_refusal(result: Result, *needles: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    for needle in needles:
+        assert needle in result.stderr
+
+
+def test_usage_errors_exit_2_with_one_line(agents: Agents) -> None:
+    demo = agents.demo()
+    plan_id = demo["plan_id"]
+    unknown = agents("plan", "apply", "01" + "0" * 24, "--dry-run")
+    _one_line_refusal(unknown, "error:")
+    early = agents("plan", "use", demo["action_file"], "--automation-profile", "manual")
+    waiting = early.stdout.split("plan ")[-1].split()[0]
+    refused = agents("plan", "apply", waiting, "--dry-run")
+    _one_line_refusal(refused, "no sandboxes before Execute", f"agents plan run {waiting}")
+    assert agents("plan", "apply", plan_id).exit_code == 0
+    applied = agents("plan", "apply", plan_id, "--dry-run")
+    _one_line_refusal(applied, "applied already", f"agents plan show {plan_id}")
+    assert agents("plan", "cancel", waiting).exit_code == 0
+    _one_line_refusal(agents("plan", "apply", waiting, "--dry-run"), "is cancelled")
+
+
+def test_the_document_keeps_its_fields_and_order(agents: Agents) -> None:
+    preview = agents.preview(agents.demo()["plan_id"])
+    assert list(preview) == [
+        "format", "plan_id", "phase", "state", "at_apply_gate", "note", "plans", "command",
+    ]  # fmt: skip
+    assert preview["format"] == "cleveragents.apply-preview/1"
+    for plan in preview["plans"]:
+        assert list(plan) == ["plan_id", "action", "sandbox_host", "resources"]
+        for resource in plan["resources"]:
+            assert list(resource) == ["resource_id", "strategy", "changes", "note"]
