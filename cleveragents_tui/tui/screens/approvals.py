@@ -155,7 +155,9 @@ class ApprovalsScreen(ListScreen):
             pause=not applying,
         )
 
-    @work(thread=True, exclusive=True, group="run", exit_on_error=False)
+    # Never exclusive: a second choice (on another plan) would cancel this worker, which
+    # runs on regardless, and the app would lose track of it for quitting.
+    @work(thread=True, group="run", exit_on_error=False)
     def _after_denial(self, plan_id: str, choice: str, guidance: str | None) -> None:
         """Carry out the choice made after a denial (engine/run/denial.py), off the event loop."""
         app = services(self)
