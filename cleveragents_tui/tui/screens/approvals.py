@@ -10,6 +10,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Header, Static
 
 from cleveragents_tui.domain.approval import Approval
@@ -49,7 +50,8 @@ class ApprovalsScreen(ListScreen):
         yield Header()
         yield Static("", id="approvals-caption", markup=False)
         yield DataTable(id="approvals", cursor_type="row", zebra_stripes=True)
-        yield Static("", id="approval-detail", markup=False)
+        with VerticalScroll(id="approval-detail-box"):
+            yield Static("", id="approval-detail", markup=False)
         yield KeysFooter()
 
     def on_mount(self) -> None:
