@@ -53,5 +53,5 @@ async def test_an_approvals_details_show_whole(demo_plan: DemoPlan, size: tuple[
         await settle(app, pilot)
         assert isinstance(app.screen, ApprovalsScreen)
         detail = app.screen.query_one("#approval-detail", Static)
-        assert "\nthreshold: 1\n" in str(detail.render())  # its last line
+        assert str(detail.render()).endswith("\nthreshold: 1")  # its last line
         assert _wholly_shown(app, detail), (detail.region, detail.content_size)

@@ -102,6 +102,7 @@ class ApprovalsScreen(ListScreen):
             for k, v in a.details.items():
                 text.append(f"{k.replace('_', ' ')}: ", style="bold")
                 text.append(f"{readable(v, 300)}\n")
+        text.rstrip()  # no empty row under the last line
         self.query_one("#approval-detail", Static).update(safe_text(text))
 
     def on_data_table_row_highlighted(self, _: DataTable.RowHighlighted) -> None:
