@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import gc
 import getpass
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -32,18 +31,9 @@ from cleveragents_tui.tui.commands import AgentsCommands
 from cleveragents_tui.tui.messages import StoreChanged
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
 from cleveragents_tui.tui.screens.plan_list import PlanListScreen
+from cleveragents_tui.tui.services import EngineRun
 
 NARROW = 100  # below this width the details go under the tree
-
-
-@dataclass(frozen=True)
-class EngineRun:
-    """Engine work a screen started in a thread: a correction's replay, a plan run."""
-
-    worker: Worker[Any]
-    what: str  # as the quit question names it: "a correction's replay"
-    plan_id: str
-    pause: bool  # False for an Apply: it lands to the end (its journal guards a crash only)
 
 
 def quit_question(runs: list[EngineRun]) -> str:
@@ -186,6 +176,10 @@ class AgentsApp(App[None]):
         """The engine work still running in this process."""
         self._engine_runs = [r for r in self._engine_runs if not r.worker.is_finished]
         return self._engine_runs
+
+    def engine_run_on(self, plan_id: str) -> EngineRun | None:
+        """The engine work running on ``plan_id`` in this process, if any."""
+        return next((r for r in self.engine_runs() if r.plan_id == plan_id), None)
 
     async def action_quit(self) -> None:
         """`q`, `ctrl+q`, the palette's Quit. Engine work running in a thread of this

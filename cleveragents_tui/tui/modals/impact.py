@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, Label, RadioButton, RadioSet, Static
+from textual.widgets import Button, RadioButton, RadioSet, Static
 
 from cleveragents_tui.engine import Impact
 from cleveragents_tui.engine.correct.guidance import with_choice
@@ -65,11 +65,12 @@ class ImpactModal(Dialog[bool]):
         found = self.impact.alternatives
         if found is None:
             return
-        yield Label(
+        yield Static(  # not a Label: as wide as its text, it was cut at the dialog's edge
             safe_text(
                 f"Alternatives of step {found.key} — the replay takes the one pressed "
                 "(select it, or press its number)"
-            )
+            ),
+            id="alternatives-heading",
         )
         with RadioSet(id="alternatives"):
             for number, option in enumerate(found.options, 1):

@@ -10,6 +10,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Header, Static
 
 from cleveragents_tui.domain.approval import Approval
@@ -49,7 +50,8 @@ class ApprovalsScreen(ListScreen):
         yield Header()
         yield Static("", id="approvals-caption", markup=False)
         yield DataTable(id="approvals", cursor_type="row", zebra_stripes=True)
-        yield Static("", id="approval-detail", markup=False)
+        with VerticalScroll(id="approval-detail-box"):
+            yield Static("", id="approval-detail", markup=False)
         yield KeysFooter()
 
     def on_mount(self) -> None:
@@ -100,6 +102,7 @@ class ApprovalsScreen(ListScreen):
             for k, v in a.details.items():
                 text.append(f"{k.replace('_', ' ')}: ", style="bold")
                 text.append(f"{readable(v, 300)}\n")
+        text.rstrip()  # no empty row under the last line
         self.query_one("#approval-detail", Static).update(safe_text(text))
 
     def on_data_table_row_highlighted(self, _: DataTable.RowHighlighted) -> None:
@@ -155,7 +158,9 @@ class ApprovalsScreen(ListScreen):
             pause=not applying,
         )
 
-    @work(thread=True, exclusive=True, group="run", exit_on_error=False)
+    # Never exclusive: a second choice (on another plan) would cancel this worker, which
+    # runs on regardless, and the app would lose track of it for quitting.
+    @work(thread=True, group="run", exit_on_error=False)
     def _after_denial(self, plan_id: str, choice: str, guidance: str | None) -> None:
         """Carry out the choice made after a denial (engine/run/denial.py), off the event loop."""
         app = services(self)

@@ -4,7 +4,8 @@ the list never scrolls sideways (at 80 columns its last three columns were off s
 The table narrows in steps, the least useful first — the year off the date, then the
 profile, the attempt, a shorter "decisions" heading, the date — and after the year, before
 each step, the action (the widest column) is elided down to :data:`ACTION_MIN`. At 120
-columns every column of the demo shows.
+columns every column of the demo shows. The action's column takes whatever width the others
+leave: the columns fill the table (no empty strip on its right).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ class Fit:
     columns: tuple[str, ...]
     labels: Mapping[str, str]
     date_format: str
-    action_width: int | None  # the action's cell, elided to it; None: as wide as it is
+    action_width: int | None  # the action's cell, elided or padded to it; None: its own
 
     def width(self, content: Mapping[str, int], action: int | None = None) -> int:
         """The table's width with these columns, the action ``action`` wide (else its own)."""
@@ -52,16 +53,17 @@ def _steps(fit: Fit) -> list[Fit]:
 
 
 def fit_columns(content: Mapping[str, int], available: int) -> Fit:
-    """The widest layout that fits ``available`` cells; ``content``: each column's widest
-    cell (the dates aside: their formats have a fixed width)."""
+    """The widest layout that fits ``available`` cells, its action as wide as the other
+    columns leave; ``content``: each column's widest cell (the dates aside: their formats
+    have a fixed width)."""
     whole = Fit(COLUMNS, {c: c for c in COLUMNS}, LONG_DATE, None)
     for fit in (whole, *_steps(whole)):
-        if fit.width(content) <= available:
-            return fit
-        if fit.date_format == LONG_DATE:
-            continue  # the year goes before any of the action
         others = fit.width(content, action=0) - len("action") - PADDING
         rest = available - others - PADDING  # what the action's cell may take
+        if fit.width(content) <= available:
+            return replace(fit, action_width=rest)
+        if fit.date_format == LONG_DATE:
+            continue  # the year goes before any of the action
         if rest >= ACTION_MIN:
             return replace(fit, action_width=rest)
     return replace(fit, action_width=max(rest, ACTION_FLOOR))

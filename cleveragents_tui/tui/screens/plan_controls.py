@@ -57,13 +57,26 @@ class PlanControls(PlanScreenBase):
         ):
             self._control("cancelled", cancel_plan)
 
+    def _said_running(self) -> bool:
+        """One run of the plan at a time from this app: a second `R` or `A` while the first
+        still runs is refused, saying so (the engine would refuse it too, and the app lost
+        track of the first run, which quitting then neither paused nor waited for)."""
+        run = services(self).engine_run_on(self.plan_id)
+        if run is None:
+            return False
+        then = "wait for it or pause it (P)" if run.pause else "wait for it to land"
+        self.notify(f"{run.what} is already going on this plan: {then}", severity="warning")
+        return True
+
     def action_resume(self) -> None:
+        if self._said_running():
+            return
         self.notify("running the plan…")
         services(self).engine_started(self._run_in_thread("resume"), "a plan run", self.plan_id)
 
     @work(exclusive=True, group="control", exit_on_error=False)
     async def action_apply(self) -> None:
-        if self._said_closed("there is nothing to apply"):
+        if self._said_closed("there is nothing to apply") or self._said_running():
             return
         if await self.app.push_screen_wait(
             ConfirmModal(
@@ -75,7 +88,7 @@ class PlanControls(PlanScreenBase):
             worker = self._run_in_thread("apply")
             services(self).engine_started(worker, "an Apply", self.plan_id, pause=False)
 
-    @work(thread=True, exclusive=True, group="run", exit_on_error=False)
+    @work(thread=True, group="run", exit_on_error=False)  # never exclusive: see _said_running
     def _run_in_thread(self, what: str) -> None:
         app = services(self)
         try:

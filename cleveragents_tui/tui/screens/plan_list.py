@@ -124,7 +124,8 @@ class PlanListScreen(ListScreen):
             self.fit = fit
             table.clear(columns=True)
             for column in fit.columns:
-                table.add_column(fit.labels[column], key=column)
+                width = fit.action_width if column == "action" else None
+                table.add_column(fit.labels[column], key=column, width=width)
         table.clear()
         self.shown = []
         for s, cells in rows:
