@@ -50,6 +50,7 @@ from cleveragents_tui.engine.correct.model import (
 from cleveragents_tui.engine.run.errors import ReasonerFailedError, SandboxUnavailableError
 from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions
 from cleveragents_tui.store import correction_queries
+from cleveragents_tui.store import snapshot_reads as reads
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -63,12 +64,12 @@ def revert_targets(
     (resource -> checkpoint, and the resources it cannot), or None when it rolls back no
     resource (an append, a plan still in Strategize)."""
     with store.unit_of_work() as uow:  # the decision's phase is the preview's: rows never change
-        target = uow.decisions.get(impact.decision_id)
+        target = uow.run(reads.decision, impact.decision_id)  # one statement, not three
         if impact.mode is not CorrectionMode.REVERT:
             return target, None
         if not (impact.rollbackable or impact.non_rollbackable):
             return target, None
-        if uow.plans.get(impact.plan_id).phase is Phase.STRATEGIZE:
+        if uow.run(reads.plans, {impact.plan_id})[impact.plan_id].phase is Phase.STRATEGIZE:
             return target, None
         if impact.decision_phase is Phase.EXECUTE:
             return target, targets_of(uow, sandboxes.plan_id, target)
@@ -395,7 +396,7 @@ def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
             {"count": len(impact.affected_decisions), "replacement": guidance.decision_id},
             plan_id=impact.plan_id,
         )
-        plan = uow.plans.get(impact.plan_id)
+        plan = uow.run(reads.plans, {impact.plan_id})[impact.plan_id]
         changes: dict[str, object] = {"updated_at": utc_now()}
         # paused since take_plan saved it (the preview's version, plus that save): the pause
         # holds, the replay stops at once and `plan run` goes on; a plan paused before the
