@@ -266,7 +266,7 @@ def _hydrate(session: Session, rows: Sequence[DecisionRow], ids: set[str]) -> li
 
 
 @cache
-def _current_among(dialect: str) -> Select[tuple[str, str]]:
+def _current_among(dialect: str) -> Select[str, str]:
     d = DecisionRow
     return select(d.decision_id, d.plan_id).where(
         among(dialect, d.decision_id, "ids"), d.superseded_by.is_(None)
@@ -330,7 +330,7 @@ def mark_pruned(session: Session, checkpoint_ids: Iterable[str]) -> None:
 
 
 @cache
-def _superseded_by(dialect: str) -> Select[tuple[str, str, int]]:
+def _superseded_by(dialect: str) -> Select[str, str, int]:
     d = DecisionRow
     return select(d.decision_id, d.plan_id, d.sequence_number).where(
         among(dialect, d.superseded_by, "ids")

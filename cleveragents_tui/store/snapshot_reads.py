@@ -302,17 +302,6 @@ def basics(session: Reads, decision_id: str, subtree: bool = False) -> Basics:
     )
 
 
-def decision(session: Reads, decision_id: str) -> Decision:
-    """The decision, whole, in one statement (as ``decisions.get``: a correction's execute
-    reads it again, and the repository's three statements cost more than a small CTE)."""
-    statement = _decision_whole(session.get_bind().dialect.name)
-    rows = batch(session, [(statement, _whole, {"id": decision_id})])[0]
-    if not rows:
-        raise NotFoundError(f"decision {decision_id} does not exist", _LIST_DECISIONS)
-    found: Decision = rows[0][0]
-    return found
-
-
 def next_execute_decision(session: Reads, plan_id: str, after: int) -> list[Decision]:
     """The plan's first current Execute decision recorded after sequence number ``after``
     that was made in a state of its own (not a correction's guidance): none or one."""
