@@ -41,7 +41,7 @@ from cleveragents_tui.domain.errors import ImmutableRecordError
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.tool import ToolInvocation
 from cleveragents_tui.store import mapping
-from cleveragents_tui.store.driver_reads import Read, Reads, batch
+from cleveragents_tui.store.driver_reads import Read, Reads, batch, fetch
 from cleveragents_tui.store.tables import (
     WROTE,
     ApprovalRow,
@@ -248,25 +248,6 @@ def json_ids(ids: Iterable[str]) -> str:
     return json.dumps(sorted(set(ids)))
 
 
-def decisions(session: Session, decision_ids: Iterable[str]) -> dict[str, Decision]:
-    """These decisions by id, whole (three statements: rows, dependencies, artifacts)."""
-    ids = set(decision_ids)
-    if not ids:
-        return {}
-    rows = list(
-        session.scalars(
-            select(DecisionRow).where(DecisionRow.decision_id.in_(id_set(session, ids)))
-        )
-    )
-    return {d.decision_id: d for d in _hydrate(session, rows, ids)}
-
-
-def _whole(session: Session, query: Select[DecisionRow]) -> list[Decision]:
-    """The decisions ``query`` selects, in its order, whole (dependencies and artifacts)."""
-    rows = list(session.scalars(query))
-    return _hydrate(session, rows, {r.decision_id for r in rows}) if rows else []
-
-
 def _hydrate(session: Session, rows: Sequence[DecisionRow], ids: set[str]) -> list[Decision]:
     dep, art = DecisionDependencyRow, DecisionArtifactRow
     dependencies = list(  # read before the next statement runs
@@ -284,16 +265,20 @@ def _hydrate(session: Session, rows: Sequence[DecisionRow], ids: set[str]) -> li
     return mapping.decisions_from_rows(rows, dependencies, artifacts)
 
 
-def current_among(session: Session, plan_id: str, decision_ids: Iterable[str]) -> list[str]:
-    """Those of ``decision_ids`` that are current decisions of the plan, sorted. The plan is
-    compared here, not in the WHERE clause: given it, SQLite walks the plan's index (every
-    decision of the plan) instead of looking each id up by its key."""
+@cache
+def _current_among(dialect: str) -> Select[str, str]:
     d = DecisionRow
-    rows = session.execute(
-        select(d.decision_id, d.plan_id).where(
-            d.decision_id.in_(id_set(session, decision_ids)), d.superseded_by.is_(None)
-        )
+    return select(d.decision_id, d.plan_id).where(
+        among(dialect, d.decision_id, "ids"), d.superseded_by.is_(None)
     )
+
+
+def current_among(session: Reads, plan_id: str, decision_ids: Iterable[str]) -> list[str]:
+    """Those of ``decision_ids`` that are current decisions of the plan, sorted (on the
+    driver's cursor: store/driver_reads.py). The plan is compared here, not in the WHERE
+    clause: given it, SQLite walks the plan's index (every decision of the plan) instead of
+    looking each id up by its key."""
+    rows = fetch(session, _current_among(_dialect(session)), ids=strings(session, decision_ids))
     return sorted(decision_id for decision_id, plan in rows if plan == plan_id)
 
 
@@ -344,44 +329,19 @@ def mark_pruned(session: Session, checkpoint_ids: Iterable[str]) -> None:
         )
 
 
-def next_execute_decision(session: Session, plan_id: str, after: int) -> list[Decision]:
-    """The plan's first current Execute decision recorded after sequence number ``after``
-    that was made in a state of its own (not a correction's guidance): none or one."""
+@cache
+def _superseded_by(dialect: str) -> Select[str, str, int]:
     d = DecisionRow
-    return _whole(
-        session,
-        select(d)
-        .where(
-            d.plan_id == plan_id,
-            d.superseded_by.is_(None),
-            d.phase == "execute",
-            d.decision_type != USER_INTERVENTION,
-            d.sequence_number > after,
-        )
-        .order_by(d.sequence_number)
-        .limit(1),
+    return select(d.decision_id, d.plan_id, d.sequence_number).where(
+        among(dialect, d.superseded_by, "ids")
     )
 
 
-def correcting(session: Session, plan_id: str, target: str) -> list[Decision]:
-    """The plan's decisions that correct ``target`` (its guidance, the decisions re-made in
-    its place), in sequence order. Found by the corrections' index (migration 0012); the
-    plan is compared here: given it, SQLite walks every decision of the plan instead."""
-    d = DecisionRow
-    rows = session.scalars(select(d).where(d.corrects_decision_id == target))
-    mine = sorted((r for r in rows if r.plan_id == plan_id), key=lambda r: r.sequence_number)
-    return _hydrate(session, mine, {r.decision_id for r in mine}) if mine else []
-
-
-def superseded_by_any(session: Session, plan_id: str, by: Iterable[str]) -> list[str]:
+def superseded_by_any(session: Reads, plan_id: str, by: Iterable[str]) -> list[str]:
     """The plan's decisions superseded by any of ``by``, in sequence order (by the
-    superseded index, migration 0012; the plan compared here, as in :func:`correcting`)."""
-    d = DecisionRow
-    rows = session.execute(
-        select(d.decision_id, d.plan_id, d.sequence_number).where(
-            d.superseded_by.in_(id_set(session, by))
-        )
-    )
+    superseded index, migration 0012; the plan compared here: given it, SQLite walks every
+    decision of the plan instead), on the driver's cursor."""
+    rows = fetch(session, _superseded_by(_dialect(session)), ids=strings(session, by))
     return [i for i, plan, _ in sorted(rows, key=lambda r: r[2]) if plan == plan_id]
 
 

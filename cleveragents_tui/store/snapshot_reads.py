@@ -74,6 +74,20 @@ _ITS_GUIDANCE = (
     .order_by(_d.sequence_number)
 )
 _RESOURCES = select(ResourceRow.__table__)  # removed ones too: plans that used them name them
+# a revert's reads of the decisions its diff compares (engine/core/replay_snapshots.py)
+_NEXT_EXECUTE = (
+    select(DecisionRow.__table__)
+    .where(
+        _d.plan_id == bindparam("plan"),
+        _d.superseded_by.is_(None),
+        _d.phase == "execute",
+        _d.decision_type != USER_INTERVENTION,
+        _d.sequence_number > bindparam("after"),
+    )
+    .order_by(_d.sequence_number)
+    .limit(1)
+)
+_CORRECTING = select(DecisionRow.__table__).where(_d.corrects_decision_id == bindparam("target"))
 
 
 @cache
@@ -285,6 +299,22 @@ def basics(session: Reads, decision_id: str, subtree: bool = False) -> Basics:
         version=kept.version,
         refs=refs,
         derived=kept.derived,
+    )
+
+
+def next_execute_decision(session: Reads, plan_id: str, after: int) -> list[Decision]:
+    """The plan's first current Execute decision recorded after sequence number ``after``
+    that was made in a state of its own (not a correction's guidance): none or one."""
+    return hydrated(session, fetch(session, _NEXT_EXECUTE, plan=plan_id, after=after))
+
+
+def correcting(session: Reads, plan_id: str, target: str) -> list[Decision]:
+    """The plan's decisions that correct ``target`` (its guidance, the decisions re-made in
+    its place), in sequence order. Found by the corrections' index (migration 0012); the
+    plan is compared here: given it, SQLite walks every decision of the plan instead."""
+    rows = fetch(session, _CORRECTING, target=target)
+    return hydrated(
+        session, sorted((r for r in rows if r.plan_id == plan_id), key=lambda r: r.sequence_number)
     )
 
 

@@ -135,7 +135,7 @@ def test_a_reverts_reads_of_checkpoints_and_corrections_do_not_walk_the_plan(
             checkpointed = CheckpointRepository(session).resources_checkpointed(
                 scale.plan_id, decision_groups_only=True
             )
-            correction_queries.correcting(session, scale.plan_id, decision)
+            snapshot_reads.correcting(session, scale.plan_id, decision)
             correction_queries.superseded_by_any(session, scale.plan_id, [decision])
             event.remove(scale.store.engine, "before_cursor_execute", note)
         plans = [_query_plan(scale.store, *s) for s in sent]

@@ -44,11 +44,8 @@ from cleveragents_tui.engine.core.file_diff import (
 )
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.sandbox.base import Change, ChangeKind
-from cleveragents_tui.store.correction_queries import (
-    correcting,
-    next_execute_decision,
-    superseded_by_any,
-)
+from cleveragents_tui.store.correction_queries import superseded_by_any
+from cleveragents_tui.store.snapshot_reads import correcting, next_execute_decision, plans
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -170,7 +167,7 @@ def record_snapshots(store: Store, correction_id: str, sandbox_base: Path | None
             return  # a later revert took over: this replay ended where it last stopped
         if _replay_state(correction) not in (STARTED, STOPPED):
             return
-        ended = _replay_ended(uow, uow.plans.get(correction.plan_id))
+        ended = _replay_ended(uow, uow.run(plans, {correction.plan_id})[correction.plan_id])
         # what follows needs of the plan's decisions only these (issue 22: not all of them)
         plan_id, target = correction.plan_id, correction.target_decision_id
         made = uow.run(correcting, plan_id, target)

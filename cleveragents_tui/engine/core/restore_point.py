@@ -17,8 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from cleveragents_tui.domain.decision import Decision
-from cleveragents_tui.store.correction_queries import decisions
-from cleveragents_tui.store.snapshot_reads import guidance_decisions
+from cleveragents_tui.store.snapshot_reads import decisions, guidance_decisions
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 

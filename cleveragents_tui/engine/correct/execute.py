@@ -81,8 +81,7 @@ def _execute(
     options: RunOptions,
     outside: OutsideChoice | None,
 ) -> CorrectionResult:
-    sandboxes = PlanSandboxes(store, impact.plan_id, options.sandbox_base)
-    target, planned = revert_targets(store, impact, sandboxes)
+    sandboxes, target, planned = revert_targets(store, impact, options.sandbox_base)
     if planned is not None:  # refused here, before the plan is taken, if one cannot be reached
         check_targets(sandboxes, impact.decision_id, planned[0], impact.recreated)
     reconciler = Reconciler(sandboxes, impact.rollbackable, impact.attempt)

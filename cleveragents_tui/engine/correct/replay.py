@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass
+from pathlib import Path
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
@@ -50,6 +51,7 @@ from cleveragents_tui.engine.correct.model import (
 from cleveragents_tui.engine.run.errors import ReasonerFailedError, SandboxUnavailableError
 from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions
 from cleveragents_tui.store import correction_queries
+from cleveragents_tui.store import snapshot_reads as reads
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -57,22 +59,32 @@ Planned = tuple[dict[str, CheckpointMetadata], list[str]]
 
 
 def revert_targets(
-    store: Store, impact: Impact, sandboxes: PlanSandboxes
-) -> tuple[Decision, Planned | None]:
-    """In one read transaction: the corrected decision, and what a revert rolls back
-    (resource -> checkpoint, and the resources it cannot), or None when it rolls back no
-    resource (an append, a plan still in Strategize)."""
+    store: Store, impact: Impact, sandbox_base: Path | None
+) -> tuple[PlanSandboxes, Decision, Planned | None]:
+    """In one read transaction: the plan's sandboxes (their host and the resources read
+    with the rest, as the preview read them: opening one then reads nothing), the corrected
+    decision, and what a revert rolls back (resource -> checkpoint, and the resources it
+    cannot), or None when it rolls back no resource (an append, a plan still in
+    Strategize)."""
     with store.unit_of_work() as uow:  # the decision's phase is the preview's: rows never change
-        target = uow.decisions.get(impact.decision_id)
-        if impact.mode is not CorrectionMode.REVERT:
-            return target, None
-        if not (impact.rollbackable or impact.non_rollbackable):
-            return target, None
-        if uow.plans.get(impact.plan_id).phase is Phase.STRATEGIZE:
-            return target, None
-        if impact.decision_phase is Phase.EXECUTE:
-            return target, targets_of(uow, sandboxes.plan_id, target)
-        return target, baselines_from(uow.checkpoints.basis(sandboxes.plan_id))
+        read = uow.run(reads.basics, impact.decision_id)
+        resources = {r.resource_id: r for r in read.resources}
+        sandboxes = PlanSandboxes(
+            store, impact.plan_id, sandbox_base, host_plan_id=read.host_plan_id, resources=resources
+        )
+        return sandboxes, read.decision, _planned(uow, impact, read.plan.phase, read.decision)
+
+
+def _planned(uow: UnitOfWork, impact: Impact, phase: Phase, target: Decision) -> Planned | None:
+    if impact.mode is not CorrectionMode.REVERT:
+        return None
+    if not (impact.rollbackable or impact.non_rollbackable):
+        return None
+    if phase is Phase.STRATEGIZE:
+        return None
+    if impact.decision_phase is Phase.EXECUTE:
+        return targets_of(uow, impact.plan_id, target)
+    return baselines_from(uow.checkpoints.basis(impact.plan_id))
 
 
 def revert(
@@ -395,7 +407,7 @@ def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
             {"count": len(impact.affected_decisions), "replacement": guidance.decision_id},
             plan_id=impact.plan_id,
         )
-        plan = uow.plans.get(impact.plan_id)
+        plan = uow.run(reads.plans, {impact.plan_id})[impact.plan_id]
         changes: dict[str, object] = {"updated_at": utc_now()}
         # paused since take_plan saved it (the preview's version, plus that save): the pause
         # holds, the replay stops at once and `plan run` goes on; a plan paused before the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 from sqlalchemy import (
@@ -23,6 +24,8 @@ from cleveragents_tui.domain.enums import CheckpointGroupStatus, CheckpointType
 from cleveragents_tui.domain.errors import NotFoundError
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.store import mapping
+from cleveragents_tui.store.correction_queries import among, strings
+from cleveragents_tui.store.driver_reads import AnySelect, fetch
 from cleveragents_tui.store.repositories.base import Repository
 from cleveragents_tui.store.tables import CheckpointGroupRow, CheckpointMetadataRow, ResourceRow
 
@@ -60,21 +63,21 @@ def resources_checkpointed_in(plan: Any, *, decision_groups_only: bool) -> Selec
     return select(ResourceRow.resource_id).where(has.exists())
 
 
-def _basis() -> Select[CheckpointMetadataRow]:
-    """:meth:`CheckpointRepository.basis`'s statement, built once (building it cost more
-    than running it). A UNION, each part by its own index: with an OR, or with the plan in
-    the second part, SQLite chose the plan's index and read every row of the plan (10 ms at
-    10,000 groups), so the decisions' rows are checked for the plan by the caller."""
+@cache
+def _basis(dialect: str) -> AnySelect:
+    """:meth:`CheckpointRepository.basis`'s statement, built once per dialect (building it
+    cost more than running it) and run on the driver's cursor (store/driver_reads.py: a
+    correction's execute reads it two or three times). A UNION, each part by its own index:
+    with an OR, or with the plan in the second part, SQLite chose the plan's index and read
+    every row of the plan (10 ms at 10,000 groups), so the decisions' rows are checked for
+    the plan by the caller."""
     row = CheckpointMetadataRow
     plan: BindParameter[str] = bindparam("plan")  # typed by the columns it is compared with
     both = union(
         select(row.__table__).where(row.plan_id == plan, first_of_each_resource(plan)),
-        select(row.__table__).where(row.decision_id.in_(bindparam("ids", expanding=True))),
+        select(row.__table__).where(among(dialect, row.decision_id, "ids")),
     ).subquery()
-    return select(aliased(row, both)).order_by(both.c.created_at, both.c.checkpoint_id)
-
-
-_BASIS = _basis()
+    return select(both).order_by(both.c.created_at, both.c.checkpoint_id)
 
 
 class CheckpointRepository(Repository):
@@ -134,7 +137,9 @@ class CheckpointRepository(Repository):
         resource's first (:func:`first_of_each_resource`) and every one of ``decision_ids``.
         As :meth:`for_plan` for :func:`engine.core.rollback.targets_from` and the diff's
         points, without reading every checkpoint the plan ever took."""
-        found = self._session.scalars(_BASIS, {"plan": plan_id, "ids": list(decision_ids)})
+        statement = _basis(self._session.get_bind().dialect.name)
+        ids = strings(self._session, decision_ids)
+        found = fetch(self._session, statement, plan=plan_id, ids=ids)
         return [mapping.checkpoint_from_row(c) for c in found if c.plan_id == plan_id]
 
     def resources_checkpointed(self, plan_id: str, *, decision_groups_only: bool) -> set[str]:

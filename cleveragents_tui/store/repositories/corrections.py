@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.enums import CorrectionStatus
-from cleveragents_tui.domain.errors import ConcurrentChangeError
+from cleveragents_tui.domain.errors import ConcurrentChangeError, NotFoundError
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.store import mapping
+from cleveragents_tui.store.driver_reads import fetch
 from cleveragents_tui.store.repositories.base import Repository, resolve_id
 from cleveragents_tui.store.tables import CorrectionAttemptRow
 
 _LIST_CORRECTIONS = "see a plan's corrections with `agents plan show PLAN`"
+# The reads a correction's execute makes several times, built once and run on the driver's
+# cursor (store/driver_reads.py: through the ORM each cost more than its SQL, issue 22).
+# They select rows, as the ORM's selects did: with autoflush off, neither sees unflushed
+# changes; only get() read the session's identity map, and no caller changes a correction
+# in the transaction that gets it.
+_c = CorrectionAttemptRow
+_ONE = select(_c.__table__).where(_c.correction_id == bindparam("id"))
+_REPORT = select(_c.report).where(_c.correction_id == bindparam("id"))
+_OF_PLAN = select(_c.__table__).where(_c.plan_id == bindparam("plan")).order_by(_c.created_at)
+_RUNNING = select(_c.__table__).where(
+    _c.plan_id == bindparam("plan"), _c.status == CorrectionStatus.RUNNING.value
+)
 
 
 class CorrectionRepository(Repository):
@@ -29,8 +42,10 @@ class CorrectionRepository(Repository):
         )
 
     def get(self, correction_id: str) -> CorrectionAttempt:
-        row = self._get(CorrectionAttemptRow, correction_id, "correction", _LIST_CORRECTIONS)
-        return mapping.correction_from_row(row)
+        rows = fetch(self._session, _ONE, id=correction_id)
+        if not rows:
+            raise NotFoundError(f"correction {correction_id} does not exist", _LIST_CORRECTIONS)
+        return mapping.correction_from_row(rows[0])
 
     def finish(
         self,
@@ -43,11 +58,7 @@ class CorrectionRepository(Repository):
     ) -> None:
         """Record how a running correction ended (once). Snapshots recorded for its diff
         while it ran (``record_snapshots``) stay in the report."""
-        kept = self._session.scalar(
-            select(CorrectionAttemptRow.report).where(
-                CorrectionAttemptRow.correction_id == correction_id
-            )
-        )
+        kept = next((row.report for row in fetch(self._session, _REPORT, id=correction_id)), None)
         loaded = mapping.load_json("correction_attempts", correction_id, "report", kept)
         if isinstance(loaded, dict) and "snapshots" in loaded and "snapshots" not in report:
             report = {**report, "snapshots": loaded["snapshots"]}
@@ -84,19 +95,11 @@ class CorrectionRepository(Repository):
         return True
 
     def for_plan(self, plan_id: str) -> list[CorrectionAttempt]:
-        return self._list(
-            select(CorrectionAttemptRow)
-            .where(CorrectionAttemptRow.plan_id == plan_id)
-            .order_by(CorrectionAttemptRow.created_at),
-            mapping.correction_from_row,
-        )
+        return [
+            mapping.correction_from_row(r) for r in fetch(self._session, _OF_PLAN, plan=plan_id)
+        ]
 
     def running(self, plan_id: str) -> CorrectionAttempt | None:
         """The plan's correction still running, if any (there is at most one)."""
-        row = self._session.scalars(
-            select(CorrectionAttemptRow).where(
-                CorrectionAttemptRow.plan_id == plan_id,
-                CorrectionAttemptRow.status == CorrectionStatus.RUNNING.value,
-            )
-        ).first()
-        return None if row is None else mapping.correction_from_row(row)
+        rows = fetch(self._session, _RUNNING, plan=plan_id)
+        return mapping.correction_from_row(rows[0]) if rows else None

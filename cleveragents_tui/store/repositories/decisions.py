@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Select, case, func, select, update
+from sqlalchemy import Select, bindparam, case, func, select, update
 from sqlalchemy.orm import Session
 
 from cleveragents_tui.domain.decision import Decision
@@ -20,6 +20,7 @@ from cleveragents_tui.domain.errors import ImmutableRecordError
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.store import mapping, snapshot_reads
+from cleveragents_tui.store.driver_reads import fetch
 from cleveragents_tui.store.repositories.base import CHUNK, Repository, resolve_id
 from cleveragents_tui.store.tables import (
     ContextBlobRow,
@@ -29,6 +30,10 @@ from cleveragents_tui.store.tables import (
 )
 
 _LIST_DECISIONS = "see a plan's decisions with `agents plan tree PLAN`"
+# built once and run on the driver's cursor: a correction's execute asks it (issue 22)
+_LAST_SEQUENCE = select(func.max(DecisionRow.sequence_number)).where(
+    DecisionRow.plan_id == bindparam("plan")
+)
 
 TREE_COLUMNS = (
     DecisionRow.decision_id,
@@ -289,9 +294,7 @@ class DecisionRepository(Repository):
         )
 
     def next_sequence_number(self, plan_id: str) -> int:
-        top = self._session.scalar(
-            select(func.max(DecisionRow.sequence_number)).where(DecisionRow.plan_id == plan_id)
-        )
+        top = fetch(self._session, _LAST_SEQUENCE, plan=plan_id)[0][0]  # the driver's path
         return 0 if top is None else int(top) + 1
 
     def root_id(self, plan_id: str) -> str | None:
