@@ -125,11 +125,14 @@ def _then(cli: CliContext, plan_id: str) -> str:
 
     kinds = {a.kind.value for a in pending_approvals(cli.store, plan_id)}
     if "apply_gate" in kinds or not kinds:
-        return (
-            f"  agents plan apply {plan_id} --dry-run      # what it would land, changing nothing\n"
-            f"  agents plan apply {plan_id}      # land it on the demo's real files and database\n"
-        )
-    return (
-        "  agents approval list      # answer what it waits for (approve or deny)\n"
-        f"  agents plan run {plan_id}      # then go on to the next gate\n"
-    )
+        steps = [
+            (f"agents plan apply {plan_id} --dry-run", "what it would land, changing nothing"),
+            (f"agents plan apply {plan_id}", "land it on the demo's real files and database"),
+        ]
+    else:
+        steps = [
+            ("agents approval list", "answer what it waits for (approve or deny)"),
+            (f"agents plan run {plan_id}", "then go on to the next gate"),
+        ]
+    width = max(len(command) for command, _ in steps)
+    return "".join(f"  {command:<{width}}  # {why}\n" for command, why in steps)

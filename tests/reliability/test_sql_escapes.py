@@ -199,7 +199,7 @@ def test_apply_lands_only_what_the_plan_did_inside_its_database(tool_world: Tool
     )
     assert insert.ok, insert.output
     result = tool_world.sandboxes.get(DB).apply()
-    assert "(1 changes in 1 tables; 1 rows written)" in result.summary
+    assert "(1 change in 1 table; 1 row written)" in result.summary
     with sqlite3.connect(tool_world.tmp / "target.db") as connection:
         assert connection.execute("SELECT * FROM greetings ORDER BY id").fetchall() == [
             (1, "hello"),
