@@ -53,12 +53,15 @@ def _resource_lines(resource: ResourcePreview) -> None:
     echo(
         f"{head}: {'no changes' if not count else f'{count} change' + ('' if count == 1 else 's')}"
     )
-    for change in resource.changes:
-        echo(f"      {change.kind.value:<9} {change.path}")
+    from cleveragents_tui.engine.core.file_diff import shown_path
+
+    for change in resource.changes:  # a name an agent wrote: one line, no control character
+        echo(f"      {change.kind.value:<9} {shown_path(change.path)}")
 
 
 def document(preview: ApplyPreview) -> dict[str, Any]:
     from cleveragents_tui.domain.documents import ApplyPreviewDocument
+    from cleveragents_tui.engine.core.file_diff import path_json
 
     return ApplyPreviewDocument(
         plan_id=preview.plan_id,
@@ -77,7 +80,7 @@ def document(preview: ApplyPreview) -> dict[str, Any]:
                         "strategy": r.strategy,
                         "changes": None
                         if r.changes is None
-                        else [{"path": c.path, "kind": c.kind.value} for c in r.changes],
+                        else [{**path_json(c.path), "kind": c.kind.value} for c in r.changes],
                         "note": r.note,
                     }
                     for r in shown.resources

@@ -323,7 +323,7 @@ def diff(
 
 
 def _json_resources(resources: list[ResourceDiff]) -> list[dict[str, object]]:
-    from cleveragents_tui.engine.core.file_diff import path_bytes, readable_path
+    from cleveragents_tui.engine.core.file_diff import path_json
 
     return [
         {
@@ -333,8 +333,7 @@ def _json_resources(resources: list[ResourceDiff]) -> list[dict[str, object]]:
             "note": r.note,
             "changes": [
                 {
-                    "path": readable_path(f.change.path),
-                    **({"path_bytes": raw} if (raw := path_bytes(f.change.path)) else {}),
+                    **path_json(f.change.path),
                     "kind": f.change.kind.value,
                     "summary": f.summary,
                 }

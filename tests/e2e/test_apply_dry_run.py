@@ -247,3 +247,18 @@ def test_the_document_keeps_its_fields_and_order(agents: Agents) -> None:
         assert list(plan) == ["plan_id", "action", "sandbox_host", "resources"]
         for resource in plan["resources"]:
             assert list(resource) == ["resource_id", "strategy", "changes", "note"]
+
+
+def test_a_name_an_agent_wrote_is_one_escaped_line_and_exact_in_json(agents: Agents) -> None:
+    """A file name holding a newline and an escape sequence, written in the docs sandbox:
+    the text lists it as one quoted line, as `plan diff` does, and the JSON gives its bytes."""
+    plan_id = agents.demo()["plan_id"]
+    [guide] = [p for p in (agents.home / "sandboxes").rglob("guide.md") if "work" in p.parts]
+    hostile = "fake\n      deleted   guide.md\x1b[2J"
+    (guide.parent / hostile).write_text("x")
+
+    shown = agents("plan", "apply", plan_id, "--dry-run")
+    assert shown.exit_code == 0, shown.output
+    assert '      added     "fake\\n      deleted   guide.md\\x1b[2J"\n' in shown.stdout
+    assert "\x1b" not in shown.stdout and "      deleted   guide.md\n" not in shown.stdout
+    assert _by_resource(agents.preview(plan_id))["docs"][hostile] == "added"

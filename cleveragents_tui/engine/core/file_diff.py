@@ -58,6 +58,13 @@ def readable_path(path: str) -> str:
     return os.fsencode(path).decode("utf-8", errors="replace")
 
 
+def path_json(path: str) -> dict[str, str]:
+    """A file name in a JSON document: ``path`` as valid Unicode, and ``path_bytes`` (hex)
+    when the name is not UTF-8 (the exact name)."""
+    raw = path_bytes(path)
+    return {"path": readable_path(path), **({"path_bytes": raw} if raw else {})}
+
+
 def path_bytes(path: str) -> str | None:
     """The name's bytes in hex when they are not UTF-8 (else None: the text is exact)."""
     raw = os.fsencode(path)
