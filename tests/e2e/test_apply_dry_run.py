@@ -77,18 +77,21 @@ def _files(folder: Path) -> dict[str, str]:
     return out
 
 
+def _tables(connection: sqlite3.Connection) -> list[str]:
+    """The database's own tables (not SQLite's), by name."""
+    found = connection.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+        "ORDER BY name"
+    )
+    return [name for (name,) in found]
+
+
 def _rows(database: Path) -> dict[str, dict[str, tuple[Any, ...]]]:
     """Every table's rows by primary key (the demo's tables have one), read only."""
     connection = sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)
     try:
-        tables = [
-            name
-            for (name,) in connection.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-            )
-        ]
         out = {}
-        for table in tables:
+        for table in _tables(connection):
             info = connection.execute(f'PRAGMA table_info("{table}")').fetchall()
             [key] = [i for i, row in enumerate(info) if row[5] == 1]
             rows = connection.execute(f'SELECT * FROM "{table}"').fetchall()
@@ -119,18 +122,9 @@ def _store_rows(database: Path) -> dict[str, list[tuple[Any, ...]]]:
     """A dump of every table of the engine's store."""
     connection = sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)
     try:
-        names = [
-            name
-            for (name,) in connection.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
-            )
-        ]
         return {
-            name: sorted(
-                connection.execute(f'SELECT * FROM "{name}"').fetchall(),
-                key=repr,
-            )
-            for name in names
+            name: sorted(connection.execute(f'SELECT * FROM "{name}"').fetchall(), key=repr)
+            for name in _tables(connection)
         }
     finally:
         connection.close()
