@@ -23,14 +23,12 @@ def show_preview(cli: CliContext, plan_ref: str, *, as_json: bool) -> None:
     if as_json:
         echo_json(document(preview))
         return
-    with cli.store.unit_of_work() as uow:
-        plan = uow.plans.get(preview.plan_id)
-    echo(plan_heading(plan))
+    echo(plan_heading(preview.plan))
     if preview.note is not None:
         echo(f"  note: {preview.note}")
     echo("Apply would land (a dry run: nothing was changed):")
     for shown in preview.plans:
-        _plan_lines(shown, child=shown.plan_id != preview.plan_id)
+        _plan_lines(shown, child=shown.plan_id != preview.plan.plan_id)
     how = "land it" if preview.note is None else "land it, once it can"
     echo(f"{how}: {preview.command}")
 
@@ -64,9 +62,9 @@ def document(preview: ApplyPreview) -> dict[str, Any]:
     from cleveragents_tui.engine.core.file_diff import path_json
 
     return ApplyPreviewDocument(
-        plan_id=preview.plan_id,
-        phase=preview.phase,
-        state=preview.state,
+        plan_id=preview.plan.plan_id,
+        phase=preview.plan.phase.value,
+        state=preview.plan.state.value,
         at_apply_gate=preview.at_apply_gate,
         note=preview.note,
         plans=[

@@ -51,16 +51,14 @@ class PlanPreview:
 
 @dataclass(frozen=True, slots=True)
 class ApplyPreview:
-    plan_id: str
-    phase: str
-    state: str
+    plan: Plan  # as read for the preview (its heading is printed from it)
     at_apply_gate: bool
     note: str | None  # why `plan apply` would not land it now, else None
     plans: tuple[PlanPreview, ...]  # in the order Apply lands them
 
     @property
     def command(self) -> str:
-        return f"agents plan apply {self.plan_id}"
+        return f"agents plan apply {self.plan.plan_id}"
 
 
 def preview_apply(store: Store, plan_ref: str, sandbox_base: Path | None = None) -> ApplyPreview:
@@ -88,9 +86,7 @@ def preview_apply(store: Store, plan_ref: str, sandbox_base: Path | None = None)
         _plan_preview(store, child, host, resources, sandbox_base) for child, host in order
     )
     return ApplyPreview(
-        plan_id=plan_id,
-        phase=plan.phase.value,
-        state=plan.state.value,
+        plan=plan,
         at_apply_gate=at_gate,
         note=_why_not_now(
             plan, at_gate, [a.question for a in pending if a.kind.value != "apply_gate"]
