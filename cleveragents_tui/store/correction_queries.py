@@ -34,6 +34,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.orm import QueryableAttribute, Session
+from sqlalchemy.sql.dml import Update
 
 from cleveragents_tui.domain.approval import ApprovalAnswer
 from cleveragents_tui.domain.decision import Decision
@@ -42,6 +43,7 @@ from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.tool import ToolInvocation
 from cleveragents_tui.store import mapping
 from cleveragents_tui.store.driver_reads import Read, Reads, batch, fetch
+from cleveragents_tui.store.session_writes import write
 from cleveragents_tui.store.tables import (
     WROTE,
     ApprovalRow,
@@ -282,51 +284,65 @@ def current_among(session: Reads, plan_id: str, decision_ids: Iterable[str]) -> 
     return sorted(decision_id for decision_id, plan in rows if plan == plan_id)
 
 
+@cache
+def _supersede(dialect: str) -> Update:
+    d = DecisionRow
+    return (
+        update(d)
+        .where(among(dialect, d.decision_id, "ids"), d.superseded_by.is_(None))
+        .values(superseded_by=bindparam("by"))
+    )
+
+
 def supersede(session: Session, decision_ids: Sequence[str], by: str) -> None:
     """Set ``superseded_by`` on every one of these decisions in one statement; refuses when
-    any is missing or already superseded (a decision is superseded once)."""
+    any is missing or already superseded (a decision is superseded once). Sent on the
+    driver's cursor (store/session_writes.py), as the next two."""
     if not decision_ids:
         return
-    result = session.execute(
-        update(DecisionRow)
-        .where(
-            DecisionRow.decision_id.in_(id_set(session, decision_ids)),
-            DecisionRow.superseded_by.is_(None),
-        )
-        .values(superseded_by=by)
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount != len(set(decision_ids)):  # type: ignore[attr-defined]
+    statement = _supersede(_dialect(session))
+    changed = write(session, statement, {"ids": strings(session, decision_ids), "by": by})
+    if changed != len(set(decision_ids)):
         raise ImmutableRecordError(
             "some of these decisions are missing or already superseded",
             "a decision is superseded once; correct the current decision instead",
         )
 
 
+_a = ApprovalRow
+_LAPSE = (
+    update(_a)
+    .where(_a.plan_id == bindparam("plan"), _a.answer.is_(None))
+    .values(
+        answer=ApprovalAnswer.DENIED.value,
+        answered_by=bindparam("by"),
+        reason=bindparam("reason"),
+        answered_at=bindparam("now"),
+    )
+)
+
+
 def lapse_pending_approvals(session: Session, plan_id: str, by: str, reason: str) -> int:
     """Deny every unanswered approval of the plan (its old attempt's gates), in one statement;
     returns how many."""
-    result = session.execute(
-        update(ApprovalRow)
-        .where(ApprovalRow.plan_id == plan_id, ApprovalRow.answer.is_(None))
-        .values(
-            answer=ApprovalAnswer.DENIED.value, answered_by=by, reason=reason, answered_at=utc_now()
-        )
-        .execution_options(synchronize_session=False)
+    values = {"plan": plan_id, "by": by, "reason": reason, "now": utc_now()}
+    return write(session, _LAPSE, values)
+
+
+@cache
+def _mark_pruned(dialect: str) -> Update:
+    c = CheckpointMetadataRow
+    return (
+        update(c).where(among(dialect, c.checkpoint_id, "ids")).values(pruned_at=bindparam("now"))
     )
-    return int(result.rowcount)  # type: ignore[attr-defined]
 
 
 def mark_pruned(session: Session, checkpoint_ids: Iterable[str]) -> None:
     """Mark these checkpoints pruned, in one statement."""
     ids = set(checkpoint_ids)
     if ids:
-        session.execute(
-            update(CheckpointMetadataRow)
-            .where(CheckpointMetadataRow.checkpoint_id.in_(id_set(session, ids)))
-            .values(pruned_at=utc_now())
-            .execution_options(synchronize_session=False)
-        )
+        statement = _mark_pruned(_dialect(session))
+        write(session, statement, {"ids": strings(session, ids), "now": utc_now()})
 
 
 @cache

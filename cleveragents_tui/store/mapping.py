@@ -27,8 +27,6 @@ from cleveragents_tui.store.tables import (
     CheckpointGroupRow,
     CheckpointMetadataRow,
     CorrectionAttemptRow,
-    DecisionArtifactRow,
-    DecisionDependencyRow,
     DecisionRow,
     PlanRow,
     ResourceRow,
@@ -163,17 +161,6 @@ def decision_values(decision: Decision) -> DecisionValues:
         for a in decision.artifacts_produced
     ]
     return row, deps, artifacts
-
-
-def decision_to_rows(
-    decision: Decision,
-) -> tuple[DecisionRow, list[DecisionDependencyRow], list[DecisionArtifactRow]]:
-    row, deps, artifacts = decision_values(decision)
-    return (
-        DecisionRow(**row),
-        [DecisionDependencyRow(**d) for d in deps],
-        [DecisionArtifactRow(**a) for a in artifacts],
-    )
 
 
 def decisions_from_rows(

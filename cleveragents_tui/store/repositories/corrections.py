@@ -11,6 +11,7 @@ from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.store import mapping
 from cleveragents_tui.store.driver_reads import fetch
 from cleveragents_tui.store.repositories.base import Repository, resolve_id
+from cleveragents_tui.store.session_writes import write
 from cleveragents_tui.store.tables import CorrectionAttemptRow
 
 _LIST_CORRECTIONS = "see a plan's corrections with `agents plan show PLAN`"
@@ -23,6 +24,21 @@ _c = CorrectionAttemptRow
 _ONE = select(_c.__table__).where(_c.correction_id == bindparam("id"))
 _REPORT = select(_c.report).where(_c.correction_id == bindparam("id"))
 _OF_PLAN = select(_c.__table__).where(_c.plan_id == bindparam("plan")).order_by(_c.created_at)
+# its writes likewise (store/session_writes.py): the ORM's UPDATE cost ~1 ms each
+_FINISH = (
+    update(_c)
+    .where(_c.correction_id == bindparam("id"), _c.status == CorrectionStatus.RUNNING.value)
+    .values(
+        status=bindparam("status"),
+        report=bindparam("report"),
+        replacement_decision_id=bindparam("replacement"),
+        appended_plan_id=bindparam("appended"),
+        finished_at=bindparam("finished_at"),
+    )
+)
+_KEEP_REPORT = (
+    update(_c).where(_c.correction_id == bindparam("id")).values(report=bindparam("report"))
+)
 _RUNNING = select(_c.__table__).where(
     _c.plan_id == bindparam("plan"), _c.status == CorrectionStatus.RUNNING.value
 )
@@ -62,21 +78,19 @@ class CorrectionRepository(Repository):
         loaded = mapping.load_json("correction_attempts", correction_id, "report", kept)
         if isinstance(loaded, dict) and "snapshots" in loaded and "snapshots" not in report:
             report = {**report, "snapshots": loaded["snapshots"]}
-        result = self._session.execute(
-            update(CorrectionAttemptRow)
-            .where(
-                CorrectionAttemptRow.correction_id == correction_id,
-                CorrectionAttemptRow.status == CorrectionStatus.RUNNING.value,
-            )
-            .values(
-                status=status.value,
-                report=mapping.dump_json(report),
-                replacement_decision_id=replacement,
-                appended_plan_id=appended,
-                finished_at=utc_now(),
-            )
+        finished = write(
+            self._session,
+            _FINISH,
+            {
+                "id": correction_id,
+                "status": status.value,
+                "report": mapping.dump_json(report),
+                "replacement": replacement,
+                "appended": appended,
+                "finished_at": utc_now(),
+            },
         )
-        if result.rowcount != 1:  # type: ignore[attr-defined]
+        if finished != 1:
             raise ConcurrentChangeError(f"correction {correction_id} already ended")
 
     def record_snapshots(self, correction_id: str, snapshots: dict[str, object]) -> bool:
@@ -84,14 +98,17 @@ class CorrectionRepository(Repository):
         what is kept there. Recorded again each time its replay stops, until the replay has
         ended (``"replay": "ended"``, or snapshots without ``replay``, recorded once by an
         older version): from then on they never change. False when they were final."""
-        row = self._get(CorrectionAttemptRow, correction_id, "correction", _LIST_CORRECTIONS)
-        report = mapping.load_json("correction_attempts", correction_id, "report", row.report)
+        rows = fetch(self._session, _REPORT, id=correction_id)
+        if not rows:
+            raise NotFoundError(f"correction {correction_id} does not exist", _LIST_CORRECTIONS)
+        report = mapping.load_json("correction_attempts", correction_id, "report", rows[0].report)
         report = report if isinstance(report, dict) else {}
         kept = report.get("snapshots")
         kept = kept if isinstance(kept, dict) else {}
         if kept and kept.get("replay", "ended") == "ended":
             return False
-        row.report = mapping.dump_json({**report, "snapshots": {**kept, **snapshots}})
+        merged = mapping.dump_json({**report, "snapshots": {**kept, **snapshots}})
+        write(self._session, _KEEP_REPORT, {"id": correction_id, "report": merged})
         return True
 
     def for_plan(self, plan_id: str) -> list[CorrectionAttempt]:

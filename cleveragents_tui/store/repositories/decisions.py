@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Select, bindparam, case, func, select, update
+from sqlalchemy import Select, bindparam, case, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from cleveragents_tui.domain.decision import Decision
@@ -22,6 +22,7 @@ from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.store import mapping, snapshot_reads
 from cleveragents_tui.store.driver_reads import fetch
 from cleveragents_tui.store.repositories.base import CHUNK, Repository, resolve_id
+from cleveragents_tui.store.session_writes import write_many
 from cleveragents_tui.store.tables import (
     ContextBlobRow,
     DecisionArtifactRow,
@@ -34,6 +35,9 @@ _LIST_DECISIONS = "see a plan's decisions with `agents plan tree PLAN`"
 _LAST_SEQUENCE = select(func.max(DecisionRow.sequence_number)).where(
     DecisionRow.plan_id == bindparam("plan")
 )
+_INSERT_DECISION = insert(DecisionRow)
+_INSERT_EDGES = insert(DecisionDependencyRow)
+_INSERT_ARTIFACTS = insert(DecisionArtifactRow)
 
 TREE_COLUMNS = (
     DecisionRow.decision_id,
@@ -78,13 +82,15 @@ class DecisionRepository(Repository):
             if parent is None:
                 continue
             d.check_parent_plan(in_batch.get(parent) or stored.get(parent))
-        converted = [mapping.decision_to_rows(d) for d in decisions]
-        # Decisions first: the ORM does not order these inserts by foreign key on its own.
-        self._session.add_all([row for row, _, _ in converted])
+        converted = [mapping.decision_values(d) for d in decisions]
+        # what was added to the session before is written first (a new plan, its parent),
+        # then the rows as Core inserts on the driver's cursor (store/session_writes.py:
+        # the ORM's flush of one decision cost ~1 ms, issue 22), decisions before the rows
+        # that refer to them
         self._session.flush()
-        for _, deps, artifacts in converted:
-            self._session.add_all(deps)
-            self._session.add_all(artifacts)
+        write_many(self._session, _INSERT_DECISION, [row for row, _, _ in converted])
+        write_many(self._session, _INSERT_EDGES, [d for _, deps, _ in converted for d in deps])
+        write_many(self._session, _INSERT_ARTIFACTS, [a for _, _, arts in converted for a in arts])
 
     def _plans_of(self, decision_ids: Iterable[str]) -> dict[str, str]:
         ids = list(decision_ids)
