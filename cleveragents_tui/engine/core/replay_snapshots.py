@@ -154,12 +154,19 @@ def record_earlier_replay(store: Store, plan_id: str, sandbox_base: Path | None 
         record_snapshots(store, earlier.correction_id, sandbox_base)
 
 
-def record_snapshots(store: Store, correction_id: str, sandbox_base: Path | None = None) -> None:
+def record_snapshots(
+    store: Store,
+    correction_id: str,
+    sandbox_base: Path | None = None,
+    opened: PlanSandboxes | None = None,
+) -> None:
     """When a revert's replay stops, in whichever process ran it: take the new attempt's
     state of every resource the rollback rolled back, read what differs from the old
     attempt (final states, and at the corrected decision for an Execute decision), and keep
     it with the correction — final once the replay has ended, recorded again at its next
-    stop until then. Nothing for a correction whose replay is over or was taken over."""
+    stop until then. Nothing for a correction whose replay is over or was taken over.
+    ``opened``: the plan's sandboxes as the revert had them (their host and resources read:
+    reopened here without reading them again, two transactions fewer)."""
     with store.unit_of_work() as uow:
         correction = uow.corrections.get(correction_id)
         latest = latest_replay(uow, correction.plan_id)
@@ -190,7 +197,10 @@ def record_snapshots(store: Store, correction_id: str, sandbox_base: Path | None
     new_state = (
         _state_after(following, rows, remade.sequence_number) if remade is not None else None
     )
-    sandboxes = PlanSandboxes(store, correction.plan_id, sandbox_base)
+    if opened is not None and opened.plan_id == correction.plan_id:
+        sandboxes = opened.reopened()
+    else:
+        sandboxes = PlanSandboxes(store, correction.plan_id, sandbox_base)
     budget = Budget(file_diff.TOTAL_LIMIT)
     final: list[dict[str, Any]] = []
     at_decision: list[dict[str, Any]] = []

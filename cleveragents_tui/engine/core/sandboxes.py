@@ -104,6 +104,18 @@ class PlanSandboxes:
         self._stored: set[str] | None = None
         self.seen_event = 0  # the last resource_written event modified() read
 
+    def reopened(self) -> PlanSandboxes:
+        """The same plan's sandboxes with none open: each is opened afresh from its folder
+        (another object may have changed it since: a revert's replay runs in sandboxes of
+        its own), with the host and the resources read already, so opening reads nothing."""
+        return PlanSandboxes(
+            self.store,
+            self.plan_id,
+            self.base_dir,
+            host_plan_id=self.host_plan_id,
+            resources=self._resources,
+        )
+
     def create(self, resource: Resource) -> Sandbox:
         """Make the sandbox of ``resource`` for this plan and checkpoint its baseline."""
         root = sandbox_root(self.base_dir, self.plan_id, resource.resource_id)

@@ -34,10 +34,19 @@ def finish_attempt(
     plan_state: PlanState | None = None,
     phase: Phase | None = None,
     errored: str | None = None,
-) -> None:
+    if_running: bool = False,
+) -> bool:
     """``errored``: why the plan ended ``errored``, recorded as a run's failure is (a
-    ``plan_errored`` event for the plan version this leaves), so `plan show` prints it."""
+    ``plan_errored`` event for the plan version this leaves), so `plan show` prints it.
+    ``if_running``: nothing when the correction has ended already (False is returned), and
+    ``report`` goes on top of what its report holds — read in the same transaction, where
+    a read transaction of its own went first."""
     with store.unit_of_work(write=True) as uow:
+        if if_running:
+            now = uow.corrections.get(correction.correction_id)
+            if now.status is not CorrectionStatus.RUNNING:
+                return False
+            report = {**now.report, **report}
         uow.corrections.finish(
             correction.correction_id,
             status,
@@ -67,6 +76,7 @@ def finish_attempt(
         )
         failpoints.hit("correction.finish", status.value)
         uow.commit()
+    return True
 
 
 def reload_attempt(store: Store, correction: CorrectionAttempt) -> CorrectionAttempt:

@@ -132,7 +132,7 @@ def revert(
     )
 
     def snapshot() -> None:  # the state the replay stopped in: the new attempt's side
-        record_snapshots(store, correction.correction_id, options.sandbox_base)
+        record_snapshots(store, correction.correction_id, options.sandbox_base, sandboxes)
 
     replay = Correction(impact.decision_id, impact.guidance, before_apply=snapshot)
     token = REPLAYING.set(recorded)
@@ -235,16 +235,14 @@ def _finish_replayed(store: Store, correction: CorrectionAttempt, done: _Replayi
     end): a commit that fails is tried again, like every step past the rollback."""
     problem: Exception | None = None
     for _ in range(FORWARD_ATTEMPTS):
-        now = reload_attempt(store, correction)
-        if now.status is not CorrectionStatus.RUNNING:
-            return  # finished when a correction its replay started took the plan
-        try:
+        try:  # nothing when a correction its replay started took the plan (and finished it)
             finish_attempt(
                 store,
                 correction,
                 CorrectionStatus.SUCCEEDED,
                 replacement=done.replacement,
-                report={**now.report, **done.report},  # kept: snapshots
+                report=done.report,  # on top of the report's: snapshots kept
+                if_running=True,
             )
             return
         except Exception as exc:
