@@ -272,12 +272,6 @@ def invocation_from_row(row: ToolInvocationRow) -> ToolInvocation:
     )
 
 
-def correction_to_row(correction: CorrectionAttempt) -> CorrectionAttemptRow:
-    data = correction.model_dump(mode="python")
-    data["report"] = dump_json(data["report"])
-    return CorrectionAttemptRow(**data)
-
-
 def correction_from_row(row: CorrectionAttemptRow) -> CorrectionAttempt:
     key = row.correction_id
     report = load_json("correction_attempts", key, "report", row.report)

@@ -45,6 +45,26 @@ def write(session: Session, statement: Executable, values: Mapping[str, Any]) ->
         cursor.close()
 
 
+def locking(session: Session, statement: Executable, values: Mapping[str, Any]) -> list[Any]:
+    """The rows of a read that takes locks (``FOR UPDATE NOWAIT``) in the session's
+    transaction, as SQLAlchemy gives them; refused as :func:`write` is refused (a lock held
+    elsewhere: ``ConcurrentChangeError``). Not :func:`store.driver_reads.fetch`, which sends
+    a refused statement again through SQLAlchemy: on PostgreSQL the refusal has aborted the
+    transaction, and that second try would fail for that instead."""
+    connection = session.connection()
+    found = compiled(statement, connection.dialect, values)
+    params = found.params(values)
+    cursor = connection.connection.cursor()
+    try:
+        heard(connection, cursor, found.sql, params, statement=statement, values=values)
+        _send(connection, cursor, found.sql, params, many=False)
+        fetched = cursor.fetchall()
+        found.described(cursor)
+        return [found.named(row) for row in fetched]
+    finally:
+        cursor.close()
+
+
 def write_many(session: Session, statement: Executable, rows: Sequence[Mapping[str, Any]]) -> None:
     """One statement for several rows (an ``INSERT`` of the same columns each), in the
     session's transaction; a lone row as :func:`write`."""

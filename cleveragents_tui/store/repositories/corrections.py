@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, insert, select, update
 
 from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.enums import CorrectionStatus
@@ -24,6 +24,7 @@ _c = CorrectionAttemptRow
 _ONE = select(_c.__table__).where(_c.correction_id == bindparam("id"))
 _REPORT = select(_c.report).where(_c.correction_id == bindparam("id"))
 _OF_PLAN = select(_c.__table__).where(_c.plan_id == bindparam("plan")).order_by(_c.created_at)
+_INSERT = insert(_c)
 # its writes likewise (store/session_writes.py): the ORM's UPDATE cost ~1 ms each
 _FINISH = (
     update(_c)
@@ -46,7 +47,11 @@ _RUNNING = select(_c.__table__).where(
 
 class CorrectionRepository(Repository):
     def add(self, correction: CorrectionAttempt) -> None:
-        self._session.add(mapping.correction_to_row(correction))
+        """A Core insert on the driver's cursor, after the rows added before it (its plan)."""
+        if self._session.new:
+            self._session.flush()
+        data = correction.model_dump(mode="python")
+        write(self._session, _INSERT, {**data, "report": mapping.dump_json(data["report"])})
 
     def resolve(self, ref: str) -> str:
         return resolve_id(

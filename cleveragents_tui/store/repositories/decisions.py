@@ -9,6 +9,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
+from functools import cache
 from typing import Any
 
 from sqlalchemy import Select, bindparam, case, func, insert, select, update
@@ -20,6 +21,7 @@ from cleveragents_tui.domain.errors import ImmutableRecordError
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.store import mapping, snapshot_reads
+from cleveragents_tui.store.correction_queries import among, strings
 from cleveragents_tui.store.driver_reads import fetch
 from cleveragents_tui.store.repositories.base import CHUNK, Repository, resolve_id
 from cleveragents_tui.store.session_writes import write_many
@@ -36,6 +38,14 @@ _LAST_SEQUENCE = select(func.max(DecisionRow.sequence_number)).where(
     DecisionRow.plan_id == bindparam("plan")
 )
 _INSERT_DECISION = insert(DecisionRow)
+
+
+@cache
+def _plans_of(dialect: str) -> Select[str, str]:
+    d = DecisionRow
+    return select(d.decision_id, d.plan_id).where(among(dialect, d.decision_id, "ids"))
+
+
 _INSERT_EDGES = insert(DecisionDependencyRow)
 _INSERT_ARTIFACTS = insert(DecisionArtifactRow)
 
@@ -93,17 +103,14 @@ class DecisionRepository(Repository):
         write_many(self._session, _INSERT_ARTIFACTS, [a for _, _, arts in converted for a in arts])
 
     def _plans_of(self, decision_ids: Iterable[str]) -> dict[str, str]:
-        ids = list(decision_ids)
-        found: dict[str, str] = {}
-        for start in range(0, len(ids), CHUNK):
-            chunk = ids[start : start + CHUNK]
-            rows = self._session.execute(
-                select(DecisionRow.decision_id, DecisionRow.plan_id).where(
-                    DecisionRow.decision_id.in_(chunk)
-                )
-            )
-            found.update({r.decision_id: r.plan_id for r in rows})
-        return found
+        """The plan of each of these decisions that exists: one statement on the driver's
+        cursor, the ids one parameter (correction_queries.among)."""
+        ids = set(decision_ids)
+        if not ids:
+            return {}
+        statement = _plans_of(self._session.get_bind().dialect.name)
+        rows = fetch(self._session, statement, ids=strings(self._session, ids))
+        return {decision_id: plan_id for decision_id, plan_id in rows}
 
     def resolve(self, ref: str) -> str:
         return resolve_id(

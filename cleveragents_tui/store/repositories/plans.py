@@ -9,14 +9,22 @@ from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.errors import ConcurrentChangeError, NotFoundError, StoreCorruptedError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.store import mapping
+from cleveragents_tui.store.driver_reads import fetch
 from cleveragents_tui.store.repositories.base import Repository, resolve_id
-from cleveragents_tui.store.session_writes import write
+from cleveragents_tui.store.session_writes import locking, write
 from cleveragents_tui.store.tables import PlanActionRow, PlanRow
 
 _LIST_PLANS = "list plans with `agents plan list`"
 # built once, sent on the driver's cursor (store/session_writes.py): every run step and
 # correction saves its plan, and the ORM's UPDATE cost ~1 ms of Python against its SQL's
 # few tens of microseconds (issue 22)
+_ONE = select(PlanRow.__table__).where(PlanRow.plan_id == bindparam("id"))
+# FOR UPDATE NOWAIT on PostgreSQL; SQLite's compiler leaves it out (its write transaction,
+# BEGIN IMMEDIATE, already excludes every other writer)
+_LOCK = _ONE.with_for_update(nowait=True)
+_ACTION = select(PlanActionRow.definition, PlanActionRow.sandbox_plan_id).where(
+    PlanActionRow.plan_id == bindparam("id")
+)
 _SAVE = (
     update(PlanRow)
     .where(PlanRow.plan_id == bindparam("id"), PlanRow.version == bindparam("read"))
@@ -40,7 +48,13 @@ class PlanRepository(Repository):
         return resolve_id(self._session, PlanRow.plan_id, ref, "plan", _LIST_PLANS)
 
     def get(self, plan_id: str) -> Plan:
-        return mapping.plan_from_row(self._get(PlanRow, plan_id, "plan", _LIST_PLANS))
+        """The plan as stored (a row read on the driver's cursor: store/driver_reads.py; as
+        the ORM's ``get`` read it, with autoflush off, a plan added and not flushed is not
+        found; a plan is never changed through the ORM's rows)."""
+        rows = fetch(self._session, _ONE, id=plan_id)
+        if not rows:
+            raise NotFoundError(f"plan {plan_id} does not exist", _LIST_PLANS)
+        return mapping.plan_from_row(rows[0])
 
     def all(self) -> list[Plan]:
         return self._list(
@@ -60,10 +74,8 @@ class PlanRepository(Repository):
         """Read the plan and hold it for this transaction: PostgreSQL locks the row (NOWAIT:
         a plan someone else holds fails at once as busy); SQLite's write transaction (BEGIN
         IMMEDIATE) already excludes every other writer."""
-        query = select(PlanRow).where(PlanRow.plan_id == plan_id)
-        if self._session.get_bind().dialect.name == "postgresql":
-            query = query.with_for_update(nowait=True)
-        row = self._session.scalars(query).first()
+        rows = locking(self._session, _LOCK, {"id": plan_id})
+        row = rows[0] if rows else None
         if row is None:
             raise NotFoundError(f"plan {plan_id} does not exist", _LIST_PLANS)
         return mapping.plan_from_row(row)
@@ -116,11 +128,12 @@ class PlanActionRepository(Repository):
 
     def sandbox_plan(self, plan_id: str) -> str:
         """Whose sandboxes the plan works in: its own, or its host's."""
-        row = self._session.get(PlanActionRow, plan_id)
-        return plan_id if row is None or row.sandbox_plan_id is None else row.sandbox_plan_id
+        rows = fetch(self._session, _ACTION, id=plan_id)  # as PlanRepository.get reads
+        return plan_id if not rows or rows[0].sandbox_plan_id is None else rows[0].sandbox_plan_id
 
     def get(self, plan_id: str) -> dict[str, object]:
-        row = self._session.get(PlanActionRow, plan_id)
+        rows = fetch(self._session, _ACTION, id=plan_id)
+        row = rows[0] if rows else None
         if row is None:
             raise NotFoundError(
                 f"plan {plan_id} has no stored action", "it was not created with `agents plan use`"

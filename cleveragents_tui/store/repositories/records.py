@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, insert, select
 
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.tool import ToolInvocation
 from cleveragents_tui.store import mapping
+from cleveragents_tui.store.driver_reads import fetch
 from cleveragents_tui.store.repositories.base import Repository
+from cleveragents_tui.store.session_writes import write
 from cleveragents_tui.store.tables import EventRow, SettingRow, ToolInvocationRow
 from cleveragents_tui.store.usage_queries import MODEL_USAGE, model_call_cost
+
+_INSERT_EVENT = insert(EventRow)
+_SETTING = select(SettingRow.value).where(
+    SettingRow.scope == bindparam("scope"), SettingRow.key == bindparam("key")
+)
 
 
 class ToolInvocationRepository(Repository):
@@ -27,11 +34,18 @@ class ToolInvocationRepository(Repository):
 
 class SettingRepository(Repository):
     def get(self, scope: str, key: str) -> object | None:
-        row = self._session.get(SettingRow, (scope, key))
+        """A setting's value, None when unset: read on the driver's cursor (a correction's
+        execute asks the plan's model; issue 22), or through the ORM's session while it
+        holds changes not written yet (a setting just set or unset in this transaction)."""
+        session = self._session
+        if session.new or session.dirty or session.deleted:
+            row = session.get(SettingRow, (scope, key))
+            raw = None if row is None else row.value
+        else:
+            rows = fetch(session, _SETTING, scope=scope, key=key)
+            raw = rows[0].value if rows else None
         return (
-            None
-            if row is None
-            else mapping.load_json("settings", f"{scope}/{key}", "value", row.value)
+            None if raw is None else mapping.load_json("settings", f"{scope}/{key}", "value", raw)
         )
 
     def set(self, scope: str, key: str, value: object) -> None:
@@ -81,13 +95,20 @@ class EventRepository(Repository):
         plan_id: str | None = None,
         actor: str | None = None,
     ) -> None:
-        self._session.add(
-            EventRow(
-                plan_id=plan_id,
-                kind=kind,
-                actor=actor,
-                payload=mapping.dump_json(payload),
-                created_at=utc_now(),
-                cost_usd=model_call_cost(payload) if kind == MODEL_USAGE else None,
-            )
+        # added rows (a new plan the event names) are written first, then the event: a
+        # Core insert on the driver's cursor, in the order appended (store/session_writes.py:
+        # the ORM's flush of an event at commit cost more than its SQL, issue 22)
+        if self._session.new:
+            self._session.flush()
+        write(
+            self._session,
+            _INSERT_EVENT,
+            {
+                "plan_id": plan_id,
+                "kind": kind,
+                "actor": actor,
+                "payload": mapping.dump_json(payload),
+                "created_at": utc_now(),
+                "cost_usd": model_call_cost(payload) if kind == MODEL_USAGE else None,
+            },
         )
