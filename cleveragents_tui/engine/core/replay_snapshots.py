@@ -87,18 +87,18 @@ RECREATED_FILES = 2_000
 
 
 def old_attempt_points(
-    store: Store, decision: Decision, targets: Mapping[str, CheckpointMetadata]
+    uow: UnitOfWork, decision: Decision, targets: Mapping[str, CheckpointMetadata]
 ) -> dict[str, str] | None:
     """Before a revert rolls back: per resource, the checkpoint holding the old attempt's
     state right after the corrected decision's own work — the state the next decision was
     made in. Empty when no decision followed (the point is then the old attempt's final
-    state); None for a decision that is not an Execute decision (there is no such point)."""
+    state); None for a decision that is not an Execute decision (there is no such point).
+    Read in the caller's transaction (the revert's reads before its rollback)."""
     if decision.phase is not Phase.EXECUTE:
         return None
-    with store.unit_of_work() as uow:
-        # the one _state_after looks for, read alone: not the whole plan (issue 22)
-        decisions = uow.run(next_execute_decision, decision.plan_id, decision.sequence_number)
-        rows = uow.checkpoints.basis(decision.plan_id, *(d.decision_id for d in decisions))
+    # the one _state_after looks for, read alone: not the whole plan (issue 22)
+    decisions = uow.run(next_execute_decision, decision.plan_id, decision.sequence_number)
+    rows = uow.checkpoints.basis(decision.plan_id, *(d.decision_id for d in decisions))
     found = _state_after(decisions, rows, decision.sequence_number)
     if found is None:
         return {}
@@ -144,12 +144,13 @@ def current_replay(store: Store, plan_id: str) -> CorrectionAttempt | None:
     return latest
 
 
-def record_earlier_replay(store: Store, plan_id: str, sandbox_base: Path | None = None) -> None:
-    """Before a revert rolls the plan back: the replay of the revert before it, if it has
-    not ended, ends here — its snapshots are recorded where it stopped, and no later run
-    goes on with it (the new revert takes over)."""
-    with store.unit_of_work() as uow:
-        earlier = latest_replay(uow, plan_id)
+def record_earlier_replay(
+    store: Store, earlier: CorrectionAttempt | None, sandbox_base: Path | None = None
+) -> None:
+    """Before a revert rolls the plan back: the replay of the revert before it (``earlier``:
+    :func:`latest_replay`, read by the revert with its other reads), if it has not ended,
+    ends here — its snapshots are recorded where it stopped, and no later run goes on with
+    it (the new revert takes over)."""
     if earlier is not None and _replay_state(earlier) in (STARTED, STOPPED):
         record_snapshots(store, earlier.correction_id, sandbox_base)
 

@@ -30,6 +30,7 @@ from cleveragents_tui.engine.core.reconcile import (
 )
 from cleveragents_tui.engine.core.recorder import Correction
 from cleveragents_tui.engine.core.replay_snapshots import (
+    latest_replay,
     old_attempt_points,
     record_earlier_replay,
     record_snapshots,
@@ -103,12 +104,16 @@ def revert(
     report: RollbackReport | None = None
     targets: dict[str, CheckpointMetadata] = {}
     target, planned = found
-    # an earlier revert's replay that has not ended ends here, where it stopped
-    record_earlier_replay(store, impact.plan_id, options.sandbox_base)
     points: dict[str, str] | None = None  # the old attempt's, for the diff (replay_snapshots)
+    with store.unit_of_work() as uow:  # what the steps before the rollback read, at once
+        earlier = latest_replay(uow, impact.plan_id)
+        if planned is not None:
+            points = old_attempt_points(uow, target, planned[0])
+    # an earlier revert's replay that has not ended ends here, where it stopped (its diff
+    # changes no decision or checkpoint row: the points read above still hold)
+    record_earlier_replay(store, earlier, options.sandbox_base)
     if planned is not None:
         targets, marked = planned
-        points = old_attempt_points(store, target, targets)
         report = rollback_to(sandboxes, target.decision_id, targets, marked, impact.recreated)
         if not report.succeeded:  # every resource was put back, outside changes too
             if outside[1] is not None:
