@@ -15,9 +15,9 @@ from cleveragents_tui.store.session_writes import locking, write
 from cleveragents_tui.store.tables import PlanActionRow, PlanRow
 
 _LIST_PLANS = "list plans with `agents plan list`"
-# built once, sent on the driver's cursor (store/session_writes.py): every run step and
-# correction saves its plan, and the ORM's UPDATE cost ~1 ms of Python against its SQL's
-# few tens of microseconds (issue 22)
+# Built once, sent on the driver's cursor (store/driver_reads.py, store/session_writes.py):
+# every run step and correction reads and saves its plan, and the ORM's UPDATE cost ~1 ms
+# of Python against its SQL's few tens of microseconds (issue 22).
 _ONE = select(PlanRow.__table__).where(PlanRow.plan_id == bindparam("id"))
 # FOR UPDATE NOWAIT on PostgreSQL; SQLite's compiler leaves it out (its write transaction,
 # BEGIN IMMEDIATE, already excludes every other writer)
