@@ -37,6 +37,7 @@ from pathlib import Path
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.sandbox.base import ApplyResult, Change, CheckpointMissingError, SandboxError
 from cleveragents_tui.sandbox.changes import apply_items, changes_of
 from cleveragents_tui.sandbox.directory_sandbox import DirectorySandbox, DirectoryStrategy
@@ -210,7 +211,7 @@ class FilesystemCopySandbox(DirectorySandbox):
         self._origin = snapshot
         self._save_meta()
         changes = changes_of(items)
-        return ApplyResult(f"{len(changes)} change(s) copied to {self._real}", changes)
+        return ApplyResult(f"{counted(len(changes), 'change')} copied to {self._real}", changes)
 
     # --- extras ----------------------------------------------------------------------------
 
