@@ -45,7 +45,9 @@ def describe(event: EventView) -> str:
             map(str, resources if isinstance(resources, list) else [])
         )
     if event.kind == "decisions_superseded":
-        return f"{counted(int(payload.get('count') or 0), 'decision')} superseded; reasoning restored to before it"
+        count = payload.get("count")
+        superseded = counted(count if isinstance(count, int) else 0, "decision")
+        return f"{superseded} superseded; reasoning restored to before it"
     if event.kind in ("outside_changes_kept", "outside_changes_discarded"):
         changes = payload.get("changes")
         listed = "; ".join(map(str, changes if isinstance(changes, list) else []))
