@@ -39,11 +39,11 @@ from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.sandbox.base import ApplyResult, Change, CheckpointMissingError, SandboxError
-from cleveragents_tui.sandbox.changes import apply_items, changes_of
+from cleveragents_tui.sandbox.changes import apply_items, changed_outside, changes_of
 from cleveragents_tui.sandbox.directory_sandbox import DirectorySandbox, DirectoryStrategy
 from cleveragents_tui.sandbox.filesystem_compare import check_real, tree_items
 from cleveragents_tui.sandbox.filesystem_index import Folder, Snapshot, StatIndex
-from cleveragents_tui.sandbox.filesystem_pending import pending_changes
+from cleveragents_tui.sandbox.filesystem_pending import pending_changes, pending_conflicts
 from cleveragents_tui.sandbox.filesystem_restore import (
     GIT,
     carry_out,
@@ -179,6 +179,13 @@ class FilesystemCopySandbox(DirectorySandbox):
         """As ``changes_since_baseline``, without scanning work/ into objects (a dry run)."""
         self._alive()
         return pending_changes(self._trees, self._origin.root, self._work, self._index)
+
+    def apply_refusal(self) -> SandboxError | None:
+        """Apply's refusal over paths changed in the real directory, read only (a dry run)."""
+        self._alive()
+        origin, work, real = self._origin.root, self._work, self._real
+        conflicts = pending_conflicts(self._trees, origin, work, self._index, real)
+        return changed_outside(real, conflicts) if conflicts else None
 
     def drop_checkpoint(self, ref: str) -> None:
         self._alive()
