@@ -103,6 +103,10 @@ class PlanSandboxes:
         # recording reads only the events since (issue 22), not the whole plan again.
         self._stored: set[str] | None = None
         self.seen_event = 0  # the last resource_written event modified() read
+        # Per resource: (room, n) — how many more live checkpoints its budget takes, as
+        # counted when this instance recorded the plan's decision n-1; a recording of
+        # decision n skips the count while there is room (engine/core/checkpoints.py).
+        self.budget_room: dict[str, tuple[int, int]] = {}
 
     def create(self, resource: Resource) -> Sandbox:
         """Make the sandbox of ``resource`` for this plan and checkpoint its baseline."""
