@@ -191,9 +191,10 @@ def _mark_over_budget(
     resource). Its count is not read when this instance counted at the plan's decision just
     before (``sandboxes.budget_room``; another recorder's decision since changes the number)
     and left room for one more: the budget cannot be exceeded, and the count cost a
-    statement per recording (issue 22). A count without ``sequence`` (``enforce_budget``,
-    after a checkpoint before a write) forgets the room; a failed recording leaves it
-    smaller than it is (the next one counts sooner)."""
+    statement per recording (issue 22). A checkpoint outside a decision (a baseline, one
+    before a write: ``PlanSandboxes.checkpoint_now``) and a count without ``sequence``
+    forget the room; a failed recording leaves it smaller than it is (the next one counts
+    sooner)."""
     doomed: list[LiveCheckpoint] = []
     room = sandboxes.budget_room
     for resource_id in resource_ids:

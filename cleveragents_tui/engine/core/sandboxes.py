@@ -122,6 +122,7 @@ class PlanSandboxes:
     def checkpoint_now(self, sandbox: Sandbox) -> CheckpointMetadata:
         """Checkpoint ``sandbox`` (one of this plan's) outside any decision, and store the
         row: a sandbox's baseline, or a checkpoint before a write."""
+        self.budget_room.pop(sandbox.resource.resource_id, None)  # a live row it did not count
         row = CheckpointMetadata(
             plan_id=self.plan_id,
             resource_id=sandbox.resource.resource_id,
