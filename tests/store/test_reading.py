@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Column, Integer, MetaData, Table, select
+from sqlalchemy import Column, Integer, MetaData, Table, func, select
 from sqlalchemy.exc import DBAPIError
 
 from cleveragents_tui.domain.errors import NotFoundError
@@ -118,3 +118,27 @@ def test_a_statement_refused_in_a_reading_raises_as_the_store_raises_it(
         scale.store.close()
     assert "no_such_table" in str(raised.value)
     assert "within a transaction" not in str(raised.value)
+
+
+def test_the_held_reading_connection_is_used_again_and_replaced_once_dropped(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """The previews' connection is held from one reading to the next (its prepared
+    statements with it); one the server dropped meanwhile is replaced, and the reading
+    goes on."""
+    scale = build(tmp_path, 20, postgres_url)
+    try:
+        pids = []
+        for _ in range(2):
+            with scale.store.reading() as reading:
+                pids.append(fetch(reading, select(func.pg_backend_pid()))[0][0])
+                reading.run(snapshot_reads.basics, scale.ids[0])
+        with scale.store.engine.connect() as connection:
+            connection.execute(select(func.pg_terminate_backend(pids[-1])))
+        with scale.store.reading() as reading:
+            pids.append(fetch(reading, select(func.pg_backend_pid()))[0][0])
+            read = reading.run(snapshot_reads.basics, scale.ids[0])
+    finally:
+        scale.store.close()
+    assert pids[0] == pids[1] != pids[2]
+    assert read.decision.decision_id == scale.ids[0]
