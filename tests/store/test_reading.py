@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Column, Integer, MetaData, Table, func, select
+from sqlalchemy import Column, Integer, MetaData, Table, func, select, text
 from sqlalchemy.exc import DBAPIError
 
 from cleveragents_tui.domain.errors import NotFoundError
@@ -142,3 +142,40 @@ def test_the_held_reading_connection_is_used_again_and_replaced_once_dropped(
         scale.store.close()
     assert pids[0] == pids[1] != pids[2]
     assert read.decision.decision_id == scale.ids[0]
+
+
+def _rolled_back_write(store: Store, target: str, by: str) -> None:
+    with store.engine.connect() as connection, connection.begin() as transaction:
+        connection.execute(
+            text("UPDATE decisions SET superseded_by = :by WHERE decision_id = :d"),
+            {"d": target, "by": by},
+        )
+        transaction.rollback()
+
+
+def test_kept_reads_stay_after_writes_rolled_back_and_go_at_a_commit(
+    tmp_path: Path, db_url: str
+) -> None:
+    """Writes rolled back change nothing a preview reads: the plan-level reads stay kept
+    (SQLite: the preview's connection sees no commit; PostgreSQL: the transactions its new
+    snapshot sees were all rolled back). A commit among them, or more transactions than
+    are looked at, reads them again."""
+    scale = build(tmp_path, 20, db_url)
+    target, by = scale.ids[0], scale.ids[1]
+    try:
+        first, _ = _basics(scale)
+        for _ in range(3):
+            _rolled_back_write(scale.store, target, by)
+        kept, _ = _basics(scale)
+        _rolled_back_write(scale.store, target, by)
+        _register(scale.store, _resource("among-rolled-back", tmp_path))
+        _rolled_back_write(scale.store, target, by)
+        seen, _ = _basics(scale)
+        for _ in range(70):
+            _rolled_back_write(scale.store, target, by)
+        many, _ = _basics(scale)
+    finally:
+        scale.store.close()
+    assert kept.resources is first.resources
+    assert "test/among-rolled-back" in {r.resource_id for r in seen.resources}
+    assert many.resources == seen.resources
