@@ -151,7 +151,7 @@ FROM (SELECT s, CAST(CAST(pg_snapshot_xmax(s) AS TEXT) AS BIGINT) AS top
       FROM (SELECT pg_current_snapshot() AS s) AS now) AS c
 """
     )
-    .bindparams(bindparam("kept", type_=Text))
+    .bindparams(bindparam("kept", None, type_=Text))  # None: nothing kept
     .columns(literal_column("unchanged"))
 )
 
