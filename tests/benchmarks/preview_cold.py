@@ -94,10 +94,10 @@ def main(argv: list[str]) -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 url = server.create_database(f"cold_{size}") if server else None
                 scale = build(Path(tmp), size, url)
-                add_pruned_groups(scale, keep={scale.ids[0]})
+                targets = [(float(s), *target_near(scale, float(s))) for s in shares.split(",")]
+                add_pruned_groups(scale, keep={scale.ids[0], *(t for _, t, _ in targets)})
                 try:
-                    for share in (float(s) for s in shares.split(",")):
-                        target, affected = target_near(scale, share)
+                    for share, target, affected in targets:
                         count = int(pairs) if share < 0.3 else max(3, int(pairs) // 4)
                         for kind in WRITES:
                             row = _row(
