@@ -7,7 +7,9 @@ rolled back. Here each pair is the CTE, then a write, then the preview, for thre
 - ``rolled back``: bench_correction_scale's supersede ``UPDATE`` of the affected set, rolled
   back — it changes nothing a preview shows;
 - ``committed``: a setting committed through the store (a unit of work) — a write that does
-  not touch the plan, which a whole-database change signal still sees.
+  not touch the plan, which a whole-database change signal still sees;
+- ``another``: the same committed through another engine on the same database, as another
+  process (or the store's held recording connection) writes.
 
 ``python -m tests.benchmarks.preview_cold BACKEND SIZES SHARES PAIRS OUT.json`` — BACKEND
 ``sqlite`` (a file) or ``pg`` (a throwaway server, tests/support/postgres.py); SIZES and
@@ -27,30 +29,36 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cleveragents_tui.store.store import Store
 from tests.benchmarks.bench_correction_scale import _preview, plain_cte, supersede_floor
 from tests.support.postgres import PostgresServer, find_bindir
 from tests.support.scale_plan import ScalePlan, add_pruned_groups, build, target_near
 
-WRITES = ("none", "rolled back", "committed")
+WRITES = ("none", "rolled back", "committed", "another")
 
 
-def _write(scale: ScalePlan, target: str, affected: list[str], kind: str) -> Callable[[], None]:
-    def committed() -> None:
-        with scale.store.unit_of_work(write=True) as uow:
+def _write(
+    scale: ScalePlan, other: Store, target: str, affected: list[str], kind: str
+) -> Callable[[], None]:
+    def committed(store: Store) -> None:
+        with store.unit_of_work(write=True) as uow:
             uow.settings.set("bench", "preview_cold", time.time())
             uow.commit()
 
     writes: dict[str, Callable[[], None]] = {
         "none": lambda: None,
         "rolled back": lambda: supersede_floor(scale.store, target, affected),
-        "committed": committed,
+        "committed": lambda: committed(scale.store),
+        "another": lambda: committed(other),
     }
     return writes[kind]
 
 
-def _pairs(scale: ScalePlan, target: str, count: int, kind: str) -> dict[str, list[float]]:
+def _pairs(
+    scale: ScalePlan, other: Store, target: str, count: int, kind: str
+) -> dict[str, list[float]]:
     affected = plain_cte(scale.store, target)
-    write = _write(scale, target, affected, kind)
+    write = _write(scale, other, target, affected, kind)
     for _ in range(3):  # warm-up: compiled statements, page cache
         plain_cte(scale.store, target)
         write()
@@ -96,12 +104,17 @@ def main(argv: list[str]) -> None:
                 scale = build(Path(tmp), size, url)
                 targets = [(float(s), *target_near(scale, float(s))) for s in shares.split(",")]
                 add_pruned_groups(scale, keep={scale.ids[0], *(t for _, t, _ in targets)})
+                other = Store.open(url or str(Path(tmp) / "agents.db"))
                 try:
                     for share, target, affected in targets:
                         count = int(pairs) if share < 0.3 else max(3, int(pairs) // 4)
                         for kind in WRITES:
                             row = _row(
-                                backend, size, affected, kind, _pairs(scale, target, count, kind)
+                                backend,
+                                size,
+                                affected,
+                                kind,
+                                _pairs(scale, other, target, count, kind),
                             )
                             rows.append(row)
                             print(
@@ -112,6 +125,7 @@ def main(argv: list[str]) -> None:
                                 flush=True,
                             )
                 finally:
+                    other.close()
                     scale.store.close()
     finally:
         if server is not None:
