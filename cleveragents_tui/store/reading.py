@@ -11,13 +11,15 @@ statement its own snapshot anyway: BEGIN and ROLLBACK bought only a round trip e
 session is opened on the same connection, in the same transaction, only when a read needs
 the ORM (a repository).
 
-The connection is the store's reading one (:class:`HeldReading`), kept from one preview to
-the next and used for nothing else: it never writes, so on SQLite its version of the
-database (store/snapshot_reads.py) moves only when another connection commits — a
-transaction that wrote and rolled back elsewhere, or a read ended with ROLLBACK, no longer
-empties the plan-level reads the preview keeps — and on PostgreSQL it never ends a
-transaction with ROLLBACK, at which psycopg drops every prepared statement of the
-connection: the preview's statements stay prepared from one preview to the next.
+On PostgreSQL the connection is the store's reading one (:class:`HeldReading`), kept from
+one preview to the next and used for nothing else: it never ends a transaction with
+ROLLBACK, at which psycopg drops every prepared statement of the connection (and its counts
+towards preparing one), so the preview's statements stay prepared from one preview to the
+next — pooled, they were parsed and planned at every preview, as the pool's other users
+(units of work, SQLAlchemy's own connections) end theirs with ROLLBACK. On SQLite a pooled
+connection reads as before: one held apart never writes, so every commit of another
+connection emptied its page cache, and a preview after a write through the pool read the
+plan's pages again (docs/benchmarks.md, *The cold preview after a write*).
 """
 
 from __future__ import annotations

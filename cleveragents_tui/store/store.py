@@ -28,7 +28,7 @@ class Store:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._held: HeldConnections | None = None  # record_decision's (store/recording.py)
-        self._reading: HeldReading | None = None  # the previews' (store/reading.py)
+        self._reading: HeldReading | None = None  # PostgreSQL previews' (store/reading.py)
 
     @classmethod
     def open(cls, url: str | None = None, *, migrate: bool = True) -> Store:
@@ -65,7 +65,7 @@ class Store:
         correction's preview."""
         from cleveragents_tui.store.reading import HeldReading, Reading
 
-        if self._reading is None:
+        if self._reading is None and self.engine.dialect.name == "postgresql":
             self._reading = HeldReading(self.engine)
         return Reading(self.engine, self._reading)
 
