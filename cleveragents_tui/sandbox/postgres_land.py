@@ -1,7 +1,7 @@
 # Over 500 lines: one landing (read, plan, write); its steps share the catalog queries, none stands alone.
 """Landing a PostgreSQL sandbox: the rows that differ between two copies, written into the target.
 
-A ``postgres_copy`` sandbox (``postgres_copy.py``) keeps the database as it was at creation
+A ``postgres_copy`` sandbox (``postgres_copy/``) keeps the database as it was at creation
 (``base``) and as the plan left it (``final``), each a database of its own on the target's
 server. Apply re-runs nothing: it writes the rows that differ between the two into the
 target in one transaction, so what lands is exactly what the plan produced, values of
