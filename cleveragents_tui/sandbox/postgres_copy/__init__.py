@@ -23,7 +23,7 @@ template), and the role needs ``CREATEDB`` and to own the target: ``database.py`
 to the savepoint sandbox when either is missing. The statements ``CREATE DATABASE``, ``DROP
 DATABASE`` and the like run from the server's ``postgres`` database (or ``template1``).
 
-Apply (``postgres_land.py``) runs the plan's schema statements again (the state file logs
+Apply (:mod:`.land`) runs the plan's schema statements again (the state file logs
 each ``CREATE``/``ALTER``/``DROP``/... that ran in ``work``; a rollback cuts the log back to
 its checkpoint) and writes the rows that differ between ``base`` and ``work`` into the
 target in one transaction, after checking that nothing the plan changed was changed in the
@@ -32,7 +32,9 @@ dropped; the checkpoint copies stay for diffs until the sandbox is discarded.
 
 Modules, lowest first: :mod:`.state` (the state file), :mod:`.statements` (what SQL may
 run), :mod:`.databases` and :mod:`.sandbox` (the sandbox class, one layer each),
-:mod:`.strategy`.
+:mod:`.strategy`; landing: :mod:`.catalog` (what is read of a database), :mod:`.land_plan`
+(what differs between the copies), :mod:`.land_checks` (the target unchanged meanwhile),
+:mod:`.land_write` (the rows written) and :mod:`.land` (one transaction of all that).
 """
 
 from cleveragents_tui.sandbox.postgres_copy.sandbox import PostgresCopySandbox

@@ -13,10 +13,10 @@ from psycopg import sql
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from cleveragents_tui.sandbox import postgres_land
 from cleveragents_tui.sandbox.base import Change, CheckpointMissingError, SandboxError
 from cleveragents_tui.sandbox.copy_sandbox import Params, ReadResult
 from cleveragents_tui.sandbox.landing import LandConflictError, Landed
+from cleveragents_tui.sandbox.postgres_copy import land
 from cleveragents_tui.sandbox.postgres_copy.databases import CopyDatabases, conninfo
 from cleveragents_tui.sandbox.postgres_copy.state import LOCK_FILE_NAME, STATE_FILE_NAME, State
 from cleveragents_tui.sandbox.postgres_copy.statements import SCHEMA_STATEMENT, refusal
@@ -188,7 +188,7 @@ class PostgresCopySandbox(CopyDatabases):
             )
 
     def _land(self, state: State) -> Landed:
-        """The rows the plan produced, after its schema statements (``postgres_land.py``)."""
+        """The rows the plan produced, after its schema statements (:mod:`.land`)."""
         for statement in state.schema_log:  # checked when run; the state file is only a file
             why = refusal(statement)
             if why is not None:
@@ -206,7 +206,7 @@ class PostgresCopySandbox(CopyDatabases):
                 for connection in (base, final):
                     connection.read_only = True
                 target.autocommit = True  # the landing transaction is opened explicitly
-                return postgres_land.land(target, base, final, state.schema_log)
+                return land.land(target, base, final, state.schema_log)
         except psycopg.Error as exc:
             raise self._refused("PostgreSQL", first_line(exc)) from exc
 
