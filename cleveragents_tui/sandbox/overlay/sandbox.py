@@ -11,7 +11,13 @@ import os
 import stat
 from pathlib import Path
 
-from cleveragents_tui.sandbox.base import ApplyResult, Change, CheckpointMissingError
+from cleveragents_tui.domain.wording import counted
+from cleveragents_tui.sandbox.base import (
+    ApplyResult,
+    Change,
+    CheckpointMissingError,
+    SandboxError,
+)
 from cleveragents_tui.sandbox.changes import (
     Item,
     apply_items,
@@ -98,6 +104,23 @@ class OverlaySandbox(OverlayCheckpoints):
         """What Apply would land: ``changes_since_baseline``, which only reads."""
         return self.changes_since_baseline()
 
+    def apply_refusal(self) -> SandboxError | None:
+        """Apply's refusal over paths changed in the real directory, read only (a dry run)."""
+        self._alive()
+        conflicts = self._conflicts(self._items({}, self._view), self._read_base())
+        return changed_outside(self._real, conflicts) if conflicts else None
+
+    def _conflicts(self, items: list[Item], base: dict[str, list[int]]) -> list[str]:
+        """The paths of ``items`` someone else changed in the real directory since the
+        sandbox was made (``base``: their stat keys then)."""
+        return [
+            item.path
+            for item in items
+            if self._foreign(item.path, base)
+            and not holds_new(self._real, item)
+            and not _removed_on_the_way(self._real, item, base)
+        ]
+
     def apply(self) -> ApplyResult:
         """Write the merged result to the real directory, then start over from it.
 
@@ -110,13 +133,7 @@ class OverlaySandbox(OverlayCheckpoints):
         if not items:
             return ApplyResult(f"nothing to apply to {self._real}", ())
         base = self._read_base()
-        conflicts = [
-            item.path
-            for item in items
-            if self._foreign(item.path, base)
-            and not holds_new(self._real, item)
-            and not _removed_on_the_way(self._real, item, base)
-        ]
+        conflicts = self._conflicts(items, base)
         if conflicts:
             raise changed_outside(self._real, conflicts)
         for item in items:
@@ -143,7 +160,7 @@ class OverlaySandbox(OverlayCheckpoints):
         self._start_layer(last + 1)
         self._collect_garbage()
         changes = changes_of(items)
-        return ApplyResult(f"{len(changes)} change(s) written to {self._real}", changes)
+        return ApplyResult(f"{counted(len(changes), 'change')} written to {self._real}", changes)
 
     def discard(self) -> None:
         """Remove the sandbox's folder and everything in it (again: nothing to do)."""
