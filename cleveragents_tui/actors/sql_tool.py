@@ -1,7 +1,7 @@
 """``local/run-sql``: SQL statements inside a database resource's sandbox.
 
 Each statement runs through the sandbox's own ``execute``: in the copy of a SQLite file
-(``sandbox/sqlite_copy.py``) or of a PostgreSQL database (``sandbox/postgres_copy.py``), or
+(``sandbox/sqlite_copy.py``) or of a PostgreSQL database (``sandbox/postgres_copy/``), or
 inside the PostgreSQL transaction that a savepoint sandbox checkpoints; it refuses transaction control (BEGIN, COMMIT, SAVEPOINT,
 ...). Parameters bind by name (``:name``); values are never pasted into the SQL. ``blobs``
 are parameters given as base64 and bound as bytes (a BLOB, a ``bytea``).

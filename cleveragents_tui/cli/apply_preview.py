@@ -29,6 +29,12 @@ def show_preview(cli: CliContext, plan_ref: str, *, as_json: bool) -> None:
     echo("Apply would land (a dry run: nothing was changed):")
     for shown in preview.plans:
         _plan_lines(shown, child=shown.plan_id != preview.plan.plan_id)
+    if preview.refused:
+        echo(
+            "Apply would be refused (exit 3) where a real resource changed: reconcile it, "
+            f"or correct the plan; then: {preview.command}"
+        )
+        return
     how = "land it" if preview.note is None else "land it, once it can"
     echo(f"{how}: {preview.command}")
 
@@ -51,10 +57,13 @@ def _resource_lines(resource: ResourcePreview) -> None:
     echo(
         f"{head}: {'no changes' if not count else f'{count} change' + ('' if count == 1 else 's')}"
     )
+    from cleveragents_tui.domain.display import printable
     from cleveragents_tui.engine.core.file_diff import shown_path
 
     for change in resource.changes:  # a name an agent wrote: one line, no control character
         echo(f"      {change.kind.value:<9} {shown_path(change.path)}")
+    if resource.refusal is not None:  # it names paths an agent wrote: escaped, one line
+        echo(f"      refused   {printable(resource.refusal, one_line=True)}")
 
 
 def document(preview: ApplyPreview) -> dict[str, Any]:
@@ -80,6 +89,7 @@ def document(preview: ApplyPreview) -> dict[str, Any]:
                         if r.changes is None
                         else [{**path_json(c.path), "kind": c.kind.value} for c in r.changes],
                         "note": r.note,
+                        "refusal": r.refusal,
                     }
                     for r in shown.resources
                 ],

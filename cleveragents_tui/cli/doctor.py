@@ -8,6 +8,7 @@ from dataclasses import asdict
 import click
 
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
+from cleveragents_tui.domain.wording import counted
 
 
 @click.command()
@@ -63,7 +64,7 @@ def doctor(cli: CliContext, repair: bool, local_format: str | None) -> None:
         for r in repaired:
             echo(
                 f"repaired: pending group {r.group_id} of plan {r.plan_id} "
-                f"({len(r.dropped)} checkpoint(s) dropped, {len(r.left)} left)"
+                f"({counted(len(r.dropped), 'checkpoint')} dropped, {len(r.left)} left)"
             )
         for c in corrections:
             echo(
@@ -84,8 +85,8 @@ def doctor(cli: CliContext, repair: bool, local_format: str | None) -> None:
             echo(f"{p.check}: {p.subject}: {p.message} ({p.fix})")
         if not report.problems:
             echo(
-                f"ok: {report.checkpoints_verified} checkpoint(s) verified, "
-                f"{sum(report.checked.values())} thing(s) checked, no problems found"
+                f"ok: {counted(report.checkpoints_verified, 'checkpoint')} verified, "
+                f"{counted(sum(report.checked.values()), 'thing')} checked, no problems found"
             )
     if report.problems:
         sys.exit(1)

@@ -136,6 +136,16 @@ class PreviewsApply(Protocol):
 
 
 @runtime_checkable
+class ChecksApply(Protocol):
+    """A sandbox that can say, without writing anything, whether :meth:`Sandbox.apply` would
+    be refused now: the real resource changed where the plan changed it."""
+
+    def apply_refusal(self) -> SandboxError | None:
+        """The error Apply would raise now, before writing anything; None if it would land."""
+        ...
+
+
+@runtime_checkable
 class HandsOutPaths(Protocol):
     """A sandbox whose checkpoints need not examine every file when it is told what may
     have changed (git_worktree). Whoever writes asks first: :attr:`Sandbox.workdir` for

@@ -6,6 +6,7 @@ import stat
 from pathlib import Path
 from typing import NamedTuple
 
+from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.sandbox.base import Change, ChangeKind, SandboxError
 from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
 from cleveragents_tui.sandbox.objectstore.tree_writer import (
@@ -93,6 +94,6 @@ def changed_outside(real: Path, conflicts: list[str]) -> SandboxError:
     the sandbox was made."""
     shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
     return SandboxError(
-        f"{len(conflicts)} path(s) changed in {real} since the sandbox was made: {shown}",
+        f"{counted(len(conflicts), 'path')} changed in {real} since the sandbox was made: {shown}",
         "nothing was applied; reconcile them (or discard the sandbox) and retry",
     )

@@ -22,6 +22,7 @@ from sqlalchemy.engine import CursorResult
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.sandbox.base import ApplyResult, Change, SandboxError
 from cleveragents_tui.sandbox.database_common import (
     DatabaseSandboxIdentity,
@@ -288,11 +289,11 @@ class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT, TargetT]):
     def _landed(self, changes: tuple[Change, ...], already: bool, rows: int) -> ApplyResult:
         """Apply's answer once the rows landed (``already``: a retry found them there)."""
         tables = {change.path.partition("/")[0] for change in changes}
-        how = "were already there" if already else f"{_counted(rows, 'row')} written"
-        counted = f"{_counted(len(changes), 'change')} in {_counted(len(tables), 'table')}"
+        how = "were already there" if already else f"{counted(rows, 'row')} written"
+        what = f"{counted(len(changes), 'change')} in {counted(len(tables), 'table')}"
         return ApplyResult(
             summary=f"landed the sandbox of {self._resource.resource_id} in one "
-            f"transaction ({counted}; {how})",
+            f"transaction ({what}; {how})",
             changes=changes,
         )
 
@@ -316,8 +317,3 @@ class CopyStrategy:
 
     def __init__(self, *, max_snapshot_rows: int = DEFAULT_MAX_SNAPSHOT_ROWS) -> None:
         self.max_snapshot_rows = max_snapshot_rows
-
-
-def _counted(number: int, thing: str) -> str:
-    """``1 row``, ``2 rows``: Apply's summary is read by people."""
-    return f"{number} {thing}" if number == 1 else f"{number} {thing}s"

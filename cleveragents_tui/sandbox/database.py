@@ -1,7 +1,7 @@
 """The ``transaction_rollback`` strategy as resources name it: which database sandbox to make.
 
 A SQLite target gets a copy of its file (``sqlite_copy.py``), a PostgreSQL target copies of
-its database on its server (``postgres_copy.py``): exact in every process, with no statement
+its database on its server (``postgres_copy/``): exact in every process, with no statement
 replay. When the server cannot copy a PostgreSQL database (others are connected to it, or
 the login may not create databases or does not own it) the sandbox is one transaction with
 savepoints (``transaction/``), which a later process rebuilds by replaying its

@@ -8,6 +8,7 @@ apply over a path that someone changed in the real directory since the sandbox w
 from __future__ import annotations
 
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from cleveragents_tui.sandbox.changes import Item, changed_outside, holds_new
@@ -53,14 +54,23 @@ def _compare(trees: Trees, old: str | None, new: str | None, rel: str, out: list
 
 def check_real(real: Path, items: list[Item]) -> None:
     """Refuse to apply over paths someone else changed in the real directory."""
-    deleted = {item.path for item in items if item.new is None}
-    conflicts = [
-        item.path
-        for item in items
-        if not (_real_matches(real, item, deleted) or holds_new(real, item))
-    ]
+    conflicts = conflicts_in_real(real, items)
     if conflicts:
         raise changed_outside(real, conflicts)
+
+
+def conflicts_in_real(
+    real: Path, items: list[Item], with_content: Callable[[Item], Item] = lambda item: item
+) -> list[str]:
+    """The paths of ``items`` someone else changed in the real directory, which Apply
+    refuses to write over. ``with_content`` fills in an item's new content, asked only for a
+    path the real directory no longer holds as the sandbox found it (a dry run)."""
+    deleted = {item.path for item in items if item.new is None}
+    return [
+        item.path
+        for item in items
+        if not (_real_matches(real, item, deleted) or holds_new(real, with_content(item)))
+    ]
 
 
 def _real_matches(real: Path, item: Item, deleted: set[str]) -> bool:

@@ -37,12 +37,13 @@ from pathlib import Path
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.sandbox.base import ApplyResult, Change, CheckpointMissingError, SandboxError
-from cleveragents_tui.sandbox.changes import apply_items, changes_of
+from cleveragents_tui.sandbox.changes import apply_items, changed_outside, changes_of
 from cleveragents_tui.sandbox.directory_sandbox import DirectorySandbox, DirectoryStrategy
 from cleveragents_tui.sandbox.filesystem_compare import check_real, tree_items
 from cleveragents_tui.sandbox.filesystem_index import Folder, Snapshot, StatIndex
-from cleveragents_tui.sandbox.filesystem_pending import pending_changes
+from cleveragents_tui.sandbox.filesystem_pending import pending_changes, pending_conflicts
 from cleveragents_tui.sandbox.filesystem_restore import (
     GIT,
     carry_out,
@@ -179,6 +180,13 @@ class FilesystemCopySandbox(DirectorySandbox):
         self._alive()
         return pending_changes(self._trees, self._origin.root, self._work, self._index)
 
+    def apply_refusal(self) -> SandboxError | None:
+        """Apply's refusal over paths changed in the real directory, read only (a dry run)."""
+        self._alive()
+        origin, work, real = self._origin.root, self._work, self._real
+        conflicts = pending_conflicts(self._trees, origin, work, self._index, real)
+        return changed_outside(real, conflicts) if conflicts else None
+
     def drop_checkpoint(self, ref: str) -> None:
         self._alive()
         self._root_of(ref)
@@ -210,7 +218,7 @@ class FilesystemCopySandbox(DirectorySandbox):
         self._origin = snapshot
         self._save_meta()
         changes = changes_of(items)
-        return ApplyResult(f"{len(changes)} change(s) copied to {self._real}", changes)
+        return ApplyResult(f"{counted(len(changes), 'change')} copied to {self._real}", changes)
 
     # --- extras ----------------------------------------------------------------------------
 

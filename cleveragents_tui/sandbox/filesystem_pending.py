@@ -14,6 +14,8 @@ import stat
 from pathlib import Path
 
 from cleveragents_tui.sandbox.base import Change, ChangeKind, SandboxError
+from cleveragents_tui.sandbox.changes import Item
+from cleveragents_tui.sandbox.filesystem_compare import conflicts_in_real
 from cleveragents_tui.sandbox.filesystem_index import StatIndex
 from cleveragents_tui.sandbox.filesystem_restore import GIT, kind_of
 from cleveragents_tui.sandbox.objectstore.names import join_path
@@ -39,6 +41,7 @@ class _Walk:
         self.work = work
         self.index = index
         self.out: list[Change] = []
+        self.items: list[Item] = []  # the same paths, for Apply's check of the real directory
 
 
 def pending_changes(trees: Trees, origin: str, work: Path, index: StatIndex | None) -> list[Change]:
@@ -47,6 +50,26 @@ def pending_changes(trees: Trees, origin: str, work: Path, index: StatIndex | No
     walk = _Walk(trees, work, index)
     _walk(walk, origin, "", in_work=True)
     return sorted(walk.out, key=lambda change: change.path)
+
+
+def pending_conflicts(
+    trees: Trees, origin: str, work: Path, index: StatIndex | None, real: Path
+) -> list[str]:
+    """The paths Apply would refuse to write over: changed in ``real`` since the sandbox
+    was made (as :func:`~cleveragents_tui.sandbox.filesystem_compare.check_real` finds them)."""
+    walk = _Walk(trees, work, index)
+    _walk(walk, origin, "", in_work=True)
+    items = sorted(walk.items, key=lambda item: item.path)
+    return conflicts_in_real(real, items, lambda item: _with_content(work, item))
+
+
+def _with_content(work: Path, item: Item) -> Item:
+    """``item`` with the content work/ holds at its path (the walk keeps kind and mode)."""
+    new = item.new
+    if new is None or new.kind == DIRECTORY:
+        return item
+    ref = hash_path(work, item.path) if new.kind == FILE else readlink_path(work, item.path)
+    return item._replace(new=new._replace(ref=ref))
 
 
 def _walk(walk: _Walk, tree: str | None, rel: str, *, in_work: bool) -> None:
@@ -71,6 +94,7 @@ def _walk(walk: _Walk, tree: str | None, rel: str, *, in_work: bool) -> None:
         if was is not None and st is not None and was.kind == now == DIRECTORY:
             if was.mode != _mode(st):
                 out.append(Change(path, ChangeKind.MODIFIED))
+                walk.items.append(Item(path, was, _entry(st)))
             _walk(walk, was.ref, path, in_work=True)
             continue
         known = cached.get(name) if cached is not None else None
@@ -78,6 +102,7 @@ def _walk(walk: _Walk, tree: str | None, rel: str, *, in_work: bool) -> None:
             continue
         kind = ChangeKind.ADDED if was is None else ChangeKind.MODIFIED
         out.append(Change(path, ChangeKind.DELETED if st is None else kind))
+        walk.items.append(Item(path, was, None if st is None else _entry(st)))
         if was is not None and was.kind == DIRECTORY:  # everything under it goes
             _walk(walk, was.ref, path, in_work=False)
         if now == DIRECTORY:  # everything under it comes
@@ -86,6 +111,11 @@ def _walk(walk: _Walk, tree: str | None, rel: str, *, in_work: bool) -> None:
 
 def _mode(st: os.stat_result) -> int:
     return stat.S_IMODE(st.st_mode) & 0o777
+
+
+def _entry(st: os.stat_result) -> Entry:
+    """What work/ holds at a path, without its content (read only if a check needs it)."""
+    return Entry(kind_of(st.st_mode), _mode(st), st.st_size, 0, 0, 0, "")
 
 
 def _same(walk: _Walk, path: str, was: Entry, st: os.stat_result, known: Entry | None) -> bool:

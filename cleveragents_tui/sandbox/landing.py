@@ -1,4 +1,4 @@
-"""What landing a database copy in its target reports (``sqlite_land``, ``postgres_land``):
+"""What landing a database copy in its target reports (``sqlite_land``, ``postgres_copy.land``):
 the rows written, or the conflict that left the target as it was."""
 
 from __future__ import annotations

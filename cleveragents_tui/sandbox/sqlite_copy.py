@@ -1,4 +1,3 @@
-# Over 500 lines: the sandbox, its strategy and the copy helpers only they use (landing: sqlite_land).
 """A SQLite database sandbox that any process can roll back exactly: a copy of the file.
 
 The ``transaction_rollback`` strategy's savepoints live in one connection of one process, so

@@ -10,10 +10,21 @@ snapshot — and its ROLLBACK; on PostgreSQL no transaction (READ COMMITTED give
 statement its own snapshot anyway: BEGIN and ROLLBACK bought only a round trip each). A
 session is opened on the same connection, in the same transaction, only when a read needs
 the ORM (a repository).
+
+On PostgreSQL the connection is the store's reading one (:class:`HeldReading`), kept from
+one preview to the next and used for nothing else: it never ends a transaction with
+ROLLBACK, at which psycopg drops every prepared statement of the connection (and its counts
+towards preparing one), so the preview's statements stay prepared from one preview to the
+next — pooled, they were parsed and planned at every preview, as the pool's other users
+(units of work, SQLAlchemy's own connections) end theirs with ROLLBACK. On SQLite a pooled
+connection reads as before: one held apart never writes, so every commit of another
+connection emptied its page cache, and a preview after a write through the pool read the
+plan's pages again (docs/benchmarks.md, *The cold preview after a write*).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from functools import cached_property
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -33,16 +44,66 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+class HeldReading:
+    """One idle connection kept for :class:`Reading` from one to the next (``Store`` holds
+    this; :meth:`close` with the store). A reading made while another holds it checks one
+    out of the pool, as before, and only one goes back to be held. On PostgreSQL the held
+    connection is pinged when taken, as the pool pings at every checkout (a server that
+    dropped it: a new one from the pool)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._lock = threading.Lock()
+        self._idle: Connection | None = None
+
+    def take(self) -> Connection:
+        with self._lock:
+            connection, self._idle = self._idle, None
+        if connection is not None and self._alive(connection):
+            return connection
+        if connection is not None:
+            connection.close()
+        return self._engine.connect()
+
+    def _alive(self, connection: Connection) -> bool:
+        if connection.closed or connection.invalidated:
+            return False
+        dialect = self._engine.dialect
+        if dialect.name == "sqlite":
+            return True
+        raw: Any = connection.connection.dbapi_connection
+        if dialect._do_ping_w_event(raw):  # raises nothing: False for a dropped connection
+            return True
+        connection.invalidate()
+        return False
+
+    def give_back(self, connection: Connection) -> None:
+        if not (connection.closed or connection.invalidated or connection.in_transaction()):
+            with self._lock:
+                if self._idle is None:
+                    self._idle = connection
+                    return
+        connection.close()  # back to the pool: one is held already, or it is unusable
+
+    def close(self) -> None:
+        """Return the held connection to the pool (before the engine is disposed)."""
+        with self._lock:
+            connection, self._idle = self._idle, None
+        if connection is not None:
+            connection.close()
+
+
 class Reading:
     """Use as a context manager; it only reads. ``run`` calls a read of ``store/`` taking
     :class:`Reads`; the repositories a preview may need are opened on first use."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, held: HeldReading | None = None) -> None:
         self._engine = engine
+        self._held = held
         self._sqlite = engine.dialect.name == "sqlite"
 
     def __enter__(self) -> Reading:
-        connection = self._engine.connect()
+        connection = self._held.take() if self._held is not None else self._engine.connect()
         self._connection = connection
         raw: Any = connection.connection.dbapi_connection
         self._raw = raw
@@ -101,6 +162,7 @@ class Reading:
         return AutomationProfileRepository(self._session)
 
     def __exit__(self, *exc_info: object) -> None:
+        ended = False
         try:
             if "_session" in self.__dict__:
                 self._session.close()  # ends the transaction it joined
@@ -108,5 +170,9 @@ class Reading:
                 self._raw.rollback()  # nothing was written: ends the snapshot
             else:
                 self._raw.autocommit = False
+            ended = True
         finally:
-            self._connection.close()
+            if ended and self._held is not None:
+                self._held.give_back(self._connection)
+            else:
+                self._connection.close()

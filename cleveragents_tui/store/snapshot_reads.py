@@ -12,6 +12,7 @@ its rows do. The rows become the same domain models, through :mod:`store.mapping
 from __future__ import annotations
 
 import json
+from collections import namedtuple
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
@@ -19,6 +20,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import Engine, Select, Text, bindparam, cast, func, literal_column, select, text
+from sqlalchemy.sql.selectable import TextualSelect
 
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.decision import Decision
@@ -126,6 +128,34 @@ def _steps(dialect: str) -> AnySelect:
     )
 
 
+# PostgreSQL: true when no transaction became visible between the snapshot ``kept`` and the
+# statement's own but ones that were rolled back (or wrote nothing: they hold no id), so
+# the two see the same rows. The ids that could have become visible are those running at
+# ``kept`` and those begun since, up to the statement's; past 64 of them, or without
+# ``kept``, false (read again). A write rolled back elsewhere (each ends a snapshot) then
+# costs a preview nothing; any commit, to any database of the server, reads again.
+_NOTHING_COMMITTED = (
+    text(
+        """
+SELECT CASE WHEN k.s IS NULL THEN false
+  WHEN c.top - k.top NOT BETWEEN 0 AND 64 THEN false
+  ELSE (SELECT coalesce(bool_and(pg_xact_status(x) = 'aborted'), true) FROM (
+      SELECT pg_snapshot_xip(k.s) AS x
+      UNION ALL
+      SELECT CAST(CAST(n AS TEXT) AS xid8) FROM generate_series(k.top, c.top - 1) AS n
+    ) AS since WHERE pg_visible_in_snapshot(since.x, c.s))
+  END
+FROM (SELECT s, CAST(CAST(pg_snapshot_xmax(s) AS TEXT) AS BIGINT) AS top
+      FROM (SELECT CAST(CAST(:kept AS TEXT) AS pg_snapshot) AS s) AS given) AS k,
+     (SELECT s, CAST(CAST(pg_snapshot_xmax(s) AS TEXT) AS BIGINT) AS top
+      FROM (SELECT pg_current_snapshot() AS s) AS now) AS c
+"""
+    )
+    .bindparams(bindparam("kept", None, type_=Text))  # None: nothing kept
+    .columns(literal_column("unchanged"))
+)
+
+
 @cache
 def _decision_whole(dialect: str) -> AnySelect:
     """The decision's row with its dependency rows and artifacts (each a JSON array of
@@ -136,7 +166,8 @@ def _decision_whole(dialect: str) -> AnySelect:
     The version tells whether the database changed since a read on the same connection: on
     SQLite the rows this connection changed and the count of other connections' commits
     (``data_version``, as of the snapshot), on PostgreSQL the snapshot itself (it differs
-    once any transaction that wrote has ended)."""
+    once any transaction that wrote has ended) and whether any transaction committed since
+    the snapshot ``kept`` (:data:`_NOTHING_COMMITTED`)."""
 
     def json_rows(*columns: Any) -> Any:  # as text: the row is hashed (:func:`_decision`)
         if dialect == "postgresql":
@@ -150,7 +181,7 @@ def _decision_whole(dialect: str) -> AnySelect:
         _art.decision_id == _d.decision_id
     )
     version: tuple[Any, ...] = (
-        (cast(func.pg_current_snapshot(), Text),)
+        (cast(func.pg_current_snapshot(), Text), _NOTHING_COMMITTED)
         if dialect == "postgresql"
         else (
             func.total_changes(),
@@ -162,7 +193,9 @@ def _decision_whole(dialect: str) -> AnySelect:
         edges.scalar_subquery().label("edges_json"),
         artifacts.scalar_subquery().label("artifacts_json"),
         *(
-            (v.scalar_subquery() if isinstance(v, Select) else v).label(f"version_{n}")
+            (v.scalar_subquery() if isinstance(v, Select | TextualSelect) else v).label(
+                f"version_{n}"
+            )
             for n, v in enumerate(version)
         ),
     ).where(_d.decision_id == bindparam("id"))
@@ -182,12 +215,25 @@ def _whole(row: Any) -> tuple[Decision, tuple[Any, ...]]:
     """(the decision, the database's version) of :func:`_decision_whole`'s row, built once
     per row as read (store/driver_reads.py keeps them by the driver's row: its columns'
     values converted, its JSON arrays parsed and the model looked up cost more than the
-    statement, issue 22)."""
+    statement, issue 22). The decision is kept by its own columns, without the version:
+    a write anywhere in the store changes the version, not the decision, and validating
+    the model again was half of a cold preview's extra time on SQLite."""
+    return _whole_decision(tuple(row[:_VERSION]), row._fields[:_VERSION]), tuple(row[_VERSION:])
+
+
+@lru_cache(maxsize=1024)
+def _whole_decision(head: tuple[Any, ...], names: tuple[str, ...]) -> Decision:
+    """The decision of :func:`_decision_whole`'s columns ``names`` (all but the version)."""
+    row = _head_row(names)._make(head)
     decision_id = row.decision_id
     edges = _json_rows(decision_id, row.edges_json)
     artifacts = _json_rows(decision_id, row.artifacts_json)
-    decision = mapping.decisions_from_rows([row], edges, artifacts, _decision)[0]
-    return decision, tuple(row[_VERSION:])
+    return mapping.decisions_from_rows([row], edges, artifacts, _decision)[0]
+
+
+@cache
+def _head_row(names: tuple[str, ...]) -> Any:
+    return namedtuple("DecisionWhole", names)
 
 
 # the plan-level reads of a decision's plan: (plan, stored action, host, checkpoints,
@@ -212,16 +258,23 @@ _KEPT = "cleveragents_tui.snapshot_reads"  # in a SQLite connection's pool recor
 _BY_ENGINE: WeakKeyDictionary[Engine, _Kept] = WeakKeyDictionary()  # PostgreSQL's
 
 
-def _kept(session: Reads, version: Any) -> _Kept:
+def _kept(session: Reads, version: Any, since: str | None = None) -> _Kept:
     """The kept reads, emptied when the database changed since they were read. SQLite's
     version is the connection's (kept in its pool record, with the driver's connection:
     a new one behind the record starts empty); PostgreSQL's snapshot is the server's,
-    the same through every connection of the engine."""
+    the same through every connection of the engine: reads kept at the snapshot ``since``
+    stay, under the new one, when nothing was committed between the two (``version``'s
+    second part, :data:`_NOTHING_COMMITTED`)."""
     connection = session.connection()
     if connection.dialect.name == "postgresql":
         engine = connection.engine
         kept = _BY_ENGINE.get(engine)
-        if kept is None or kept.version != version:
+        if kept is not None and kept.version != version:
+            if since is not None and version[1] and kept.version[0] == since:
+                kept.version = version  # the same rows seen: the reads stand
+            else:
+                kept = None
+        if kept is None:
             kept = _BY_ENGINE[engine] = _Kept(engine, version)
         return kept
     record = connection.connection
@@ -230,6 +283,12 @@ def _kept(session: Reads, version: Any) -> _Kept:
     if kept is None or kept.owner is not driver or kept.version != version:
         kept = record.info[_KEPT] = _Kept(driver, version)
     return kept
+
+
+def _since(session: Reads) -> str | None:
+    """PostgreSQL: the snapshot the engine's kept reads were read at, if any."""
+    kept = _BY_ENGINE.get(session.connection().engine)
+    return None if kept is None else str(kept.version[0])
 
 
 @dataclass(frozen=True)
@@ -261,7 +320,9 @@ def basics(session: Reads, decision_id: str, subtree: bool = False) -> Basics:
     they are a second batch, a second round trip on PostgreSQL."""
     dialect = session.get_bind().dialect.name
     one = {"id": decision_id}
-    reads: list[Read] = [(_decision_whole(dialect), _whole, one)]
+    since = _since(session) if dialect == "postgresql" else None
+    whole = {**one, "kept": since} if dialect == "postgresql" else one
+    reads: list[Read] = [(_decision_whole(dialect), _whole, whole)]
     if subtree:
         reads.append((affected_statement(dialect), driver_rows, {"target": decision_id}))
     plan_level: list[Read] = [
@@ -276,11 +337,16 @@ def basics(session: Reads, decision_id: str, subtree: bool = False) -> Basics:
     if not rows:
         raise NotFoundError(f"decision {decision_id} does not exist", _LIST_DECISIONS)
     decision, version = rows[0]
-    kept = _kept(session, version)
+    kept = _kept(session, version, since)
     plan_id = decision.plan_id
     read = kept.plans.get(plan_id)
     if read is None:
-        plans, checkpoints, resources, guidance = batch(session, plan_level)
+        keys = _STEP_KEYS.get(plan_id)
+        if keys:  # the steps asked last time, in the same round trip (:func:`current_steps`)
+            plan_level.append((_steps(dialect), None, _steps_params(session, plan_id, keys)))
+        plans, checkpoints, resources, guidance, *steps = batch(session, plan_level)
+        if keys and steps:
+            kept.steps[(plan_id, keys)] = _steps_of(steps[0])
         if not plans:
             raise NotFoundError(f"plan {plan_id} does not exist", _LIST_PLANS)
         plan, definition, host = plans[0]
@@ -367,14 +433,34 @@ def current_steps(
         return {}
     kept = _kept(session, version) if version is not None else None
     key = (plan_id, frozenset(keys))
-    if kept is not None and key in kept.steps:
-        return kept.steps[key]
+    if kept is not None:
+        if len(_STEP_KEYS) >= _STEP_KEYS_KEPT and plan_id not in _STEP_KEYS:
+            _STEP_KEYS.clear()
+        _STEP_KEYS[plan_id] = key[1]
+        if key in kept.steps:
+            return kept.steps[key]
     statement = _steps(session.get_bind().dialect.name)
-    rows = sorted(fetch(session, statement, plan=plan_id, keys=strings(session, keys)))
-    steps = {str(key): (decision_id, chosen) for _, key, decision_id, chosen in rows}
+    steps = _steps_of(fetch(session, statement, **_steps_params(session, plan_id, key[1])))
     if kept is not None:
         kept.steps[key] = steps
     return steps
+
+
+# plan -> the step keys its current steps were last asked for (its stored action's, which
+# never change): read with the plan-level reads when those are read again (one round trip
+# fewer on PostgreSQL); a guess checked by its keys, as current_steps keeps its reads
+_STEP_KEYS: dict[str, frozenset[str]] = {}
+_STEP_KEYS_KEPT = 256
+
+
+def _steps_params(session: Reads, plan_id: str, keys: frozenset[str]) -> dict[str, Any]:
+    return {"plan": plan_id, "keys": strings(session, sorted(keys))}
+
+
+def _steps_of(rows: list[Any]) -> dict[str, tuple[str, str]]:
+    """step key -> (decision id, chosen option) of :func:`_steps`' rows: the last current
+    decision of a step by sequence number, as before."""
+    return {str(key): (decision_id, chosen) for _, key, decision_id, chosen in sorted(rows)}
 
 
 def decisions(session: Reads, decision_ids: Collection[str]) -> dict[str, Decision]:

@@ -19,7 +19,7 @@ from cleveragents_tui.store.database import (
 from cleveragents_tui.store.schema import ensure_schema
 
 if TYPE_CHECKING:
-    from cleveragents_tui.store.reading import Reading
+    from cleveragents_tui.store.reading import HeldReading, Reading
     from cleveragents_tui.store.recording import HeldConnections, Recording
     from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -28,6 +28,7 @@ class Store:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._held: HeldConnections | None = None  # record_decision's (store/recording.py)
+        self._reading: HeldReading | None = None  # PostgreSQL previews' (store/reading.py)
 
     @classmethod
     def open(cls, url: str | None = None, *, migrate: bool = True) -> Store:
@@ -62,9 +63,11 @@ class Store:
     def reading(self) -> Reading:
         """A read of one snapshot without the ORM's session (store/reading.py): a
         correction's preview."""
-        from cleveragents_tui.store.reading import Reading
+        from cleveragents_tui.store.reading import HeldReading, Reading
 
-        return Reading(self.engine)
+        if self._reading is None and self.engine.dialect.name == "postgresql":
+            self._reading = HeldReading(self.engine)
+        return Reading(self.engine, self._reading)
 
     def recording(self, write: bool = False) -> Recording:
         """A transaction of record_decision's statements (store/recording.py): a plain
@@ -84,4 +87,6 @@ class Store:
     def close(self) -> None:
         if self._held is not None:
             self._held.close()
+        if self._reading is not None:
+            self._reading.close()
         self.engine.dispose()

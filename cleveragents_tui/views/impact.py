@@ -8,6 +8,7 @@ from collections.abc import Callable
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
+from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.views.lines import one_line
 from cleveragents_tui.views.sections import Emphasis, Row, Section, View
 
@@ -176,7 +177,7 @@ def _irreversible(impact: Impact) -> tuple[Row, ...]:
     rows = tuple(
         Row(
             "",
-            f"⚠ {e.tool} ({e.invocations} invocation(s))"
+            f"⚠ {e.tool} ({counted(e.invocations, 'invocation')})"
             + (f" — {', '.join(e.side_effects)}" if e.side_effects else ""),
             "bad",
         )
@@ -226,7 +227,9 @@ def _later_work(impact: Impact) -> list[Section]:
 def _to_confirm(impact: Impact) -> list[Section]:
     if not impact.warnings:
         return []
-    return [Section(None, (Row("", f"{len(impact.warnings)} warning(s) to confirm", "warn"),))]
+    return [
+        Section(None, (Row("", f"{counted(len(impact.warnings), 'warning')} to confirm", "warn"),))
+    ]
 
 
 def _append_view(impact: Impact, choice: list[Section]) -> View:

@@ -24,6 +24,9 @@ Baselines, measured in the same run on the same plan from the same target:
 - execute's durable writes: the time its own ``fsync``/``fdatasync`` calls took (outside
   the replay), the part of it that crash safety costs whatever the code around it.
 
+The cold preview follows a write committed elsewhere in the store (``committed_elsewhere``),
+untimed: the database changed since the last preview, as after any write.
+
 Goals: preview ≤ 2× the CTE; execute ≤ 5×. Minimums and medians are both reported: on a
 shared machine the minimum says what the code costs, the median what a user sees.
 
@@ -138,6 +141,17 @@ def supersede_floor(store: Store, target: str, affected: list[str]) -> None:
         transaction.rollback()
     if updated != len(affected):
         raise AssertionError(f"the floor superseded {updated} of {len(affected)} decisions")
+
+
+def committed_elsewhere(store: Store) -> None:
+    """A write committed to the store that touches no plan: before each cold preview, so
+    the preview finds the database changed (its kept plan-level reads and SQLite's page
+    cache of its connection go) — as after any write, the plan's own or another's. A
+    write rolled back would not do: it changes nothing the preview reads, and the preview
+    keeps its reads through one (store/reading.py)."""
+    with store.unit_of_work(write=True) as uow:
+        uow.settings.set("bench", "committed_elsewhere", time.time())
+        uow.commit()
 
 
 def adr_loop(store: Store, target: str) -> tuple[set[str], set[str]]:
@@ -270,6 +284,7 @@ def measure_plan(scale: ScalePlan, share: float, samples: Samples, repeat: int, 
     affected = plain_cte(scale.store, target)
     for _ in range(repeat):
         samples.cte.append(_timed(lambda: plain_cte(scale.store, target)))
+        committed_elsewhere(scale.store)
         samples.cold.append(_timed(lambda: _preview(scale, target)))
         samples.supersede.append(_timed(lambda: supersede_floor(scale.store, target, affected)))
     OPEN_GRAPHS.open(scale.store, scale.plan_id)  # the app's plan view holds it

@@ -7,7 +7,7 @@ SQLite file, and on PostgreSQL when its server binaries are installed.
 A SQLite target's sandbox is a copy of the file (``sandbox/sqlite_copy.py``): its
 checkpoint, rollback, hand-over to another process and Apply are measured against the
 savepoint path they replace and against a plain file copy of the database. A PostgreSQL
-target's sandbox is a copy of the database (``sandbox/postgres_copy.py``): the same four,
+target's sandbox is a copy of the database (``sandbox/postgres_copy/``): the same four,
 against the savepoint path and a plain ``CREATE DATABASE ... TEMPLATE`` of the target.
 """
 

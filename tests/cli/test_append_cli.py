@@ -60,7 +60,7 @@ def test_an_append_that_repeats_a_notification_asks_first(
     dry = run(*args, "--choose", "1", "--dry-run")
     assert dry.exit_code == 0, dry.output
     assert "1. announce (execute): Notify #hello-cli — local/notify" in dry.output
-    assert "irreversible effects it repeats\n  ⚠ local/notify (1 invocation(s))" in dry.output
+    assert "irreversible effects it repeats\n  ⚠ local/notify (1 invocation)" in dry.output
     assert "WARNING: The appended plan repeats work that triggers" in dry.output
     sent = len(Path(demo_plan["outbox"]).read_text("utf-8").splitlines())
     declined = CliRunner().invoke(

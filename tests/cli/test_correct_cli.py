@@ -40,7 +40,7 @@ def test_dry_run_prints_the_impact_and_the_warnings_and_changes_nothing(
     )
     assert result.exit_code == 0, result.output
     assert "rollback tier  full decision-level" in result.output
-    assert "⚠ local/notify (1 invocation(s)) — external:notification" in result.output
+    assert "⚠ local/notify (1 invocation) — external:notification" in result.output
     assert "WARNING: Rolling back past this decision undoes work that triggered" in result.output
     doc = json.loads(
         run(

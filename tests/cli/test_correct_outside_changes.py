@@ -113,7 +113,7 @@ def test_yes_alone_refuses_and_changes_nothing(run: Run, edited: dict[str, objec
     result = _correct(run, edited, "--yes")
     assert result.exit_code == 2
     [line] = result.output.strip().splitlines()
-    assert line.startswith("error: the revert would roll back 3 file(s) changed outside")
+    assert line.startswith("error: the revert would roll back 3 files changed outside")
     assert "--outside-changes=keep" in line and "--outside-changes=discard" in line
     plan = json.loads(run("plan", "show", str(edited["plan"]), "--format=json").output)
     assert plan["corrections"] == [] and plan["plan"]["attempt"] == 1

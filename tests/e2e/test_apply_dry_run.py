@@ -240,7 +240,7 @@ def test_the_document_keeps_its_fields_and_order(agents: Agents) -> None:
     for plan in preview["plans"]:
         assert list(plan) == ["plan_id", "action", "sandbox_host", "resources"]
         for resource in plan["resources"]:
-            assert list(resource) == ["resource_id", "strategy", "changes", "note"]
+            assert list(resource) == ["resource_id", "strategy", "changes", "note", "refusal"]
 
 
 def test_a_name_an_agent_wrote_is_one_escaped_line_and_exact_in_json(agents: Agents) -> None:
@@ -256,3 +256,54 @@ def test_a_name_an_agent_wrote_is_one_escaped_line_and_exact_in_json(agents: Age
     assert '      added     "fake\\n      deleted   guide.md\\x1b[2J"\n' in shown.stdout
     assert "\x1b" not in shown.stdout and "      deleted   guide.md\n" not in shown.stdout
     assert _by_resource(agents.preview(plan_id))["docs"][hostile] == "added"
+
+
+def _docs_refusal(doc: dict[str, Any]) -> str | None:
+    [docs] = [r for p in doc["plans"] for r in p["resources"] if r["resource_id"].endswith("/docs")]
+    refusal: str | None = docs["refusal"]
+    return refusal
+
+
+def test_the_dry_run_says_when_apply_would_be_refused(agents: Agents) -> None:
+    """Someone edits the real guide.md the plan's child changed: the dry run says Apply
+    would refuse it, naming the path, and the real Apply then refuses (exit 3). Put back,
+    the dry run is clean and Apply lands."""
+    demo = agents.demo()
+    plan_id, guide = demo["plan_id"], Path(demo["directory"]) / "docs" / "guide.md"
+    original = guide.read_bytes()
+    guide.write_text("edited by hand while the plan waited\n")
+
+    text = agents("plan", "apply", plan_id, "--dry-run")
+    assert text.exit_code == 0, text.output
+    assert "      refused   1 path changed in " in text.stdout
+    assert "since the sandbox was made: guide.md" in text.stdout
+    assert text.stdout.splitlines()[-1].startswith("Apply would be refused (exit 3)")
+    refusal = _docs_refusal(agents.preview(plan_id))
+    assert refusal is not None and refusal.endswith("guide.md")
+    assert agents("plan", "apply", plan_id).exit_code == 3  # as the dry run said
+
+    guide.write_bytes(original)
+    assert _docs_refusal(agents.preview(plan_id)) is None
+    assert agents("plan", "apply", plan_id).exit_code == 0
+
+
+def test_no_refusal_for_changes_apply_does_not_mind(agents: Agents) -> None:
+    """A real file the plan did not change, edited, and the real guide.md already holding
+    the plan's own new content (as an Apply a crash cut short leaves it): Apply lands both
+    ways, so the dry run names no refusal."""
+    demo = agents.demo()
+    plan_id, docs = demo["plan_id"], Path(demo["directory"]) / "docs"
+    [work] = [p for p in (agents.home / "sandboxes").rglob("guide.md") if "work" in p.parts]
+    (docs / "notes.txt").write_text("mine, not the plan's\n")
+    (docs / "guide.md").write_bytes(work.read_bytes())
+
+    preview = agents.preview(plan_id)
+    assert _docs_refusal(preview) is None
+    assert _by_resource(preview)["docs"] == {"guide.md": "modified"}
+    assert (
+        agents("plan", "apply", plan_id, "--dry-run")
+        .stdout.splitlines()[-1]
+        .startswith("land it: ")
+    )
+    assert agents("plan", "apply", plan_id).exit_code == 0
+    assert (docs / "notes.txt").read_text() == "mine, not the plan's\n"

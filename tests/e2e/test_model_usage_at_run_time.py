@@ -321,7 +321,7 @@ def test_a_model_with_no_price_stops_a_plan_with_a_cost_limit(
     with sqlite_store.unit_of_work() as uow:
         [approval] = uow.approvals.pending(plan.plan_id)
     assert approval.question.startswith(
-        "openai:gpt-4o-mini has no price, so limits.max_cost_usd cannot count its 1 call(s)"
+        "openai:gpt-4o-mini has no price, so limits.max_cost_usd cannot count its 1 call"
     )
     assert limit_events(sqlite_store, plan) == [
         {"limit": "prices.openai:gpt-4o-mini", "allowed": 0, "used": 1, "action": "pause"}

@@ -28,7 +28,7 @@ from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.engine.ops.doctor import run_checks
 from cleveragents_tui.engine.ops.recovery import recover_pending_groups
 from cleveragents_tui.failpoints import ENV_VAR
-from tests.engine.conftest import FILES, GIT, World
+from tests.engine.conftest import FILES, FILES_BUDGET, GIT, World
 from tests.engine.test_recovery import CRASHING_RECORD
 from tests.support.scale_plan import API, build
 from tests.support.scale_plan import FILES as SCALE_FILES
@@ -218,3 +218,61 @@ def test_an_invalid_proposal_is_refused_and_nothing_is_recorded(
             world.root.decision_id
         ]
         assert uow.checkpoints.groups_for_plan(world.plan.plan_id) == []
+
+
+def _counting_the_budget(world: World) -> list[int]:
+    """Per recording (append a 0 before each): the budget's COUNT statements heard."""
+    heard: list[int] = []
+
+    def capture(*args: Any) -> None:
+        if "count(" in args[2]:
+            heard[-1] += 1
+
+    event.listen(world.store.engine, "before_cursor_execute", capture)
+    return heard
+
+
+def test_the_budget_is_counted_only_when_a_recording_could_exceed_it(world: World) -> None:
+    """A recording's COUNT of live checkpoints is left out while the count this recorder
+    made at the plan's previous decision leaves room for one more: the budget still holds."""
+    heard = _counting_the_budget(world)
+    for i in range(FILES_BUDGET + 2):
+        world.write_file(FILES, "docs/guide.md", f"guide v{i}\n")
+        heard.append(0)
+        store_execute_decision(world.sandboxes, world.decision(f"step {i}"))
+
+    # the baseline and the first decision's: 2 live, room for 4 more without a count;
+    # then each recording could exceed the budget: counted (and pruned)
+    assert heard == [1, 0, 0, 0, 0, 1, 1, 1]
+    with world.store.unit_of_work() as uow:
+        rows = uow.checkpoints.for_plan(world.plan.plan_id, FILES)
+    assert len([r for r in rows if r.pruned_at is None]) == FILES_BUDGET
+    assert run_checks(world.store, world.base).problems == []
+
+
+def test_a_checkpoint_made_elsewhere_makes_the_next_recording_count(world: World) -> None:
+    """Another recorder's decision in the plan, or a checkpoint before a write, adds live
+    checkpoints this recorder did not count: its next recording counts again."""
+    from cleveragents_tui.engine.core.checkpoints import pre_write_checkpoint
+
+    other = PlanSandboxes(world.store, world.plan.plan_id, world.base)
+    heard = _counting_the_budget(world)
+    steps = [
+        lambda: store_execute_decision(world.sandboxes, world.decision("ours")),
+        lambda: store_execute_decision(other, world.decision("another recorder's")),
+        lambda: store_execute_decision(world.sandboxes, world.decision("ours again")),
+        lambda: store_execute_decision(world.sandboxes, world.decision("room for it")),
+        lambda: pre_write_checkpoint(world.sandboxes, FILES),
+        lambda: store_execute_decision(world.sandboxes, world.decision("after a pre-write")),
+    ]
+    for i, step in enumerate(steps):
+        world.write_file(FILES, "docs/guide.md", f"guide v{i}\n")
+        heard.append(0)
+        step()
+
+    # live: the baseline, then 2 (room for 4), 3 (the other's), 4 (counted: room for 2), 5
+    # (not counted), 6 (the pre-write's own count), 7: counted, so pruned to the budget
+    assert heard == [1, 1, 1, 0, 1, 1]
+    with world.store.unit_of_work() as uow:
+        rows = uow.checkpoints.for_plan(world.plan.plan_id, FILES)
+    assert len([r for r in rows if r.pruned_at is None]) == FILES_BUDGET

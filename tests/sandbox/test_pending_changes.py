@@ -5,12 +5,23 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
-from cleveragents_tui.sandbox.base import PreviewsApply
+import pytest
+
+from cleveragents_tui.domain.ids import new_ulid
+from cleveragents_tui.sandbox.base import ChecksApply, PreviewsApply, SandboxError
 from cleveragents_tui.sandbox.filesystem_copy import FilesystemCopySandbox
 from cleveragents_tui.sandbox.git import GitWorktreeSandbox
-from tests.sandbox.test_filesystem_copy import mess_up, plan_id, real, sandbox  # noqa: F401
+from cleveragents_tui.sandbox.overlay import OverlayStrategy
+from tests.sandbox.test_filesystem_copy import (  # noqa: F401
+    build_tree,
+    mess_up,
+    plan_id,
+    real,
+    sandbox,
+)
 from tests.sandbox.test_git_worktree import (  # noqa: F401
     isolated_git,
     repo,
@@ -20,6 +31,7 @@ from tests.sandbox.test_git_worktree import (  # noqa: F401
     user,
 )
 from tests.sandbox.test_git_worktree import sandbox as git_sandbox  # noqa: F401
+from tests.sandbox.test_overlay import overlay_resource
 
 
 def files(folder: Path) -> dict[str, str]:
@@ -72,3 +84,55 @@ def test_git_worktree_lists_what_apply_lands_and_writes_nothing(
     assert files(tmp_path) == before
     assert pending
     assert pending == list(git_sandbox.apply().changes)
+
+
+def _refusal_then_apply(box: ChecksApply, apply: Callable[[], object], tmp_path: Path) -> str:
+    """The dry run's refusal, read without writing a byte, then Apply's own: the same."""
+    before = files(tmp_path)
+    refusal = box.apply_refusal()
+    assert files(tmp_path) == before
+    assert refusal is not None
+    with pytest.raises(SandboxError) as refused:
+        apply()
+    assert str(refused.value) == str(refusal)
+    return refusal.problem
+
+
+def test_filesystem_copy_refuses_as_apply_then_does(
+    sandbox: FilesystemCopySandbox,  # noqa: F811
+    real: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A real file the plan changes, edited meanwhile: refused, naming only it; a real file
+    the plan leaves alone and one already holding the plan's content are no conflict."""
+    assert isinstance(sandbox, ChecksApply)
+    work = sandbox.workdir
+    mess_up(work)
+    (real / "README.md").write_text("edited by hand\n")  # the plan changes it too
+    (real / "new.txt").write_text("new\n")  # what the plan adds there, the same bytes
+    (real / "Makefile").write_text("not the plan's\n")  # the plan leaves it alone
+    problem = _refusal_then_apply(sandbox, sandbox.apply, tmp_path)
+    assert problem.endswith("since the sandbox was made: README.md")
+    (real / "README.md").write_text("changed\n")  # now what the plan writes
+    assert sandbox.apply_refusal() is None
+    assert sandbox.apply().changes
+
+
+def test_overlay_refuses_as_apply_then_does(tmp_path: Path) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    build_tree(folder)
+    box = OverlayStrategy(durable=False).create(
+        overlay_resource(folder), new_ulid(), tmp_path / "sandboxes"
+    )
+    assert isinstance(box, ChecksApply)
+    box.write_bytes("README.md", b"changed\n")
+    box.write_bytes("added.txt", b"mine\n")
+    (folder / "README.md").write_text("edited by hand\n")
+    (folder / "Makefile").write_text("not the plan's\n")
+    assert _refusal_then_apply(box, box.apply, tmp_path).endswith(": README.md")
+    (folder / "README.md").write_bytes(b"changed\n")
+    assert box.apply_refusal() is None
+    box.apply()
+    assert (folder / "added.txt").read_bytes() == b"mine\n"
+    assert (folder / "Makefile").read_text() == "not the plan's\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Column, Integer, MetaData, Table, select
+from sqlalchemy import Column, Integer, MetaData, Table, func, select, text
 from sqlalchemy.exc import DBAPIError
 
 from cleveragents_tui.domain.errors import NotFoundError
@@ -118,3 +118,66 @@ def test_a_statement_refused_in_a_reading_raises_as_the_store_raises_it(
         scale.store.close()
     assert "no_such_table" in str(raised.value)
     assert "within a transaction" not in str(raised.value)
+
+
+def test_the_held_reading_connection_is_used_again_and_replaced_once_dropped(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """The previews' connection is held from one reading to the next (its prepared
+    statements with it); one the server dropped meanwhile is replaced, and the reading
+    goes on."""
+    scale = build(tmp_path, 20, postgres_url)
+    try:
+        pids = []
+        for _ in range(2):
+            with scale.store.reading() as reading:
+                pids.append(fetch(reading, select(func.pg_backend_pid()))[0][0])
+                reading.run(snapshot_reads.basics, scale.ids[0])
+        with scale.store.engine.connect() as connection:
+            connection.execute(select(func.pg_terminate_backend(pids[-1])))
+        with scale.store.reading() as reading:
+            pids.append(fetch(reading, select(func.pg_backend_pid()))[0][0])
+            read = reading.run(snapshot_reads.basics, scale.ids[0])
+    finally:
+        scale.store.close()
+    assert pids[0] == pids[1] != pids[2]
+    assert read.decision.decision_id == scale.ids[0]
+
+
+def _rolled_back_write(store: Store, target: str, by: str) -> None:
+    with store.engine.connect() as connection, connection.begin() as transaction:
+        connection.execute(
+            text("UPDATE decisions SET superseded_by = :by WHERE decision_id = :d"),
+            {"d": target, "by": by},
+        )
+        transaction.rollback()
+
+
+def test_kept_reads_stay_after_writes_rolled_back_and_go_at_a_commit(
+    tmp_path: Path, db_url: str
+) -> None:
+    """Writes rolled back change nothing a preview reads: on PostgreSQL the plan-level reads
+    stay kept (the transactions its new snapshot sees were all rolled back; on SQLite a
+    pooled connection's count of changes moves, and they are read again). A commit among
+    them, or more transactions than are looked at, reads them again."""
+    scale = build(tmp_path, 20, db_url)
+    target, by = scale.ids[0], scale.ids[1]
+    try:
+        first, _ = _basics(scale)
+        for _ in range(3):
+            _rolled_back_write(scale.store, target, by)
+        kept, _ = _basics(scale)
+        _rolled_back_write(scale.store, target, by)
+        _register(scale.store, _resource("among-rolled-back", tmp_path))
+        _rolled_back_write(scale.store, target, by)
+        seen, _ = _basics(scale)
+        for _ in range(70):
+            _rolled_back_write(scale.store, target, by)
+        many, _ = _basics(scale)
+    finally:
+        scale.store.close()
+    if db_url.startswith("postgresql"):
+        assert kept.resources is first.resources
+    assert kept.resources == first.resources
+    assert "test/among-rolled-back" in {r.resource_id for r in seen.resources}
+    assert many.resources == seen.resources

@@ -111,7 +111,7 @@ async def test_correct_dry_run_prints_what_the_impact_preview_shows(
         "child plans",
         "resources",
         "irreversible effects",
-        "2 warning(s) to confirm",
+        "2 warnings to confirm",
     ]
     named = shown.split("\n\n")[1].splitlines()[1:]  # the superseded decisions, by name
     assert [line.split()[1:] for line in named] == [
@@ -160,7 +160,7 @@ async def test_plan_tree_prints_the_heading_and_the_lines_the_app_shows(
             labels[node.data or ""] = str(node.label)
             nodes.extend(node.children)
 
-    assert heading == printed[0] + " · 1 approval(s) pending"  # the app adds what waits
+    assert heading == printed[0] + " · 1 approval pending"  # the app adds what waits
     assert "awaiting_approval · attempt 1" in heading and demo_plan.plan.plan_id in heading
     lines = {line.split("  ", 1)[0]: line for line in printed[1:] if line[:2] == "01"}
     assert lines.keys() == labels.keys() and len(labels) == 8

@@ -93,7 +93,10 @@ def store_execute_decision(
                 also(rec)
             # the budget in the same transaction: one commit fewer per resource written
             doomed = _mark_over_budget(
-                rec, sandboxes, dict.fromkeys(r["resource_id"] for r in rows)
+                rec,
+                sandboxes,
+                dict.fromkeys(r["resource_id"] for r in rows),
+                decision.sequence_number,
             )
             rec.commit()
     except BaseException as exc:
@@ -175,19 +178,38 @@ def enforce_budget(sandboxes: PlanSandboxes, resource_id: str) -> list[LiveCheck
 
 
 def _mark_over_budget(
-    rec: Recording, sandboxes: PlanSandboxes, resource_ids: Iterable[str]
+    rec: Recording,
+    sandboxes: PlanSandboxes,
+    resource_ids: Iterable[str],
+    sequence: int | None = None,
 ) -> list[LiveCheckpoint]:
     """Mark pruned what exceeds each resource's budget (read: its live checkpoints only, and
     only when their count is over it; a ``none`` resource's markers are never pruned, so
-    they are not read)."""
+    they are not read).
+
+    ``sequence``: the number of the decision whose checkpoints are being added (one per
+    resource). Its count is not read when this instance counted at the plan's decision just
+    before (``sandboxes.budget_room``; another recorder's decision since changes the number)
+    and left room for one more: the budget cannot be exceeded, and the count cost a
+    statement per recording (issue 22). A checkpoint outside a decision (a baseline, one
+    before a write: ``PlanSandboxes.checkpoint_now``) and a count without ``sequence``
+    forget the room; a failed recording leaves it smaller than it is (the next one counts
+    sooner)."""
     doomed: list[LiveCheckpoint] = []
+    room = sandboxes.budget_room
     for resource_id in resource_ids:
         resource = sandboxes.get(resource_id).resource
         if resource.sandbox_strategy is SandboxStrategyName.NONE:
             continue
-        if rec.count_live(sandboxes.plan_id, resource_id) <= max(
-            resource.checkpoint_max_per_plan, 2
-        ):
+        known = room.pop(resource_id, None)
+        if sequence is not None and known is not None and known[1] == sequence and known[0] > 0:
+            room[resource_id] = (known[0] - 1, sequence + 1)
+            continue  # room for this one: nothing to prune
+        budget = max(resource.checkpoint_max_per_plan, 2)
+        count = rec.count_live(sandboxes.plan_id, resource_id)
+        if count <= budget:
+            if sequence is not None:
+                room[resource_id] = (budget - count, sequence + 1)
             continue  # select_for_pruning would keep them all
         live = rec.live_rows(sandboxes.plan_id, resource_id)
         doomed += select_for_pruning(live, resource.checkpoint_max_per_plan)

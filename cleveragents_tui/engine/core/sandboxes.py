@@ -103,6 +103,10 @@ class PlanSandboxes:
         # recording reads only the events since (issue 22), not the whole plan again.
         self._stored: set[str] | None = None
         self.seen_event = 0  # the last resource_written event modified() read
+        # Per resource: (room, n) — how many more live checkpoints its budget takes, as
+        # counted when this instance recorded the plan's decision n-1; a recording of
+        # decision n skips the count while there is room (engine/core/checkpoints.py).
+        self.budget_room: dict[str, tuple[int, int]] = {}
 
     def reopened(self) -> PlanSandboxes:
         """The same plan's sandboxes with none open: each is opened afresh from its folder
@@ -130,6 +134,7 @@ class PlanSandboxes:
     def checkpoint_now(self, sandbox: Sandbox) -> CheckpointMetadata:
         """Checkpoint ``sandbox`` (one of this plan's) outside any decision, and store the
         row: a sandbox's baseline, or a checkpoint before a write."""
+        self.budget_room.pop(sandbox.resource.resource_id, None)  # a live row it did not count
         row = CheckpointMetadata(
             plan_id=self.plan_id,
             resource_id=sandbox.resource.resource_id,

@@ -15,6 +15,7 @@ from cleveragents_tui.domain.enums import (
 from cleveragents_tui.domain.errors import ConcurrentChangeError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.engine.core.reasoner_choice import check_plan_model
 from cleveragents_tui.engine.core.reconcile import (
     OutsideChoice,
@@ -60,7 +61,7 @@ def execute(
     (``outside``)."""
     if impact.warnings and not acknowledged:
         raise CorrectionRefusedError(
-            f"this correction has {len(impact.warnings)} warning(s) to confirm",
+            f"this correction has {counted(len(impact.warnings), 'warning')} to confirm",
             "confirm them, or pass --yes",
         )
     if impact.outside_changes and outside is None:

@@ -18,6 +18,7 @@ from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import CorrectionMode, Phase
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.engine.correct import snapshot as snapshots
 from cleveragents_tui.engine.correct.append import plan_append
 from cleveragents_tui.engine.correct.assess import (
@@ -113,7 +114,7 @@ def outside_refusal(impact: Impact) -> CorrectionRefusedError:
     count = sum(len(c.paths) for c in impact.outside_changes)
     where = "; ".join(c.summary() for c in impact.outside_changes)
     return CorrectionRefusedError(
-        f"the revert would roll back {count} file(s) changed outside the plan ({where})",
+        f"the revert would roll back {counted(count, 'file')} changed outside the plan ({where})",
         "keep them on top of the rolled-back state with --outside-changes=keep, or discard "
         "them with --outside-changes=discard",
     )

@@ -28,6 +28,7 @@ from cleveragents_tui.domain.enums import CorrectionMode, Phase, SandboxStrategy
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.engine.core.impact import (
     AffectedSubtree,
     InfluenceGraph,
@@ -227,7 +228,7 @@ def _runnable(
         problem, fix = _NO_ACTION
         return None, (problem.format(plan=plan.plan_id), fix)
     if isinstance(checked, int):
-        return None, _cannot_run(plan, f"{checked} error(s)")
+        return None, _cannot_run(plan, counted(checked, "error"))
     name = plan.automation_profile
     if name not in ProfileRegistry.builtins() and uow.automation_profiles.get(name) is None:
         try:  # the registry words the error

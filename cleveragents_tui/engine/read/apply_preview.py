@@ -22,7 +22,7 @@ from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes, sandbox_root
 from cleveragents_tui.engine.run.errors import PlanStateError
 from cleveragents_tui.engine.run.lifecycle import refuse_finished
-from cleveragents_tui.sandbox.base import Change, PreviewsApply
+from cleveragents_tui.sandbox.base import Change, ChecksApply, PreviewsApply
 from cleveragents_tui.store.store import Store
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ class ResourcePreview:
     strategy: str
     changes: tuple[Change, ...] | None
     note: str | None = None
+    refusal: str | None = None  # why Apply would refuse it now (exit 3), else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,11 @@ class ApplyPreview:
     @property
     def command(self) -> str:
         return f"agents plan apply {self.plan.plan_id}"
+
+    @property
+    def refused(self) -> bool:
+        """Whether Apply would be refused now (exit 3): a real resource changed under it."""
+        return any(r.refusal is not None for shown in self.plans for r in shown.resources)
 
 
 def preview_apply(store: Store, plan_ref: str, sandbox_base: Path | None = None) -> ApplyPreview:
@@ -182,6 +188,8 @@ def _resource_preview(sandboxes: PlanSandboxes, resource: Resource) -> ResourceP
                 f"not listed: a {strategy.value} sandbox cannot say without changing itself",
             )
         changes = tuple(sandbox.pending_changes())
+        refused = sandbox.apply_refusal() if isinstance(sandbox, ChecksApply) else None
     except (UserError, OSError) as exc:
         return _noted(resource, "not listed: " + " ".join(str(exc).split()))
-    return ResourcePreview(resource.resource_id, strategy.value, changes)
+    refusal = None if refused is None else " ".join(refused.problem.split())
+    return ResourcePreview(resource.resource_id, strategy.value, changes, refusal=refusal)

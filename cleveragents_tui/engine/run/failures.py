@@ -34,6 +34,7 @@ from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import DecisionType, Phase
 from cleveragents_tui.domain.profile import AutomationFlag
 from cleveragents_tui.domain.tool import ToolCategory, ToolInvocation, ToolSpec
+from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.engine.core.recorder import record_decision
 from cleveragents_tui.engine.run import restore_on_failure
 from cleveragents_tui.store.correction_queries import failed_calls
@@ -208,7 +209,7 @@ class FailureHandling:
             chosen = escalate
             key = f"{_key_base(decision, number)}:{ESCALATE}"
             rationale = (
-                f"{spec.name} failed {tries} time(s): retries used up or not automatic "
+                f"{spec.name} failed {counted(tries, 'time')}: retries used up or not automatic "
                 f"under profile {self._runner.profile.name}"
             )
         proposal = Proposal(
@@ -244,7 +245,7 @@ class FailureHandling:
         runs = 1 + sum(1 for _, run in found.retries if run is not None)
         return (
             f"{spec.name} failed in step {decision.step_key or decision.decision_id} "
-            f"({runs} run(s); last: {output}). Approve to go on with the failure accepted; "
+            f"({counted(runs, 'run')}; last: {output}). Approve to go on with the failure accepted; "
             "deny to stop here and correct the decision or cancel the plan."
         )
 

@@ -12,6 +12,7 @@ from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phas
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.engine.run import run_lease
 from cleveragents_tui.engine.run.denial import (
     alternatives_of,
@@ -213,7 +214,7 @@ def resume_with(
         alternatives = alternatives_of(action, point)
         if not 1 <= choose <= len(alternatives):
             raise UserError(
-                f"--choose {choose}: decision {point} has {len(alternatives)} alternative(s)",
+                f"--choose {choose}: decision {point} has {counted(len(alternatives), 'alternative')}",
                 "pick one of those `agents approval deny` listed, counting from 1",
             )
         entry["choose"] = alternatives[choose - 1]

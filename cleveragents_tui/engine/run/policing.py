@@ -31,6 +31,7 @@ from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.limits import OnExceed, PlanLimits
 from cleveragents_tui.domain.profile import ALWAYS_MANUAL, AutomationFlag, AutomationProfile
 from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.domain.wording import counted as counted_things
 from cleveragents_tui.engine.core.prices import price_of
 from cleveragents_tui.engine.run.errors import ReasonerFailedError
 from cleveragents_tui.store.store import Store
@@ -268,7 +269,7 @@ class Policing:
             model = breach.limit.removeprefix(PRICES)
             return (
                 f"{model} has no price, so {', '.join(self._cost_caps())} cannot count its "
-                f"{breach.used:g} call(s): set {breach.limit}.input_per_mtok and "
+                f"{counted_things(breach.used, 'call')}: set {breach.limit}.input_per_mtok and "
                 ".output_per_mtok (agents config set)",
                 "go on with its calls counted as $0 until it has a price",
             )

@@ -44,7 +44,7 @@ files would stay behind): it examines every tracked file, as only that shows edi
 since the last checkpoint. The rollback protocol takes a safety checkpoint just before it
 rolls back, and passes it as ``current``: then nothing was edited since, and
 ``read-tree -m -u`` writes only the paths the two checkpoints differ in (see
-:meth:`.worktree.GitWorktreeSandbox._roll_from`). docs/benchmarks.md has the figures. The long-running processes end with :meth:`discard`, or
+:meth:`.rollback.RollingWorktree._roll_from`). docs/benchmarks.md has the figures. The long-running processes end with :meth:`discard`, or
 when the sandbox object is garbage-collected; use one sandbox object from one thread at a time.
 
 Every method raises :class:`SandboxError` (or :class:`UnsafeInputError` for hostile input)

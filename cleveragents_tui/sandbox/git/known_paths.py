@@ -1,7 +1,7 @@
 """A checkpoint from the paths the tools said they would write, without ``git status``.
 
 When the worktree held the tip as the last checkpoint or rollback left it, and since then
-it was handed out only for named paths (:meth:`.worktree.GitWorktreeSandbox.hand_out`),
+it was handed out only for named paths (:meth:`.checkout.WorktreeCheckout.hand_out`),
 nothing else can differ: only those paths go to ``git update-index`` and the tip's record
 of what git does not keep is brought up to date for them alone, by an ``lstat`` of each and
 of the folders above it. The result is what the full scan would find, or :func:`stage_known`

@@ -9,6 +9,7 @@ from typing import ClassVar
 from textual.binding import Binding, BindingType
 from textual.widgets import Button
 
+from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.engine.core.reconcile import OutsideChanges, OutsideChoice
 from cleveragents_tui.tui.modals.base import WarningDialog
 
@@ -17,7 +18,7 @@ def outside_text(changes: tuple[OutsideChanges, ...]) -> str:
     count = sum(len(c.paths) for c in changes)
     listed = "\n".join(f"  {c.summary(limit=50)}" for c in changes)
     return (
-        f"{count} file(s) changed outside the plan, in sandboxes this revert rolls back:\n"
+        f"{counted(count, 'file')} changed outside the plan, in sandboxes this revert rolls back:\n"
         f"{listed}\n\n"
         "Keep: put them back on top of the rolled-back state, before the replay (the replay "
         "may write over a file it writes too).\n"

@@ -17,6 +17,7 @@ from textual.worker import Worker, WorkerState
 
 from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.engine import (
     CorrectionResult,
     Impact,
@@ -44,7 +45,9 @@ def describe(event: EventView) -> str:
             map(str, resources if isinstance(resources, list) else [])
         )
     if event.kind == "decisions_superseded":
-        return f"{payload.get('count')} decision(s) superseded; reasoning restored to before it"
+        count = payload.get("count")
+        superseded = counted(count if isinstance(count, int) else 0, "decision")
+        return f"{superseded} superseded; reasoning restored to before it"
     if event.kind in ("outside_changes_kept", "outside_changes_discarded"):
         changes = payload.get("changes")
         listed = "; ".join(map(str, changes if isinstance(changes, list) else []))

@@ -9,6 +9,7 @@ from textual.widgets import Static
 
 from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.engine.read.tui_queries import EventView
 from cleveragents_tui.tui.render import readable, safe_text
 from cleveragents_tui.views.lines import one_line
@@ -57,7 +58,9 @@ class PlanStatus(Static):
         self._shown = (plan, pending, events)
         t = line_rich(plan_heading(plan), one_row=False)  # the whole heading, folded
         if pending:
-            t.append(f"{_SEPARATOR}{len(pending)} approval(s) pending", style="bold yellow")
+            t.append(
+                f"{_SEPARATOR}{counted(len(pending), 'approval')} pending", style="bold yellow"
+            )
         t = _folded(t, self.content_size.width)
         for approval in pending:
             if approval.kind is ApprovalKind.RECONCILE:
