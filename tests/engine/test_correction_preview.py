@@ -81,7 +81,7 @@ def test_a_plan_without_a_valid_stored_action_is_refused_up_front(world: World) 
     with world.store.unit_of_work(write=True) as uow:
         uow.plan_actions.save(world.plan.plan_id, {"name": "local/x"})  # no prompt: invalid
         uow.commit()
-    with pytest.raises(CorrectionRefusedError, match=r"cannot be run again \(1 error\(s\)\)"):
+    with pytest.raises(CorrectionRefusedError, match=r"cannot be run again \(1 error\)"):
         preview(world.store, decision.decision_id, CorrectionMode.REVERT, "x")
     with world.store.unit_of_work() as uow:
         assert uow.corrections.for_plan(world.plan.plan_id) == []
