@@ -4,6 +4,7 @@ checked against the real branch, files and rows afterwards, and it changes nothi
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import sqlite3
@@ -174,6 +175,9 @@ def test_the_dry_run_changes_nothing(agents: Agents, tmp_path: Path) -> None:
     """No approval answered, no event or row, no sandbox file, nothing real: the store's
     rows and every file under the test's folder (store, sandboxes, demo) are as they were."""
     plan_id = agents.demo()["plan_id"]
+    # The demo ran in this process: a git sandbox it left for the garbage collector removes
+    # its commit draft when collected, which a command's exit does at once.
+    gc.collect()
     before = (_store_rows(agents.db), _files(tmp_path))
     assert agents("plan", "apply", plan_id, "--dry-run").exit_code == 0
     agents.preview(plan_id)
