@@ -311,3 +311,50 @@ def test_no_refusal_for_changes_apply_does_not_mind(agents: Agents) -> None:
     )
     assert agents("plan", "apply", plan_id).exit_code == 0
     assert (docs / "notes.txt").read_text() == "mine, not the plan's\n"
+
+
+def _refusal_of(doc: dict[str, Any], name: str) -> str | None:
+    [found] = [r for p in doc["plans"] for r in p["resources"] if r["resource_id"].endswith(name)]
+    refusal: str | None = found["refusal"]
+    return refusal
+
+
+def _git(repository: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=repository, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def test_the_dry_run_foresees_an_apply_branch_already_taken(
+    agents: Agents, tmp_path: Path
+) -> None:
+    """Someone made the branch Apply would create (`cleveragents/apply/PLAN`) with other
+    content: the dry run says Apply would refuse hello-cli, and the real Apply refuses
+    (exit 3) with the same reason. The branch deleted, the dry run is clean and Apply lands.
+    The user's checkout moving meanwhile (a commit of theirs) is no refusal."""
+    demo = agents.demo()
+    plan_id, repository = demo["plan_id"], Path(demo["directory"]) / "hello-cli"
+    branch = f"cleveragents/apply/{plan_id}"
+    _git(repository, "branch", branch)
+    (repository / "theirs.txt").write_text("a commit of the user's\n")
+    _git(repository, "add", "theirs.txt")
+    _git(repository, "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "theirs")
+    gc.collect()  # the demo's git sandbox, collected now (see test_the_dry_run_changes_nothing)
+    before = (_store_rows(agents.db), _files(tmp_path))
+
+    text = agents("plan", "apply", plan_id, "--dry-run")
+    assert text.exit_code == 0, text.output
+    assert f"hello-cli (plan {plan_id}): the branch {branch} already exists" in text.stdout
+    assert text.stdout.splitlines()[-1].startswith("Apply would be refused (exit 3)")
+    refusal = _refusal_of(agents.preview(plan_id), "/hello-cli")
+    assert (_store_rows(agents.db), _files(tmp_path)) == before  # read only, branch and all
+    assert refusal is not None and f"the branch {branch} already exists" in refusal
+    applied = agents("plan", "apply", plan_id)
+    assert applied.exit_code == 3, applied.output  # as the dry run said
+    assert f"the branch {branch} already exists" in applied.stderr
+
+    _git(repository, "branch", "-D", branch)
+    assert _refusal_of(agents.preview(plan_id), "/hello-cli") is None
+    assert agents("plan", "apply", plan_id).exit_code == 0
+    assert _git(repository, "rev-parse", f"{branch}^") == _git(repository, "rev-parse", "HEAD^")

@@ -13,6 +13,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from cleveragents_tui.sandbox.base import Change
@@ -32,6 +34,23 @@ class _WholeIndex(Git):
 def pending_changes(git: Git, admin_dir: Path, workdir: Path, base: str) -> list[Change]:
     """The worktree's changes against ``base`` as Apply would commit them; ``git`` runs in
     the worktree (``GIT_DIR`` its admin folder ``admin_dir``)."""
+    with _staged(git, admin_dir, workdir) as scratch_git:
+        out = scratch_git.run(
+            "diff-index", "--cached", "-z", "--no-renames", "--name-status", base, "--", fix=FSCK
+        )
+    return parse_changes(out)
+
+
+def pending_tree(git: Git, admin_dir: Path, workdir: Path) -> str:
+    """The tree Apply would commit (its objects written to the scratch folder only), so a
+    dry run can tell whether an apply branch already there holds exactly it."""
+    with _staged(git, admin_dir, workdir) as scratch_git:
+        return scratch_git.run("write-tree", fix=FSCK).decode().strip()
+
+
+@contextmanager
+def _staged(git: Git, admin_dir: Path, workdir: Path) -> Iterator[Git]:
+    """Git over a scratch copy of the sandbox's index, the worktree staged into it."""
     objects = git.run(
         "rev-parse", "--path-format=absolute", "--git-path", "objects", fix=FSCK
     ).decode()
@@ -50,7 +69,4 @@ def pending_changes(git: Git, admin_dir: Path, workdir: Path, base: str) -> list
         }
         scratch_git = _WholeIndex(workdir, env, git.subject)
         stage(scratch_git, None, workdir)
-        out = scratch_git.run(
-            "diff-index", "--cached", "-z", "--no-renames", "--name-status", base, "--", fix=FSCK
-        )
-    return parse_changes(out)
+        yield scratch_git

@@ -10,7 +10,7 @@ import os
 import shutil
 
 from cleveragents_tui.sandbox.base import ApplyResult, Change, SandboxError
-from cleveragents_tui.sandbox.git.preview import pending_changes
+from cleveragents_tui.sandbox.git.preview import pending_changes, pending_tree
 from cleveragents_tui.sandbox.git.process import BATCH_HEADER, FSCK, full_sha, reason_of
 from cleveragents_tui.sandbox.git.repository import (
     blob_listed,
@@ -22,6 +22,9 @@ from cleveragents_tui.sandbox.git.repository import (
 from cleveragents_tui.sandbox.git.rollback import RollingWorktree
 from cleveragents_tui.sandbox.git.staging import stage
 from cleveragents_tui.sandbox.safety import check_ref_name, safe_relative_path
+
+
+_BRANCH_TAKEN = "merge or delete it (git branch -D), then apply again"
 
 
 class GitWorktreeSandbox(RollingWorktree):
@@ -88,6 +91,26 @@ class GitWorktreeSandbox(RollingWorktree):
         self._ensure_live()
         return pending_changes(self._git, self._admin_dir, self._workdir, self._names.base)
 
+    def apply_refusal(self) -> SandboxError | None:
+        """Apply's refusal, read only (a dry run): its branch is there already with other
+        content (another commit, or the plan's changes made again since). The user's
+        checkout moving is no refusal: Apply commits onto the base, not onto HEAD."""
+        self._ensure_live()
+        branch = self._names.apply_branch
+        if self._git.call("rev-parse", "--verify", "--quiet", branch).returncode != 0:
+            return None
+        tree = pending_tree(self._git, self._admin_dir, self._workdir)
+        unchanged = self._git.run("rev-parse", f"{self._base}^{{tree}}", fix=FSCK)
+        if tree == unchanged.decode().strip():
+            return None  # nothing to apply: Apply makes no branch
+        if existing_apply(self._git, branch, tree, self._base) is not None:
+            return None  # an Apply that landed it, retried: the same commit
+        return SandboxError(
+            f"{self._git.subject}: the branch {short_ref(branch)} already exists with other "
+            "content",
+            _BRANCH_TAKEN,
+        )
+
     # ----------------------------------------------------------------- apply and discard
 
     def apply(self) -> ApplyResult:
@@ -115,7 +138,7 @@ class GitWorktreeSandbox(RollingWorktree):
             self._update_refs(
                 f"create {branch} {landed}\n",
                 fix=f"the branch {short_ref(branch)} already exists with other content: "
-                "merge or delete it (git branch -D), then apply again",
+                + _BRANCH_TAKEN,
             )
         return ApplyResult(
             summary=f"branch {short_ref(branch)} at {landed[:12]}: {len(changes)} "
