@@ -187,6 +187,11 @@ class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT, TargetT]):
         """Land the working copy's changes in the target in one transaction: raises
         LandConflictError, or the error of :meth:`_refused`, leaving the target as it was."""
 
+    @abstractmethod
+    def _land_refusal(self, state: CopyStateT) -> str | None:
+        """What :meth:`_land` would refuse now (its LandConflictError's words), read only:
+        None when it would land, or when the target cannot be read to tell."""
+
     def _opened(self, state: CopyStateT) -> None:
         """Called with the state at the start of each operation (nothing by default)."""
 
@@ -226,15 +231,28 @@ class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT, TargetT]):
             try:
                 landed = self._land(state)
             except LandConflictError as exc:
-                raise SandboxError(
-                    f"nothing was applied to {self._resource.resource_id}: {exc}",
-                    "correct the plan against the database as it is now, or discard the "
-                    "sandbox and re-run Execute",
-                ) from exc
+                raise self._conflict(str(exc)) from exc
             state.status = "applied"
             self._save(state)
             self._drop_copies(state)
             return self._landed(changes, landed.already, landed.rows)
+
+    def apply_refusal(self) -> SandboxError | None:
+        """Apply's refusal over the target changed where the plan changed it, read only (a
+        dry run); an applied sandbox lands nothing more, so it is never refused."""
+        with self._operation() as state:
+            if state.status == "applied":
+                return None
+            why = self._land_refusal(state)
+        return None if why is None else self._conflict(why)
+
+    def _conflict(self, why: str) -> SandboxError:
+        """Apply's error when the target cannot take the plan's rows (``why``)."""
+        return SandboxError(
+            f"nothing was applied to {self._resource.resource_id}: {why}",
+            "correct the plan against the database as it is now, or discard the "
+            "sandbox and re-run Execute",
+        )
 
     @abstractmethod
     def _drop_copy(self, state: CopyStateT, ref: str) -> None:

@@ -66,6 +66,7 @@ from cleveragents_tui.sandbox.sqlite_land import (
     BUSY_TIMEOUT_S,
     land,
     q,
+    refusal as land_refusal,
     virtual_tables,
 )
 from cleveragents_tui.sandbox.transaction.connection import (
@@ -357,6 +358,10 @@ class SqliteCopySandbox(CopySandbox[_State, Path]):
             return land(self._target, self._root / BASELINE, self._root / WORK)
         except sqlite3.Error as exc:
             raise self._refused("SQLite", str(exc)) from exc
+
+    def _land_refusal(self, state: _State) -> str | None:
+        del state
+        return land_refusal(self._target, self._root / BASELINE, self._root / WORK)
 
     def discard(self) -> None:
         """Remove the copies and the state; the target is untouched. Idempotent."""

@@ -38,6 +38,7 @@ from cleveragents_tui.sandbox.sql_confinement import confine_sqlite
 
 BUSY_TIMEOUT_S = 10.0
 _BASE, _FINAL = "sb_base", "sb_final"
+_CHANGED = "the real database changed where the plan changed it since the sandbox was made"
 
 
 @dataclass
@@ -297,6 +298,37 @@ def _attached(target: Path, baseline: Path, final: Path) -> Iterator[sqlite3.Con
         connection.close()
 
 
+def refusal(target: Path, baseline: Path, final: Path) -> str | None:
+    """Why :func:`land` would raise LandConflictError now, read only (every file opened
+    ``mode=ro``, in one read transaction); None when it would land, or when SQLite cannot
+    read a file now (busy, a crash's journal left): then only the real Apply can tell."""
+    uri = f"{target.resolve().as_uri()}?mode=ro"
+    try:
+        connection = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except sqlite3.Error:
+        return None
+    try:
+        for path, schema in ((baseline, _BASE), (final, _FINAL)):
+            connection.execute(
+                f"ATTACH DATABASE ? AS {schema}", (f"{path.resolve().as_uri()}?mode=ro",)
+            )
+        confine_sqlite(connection)
+        connection.execute("BEGIN")
+        plan = _plan(connection)
+        if plan.empty:
+            return None
+        conflict = _state_of(connection, plan, _BASE)
+        if conflict is None or _state_of(connection, plan, _FINAL) is None:
+            return None
+        return f"{_CHANGED}: {conflict}"
+    except LandConflictError as exc:
+        return str(exc)
+    except sqlite3.Error:
+        return None
+    finally:
+        connection.close()
+
+
 def land(target: Path, baseline: Path, final: Path) -> Landed:
     """Write into ``target`` what differs between ``baseline`` and ``final``, in one
     transaction. Raises :class:`LandConflictError` (target unchanged) on a conflict, and
@@ -313,10 +345,7 @@ def land(target: Path, baseline: Path, final: Path) -> Landed:
                 if _state_of(connection, plan, _FINAL) is None:
                     connection.execute("ROLLBACK")
                     return Landed(0, already=True)
-                raise LandConflictError(
-                    f"the real database changed where the plan changed it since the sandbox "
-                    f"was made: {conflict}"
-                )
+                raise LandConflictError(f"{_CHANGED}: {conflict}")
             written = _write(connection, plan)
             failpoints.hit("sqlite.land", "commit")  # a crash here: nothing landed
             connection.execute("COMMIT")

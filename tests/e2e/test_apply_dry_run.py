@@ -358,3 +358,36 @@ def test_the_dry_run_foresees_an_apply_branch_already_taken(
     assert _refusal_of(agents.preview(plan_id), "/hello-cli") is None
     assert agents("plan", "apply", plan_id).exit_code == 0
     assert _git(repository, "rev-parse", f"{branch}^") == _git(repository, "rev-parse", "HEAD^")
+
+
+def test_the_dry_run_foresees_a_real_database_row_changed(agents: Agents, tmp_path: Path) -> None:
+    """Someone writes, in the real app.db, the row the plan adds (releases/2): the dry run
+    says Apply would refuse app-db, naming the row, without a byte written; the real Apply
+    refuses (exit 3) for the same reason. The row gone again, the dry run is clean and
+    Apply lands the plan's row."""
+    demo = agents.demo()
+    plan_id, database = demo["plan_id"], Path(demo["directory"]) / "app.db"
+    with sqlite3.connect(database) as connection:
+        connection.execute("INSERT INTO releases (id, version) VALUES (2, 'by hand')")
+    connection.close()
+    gc.collect()  # the demo's git sandbox, collected now (see test_the_dry_run_changes_nothing)
+    before = (_store_rows(agents.db), _files(tmp_path))
+
+    text = agents("plan", "apply", plan_id, "--dry-run")
+    assert text.exit_code == 0, text.output
+    assert "      refused   nothing was applied to " in text.stdout
+    assert "since the sandbox was made: row (2,) of table releases changed" in text.stdout
+    assert text.stdout.splitlines()[-1].startswith("Apply would be refused (exit 3)")
+    refusal = _refusal_of(agents.preview(plan_id), "/app-db")
+    assert (_store_rows(agents.db), _files(tmp_path)) == before
+    assert refusal is not None and refusal.endswith("row (2,) of table releases changed")
+    applied = agents("plan", "apply", plan_id)
+    assert applied.exit_code == 3, applied.output  # as the dry run said
+    assert refusal in applied.stderr
+
+    with sqlite3.connect(database) as connection:
+        connection.execute("DELETE FROM releases WHERE id = 2")
+    connection.close()
+    assert _refusal_of(agents.preview(plan_id), "/app-db") is None
+    assert agents("plan", "apply", plan_id).exit_code == 0
+    assert _rows(database)["releases"]["2"][1] != "by hand"

@@ -23,6 +23,8 @@ from tests.sandbox.test_filesystem_copy import (  # noqa: F401
     sandbox,
 )
 from tests.sandbox.test_git_worktree import (  # noqa: F401
+    PLAN,
+    git,
     isolated_git,
     repo,
     resource,
@@ -136,3 +138,33 @@ def test_overlay_refuses_as_apply_then_does(tmp_path: Path) -> None:
     box.apply()
     assert (folder / "added.txt").read_bytes() == b"mine\n"
     assert (folder / "Makefile").read_text() == "not the plan's\n"
+
+
+def test_git_worktree_refuses_a_taken_apply_branch_as_apply_then_does(
+    git_sandbox: GitWorktreeSandbox,  # noqa: F811
+    repo: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The apply branch made by someone else: refused, reading only (the tree Apply would
+    commit is written to a scratch folder). Apply's own branch, retried, is no refusal; its
+    content changed since (the plan went on), it is again."""
+    assert isinstance(git_sandbox, ChecksApply)
+    branch = f"cleveragents/apply/{PLAN}"
+    assert git_sandbox.apply_refusal() is None  # no branch yet
+    git(repo, "branch", branch)
+    assert git_sandbox.apply_refusal() is None  # nothing to apply: Apply makes no branch
+    scribble(git_sandbox.workdir)
+    before = files(tmp_path)
+    refusal = git_sandbox.apply_refusal()
+    assert files(tmp_path) == before
+    assert refusal is not None
+    assert refusal.problem.endswith(f"the branch {branch} already exists with other content")
+    with pytest.raises(SandboxError) as refused:
+        git_sandbox.apply()
+    assert refusal.fix in str(refused.value)
+    git(repo, "branch", "-D", branch)
+    assert git_sandbox.apply_refusal() is None
+    git_sandbox.apply()
+    assert git_sandbox.apply_refusal() is None  # the same commit: a retry lands as it did
+    (git_sandbox.workdir / "later.txt").write_text("later\n")
+    assert git_sandbox.apply_refusal() is not None

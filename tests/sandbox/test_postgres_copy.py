@@ -426,3 +426,41 @@ def test_postgres_copy_reads_a_rollback_cut_short_without_finishing_it(
     assert databases(target) == present
     assert "items/3" in {c.path for c in pending} and "items/4" not in {c.path for c in pending}
     assert pending == sandbox.changes_since_baseline()  # which settles it
+
+
+def test_the_dry_run_foresees_a_conflict_reading_only(
+    sandbox: PostgresCopySandbox, target: str
+) -> None:
+    """``apply_refusal`` (``plan apply --dry-run``) names the conflict Apply then raises,
+    word for word, in a read-only transaction (no row locked, nothing written); a row the
+    plan did not touch is no conflict, nor the target already holding the plan's rows."""
+    sandbox.execute("UPDATE items SET name = 'uno' WHERE id = 1")
+    sandbox.execute("DELETE FROM tags WHERE label = 'b'")
+    assert sandbox.apply_refusal() is None
+    run(target, "UPDATE items SET name = 'zwei' WHERE id = 2")  # not the plan's
+    assert sandbox.apply_refusal() is None
+    run(target, "UPDATE items SET name = 'ein' WHERE id = 1")
+    before = (dump(target), databases(target))
+    refusal = sandbox.apply_refusal()
+    assert (dump(target), databases(target)) == before
+    assert refusal is not None and "row 1 of table items changed" in refusal.problem
+    with pytest.raises(SandboxError) as raised:
+        sandbox.apply()
+    assert str(raised.value) == str(refusal)
+    run(target, "UPDATE items SET name = 'one' WHERE id = 1", "DELETE FROM tags WHERE label = 'b'")
+    refusal = sandbox.apply_refusal()  # the row the plan deletes, gone: a table without a key
+    assert refusal is not None and "rows of table" in refusal.problem
+    run(target, "INSERT INTO tags VALUES ('b', 2)")
+    assert sandbox.apply_refusal() is None
+    sandbox.apply()
+    assert sandbox.apply_refusal() is None
+
+
+def test_the_dry_run_foresees_a_changed_schema(sandbox: PostgresCopySandbox, target: str) -> None:
+    sandbox.execute("UPDATE items SET name = 'uno' WHERE id = 1")
+    run(target, "ALTER TABLE items ALTER COLUMN token DROP DEFAULT")
+    refusal = sandbox.apply_refusal()
+    assert refusal is not None and "changed its schema" in refusal.problem
+    with pytest.raises(SandboxError) as raised:
+        sandbox.apply()
+    assert str(raised.value) == str(refusal)

@@ -219,3 +219,35 @@ def test_a_wal_database_written_meanwhile_is_copied_and_landed_exactly(
     finally:
         reader.close()
     assert dump(target)["rows"] == produced
+
+
+def test_the_dry_run_foresees_a_conflict_reading_only(
+    sandbox: SqliteCopySandbox, target: Path, tmp_path: Path
+) -> None:
+    """``apply_refusal`` (``plan apply --dry-run``) names the conflict Apply then raises,
+    word for word, without a byte written in the target or the sandbox; a row the plan did
+    not touch, or the target already holding the plan's rows, is no conflict."""
+    from tests.sandbox.test_pending_changes import files
+
+    sandbox.execute("UPDATE items SET name = 'uno' WHERE id = 1")
+    assert sandbox.apply_refusal() is None
+    with sqlite3.connect(target) as connection:
+        connection.execute("UPDATE items SET name = 'zwei' WHERE id = 2")  # not the plan's
+    connection.close()
+    assert sandbox.apply_refusal() is None
+    with sqlite3.connect(target) as connection:
+        connection.execute("UPDATE items SET name = 'one!' WHERE id = 1")
+    connection.close()
+    before = files(tmp_path)
+    refusal = sandbox.apply_refusal()
+    assert files(tmp_path) == before
+    assert refusal is not None and refusal.problem.endswith("row (1,) of table items changed")
+    with pytest.raises(SandboxError) as raised:
+        sandbox.apply()
+    assert str(raised.value) == str(refusal)
+    with sqlite3.connect(target) as connection:
+        connection.execute("UPDATE items SET name = 'uno' WHERE id = 1")  # the plan's own
+    connection.close()
+    assert sandbox.apply_refusal() is None
+    sandbox.apply()
+    assert sandbox.apply_refusal() is None  # applied: Apply lands nothing more

@@ -73,12 +73,7 @@ def land(
             if conflict is not None:
                 if differs(target, landing, final=True) is None:
                     raise _AlreadyLanded
-                if shape is not None:
-                    raise LandConflictError(f"the real database changed its schema: {shape}")
-                raise LandConflictError(
-                    "the real database changed where the plan changed it since the sandbox "
-                    f"was made: {conflict}"
-                )
+                raise LandConflictError(_conflict(shape, conflict))
             _run_schema_statements(target, landing)
             written = write_rows(target, landing)
             failpoints.hit("postgres.land", "commit")  # a crash here: nothing landed
@@ -86,6 +81,42 @@ def land(
         return Landed(0, already=True)
     failpoints.hit("postgres.land", "committed")  # here: landed, the sandbox not told
     return Landed(written, already=False)
+
+
+def refusal(
+    target: psycopg.Connection[tuple[object, ...]],
+    base: psycopg.Connection[tuple[object, ...]],
+    final: psycopg.Connection[tuple[object, ...]],
+    statements: Sequence[str] = (),
+) -> str | None:
+    """Why :func:`land` would refuse now, read in a read-only transaction rolled back (no row
+    locked, nothing written): the checks it makes before running the plan's schema
+    statements. None when they pass (the statements themselves are not tried). ``target``
+    must not be in a transaction."""
+    target.autocommit, target.read_only = True, True
+    for connection in (target, base, final):
+        session(connection)
+    try:
+        landing = plan(base, final, statements)
+    except LandConflictError as exc:
+        return str(exc)
+    if landing.empty:
+        return None
+    with target.transaction(force_rollback=True):
+        shape = same_shape(target, landing)
+        conflict = shape or differs(target, landing, final=False, lock=False)
+        if conflict is None or differs(target, landing, final=True, lock=False) is None:
+            return None
+        return _conflict(shape, conflict)
+
+
+def _conflict(shape: str | None, conflict: str) -> str:
+    if shape is not None:
+        return f"the real database changed its schema: {shape}"
+    return (
+        f"the real database changed where the plan changed it since the sandbox was made: "
+        f"{conflict}"
+    )
 
 
 def _run_schema_statements(

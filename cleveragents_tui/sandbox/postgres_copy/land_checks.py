@@ -1,7 +1,8 @@
 """Whether the target still holds what the sandbox started from (or already what it made).
 
 Every row the plan changed must be, in the target, as it was in ``base``; the rows are
-locked while this is checked. A target holding the final values counts as landed.
+locked while this is checked (not by a dry run, which reads in a read-only transaction).
+A target holding the final values counts as landed.
 """
 
 from __future__ import annotations
@@ -24,15 +25,19 @@ from cleveragents_tui.sandbox.postgres_copy.catalog import (
 from cleveragents_tui.sandbox.postgres_copy.land_plan import Plan
 
 
+def _locking(lock: bool) -> sql.Composable:
+    return sql.SQL(" FOR UPDATE" if lock else "")
+
+
 def _target_rows(
-    connection: psycopg.Connection[tuple[object, ...]], table: Table, keys: list[Row]
+    connection: psycopg.Connection[tuple[object, ...]], table: Table, keys: list[Row], lock: bool
 ) -> dict[Row, Row]:
     """The target's rows at ``keys``, locked, in one query (keys compared as text)."""
     names = [column.name for column in table.columns]
     positions = [names.index(column) for column in table.key]
     labels = [sql.Identifier(f"k{i}") for i in range(len(table.key))]
     query = sql.SQL(
-        "SELECT {} FROM {} WHERE ({}) IN (SELECT {} FROM unnest({}) AS k({})) FOR UPDATE"
+        "SELECT {} FROM {} WHERE ({}) IN (SELECT {} FROM unnest({}) AS k({})){}"
     ).format(
         as_text(names),
         ident(table.name),
@@ -40,6 +45,7 @@ def _target_rows(
         sql.SQL(", ").join(labels),
         sql.SQL(", ").join(sql.SQL("%s::text[]") for _ in table.key),
         sql.SQL(", ").join(labels),
+        _locking(lock),
     )
     columns = [[key[i] for key in keys] for i in range(len(table.key))]
     found: dict[Row, Row] = {}
@@ -49,9 +55,11 @@ def _target_rows(
     return found
 
 
-def _target_bag(connection: psycopg.Connection[tuple[object, ...]], table: Table) -> Counter[Row]:
-    query = sql.SQL("SELECT {} FROM {} FOR UPDATE").format(
-        as_text(c.name for c in table.columns), ident(table.name)
+def _target_bag(
+    connection: psycopg.Connection[tuple[object, ...]], table: Table, lock: bool
+) -> Counter[Row]:
+    query = sql.SQL("SELECT {} FROM {}{}").format(
+        as_text(c.name for c in table.columns), ident(table.name), _locking(lock)
     )
     return Counter(
         tuple(None if v is None else str(v) for v in row)
@@ -60,29 +68,35 @@ def _target_bag(connection: psycopg.Connection[tuple[object, ...]], table: Table
 
 
 def _whole(
-    connection: psycopg.Connection[tuple[object, ...]], table: Table
+    connection: psycopg.Connection[tuple[object, ...]], table: Table, lock: bool
 ) -> tuple[dict[Row, Row], Counter[Row]] | None:
     """Every row of ``table`` in the target (locked), as :func:`read_tables` keys them; None
     when the target has no such table or other columns."""
     present = read_tables(connection, {table.name}).get(table.name)
     if present is None or present.columns != table.columns:
         return None
-    connection.execute(sql.SQL("SELECT 1 FROM {} FOR UPDATE").format(ident(table.name)))
+    if lock:
+        connection.execute(sql.SQL("SELECT 1 FROM {} FOR UPDATE").format(ident(table.name)))
     return present.rows, present.bag
 
 
 def differs(
-    connection: psycopg.Connection[tuple[object, ...]], landing: Plan, final: bool
+    connection: psycopg.Connection[tuple[object, ...]],
+    landing: Plan,
+    final: bool,
+    *,
+    lock: bool = True,
 ) -> str | None:
     """None when the target holds the base (or, with ``final``, the final) version of
-    everything the plan changes; else the first thing that differs. Locks those rows."""
+    everything the plan changes; else the first thing that differs. Locks those rows
+    (unless ``lock`` is False: a dry run's read-only transaction)."""
     for change in landing.changes:
         if change.empty:
             continue
         table = change.table
         if change.changed:
             expected = table if final else change.base
-            present = _target_rows(connection, table, change.changed)
+            present = _target_rows(connection, table, change.changed, lock)
             for key in change.changed:
                 if present.get(key) != expected.rows.get(key):
                     shown = key[0] if len(key) == 1 else key
@@ -90,10 +104,10 @@ def differs(
             continue
         # Without a key, what is checked is that the rows to delete (or, landed, the rows
         # added) are there.
-        if (change.added if final else change.removed) - _target_bag(connection, table):
+        if (change.added if final else change.removed) - _target_bag(connection, table, lock):
             return f"rows of table {table.label} (it has no primary key) changed"
     for table in (landing.rebuilt if final else landing.replaced).values():
-        if _whole(connection, table) != (table.rows, table.bag):
+        if _whole(connection, table, lock) != (table.rows, table.bag):
             return f"rows of table {table.label} changed"
     if final and landing.schema and schema_of(connection) != landing.schema:
         return "its schema is not the plan's"

@@ -176,26 +176,57 @@ class PostgresCopySandbox(CopyDatabases):
         with self._operation() as state:
             if state.status == "applied":
                 raise self._applied()
-            present = self._name(state, "work")
-            if state.replacing:
-                following = self._name(state, "next")
-                with self._admin() as admin:
-                    found = self._existing(admin, [present, following])
-                if present not in found and following in found:
-                    present = following
             return compare(
-                self._rows(self._name(state, "base"), "creation"), self._rows(present, "present")
+                self._rows(self._name(state, "base"), "creation"),
+                self._rows(self._present(state), "present"),
             )
 
-    def _land(self, state: State) -> Landed:
-        """The rows the plan produced, after its schema statements (:mod:`.land`)."""
+    def _present(self, state: State) -> str:
+        """The database holding the present rows, read only: ``next`` when a rollback a crash
+        interrupted replaced ``work`` with it but did not rename it."""
+        present = self._name(state, "work")
+        if state.replacing:
+            following = self._name(state, "next")
+            with self._admin() as admin:
+                found = self._existing(admin, [present, following])
+            if present not in found and following in found:
+                present = following
+        return present
+
+    def _logged_refusal(self, state: State) -> str | None:
         for statement in state.schema_log:  # checked when run; the state file is only a file
             why = refusal(statement)
             if why is not None:
-                raise LandConflictError(
+                return (
                     f"its logged schema statement {' '.join(statement.split())[:80]!r} is "
                     f"refused: {why}"
                 )
+        return None
+
+    def _land_refusal(self, state: State) -> str | None:
+        """What :meth:`_land` would refuse, read only: a logged statement, or the target
+        changed where the plan changed it (:func:`.land.refusal`)."""
+        logged = self._logged_refusal(state)
+        if logged is not None:
+            return logged
+        url = self._target
+        try:
+            with (
+                psycopg.connect(conninfo(url, self._name(state, "base"))) as base,
+                psycopg.connect(conninfo(url, self._present(state))) as final,
+                psycopg.connect(conninfo(url, str(url.database))) as target,
+            ):
+                for connection in (base, final):
+                    connection.read_only = True
+                return land.refusal(target, base, final, state.schema_log)
+        except psycopg.Error:
+            return None  # the server cannot be read now: only the real Apply can tell
+
+    def _land(self, state: State) -> Landed:
+        """The rows the plan produced, after its schema statements (:mod:`.land`)."""
+        logged = self._logged_refusal(state)
+        if logged is not None:
+            raise LandConflictError(logged)
         url = self._target
         try:
             with (
