@@ -243,8 +243,12 @@ def test_a_postgres_apply_that_conflicts_fails_in_one_line_and_lands_nothing(
     started = cli("plan", "use", str(action), "--automation-profile", "auto")
     assert started.returncode == 0, started.stderr
     plan_id = heading_plan_id(started.stdout)
+    assert _dry_run_refusal(cli, plan_id) is None
     _query(target, "INSERT INTO releases (id, version) VALUES (2, 'hotfix')")
-    before = _rows(target)
+    before = _rows(target), _rows(_sandbox_work_database(target)), _sandbox_databases(target)
+    foreseen = _dry_run_refusal(cli, plan_id)  # read only: nothing locked, nothing written
+    assert (_rows(target), _rows(_sandbox_work_database(target))) == before[:2]
+    assert _sandbox_databases(target) == before[2]
 
     applied = cli("plan", "apply", plan_id)
 
@@ -252,4 +256,15 @@ def test_a_postgres_apply_that_conflicts_fails_in_one_line_and_lands_nothing(
     lines = applied.stderr.strip().splitlines()
     assert len(lines) == 1 and "nothing was applied to rel/app-db" in lines[0], lines
     assert "row 1 of table audit changed" in lines[0], lines[0]  # tables in name order
-    assert _rows(target) == before
+    assert foreseen is not None and foreseen in lines[0]  # as the dry run said
+    assert _rows(target) == before[0]
+
+
+def _dry_run_refusal(cli: Cli, plan_id: str) -> str | None:
+    """What ``plan apply --dry-run`` says of rel/app-db: why Apply would refuse it, or None."""
+    shown = cli("plan", "apply", plan_id, "--dry-run", "--format=json")
+    assert shown.returncode == 0, shown.stderr
+    [resource] = [r for p in json.loads(shown.stdout)["plans"] for r in p["resources"]]
+    assert resource["resource_id"] == "rel/app-db" and resource["changes"]
+    refusal: str | None = resource["refusal"]
+    return refusal
