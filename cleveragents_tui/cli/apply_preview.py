@@ -29,14 +29,30 @@ def show_preview(cli: CliContext, plan_ref: str, *, as_json: bool) -> None:
     echo("Apply would land (a dry run: nothing was changed):")
     for shown in preview.plans:
         _plan_lines(shown, child=shown.plan_id != preview.plan.plan_id)
-    if preview.refused:
-        echo(
-            "Apply would be refused (exit 3) where a real resource changed: reconcile it, "
-            f"or correct the plan; then: {preview.command}"
+    echo(verdict_line(preview))
+
+
+_REFUSED = "put the real resource right (see `refused` above), or correct the plan"
+
+
+def verdict_line(preview: ApplyPreview) -> str:
+    """The last line: what `plan apply` would do now (``preview.verdict``), and the command."""
+    command = preview.command
+    if preview.verdict == "reverts":
+        return (
+            "Apply would not land it: a person approved reverting its refused Apply, so "
+            f"`{command}` reverts the plan to Strategize to re-plan"
         )
-        return
-    how = "land it" if preview.note is None else "land it, once it can"
-    echo(f"{how}: {preview.command}")
+    if preview.first is not None:
+        then = (
+            f"then Apply would be refused (exit 3) as things are now: {_REFUSED}"
+            if preview.refused
+            else f"then land it: {command}"
+        )
+        return f"first: {preview.first} (until then `plan apply` refuses, exit 2); {then}"
+    if preview.refused:
+        return f"Apply would be refused (exit 3): {_REFUSED}; then: {command}"
+    return f"land it: {command}"
 
 
 def _plan_lines(shown: PlanPreview, *, child: bool) -> None:
@@ -97,4 +113,6 @@ def document(preview: ApplyPreview) -> dict[str, Any]:
             for shown in preview.plans
         ],
         command=preview.command,
+        verdict=preview.verdict,
+        first=preview.first,
     ).dump()

@@ -89,6 +89,9 @@ class PlanResultDocument(Document):
     reverted_by: str | None
 
 
+ApplyVerdict = Literal["lands", "refused", "waits", "reverts"]  # what `plan apply` would do
+
+
 class ApplyPreviewDocument(Document):
     """``agents plan apply --dry-run``: engine/read/apply_preview.py's ``ApplyPreview``."""
 
@@ -100,6 +103,8 @@ class ApplyPreviewDocument(Document):
     note: str | None
     plans: list[Any]
     command: str
+    verdict: ApplyVerdict
+    first: str | None
 
 
 class DemoDocument(Document):

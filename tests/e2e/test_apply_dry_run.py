@@ -206,8 +206,16 @@ def test_a_plan_still_in_execute_lists_its_changes_so_far(agents: Agents) -> Non
     assert (preview["phase"], preview["at_apply_gate"]) == ("execute", False)
     assert "waits for an answer before its Apply gate" in preview["note"]
     assert _by_resource(preview)["docs"] == {"guide.md": "modified"}
+    [question] = [a for a in pending if a["plan_id"] == plan_id and a["kind"] == "escalation"]
+    assert (preview["verdict"], preview["first"]) == (
+        "waits",
+        f"agents approval approve {question['approval_id']}",
+    )
     text = agents("plan", "apply", plan_id, "--dry-run")
-    assert text.stdout.splitlines()[-1] == f"land it, once it can: agents plan apply {plan_id}"
+    assert text.stdout.splitlines()[-1] == (
+        f"first: agents approval approve {question['approval_id']} (until then `plan apply` "
+        f"refuses, exit 2); then land it: agents plan apply {plan_id}"
+    )
     assert agents("plan", "apply", plan_id).exit_code == 2  # as the note said
 
 
@@ -239,6 +247,7 @@ def test_the_document_keeps_its_fields_and_order(agents: Agents) -> None:
     preview = agents.preview(agents.demo()["plan_id"])
     assert list(preview) == [
         "format", "plan_id", "phase", "state", "at_apply_gate", "note", "plans", "command",
+        "verdict", "first",
     ]  # fmt: skip
     assert preview["format"] == "cleveragents.apply-preview/1"
     for plan in preview["plans"]:
@@ -287,7 +296,12 @@ def test_the_dry_run_says_when_apply_would_be_refused(agents: Agents) -> None:
     assert agents("plan", "apply", plan_id).exit_code == 3  # as the dry run said
 
     guide.write_bytes(original)
-    assert _docs_refusal(agents.preview(plan_id)) is None
+    preview = agents.preview(plan_id)  # Apply · constrained: a retry lands at once
+    assert _docs_refusal(preview) is None
+    assert "its Apply was stopped (constrained)" in preview["note"]
+    assert (preview["verdict"], preview["first"]) == ("lands", None)
+    text = agents("plan", "apply", plan_id, "--dry-run")
+    assert text.stdout.splitlines()[-1] == f"land it: agents plan apply {plan_id}"
     assert agents("plan", "apply", plan_id).exit_code == 0
 
 
@@ -391,3 +405,47 @@ def test_the_dry_run_foresees_a_real_database_row_changed(agents: Agents, tmp_pa
     assert _refusal_of(agents.preview(plan_id), "/app-db") is None
     assert agents("plan", "apply", plan_id).exit_code == 0
     assert _rows(database)["releases"]["2"][1] != "by hand"
+
+
+def test_a_revert_approved_after_a_refused_apply_is_foreseen(
+    agents: Agents, tmp_path: Path
+) -> None:
+    """Apply refused (a real file changed), and a person approves the question it asked —
+    revert to Strategize: `plan apply` then reverts the plan instead of landing it, and the
+    dry run says so (without answering or changing anything)."""
+    demo = agents.demo()
+    plan_id, guide = demo["plan_id"], Path(demo["directory"]) / "docs" / "guide.md"
+    guide.write_text("edited by hand while the plan waited\n")
+    assert agents("plan", "apply", plan_id).exit_code == 3
+    pending = json.loads(agents("approval", "list", "--format=json").stdout)["approvals"]
+    [question] = [a for a in pending if a["kind"] == "escalation"]
+    assert agents("approval", "approve", question["approval_id"]).exit_code == 0
+    gc.collect()  # the demo's git sandbox, collected now (see test_the_dry_run_changes_nothing)
+    before = (_store_rows(agents.db), _files(tmp_path))
+
+    preview = agents.preview(plan_id)
+    text = agents("plan", "apply", plan_id, "--dry-run")
+    assert (_store_rows(agents.db), _files(tmp_path)) == before
+    assert (preview["verdict"], preview["first"]) == ("reverts", None)
+    assert text.stdout.splitlines()[-1].startswith("Apply would not land it: a person approved")
+
+    applied = agents("plan", "apply", plan_id, "--format=json")  # as the dry run said
+    assert applied.exit_code == 0, applied.output
+    result = json.loads(applied.stdout)
+    assert result["reverted_by"] is not None and result["landed"] == []
+    assert result["plan"]["attempt"] == 2 and result["plan"]["state"] != "applied"
+
+
+def test_a_paused_plan_is_resumed_first(agents: Agents) -> None:
+    """Paused at its Apply gate: `plan apply` refuses (exit 2) until it is resumed, and the
+    dry run's last line says so, with the command."""
+    plan_id = agents.demo()["plan_id"]
+    assert agents("plan", "pause", plan_id).exit_code == 0
+    preview = agents.preview(plan_id)
+    assert (preview["verdict"], preview["first"]) == ("waits", f"agents plan resume {plan_id}")
+    text = agents("plan", "apply", plan_id, "--dry-run")
+    assert text.stdout.splitlines()[-1] == (
+        f"first: agents plan resume {plan_id} (until then `plan apply` refuses, exit 2); "
+        f"then land it: agents plan apply {plan_id}"
+    )
+    _one_line_refusal(agents("plan", "apply", plan_id), "is paused")  # as the dry run said

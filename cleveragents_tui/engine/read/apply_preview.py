@@ -15,11 +15,14 @@ from typing import TYPE_CHECKING
 
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.apply_journal import ApplyStepState
+from cleveragents_tui.domain.approval import Approval
+from cleveragents_tui.domain.documents import ApplyVerdict
 from cleveragents_tui.domain.enums import Phase, PlanState, SandboxStrategyName
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes, sandbox_root
+from cleveragents_tui.engine.run import run_lease
 from cleveragents_tui.engine.run.errors import PlanStateError
 from cleveragents_tui.engine.run.lifecycle import refuse_finished
 from cleveragents_tui.sandbox.base import Change, ChecksApply, PreviewsApply
@@ -51,11 +54,31 @@ class PlanPreview:
 
 
 @dataclass(frozen=True, slots=True)
+class NotNow:
+    """Why ``plan apply`` would not land the plan at once, and what to do first (a command,
+    or what to wait for), or None when it runs at once (``note`` then only explains)."""
+
+    note: str
+    first: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class ApplyPreview:
     plan: Plan  # as read for the preview (its heading is printed from it)
     at_apply_gate: bool
-    note: str | None  # why `plan apply` would not land it now, else None
+    not_now: NotNow | None  # why `plan apply` would not land it now, else None
     plans: tuple[PlanPreview, ...]  # in the order Apply lands them
+    reverts: bool = False  # a person approved reverting its refused Apply: no landing
+
+    @property
+    def note(self) -> str | None:
+        return None if self.not_now is None else self.not_now.note
+
+    @property
+    def first(self) -> str | None:
+        """What to do before `plan apply` can run (it refuses with exit 2 until then): a
+        command, or what to wait for."""
+        return None if self.not_now is None else self.not_now.first
 
     @property
     def command(self) -> str:
@@ -66,10 +89,23 @@ class ApplyPreview:
         """Whether Apply would be refused now (exit 3): a real resource changed under it."""
         return any(r.refusal is not None for shown in self.plans for r in shown.resources)
 
+    @property
+    def verdict(self) -> ApplyVerdict:
+        """What `plan apply` would do now: ``reverts`` (to Strategize, landing nothing),
+        ``waits`` (refused, exit 2, until :attr:`first` is done), ``refused`` (Apply runs and
+        refuses, exit 3) or ``lands``."""
+        if self.reverts:
+            return "reverts"
+        if self.first is not None:
+            return "waits"
+        return "refused" if self.refused else "lands"
+
 
 def preview_apply(store: Store, plan_ref: str, sandbox_base: Path | None = None) -> ApplyPreview:
     """What ``agents plan apply`` would land now. Refused (PlanStateError) for a plan that is
     applied or cancelled, or still in Strategize (it has no sandboxes yet)."""
+    from cleveragents_tui.engine.run.constrained_apply import revert_approved
+
     with store.unit_of_work() as uow:
         plan_id = uow.plans.resolve(plan_ref)
     refuse_finished(store, plan_id)
@@ -86,19 +122,41 @@ def preview_apply(store: Store, plan_ref: str, sandbox_base: Path | None = None)
             if pending
             else f"run it until it waits at the Apply gate: agents plan run {plan_id}",
         )
-    gate = any(a.kind.value == "apply_gate" for a in pending)
-    at_gate = plan.phase is Phase.EXECUTE and (gate or plan.state is PlanState.COMPLETED)
     plans = tuple(
         _plan_preview(store, child, host, resources, sandbox_base) for child, host in order
     )
+    at_gate = _at_gate(store, plan)
+    if run_lease.is_held(sandbox_base, plan_id, store):  # `plan apply` asks this first
+        not_now: NotNow | None = NotNow(
+            "another runner is advancing the plan now (a `plan run`, `plan apply` or a "
+            "correction): `plan apply` refuses while it runs",
+            "wait for it to finish",
+        )
+    else:
+        questions = [a for a in pending if a.kind.value != "apply_gate"]
+        not_now = _why_not_now(plan, at_gate, questions)
     return ApplyPreview(
         plan=plan,
         at_apply_gate=at_gate,
-        note=_why_not_now(
-            plan, at_gate, [a.question for a in pending if a.kind.value != "apply_gate"]
-        ),
+        not_now=not_now,
         plans=plans,
+        reverts=revert_approved(store, plan),
     )
+
+
+def _at_gate(store: Store, plan: Plan) -> bool:
+    """As run/apply.py decides it: Execute completed, or its Apply gate asked in this
+    attempt (answered or not) while it waits or runs."""
+    if plan.phase is not Phase.EXECUTE:
+        return False
+    if plan.state is PlanState.COMPLETED:
+        return True
+    if plan.state not in (PlanState.AWAITING_APPROVAL, PlanState.RUNNING):
+        return False
+    with store.unit_of_work() as uow:
+        everything = uow.approvals.every(plan.plan_id)
+    key = f"apply@{plan.attempt}"  # PlanGates.scoped("apply"), as run/apply.py asks it
+    return any(a.kind.value == "apply_gate" and a.details.get("key") == key for a in everything)
 
 
 def _landing_order(uow: UnitOfWork, plan_id: str) -> list[tuple[Plan, str]]:
@@ -113,22 +171,41 @@ def _landing_order(uow: UnitOfWork, plan_id: str) -> list[tuple[Plan, str]]:
     return out
 
 
-def _why_not_now(plan: Plan, at_gate: bool, questions: list[str]) -> str | None:
+def _why_not_now(plan: Plan, at_gate: bool, questions: list[Approval]) -> NotNow | None:
+    """As `plan apply` decides (engine/run/lifecycle.py ``apply_plan``, run/apply.py)."""
+    plan_id = plan.plan_id
     if plan.state is PlanState.PAUSED:
-        return f"the plan is paused: resume it first (agents plan resume {plan.plan_id})"
+        return NotNow(
+            f"the plan is paused: resume it first (agents plan resume {plan_id})",
+            f"agents plan resume {plan_id}",
+        )
     if questions and plan.phase is Phase.EXECUTE:
-        return f"the plan waits for an answer before its Apply gate: {questions[0]}"
-    if plan.phase is Phase.APPLY:
-        return (
+        return NotNow(
+            f"the plan waits for an answer before its Apply gate: {questions[0].question}",
+            f"agents approval approve {questions[0].approval_id}",
+        )
+    if plan.phase is Phase.APPLY and plan.state in _RETRIED:
+        return NotNow(
             f"its Apply was stopped ({plan.state.value}): applying again lands what is "
-            "listed, skipping what landed already"
+            "listed, skipping what landed already",
+            None,
+        )
+    if plan.phase is Phase.APPLY:  # stopped for a question while Apply was retried
+        return NotNow(
+            f"its Apply stopped ({plan.state.value}): `plan apply` refuses until the plan "
+            "runs on",
+            f"agents plan run {plan_id}",
         )
     if not at_gate:
-        return (
+        return NotNow(
             f"Execute has not finished ({plan.state.value}): these are its changes so far; "
-            "`plan apply` refuses until the plan waits at its Apply gate"
+            "`plan apply` refuses until the plan waits at its Apply gate",
+            f"agents plan run {plan_id}",
         )
     return None
+
+
+_RETRIED = (PlanState.CONSTRAINED, PlanState.ERRORED, PlanState.RUNNING)  # run/apply.py
 
 
 def _plan_preview(

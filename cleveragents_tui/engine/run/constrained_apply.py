@@ -29,7 +29,7 @@ from cleveragents_tui.automation.escalation import EscalationContext
 from cleveragents_tui.domain.apply_journal import ApplyStepState
 from cleveragents_tui.domain.approval import Approval, ApprovalAnswer, ApprovalKind
 from cleveragents_tui.domain.correction import CorrectionAttempt
-from cleveragents_tui.domain.enums import DecisionType, Phase
+from cleveragents_tui.domain.enums import DecisionType, Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationFlag
 from cleveragents_tui.engine.run import reversion
@@ -157,11 +157,34 @@ def _landed_some(runner: PlanRunner) -> bool:
         )
 
 
+def revert_approved(store: Store, plan: Plan) -> bool:
+    """Whether ``plan apply`` would revert ``plan`` to Strategize instead of landing it: its
+    Apply was refused in this attempt and a person approved the question (:func:`answered`),
+    read only (``plan apply --dry-run``)."""
+    if plan.phase is not Phase.APPLY or plan.state is not PlanState.CONSTRAINED:
+        return False
+    with store.unit_of_work() as uow:
+        everything = uow.approvals.every(plan.plan_id)
+    scoped = f"{KEY}@{plan.attempt}"  # as PlanGates.scoped keys it
+    answers = [
+        a for a in everything if a.kind is ApprovalKind.ESCALATION and a.details.get("key") == scoped
+    ]
+    return (
+        bool(answers)
+        and answers[-1].answer is ApprovalAnswer.APPROVED
+        and first_strategy_decision(store, plan.plan_id) is not None
+    )
+
+
 def _first_strategy_decision(runner: PlanRunner) -> str | None:
+    return first_strategy_decision(runner.store, runner.plan_id)
+
+
+def first_strategy_decision(store: Store, plan_id: str) -> str | None:
     """The plan's first current Strategize decision below its prompt: reverting it rolls
     back all Execute work and re-runs Strategize from there."""
-    with runner.store.unit_of_work() as uow:
-        decisions = uow.decisions.for_plan(runner.plan_id, include_superseded=False)
+    with store.unit_of_work() as uow:
+        decisions = uow.decisions.for_plan(plan_id, include_superseded=False)
     candidates = [
         d
         for d in decisions
