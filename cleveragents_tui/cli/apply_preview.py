@@ -16,16 +16,20 @@ if TYPE_CHECKING:  # imported when the command runs, not when the CLI starts
     )
 
 
-def show_preview(cli: CliContext, plan_ref: str, *, as_json: bool) -> None:
+def show_preview(cli: CliContext, plan_ref: str, *, as_json: bool, by: str) -> None:
+    """``by``: who the real command would approve the Apply gate as (``--as NAME``)."""
+    from cleveragents_tui.domain.display import printable
     from cleveragents_tui.engine.read.apply_preview import preview_apply
 
-    preview = preview_apply(cli.store, plan_ref)
+    preview = preview_apply(cli.store, plan_ref, by=by)
     if as_json:
         echo_json(document(preview))
         return
     echo(plan_heading(preview.plan))
     if preview.note is not None:
         echo(f"  note: {preview.note}")
+    if preview.approved_by is not None:
+        echo(f"  the Apply gate would be approved by {printable(preview.approved_by, one_line=True)}")
     echo("Apply would land (a dry run: nothing was changed):")
     for shown in preview.plans:
         _plan_lines(shown, child=shown.plan_id != preview.plan.plan_id)
@@ -115,4 +119,5 @@ def document(preview: ApplyPreview) -> dict[str, Any]:
         command=preview.command,
         verdict=preview.verdict,
         first=preview.first,
+        approved_by=preview.approved_by,
     ).dump()

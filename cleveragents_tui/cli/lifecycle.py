@@ -170,12 +170,13 @@ def apply(
 
     With --dry-run it answers nothing and lands nothing: it lists, per resource of the plan
     and of the child plans its Apply lands, each change Apply would make (path and kind; a
-    database's `table/key` rows) — review it before the gate."""
+    database's `table/key` rows), whether Apply would be refused, and who would approve the
+    gate (--as NAME, as without --dry-run) — review it before the gate."""
     as_json = cli.wants_json(local_format)
     if dry_run:
         from cleveragents_tui.cli.apply_preview import show_preview
 
-        show_preview(cli, plan_ref, as_json=as_json)
+        show_preview(cli, plan_ref, as_json=as_json, by=who or getpass.getuser())
         return
     from cleveragents_tui.engine import apply_plan
 

@@ -105,6 +105,7 @@ class ApplyPreviewDocument(Document):
     command: str
     verdict: ApplyVerdict
     first: str | None
+    approved_by: str | None
 
 
 class DemoDocument(Document):

@@ -5,6 +5,7 @@ checked against the real branch, files and rows afterwards, and it changes nothi
 from __future__ import annotations
 
 import gc
+import getpass
 import hashlib
 import json
 import sqlite3
@@ -247,7 +248,7 @@ def test_the_document_keeps_its_fields_and_order(agents: Agents) -> None:
     preview = agents.preview(agents.demo()["plan_id"])
     assert list(preview) == [
         "format", "plan_id", "phase", "state", "at_apply_gate", "note", "plans", "command",
-        "verdict", "first",
+        "verdict", "first", "approved_by",
     ]  # fmt: skip
     assert preview["format"] == "cleveragents.apply-preview/1"
     for plan in preview["plans"]:
@@ -449,3 +450,53 @@ def test_a_paused_plan_is_resumed_first(agents: Agents) -> None:
         f"then land it: agents plan apply {plan_id}"
     )
     _one_line_refusal(agents("plan", "apply", plan_id), "is paused")  # as the dry run said
+
+
+def _gate_answers(database: Path) -> list[tuple[str, str]]:
+    """(answer, by) of every answered Apply gate, oldest first."""
+    connection = sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)
+    try:
+        found = connection.execute(
+            "SELECT answer, answered_by FROM approvals WHERE kind = 'apply_gate' "
+            "AND answer IS NOT NULL ORDER BY answered_at"
+        ).fetchall()
+    finally:
+        connection.close()
+    return [(str(answer), str(by)) for answer, by in found]
+
+
+def test_as_names_who_the_dry_run_says_approves_and_the_apply_then_does(
+    agents: Agents, tmp_path: Path
+) -> None:
+    """`--as NAME` with --dry-run: the preview says the gate would be approved by NAME
+    (you, without it), answers nothing; the real `plan apply --as NAME` then does."""
+    plan_id = agents.demo()["plan_id"]
+    gc.collect()  # the demo's git sandbox, collected now (see test_the_dry_run_changes_nothing)
+    before = (_store_rows(agents.db), _files(tmp_path))
+    text = agents("plan", "apply", plan_id, "--dry-run", "--as", "alice")
+    assert text.exit_code == 0, text.output
+    assert "  the Apply gate would be approved by alice\n" in text.stdout
+    shown = agents("plan", "apply", plan_id, "--dry-run", "--as", "alice", "--format=json")
+    assert json.loads(shown.stdout)["approved_by"] == "alice"
+    assert agents.preview(plan_id)["approved_by"] == getpass.getuser()
+    assert (_store_rows(agents.db), _files(tmp_path)) == before
+    assert agents("plan", "apply", plan_id, "--as", "alice").exit_code == 0
+    assert _gate_answers(agents.db) == [("approved", "alice")]
+
+
+def test_a_denied_apply_gate_is_approved_after_all(agents: Agents) -> None:
+    """A person denied the Apply gate (the plan paused there): `plan apply` approves it after
+    all and lands, so the dry run says `land it`, not `resume it first`."""
+    plan_id = agents.demo()["plan_id"]
+    pending = json.loads(agents("approval", "list", "--format=json").stdout)["approvals"]
+    [gate] = [a for a in pending if a["kind"] == "apply_gate"]
+    denied = agents("approval", "deny", gate["approval_id"], "--reason", "not today")
+    assert denied.exit_code == 0, denied.output
+    preview = agents.preview(plan_id)
+    assert preview["state"] == "paused" and "Apply gate was denied" in preview["note"]
+    assert (preview["verdict"], preview["first"]) == ("lands", None)
+    text = agents("plan", "apply", plan_id, "--dry-run", "--as", "bob")
+    assert "  the Apply gate would be approved by bob\n" in text.stdout
+    assert text.stdout.splitlines()[-1] == f"land it: agents plan apply {plan_id}"
+    assert agents("plan", "apply", plan_id, "--as", "bob").exit_code == 0  # as it said
+    assert _gate_answers(agents.db)[-1] == ("approved", "bob")

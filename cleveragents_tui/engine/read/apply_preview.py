@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.apply_journal import ApplyStepState
-from cleveragents_tui.domain.approval import Approval
+from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.documents import ApplyVerdict
 from cleveragents_tui.domain.enums import Phase, PlanState, SandboxStrategyName
 from cleveragents_tui.domain.errors import UserError
@@ -69,6 +69,7 @@ class ApplyPreview:
     not_now: NotNow | None  # why `plan apply` would not land it now, else None
     plans: tuple[PlanPreview, ...]  # in the order Apply lands them
     reverts: bool = False  # a person approved reverting its refused Apply: no landing
+    gate_by: str | None = None  # who `plan apply` answers the open (or denied) Apply gate as
 
     @property
     def note(self) -> str | None:
@@ -90,6 +91,12 @@ class ApplyPreview:
         return any(r.refusal is not None for shown in self.plans for r in shown.resources)
 
     @property
+    def approved_by(self) -> str | None:
+        """Who would approve the Apply gate now (``plan apply --as NAME``): None when it
+        answers none (answered already, or it refuses before answering)."""
+        return self.gate_by if self.verdict in ("lands", "refused") else None
+
+    @property
     def verdict(self) -> ApplyVerdict:
         """What `plan apply` would do now: ``reverts`` (to Strategize, landing nothing),
         ``waits`` (refused, exit 2, until :attr:`first` is done), ``refused`` (Apply runs and
@@ -101,10 +108,14 @@ class ApplyPreview:
         return "refused" if self.refused else "lands"
 
 
-def preview_apply(store: Store, plan_ref: str, sandbox_base: Path | None = None) -> ApplyPreview:
-    """What ``agents plan apply`` would land now. Refused (PlanStateError) for a plan that is
-    applied or cancelled, or still in Strategize (it has no sandboxes yet)."""
+def preview_apply(
+    store: Store, plan_ref: str, sandbox_base: Path | None = None, *, by: str | None = None
+) -> ApplyPreview:
+    """What ``agents plan apply`` (approving as ``by``) would land now. Refused
+    (PlanStateError) for a plan that is applied or cancelled, or still in Strategize (it
+    has no sandboxes yet)."""
     from cleveragents_tui.engine.run.constrained_apply import revert_approved
+    from cleveragents_tui.engine.run.denial import latest_denial
 
     with store.unit_of_work() as uow:
         plan_id = uow.plans.resolve(plan_ref)
@@ -125,22 +136,36 @@ def preview_apply(store: Store, plan_ref: str, sandbox_base: Path | None = None)
     plans = tuple(
         _plan_preview(store, child, host, resources, sandbox_base) for child, host in order
     )
-    at_gate = _at_gate(store, plan)
+    denied = latest_denial(store, plan_id)
+    gate_denied = denied is not None and denied.kind is ApprovalKind.APPLY_GATE
+    # A plan paused at its denied Apply gate: `plan apply` approves it after all, and the
+    # plan waits at the gate again (engine/run/denial.py) before Apply runs.
+    seen = plan.model_copy(update={"state": PlanState.AWAITING_APPROVAL}) if gate_denied else plan
+    at_gate = _at_gate(store, seen)
+    not_now: NotNow | None = None
     if run_lease.is_held(sandbox_base, plan_id, store):  # `plan apply` asks this first
-        not_now: NotNow | None = NotNow(
+        not_now = NotNow(
             "another runner is advancing the plan now (a `plan run`, `plan apply` or a "
             "correction): `plan apply` refuses while it runs",
             "wait for it to finish",
         )
+    elif gate_denied:
+        not_now = NotNow(
+            "its Apply gate was denied, which paused it: `plan apply` approves the gate "
+            "after all and lands it",
+            None,
+        )
     else:
-        questions = [a for a in pending if a.kind.value != "apply_gate"]
+        questions = [a for a in pending if a.kind is not ApprovalKind.APPLY_GATE]
         not_now = _why_not_now(plan, at_gate, questions)
+    gate_open = gate_denied or any(a.kind is ApprovalKind.APPLY_GATE for a in pending)
     return ApplyPreview(
         plan=plan,
         at_apply_gate=at_gate,
         not_now=not_now,
         plans=plans,
         reverts=revert_approved(store, plan),
+        gate_by=by if gate_open else None,
     )
 
 
@@ -156,7 +181,7 @@ def _at_gate(store: Store, plan: Plan) -> bool:
     with store.unit_of_work() as uow:
         everything = uow.approvals.every(plan.plan_id)
     key = f"apply@{plan.attempt}"  # PlanGates.scoped("apply"), as run/apply.py asks it
-    return any(a.kind.value == "apply_gate" and a.details.get("key") == key for a in everything)
+    return any(a.kind is ApprovalKind.APPLY_GATE and a.details.get("key") == key for a in everything)
 
 
 def _landing_order(uow: UnitOfWork, plan_id: str) -> list[tuple[Plan, str]]:
