@@ -29,7 +29,9 @@ def show_preview(cli: CliContext, plan_ref: str, *, as_json: bool, by: str) -> N
     if preview.note is not None:
         echo(f"  note: {preview.note}")
     if preview.approved_by is not None:
-        echo(f"  the Apply gate would be approved by {printable(preview.approved_by, one_line=True)}")
+        echo(
+            f"  the Apply gate would be approved by {printable(preview.approved_by, one_line=True)}"
+        )
     echo("Apply would land (a dry run: nothing was changed):")
     for shown in preview.plans:
         _plan_lines(shown, child=shown.plan_id != preview.plan.plan_id)

@@ -66,8 +66,10 @@ from cleveragents_tui.sandbox.sqlite_land import (
     BUSY_TIMEOUT_S,
     land,
     q,
-    refusal as land_refusal,
     virtual_tables,
+)
+from cleveragents_tui.sandbox.sqlite_land import (
+    refusal as land_refusal,
 )
 from cleveragents_tui.sandbox.transaction.connection import (
     TRANSACTION_CONTROL,

@@ -341,9 +341,7 @@ def _git(repository: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def test_the_dry_run_foresees_an_apply_branch_already_taken(
-    agents: Agents, tmp_path: Path
-) -> None:
+def test_the_dry_run_foresees_an_apply_branch_already_taken(agents: Agents, tmp_path: Path) -> None:
     """Someone made the branch Apply would create (`cleveragents/apply/PLAN`) with other
     content: the dry run says Apply would refuse hello-cli, and the real Apply refuses
     (exit 3) with the same reason. The branch deleted, the dry run is clean and Apply lands.

@@ -181,7 +181,9 @@ def _at_gate(store: Store, plan: Plan) -> bool:
     with store.unit_of_work() as uow:
         everything = uow.approvals.every(plan.plan_id)
     key = f"apply@{plan.attempt}"  # PlanGates.scoped("apply"), as run/apply.py asks it
-    return any(a.kind is ApprovalKind.APPLY_GATE and a.details.get("key") == key for a in everything)
+    return any(
+        a.kind is ApprovalKind.APPLY_GATE and a.details.get("key") == key for a in everything
+    )
 
 
 def _landing_order(uow: UnitOfWork, plan_id: str) -> list[tuple[Plan, str]]:
@@ -217,8 +219,7 @@ def _why_not_now(plan: Plan, at_gate: bool, questions: list[Approval]) -> NotNow
         )
     if plan.phase is Phase.APPLY:  # stopped for a question while Apply was retried
         return NotNow(
-            f"its Apply stopped ({plan.state.value}): `plan apply` refuses until the plan "
-            "runs on",
+            f"its Apply stopped ({plan.state.value}): `plan apply` refuses until the plan runs on",
             f"agents plan run {plan_id}",
         )
     if not at_gate:

@@ -167,7 +167,9 @@ def revert_approved(store: Store, plan: Plan) -> bool:
         everything = uow.approvals.every(plan.plan_id)
     scoped = f"{KEY}@{plan.attempt}"  # as PlanGates.scoped keys it
     answers = [
-        a for a in everything if a.kind is ApprovalKind.ESCALATION and a.details.get("key") == scoped
+        a
+        for a in everything
+        if a.kind is ApprovalKind.ESCALATION and a.details.get("key") == scoped
     ]
     return (
         bool(answers)

@@ -23,7 +23,6 @@ from cleveragents_tui.sandbox.git.rollback import RollingWorktree
 from cleveragents_tui.sandbox.git.staging import stage
 from cleveragents_tui.sandbox.safety import check_ref_name, safe_relative_path
 
-
 _BRANCH_TAKEN = "merge or delete it (git branch -D), then apply again"
 
 
