@@ -28,6 +28,8 @@ def show_preview(cli: CliContext, plan_ref: str, *, as_json: bool, by: str) -> N
     echo(plan_heading(preview.plan))
     if preview.note is not None:
         echo(f"  note: {preview.note}")
+    for outside in preview.outside:  # paths someone wrote: escaped, one line
+        echo(f"  changed outside the plan: {printable(outside, one_line=True)}")
     if preview.approved_by is not None:
         echo(
             f"  the Apply gate would be approved by {printable(preview.approved_by, one_line=True)}"
@@ -44,6 +46,12 @@ _REFUSED = "put the real resource right (see `refused` above), or correct the pl
 def verdict_line(preview: ApplyPreview) -> str:
     """The last line: what `plan apply` would do now (``preview.verdict``), and the command."""
     command = preview.command
+    if preview.verdict == "asks":
+        return (
+            "Apply would stop to ask first (exit 0, nothing landed): keep or discard the "
+            f"files changed in its sandboxes outside the plan (the question it asks); then: "
+            f"{command}"
+        )
     if preview.verdict == "reverts":
         return (
             "Apply would not land it: a person approved reverting its refused Apply, so "
@@ -122,4 +130,5 @@ def document(preview: ApplyPreview) -> dict[str, Any]:
         verdict=preview.verdict,
         first=preview.first,
         approved_by=preview.approved_by,
+        outside_changes=list(preview.outside),
     ).dump()

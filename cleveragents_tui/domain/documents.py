@@ -89,7 +89,7 @@ class PlanResultDocument(Document):
     reverted_by: str | None
 
 
-ApplyVerdict = Literal["lands", "refused", "waits", "reverts"]  # what `plan apply` would do
+ApplyVerdict = Literal["lands", "refused", "waits", "reverts", "asks"]  # what `plan apply` would do
 
 
 class ApplyPreviewDocument(Document):
@@ -106,6 +106,7 @@ class ApplyPreviewDocument(Document):
     verdict: ApplyVerdict
     first: str | None
     approved_by: str | None
+    outside_changes: list[str]
 
 
 class DemoDocument(Document):

@@ -248,7 +248,7 @@ def test_the_document_keeps_its_fields_and_order(agents: Agents) -> None:
     preview = agents.preview(agents.demo()["plan_id"])
     assert list(preview) == [
         "format", "plan_id", "phase", "state", "at_apply_gate", "note", "plans", "command",
-        "verdict", "first", "approved_by",
+        "verdict", "first", "approved_by", "outside_changes",
     ]  # fmt: skip
     assert preview["format"] == "cleveragents.apply-preview/1"
     for plan in preview["plans"]:
@@ -498,3 +498,39 @@ def test_a_denied_apply_gate_is_approved_after_all(agents: Agents) -> None:
     assert text.stdout.splitlines()[-1] == f"land it: agents plan apply {plan_id}"
     assert agents("plan", "apply", plan_id, "--as", "bob").exit_code == 0  # as it said
     assert _gate_answers(agents.db)[-1] == ("approved", "bob")
+
+
+def test_files_changed_in_a_sandbox_outside_the_plan_are_asked_about_first(
+    agents: Agents, tmp_path: Path
+) -> None:
+    """Someone edits a file in the plan's git sandbox while it waits at the gate: `plan
+    apply` stops to ask whether to keep it (exit 0, nothing lands), and the dry run says so
+    first, naming the file; answered, the dry run says `land it` and Apply lands."""
+    plan_id = agents.demo()["plan_id"]
+    [greet] = [
+        p for p in (agents.home / "sandboxes").rglob("greet.py") if p.parent.name == "hello_cli"
+    ]
+    greet.write_text("print('edited in the sandbox by hand')\n")
+    gc.collect()  # the demo's git sandbox, collected now (see test_the_dry_run_changes_nothing)
+    before = (_store_rows(agents.db), _files(tmp_path))
+    preview = agents.preview(plan_id)
+    text = agents("plan", "apply", plan_id, "--dry-run")
+    assert (_store_rows(agents.db), _files(tmp_path)) == before
+    assert preview["verdict"] == "asks"
+    [hello] = [
+        r for p in preview["plans"] for r in p["resources"] if r["strategy"] == "git_worktree"
+    ]
+    assert preview["outside_changes"] == [f"{hello['resource_id']}: hello_cli/greet.py (modified)"]
+    assert "  changed outside the plan: " in text.stdout
+    assert text.stdout.splitlines()[-1].startswith("Apply would stop to ask first (exit 0")
+
+    applied = agents("plan", "apply", plan_id, "--format=json")  # as the dry run said
+    assert applied.exit_code == 0, applied.output
+    result = json.loads(applied.stdout)
+    assert result["plan"]["state"] == "awaiting_approval" and result["landed"] == []
+    pending = json.loads(agents("approval", "list", "--format=json").stdout)["approvals"]
+    [question] = [a for a in pending if a["kind"] == "reconcile"]
+    assert agents("approval", "approve", question["approval_id"]).exit_code == 0
+    preview = agents.preview(plan_id)
+    assert (preview["verdict"], preview["outside_changes"]) == ("lands", [])
+    assert agents("plan", "apply", plan_id).exit_code == 0

@@ -70,6 +70,7 @@ class ApplyPreview:
     plans: tuple[PlanPreview, ...]  # in the order Apply lands them
     reverts: bool = False  # a person approved reverting its refused Apply: no landing
     gate_by: str | None = None  # who `plan apply` answers the open (or denied) Apply gate as
+    outside: tuple[str, ...] = ()  # files changed in its sandboxes outside the plan, unasked
 
     @property
     def note(self) -> str | None:
@@ -94,17 +95,21 @@ class ApplyPreview:
     def approved_by(self) -> str | None:
         """Who would approve the Apply gate now (``plan apply --as NAME``): None when it
         answers none (answered already, or it refuses before answering)."""
-        return self.gate_by if self.verdict in ("lands", "refused") else None
+        return self.gate_by if self.verdict in ("lands", "refused", "asks") else None
 
     @property
     def verdict(self) -> ApplyVerdict:
         """What `plan apply` would do now: ``reverts`` (to Strategize, landing nothing),
-        ``waits`` (refused, exit 2, until :attr:`first` is done), ``refused`` (Apply runs and
-        refuses, exit 3) or ``lands``."""
-        if self.reverts:
-            return "reverts"
+        ``waits`` (refused, exit 2, until :attr:`first` is done), ``asks`` (it stops to ask
+        whether to keep files changed in a sandbox outside the plan, exit 0, nothing landed),
+        ``refused`` (Apply runs and refuses, exit 3) or ``lands``; in the order `plan apply`
+        meets them."""
         if self.first is not None:
             return "waits"
+        if self.reverts:
+            return "reverts"
+        if self.outside:
+            return "asks"
         return "refused" if self.refused else "lands"
 
 
@@ -166,7 +171,28 @@ def preview_apply(
         plans=plans,
         reverts=revert_approved(store, plan),
         gate_by=by if gate_open else None,
+        outside=_outside_unasked(store, plan, sandbox_base),
     )
+
+
+def _outside_unasked(store: Store, plan: Plan, sandbox_base: Path | None) -> tuple[str, ...]:
+    """Files changed in the plan's sandboxes outside it since it stopped, which Apply stops
+    to ask about (PlanRunner.reconcile) — unless that very set was asked about in this
+    attempt: an answer keeps or discards them, an open question is a question before the
+    gate. Read only (the reconciler's scan, as a correction's preview makes it)."""
+    from cleveragents_tui.engine.core.reconcile import Reconciler, fingerprint
+
+    with store.unit_of_work() as uow:
+        action = Action.model_validate(uow.plan_actions.get(plan.plan_id))
+        everything = uow.approvals.every(plan.plan_id)
+    sandboxes = PlanSandboxes(store, plan.plan_id, sandbox_base)
+    changes = Reconciler(sandboxes, action.resources, plan.attempt).outside_changes()
+    if not changes:
+        return ()
+    key = f"reconcile:{fingerprint(changes)}@{plan.attempt}"  # as PlanRunner.reconcile asks
+    if any(a.kind is ApprovalKind.RECONCILE and a.details.get("key") == key for a in everything):
+        return ()
+    return tuple(change.summary() for change in changes)
 
 
 def _at_gate(store: Store, plan: Plan) -> bool:
