@@ -426,6 +426,7 @@ def test_a_revert_approved_after_a_refused_apply_is_foreseen(
     text = agents("plan", "apply", plan_id, "--dry-run")
     assert (_store_rows(agents.db), _files(tmp_path)) == before
     assert (preview["verdict"], preview["first"]) == ("reverts", None)
+    assert "a person approved reverting it" in preview["note"]
     assert text.stdout.splitlines()[-1].startswith("Apply would not land it: a person approved")
 
     applied = agents("plan", "apply", plan_id, "--format=json")  # as the dry run said

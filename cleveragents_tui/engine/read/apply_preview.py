@@ -163,13 +163,20 @@ def preview_apply(
     else:
         questions = [a for a in pending if a.kind is not ApprovalKind.APPLY_GATE]
         not_now = _why_not_now(plan, at_gate, questions)
+    reverts = revert_approved(store, plan)
+    if reverts and not_now is not None and not_now.first is None:
+        not_now = NotNow(
+            "its Apply was refused and a person approved reverting it: `plan apply` reverts "
+            "the plan to Strategize to re-plan, landing nothing",
+            None,
+        )
     gate_open = gate_denied or any(a.kind is ApprovalKind.APPLY_GATE for a in pending)
     return ApplyPreview(
         plan=plan,
         at_apply_gate=at_gate,
         not_now=not_now,
         plans=plans,
-        reverts=revert_approved(store, plan),
+        reverts=reverts,
         gate_by=by if gate_open else None,
         outside=_outside_unasked(store, plan, sandbox_base),
     )
