@@ -8,6 +8,7 @@ import gc
 import getpass
 import hashlib
 import json
+import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -535,3 +536,19 @@ def test_files_changed_in_a_sandbox_outside_the_plan_are_asked_about_first(
     preview = agents.preview(plan_id)
     assert (preview["verdict"], preview["outside_changes"]) == ("lands", [])
     assert agents("plan", "apply", plan_id).exit_code == 0
+
+
+def test_a_sandbox_gone_is_foreseen_as_a_refusal(agents: Agents) -> None:
+    """The child plan's docs sandbox removed by hand: Apply cannot open it and refuses
+    (exit 3); the dry run says so for that resource, instead of `land it`."""
+    demo = agents.demo()
+    plan_id = demo["plan_id"]
+    [docs_root] = [p for p in (agents.home / "sandboxes").glob("*/*__docs") if p.is_dir()]
+    shutil.rmtree(docs_root)
+    preview = agents.preview(plan_id)
+    refusal = _refusal_of(preview, "/docs")
+    assert refusal is not None and "has no sandbox of" in refusal
+    assert preview["verdict"] == "refused"
+    applied = agents("plan", "apply", plan_id)
+    assert applied.exit_code == 3, applied.output  # as the dry run said
+    assert refusal in applied.stderr

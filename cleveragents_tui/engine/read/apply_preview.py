@@ -318,6 +318,14 @@ def _resource_preview(sandboxes: PlanSandboxes, resource: Resource) -> ResourceP
             )
     try:
         sandbox = sandboxes.get(resource.resource_id)
+    except UserError as exc:  # gone, or not the plan's: Apply opens it first and refuses too
+        why = " ".join(str(exc).split())
+        return ResourcePreview(
+            resource.resource_id, strategy.value, None, f"not listed: {why}", refusal=why
+        )
+    except OSError as exc:
+        return _noted(resource, "not listed: " + " ".join(str(exc).split()))
+    try:
         if not isinstance(sandbox, PreviewsApply):
             return _noted(
                 resource,
