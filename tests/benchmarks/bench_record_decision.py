@@ -256,7 +256,9 @@ def _forget_checkpoints_of(store: Store, decision_id: str) -> None:
     mark = "?" if store.engine.dialect.name == "sqlite" else "%s"
     with _recording_connection(store) as raw:
         cursor = raw.cursor()
-        cursor.execute(f"DELETE FROM checkpoint_metadata WHERE decision_id = {mark}", (decision_id,))
+        cursor.execute(
+            f"DELETE FROM checkpoint_metadata WHERE decision_id = {mark}", (decision_id,)
+        )
         cursor.close()
         raw.commit()
 
