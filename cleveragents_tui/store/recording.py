@@ -449,6 +449,7 @@ class HeldConnections:
             driver, self._idle = self._idle, None
         if driver is not None and driver.idle():
             driver.retry_first = True
+            driver.new_recording()
             return driver
         if driver is not None:
             driver.close()

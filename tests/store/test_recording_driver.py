@@ -306,6 +306,22 @@ def test_a_database_moved_while_in_use_is_refused_before_recording(tmp_path: Pat
         store.close()
 
 
+def test_a_database_moved_between_recordings_is_refused_at_the_next_one(tmp_path: Path) -> None:
+    """The file is checked once a recording, at its first writer: a recording that wrote
+    before the move does not let the next one write to the moved file's inode."""
+    store = Store.open(str(tmp_path / "agents.db"))
+    try:
+        with store.recordings() as transaction, transaction(True) as rec:
+            rec.put_context("5" * 64, "before the move")
+            rec.commit()
+        (tmp_path / "agents.db").rename(tmp_path / "moved.db")
+        refused = pytest.raises(DatabaseUnavailableError, match="moved or deleted while in use")
+        with refused, store.recordings() as transaction, transaction(True):
+            pass
+    finally:
+        store.close()
+
+
 def test_a_held_connection_is_kept_and_replaced_when_the_server_dropped_it(
     two_stores: Pair,
 ) -> None:
