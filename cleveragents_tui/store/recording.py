@@ -50,16 +50,15 @@ from cleveragents_tui.store.tables import (
     DecisionRow,
     EventRow,
 )
+from cleveragents_tui.store.usage_queries import kind_is
 
 PENDING = CheckpointGroupStatus.PENDING.value
 COMMITTED = CheckpointGroupStatus.COMMITTED.value
 CHECKPOINTS = CheckpointMetadataRow.__table__
 
-# The kind as a literal, not a bound value: events' partial index (``ix_events_model_cost``,
-# WHERE kind = 'model_usage') makes SQLite plan a statement with a bound ``kind = ?`` anew
-# at every execution, to see whether that index applies (5-6 µs warm, several times that
-# as a recording's first statement; issue 22).
-_WRITTEN = EventRow.kind == literal_column("'resource_written'")
+# The kind as a literal, not a bound value (store/usage_queries.py ``kind_is``): 5-6 µs warm,
+# several times that as a recording's first statement (issue 22).
+_WRITTEN = kind_is("resource_written")
 _PARENT_PLAN = select(DecisionRow.plan_id).where(DecisionRow.decision_id == bindparam("parent"))
 _NUMBER_AND_PARENT = select(
     select(func.max(DecisionRow.sequence_number))

@@ -11,7 +11,7 @@ from cleveragents_tui.store.driver_reads import fetch
 from cleveragents_tui.store.repositories.base import Repository
 from cleveragents_tui.store.session_writes import write
 from cleveragents_tui.store.tables import EventRow, SettingRow, ToolInvocationRow
-from cleveragents_tui.store.usage_queries import MODEL_USAGE, model_call_cost
+from cleveragents_tui.store.usage_queries import MODEL_USAGE, kind_is, model_call_cost
 
 _INSERT_EVENT = insert(EventRow)
 _SETTING = select(SettingRow.value).where(
@@ -82,7 +82,7 @@ class EventRepository(Repository):
         """The payloads of one plan's events of one kind, oldest first."""
         rows = self._session.scalars(
             select(EventRow.payload)
-            .where(EventRow.plan_id == plan_id, EventRow.kind == kind)
+            .where(EventRow.plan_id == plan_id, kind_is(kind))
             .order_by(EventRow.event_id)
         )
         loaded = [mapping.load_json("events", plan_id, "payload", raw) for raw in rows]
