@@ -9,6 +9,7 @@ Every method either completes or raises :class:`SandboxError` leaving the sandbo
 from __future__ import annotations
 
 from collections.abc import Collection
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -159,6 +160,18 @@ class HandsOutPaths(Protocol):
     def hand_out(self, paths: Collection[str] | None) -> Path:
         """The workdir, for writing ``paths`` (relative, ``/``-separated) and nothing else;
         None: for anything (as ``workdir``)."""
+        ...
+
+
+@runtime_checkable
+class ScratchCheckpoints(Protocol):
+    """A sandbox that can take its state now as a checkpoint that is read and forgotten,
+    writing nothing durable (filesystem_copy): a correction's diff reads the new attempt's
+    state once, and a checkpoint made and dropped for it cost a record, a drop and a
+    repack of the object store, five flushes in all."""
+
+    def scratch_checkpoint(self) -> AbstractContextManager[str]:
+        """A reference to the state now, good for ``diff`` and ``read`` inside the block."""
         ...
 
 

@@ -32,6 +32,8 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,6 +106,7 @@ class FilesystemCopySandbox(DirectorySandbox):
         self._origin = Snapshot("", 0)
         self._index: StatIndex | None = None
         self._records: dict[str, Snapshot] = {}
+        self._scratch: dict[str, Snapshot] = {}  # scratch_checkpoint's: never on the disk
         self._next_seq = 1
 
     # --- lifecycle (called by the strategy) ------------------------------------------------
@@ -141,6 +144,21 @@ class FilesystemCopySandbox(DirectorySandbox):
         self._records[ref] = snapshot
         self._next_seq += 1
         return ref
+
+    @contextmanager
+    def scratch_checkpoint(self) -> Iterator[str]:
+        """The state of work/ now, as a checkpoint to diff and read until the block ends,
+        then gone: nothing is written to the object store (no objects, no record, no
+        flush), so there is nothing to drop or collect after it. The stat cache stays as
+        it was: it must name only trees the disk holds."""
+        self._alive()
+        ref = new_ref(self._next_seq)
+        with self._store.scratch():
+            self._scratch[ref] = self._scan(self._work, self._index).snapshot
+            try:
+                yield ref
+            finally:
+                del self._scratch[ref]
 
     def verify(self, ref: str) -> None:
         self._alive()
@@ -348,7 +366,7 @@ class FilesystemCopySandbox(DirectorySandbox):
     # --- storage ---------------------------------------------------------------------------
 
     def _root_of(self, ref: str) -> Snapshot:
-        snapshot = self._records.get(check_ref(ref))
+        snapshot = self._records.get(check_ref(ref)) or self._scratch.get(ref)
         if snapshot is None:  # made since this object read the records, by another process?
             self._store.refresh()
             self._read_records()

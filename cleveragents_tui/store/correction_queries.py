@@ -42,7 +42,7 @@ from cleveragents_tui.domain.errors import ImmutableRecordError
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.tool import ToolInvocation
 from cleveragents_tui.store import mapping
-from cleveragents_tui.store.driver_reads import Read, Reads, batch, fetch
+from cleveragents_tui.store.driver_reads import AnySelect, Read, Reads, batch, driver_rows
 from cleveragents_tui.store.session_writes import write
 from cleveragents_tui.store.tables import (
     WROTE,
@@ -280,8 +280,15 @@ def current_among(session: Reads, plan_id: str, decision_ids: Iterable[str]) -> 
     driver's cursor: store/driver_reads.py). The plan is compared here, not in the WHERE
     clause: given it, SQLite walks the plan's index (every decision of the plan) instead of
     looking each id up by its key."""
-    rows = fetch(session, _current_among(_dialect(session)), ids=strings(session, decision_ids))
+    statement = _current_among(_dialect(session))
+    rows = _tuples(session, statement, ids=strings(session, decision_ids))
     return sorted(decision_id for decision_id, plan in rows if plan == plan_id)
+
+
+def _tuples(session: Reads, statement: AnySelect, **params: Any) -> list[Any]:
+    """The rows of a read of plain columns (ids, numbers) as the driver gives them: no row
+    object made for each, of the thousands a correction of a large subtree reads."""
+    return batch(session, [(statement, driver_rows, params)])[0]
 
 
 @cache
@@ -357,7 +364,7 @@ def superseded_by_any(session: Reads, plan_id: str, by: Iterable[str]) -> list[s
     """The plan's decisions superseded by any of ``by``, in sequence order (by the
     superseded index, migration 0012; the plan compared here: given it, SQLite walks every
     decision of the plan instead), on the driver's cursor."""
-    rows = fetch(session, _superseded_by(_dialect(session)), ids=strings(session, by))
+    rows = _tuples(session, _superseded_by(_dialect(session)), ids=strings(session, by))
     return [i for i, plan, _ in sorted(rows, key=lambda r: r[2]) if plan == plan_id]
 
 

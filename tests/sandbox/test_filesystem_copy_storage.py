@@ -14,8 +14,10 @@ import stat
 import zlib
 from pathlib import Path
 
+import pytest
+
 from cleveragents_tui.domain.ids import new_ulid
-from cleveragents_tui.sandbox.base import Change, ChangeKind
+from cleveragents_tui.sandbox.base import Change, ChangeKind, CheckpointMissingError
 from cleveragents_tui.sandbox.filesystem_copy import FilesystemCopyStrategy
 from cleveragents_tui.sandbox.home import META
 from cleveragents_tui.sandbox.objectstore.files import fs_now
@@ -214,3 +216,46 @@ def test_garbage_collection_keeps_what_a_delta_base_names(tmp_path: Path) -> Non
     sandbox.verify(first)
     sandbox.rollback(first)
     assert tree_state(sandbox.workdir) == at_first
+
+
+def test_a_scratch_checkpoint_reads_the_state_now_and_leaves_nothing(tmp_path: Path) -> None:
+    """What a correction's diff reads of the new attempt: inside the block the state now
+    diffs and reads like a checkpoint's; afterwards its reference is gone and the object
+    store's files are as they were (no record, no drop, no repack to flush)."""
+    real = tmp_path / "real"
+    build_tree(real)
+    sandbox = FilesystemCopyStrategy().create(fs_resource(real), PLAN, tmp_path / "sandboxes")
+    base = sandbox.checkpoint()
+    objects = sandbox.home / "objects"
+    (sandbox.workdir / "README.md").write_text("changed\n")
+    (sandbox.workdir / "new.txt").write_text("new\n")
+    before = {path: path.read_bytes() for path in objects.rglob("*") if path.is_file()}
+    with sandbox.scratch_checkpoint() as now:
+        assert set(sandbox.diff(base, now)) == {
+            Change("README.md", ChangeKind.MODIFIED),
+            Change("new.txt", ChangeKind.ADDED),
+        }
+        assert sandbox.read(now, "new.txt") == b"new\n"
+        with pytest.raises(CheckpointMissingError):  # the records are read from the disk again
+            sandbox.read(new_ref(999), "new.txt")
+        assert sandbox.read(now, "new.txt") == b"new\n"  # which does not hold this one
+    assert {path: path.read_bytes() for path in objects.rglob("*") if path.is_file()} == before
+    assert sandbox.checkpoints() == [base]
+    with pytest.raises(CheckpointMissingError):
+        sandbox.read(now, "new.txt")
+
+
+def test_a_checkpoint_after_a_scratch_one_stores_what_it_names(tmp_path: Path) -> None:
+    """The scratch checkpoint's objects were never stored: a real checkpoint of the same
+    state right after it stores them, so a sandbox opened afresh reads it back."""
+    real = tmp_path / "real"
+    build_tree(real)
+    root = tmp_path / "sandboxes"
+    sandbox = FilesystemCopyStrategy().create(fs_resource(real), PLAN, root)
+    (sandbox.workdir / "src" / "main.py").write_text("print('changed')\n")
+    with sandbox.scratch_checkpoint():
+        pass
+    ref = sandbox.checkpoint()
+    reopened = FilesystemCopyStrategy().open(fs_resource(real), PLAN, root)
+    reopened.verify(ref)
+    assert reopened.read(ref, "src/main.py") == b"print('changed')\n"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ from cleveragents_tui.engine.core.file_diff import (
     stored,
 )
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
-from cleveragents_tui.sandbox.base import Change, ChangeKind
+from cleveragents_tui.sandbox.base import Change, ChangeKind, Sandbox, ScratchCheckpoints
 from cleveragents_tui.store.correction_queries import superseded_by_any
 from cleveragents_tui.store.snapshot_reads import correcting, next_execute_decision, plans
 from cleveragents_tui.store.store import Store
@@ -213,15 +213,15 @@ def record_snapshots(
             continue
         resource_id, safety = entry.resource_id, entry.safety_ref
         old_point = (old_points or {}).get(resource_id, safety)
-        try:
-            sandbox = sandboxes.get(resource_id)
-            now = sandbox.checkpoint()
-        except UserError as exc:
-            note = f"the new attempt's state could not be recorded: {exc}"
-            final.append(stored(ResourceDiff(resource_id, safety, "", note=note)))
-            at_decision.append(stored(ResourceDiff(resource_id, old_point, "", note=note)))
-            continue
-        try:
+        with contextlib.ExitStack() as scope:
+            try:
+                sandbox = sandboxes.get(resource_id)
+                now = scope.enter_context(_state_now(sandbox))
+            except UserError as exc:
+                note = f"the new attempt's state could not be recorded: {exc}"
+                final.append(stored(ResourceDiff(resource_id, safety, "", note=note)))
+                at_decision.append(stored(ResourceDiff(resource_id, old_point, "", note=note)))
+                continue
             final.append(stored(compare(sandbox, resource_id, safety, now, budget)))
             # a resource the next decision has no checkpoint of was not written since the
             # rollback: it is still at the rollback's target
@@ -229,9 +229,6 @@ def record_snapshots(
                 now if new_state is None else new_state.get(resource_id, entry.target_ref or now)
             )
             at_decision.append(stored(compare(sandbox, resource_id, old_point, new_point, budget)))
-        finally:
-            with contextlib.suppress(UserError):  # only read here: the diff keeps the contents
-                sandbox.drop_checkpoint(now)
     snapshots: dict[str, object] = {
         "replay": ENDED if ended else STOPPED,
         "recorded_at": utc_now().isoformat(),
@@ -244,6 +241,23 @@ def record_snapshots(
     with store.unit_of_work(write=True) as uow:
         uow.corrections.record_snapshots(correction_id, snapshots)
         uow.commit()
+
+
+@contextlib.contextmanager
+def _state_now(sandbox: Sandbox) -> Iterator[str]:
+    """The new attempt's state of ``sandbox``, to compare and forget: a scratch checkpoint
+    where the sandbox takes one (nothing written, nothing flushed), else a checkpoint
+    dropped afterwards (only read here: the diff keeps the contents)."""
+    if isinstance(sandbox, ScratchCheckpoints):
+        with sandbox.scratch_checkpoint() as now:
+            yield now
+        return
+    now = sandbox.checkpoint()
+    try:
+        yield now
+    finally:
+        with contextlib.suppress(UserError):
+            sandbox.drop_checkpoint(now)
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,23 @@ class ObjectStore:
             self._batch = None
             batch.close()
 
+    @contextmanager
+    def scratch(self) -> Iterator[None]:
+        """Objects put inside are readable until the block ends, then forgotten: nothing of
+        them reaches a pack, nothing is flushed for them (what is read once and never named,
+        a correction's diff of the state now). Files of 4 MiB or more still go loose, and
+        are flushed when the block ends (a durable store), as a checkpoint flushes them: a
+        later checkpoint may find them there and name them."""
+        if self._batch is not None:
+            raise RuntimeError("scratch cannot be opened inside a batch")
+        batch = self._batch = PendingBatch(self._tmp)
+        try:
+            yield
+        finally:
+            self._batch = None
+            batch.close()
+        self.sync()
+
     def add_note(self, note: bytes) -> None:
         """Store ``note`` with the objects of the open batch (read back by :meth:`notes`)."""
         if self._batch is None:
