@@ -268,21 +268,23 @@ def _hydrate(session: Session, rows: Sequence[DecisionRow], ids: set[str]) -> li
 
 
 @cache
-def _current_among(dialect: str) -> Select[str, str]:
+def _current_among(dialect: str) -> Select[str, str, int]:
     d = DecisionRow
-    return select(d.decision_id, d.plan_id).where(
+    return select(d.decision_id, d.plan_id, d.sequence_number).where(
         among(dialect, d.decision_id, "ids"), d.superseded_by.is_(None)
     )
 
 
 def current_among(session: Reads, plan_id: str, decision_ids: Iterable[str]) -> list[str]:
-    """Those of ``decision_ids`` that are current decisions of the plan, sorted (on the
-    driver's cursor: store/driver_reads.py). The plan is compared here, not in the WHERE
-    clause: given it, SQLite walks the plan's index (every decision of the plan) instead of
-    looking each id up by its key."""
+    """Those of ``decision_ids`` that are current decisions of the plan, in sequence order
+    (on the driver's cursor: store/driver_reads.py) — the order :func:`superseded_by_any`
+    gives once they are superseded, so a diff in the same process can take these instead
+    of reading them again. The plan is compared here, not in the WHERE clause: given it,
+    SQLite walks the plan's index (every decision of the plan) instead of looking each id
+    up by its key."""
     statement = _current_among(_dialect(session))
     rows = _tuples(session, statement, ids=strings(session, decision_ids))
-    return sorted(decision_id for decision_id, plan in rows if plan == plan_id)
+    return [i for i, plan, _ in sorted(rows, key=lambda r: r[2]) if plan == plan_id]
 
 
 def _tuples(session: Reads, statement: AnySelect, **params: Any) -> list[Any]:

@@ -160,6 +160,7 @@ def record_snapshots(
     correction_id: str,
     sandbox_base: Path | None = None,
     opened: PlanSandboxes | None = None,
+    superseded: list[str] | None = None,
 ) -> None:
     """When a revert's replay stops, in whichever process ran it: take the new attempt's
     state of every resource the rollback rolled back, read what differs from the old
@@ -167,7 +168,10 @@ def record_snapshots(
     it with the correction — final once the replay has ended, recorded again at its next
     stop until then. Nothing for a correction whose replay is over or was taken over.
     ``opened``: the plan's sandboxes as the revert had them (their host and resources read:
-    reopened here without reading them again, two transactions fewer)."""
+    reopened here without reading them again, two transactions fewer). ``superseded``: the
+    decisions the revert's supersede marked, in sequence order, when it ran in this process
+    (only the guidance supersedes: the same ids the read here finds, not read again — ~4 ms
+    at ~40% of 10,000)."""
     with store.unit_of_work() as uow:
         correction = uow.corrections.get(correction_id)
         latest = latest_replay(uow, correction.plan_id)
@@ -179,7 +183,8 @@ def record_snapshots(
         # what follows needs of the plan's decisions only these (issue 22: not all of them)
         plan_id, target = correction.plan_id, correction.target_decision_id
         made = uow.run(correcting, plan_id, target)
-        superseded = uow.run(superseded_by_any, plan_id, {d.decision_id for d in made})
+        if superseded is None:
+            superseded = uow.run(superseded_by_any, plan_id, {d.decision_id for d in made})
         remade = next(
             (
                 d

@@ -129,7 +129,9 @@ def revert(
                 reload_attempt(store, correction), load_plan(store, impact.plan_id), report
             )
         _outside_answered(store, impact, correction, *outside)
-    guidance = _carry_forward(store, impact, correction, target, report, (targets, points))
+    guidance, superseded = _carry_forward(
+        store, impact, correction, target, report, (targets, points)
+    )
     recorded = _Replaying(
         correction.correction_id,
         guidance.decision_id,
@@ -137,7 +139,9 @@ def revert(
     )
 
     def snapshot() -> None:  # the state the replay stopped in: the new attempt's side
-        record_snapshots(store, correction.correction_id, options.sandbox_base, sandboxes)
+        record_snapshots(
+            store, correction.correction_id, options.sandbox_base, sandboxes, superseded
+        )
 
     replay = Correction(impact.decision_id, impact.guidance, before_apply=snapshot)
     token = REPLAYING.set(recorded)
@@ -268,12 +272,13 @@ def _carry_forward(
     target: Decision,
     report: RollbackReport | None,
     rolled: tuple[dict[str, CheckpointMetadata], dict[str, str] | None],
-) -> Decision:
+) -> tuple[Decision, list[str] | None]:
     """Everything after the resources are rolled back, up to the replay: keep the basis of
     the correction's diff (``rolled``: the rollback's targets and the old attempt's points),
     forget the savepoints the rollback destroyed, restore the reasoning, supersede, and set
     the plan running again (the correction stays running until its replay has stopped: a
-    replay that fails must not leave it recorded as succeeded). Returns the guidance decision.
+    replay that fails must not leave it recorded as succeeded). Returns the guidance decision
+    and what :func:`_supersede` superseded.
 
     There is no way back from here: ``ROLLBACK TO SAVEPOINT`` cannot be undone, so a
     database rolled back cannot be put back as it was. The correction is carried forward
@@ -375,10 +380,13 @@ def _guidance_entry(key: str, impact: Impact) -> dict[str, str]:
     return entry if option is None else {**entry, "choose": option}
 
 
-def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
+def _supersede(store: Store, target: Decision, impact: Impact) -> tuple[Decision, list[str] | None]:
     """Record the guidance, mark the affected decisions and set the plan running again (unless
     it was paused while the resources were rolled back), in one transaction; when an earlier
-    try already did (its commit went through), return what it recorded."""
+    try already did (its commit went through), return what it recorded. With the guidance,
+    the decisions it superseded, in sequence order: only the guidance supersedes, so they
+    are the diff's ``superseded`` and its read of them is saved (None after an earlier
+    try's commit: the diff reads them)."""
     with store.unit_of_work(write=True) as uow:
         superseded = uow.run(
             correction_queries.current_among, impact.plan_id, impact.affected_decisions
@@ -386,7 +394,7 @@ def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
         if target.decision_id not in superseded:  # an earlier try's commit went through?
             now = uow.decisions.get(target.decision_id)
             if now.superseded_by is not None:
-                return uow.decisions.get(now.superseded_by)
+                return uow.decisions.get(now.superseded_by), None
         sequence = uow.decisions.next_sequence_number(impact.plan_id)
         guidance = Decision(
             plan_id=impact.plan_id,
@@ -404,7 +412,7 @@ def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
         )
         uow.decisions.add(guidance)
         uow.flush()
-        uow.run(correction_queries.supersede, superseded, by=guidance.decision_id)
+        uow.run(correction_queries.supersede, sorted(superseded), by=guidance.decision_id)
         uow.events.append(
             "decisions_superseded",
             {"count": len(impact.affected_decisions), "replacement": guidance.decision_id},
@@ -425,4 +433,4 @@ def _supersede(store: Store, target: Decision, impact: Impact) -> Decision:
         uow.commit()
     OPEN_GRAPHS.recorded(guidance)
     OPEN_GRAPHS.superseded(superseded)
-    return guidance
+    return guidance, superseded
