@@ -18,10 +18,12 @@ import pytest
 
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, PlanState
+from cleveragents_tui.engine.core.replay_snapshots import snapshots_of
 from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.model import CorrectionResult
 from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.store import mapping
+from cleveragents_tui.store.correction_queries import superseded_by_any
 from tests.support.scale_plan import ScalePlan, add_pruned_groups, build
 from tests.support.statements import sent_statements
 
@@ -112,3 +114,23 @@ def test_a_revert_reads_no_more_checkpoints_for_1000_groups_than_for_100(
         finally:
             scale.store.close()
     assert made[100] == made[1_000], made
+
+
+def test_a_reverts_diff_names_the_superseded_decisions_as_a_later_read_of_them_does(
+    tmp_path: Path, db_url: str
+) -> None:
+    """The diff in execute's process takes the ids the supersede marked instead of reading
+    them again (issue 22): the report must name the same decisions, in the same (sequence)
+    order, as the read a diff in another process makes — byte for byte the same report."""
+    scale = build(tmp_path, 100, db_url)
+    try:
+        result, affected, _ = _counted_revert(scale)
+        assert result.correction.status is CorrectionStatus.SUCCEEDED
+        kept = snapshots_of(result.correction)
+        with scale.store.unit_of_work() as uow:
+            read = uow.run(superseded_by_any, scale.plan_id, kept["replacements"])
+        assert kept["superseded"] == read
+        assert set(read) == set(affected)
+        assert read != sorted(read)  # sequence order, which the ids' order is not
+    finally:
+        scale.store.close()
