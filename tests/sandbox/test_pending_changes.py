@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -88,6 +88,30 @@ def test_git_worktree_lists_what_apply_lands_and_writes_nothing(
     assert pending == list(git_sandbox.apply().changes)
 
 
+def test_git_worktree_lists_edits_made_in_the_tick_the_index_was_written(
+    git_sandbox: GitWorktreeSandbox,  # noqa: F811
+) -> None:
+    """Same-size edits whose mtime equals the index's ("racily clean" to git): a machine
+    with a coarse clock writes them so. The dry run still lists what Apply lands."""
+    work = git_sandbox.workdir
+    admin = Path(git(work, "rev-parse", "--absolute-git-dir").strip())
+    tick = 1_700_000_000_000_000_000
+
+    def stamp(paths: Iterator[Path]) -> None:
+        for path in paths:
+            if not path.is_symlink():
+                os.utime(path, ns=(tick, tick))
+
+    stamp(work.rglob("*"))
+    git(work, "-c", "core.splitIndex=false", "update-index", "--refresh")  # caches the tick
+    stamp(admin.iterdir())  # the index written in that same tick
+    scribble(work)  # same-size rewrites among its edits
+    stamp(work.rglob("*"))
+    pending = git_sandbox.pending_changes()
+    assert {"src/pkg/mod.py", "assets/logo.bin"} <= {c.path for c in pending}
+    assert pending == list(git_sandbox.apply().changes)
+
+
 def _refusal_then_apply(box: ChecksApply, apply: Callable[[], object], tmp_path: Path) -> str:
     """The dry run's refusal, read without writing a byte, then Apply's own: the same."""
     before = files(tmp_path)
@@ -161,7 +185,7 @@ def test_git_worktree_refuses_a_taken_apply_branch_as_apply_then_does(
     assert refusal.problem.endswith(f"the branch {branch} already exists with other content")
     with pytest.raises(SandboxError) as refused:
         git_sandbox.apply()
-    assert refusal.fix in str(refused.value)
+    assert refusal.fix is not None and refusal.fix in str(refused.value)
     git(repo, "branch", "-D", branch)
     assert git_sandbox.apply_refusal() is None
     git_sandbox.apply()

@@ -4,8 +4,9 @@
 update-index`` writes the index and blob objects into the repository). A dry run stages into
 a copy of the index instead, with new objects going to a temporary object folder that borrows
 the repository's objects (``GIT_ALTERNATE_OBJECT_DIRECTORIES``); both go when it returns.
-The copy is written whole, never split: a split write puts a shared index file (and expires
-old ones) in the sandbox's admin folder, wherever the index file itself is.
+The copy keeps the index's mtime, or git would trust the stat data of a file edited in the
+same clock tick the index was written, and miss a same-size edit. The copy is written whole, never split: a split write puts a shared index file
+(and expires old ones) in the sandbox's admin folder, wherever the index file itself is.
 """
 
 from __future__ import annotations
@@ -57,7 +58,9 @@ def _staged(git: Git, admin_dir: Path, workdir: Path) -> Iterator[Git]:
     with tempfile.TemporaryDirectory(prefix="agents-apply-preview-") as scratch:
         index = Path(scratch) / "index"
         if (admin_dir / "index").is_file():
-            shutil.copyfile(admin_dir / "index", index)
+            # copy2 keeps the index's mtime: git re-reads a file changed in the same tick as
+            # the index was written ("racily clean") only when it is older than the index.
+            shutil.copy2(admin_dir / "index", index)
         own_objects = Path(scratch) / "objects"
         own_objects.mkdir()
         env = {
