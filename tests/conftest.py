@@ -6,6 +6,7 @@ and fails under CI (``CI=true``), where .ci/run installs it.
 
 from __future__ import annotations
 
+import gc
 import os
 import secrets
 from collections.abc import Iterator
@@ -17,6 +18,13 @@ from cleveragents_tui.store.store import Store
 from tests.support.postgres import PostgresServer, find_bindir
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+@pytest.fixture(autouse=True)
+def _unfrozen_heap() -> Iterator[None]:
+    """`plan correct` freezes the heap of the process it ends; in-process tests run on."""
+    yield
+    gc.unfreeze()
 
 
 def _unavailable(reason: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import gc
 import getpass
 import sys
 from typing import TYPE_CHECKING
@@ -180,6 +181,9 @@ def _confirm_and_execute(
         if outside == "cancel":
             echo("Correction cancelled: nothing was changed.", err=True)
             sys.exit(1)
+    # Everything loaded so far (modules, the ORM, the preview) lives until the command
+    # exits: frozen, the collections the correction's allocations set off skip it.
+    gc.freeze()
     try:
         result = execute(
             cli.store,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -112,6 +113,28 @@ def test_a_strategy_correction_with_yes_replays_and_the_diff_shows_the_new_code(
     assert "+ strategy_choice: A greeter class with a configurable greeting" in diff.output
     assert "+class Greeter:" in diff.output
     assert "-def hello(name: str) -> str:" in diff.output
+
+
+def test_execute_runs_over_a_frozen_heap(run: Run, demo_plan: dict[str, str]) -> None:
+    """The command freezes what it loaded before the correction (fewer full collections);
+    the correction, its replay and its report are the same over a frozen heap."""
+    assert gc.get_freeze_count() == 0
+    result = run(
+        "plan",
+        "correct",
+        demo_plan["record"],
+        "--mode=revert",
+        "--yes",
+        "--choose",
+        "1",
+        "--guidance",
+        "record rc1",
+    )
+    assert result.exit_code == 0, result.output
+    assert gc.get_freeze_count() > 0
+    assert ": succeeded (attempt 2)" in result.output
+    tree = json.loads(run("plan", "tree", demo_plan["plan"], "--format=json").output)
+    assert "A row in the releases table" in {d["chosen_option"] for d in tree["decisions"]}
 
 
 def test_errors_are_one_line(run: Run, demo_plan: dict[str, str]) -> None:
