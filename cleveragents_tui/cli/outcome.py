@@ -21,6 +21,7 @@ from cleveragents_tui.cli.context import echo, echo_json
 from cleveragents_tui.cli.render import plan_heading
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.wording import as_option
 
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
     from cleveragents_tui.domain.plan import Plan
@@ -92,9 +93,12 @@ def _terminated_fix(store: Store, plan: Plan) -> str | None:
     )
 
 
-def report_plan(store: Store, result: Plan, *, as_json: bool | None = None) -> None:
+def report_plan(
+    store: Store, result: Plan, *, as_json: bool | None = None, who: str | None = None
+) -> None:
     """Where a run left the plan: its heading, what landed, what it waits for and how to
-    answer (or the JSON document under --format=json; ``as_json``: the command's own)."""
+    answer (or the JSON document under --format=json; ``as_json``: the command's own). The
+    commands it suggests to answer or apply repeat ``who``, the command's ``--as NAME``."""
     from cleveragents_tui.engine import pending_approvals
     from cleveragents_tui.engine.run.constrained_apply import reverted_into
 
@@ -108,14 +112,15 @@ def report_plan(store: Store, result: Plan, *, as_json: bool | None = None) -> N
         )
     report_landed(store, result)
     pending = pending_approvals(store, result.plan_id)
+    named = as_option(who)
     for approval in pending:
-        echo(
-            f"  waiting for: {approval.question}  (agents approval approve {approval.approval_id})"
-        )
+        approve = f"agents approval approve {approval.approval_id}{named}"
+        echo(f"  waiting for: {approval.question}  ({approve})")
     if any(a.kind.value == "apply_gate" for a in pending):
         plan_id = result.plan_id
-        echo(f"  what Apply lands: agents plan apply {plan_id} --dry-run")
-        echo(f"  review it: agents plan tree {plan_id}; land it: agents plan apply {plan_id}")
+        echo(f"  what Apply lands: agents plan apply {plan_id} --dry-run{named}")
+        land = f"agents plan apply {plan_id}{named}"
+        echo(f"  review it: agents plan tree {plan_id}; land it: {land}")
 
 
 def report_landed(store: Store, result: Plan) -> None:

@@ -8,6 +8,7 @@ import gc
 import getpass
 import hashlib
 import json
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -219,6 +220,14 @@ def test_a_plan_still_in_execute_lists_its_changes_so_far(agents: Agents) -> Non
         f"refuses, exit 2); then land it: agents plan apply {plan_id}"
     )
     assert agents("plan", "apply", plan_id).exit_code == 2  # as the note said
+    # With --as NAME, both commands keep it: the question is answered as NAME.
+    named = agents("plan", "apply", plan_id, "--dry-run", "--as", NAME, "--format=json")
+    first = json.loads(named.stdout)["first"]
+    assert first == f"agents approval approve {question['approval_id']} --as {shlex.quote(NAME)}"
+    assert _run_suggested(agents, first).exit_code == 0
+    answered = json.loads(agents("approval", "list", "--all", "--format=json").stdout)
+    [asked] = [a for a in answered["approvals"] if a["approval_id"] == question["approval_id"]]
+    assert (asked["answer"], asked["answered_by"]) == ("approved", NAME)
 
 
 def _one_line_refusal(result: Result, *needles: str) -> None:
@@ -484,6 +493,33 @@ def test_as_names_who_the_dry_run_says_approves_and_the_apply_then_does(
     assert _gate_answers(agents.db) == [("approved", "alice")]
 
 
+NAME = "Ann O'Neil; rm -rf ~"  # a name the shell must not split, run or expand
+
+
+def _run_suggested(agents: Agents, command: str) -> Result:
+    """Run ``command`` (``agents ...``, as printed to be copied) as a shell would split it."""
+    argv = shlex.split(command)
+    assert argv[0] == "agents"
+    return agents(*argv[1:])
+
+
+def test_the_commands_a_dry_run_suggests_keep_as_name(agents: Agents) -> None:
+    """`--dry-run --as NAME`: the `plan apply` it suggests (the last line, the JSON
+    `command`) keeps `--as NAME`, quoted for the shell, so running it as copied approves
+    the gate as NAME, not as whoever runs it."""
+    plan_id = agents.demo()["plan_id"]
+    text = agents("plan", "apply", plan_id, "--dry-run", "--as", NAME)
+    assert text.exit_code == 0, text.output
+    command = f"agents plan apply {plan_id} --as {shlex.quote(NAME)}"
+    assert text.stdout.splitlines()[-1] == f"land it: {command}"
+    shown = agents("plan", "apply", plan_id, "--dry-run", "--as", NAME, "--format=json")
+    assert json.loads(shown.stdout)["command"] == command
+    assert agents.preview(plan_id)["command"] == f"agents plan apply {plan_id}"  # no --as
+    applied = _run_suggested(agents, command)
+    assert applied.exit_code == 0, applied.output
+    assert _gate_answers(agents.db) == [("approved", NAME)]
+
+
 def test_a_denied_apply_gate_is_approved_after_all(agents: Agents) -> None:
     """A person denied the Apply gate (the plan paused there): `plan apply` approves it after
     all and lands, so the dry run says `land it`, not `resume it first`."""
@@ -497,7 +533,7 @@ def test_a_denied_apply_gate_is_approved_after_all(agents: Agents) -> None:
     assert (preview["verdict"], preview["first"]) == ("lands", None)
     text = agents("plan", "apply", plan_id, "--dry-run", "--as", "bob")
     assert "  the Apply gate would be approved by bob\n" in text.stdout
-    assert text.stdout.splitlines()[-1] == f"land it: agents plan apply {plan_id}"
+    assert text.stdout.splitlines()[-1] == f"land it: agents plan apply {plan_id} --as bob"
     assert agents("plan", "apply", plan_id, "--as", "bob").exit_code == 0  # as it said
     assert _gate_answers(agents.db)[-1] == ("approved", "bob")
 
@@ -536,6 +572,26 @@ def test_files_changed_in_a_sandbox_outside_the_plan_are_asked_about_first(
     preview = agents.preview(plan_id)
     assert (preview["verdict"], preview["outside_changes"]) == ("lands", [])
     assert agents("plan", "apply", plan_id).exit_code == 0
+
+
+def test_an_apply_as_name_that_stops_to_ask_suggests_answering_as_name(agents: Agents) -> None:
+    """`plan apply --as NAME` stops to ask about a file changed in its sandbox outside the
+    plan: the answer it suggests keeps `--as NAME`, and run as copied answers as NAME."""
+    plan_id = agents.demo()["plan_id"]
+    [greet] = [
+        p for p in (agents.home / "sandboxes").rglob("greet.py") if p.parent.name == "hello_cli"
+    ]
+    greet.write_text("print('edited in the sandbox by hand')\n")
+    applied = agents("plan", "apply", plan_id, "--as", NAME)
+    assert applied.exit_code == 0, applied.output
+    pending = json.loads(agents("approval", "list", "--format=json").stdout)["approvals"]
+    [question] = [a for a in pending if a["kind"] == "reconcile"]
+    approve = f"agents approval approve {question['approval_id']} --as {shlex.quote(NAME)}"
+    assert f"  ({approve})\n" in applied.stdout
+    assert _run_suggested(agents, approve).exit_code == 0
+    answered = json.loads(agents("approval", "list", "--all", "--format=json").stdout)
+    [asked] = [a for a in answered["approvals"] if a["approval_id"] == question["approval_id"]]
+    assert asked["answered_by"] == NAME
 
 
 def test_a_sandbox_gone_is_foreseen_as_a_refusal(agents: Agents) -> None:
