@@ -58,16 +58,20 @@ def finished(store: Store, plan_ref: str, run: Callable[[], Plan]) -> Plan:
 def refuse_unapplied(store: Store, result: Plan, cause: str | None = None) -> None:
     """Raise NotApplied for a plan that ended constrained in Apply, or errored."""
     if result.state is PlanState.CONSTRAINED and result.phase is Phase.APPLY:
-        reason = _latest(store, result.plan_id, "apply_failed") or "a resource refused it"
+        reason, fix = _latest(store, result.plan_id, "apply_failed")
         raise NotApplied(
-            f"plan {result.plan_id} was not applied (constrained): {reason}",
-            f"put the real resource right, then retry with agents plan run {result.plan_id}, "
+            f"plan {result.plan_id} was not applied (constrained): "
+            f"{reason or 'a resource refused it'}",
+            # The refusing resource's own fix; an Apply refused by an older version recorded
+            # none (its reason holds it), nor does a refusal raised without one.
+            fix
+            or f"put the real resource right, then retry with agents plan run {result.plan_id}, "
             f"or correct a decision (agents plan correct)",
             CONSTRAINED_EXIT,
         )
     if result.state is PlanState.ERRORED:
         kind = "apply_failed" if result.phase is Phase.APPLY else "plan_errored"
-        reason = _latest(store, result.plan_id, kind) or cause or "see agents plan show"
+        reason = _latest(store, result.plan_id, kind)[0] or cause or "see agents plan show"
         raise NotApplied(
             f"plan {result.plan_id} was not applied (errored): {reason}",
             _terminated_fix(store, result)
@@ -135,8 +139,13 @@ def report_landed(store: Store, result: Plan) -> None:
         echo(f"  landed: {line}")
 
 
-def _latest(store: Store, plan_id: str, kind: str) -> str | None:
+def _latest(store: Store, plan_id: str, kind: str) -> tuple[str | None, str | None]:
+    """The latest ``kind`` event's reason and fix (None when not recorded), each one line."""
     with store.unit_of_work() as uow:
         found = uow.events.payloads(plan_id, kind)
-    reason = found[-1].get("reason") if found else None
-    return " ".join(str(reason).split()) if reason else None
+    last = found[-1] if found else {}
+    reason, fix = last.get("reason"), last.get("fix")
+    return (
+        " ".join(str(reason).split()) if reason else None,
+        " ".join(str(fix).split()) if fix else None,
+    )
