@@ -42,7 +42,7 @@ def show_preview(cli: CliContext, plan_ref: str, *, as_json: bool, who: str | No
     echo(verdict_line(preview))
 
 
-_REFUSED = "put the real resource right (see `refused` above), or correct the plan"
+_REFUSED = "do what each `refused` line above says, or correct the plan"
 
 
 def verdict_line(preview: ApplyPreview) -> str:

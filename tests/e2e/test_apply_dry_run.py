@@ -299,12 +299,19 @@ def test_the_dry_run_says_when_apply_would_be_refused(agents: Agents) -> None:
 
     text = agents("plan", "apply", plan_id, "--dry-run")
     assert text.exit_code == 0, text.output
-    assert "      refused   1 path changed in " in text.stdout
-    assert "since the sandbox was made: guide.md" in text.stdout
-    assert text.stdout.splitlines()[-1].startswith("Apply would be refused (exit 3)")
     refusal = _docs_refusal(agents.preview(plan_id))
-    assert refusal is not None and refusal.endswith("guide.md")
-    assert agents("plan", "apply", plan_id).exit_code == 3  # as the dry run said
+    # The problem and its fix, as the real Apply then gives them.
+    assert refusal is not None and refusal.startswith("1 path changed in ")
+    assert "since the sandbox was made: guide.md: " in refusal
+    assert refusal.endswith("reconcile them (or discard the sandbox) and retry")
+    assert f"      refused   {refusal}\n" in text.stdout
+    assert text.stdout.splitlines()[-1] == (
+        "Apply would be refused (exit 3): do what each `refused` line above says, or correct "
+        f"the plan; then: agents plan apply {plan_id}"
+    )
+    applied = agents("plan", "apply", plan_id)
+    assert applied.exit_code == 3  # as the dry run said, with its fix once
+    assert applied.stderr == f"error: plan {plan_id} was not applied (constrained): {refusal}\n"
 
     guide.write_bytes(original)
     preview = agents.preview(plan_id)  # Apply · constrained: a retry lands at once
@@ -351,6 +358,14 @@ def _git(repository: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
+def _commits(repository: Path) -> set[str]:
+    """Every commit object in the repository, reachable or not."""
+    listed = _git(
+        repository, "cat-file", "--batch-all-objects", "--batch-check=%(objecttype) %(objectname)"
+    )
+    return {line.split()[1] for line in listed.splitlines() if line.startswith("commit ")}
+
+
 def test_the_dry_run_foresees_an_apply_branch_already_taken(agents: Agents, tmp_path: Path) -> None:
     """Someone made the branch Apply would create (`cleveragents/apply/PLAN`) with other
     content: the dry run says Apply would refuse hello-cli, and the real Apply refuses
@@ -373,11 +388,17 @@ def test_the_dry_run_foresees_an_apply_branch_already_taken(agents: Agents, tmp_
     refusal = _refusal_of(agents.preview(plan_id), "/hello-cli")
     assert (_store_rows(agents.db), _files(tmp_path)) == before  # read only, branch and all
     assert refusal is not None and f"the branch {branch} already exists" in refusal
+    delete = f"git -C {shlex.quote(str(repository.resolve()))} branch -D {branch}"
+    assert f"delete it ({delete}), then apply again" in refusal  # its fix
+    assert f"      refused   {refusal}\n" in text.stdout
+    commits = _commits(repository)
     applied = agents("plan", "apply", plan_id)
     assert applied.exit_code == 3, applied.output  # as the dry run said
     assert f"the branch {branch} already exists" in applied.stderr
+    assert applied.stderr.count(delete) == 1 and "put the real resource right" not in applied.stderr
+    assert _commits(repository) == commits  # refused before a commit was written
 
-    _git(repository, "branch", "-D", branch)
+    subprocess.run(["sh", "-c", delete], check=True, capture_output=True)  # the fix, pasted
     assert _refusal_of(agents.preview(plan_id), "/hello-cli") is None
     assert agents("plan", "apply", plan_id).exit_code == 0
     assert _git(repository, "rev-parse", f"{branch}^") == _git(repository, "rev-parse", "HEAD^")
@@ -403,7 +424,7 @@ def test_the_dry_run_foresees_a_real_database_row_changed(agents: Agents, tmp_pa
     assert text.stdout.splitlines()[-1].startswith("Apply would be refused (exit 3)")
     refusal = _refusal_of(agents.preview(plan_id), "/app-db")
     assert (_store_rows(agents.db), _files(tmp_path)) == before
-    assert refusal is not None and refusal.endswith("row (2,) of table releases changed")
+    assert refusal is not None and "row (2,) of table releases changed: correct the plan" in refusal
     applied = agents("plan", "apply", plan_id)
     assert applied.exit_code == 3, applied.output  # as the dry run said
     assert refusal in applied.stderr

@@ -41,7 +41,7 @@ class ResourcePreview:
     strategy: str
     changes: tuple[Change, ...] | None
     note: str | None = None
-    refusal: str | None = None  # why Apply would refuse it now (exit 3), else None
+    refusal: str | None = None  # why Apply would refuse it now (exit 3): "problem: fix"
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,5 +348,5 @@ def _resource_preview(sandboxes: PlanSandboxes, resource: Resource) -> ResourceP
         refused = sandbox.apply_refusal() if isinstance(sandbox, ChecksApply) else None
     except (UserError, OSError) as exc:
         return _noted(resource, "not listed: " + " ".join(str(exc).split()))
-    refusal = None if refused is None else " ".join(refused.problem.split())
+    refusal = None if refused is None else " ".join(str(refused).split())  # and its fix
     return ResourcePreview(resource.resource_id, strategy.value, changes, refusal=refusal)
