@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import getpass
 from typing import TYPE_CHECKING, Any
 
 from cleveragents_tui.cli.context import CliContext, echo, echo_json
@@ -16,12 +17,13 @@ if TYPE_CHECKING:  # imported when the command runs, not when the CLI starts
     )
 
 
-def show_preview(cli: CliContext, plan_ref: str, *, as_json: bool, by: str) -> None:
-    """``by``: who the real command would approve the Apply gate as (``--as NAME``)."""
+def show_preview(cli: CliContext, plan_ref: str, *, as_json: bool, who: str | None) -> None:
+    """``who``: the ``--as NAME`` given — who the real command would approve the Apply gate
+    as (else you), repeated in the commands suggested."""
     from cleveragents_tui.domain.display import printable
     from cleveragents_tui.engine.read.apply_preview import preview_apply
 
-    preview = preview_apply(cli.store, plan_ref, by=by)
+    preview = preview_apply(cli.store, plan_ref, by=who or getpass.getuser(), as_name=who)
     if as_json:
         echo_json(document(preview))
         return
@@ -40,7 +42,7 @@ def show_preview(cli: CliContext, plan_ref: str, *, as_json: bool, by: str) -> N
     echo(verdict_line(preview))
 
 
-_REFUSED = "put the real resource right (see `refused` above), or correct the plan"
+_REFUSED = "do what each `refused` line above says, or correct the plan"
 
 
 def verdict_line(preview: ApplyPreview) -> str:

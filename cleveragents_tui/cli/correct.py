@@ -34,14 +34,25 @@ def _impact_text(cli: CliContext, impact: Impact) -> str:
     return to_plain_text(impact_view(impact, rows.get))
 
 
-def _impact_json(impact: object) -> dict[str, object]:
+def _impact_json(impact: object, requested_by: str) -> dict[str, object]:
     from dataclasses import asdict
 
     from cleveragents_tui.domain.documents import CorrectionPreviewDocument
 
     data = _plain(asdict(impact))  # type: ignore[call-overload]
     assert isinstance(data, dict)
-    return CorrectionPreviewDocument.model_validate(data).dump()
+    return CorrectionPreviewDocument.model_validate({**data, "requested_by": requested_by}).dump()
+
+
+def _requested_by_line(requested_by: str, warnings: int) -> str:
+    """Who the correction would be requested by (``--as NAME``, else you): the person
+    whose confirmation of the warnings ``--yes`` stands for."""
+    from cleveragents_tui.domain.display import printable
+    from cleveragents_tui.domain.wording import counted
+
+    who = printable(requested_by, one_line=True)  # a name someone typed: one line, escaped
+    confirms = f", who confirms the {counted(warnings, 'warning')} below" if warnings else ""
+    return f"\nthe correction would be requested by {who}{confirms}"
 
 
 def _plain(value: object) -> object:
@@ -138,10 +149,13 @@ def _dry_run_or_execute(
         raise outside_refusal(impact)
     if not dry_run:
         _confirm_and_execute(cli, impact, yes=yes, who=who, as_json=as_json, outside=outside)
-    elif as_json:
-        echo_json(_impact_json(impact))
+        return
+    requested_by = who or getpass.getuser()  # as the correction itself would record it
+    if as_json:
+        echo_json(_impact_json(impact, requested_by))
     else:
         echo(_impact_text(cli, impact))
+        echo(_requested_by_line(requested_by, len(impact.warnings)))
         for warning in impact.warnings:
             echo("\n" + warning)
 

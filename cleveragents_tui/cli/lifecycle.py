@@ -176,11 +176,11 @@ def apply(
     if dry_run:
         from cleveragents_tui.cli.apply_preview import show_preview
 
-        show_preview(cli, plan_ref, as_json=as_json, by=who or getpass.getuser())
+        show_preview(cli, plan_ref, as_json=as_json, who=who)
         return
     from cleveragents_tui.engine import apply_plan
 
     result = finished(
         cli.store, plan_ref, lambda: apply_plan(cli.store, plan_ref, who or getpass.getuser())
     )
-    report_plan(cli.store, result, as_json=as_json)
+    report_plan(cli.store, result, as_json=as_json, who=who)

@@ -21,6 +21,7 @@ from cleveragents_tui.cli.context import echo, echo_json
 from cleveragents_tui.cli.render import plan_heading
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.domain.wording import as_option
 
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
     from cleveragents_tui.domain.plan import Plan
@@ -57,16 +58,20 @@ def finished(store: Store, plan_ref: str, run: Callable[[], Plan]) -> Plan:
 def refuse_unapplied(store: Store, result: Plan, cause: str | None = None) -> None:
     """Raise NotApplied for a plan that ended constrained in Apply, or errored."""
     if result.state is PlanState.CONSTRAINED and result.phase is Phase.APPLY:
-        reason = _latest(store, result.plan_id, "apply_failed") or "a resource refused it"
+        reason, fix = _latest(store, result.plan_id, "apply_failed")
         raise NotApplied(
-            f"plan {result.plan_id} was not applied (constrained): {reason}",
-            f"put the real resource right, then retry with agents plan run {result.plan_id}, "
+            f"plan {result.plan_id} was not applied (constrained): "
+            f"{reason or 'a resource refused it'}",
+            # The refusing resource's own fix; an Apply refused by an older version recorded
+            # none (its reason holds it), nor does a refusal raised without one.
+            fix
+            or f"put the real resource right, then retry with agents plan run {result.plan_id}, "
             f"or correct a decision (agents plan correct)",
             CONSTRAINED_EXIT,
         )
     if result.state is PlanState.ERRORED:
         kind = "apply_failed" if result.phase is Phase.APPLY else "plan_errored"
-        reason = _latest(store, result.plan_id, kind) or cause or "see agents plan show"
+        reason = _latest(store, result.plan_id, kind)[0] or cause or "see agents plan show"
         raise NotApplied(
             f"plan {result.plan_id} was not applied (errored): {reason}",
             _terminated_fix(store, result)
@@ -92,9 +97,12 @@ def _terminated_fix(store: Store, plan: Plan) -> str | None:
     )
 
 
-def report_plan(store: Store, result: Plan, *, as_json: bool | None = None) -> None:
+def report_plan(
+    store: Store, result: Plan, *, as_json: bool | None = None, who: str | None = None
+) -> None:
     """Where a run left the plan: its heading, what landed, what it waits for and how to
-    answer (or the JSON document under --format=json; ``as_json``: the command's own)."""
+    answer (or the JSON document under --format=json; ``as_json``: the command's own). The
+    commands it suggests to answer or apply repeat ``who``, the command's ``--as NAME``."""
     from cleveragents_tui.engine import pending_approvals
     from cleveragents_tui.engine.run.constrained_apply import reverted_into
 
@@ -108,14 +116,15 @@ def report_plan(store: Store, result: Plan, *, as_json: bool | None = None) -> N
         )
     report_landed(store, result)
     pending = pending_approvals(store, result.plan_id)
+    named = as_option(who)
     for approval in pending:
-        echo(
-            f"  waiting for: {approval.question}  (agents approval approve {approval.approval_id})"
-        )
+        approve = f"agents approval approve {approval.approval_id}{named}"
+        echo(f"  waiting for: {approval.question}  ({approve})")
     if any(a.kind.value == "apply_gate" for a in pending):
         plan_id = result.plan_id
-        echo(f"  what Apply lands: agents plan apply {plan_id} --dry-run")
-        echo(f"  review it: agents plan tree {plan_id}; land it: agents plan apply {plan_id}")
+        echo(f"  what Apply lands: agents plan apply {plan_id} --dry-run{named}")
+        land = f"agents plan apply {plan_id}{named}"
+        echo(f"  review it: agents plan tree {plan_id}; land it: {land}")
 
 
 def report_landed(store: Store, result: Plan) -> None:
@@ -130,8 +139,13 @@ def report_landed(store: Store, result: Plan) -> None:
         echo(f"  landed: {line}")
 
 
-def _latest(store: Store, plan_id: str, kind: str) -> str | None:
+def _latest(store: Store, plan_id: str, kind: str) -> tuple[str | None, str | None]:
+    """The latest ``kind`` event's reason and fix (None when not recorded), each one line."""
     with store.unit_of_work() as uow:
         found = uow.events.payloads(plan_id, kind)
-    reason = found[-1].get("reason") if found else None
-    return " ".join(str(reason).split()) if reason else None
+    last = found[-1] if found else {}
+    reason, fix = last.get("reason"), last.get("fix")
+    return (
+        " ".join(str(reason).split()) if reason else None,
+        " ".join(str(fix).split()) if fix else None,
+    )

@@ -130,7 +130,8 @@ class CorrectionDocument(Document):
 
 
 class CorrectionPreviewDocument(Document):
-    """The fields of engine's ``Impact``, in its order (a new one fails here, not silently)."""
+    """The fields of engine's ``Impact``, in its order (a new one fails here, not silently),
+    then who the correction would be requested by (``--as NAME``, else the user)."""
 
     format: Literal["cleveragents.correction-preview/1"] = "cleveragents.correction-preview/1"
     plan_id: str
@@ -157,6 +158,7 @@ class CorrectionPreviewDocument(Document):
     outside_changes: Any
     guidance_carried: Any
     guidance_dropped: Any
+    requested_by: str
 
 
 class CorrectionDiffDocument(Document):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import getpass
 import json
 from pathlib import Path
 
@@ -63,6 +64,26 @@ def test_dry_run_prints_the_impact_and_the_warnings_and_changes_nothing(
         json.loads(run("plan", "show", demo_plan["plan"], "--format=json").output)["corrections"]
         == []
     )
+
+
+def test_a_dry_run_names_who_would_request_the_correction_and_confirm_its_warnings(
+    run: Run, demo_plan: dict[str, str]
+) -> None:
+    """Who the correction would be requested by — `--as NAME`, else you — and so who
+    confirms its warnings, stated before them; JSON gives it as `requested_by`."""
+    args = ("plan", "correct", demo_plan["record"], "--mode=revert", "--guidance", "record rc1")
+    named = run(*args, "--dry-run", "--as", "Ann O'Neil")
+    assert named.exit_code == 0, named.output
+    line = "\nthe correction would be requested by Ann O'Neil, who confirms the 2 warnings below\n"
+    assert line in named.output
+    assert named.output.index(line) < named.output.index("\nWARNING: ")
+    mine = run(*args, "--dry-run")
+    assert f"\nthe correction would be requested by {getpass.getuser()}, who " in mine.output
+    doc = json.loads(run(*args, "--dry-run", "--as", "Ann O'Neil", "--format=json").output)
+    assert (len(doc["warnings"]), doc["requested_by"]) == (2, "Ann O'Neil")
+    assert list(doc)[-1] == "requested_by"
+    hostile = run(*args, "--dry-run", "--as", "eve\nthe correction would be requested by bob")
+    assert "requested by eve\\nthe correction would be requested by bob, who" in hostile.output
 
 
 def test_answering_no_cancels_and_yes_corrects(demo_plan: dict[str, str]) -> None:

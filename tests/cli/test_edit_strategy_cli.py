@@ -119,3 +119,20 @@ def _first_execute_decision(run: Run, plan_id: str) -> str:
             run("approval", "approve", str(approval["approval_id"]))
         run("plan", "run", plan_id)
     raise AssertionError("Execute never made a decision")
+
+
+def test_a_dry_run_names_who_the_edit_would_be_requested_by(
+    run: Run, supervised: dict[str, str]
+) -> None:
+    """`--dry-run --as NAME`: the preview says NAME would request the edit (no warnings
+    before Execute: nothing to confirm), and JSON gives `requested_by`; the real edit with
+    the same `--as` records NAME."""
+    args = ("plan", "edit-strategy", supervised[PLAIN], "--to", "a greeter class", "--dry-run")
+    shown = run(*args, "--as", "Ann O'Neil")
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.endswith("\nthe correction would be requested by Ann O'Neil\n")
+    doc = json.loads(run(*args, "--as", "Ann O'Neil", "--format=json").output)
+    assert (doc["warnings"], doc["requested_by"]) == ([], "Ann O'Neil")
+    assert run(*args[:-1], "--as", "Ann O'Neil").exit_code == 0
+    corrections = json.loads(run("plan", "show", supervised["plan"], "--format=json").output)
+    assert [c["requested_by"] for c in corrections["corrections"]] == ["Ann O'Neil"]

@@ -8,6 +8,7 @@ import gc
 import getpass
 import hashlib
 import json
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -219,6 +220,14 @@ def test_a_plan_still_in_execute_lists_its_changes_so_far(agents: Agents) -> Non
         f"refuses, exit 2); then land it: agents plan apply {plan_id}"
     )
     assert agents("plan", "apply", plan_id).exit_code == 2  # as the note said
+    # With --as NAME, both commands keep it: the question is answered as NAME.
+    named = agents("plan", "apply", plan_id, "--dry-run", "--as", NAME, "--format=json")
+    first = json.loads(named.stdout)["first"]
+    assert first == f"agents approval approve {question['approval_id']} --as {shlex.quote(NAME)}"
+    assert _run_suggested(agents, first).exit_code == 0
+    answered = json.loads(agents("approval", "list", "--all", "--format=json").stdout)
+    [asked] = [a for a in answered["approvals"] if a["approval_id"] == question["approval_id"]]
+    assert (asked["answer"], asked["answered_by"]) == ("approved", NAME)
 
 
 def _one_line_refusal(result: Result, *needles: str) -> None:
@@ -290,12 +299,19 @@ def test_the_dry_run_says_when_apply_would_be_refused(agents: Agents) -> None:
 
     text = agents("plan", "apply", plan_id, "--dry-run")
     assert text.exit_code == 0, text.output
-    assert "      refused   1 path changed in " in text.stdout
-    assert "since the sandbox was made: guide.md" in text.stdout
-    assert text.stdout.splitlines()[-1].startswith("Apply would be refused (exit 3)")
     refusal = _docs_refusal(agents.preview(plan_id))
-    assert refusal is not None and refusal.endswith("guide.md")
-    assert agents("plan", "apply", plan_id).exit_code == 3  # as the dry run said
+    # The problem and its fix, as the real Apply then gives them.
+    assert refusal is not None and refusal.startswith("1 path changed in ")
+    assert "since the sandbox was made: guide.md: " in refusal
+    assert refusal.endswith("reconcile them (or discard the sandbox) and retry")
+    assert f"      refused   {refusal}\n" in text.stdout
+    assert text.stdout.splitlines()[-1] == (
+        "Apply would be refused (exit 3): do what each `refused` line above says, or correct "
+        f"the plan; then: agents plan apply {plan_id}"
+    )
+    applied = agents("plan", "apply", plan_id)
+    assert applied.exit_code == 3  # as the dry run said, with its fix once
+    assert applied.stderr == f"error: plan {plan_id} was not applied (constrained): {refusal}\n"
 
     guide.write_bytes(original)
     preview = agents.preview(plan_id)  # Apply · constrained: a retry lands at once
@@ -342,6 +358,14 @@ def _git(repository: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
+def _commits(repository: Path) -> set[str]:
+    """Every commit object in the repository, reachable or not."""
+    listed = _git(
+        repository, "cat-file", "--batch-all-objects", "--batch-check=%(objecttype) %(objectname)"
+    )
+    return {line.split()[1] for line in listed.splitlines() if line.startswith("commit ")}
+
+
 def test_the_dry_run_foresees_an_apply_branch_already_taken(agents: Agents, tmp_path: Path) -> None:
     """Someone made the branch Apply would create (`cleveragents/apply/PLAN`) with other
     content: the dry run says Apply would refuse hello-cli, and the real Apply refuses
@@ -364,11 +388,17 @@ def test_the_dry_run_foresees_an_apply_branch_already_taken(agents: Agents, tmp_
     refusal = _refusal_of(agents.preview(plan_id), "/hello-cli")
     assert (_store_rows(agents.db), _files(tmp_path)) == before  # read only, branch and all
     assert refusal is not None and f"the branch {branch} already exists" in refusal
+    delete = f"git -C {shlex.quote(str(repository.resolve()))} branch -D {branch}"
+    assert f"delete it ({delete}), then apply again" in refusal  # its fix
+    assert f"      refused   {refusal}\n" in text.stdout
+    commits = _commits(repository)
     applied = agents("plan", "apply", plan_id)
     assert applied.exit_code == 3, applied.output  # as the dry run said
     assert f"the branch {branch} already exists" in applied.stderr
+    assert applied.stderr.count(delete) == 1 and "put the real resource right" not in applied.stderr
+    assert _commits(repository) == commits  # refused before a commit was written
 
-    _git(repository, "branch", "-D", branch)
+    subprocess.run(["sh", "-c", delete], check=True, capture_output=True)  # the fix, pasted
     assert _refusal_of(agents.preview(plan_id), "/hello-cli") is None
     assert agents("plan", "apply", plan_id).exit_code == 0
     assert _git(repository, "rev-parse", f"{branch}^") == _git(repository, "rev-parse", "HEAD^")
@@ -394,7 +424,7 @@ def test_the_dry_run_foresees_a_real_database_row_changed(agents: Agents, tmp_pa
     assert text.stdout.splitlines()[-1].startswith("Apply would be refused (exit 3)")
     refusal = _refusal_of(agents.preview(plan_id), "/app-db")
     assert (_store_rows(agents.db), _files(tmp_path)) == before
-    assert refusal is not None and refusal.endswith("row (2,) of table releases changed")
+    assert refusal is not None and "row (2,) of table releases changed: correct the plan" in refusal
     applied = agents("plan", "apply", plan_id)
     assert applied.exit_code == 3, applied.output  # as the dry run said
     assert refusal in applied.stderr
@@ -484,6 +514,33 @@ def test_as_names_who_the_dry_run_says_approves_and_the_apply_then_does(
     assert _gate_answers(agents.db) == [("approved", "alice")]
 
 
+NAME = "Ann O'Neil; rm -rf ~"  # a name the shell must not split, run or expand
+
+
+def _run_suggested(agents: Agents, command: str) -> Result:
+    """Run ``command`` (``agents ...``, as printed to be copied) as a shell would split it."""
+    argv = shlex.split(command)
+    assert argv[0] == "agents"
+    return agents(*argv[1:])
+
+
+def test_the_commands_a_dry_run_suggests_keep_as_name(agents: Agents) -> None:
+    """`--dry-run --as NAME`: the `plan apply` it suggests (the last line, the JSON
+    `command`) keeps `--as NAME`, quoted for the shell, so running it as copied approves
+    the gate as NAME, not as whoever runs it."""
+    plan_id = agents.demo()["plan_id"]
+    text = agents("plan", "apply", plan_id, "--dry-run", "--as", NAME)
+    assert text.exit_code == 0, text.output
+    command = f"agents plan apply {plan_id} --as {shlex.quote(NAME)}"
+    assert text.stdout.splitlines()[-1] == f"land it: {command}"
+    shown = agents("plan", "apply", plan_id, "--dry-run", "--as", NAME, "--format=json")
+    assert json.loads(shown.stdout)["command"] == command
+    assert agents.preview(plan_id)["command"] == f"agents plan apply {plan_id}"  # no --as
+    applied = _run_suggested(agents, command)
+    assert applied.exit_code == 0, applied.output
+    assert _gate_answers(agents.db) == [("approved", NAME)]
+
+
 def test_a_denied_apply_gate_is_approved_after_all(agents: Agents) -> None:
     """A person denied the Apply gate (the plan paused there): `plan apply` approves it after
     all and lands, so the dry run says `land it`, not `resume it first`."""
@@ -497,7 +554,7 @@ def test_a_denied_apply_gate_is_approved_after_all(agents: Agents) -> None:
     assert (preview["verdict"], preview["first"]) == ("lands", None)
     text = agents("plan", "apply", plan_id, "--dry-run", "--as", "bob")
     assert "  the Apply gate would be approved by bob\n" in text.stdout
-    assert text.stdout.splitlines()[-1] == f"land it: agents plan apply {plan_id}"
+    assert text.stdout.splitlines()[-1] == f"land it: agents plan apply {plan_id} --as bob"
     assert agents("plan", "apply", plan_id, "--as", "bob").exit_code == 0  # as it said
     assert _gate_answers(agents.db)[-1] == ("approved", "bob")
 
@@ -536,6 +593,26 @@ def test_files_changed_in_a_sandbox_outside_the_plan_are_asked_about_first(
     preview = agents.preview(plan_id)
     assert (preview["verdict"], preview["outside_changes"]) == ("lands", [])
     assert agents("plan", "apply", plan_id).exit_code == 0
+
+
+def test_an_apply_as_name_that_stops_to_ask_suggests_answering_as_name(agents: Agents) -> None:
+    """`plan apply --as NAME` stops to ask about a file changed in its sandbox outside the
+    plan: the answer it suggests keeps `--as NAME`, and run as copied answers as NAME."""
+    plan_id = agents.demo()["plan_id"]
+    [greet] = [
+        p for p in (agents.home / "sandboxes").rglob("greet.py") if p.parent.name == "hello_cli"
+    ]
+    greet.write_text("print('edited in the sandbox by hand')\n")
+    applied = agents("plan", "apply", plan_id, "--as", NAME)
+    assert applied.exit_code == 0, applied.output
+    pending = json.loads(agents("approval", "list", "--format=json").stdout)["approvals"]
+    [question] = [a for a in pending if a["kind"] == "reconcile"]
+    approve = f"agents approval approve {question['approval_id']} --as {shlex.quote(NAME)}"
+    assert f"  ({approve})\n" in applied.stdout
+    assert _run_suggested(agents, approve).exit_code == 0
+    answered = json.loads(agents("approval", "list", "--all", "--format=json").stdout)
+    [asked] = [a for a in answered["approvals"] if a["approval_id"] == question["approval_id"]]
+    assert asked["answered_by"] == NAME
 
 
 def test_a_sandbox_gone_is_foreseen_as_a_refusal(agents: Agents) -> None:

@@ -80,6 +80,67 @@ def test_a_refused_apply_exits_3_and_a_failed_one_exits_1_with_one_line(
     assert agents.state(plan_id) == "apply/constrained"
 
 
+def _apply_failures(agents: Agents, plan_id: str) -> list[dict[str, object]]:
+    store = Store.open(agents.db)
+    try:
+        with store.unit_of_work() as uow:
+            return uow.events.payloads(plan_id, "apply_failed")
+    finally:
+        store.close()
+
+
+def test_a_refused_apply_gives_the_refusing_resources_own_fix_once(
+    agents: Agents, tmp_path: Path
+) -> None:
+    """The real guide.md edited by hand: Apply refuses the docs resource. The apply_failed
+    event records the problem and the fix apart, and the one line on stderr gives that
+    resource's own fix, once, not the generic one."""
+    plan_id = agents.demo()
+    (tmp_path / "demo" / "docs" / "guide.md").write_text("someone else's guide\n")
+    refused = agents("plan", "apply", plan_id)
+    assert refused.exit_code == 3, refused.output
+    [event] = _apply_failures(agents, plan_id)
+    reason, fix = str(event["reason"]), str(event["fix"])
+    assert "guide.md" in reason and fix not in reason
+    assert "reconcile them" in fix
+    assert refused.stderr == (
+        f"error: plan {plan_id} was not applied (constrained): {reason}: {fix}\n"
+    )
+    assert "put the real resource right" not in refused.stderr
+
+
+def test_a_refusal_recorded_without_a_fix_gets_the_generic_one(
+    agents: Agents, tmp_path: Path
+) -> None:
+    """An Apply refused by an earlier version recorded no fix (the reason held it): the
+    generic fix is given — put the resource right and retry, or correct — naming the plan."""
+    from cleveragents_tui.cli.outcome import NotApplied, refuse_unapplied
+
+    plan_id = agents.demo()
+    (tmp_path / "demo" / "docs" / "guide.md").write_text("someone else's guide\n")
+    assert agents("plan", "apply", plan_id).exit_code == 3
+    store = Store.open(agents.db)
+    try:
+        with store.unit_of_work(write=True) as uow:
+            uow.events.append(
+                "apply_failed",
+                {"state": "constrained", "reason": "docs refused: guide.md changed"},
+                plan_id=plan_id,
+            )
+            uow.commit()
+            plan = uow.plans.get(plan_id)
+        with pytest.raises(NotApplied) as caught:
+            refuse_unapplied(store, plan)
+    finally:
+        store.close()
+    assert caught.value.exit_code == 3
+    assert str(caught.value) == (
+        f"plan {plan_id} was not applied (constrained): docs refused: guide.md changed: put the "
+        f"real resource right, then retry with agents plan run {plan_id}, or correct a "
+        "decision (agents plan correct)"
+    )
+
+
 def test_denying_the_apply_gate_pauses_and_the_plan_can_be_corrected(agents: Agents) -> None:
     plan_id = agents.demo()
     [gate] = agents.pending(plan_id)

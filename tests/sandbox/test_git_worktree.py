@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -28,7 +29,7 @@ from cleveragents_tui.sandbox.base import (
     SandboxError,
     SandboxStrategy,
 )
-from cleveragents_tui.sandbox.git import GitWorktreeSandbox, GitWorktreeStrategy
+from cleveragents_tui.sandbox.git import GitWorktreeSandbox, GitWorktreeStrategy, worktree
 from cleveragents_tui.sandbox.safety import UnsafeInputError
 
 PLAN = "01HXPLAN0000000000000000AA"
@@ -775,6 +776,39 @@ def test_apply_lands_one_commit_on_a_branch_and_leaves_the_user_alone(
     user.check()
 
 
+def _commits(repo: Path) -> set[str]:
+    """Every commit object in the repository, reachable or not."""
+    listed = git(
+        repo, "cat-file", "--batch-all-objects", "--batch-check=%(objecttype) %(objectname)"
+    )
+    return {line.split()[1] for line in listed.splitlines() if line.startswith("commit ")}
+
+
+def test_apply_refuses_a_taken_branch_before_committing_and_names_the_fix(
+    sandbox: GitWorktreeSandbox, repo: Path, user: UserCheckout
+) -> None:
+    """The apply branch made by someone else: Apply refuses without writing a commit, and
+    its fix is a `git branch -D` that, pasted in a shell, deletes exactly that branch; then
+    Apply lands."""
+    branch = f"cleveragents/apply/{PLAN}"
+    git(repo, "branch", branch)
+    (sandbox.workdir / "a.txt").write_text("a\n")
+    before = _commits(repo)
+    with pytest.raises(SandboxError) as refused:
+        sandbox.apply()
+    assert _commits(repo) == before  # no commit object, not even a dangling one
+    assert refused.value.problem.endswith(f"the branch {branch} already exists with other content")
+    fix = refused.value.fix
+    assert fix is not None and "\n" not in str(refused.value)
+    delete = f"git -C {shlex.quote(str(repo.resolve()))} branch -D {branch}"
+    assert f"({delete})" in fix
+    subprocess.run(["sh", "-c", delete], check=True, capture_output=True)
+    assert refs(repo, "refs/heads/cleveragents/apply/") == []
+    assert branch in sandbox.apply().summary
+    assert git(repo, "rev-parse", f"{branch}^").strip() == sandbox.base
+    user.check()
+
+
 def test_apply_without_changes_creates_no_branch(
     sandbox: GitWorktreeSandbox, repo: Path, user: UserCheckout
 ) -> None:
@@ -899,12 +933,14 @@ def test_no_git_process_or_draft_outlives_the_sandbox_object(
 
 
 def test_a_failed_ref_update_does_not_break_the_next_one(
-    sandbox: GitWorktreeSandbox, repo: Path
+    sandbox: GitWorktreeSandbox, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (sandbox.workdir / "a.txt").write_text("a\n")
     sandbox.apply()
     (sandbox.workdir / "a.txt").write_text("b\n")
-    with pytest.raises(SandboxError, match="already exists"):
+    # The branch taken after Apply looked (a race): the ref update itself refuses.
+    monkeypatch.setattr(worktree, "branch_exists", lambda git, branch: False)
+    with pytest.raises(SandboxError, match=r"git -C .* branch -D "):
         sandbox.apply()  # the long-running update-ref exits on this error...
     ref = sandbox.checkpoint()  # ...and the next request starts a new one
     sandbox.verify(ref)

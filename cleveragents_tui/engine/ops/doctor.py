@@ -201,6 +201,12 @@ def repair_half_applied(store: Store, base_dir: Path | None = None) -> list[Fini
         if plan.state is not PlanState.APPLIED:
             with store.unit_of_work() as uow:
                 failures = uow.events.payloads(plan.plan_id, "apply_failed")
-            reason = str(failures[-1].get("reason")) if failures else None
+            reason = _reason(failures[-1]) if failures else None
         finished.append(FinishedApply(plan.plan_id, plan.state.value, reason))
     return finished
+
+
+def _reason(failure: dict[str, object]) -> str:
+    """An ``apply_failed`` event's reason, with the fix it records (older events: in it)."""
+    reason, fix = failure.get("reason"), failure.get("fix")
+    return f"{reason}: {fix}" if fix else str(reason)

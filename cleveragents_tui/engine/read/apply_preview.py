@@ -21,6 +21,7 @@ from cleveragents_tui.domain.enums import Phase, PlanState, SandboxStrategyName
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.domain.wording import as_option
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes, sandbox_root
 from cleveragents_tui.engine.run import run_lease
 from cleveragents_tui.engine.run.errors import PlanStateError
@@ -40,7 +41,7 @@ class ResourcePreview:
     strategy: str
     changes: tuple[Change, ...] | None
     note: str | None = None
-    refusal: str | None = None  # why Apply would refuse it now (exit 3), else None
+    refusal: str | None = None  # why Apply would refuse it now (exit 3): "problem: fix"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,7 @@ class ApplyPreview:
     reverts: bool = False  # a person approved reverting its refused Apply: no landing
     gate_by: str | None = None  # who `plan apply` answers the open (or denied) Apply gate as
     outside: tuple[str, ...] = ()  # files changed in its sandboxes outside the plan, unasked
+    as_name: str | None = None  # the `--as NAME` given: the commands it suggests repeat it
 
     @property
     def note(self) -> str | None:
@@ -84,7 +86,8 @@ class ApplyPreview:
 
     @property
     def command(self) -> str:
-        return f"agents plan apply {self.plan.plan_id}"
+        """The `plan apply` to run, with the ``--as NAME`` the dry run was given."""
+        return f"agents plan apply {self.plan.plan_id}{as_option(self.as_name)}"
 
     @property
     def refused(self) -> bool:
@@ -114,11 +117,17 @@ class ApplyPreview:
 
 
 def preview_apply(
-    store: Store, plan_ref: str, sandbox_base: Path | None = None, *, by: str | None = None
+    store: Store,
+    plan_ref: str,
+    sandbox_base: Path | None = None,
+    *,
+    by: str | None = None,
+    as_name: str | None = None,
 ) -> ApplyPreview:
     """What ``agents plan apply`` (approving as ``by``) would land now. Refused
     (PlanStateError) for a plan that is applied or cancelled, or still in Strategize (it
-    has no sandboxes yet)."""
+    has no sandboxes yet). ``as_name``: the ``--as NAME`` given, which the commands it
+    suggests (to apply, to approve a question first) repeat."""
     from cleveragents_tui.engine.run.constrained_apply import revert_approved
     from cleveragents_tui.engine.run.denial import latest_denial
 
@@ -162,7 +171,7 @@ def preview_apply(
         )
     else:
         questions = [a for a in pending if a.kind is not ApprovalKind.APPLY_GATE]
-        not_now = _why_not_now(plan, at_gate, questions)
+        not_now = _why_not_now(plan, at_gate, questions, as_name)
     reverts = revert_approved(store, plan)
     if reverts and not_now is not None and not_now.first is None:
         not_now = NotNow(
@@ -179,6 +188,7 @@ def preview_apply(
         reverts=reverts,
         gate_by=by if gate_open else None,
         outside=_outside_unasked(store, plan, sandbox_base),
+        as_name=as_name,
     )
 
 
@@ -231,8 +241,11 @@ def _landing_order(uow: UnitOfWork, plan_id: str) -> list[tuple[Plan, str]]:
     return out
 
 
-def _why_not_now(plan: Plan, at_gate: bool, questions: list[Approval]) -> NotNow | None:
-    """As `plan apply` decides (engine/run/lifecycle.py ``apply_plan``, run/apply.py)."""
+def _why_not_now(
+    plan: Plan, at_gate: bool, questions: list[Approval], as_name: str | None
+) -> NotNow | None:
+    """As `plan apply` decides (engine/run/lifecycle.py ``apply_plan``, run/apply.py);
+    a question is answered as ``as_name`` (`approval approve --as`, as `plan apply --as`)."""
     plan_id = plan.plan_id
     if plan.state is PlanState.PAUSED:
         return NotNow(
@@ -242,7 +255,7 @@ def _why_not_now(plan: Plan, at_gate: bool, questions: list[Approval]) -> NotNow
     if questions and plan.phase is Phase.EXECUTE:
         return NotNow(
             f"the plan waits for an answer before its Apply gate: {questions[0].question}",
-            f"agents approval approve {questions[0].approval_id}",
+            f"agents approval approve {questions[0].approval_id}{as_option(as_name)}",
         )
     if plan.phase is Phase.APPLY and plan.state in _RETRIED:
         return NotNow(
@@ -335,5 +348,5 @@ def _resource_preview(sandboxes: PlanSandboxes, resource: Resource) -> ResourceP
         refused = sandbox.apply_refusal() if isinstance(sandbox, ChecksApply) else None
     except (UserError, OSError) as exc:
         return _noted(resource, "not listed: " + " ".join(str(exc).split()))
-    refusal = None if refused is None else " ".join(refused.problem.split())
+    refusal = None if refused is None else " ".join(str(refused).split())  # and its fix
     return ResourcePreview(resource.resource_id, strategy.value, changes, refusal=refusal)

@@ -53,10 +53,10 @@ def apply(runner: PlanRunner) -> Plan:
         results.extend(children.land_children(runner))
         results.extend(apply_own(runner))
     except UserError as exc:
-        _apply_failed(runner, PlanState.CONSTRAINED, str(exc))
+        _apply_failed(runner, PlanState.CONSTRAINED, exc.problem, exc.fix)
         return constrained_apply.after_refusal(runner, str(exc))  # access_network
     except Exception as exc:
-        _apply_failed(runner, PlanState.ERRORED, str(exc))
+        _apply_failed(runner, PlanState.ERRORED, str(exc), None)
         raise
     with runner.store.unit_of_work(write=True) as uow:
         uow.events.append(
@@ -104,10 +104,14 @@ def _take_for_apply(runner: PlanRunner, attempt: int) -> None:
         uow.commit()
 
 
-def _apply_failed(runner: PlanRunner, state: PlanState, reason: str) -> Plan:
+def _apply_failed(runner: PlanRunner, state: PlanState, reason: str, fix: str | None) -> Plan:
+    """Record why Apply stopped — the problem (``reason``) and, for a refusal, the fix the
+    resource named (None: the CLI says what fixes any refusal, cli/outcome.py)."""
     with runner.store.unit_of_work(write=True) as uow:
         uow.events.append(
-            "apply_failed", {"state": state.value, "reason": reason}, plan_id=runner.plan_id
+            "apply_failed",
+            {"state": state.value, "reason": reason, "fix": fix},
+            plan_id=runner.plan_id,
         )
         uow.commit()
     return runner.update_plan(phase=Phase.APPLY, state=state)

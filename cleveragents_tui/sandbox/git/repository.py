@@ -118,6 +118,11 @@ def deletions(refs: list[str]) -> str:
     return "".join(f"delete {check_ref_name(ref)}\n" for ref in refs)
 
 
+def branch_exists(git: Git, branch: str) -> bool:
+    """Whether ``branch`` (a full ref name) names a commit in the repository."""
+    return git.call("rev-parse", "--verify", "--quiet", branch).returncode == 0
+
+
 def existing_apply(git: Git, branch: str, tree: str, base: str) -> str | None:
     """The commit of an earlier apply of ``tree`` onto ``base`` on ``branch``, so a retried
     apply is a no-op."""

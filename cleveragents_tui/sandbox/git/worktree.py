@@ -7,6 +7,7 @@ Here: reading checkpoints, Apply and discard, on the layers below (:mod:`.checko
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 
 from cleveragents_tui.sandbox.base import ApplyResult, Change, SandboxError
@@ -14,6 +15,7 @@ from cleveragents_tui.sandbox.git.preview import pending_changes, pending_tree
 from cleveragents_tui.sandbox.git.process import BATCH_HEADER, FSCK, full_sha, reason_of
 from cleveragents_tui.sandbox.git.repository import (
     blob_listed,
+    branch_exists,
     deletions,
     existing_apply,
     parse_changes,
@@ -22,8 +24,6 @@ from cleveragents_tui.sandbox.git.repository import (
 from cleveragents_tui.sandbox.git.rollback import RollingWorktree
 from cleveragents_tui.sandbox.git.staging import stage
 from cleveragents_tui.sandbox.safety import check_ref_name, safe_relative_path
-
-_BRANCH_TAKEN = "merge or delete it (git branch -D), then apply again"
 
 
 class GitWorktreeSandbox(RollingWorktree):
@@ -96,7 +96,7 @@ class GitWorktreeSandbox(RollingWorktree):
         checkout moving is no refusal: Apply commits onto the base, not onto HEAD."""
         self._ensure_live()
         branch = self._names.apply_branch
-        if self._git.call("rev-parse", "--verify", "--quiet", branch).returncode != 0:
+        if not branch_exists(self._git, branch):
             return None
         tree = pending_tree(self._git, self._admin_dir, self._workdir)
         unchanged = self._git.run("rev-parse", f"{self._base}^{{tree}}", fix=FSCK)
@@ -104,11 +104,7 @@ class GitWorktreeSandbox(RollingWorktree):
             return None  # nothing to apply: Apply makes no branch
         if existing_apply(self._git, branch, tree, self._base) is not None:
             return None  # an Apply that landed it, retried: the same commit
-        return SandboxError(
-            f"{self._git.subject}: the branch {short_ref(branch)} already exists with other "
-            "content",
-            _BRANCH_TAKEN,
-        )
+        return self._branch_taken()
 
     # ----------------------------------------------------------------- apply and discard
 
@@ -129,15 +125,17 @@ class GitWorktreeSandbox(RollingWorktree):
             )
         landed = existing_apply(self._git, branch, tree, self._base)
         if landed is None:
+            if branch_exists(self._git, branch):
+                raise self._branch_taken()  # before a commit object is written
             message = (
                 f"Apply cleveragents plan {self._names.plan_id}\n\n"
                 f"{len(changes)} changes made in the sandbox of {self._resource.resource_id}.\n"
             )
             landed = self._commit(tree, self._base, message)
+            taken = self._branch_taken().fix  # made since the check above: refused all the same
             self._update_refs(
                 f"create {branch} {landed}\n",
-                fix=f"the branch {short_ref(branch)} already exists with other content: "
-                + _BRANCH_TAKEN,
+                fix=f"the branch {short_ref(branch)} already exists with other content: {taken}",
             )
         return ApplyResult(
             summary=f"branch {short_ref(branch)} at {landed[:12]}: {len(changes)} "
@@ -176,6 +174,18 @@ class GitWorktreeSandbox(RollingWorktree):
             fix=FSCK,
         )
         self._discarded = True
+
+    def _branch_taken(self) -> SandboxError:
+        """Apply's refusal when its branch exists with other content: what it holds is
+        someone's, so the fix names the command that deletes it, quoted to be pasted."""
+        branch = short_ref(self._names.apply_branch)
+        delete = (
+            f"git -C {shlex.quote(str(self._repository.location))} branch -D {shlex.quote(branch)}"
+        )
+        return SandboxError(
+            f"{self._git.subject}: the branch {branch} already exists with other content",
+            f"merge what you need from it, delete it ({delete}), then apply again",
+        )
 
     def _tree_changes(self, tree: str) -> list[Change]:
         args = ("diff-tree", "-r", "-z", "--no-renames", "--name-status", "--no-ext-diff")
