@@ -19,6 +19,14 @@ if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
     from cleveragents_tui.engine.core.file_diff import ResourceDiff
 
 
+def _freeze_what_is_loaded() -> None:
+    """What the command has loaded (modules, the ORM, then the preview) lives until it exits:
+    frozen, the full collections that loading a large plan's rows and the correction's
+    writes set off no longer traverse it (docs/benchmarks.md, "A command's correction over
+    a frozen heap")."""
+    gc.freeze()
+
+
 def _impact_text(cli: CliContext, impact: Impact) -> str:
     """The preview as the app's impact modal shows it (views/impact.py), the superseded
     decisions named from the plan's tree."""
@@ -117,6 +125,7 @@ def correct(
     from cleveragents_tui.domain.enums import CorrectionMode
     from cleveragents_tui.engine import preview
 
+    _freeze_what_is_loaded()
     impact = preview(cli.store, decision_ref, CorrectionMode(mode), guidance, plan_ref, choose)
     _dry_run_or_execute(
         cli, impact, dry_run=dry_run, yes=yes, who=who, fmt=local_format, outside=outside_changes
@@ -195,9 +204,7 @@ def _confirm_and_execute(
         if outside == "cancel":
             echo("Correction cancelled: nothing was changed.", err=True)
             sys.exit(1)
-    # Everything loaded so far (modules, the ORM, the preview) lives until the command
-    # exits: frozen, the collections the correction's allocations set off skip it.
-    gc.freeze()
+    _freeze_what_is_loaded()
     try:
         result = execute(
             cli.store,
@@ -284,6 +291,7 @@ def edit_strategy(
     """
     from cleveragents_tui.engine.correct.strategy import preview_strategy_edit
 
+    _freeze_what_is_loaded()
     impact = preview_strategy_edit(cli.store, decision_ref, new_strategy, plan_ref, choose)
     _dry_run_or_execute(cli, impact, dry_run=dry_run, yes=yes, who=who, fmt=local_format)
 

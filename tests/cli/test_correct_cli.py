@@ -136,21 +136,18 @@ def test_a_strategy_correction_with_yes_replays_and_the_diff_shows_the_new_code(
     assert "-def hello(name: str) -> str:" in diff.output
 
 
-def test_execute_runs_over_a_frozen_heap(run: Run, demo_plan: dict[str, str]) -> None:
-    """The command freezes what it loaded before the correction (fewer full collections);
-    the correction, its replay and its report are the same over a frozen heap."""
+def test_preview_and_execute_run_over_a_frozen_heap(run: Run, demo_plan: dict[str, str]) -> None:
+    """The command freezes what it has loaded before the preview and again before the
+    correction (fewer full collections); the preview, the correction, its replay and its
+    report are the same over a frozen heap."""
+    args = ["plan", "correct", demo_plan["record"], "--mode=revert", "--guidance", "record rc1"]
     assert gc.get_freeze_count() == 0
-    result = run(
-        "plan",
-        "correct",
-        demo_plan["record"],
-        "--mode=revert",
-        "--yes",
-        "--choose",
-        "1",
-        "--guidance",
-        "record rc1",
-    )
+    dry = run(*args, "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert gc.get_freeze_count() > 0
+    assert "rollback tier  full decision-level" in dry.output
+    gc.unfreeze()
+    result = run(*args, "--yes", "--choose", "1")
     assert result.exit_code == 0, result.output
     assert gc.get_freeze_count() > 0
     assert ": succeeded (attempt 2)" in result.output
