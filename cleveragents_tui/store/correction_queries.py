@@ -21,6 +21,7 @@ from sqlalchemy import (
     ColumnElement,
     Select,
     String,
+    and_,
     any_,
     bindparam,
     case,
@@ -37,6 +38,7 @@ from sqlalchemy.orm import QueryableAttribute, Session
 from sqlalchemy.sql.dml import Update
 
 from cleveragents_tui.domain.approval import ApprovalAnswer
+from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.errors import ImmutableRecordError
 from cleveragents_tui.domain.timeutil import utc_now
@@ -339,19 +341,34 @@ def lapse_pending_approvals(session: Session, plan_id: str, by: str, reason: str
 
 
 @cache
-def _mark_pruned(dialect: str) -> Update:
+def _prune_later(dialect: str) -> Update:
     c = CheckpointMetadataRow
     return (
-        update(c).where(among(dialect, c.checkpoint_id, "ids")).values(pruned_at=bindparam("now"))
+        update(c)
+        .where(
+            c.plan_id == bindparam("plan"),
+            c.resource_id == bindparam("resource"),
+            c.pruned_at.is_(None),
+            c.created_at >= bindparam("at"),
+            ~and_(c.created_at == bindparam("at_same"), c.checkpoint_id <= bindparam("id")),
+        )
+        .values(pruned_at=bindparam("now"))
     )
 
 
-def mark_pruned(session: Session, checkpoint_ids: Iterable[str]) -> None:
-    """Mark these checkpoints pruned, in one statement."""
-    ids = set(checkpoint_ids)
-    if ids:
-        statement = _mark_pruned(_dialect(session))
-        write(session, statement, {"ids": strings(session, ids), "now": utc_now()})
+def prune_later(session: Session, plan_id: str, after: CheckpointMetadata) -> None:
+    """Mark pruned, in one statement, the live checkpoints of ``after``'s resource in the
+    plan that come after it (``created_at``, then id: the order of ``for_plan``) — by the
+    plan's (resource, time) index, not by reading every checkpoint the plan took."""
+    values = {
+        "plan": plan_id,
+        "resource": after.resource_id,
+        "at": after.created_at,
+        "at_same": after.created_at,
+        "id": after.checkpoint_id,
+        "now": utc_now(),
+    }
+    write(session, _prune_later(_dialect(session)), values)
 
 
 @cache

@@ -152,3 +152,43 @@ def test_a_reverts_reads_of_checkpoints_and_corrections_do_not_walk_the_plan(
     assert "ix_checkpoint_metadata_plan_resource_created" in resources, resources
     assert "ix_decisions_corrects (corrects_decision_id=?)" in correcting, correcting
     assert "ix_decisions_superseded_by (superseded_by=?)" in superseded, superseded
+
+
+def test_a_reverts_destroyed_savepoints_are_marked_from_the_resources_index(
+    tmp_path: Path,
+) -> None:
+    """A revert of a database marks the resource's checkpoints after its target pruned
+    (``ROLLBACK TO SAVEPOINT`` destroyed them) in one statement that starts from the
+    plan's (resource, time) index — not by reading every checkpoint of the plan — and marks
+    exactly the live ones after the target in ``for_plan``'s order."""
+    scale = build(tmp_path, 300)
+    add_pruned_groups(scale, keep=set())
+    with scale.store.unit_of_work() as uow:
+        before = uow.checkpoints.for_plan(scale.plan_id, FILES)
+    target = next(c for c in before if c.pruned_at is None)
+    later = before[before.index(target) + 1 :]
+    expected = {c.checkpoint_id for c in later if c.pruned_at is None}
+    sent: list[tuple[str, Any]] = []
+
+    def note(*args: Any) -> None:
+        sent.append((args[2], args[3]))
+
+    try:
+        with Session(scale.store.engine) as session:
+            session.connection()
+            event.listen(scale.store.engine, "before_cursor_execute", note)
+            correction_queries.prune_later(session, scale.plan_id, target)
+            event.remove(scale.store.engine, "before_cursor_execute", note)
+            session.commit()
+        with scale.store.unit_of_work() as uow:
+            after = {c.checkpoint_id: c for c in uow.checkpoints.for_plan(scale.plan_id, FILES)}
+        (plan,) = [_query_plan(scale.store, *s) for s in sent]
+    finally:
+        scale.store.close()
+    assert expected  # the run's own checkpoints after its first
+    newly = {i for i, c in after.items() if c.pruned_at is not None} - {
+        c.checkpoint_id for c in before if c.pruned_at is not None
+    }
+    assert newly == expected
+    assert "(plan_id=?)" not in plan and "SCAN checkpoint_metadata" not in plan, plan
+    assert "ix_checkpoint_metadata_plan_resource_created" in plan, plan

@@ -330,20 +330,9 @@ def _forget_destroyed_savepoints(
     """``ROLLBACK TO SAVEPOINT`` destroys every later savepoint: mark their rows pruned, so
     nothing (doctor, a later correction) takes them for live checkpoints. Git and directory
     checkpoints stay: they hold the old attempt for diffs."""
-    savepoints = {
-        resource_id: target
-        for resource_id, target in targets.items()
-        if target.strategy is SandboxStrategyName.TRANSACTION_ROLLBACK
-    }
-    if not savepoints:
-        return
-    everything = uow.checkpoints.for_plan(plan_id)
-    gone: list[str] = []
-    for resource_id, target in savepoints.items():
-        rows = [r for r in everything if r.resource_id == resource_id]
-        later = rows[[r.checkpoint_id for r in rows].index(target.checkpoint_id) + 1 :]
-        gone += [r.checkpoint_id for r in later if r.pruned_at is None]
-    uow.run(correction_queries.mark_pruned, gone)
+    for target in targets.values():
+        if target.strategy is SandboxStrategyName.TRANSACTION_ROLLBACK:
+            uow.run(correction_queries.prune_later, plan_id, target)
 
 
 def _reasoning_rollback(store: Store, target: Decision, impact: Impact) -> None:
