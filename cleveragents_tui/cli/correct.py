@@ -29,16 +29,12 @@ def _freeze_what_is_loaded() -> None:
 
 def _impact_text(cli: CliContext, impact: Impact) -> str:
     """The preview as the app's impact modal shows it (views/impact.py), the superseded
-    decisions named from the plan's tree."""
-    from cleveragents_tui.engine import plan_tree
+    decisions named from their rows."""
+    from cleveragents_tui.engine.read.browse import decision_rows
     from cleveragents_tui.views.impact import impact_view
     from cleveragents_tui.views.sections import to_plain_text
 
-    rows = {}
-    if impact.affected_decisions:
-        rows = {
-            line.row.decision_id: line.row for line in plan_tree(cli.store, impact.plan_id).lines
-        }
+    rows = decision_rows(cli.store, impact.affected_decisions)
     return to_plain_text(impact_view(impact, rows.get))
 
 

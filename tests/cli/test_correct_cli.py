@@ -11,7 +11,13 @@ import pytest
 from click.testing import CliRunner
 
 from cleveragents_tui.cli import cli
+from cleveragents_tui.domain.enums import CorrectionMode
+from cleveragents_tui.engine import plan_tree
+from cleveragents_tui.engine.correct.preview import preview
+from cleveragents_tui.views.impact import NAMED_AT_MOST, impact_view
+from cleveragents_tui.views.sections import to_plain_text
 from tests.cli.conftest import Run
+from tests.support.scale_plan import build, target_near
 
 
 @pytest.fixture
@@ -153,6 +159,32 @@ def test_preview_and_execute_run_over_a_frozen_heap(run: Run, demo_plan: dict[st
     assert ": succeeded (attempt 2)" in result.output
     tree = json.loads(run("plan", "tree", demo_plan["plan"], "--format=json").output)
     assert "A row in the releases table" in {d["chosen_option"] for d in tree["decisions"]}
+
+
+def test_the_dry_run_names_the_affected_set_as_the_plans_tree_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`plan correct --dry-run` names the affected decisions from their own rows, read by
+    id (not the plan's whole tree, 30x the preview at ~0.5% of 10,000): the text is the one
+    the plan's tree names them with, in the plan's order."""
+    scale = build(tmp_path / "plan", 300)
+    monkeypatch.setenv("AGENTS_SANDBOX_DIR", str(scale.options.sandbox_base))
+    target, size = target_near(scale, 0.4)
+    impact = preview(
+        scale.store,
+        target,
+        CorrectionMode.REVERT,
+        "make it loud",
+        sandbox_base=scale.options.sandbox_base,
+    )
+    named = {line.row.decision_id: line.row for line in plan_tree(scale.store, scale.plan_id).lines}
+    expected = to_plain_text(impact_view(impact, named.get))
+    scale.store.close()
+    args = ["plan", "correct", target, "--mode=revert", "--guidance", "make it loud", "--dry-run"]
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "plan" / "agents.db"), *args])
+    assert result.exit_code == 0, result.output
+    assert 1 < size <= NAMED_AT_MOST  # every affected decision is named
+    assert expected in result.output
 
 
 def test_errors_are_one_line(run: Run, demo_plan: dict[str, str]) -> None:

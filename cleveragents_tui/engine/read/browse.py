@@ -6,6 +6,7 @@ These must stay fast to import and run: the read-only CLI goes through here.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import replace
 
 from cleveragents_tui.domain.errors import WrongPlanError
@@ -95,6 +96,13 @@ def plan_tree(
         hidden = len(rows) - len(visible)
         rows = visible
     return PlanTree(plan, show_superseded, layout_tree(rows), hidden, with_checkpoints)
+
+
+def decision_rows(store: Store, decision_ids: Iterable[str]) -> dict[str, TreeRow]:
+    """The tree rows of these decisions by id (what a correction preview names its affected
+    decisions with), read by id instead of laying out the plan's whole tree."""
+    with store.unit_of_work() as uow:
+        return {r.decision_id: r for r in uow.decisions.tree_rows_of(decision_ids)}
 
 
 def naming_replacements(rows: list[TreeRow], replacements: dict[str, str]) -> list[TreeRow]:

@@ -67,6 +67,12 @@ def _tree_row_query() -> Select[*tuple[Any, ...]]:
     return select(*TREE_COLUMNS)
 
 
+@cache
+def _tree_rows_of(dialect: str) -> Select[*tuple[Any, ...]]:
+    d = DecisionRow
+    return _tree_row_query().where(among(dialect, d.decision_id, "ids")).order_by(d.sequence_number)
+
+
 def _tree_rows(
     session: Session, query: Select[*tuple[Any, ...]], first: int | None = None
 ) -> list[TreeRow]:
@@ -171,6 +177,19 @@ class DecisionRepository(Repository):
         if after is not None:
             query = query.where(DecisionRow.sequence_number > after)
         return _tree_rows(self._session, query, first)
+
+    def tree_rows_of(self, decision_ids: Iterable[str]) -> list[TreeRow]:
+        """The light rows of these decisions, in sequence order: one statement on the
+        driver's cursor, the ids one parameter — a correction's affected set named without
+        reading the whole plan's tree."""
+        ids = set(decision_ids)
+        if not ids:
+            return []
+        statement = _tree_rows_of(self._session.get_bind().dialect.name)
+        return [
+            TreeRow(*row)
+            for row in fetch(self._session, statement, ids=strings(self._session, ids))
+        ]
 
     def replacements(self, plan_id: str) -> dict[str, str]:
         """Superseded decision id -> the decision that replaced it, as users are shown it.
