@@ -350,7 +350,7 @@ def _prune_later(dialect: str) -> Update:
             c.resource_id == bindparam("resource"),
             c.pruned_at.is_(None),
             c.created_at >= bindparam("at"),
-            ~and_(c.created_at == bindparam("at_same"), c.checkpoint_id <= bindparam("id")),
+            ~and_(c.created_at == bindparam("at"), c.checkpoint_id <= bindparam("id")),
         )
         .values(pruned_at=bindparam("now"))
     )
@@ -364,7 +364,6 @@ def prune_later(session: Session, plan_id: str, after: CheckpointMetadata) -> No
         "plan": plan_id,
         "resource": after.resource_id,
         "at": after.created_at,
-        "at_same": after.created_at,
         "id": after.checkpoint_id,
         "now": utc_now(),
     }
