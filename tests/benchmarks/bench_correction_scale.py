@@ -55,11 +55,10 @@ from typing import Any
 
 from sqlalchemy import text
 
-from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus
+from cleveragents_tui.domain.enums import CorrectionStatus
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.model import CorrectionResult, Impact
-from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.run.runner import PlanRunner
 from cleveragents_tui.sandbox.objectstore import packs
 from cleveragents_tui.store.store import Store
@@ -71,6 +70,7 @@ from tests.support.scale_plan import (
     add_pruned_groups,
     build,
     correct_another,
+    revert_preview,
     target_near,
 )
 
@@ -174,16 +174,6 @@ def adr_loop(store: Store, target: str) -> tuple[set[str], set[str]]:
     return affected, plans
 
 
-def _preview(scale: ScalePlan, target: str) -> Impact:
-    return preview(
-        scale.store,
-        target,
-        CorrectionMode.REVERT,
-        "make it loud",
-        sandbox_base=scale.options.sandbox_base,
-    )
-
-
 def _timed(action: Callable[[], object]) -> float:
     start = time.perf_counter()
     action()
@@ -285,17 +275,17 @@ def measure_plan(scale: ScalePlan, share: float, samples: Samples, repeat: int, 
     for _ in range(repeat):
         samples.cte.append(_timed(lambda: plain_cte(scale.store, target)))
         committed_elsewhere(scale.store)
-        samples.cold.append(_timed(lambda: _preview(scale, target)))
+        samples.cold.append(_timed(lambda: revert_preview(scale, target)))
         samples.supersede.append(_timed(lambda: supersede_floor(scale.store, target, affected)))
     OPEN_GRAPHS.open(scale.store, scale.plan_id)  # the app's plan view holds it
     try:
         for _ in range(repeat):
-            samples.warm.append(_timed(lambda: _preview(scale, target)))
+            samples.warm.append(_timed(lambda: revert_preview(scale, target)))
     finally:
         OPEN_GRAPHS.close(scale.plan_id)
     if warm:
         correct_another(scale)
-    took, durable = execute_without_replay(scale, _preview(scale, target))
+    took, durable = execute_without_replay(scale, revert_preview(scale, target))
     if warm:
         samples.execute_warm.append(took)
     else:

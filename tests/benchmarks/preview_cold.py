@@ -30,9 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from cleveragents_tui.store.store import Store
-from tests.benchmarks.bench_correction_scale import _preview, plain_cte, supersede_floor
+from tests.benchmarks.bench_correction_scale import plain_cte, supersede_floor
 from tests.support.postgres import PostgresServer, find_bindir
-from tests.support.scale_plan import ScalePlan, add_pruned_groups, build, target_near
+from tests.support.scale_plan import (
+    ScalePlan,
+    add_pruned_groups,
+    build,
+    revert_preview,
+    target_near,
+)
 
 WRITES = ("none", "rolled back", "committed", "another")
 
@@ -62,7 +68,7 @@ def _pairs(
     for _ in range(3):  # warm-up: compiled statements, page cache
         plain_cte(scale.store, target)
         write()
-        _preview(scale, target)
+        revert_preview(scale, target)
     found: dict[str, list[float]] = {"cte": [], "preview": []}
     for _ in range(count):
         start = time.perf_counter()
@@ -70,7 +76,7 @@ def _pairs(
         found["cte"].append(time.perf_counter() - start)
         write()
         start = time.perf_counter()
-        _preview(scale, target)
+        revert_preview(scale, target)
         found["preview"].append(time.perf_counter() - start)
     return found
 

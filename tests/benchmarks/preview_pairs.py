@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
-from tests.benchmarks.bench_correction_scale import _preview, plain_cte
+from tests.benchmarks.bench_correction_scale import plain_cte
 from tests.support.postgres import PostgresServer, find_bindir
-from tests.support.scale_plan import ScalePlan, build, target_near
+from tests.support.scale_plan import ScalePlan, build, revert_preview, target_near
 
 
 def _pairs(scale: ScalePlan, target: str, count: int, warm: bool) -> dict[str, list[float]]:
@@ -33,14 +33,14 @@ def _pairs(scale: ScalePlan, target: str, count: int, warm: bool) -> dict[str, l
     try:
         for _ in range(3):  # warm-up: compiled statements, page cache, kept reads
             plain_cte(scale.store, target)
-            _preview(scale, target)
+            revert_preview(scale, target)
         found: dict[str, list[float]] = {"cte": [], "preview": [], "cpu": []}
         for _ in range(count):
             start = time.perf_counter()
             plain_cte(scale.store, target)
             found["cte"].append(time.perf_counter() - start)
             start, cpu = time.perf_counter(), time.thread_time()
-            _preview(scale, target)
+            revert_preview(scale, target)
             found["cpu"].append(time.thread_time() - cpu)
             found["preview"].append(time.perf_counter() - start)
         return found

@@ -11,13 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from cleveragents_tui.cli import cli
-from cleveragents_tui.domain.enums import CorrectionMode
 from cleveragents_tui.engine import plan_tree
-from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.views.impact import NAMED_AT_MOST, impact_view
 from cleveragents_tui.views.sections import to_plain_text
 from tests.cli.conftest import Run
-from tests.support.scale_plan import build, target_near
+from tests.support.scale_plan import build, revert_preview, target_near
 
 
 @pytest.fixture
@@ -170,13 +168,7 @@ def test_the_dry_run_names_the_affected_set_as_the_plans_tree_does(
     scale = build(tmp_path / "plan", 300)
     monkeypatch.setenv("AGENTS_SANDBOX_DIR", str(scale.options.sandbox_base))
     target, size = target_near(scale, 0.4)
-    impact = preview(
-        scale.store,
-        target,
-        CorrectionMode.REVERT,
-        "make it loud",
-        sandbox_base=scale.options.sandbox_base,
-    )
+    impact = revert_preview(scale, target)
     named = {line.row.decision_id: line.row for line in plan_tree(scale.store, scale.plan_id).lines}
     expected = to_plain_text(impact_view(impact, named.get))
     scale.store.close()

@@ -11,22 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cleveragents_tui.domain.enums import CorrectionMode
 from cleveragents_tui.engine.correct.model import Impact, IrreversibleEffect
-from cleveragents_tui.engine.correct.preview import preview
-from tests.support.scale_plan import API, FILES, ScalePlan, build
+from tests.support.scale_plan import API, FILES, ScalePlan, build, revert_preview
 from tests.support.statements import sent_statements
 
 
 def _counted_preview(scale: ScalePlan) -> tuple[Impact, int]:
     with sent_statements(scale.store.engine) as statements:
-        impact = preview(
-            scale.store,
-            scale.ids[0],
-            CorrectionMode.REVERT,
-            "make it loud",
-            sandbox_base=scale.options.sandbox_base,
-        )
+        impact = revert_preview(scale, scale.ids[0])
     return impact, len(statements)
 
 

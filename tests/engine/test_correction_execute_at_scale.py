@@ -17,25 +17,18 @@ from typing import Any
 import pytest
 
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
-from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, PlanState
+from cleveragents_tui.domain.enums import CorrectionStatus, PlanState
 from cleveragents_tui.engine.core.replay_snapshots import snapshots_of
 from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.model import CorrectionResult
-from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.store import mapping
 from cleveragents_tui.store.correction_queries import superseded_by_any
-from tests.support.scale_plan import ScalePlan, add_pruned_groups, build
+from tests.support.scale_plan import ScalePlan, add_pruned_groups, build, revert_preview
 from tests.support.statements import sent_statements
 
 
 def _counted_revert(scale: ScalePlan) -> tuple[CorrectionResult, tuple[str, ...], int]:
-    impact = preview(
-        scale.store,
-        scale.ids[0],
-        CorrectionMode.REVERT,
-        "make it loud",
-        sandbox_base=scale.options.sandbox_base,
-    )
+    impact = revert_preview(scale, scale.ids[0])
     with sent_statements(scale.store.engine) as statements:
         result = execute(
             scale.store, impact, acknowledged=True, requested_by="test", options=scale.options
@@ -95,13 +88,7 @@ def test_a_revert_reads_no_more_checkpoints_for_1000_groups_than_for_100(
                 own = uow.checkpoints.for_decision(target)
             add_pruned_groups(scale, keep={target})
             built.clear()
-            impact = preview(
-                scale.store,
-                target,
-                CorrectionMode.REVERT,
-                "make it loud",
-                sandbox_base=scale.options.sandbox_base,
-            )
+            impact = revert_preview(scale, target)
             result = execute(
                 scale.store, impact, acknowledged=True, requested_by="test", options=scale.options
             )

@@ -24,6 +24,7 @@ from cleveragents_tui.domain.ids import new_ulid
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.core.impact import InfluenceGraph
 from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.model import Impact
 from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
@@ -208,6 +209,17 @@ def add_pruned_groups(scale: ScalePlan, keep: set[str]) -> None:
         connection.execute(insert(CheckpointMetadataRow), rows)
 
 
+def revert_preview(scale: ScalePlan, decision_id: str) -> Impact:
+    """The preview of reverting ``decision_id`` with the guidance the action's steps take."""
+    return preview(
+        scale.store,
+        decision_id,
+        CorrectionMode.REVERT,
+        "make it loud",
+        sandbox_base=scale.options.sandbox_base,
+    )
+
+
 def correct_another(scale: ScalePlan) -> None:
     """A small plan of the same action started in the same store and its first Execute
     decision reverted: afterwards the statements a correction sends are compiled and kept
@@ -218,10 +230,7 @@ def correct_another(scale: ScalePlan) -> None:
     with scale.store.unit_of_work() as uow:
         made = uow.decisions.for_plan(plan.plan_id)
     first = next(d for d in made if d.phase is Phase.EXECUTE)
-    impact = preview(
-        scale.store, first.decision_id, CorrectionMode.REVERT, "make it loud",
-        sandbox_base=options.sandbox_base,
-    )  # fmt: skip
+    impact = revert_preview(scale, first.decision_id)
     result = execute(
         scale.store, impact, acknowledged=True, requested_by="warm-up", options=options
     )
