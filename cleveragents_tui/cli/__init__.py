@@ -190,9 +190,18 @@ def _show_help(ctx: click.Context) -> None:
     default=None,
     help="Default output format of every data command (each also takes --format).",
 )
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Print each decision and step on stderr while a plan runs or a correction replays "
+    "(plan use/run/resume/apply, plan correct, edit-strategy, demo). "
+    "Default: when stderr is a terminal.",
+)
 @click.version_option(__version__, prog_name="agents")
 @click.pass_context
-def cli(ctx: click.Context, db_url: str | None, output_format: str | None) -> None:
+def cli(
+    ctx: click.Context, db_url: str | None, output_format: str | None, progress: bool | None
+) -> None:
     """Record every decision an agent plan makes, browse the decision trees, correct them.
 
     \b
@@ -207,7 +216,7 @@ def cli(ctx: click.Context, db_url: str | None, output_format: str | None) -> No
 
     Ids may be shortened to any unique prefix of 4 or more characters.
     """
-    context = CliContext(db_url, output_format)
+    context = CliContext(db_url, output_format, progress)
     ctx.obj = context
     ctx.call_on_close(context.close)
 

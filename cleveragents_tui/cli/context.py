@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # SQLAlchemy is imported when a command opens the store, not 
 class CliContext:
     db_url: str | None
     output_format: str | None
+    progress: bool | None = None  # --progress / --no-progress; None: when stderr is a terminal
     _store: Store | None = field(default=None, repr=False)
 
     @property

@@ -12,6 +12,7 @@ import click
 
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.cli.plan import plan
+from cleveragents_tui.cli.progress import following
 from cleveragents_tui.cli.render import plan_heading
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
@@ -178,7 +179,7 @@ def _confirm_and_execute(
     files changed outside the plan (unless --outside-changes), run the correction, report
     it; exit 1 when a question is declined or the correction did not succeed."""
     from cleveragents_tui.domain.documents import CorrectionDocument
-    from cleveragents_tui.engine import OutsideChoice, execute
+    from cleveragents_tui.engine import OutsideChoice, RunOptions, execute
     from cleveragents_tui.engine.correct.model import CorrectionIncompleteError
 
     if not as_json:
@@ -202,13 +203,15 @@ def _confirm_and_execute(
             sys.exit(1)
     _freeze_what_is_loaded()
     try:
-        result = execute(
-            cli.store,
-            impact,
-            acknowledged=True,
-            requested_by=who or getpass.getuser(),
-            outside=OutsideChoice(outside) if outside else None,
-        )
+        with following(cli, impact.plan_id) as progress:
+            result = execute(
+                cli.store,
+                impact,
+                acknowledged=True,
+                requested_by=who or getpass.getuser(),
+                outside=OutsideChoice(outside) if outside else None,
+                options=RunOptions(on_start=progress.follow),  # an appended plan's too
+            )
     except CorrectionIncompleteError as exc:
         echo(f"correction failed: {exc}", err=True)
         sys.exit(1)

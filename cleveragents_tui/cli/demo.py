@@ -12,6 +12,7 @@ import click
 from cleveragents_tui.cli import json_output, render
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.cli.outcome import report_plan
+from cleveragents_tui.cli.progress import following
 
 
 @click.command("demo-data")
@@ -78,7 +79,7 @@ def demo(
     run the demo plan on it to the Apply gate, and open the app on it (unless --no-tui,
     --format=json, or stdout is not a terminal: then say what to do next)."""
     from cleveragents_tui.domain.documents import DemoDocument
-    from cleveragents_tui.engine import start_plan
+    from cleveragents_tui.engine import RunOptions, start_plan
     from cleveragents_tui.engine.demo.demo import build_demo
     from cleveragents_tui.engine.setup.actions import load_action
 
@@ -88,9 +89,13 @@ def demo(
         echo(
             f"Demo project in {environment.directory} (resources {environment.namespace}/...). Running the plan..."
         )
-    result = start_plan(
-        cli.store, load_action(str(environment.action_file)), profile_override=profile
-    )
+    with following(cli) as progress:
+        result = start_plan(
+            cli.store,
+            load_action(str(environment.action_file)),
+            profile_override=profile,
+            options=RunOptions(on_start=progress.follow),
+        )
     if cli.wants_json(local_format):
         echo_json(
             DemoDocument(

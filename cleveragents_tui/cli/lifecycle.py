@@ -10,6 +10,7 @@ import click
 from cleveragents_tui.cli.context import CliContext, format_option, pass_cli
 from cleveragents_tui.cli.outcome import finished, refuse_unapplied, report_plan
 from cleveragents_tui.cli.plan import plan
+from cleveragents_tui.cli.progress import following
 
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
     from cleveragents_tui.domain.plan import Plan
@@ -61,13 +62,14 @@ def use(
 
     action = load_action(action_ref, cli.store)
     chosen = choose(cli.store, action, reasoner=reasoner, model=model, project=project)
-    result = start_plan(
-        cli.store,
-        action,
-        project=project,
-        profile_override=profile,
-        options=RunOptions(model=chosen),
-    )
+    with following(cli) as progress:
+        result = start_plan(
+            cli.store,
+            action,
+            project=project,
+            profile_override=profile,
+            options=RunOptions(model=chosen, on_start=progress.follow),
+        )
     refuse_unapplied(cli.store, result)  # constrained or errored: exit 3 or 1 (cli/outcome.py)
     report_plan(cli.store, result)
 
@@ -82,7 +84,8 @@ def run_(cli: CliContext, plan_ref: str) -> None:
     (constrained), 1 if the run errored, with the reason in one line (as `plan apply`)."""
     from cleveragents_tui.engine import resume_plan
 
-    result = finished(cli.store, plan_ref, lambda: resume_plan(cli.store, plan_ref))
+    with following(cli, plan_ref):
+        result = finished(cli.store, plan_ref, lambda: resume_plan(cli.store, plan_ref))
     report_plan(cli.store, result)
 
 
@@ -108,7 +111,9 @@ def resume(cli: CliContext, plan_ref: str, choose: int | None, guidance: str | N
             return resume_with(cli.store, plan_ref, choose=choose, guidance=guidance)
         return resume_plan(cli.store, plan_ref)
 
-    report_plan(cli.store, finished(cli.store, plan_ref, run))
+    with following(cli, plan_ref):
+        result = finished(cli.store, plan_ref, run)
+    report_plan(cli.store, result)
 
 
 @plan.command()
@@ -180,7 +185,8 @@ def apply(
         return
     from cleveragents_tui.engine import apply_plan
 
-    result = finished(
-        cli.store, plan_ref, lambda: apply_plan(cli.store, plan_ref, who or getpass.getuser())
-    )
+    with following(cli, plan_ref):
+        result = finished(
+            cli.store, plan_ref, lambda: apply_plan(cli.store, plan_ref, who or getpass.getuser())
+        )
     report_plan(cli.store, result, as_json=as_json, who=who)

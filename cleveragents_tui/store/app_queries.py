@@ -1,15 +1,19 @@
 """The SQL of the interactive app's reads (engine/read/tui_queries.py): a cheap change
-fingerprint for live refresh and a plan's recent events."""
+fingerprint for live refresh and a plan's recent events; and what a run recorded since a
+reader last looked (engine/read/run_progress.py, the CLI's progress lines)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from cleveragents_tui.domain.views import TreeRow
+from cleveragents_tui.store.repositories.decisions import TREE_COLUMNS
 from cleveragents_tui.store.tables import (
     ApprovalRow,
     CorrectionAttemptRow,
@@ -67,6 +71,25 @@ class AppQueries:
             .order_by(EventRow.event_id)
         )
         return [_event(r) for r in rows]
+
+    def events_of(self, plan_ids: Collection[str], after_event_id: int) -> list[EventView]:
+        """These plans' events after ``after_event_id``, oldest first."""
+        rows = self._session.scalars(
+            select(EventRow)
+            .where(EventRow.plan_id.in_(list(plan_ids)), EventRow.event_id > after_event_id)
+            .order_by(EventRow.event_id)
+        )
+        return [_event(r) for r in rows]
+
+    def recorded_since(self, plan_id: str, after_sequence: int) -> list[tuple[datetime, TreeRow]]:
+        """The plan's decisions recorded after sequence number ``after_sequence``, each with
+        when it was recorded, in sequence order."""
+        rows = self._session.execute(
+            select(DecisionRow.created_at, *TREE_COLUMNS)
+            .where(DecisionRow.plan_id == plan_id, DecisionRow.sequence_number > after_sequence)
+            .order_by(DecisionRow.sequence_number)
+        )
+        return [(row[0], TreeRow(*row[1:])) for row in rows]
 
     def last_event_id(self) -> int:
         return int(self._session.scalar(select(func.max(EventRow.event_id))) or 0)

@@ -82,7 +82,7 @@ async def test_open_correct_confirm_replay_and_diff(demo_plan: DemoPlan) -> None
         assert replay.finished and replay.result is not None
         assert replay.result.correction.status is CorrectionStatus.SUCCEEDED
         log = "\n".join(replay.query_one("#replay-log").lines)  # type: ignore[attr-defined]
-        assert "correction_finished" in log and "succeeded" in log
+        assert f"correction {replay.result.correction.correction_id} finished (succeeded)" in log
         assert "rolled back: " in log and "hello-cli: rolled_back" in log
         assert "re-made record: A row in the releases table" in log
         assert replay.remade >= 1

@@ -54,7 +54,7 @@ async def test_the_losing_tab_shows_its_refusal_not_the_winners_correction(
         log = replay.query_one("#replay-log")
         lines: list[str] = list(log.lines)  # type: ignore[attr-defined]
         assert replay.error is not None and "busy" in replay.error
-        assert not any("correction_started" in line or "WINNER" in line for line in lines), lines
+        assert not any("started (revert)" in line or "WINNER" in line for line in lines), lines
         text = " ".join(line.strip() for line in lines)
         assert "is busy: another task of this process is correcting it" in text, lines
         assert all(len(line) <= log.scrollable_content_region.width for line in lines), lines

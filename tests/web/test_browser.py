@@ -70,7 +70,7 @@ def test_run_and_correct_a_plan_in_the_browser(
     terminal.wait_for("Impact preview", "demo-")  # resources listed
     confirm_impact(terminal, len(expected.warnings))
     screen = terminal.wait_for("Correction succeeded")
-    assert "correction_finished" in screen and "rolled_back" in screen
+    assert "finished (succeeded)" in screen and "rolled_back" in screen
 
     details = show_plan(demo.store, demo.plan_id)
     [correction] = details.corrections

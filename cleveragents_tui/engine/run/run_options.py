@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from cleveragents_tui.actors.tools import ToolRegistry
@@ -21,3 +22,6 @@ class RunOptions:
     reasoner_factory: ReasonerFactory | None = None
     user: str = "agents"
     model: ModelChoice | None = None  # a new plan's chat model, kept with it (else scripted)
+    # Told each plan a runner starts on, before it records anything (the CLI's progress
+    # lines follow it: cli/progress.py). Not passed on to child plans' runners.
+    on_start: Callable[[str], None] | None = None

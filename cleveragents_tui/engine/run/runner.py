@@ -165,6 +165,8 @@ class PlanRunner:
         Refused (PlanBusyError) while another runner advances it."""
         if self.options.reasoner_factory is None:
             check_plan_model(self.store, self.plan_id)  # its model is ready, before a change
+        if self.options.on_start is not None:
+            self.options.on_start(self.plan_id)
         with run_lease.holding(self.sandboxes.base_dir, self.plan_id, "running", self.store):
             replay = self._go_on_with_replay()
             version = self.plan().version

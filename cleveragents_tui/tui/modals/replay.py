@@ -17,7 +17,6 @@ from textual.worker import Worker, WorkerState
 
 from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.engine import (
     CorrectionResult,
     Impact,
@@ -34,28 +33,7 @@ from cleveragents_tui.tui.messages import ProgressFailed, ProgressRead
 from cleveragents_tui.tui.modals.base import Dialog
 from cleveragents_tui.tui.render import safe_text
 from cleveragents_tui.tui.services import services
-
-
-def describe(event: EventView) -> str:
-    """One log line for an event of the running correction."""
-    payload = event.payload
-    if event.kind == "resources_rolled_back":
-        resources = payload.get("resources")
-        return "rolled back: " + "; ".join(
-            map(str, resources if isinstance(resources, list) else [])
-        )
-    if event.kind == "decisions_superseded":
-        count = payload.get("count")
-        superseded = counted(count if isinstance(count, int) else 0, "decision")
-        return f"{superseded} superseded; reasoning restored to before it"
-    if event.kind in ("outside_changes_kept", "outside_changes_discarded"):
-        changes = payload.get("changes")
-        listed = "; ".join(map(str, changes if isinstance(changes, list) else []))
-        return f"{event.kind.split('_')[-1]} the files changed outside the plan: {listed}"
-    if event.kind == "decision_remade":
-        return f"re-made {payload.get('key')}: {payload.get('chosen')}"
-    detail = ", ".join(f"{k}={v}" for k, v in payload.items())
-    return event.kind + (f" ({detail})" if detail else "")
+from cleveragents_tui.views.progress import event_line
 
 
 class ReplayModal(Dialog[str | None]):
@@ -197,7 +175,7 @@ class ReplayModal(Dialog[str | None]):
             if not ours:
                 continue
             self.remade += event.kind == "decision_remade"
-            self._log(describe(event))
+            self._log(event_line(event))
         status = Text()
         status.append(f"plan {p.phase} · {p.state} · attempt {p.attempt}   ")
         status.append(

@@ -1,0 +1,97 @@
+"""Progress lines on stderr while a command runs a plan or corrects one: each decision
+recorded, each phase or state change, each child plan, model call and correction step, as
+it happens. A plan run by a chat model can take minutes; without them the terminal shows
+nothing until it stops.
+
+A thread reads what the plan did (engine/read/run_progress.py) every quarter second, as the
+app's replay modal does; when the command's work ends, one last read prints the rest, so
+every decision the run recorded is shown once, whatever the timing. Shown when stderr is a
+terminal, unless ``agents --no-progress``; ``agents --progress`` shows them anywhere.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING
+
+from cleveragents_tui.cli.context import CliContext, echo
+
+if TYPE_CHECKING:
+    from cleveragents_tui.engine.read.run_progress import RunWatch
+
+POLL_SECONDS = 0.25
+
+
+class Progress:
+    """Prints what the followed plans do; :meth:`follow` names one (a runner's start calls
+    it through ``RunOptions.on_start``). Off: follows nothing, prints nothing."""
+
+    def __init__(self, watch: RunWatch | None, root_plan_id: str | None) -> None:
+        self._watch = watch
+        self._root = root_plan_id
+        self._printing = threading.Lock()  # the thread's last read and the final one
+
+    def follow(self, plan_id: str) -> None:
+        if self._watch is None:
+            return
+        if self._root is None:
+            self._root = plan_id  # `plan use`: the plan the command created
+        self._watch.follow(plan_id)
+
+    def print_news(self) -> None:
+        if self._watch is None:
+            return
+        from cleveragents_tui.views.progress import progress_line
+
+        with self._printing:
+            for happened in self._watch.news():
+                line = progress_line(happened, self._root)
+                if line is not None:
+                    echo(line, err=True)
+
+
+def shown(cli: CliContext) -> bool:
+    """``--progress`` / ``--no-progress`` as given, else whether stderr is a terminal."""
+    if cli.progress is not None:
+        return cli.progress
+    return sys.stderr.isatty()
+
+
+@contextmanager
+def following(cli: CliContext, plan_ref: str | None = None) -> Iterator[Progress]:
+    """Progress lines for the plan ``plan_ref`` (an id or a unique prefix; None: the plan the
+    command's runner starts on, named through :meth:`Progress.follow`) while the block runs."""
+    if not shown(cli):
+        yield Progress(None, None)
+        return
+    from cleveragents_tui.engine.read.run_progress import RunWatch
+
+    progress = Progress(RunWatch(cli.store), None)
+    if plan_ref is not None:
+        with cli.store.unit_of_work() as uow:
+            progress.follow(uow.plans.resolve(plan_ref))
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.wait(POLL_SECONDS):
+            try:
+                progress.print_news()
+            except Exception:  # a progress line is not worth the command: the final
+                return  # read, in the command's thread, reports a lasting failure
+
+    thread = threading.Thread(target=poll, name="agents-progress", daemon=True)
+    thread.start()
+    try:
+        yield progress
+    except BaseException:
+        done.set()
+        thread.join()
+        with suppress(Exception):  # the command's own error is the one to report
+            progress.print_news()
+        raise
+    done.set()
+    thread.join()
+    progress.print_news()

@@ -1,0 +1,87 @@
+"""What a running plan has done since a reader last looked: the decisions it recorded and the
+events it logged, its child plans' included. The CLI prints them as progress lines while a
+plan runs or a correction replays (cli/progress.py); read-only, safe from any thread.
+
+Decisions are followed by sequence number, events by event id: a plan has one runner at a
+time (the run lease), so both are committed in order and none is passed over.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+
+from cleveragents_tui.domain.views import TreeRow
+from cleveragents_tui.store.app_queries import EventView
+from cleveragents_tui.store.store import Store
+
+CHILD_SPAWNED = "child_spawned"  # its payload's ``child`` is followed from then on
+
+
+@dataclass(frozen=True)
+class Happened:
+    """One decision recorded, or one event logged, by a followed plan."""
+
+    at: datetime
+    plan_id: str
+    decision: TreeRow | None = None
+    event: EventView | None = None
+
+
+class RunWatch:
+    """Follows plans from the moment each is named: :meth:`news` gives, oldest first, what
+    they recorded since the last call. A child plan a followed plan spawns is followed too."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._after_sequence: dict[str, int] = {}  # plan -> the last decision seen
+        with store.unit_of_work() as uow:
+            self._after_event = uow.app.last_event_id()
+
+    def follow(self, plan_id: str) -> None:
+        """Report the plan's decisions recorded from now on (called before its runner
+        records any); a plan already followed keeps its place."""
+        with self._lock:
+            if plan_id in self._after_sequence:
+                return
+        with self.store.unit_of_work() as uow:
+            last = uow.decisions.next_sequence_number(plan_id) - 1
+        with self._lock:
+            self._after_sequence.setdefault(plan_id, last)
+
+    def news(self) -> list[Happened]:
+        """What the followed plans did since the last call, oldest first."""
+        with self._lock:
+            plans = dict(self._after_sequence)
+            after_event = self._after_event
+        if not plans:
+            return []
+        happened: list[Happened] = []
+        with self.store.unit_of_work() as uow:
+            events: list[EventView] = []
+            asking = list(plans)
+            while asking:  # a child spawned: its events so far too, and its children's
+                found = uow.app.events_of(asking, after_event)
+                events.extend(found)
+                asking = [
+                    child
+                    for event in found
+                    if event.kind == CHILD_SPAWNED
+                    and isinstance(child := event.payload.get("child"), str)
+                    and child not in plans
+                ]
+                plans.update(dict.fromkeys(asking, -1))  # a new plan: every decision it records
+            events.sort(key=lambda e: e.event_id)
+            for plan_id, after in plans.items():
+                for at, row in uow.app.recorded_since(plan_id, after):
+                    happened.append(Happened(at, plan_id, decision=row))
+                    plans[plan_id] = row.sequence_number
+        happened.extend(Happened(e.created_at, e.plan_id or "", event=e) for e in events)
+        with self._lock:
+            self._after_sequence.update(plans)
+            if events:
+                self._after_event = events[-1].event_id
+        # stable: a plan's decisions stay in sequence order, events in id order
+        return sorted(happened, key=lambda h: h.at)
