@@ -11,6 +11,7 @@ terminal, unless ``agents --no-progress``; ``agents --progress`` shows them anyw
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -29,26 +30,26 @@ class Progress:
     """Prints what the followed plans do; :meth:`follow` names one (a runner's start calls
     it through ``RunOptions.on_start``). Off: follows nothing, prints nothing."""
 
-    def __init__(self, watch: RunWatch | None, root_plan_id: str | None) -> None:
+    def __init__(self, watch: RunWatch | None, width: int) -> None:
+        from cleveragents_tui.views.progress import ProgressLines
+
         self._watch = watch
-        self._root = root_plan_id
+        self._lines = ProgressLines(None, width)
         self._printing = threading.Lock()  # the thread's last read and the final one
 
     def follow(self, plan_id: str) -> None:
         if self._watch is None:
             return
-        if self._root is None:
-            self._root = plan_id  # `plan use`: the plan the command created
+        if self._lines.root_plan_id is None:
+            self._lines.root_plan_id = plan_id  # the command's plan: its lines need no name
         self._watch.follow(plan_id)
 
     def print_news(self) -> None:
         if self._watch is None:
             return
-        from cleveragents_tui.views.progress import progress_line
-
         with self._printing:
             for happened in self._watch.news():
-                line = progress_line(happened, self._root)
+                line = self._lines.line(happened)
                 if line is not None:
                     echo(line, err=True)
 
@@ -60,16 +61,27 @@ def shown(cli: CliContext) -> bool:
     return sys.stderr.isatty()
 
 
+def _width() -> int:
+    """A line's length: the terminal's width, so that no line wraps; else the views' limit."""
+    from cleveragents_tui.views.progress import LINE_LIMIT
+
+    try:
+        columns = os.get_terminal_size(sys.stderr.fileno()).columns
+    except (OSError, ValueError):  # not a terminal (--progress into a file or a pipe)
+        return LINE_LIMIT
+    return max(40, columns - 2)  # the "…" of a line cut short fits too
+
+
 @contextmanager
 def following(cli: CliContext, plan_ref: str | None = None) -> Iterator[Progress]:
     """Progress lines for the plan ``plan_ref`` (an id or a unique prefix; None: the plan the
     command's runner starts on, named through :meth:`Progress.follow`) while the block runs."""
     if not shown(cli):
-        yield Progress(None, None)
+        yield Progress(None, 0)
         return
     from cleveragents_tui.engine.read.run_progress import RunWatch
 
-    progress = Progress(RunWatch(cli.store), None)
+    progress = Progress(RunWatch(cli.store), _width())
     if plan_ref is not None:
         with cli.store.unit_of_work() as uow:
             progress.follow(uow.plans.resolve(plan_ref))

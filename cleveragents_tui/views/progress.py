@@ -64,15 +64,42 @@ def event_line(event: EventView) -> str:
     return event.kind + (f" ({detail})" if detail else "")
 
 
-def progress_line(happened: Happened, root_plan_id: str | None) -> str | None:
-    """The CLI's line for one decision or event; None for what it does not show. A child
-    plan's lines name it; the plan the command ran does not need naming."""
-    whose = "" if happened.plan_id == root_plan_id else f"[{happened.plan_id}] "
-    row = happened.decision
-    if row is not None:
-        remade = " (re-made)" if row.is_correction else ""
-        text = f"#{row.sequence_number} {row.phase} {row.decision_type}: {row.chosen_option}"
-        return shorten(f"  {whose}{text}{remade}", LINE_LIMIT)
-    if happened.event is None or happened.event.kind in _NOT_SHOWN:
-        return None
-    return shorten(f"  {whose}· {event_line(happened.event)}", LINE_LIMIT)
+class ProgressLines:
+    """The CLI's line for each decision or event of a run; None for what it does not show.
+
+    The plan the command ran needs no naming; a child plan's lines start with its action's
+    name (``[write-docs]``, then ``[write-docs 2]`` for a second child of that action), which
+    the ``child plan ID started (ACTION)`` line ties to its id. Each line is cut to ``width``.
+    """
+
+    def __init__(self, root_plan_id: str | None, width: int = LINE_LIMIT) -> None:
+        self.root_plan_id = root_plan_id
+        self.width = width
+        self._labels: dict[str, str] = {}
+
+    def line(self, happened: Happened) -> str | None:
+        event = happened.event
+        if happened.plan_id == self.root_plan_id:
+            whose = ""
+        elif event is not None and event.kind == "plan_created":  # said by "child … started"
+            self._label(happened.plan_id, str(event.payload.get("action")))
+            return None
+        else:
+            whose = f"[{self._labels.get(happened.plan_id) or happened.plan_id[:10]}] "
+        row = happened.decision
+        if row is not None:
+            remade = " (re-made)" if row.is_correction else ""
+            text = f"#{row.sequence_number} {row.phase} {row.decision_type}: {row.chosen_option}"
+            return shorten(f"  {whose}{text}{remade}", self.width)
+        if event is None or event.kind in _NOT_SHOWN:
+            return None
+        return shorten(f"  {whose}· {event_line(event)}", self.width)
+
+    def _label(self, plan_id: str, action: str) -> None:
+        name = action.rsplit("/", 1)[-1]
+        taken = set(self._labels.values())
+        label, n = name, 1
+        while label in taken:
+            n += 1
+            label = f"{name} {n}"
+        self._labels.setdefault(plan_id, label)

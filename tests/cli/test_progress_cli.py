@@ -14,7 +14,7 @@ import pytest
 from tests.cli.conftest import Run
 
 DECISION = re.compile(
-    r"^  (?:\[(?P<plan>\w+)\] )?#(?P<seq>\d+) (?P<phase>\w+) (?P<type>\w+): (?P<chosen>.*)$"
+    r"^  (?:\[(?P<plan>[\w -]+)\] )?#(?P<seq>\d+) (?P<phase>\w+) (?P<type>\w+): (?P<chosen>.*)$"
 )
 
 
@@ -24,13 +24,17 @@ def sandboxes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "sandboxes"
 
 
-def _decision_lines(stderr: str, root: str) -> list[tuple[str, int, str, str, str]]:
-    """(plan, sequence, phase, type, choice shown) of each decision line, in order."""
+def _decision_lines(
+    stderr: str, root: str, children: dict[str, str] | None = None
+) -> list[tuple[str, int, str, str, str]]:
+    """(plan, sequence, phase, type, choice shown) of each decision line, in order; a child
+    plan's lines by the id ``children`` maps its label to, else by the label."""
     found = []
     for line in stderr.splitlines():
         match = DECISION.match(line)
         if match:
-            plan = match["plan"] or root
+            label = match["plan"]
+            plan = (children or {}).get(label, label) if label else root
             chosen = match["chosen"].removesuffix(" (re-made)")
             found.append((plan, int(match["seq"]), match["phase"], match["type"], chosen))
     return found
@@ -68,7 +72,7 @@ def test_a_runs_progress_names_every_decision_once_in_order(run: Run, tmp_path: 
     ran = run("--progress", "demo", "--dir", str(tmp_path / "demo"), "--no-tui")
     assert ran.exit_code == 0, ran.output
     top, child = _plans(run)
-    shown = _decision_lines(ran.stderr, top)
+    shown = _decision_lines(ran.stderr, top, {"write-docs": child})
     for plan in (top, child):
         recorded = _tree(run, plan)
         lines = [line for line in shown if line[0] == plan]
@@ -85,7 +89,8 @@ def test_a_runs_progress_names_every_decision_once_in_order(run: Run, tmp_path: 
         (i < to_execute) == (phase == "strategize")
         for i, phase in zip(root_lines, phases, strict=True)
     )
-    assert f"  · child plan {child} started" in ran.stderr
+    assert f"  · child plan {child} started (demo-" in ran.stderr
+    assert "  [write-docs] · now execute · completed" in ran.stderr
     assert stderr[-1] == "  · now execute · awaiting_approval"
 
 

@@ -1,0 +1,41 @@
+"""The CLI's progress lines: a child plan named by its action, a second child of the same
+action told apart, the plan's own creation said once, each line cut to the width given."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from cleveragents_tui.domain.views import TreeRow
+from cleveragents_tui.engine.read.run_progress import Happened
+from cleveragents_tui.engine.read.tui_queries import EventView
+from cleveragents_tui.views.progress import ProgressLines
+
+AT = datetime(2026, 12, 4, tzinfo=UTC)
+ROOT, FIRST, SECOND = "01ROOT", "01CHILDONE", "01CHILDTWO"
+
+
+def _event(plan_id: str, kind: str, **payload: object) -> Happened:
+    return Happened(AT, plan_id, event=EventView(1, plan_id, kind, None, payload, AT))
+
+
+def _decision(plan_id: str, chosen: str) -> Happened:
+    row = TreeRow("01D", None, 0, "strategy_choice", "strategize", chosen, 0.9, False, None, None)
+    return Happened(AT, plan_id, decision=row)
+
+
+def test_children_of_one_action_are_told_apart_and_lines_fit_the_width() -> None:
+    lines = ProgressLines(ROOT, width=60)
+    assert lines.line(_event(ROOT, "plan_created", action="team/add", profile="auto")) == (
+        f"  · plan {ROOT} created from team/add (profile auto)"
+    )
+    for child in (FIRST, SECOND):  # said by the parent's "child plan … started" line
+        assert lines.line(_event(child, "plan_created", action="team/write-docs")) is None
+    assert lines.line(_decision(FIRST, "a section")) == (
+        "  [write-docs] #0 strategize strategy_choice: a section"
+    )
+    assert lines.line(_decision(SECOND, "a page")) == (
+        "  [write-docs 2] #0 strategize strategy_choice: a page"
+    )
+    long = lines.line(_decision(ROOT, "x" * 200))
+    assert long is not None and len(long) == 61 and long.endswith("…")
+    assert lines.line(_event(ROOT, "resource_written", resource="r")) is None  # too many
