@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from cleveragents_tui.cli import cli
-from cleveragents_tui.domain.enums import CorrectionMode
+from cleveragents_tui.domain.enums import CheckpointType, CorrectionMode
+from cleveragents_tui.engine.core.restore_point import restore_points
 from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
@@ -169,6 +170,38 @@ def test_gc_drops_superseded_checkpoints_and_keeps_what_corrections_need(demo: D
     assert result.correction.status.value == "succeeded"
     applied = demo.agents("plan", "apply", demo.plan_id)
     assert applied.exit_code == 0, applied.output
+
+
+def test_gc_lists_what_a_reading_of_the_whole_plan_finds(demo: Demo) -> None:
+    """gc starts from the live checkpoints of superseded decisions and reads the current
+    decisions' light rows only when there are some; what it lists is what reading every
+    decision and checkpoint of the plan finds (the reading it made before), a kept restore
+    point included."""
+    record = demo.decision("record")
+    impact = preview(demo.store, record, CorrectionMode.REVERT, "a patch release")
+    execute(demo.store, impact, acknowledged=True, requested_by="li", options=demo.options)
+    again = demo.decision("correction:record")  # its guidance stands on the old record's state
+    impact = preview(demo.store, again, CorrectionMode.REVERT, "a minor release")
+    execute(demo.store, impact, acknowledged=True, requested_by="li", options=demo.options)
+
+    listed = demo.agents("--format=json", "gc", "--retention-days", "0")
+    assert listed.exit_code == 0, listed.output
+    found = {c["checkpoint_id"] for c in json.loads(listed.stdout)["checkpoints"]}
+    with demo.store.unit_of_work() as uow:
+        decisions = uow.decisions.for_plan(demo.plan_id)
+        current = [d for d in decisions if d.superseded_by is None]
+        keep = {d.decision_id for d in restore_points(uow, demo.plan_id, current).values()}
+        superseded = {d.decision_id for d in decisions if d.superseded_by is not None}
+        live = [
+            c
+            for c in uow.checkpoints.for_plan(demo.plan_id)
+            if c.pruned_at is None
+            and c.checkpoint_type is CheckpointType.DECISION_POINT
+            and c.decision_id in superseded
+        ]
+    assert found == {c.checkpoint_id for c in live if c.decision_id not in keep}
+    kept = {c.checkpoint_id for c in live if c.decision_id in keep}
+    assert found and kept, (found, kept)  # both sides of the rule are exercised
 
 
 def test_gc_refuses_a_retention_that_is_not_a_number(demo: Demo) -> None:

@@ -15,10 +15,24 @@ Rolling back to a decision, and finding the later decisions whose writes that er
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Protocol, TypeVar
 
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.store.snapshot_reads import decisions, guidance_decisions
 from cleveragents_tui.store.unit_of_work import UnitOfWork
+
+
+class Placed(Protocol):
+    """What a restore point is found from: a decision, or its light tree row."""
+
+    @property
+    def decision_id(self) -> str: ...
+
+    @property
+    def sequence_number(self) -> int: ...
+
+
+PlacedT = TypeVar("PlacedT", bound=Placed)
 
 
 def restore_point(uow: UnitOfWork, decision: Decision) -> Decision:
@@ -26,9 +40,11 @@ def restore_point(uow: UnitOfWork, decision: Decision) -> Decision:
     return restore_points(uow, decision.plan_id, [decision])[decision.decision_id]
 
 
-def restore_points(uow: UnitOfWork, plan_id: str, wanted: list[Decision]) -> dict[str, Decision]:
-    """:func:`restore_point` of each of ``wanted`` (decisions of ``plan_id``), reading the
-    plan's corrections once."""
+def restore_points(
+    uow: UnitOfWork, plan_id: str, wanted: Sequence[PlacedT]
+) -> dict[str, PlacedT | Decision]:
+    """:func:`restore_point` of each of ``wanted`` (decisions of ``plan_id``, or their tree
+    rows), reading the plan's corrections once."""
     guidance = [d for d in uow.run(guidance_decisions, plan_id) if d.corrects_decision_id]
     found = uow.run(decisions, {str(g.corrects_decision_id) for g in guidance})
     corrected = {g.decision_id: found[str(g.corrects_decision_id)] for g in guidance}
@@ -36,11 +52,12 @@ def restore_points(uow: UnitOfWork, plan_id: str, wanted: list[Decision]) -> dic
 
 
 def restore_point_among(
-    decision: Decision, guidance: Sequence[Decision], corrected: Mapping[str, Decision]
-) -> Decision:
+    decision: PlacedT, guidance: Sequence[Decision], corrected: Mapping[str, Decision]
+) -> PlacedT | Decision:
     """:func:`restore_point` from the plan's guidance decisions that correct a decision
     (``guidance``) and what each corrected (``corrected``, by guidance decision id)."""
-    owner, limit = decision, None  # limit: only corrections made before this one count
+    owner: PlacedT | Decision = decision
+    limit: int | None = None  # only corrections made before this one count
     while True:
         if owner.decision_id in corrected:  # a guidance decision: the state it was made in
             owner, limit = corrected[owner.decision_id], owner.sequence_number

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
-from cleveragents_tui.domain.enums import CheckpointType, PlanState, SandboxStrategyName
+from cleveragents_tui.domain.enums import PlanState, SandboxStrategyName
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
@@ -216,19 +216,16 @@ def collectable(store: Store, retention_days: int) -> list[Collectable]:
         for plan in uow.plans.all():
             if plan.state.is_terminal:
                 continue  # `agents plan discard` removes a finished plan's sandboxes whole
-            decisions = uow.decisions.for_plan(plan.plan_id)
-            current = [d for d in decisions if d.superseded_by is None]
+            candidates = uow.checkpoints.superseded_live(plan.plan_id, cutoff)
+            if not candidates:  # most plans: read no decision
+                continue
+            current = uow.decisions.tree_rows(plan.plan_id, include_superseded=False)
             keep = {d.decision_id for d in restore_points(uow, plan.plan_id, current).values()}
-            superseded = {d.decision_id for d in decisions if d.superseded_by is not None}
-            for checkpoint in uow.checkpoints.for_plan(plan.plan_id):
-                if (
-                    checkpoint.checkpoint_type is CheckpointType.DECISION_POINT
-                    and checkpoint.pruned_at is None
-                    and checkpoint.decision_id in superseded
-                    and checkpoint.decision_id not in keep
-                    and checkpoint.created_at < cutoff
-                ):
-                    found.append(Collectable(checkpoint, plan.plan_id))
+            found.extend(
+                Collectable(checkpoint, plan.plan_id)
+                for checkpoint in candidates
+                if checkpoint.decision_id not in keep
+            )
     return found
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -27,7 +28,12 @@ from cleveragents_tui.store import mapping
 from cleveragents_tui.store.correction_queries import among, strings
 from cleveragents_tui.store.driver_reads import AnySelect, fetch
 from cleveragents_tui.store.repositories.base import Repository
-from cleveragents_tui.store.tables import CheckpointGroupRow, CheckpointMetadataRow, ResourceRow
+from cleveragents_tui.store.tables import (
+    CheckpointGroupRow,
+    CheckpointMetadataRow,
+    DecisionRow,
+    ResourceRow,
+)
 
 
 def first_of_each_resource(plan: Any) -> ColumnElement[bool]:
@@ -131,6 +137,25 @@ class CheckpointRepository(Repository):
             query.order_by(CheckpointMetadataRow.created_at, CheckpointMetadataRow.checkpoint_id),
             mapping.checkpoint_from_row,
         )
+
+    def superseded_live(self, plan_id: str, before: datetime) -> list[CheckpointMetadata]:
+        """The plan's live decision-point checkpoints taken before ``before`` by decisions
+        since superseded, oldest first: what ``agents gc`` may drop but for the restore points
+        it keeps. From the live checkpoints' index, not every checkpoint the plan took."""
+        c, d = CheckpointMetadataRow, DecisionRow
+        query = (
+            select(c)
+            .join(d, d.decision_id == c.decision_id)
+            .where(
+                c.plan_id == plan_id,
+                c.pruned_at.is_(None),
+                c.checkpoint_type == CheckpointType.DECISION_POINT.value,
+                c.created_at < before,
+                d.superseded_by.is_not(None),
+            )
+            .order_by(c.created_at, c.checkpoint_id)
+        )
+        return self._list(query, mapping.checkpoint_from_row)
 
     def basis(self, plan_id: str, *decision_ids: str) -> list[CheckpointMetadata]:
         """What a rollback or a diff reads of a plan's checkpoints, oldest first: each
