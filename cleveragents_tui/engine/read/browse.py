@@ -86,8 +86,13 @@ def plan_tree(
     so they form the top of the tree, which the app paints while the rest load."""
     with store.unit_of_work() as uow:
         plan = uow.plans.get(uow.plans.resolve(plan_ref))
-        rows = uow.decisions.tree_rows(plan.plan_id, include_superseded=True, first=first)
         with_checkpoints = uow.checkpoints.decisions_with_checkpoints(plan.plan_id)
+        if not show_superseded and first is None:  # the current ones, the rest counted:
+            rows = uow.decisions.tree_rows(plan.plan_id, include_superseded=False)
+            total, current = uow.decisions.counts([plan.plan_id]).get(plan.plan_id, (0, 0))
+            hidden = total - current  # a plan corrected at 40% holds more of them than of these
+            return PlanTree(plan, False, layout_tree(rows), hidden, with_checkpoints)
+        rows = uow.decisions.tree_rows(plan.plan_id, include_superseded=True, first=first)
         visible = [r for r in rows if r.superseded_by is None]
         if show_superseded and len(visible) < len(rows):
             rows = naming_replacements(rows, uow.decisions.replacements(plan.plan_id))
