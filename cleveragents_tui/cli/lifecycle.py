@@ -82,10 +82,11 @@ def run_(cli: CliContext, plan_ref: str) -> None:
     an Apply that was refused (constrained) or failed (errored) once the cause is fixed, or
     one a crash stopped halfway (what landed is kept). Exits 3 if the Apply is refused
     (constrained), 1 if the run errored, with the reason in one line (as `plan apply`)."""
-    from cleveragents_tui.engine import resume_plan
+    from cleveragents_tui.engine import RunOptions, resume_plan
 
-    with following(cli, plan_ref):
-        result = finished(cli.store, plan_ref, lambda: resume_plan(cli.store, plan_ref))
+    with following(cli, plan_ref) as progress:
+        options = RunOptions(on_start=progress.follow)  # its child plans' runs too
+        result = finished(cli.store, plan_ref, lambda: resume_plan(cli.store, plan_ref, options))
     report_plan(cli.store, result)
 
 
@@ -104,14 +105,19 @@ def resume(cli: CliContext, plan_ref: str, choose: int | None, guidance: str | N
 
     A plan paused by a denied approval is asked the same question again, unless --choose or
     --guidance says how to make the denied decision instead."""
+    from cleveragents_tui.engine import RunOptions
     from cleveragents_tui.engine.run.lifecycle import resume_plan, resume_with
 
-    def run() -> Plan:
-        if choose is not None or guidance is not None:
-            return resume_with(cli.store, plan_ref, choose=choose, guidance=guidance)
-        return resume_plan(cli.store, plan_ref)
+    with following(cli, plan_ref) as progress:
+        options = RunOptions(on_start=progress.follow)  # its child plans' runs too
 
-    with following(cli, plan_ref):
+        def run() -> Plan:
+            if choose is not None or guidance is not None:
+                return resume_with(
+                    cli.store, plan_ref, choose=choose, guidance=guidance, options=options
+                )
+            return resume_plan(cli.store, plan_ref, options)
+
         result = finished(cli.store, plan_ref, run)
     report_plan(cli.store, result)
 
@@ -183,10 +189,13 @@ def apply(
 
         show_preview(cli, plan_ref, as_json=as_json, who=who)
         return
-    from cleveragents_tui.engine import apply_plan
+    from cleveragents_tui.engine import RunOptions, apply_plan
 
-    with following(cli, plan_ref):
+    with following(cli, plan_ref) as progress:
+        options = RunOptions(on_start=progress.follow)
         result = finished(
-            cli.store, plan_ref, lambda: apply_plan(cli.store, plan_ref, who or getpass.getuser())
+            cli.store,
+            plan_ref,
+            lambda: apply_plan(cli.store, plan_ref, who or getpass.getuser(), options),
         )
     report_plan(cli.store, result, as_json=as_json, who=who)

@@ -82,10 +82,9 @@ class ProgressLines:
         if happened.plan_id == self.root_plan_id:
             whose = ""
         elif event is not None and event.kind == "plan_created":  # said by "child … started"
-            self._label(happened.plan_id, str(event.payload.get("action")))
             return None
         else:
-            whose = f"[{self._labels.get(happened.plan_id) or happened.plan_id[:10]}] "
+            whose = f"[{self._label(happened.plan_id, happened.action)}] "
         row = happened.decision
         if row is not None:
             remade = " (re-made)" if row.is_correction else ""
@@ -95,11 +94,13 @@ class ProgressLines:
             return None
         return shorten(f"  {whose}· {event_line(event)}", self.width)
 
-    def _label(self, plan_id: str, action: str) -> None:
-        name = action.rsplit("/", 1)[-1]
-        taken = set(self._labels.values())
-        label, n = name, 1
-        while label in taken:
-            n += 1
-            label = f"{name} {n}"
-        self._labels.setdefault(plan_id, label)
+    def _label(self, plan_id: str, action: str) -> str:
+        if plan_id not in self._labels:
+            name = action.rsplit("/", 1)[-1]
+            taken = set(self._labels.values())
+            label, n = name, 1
+            while label in taken:
+                n += 1
+                label = f"{name} {n}"
+            self._labels[plan_id] = label
+        return self._labels[plan_id]

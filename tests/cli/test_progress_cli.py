@@ -151,3 +151,41 @@ def test_apply_shows_its_steps(run: Run, tmp_path: Path) -> None:
     assert stderr[0] == "  · Apply started (attempt 1)"
     assert stderr[-1] == "  · applied: 4 resources"
     assert "  · now apply · applied" in stderr
+
+
+def test_plan_run_at_each_gate_shows_what_it_recorded_child_plans_included(
+    run: Run, tmp_path: Path
+) -> None:
+    """A supervised plan goes on one gate at a time: each `plan run` lists the decisions it
+    recorded, the child plan's (spawned by an earlier run, resumed by this one) named by
+    its action; over all the runs, each decision once."""
+    started = run(
+        "demo", "--dir", str(tmp_path / "demo"), "--automation-profile", "supervised",
+        "--format=json",
+    )  # fmt: skip
+    top = json.loads(started.output)["plan_id"]
+    before = max(d["sequence_number"] for d in _tree(run, top))
+    shown: list[tuple[str, int, str, str, str]] = []
+    for _ in range(12):  # each run answers one gate; the plan has fewer
+        pending = json.loads(run("approval", "list", "--format=json").output)["approvals"]
+        gates = [a for a in pending if a["kind"] != "apply_gate"]
+        if not gates:
+            break
+        for approval in gates:
+            assert run("approval", "approve", approval["approval_id"]).exit_code == 0
+        went_on = run("--progress", "plan", "run", top)
+        assert went_on.exit_code == 0, went_on.output
+        shown += _decision_lines(went_on.stderr, top)
+    else:
+        pytest.fail("the plan never reached its Apply gate")
+    _, child = _plans(run)
+    children = [line for line in shown if line[0] == "write-docs"]
+    recorded = _tree(run, child)
+    assert len(children) == len(recorded) > 0
+    for line, decision in zip(children, recorded, strict=True):
+        assert _same(line, decision, "write-docs"), (line, decision)
+    ours = [line for line in shown if line[0] == top]
+    made = [d for d in _tree(run, top) if d["sequence_number"] > before]
+    assert len(ours) == len(made) > 0
+    for line, decision in zip(ours, made, strict=True):
+        assert _same(line, decision, top), (line, decision)

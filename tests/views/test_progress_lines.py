@@ -14,13 +14,17 @@ AT = datetime(2026, 12, 4, tzinfo=UTC)
 ROOT, FIRST, SECOND = "01ROOT", "01CHILDONE", "01CHILDTWO"
 
 
+ACTIONS = {ROOT: "team/add", FIRST: "team/write-docs", SECOND: "team/write-docs"}
+
+
 def _event(plan_id: str, kind: str, **payload: object) -> Happened:
-    return Happened(AT, plan_id, event=EventView(1, plan_id, kind, None, payload, AT))
+    event = EventView(1, plan_id, kind, None, payload, AT)
+    return Happened(AT, plan_id, ACTIONS[plan_id], event=event)
 
 
 def _decision(plan_id: str, chosen: str) -> Happened:
     row = TreeRow("01D", None, 0, "strategy_choice", "strategize", chosen, 0.9, False, None, None)
-    return Happened(AT, plan_id, decision=row)
+    return Happened(AT, plan_id, ACTIONS[plan_id], decision=row)
 
 
 def test_children_of_one_action_are_told_apart_and_lines_fit_the_width() -> None:

@@ -21,12 +21,19 @@ CHILD_SPAWNED = "child_spawned"  # its payload's ``child`` is followed from then
 
 @dataclass(frozen=True)
 class Happened:
-    """One decision recorded, or one event logged, by a followed plan."""
+    """One decision recorded, or one event logged, by a followed plan (of ``action``)."""
 
     at: datetime
     plan_id: str
+    action: str
     decision: TreeRow | None = None
     event: EventView | None = None
+
+
+@dataclass
+class _Followed:
+    action: str
+    after_sequence: int  # the last decision seen
 
 
 class RunWatch:
@@ -36,7 +43,7 @@ class RunWatch:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._lock = threading.Lock()
-        self._after_sequence: dict[str, int] = {}  # plan -> the last decision seen
+        self._plans: dict[str, _Followed] = {}
         with store.unit_of_work() as uow:
             self._after_event = uow.app.last_event_id()
 
@@ -44,17 +51,18 @@ class RunWatch:
         """Report the plan's decisions recorded from now on (called before its runner
         records any); a plan already followed keeps its place."""
         with self._lock:
-            if plan_id in self._after_sequence:
+            if plan_id in self._plans:
                 return
         with self.store.unit_of_work() as uow:
+            action = uow.plans.get(plan_id).action
             last = uow.decisions.next_sequence_number(plan_id) - 1
         with self._lock:
-            self._after_sequence.setdefault(plan_id, last)
+            self._plans.setdefault(plan_id, _Followed(action, last))
 
     def news(self) -> list[Happened]:
         """What the followed plans did since the last call, oldest first."""
         with self._lock:
-            plans = dict(self._after_sequence)
+            plans = {p: _Followed(f.action, f.after_sequence) for p, f in self._plans.items()}
             after_event = self._after_event
         if not plans:
             return []
@@ -65,22 +73,28 @@ class RunWatch:
             while asking:  # a child spawned: its events so far too, and its children's
                 found = uow.app.events_of(asking, after_event)
                 events.extend(found)
-                asking = [
-                    child
+                spawned = {
+                    child: _Followed(str(event.payload.get("action")), -1)  # every decision
                     for event in found
                     if event.kind == CHILD_SPAWNED
                     and isinstance(child := event.payload.get("child"), str)
                     and child not in plans
-                ]
-                plans.update(dict.fromkeys(asking, -1))  # a new plan: every decision it records
+                }
+                plans.update(spawned)
+                asking = list(spawned)
             events.sort(key=lambda e: e.event_id)
-            for plan_id, after in plans.items():
-                for at, row in uow.app.recorded_since(plan_id, after):
-                    happened.append(Happened(at, plan_id, decision=row))
-                    plans[plan_id] = row.sequence_number
-        happened.extend(Happened(e.created_at, e.plan_id or "", event=e) for e in events)
+            for plan_id, followed in plans.items():
+                for at, row in uow.app.recorded_since(plan_id, followed.after_sequence):
+                    happened.append(Happened(at, plan_id, followed.action, decision=row))
+                    followed.after_sequence = row.sequence_number
+        happened.extend(
+            Happened(e.created_at, plan_id, plans[plan_id].action, event=e)
+            for e in events
+            if (plan_id := e.plan_id or "") in plans
+        )
         with self._lock:
-            self._after_sequence.update(plans)
+            for plan_id, followed in plans.items():
+                self._plans[plan_id] = followed
             if events:
                 self._after_event = events[-1].event_id
         # stable: a plan's decisions stay in sequence order, events in id order

@@ -62,6 +62,7 @@ def run_children(runner: PlanRunner) -> None:
             runner.options.sandbox_base,
             runner.options.reasoner_factory,
             runner.options.user,
+            on_start=runner.options.on_start,
         )
         return type(runner)(runner.store, child.plan_id, options).run()
 

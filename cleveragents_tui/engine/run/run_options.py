@@ -22,6 +22,6 @@ class RunOptions:
     reasoner_factory: ReasonerFactory | None = None
     user: str = "agents"
     model: ModelChoice | None = None  # a new plan's chat model, kept with it (else scripted)
-    # Told each plan a runner starts on, before it records anything (the CLI's progress
-    # lines follow it: cli/progress.py). Not passed on to child plans' runners.
+    # Told each plan a runner starts on, before it records anything, child plans' included
+    # (the CLI's progress lines follow them: cli/progress.py).
     on_start: Callable[[str], None] | None = None
