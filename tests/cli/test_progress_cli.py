@@ -148,7 +148,8 @@ def test_apply_shows_its_steps(run: Run, tmp_path: Path) -> None:
     applied = run("--progress", "plan", "apply", top[:10], "--as", "alice")
     assert applied.exit_code == 0, applied.output
     stderr = applied.stderr.splitlines()
-    assert stderr[0] == "  · Apply started (attempt 1)"
+    assert stderr[0].startswith("  · approval ") and stderr[0].endswith(": approved by alice")
+    assert stderr[1] == "  · Apply started (attempt 1)"
     assert stderr[-1] == "  · applied: 4 resources"
     assert "  · now apply · applied" in stderr
 

@@ -163,8 +163,13 @@ def _answer_and_apply(store: Store, plan_id: str, by: str, options: RunOptions |
             )
         for approval in pending:
             if approval.kind.value == "apply_gate":
-                uow.approvals.answer(
-                    approval.approval_id, ApprovalAnswer.APPROVED, by, "agents plan apply"
+                reason = "agents plan apply"
+                uow.approvals.answer(approval.approval_id, ApprovalAnswer.APPROVED, by, reason)
+                uow.events.append(  # as `approval approve` logs it: who landed the plan
+                    "approval_answered",
+                    {"approval_id": approval.approval_id, "answer": "approved", "reason": reason},
+                    plan_id=plan.plan_id,
+                    actor=by,
                 )
         uow.commit()
     return PlanRunner(store, plan.plan_id, options).apply()
