@@ -17,51 +17,61 @@ _SAID_BY_THE_DECISION = frozenset({"decision_remade"})
 _NOT_SHOWN = frozenset({"resource_written", *_SAID_BY_THE_DECISION})
 
 
+# An event whose line names fields of its payload, as they are.
+_TEMPLATES = {
+    "decision_remade": "re-made {key}: {chosen}",
+    "correction_started": "correction {correction_id} started ({mode})",
+    "correction_finished": "correction {correction_id} finished ({status})",
+    "apply_started": "Apply started (attempt {attempt})",
+    "apply_failed": "Apply {state}: {reason}",
+    "plan_errored": "errored: {reason}",
+    "plan_state": "now {phase} · {state}",
+    "child_spawned": "child plan {child} started ({action})",
+}
+
+
+class _Payload(dict[str, object]):
+    def __missing__(self, key: str) -> object:
+        return None  # an older event without the field: shown as None, never a KeyError
+
+
+def _listed(value: object) -> str:
+    return "; ".join(map(str, value if isinstance(value, list) else []))
+
+
+def _counted(value: object, noun: str) -> str:
+    number = value if isinstance(value, int) else len(value) if isinstance(value, list) else 0
+    return counted(number, noun)
+
+
 def event_line(event: EventView) -> str:
     """One line for an event of a running plan or correction."""
-    payload = event.payload
-    if event.kind == "resources_rolled_back":
-        resources = payload.get("resources")
-        return "rolled back: " + "; ".join(
-            map(str, resources if isinstance(resources, list) else [])
-        )
-    if event.kind == "decisions_superseded":
-        count = payload.get("count")
-        superseded = counted(count if isinstance(count, int) else 0, "decision")
+    payload = _Payload(event.payload)
+    kind = event.kind
+    if kind in _TEMPLATES:
+        return _TEMPLATES[kind].format_map(payload)
+    if kind == "resources_rolled_back":
+        return "rolled back: " + _listed(payload["resources"])
+    if kind == "decisions_superseded":
+        superseded = _counted(payload["count"], "decision")
         return f"{superseded} superseded; reasoning restored to before it"
-    if event.kind in ("outside_changes_kept", "outside_changes_discarded"):
-        changes = payload.get("changes")
-        listed = "; ".join(map(str, changes if isinstance(changes, list) else []))
-        return f"{event.kind.split('_')[-1]} the files changed outside the plan: {listed}"
-    if event.kind == "decision_remade":
-        return f"re-made {payload.get('key')}: {payload.get('chosen')}"
-    if event.kind == "plan_created":
-        profile = payload.get("profile")
-        return f"plan {event.plan_id} created from {payload.get('action')} (profile {profile})"
-    if event.kind in ("correction_started", "correction_finished"):
-        how = payload.get("mode") if event.kind == "correction_started" else payload.get("status")
-        return f"correction {payload.get('correction_id')} {event.kind.split('_')[1]} ({how})"
-    if event.kind == "apply_started":
-        return f"Apply started (attempt {payload.get('attempt')})"
-    if event.kind == "plan_applied":
-        results = payload.get("results")
-        return f"applied: {counted(len(results) if isinstance(results, list) else 0, 'resource')}"
-    if event.kind == "approval_answered":
-        return f"approval {payload.get('approval_id')}: {payload.get('answer')} by {event.actor}"
-    if event.kind == "apply_failed":
-        return f"Apply {payload.get('state')}: {payload.get('reason')}"
-    if event.kind == "plan_errored":
-        return f"errored: {payload.get('reason')}"
-    if event.kind == "plan_state":
-        return f"now {payload.get('phase')} · {payload.get('state')}"
-    if event.kind == "child_spawned":
-        return f"child plan {payload.get('child')} started ({payload.get('action')})"
-    if event.kind == "model_usage":
-        cost = payload.get("cost_usd")
-        priced = f", ${cost:.4f}" if payload.get("priced") and isinstance(cost, float) else ""
-        return f"model {payload.get('model')}: {payload.get('tokens')} tokens{priced}"
+    if kind in ("outside_changes_kept", "outside_changes_discarded"):
+        listed = _listed(payload["changes"])
+        return f"{kind.split('_')[-1]} the files changed outside the plan: {listed}"
+    if kind == "plan_created":
+        return (
+            f"plan {event.plan_id} created from {payload['action']} (profile {payload['profile']})"
+        )
+    if kind == "plan_applied":
+        return f"applied: {_counted(payload['results'], 'resource')}"
+    if kind == "approval_answered":
+        return f"approval {payload['approval_id']}: {payload['answer']} by {event.actor}"
+    if kind == "model_usage":
+        cost = payload["cost_usd"]
+        priced = f", ${cost:.4f}" if payload["priced"] and isinstance(cost, float) else ""
+        return f"model {payload['model']}: {payload['tokens']} tokens{priced}"
     detail = ", ".join(f"{k}={v}" for k, v in payload.items())
-    return event.kind + (f" ({detail})" if detail else "")
+    return kind + (f" ({detail})" if detail else "")
 
 
 class ProgressLines:

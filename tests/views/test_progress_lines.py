@@ -43,3 +43,15 @@ def test_children_of_one_action_are_told_apart_and_lines_fit_the_width() -> None
     long = lines.line(_decision(ROOT, "x" * 200))
     assert long is not None and len(long) == 61 and long.endswith("…")
     assert lines.line(_event(ROOT, "resource_written", resource="r")) is None  # too many
+
+
+def test_an_events_line_names_its_fields_and_survives_a_missing_one() -> None:
+    lines = ProgressLines(ROOT)
+    usage = _event(
+        ROOT, "model_usage", model="openai:gpt-4o", tokens=900, cost_usd=0.0021, priced=True
+    )
+    assert lines.line(usage) == "  · model openai:gpt-4o: 900 tokens, $0.0021"
+    assert lines.line(_event(ROOT, "plan_state", phase="execute")) == "  · now execute · None"
+    assert lines.line(_event(ROOT, "limit_exceeded", limit="tool_calls", value=51)) == (
+        "  · limit_exceeded (limit=tool_calls, value=51)"
+    )
