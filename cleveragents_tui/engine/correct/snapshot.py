@@ -52,6 +52,7 @@ from cleveragents_tui.engine.correct.model import (
 from cleveragents_tui.store import correction_queries as queries
 from cleveragents_tui.store import snapshot_reads as reads
 from cleveragents_tui.store.reading import Reading
+from cleveragents_tui.store.replacement_queries import replacements_of
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -141,7 +142,8 @@ def _basics(
     read = uow.run(reads.basics, decision_id, subtree=cold)
     decision = read.decision
     if decision.superseded_by is not None:  # refused, naming what replaced it
-        replaced_by = uow.decisions.replacements(decision.plan_id)[decision.decision_id]
+        named = uow.run(replacements_of, decision.plan_id, [decision.decision_id])
+        replaced_by = named[decision.decision_id]
         decision = decision.model_copy(update={"superseded_by": replaced_by})
     plan_ref = request.plan_ref
     if plan_ref is not None and uow.plans.resolve(plan_ref) != decision.plan_id:

@@ -21,6 +21,7 @@ from cleveragents_tui.domain.views import (
 )
 from cleveragents_tui.engine.core.reasoner_choice import kept_model_name
 from cleveragents_tui.engine.run.errors import run_failure
+from cleveragents_tui.store.replacement_queries import replacements_of
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -162,7 +163,8 @@ def explain_decision(
         )
         children = uow.decisions.children_rows(decision.decision_id)
         superseded = decision.superseded_by or any(c.superseded_by for c in children)
-        replacements = uow.decisions.replacements(decision.plan_id) if superseded else {}
+        named = [decision.decision_id, *(c.decision_id for c in children if c.superseded_by)]
+        replacements = uow.run(replacements_of, decision.plan_id, named) if superseded else {}
         replacement = None
         if decision.superseded_by is not None:
             replacement = uow.decisions.get(replacements[decision.decision_id])

@@ -6,7 +6,6 @@ Decisions are append-only: :class:`DecisionRepository` can add them and set
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from functools import cache
@@ -23,6 +22,7 @@ from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.store import mapping, snapshot_reads
 from cleveragents_tui.store.correction_queries import among, strings
 from cleveragents_tui.store.driver_reads import fetch
+from cleveragents_tui.store.replacement_queries import first_after
 from cleveragents_tui.store.repositories.base import CHUNK, Repository, resolve_id
 from cleveragents_tui.store.session_writes import write_many
 from cleveragents_tui.store.tables import (
@@ -207,7 +207,8 @@ class DecisionRepository(Repository):
            step (the step taken in its place: ``implement-class`` for ``implement-function``
            once the strategy became a class).
 
-        With none of these, the correction itself is named.
+        With none of these, the correction itself is named. For a few decisions,
+        ``replacement_queries.replacements_of`` reads only the rows the rule can name.
         """
         rows = self._session.execute(
             select(
@@ -245,18 +246,16 @@ class DecisionRepository(Repository):
             correction = sequence.get(r.superseded_by)
             if correction is None:
                 continue
-            candidates = (
+            named = first_after(
+                correction,
                 at_step.get(r.step_key or "", []),
                 correcting.get((r.decision_id, r.decision_type), []),
                 new_steps.get((r.decision_type, step.get(r.parent_decision_id or "")), [])
                 if r.step_key is not None
                 else [],
             )
-            for made in candidates:
-                after = bisect_right(made, correction, key=lambda m: m[0])
-                if after < len(made):
-                    replaced[r.decision_id] = made[after][1]
-                    break
+            if named is not None:
+                replaced[r.decision_id] = named
         return replaced
 
     def children_rows(self, decision_id: str) -> list[TreeRow]:
