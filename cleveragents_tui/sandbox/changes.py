@@ -95,5 +95,6 @@ def changed_outside(real: Path, conflicts: list[str]) -> SandboxError:
     shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
     return SandboxError(
         f"{counted(len(conflicts), 'path')} changed in {real} since the sandbox was made: {shown}",
-        "nothing was applied; reconcile them (or discard the sandbox) and retry",
+        "nothing was applied; put those paths back as they were, or keep them and correct "
+        "the plan (agents plan correct), then apply again",
     )

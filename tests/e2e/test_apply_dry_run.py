@@ -303,7 +303,7 @@ def test_the_dry_run_says_when_apply_would_be_refused(agents: Agents) -> None:
     # The problem and its fix, as the real Apply then gives them.
     assert refusal is not None and refusal.startswith("1 path changed in ")
     assert "since the sandbox was made: guide.md: " in refusal
-    assert refusal.endswith("reconcile them (or discard the sandbox) and retry")
+    assert refusal.endswith("correct the plan (agents plan correct), then apply again")
     assert f"      refused   {refusal}\n" in text.stdout
     assert text.stdout.splitlines()[-1] == (
         "Apply would be refused (exit 3): do what each `refused` line above says, or correct "

@@ -102,7 +102,7 @@ def test_a_refused_apply_gives_the_refusing_resources_own_fix_once(
     [event] = _apply_failures(agents, plan_id)
     reason, fix = str(event["reason"]), str(event["fix"])
     assert "guide.md" in reason and fix not in reason
-    assert "reconcile them" in fix
+    assert "put those paths back as they were" in fix and "agents plan correct" in fix
     assert refused.stderr == (
         f"error: plan {plan_id} was not applied (constrained): {reason}: {fix}\n"
     )
