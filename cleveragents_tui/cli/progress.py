@@ -84,7 +84,8 @@ def following(cli: CliContext, plan_ref: str | None = None) -> Iterator[Progress
     progress = Progress(RunWatch(cli.store), _width())
     if plan_ref is not None:
         with cli.store.unit_of_work() as uow:
-            progress.follow(uow.plans.resolve(plan_ref))
+            plan_id = uow.plans.resolve(plan_ref)
+        progress.follow(plan_id)
     done = threading.Event()
 
     def poll() -> None:
