@@ -88,11 +88,12 @@ def plan_tree(
     with store.unit_of_work() as uow:
         plan = uow.plans.get(uow.plans.resolve(plan_ref))
         with_checkpoints = uow.checkpoints.decisions_with_checkpoints(plan.plan_id)
-        if not show_superseded and first is None:  # the current ones, the rest counted:
+        if not show_superseded and first is None:
+            # Only the current rows read, the superseded counted: after a correction at
+            # ~100% of a large plan nearly every row is a superseded one.
             rows = uow.decisions.tree_rows(plan.plan_id, include_superseded=False)
             total, current = uow.decisions.counts([plan.plan_id]).get(plan.plan_id, (0, 0))
-            hidden = total - current  # a plan corrected at 40% holds more of them than of these
-            return PlanTree(plan, False, layout_tree(rows), hidden, with_checkpoints)
+            return PlanTree(plan, False, layout_tree(rows), total - current, with_checkpoints)
         rows = uow.decisions.tree_rows(plan.plan_id, include_superseded=True, first=first)
         visible = [r for r in rows if r.superseded_by is None]
         if show_superseded and len(visible) < len(rows):
