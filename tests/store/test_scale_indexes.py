@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from sqlalchemy import Engine, event, text
 from sqlalchemy.orm import Session
 
 from cleveragents_tui.cli import cli
+from cleveragents_tui.domain.enums import CheckpointType
 from cleveragents_tui.store import correction_queries, snapshot_reads
 from cleveragents_tui.store.database import make_engine, normalise_url
 from cleveragents_tui.store.repositories import CheckpointRepository, DecisionRepository
@@ -192,3 +194,44 @@ def test_a_reverts_destroyed_savepoints_are_marked_from_the_resources_index(
     for plan in plans:
         assert "(plan_id=?)" not in plan and "SCAN checkpoint_metadata" not in plan, plan
         assert "ix_checkpoint_metadata_plan_resource_created" in plan, plan
+
+
+def test_a_failed_calls_reads_gc_and_a_refused_applys_revert_start_from_indexes(
+    tmp_path: Path,
+) -> None:
+    """What a run reads when a tool call fails (the decision's retries, the resource's
+    latest pre-write checkpoint), what `agents gc` starts from, and the Strategize decision
+    a refused Apply reverts to: each from its own index, none reading every row of the
+    plan's decisions (they read every decision or checkpoint whole before, ~70 µs a
+    decision)."""
+    scale = build(tmp_path, 300)
+    add_pruned_groups(scale, keep=set())
+    try:
+        with Session(scale.store.engine) as session:
+            session.connection()
+            decisions, checkpoints = DecisionRepository(session), CheckpointRepository(session)
+            with _heard(scale.store.engine) as sent:
+                children = decisions.current_children(scale.ids[0])
+                checkpoints.latest_of_type(scale.plan_id, FILES, CheckpointType.PRE_WRITE)
+                checkpoints.superseded_live(scale.plan_id, datetime.now(UTC))
+                first = decisions.first_current(scale.plan_id, "strategize", "prompt_definition")
+        plans = [_query_plan(scale.store, *s) for s in sent if "FROM decision_" not in s[0]]
+        with scale.store.unit_of_work() as uow:
+            strategy = next(
+                d.decision_id
+                for d in uow.decisions.for_plan(scale.plan_id)
+                if d.decision_type.value == "strategy_choice"
+            )
+    finally:
+        scale.store.close()
+    assert children and all(c.parent_decision_id == scale.ids[0] for c in children)
+    assert first == strategy
+    retries, pre_write, collectable, strategize = plans
+    assert "ix_decisions_parent_decision_id (parent_decision_id=?)" in retries, retries
+    assert "ix_checkpoint_metadata_plan_resource_created" in pre_write, pre_write
+    # the plan's checkpoint rows, read in the database: only the matching ones are returned
+    assert "USING INDEX ix_checkpoint_metadata_plan" in collectable, collectable
+    # in the plan's sequence order, stopping at the first: no sort of the plan's rows
+    assert "TEMP B-TREE" not in strategize, strategize
+    for plan in plans:
+        assert "SCAN decisions" not in plan and "SCAN checkpoint_metadata" not in plan, plan

@@ -186,15 +186,9 @@ def first_strategy_decision(store: Store, plan_id: str) -> str | None:
     """The plan's first current Strategize decision below its prompt: reverting it rolls
     back all Execute work and re-runs Strategize from there."""
     with store.unit_of_work() as uow:
-        decisions = uow.decisions.for_plan(plan_id, include_superseded=False)
-    candidates = [
-        d
-        for d in decisions
-        if d.phase is Phase.STRATEGIZE and d.decision_type is not DecisionType.PROMPT_DEFINITION
-    ]
-    if not candidates:
-        return None
-    return min(candidates, key=lambda d: d.sequence_number).decision_id
+        return uow.decisions.first_current(
+            plan_id, Phase.STRATEGIZE.value, DecisionType.PROMPT_DEFINITION.value
+        )
 
 
 def reverted_into(store: Store, plan: Plan) -> CorrectionAttempt | None:

@@ -124,9 +124,8 @@ class FailureHandling:
         with self._runner.store.unit_of_work() as uow:
             mine = [
                 d
-                for d in uow.decisions.for_plan(decision.plan_id, include_superseded=False)
-                if d.parent_decision_id == decision.decision_id
-                and (d.step_key or "").startswith(prefix)
+                for d in uow.decisions.current_children(decision.decision_id)
+                if (d.step_key or "").startswith(prefix)
             ]
             retries = []
             for d in mine:

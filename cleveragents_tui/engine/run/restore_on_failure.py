@@ -80,11 +80,9 @@ def _restore_point(runner: PlanRunner, call: ToolCallRequest) -> CheckpointMetad
     if not isinstance(resource, str) or spec is None or not spec.writes:
         return None
     with runner.store.unit_of_work() as uow:
-        rows = uow.checkpoints.for_plan(runner.plan_id, resource)
-    pre_writes = [c for c in rows if c.checkpoint_type is CheckpointType.PRE_WRITE]
-    if not pre_writes:
+        latest = uow.checkpoints.latest_of_type(runner.plan_id, resource, CheckpointType.PRE_WRITE)
+    if latest is None:
         return None
-    latest = pre_writes[-1]
     if latest.pruned_at is not None or latest.strategy is SandboxStrategyName.TRANSACTION_ROLLBACK:
         return None
     return latest

@@ -138,6 +138,25 @@ class CheckpointRepository(Repository):
             mapping.checkpoint_from_row,
         )
 
+    def latest_of_type(
+        self, plan_id: str, resource_id: str, checkpoint_type: CheckpointType
+    ) -> CheckpointMetadata | None:
+        """The resource's latest checkpoint of this type in the plan, pruned or not: from the
+        (plan, resource, time) index, not every checkpoint the plan took."""
+        c = CheckpointMetadataRow
+        query = (
+            select(c)
+            .where(
+                c.plan_id == plan_id,
+                c.resource_id == resource_id,
+                c.checkpoint_type == checkpoint_type.value,
+            )
+            .order_by(c.created_at.desc(), c.checkpoint_id.desc())
+            .limit(1)
+        )
+        rows = self._list(query, mapping.checkpoint_from_row)
+        return rows[0] if rows else None
+
     def superseded_live(self, plan_id: str, before: datetime) -> list[CheckpointMetadata]:
         """The plan's live decision-point checkpoints taken before ``before`` by decisions
         since superseded, oldest first: what ``agents gc`` may drop but for the restore points

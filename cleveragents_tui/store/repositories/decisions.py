@@ -138,6 +138,28 @@ class DecisionRepository(Repository):
             list(self._session.scalars(query.order_by(DecisionRow.sequence_number)))
         )
 
+    def current_children(self, decision_id: str) -> list[Decision]:
+        """The current decisions under ``decision_id``, in sequence order (a failed call's
+        retries and escalation): from the parent index, not the plan's every decision."""
+        d = DecisionRow
+        query = select(d).where(d.parent_decision_id == decision_id, d.superseded_by.is_(None))
+        return self._hydrate(list(self._session.scalars(query.order_by(d.sequence_number))))
+
+    def first_current(self, plan_id: str, phase: str, but_type: str) -> str | None:
+        """The plan's first current decision of ``phase`` not of type ``but_type``."""
+        d = DecisionRow
+        return self._session.scalar(
+            select(d.decision_id)
+            .where(
+                d.plan_id == plan_id,
+                d.phase == phase,
+                d.decision_type != but_type,
+                d.superseded_by.is_(None),
+            )
+            .order_by(d.sequence_number)
+            .limit(1)
+        )
+
     def _hydrate(self, rows: Sequence[DecisionRow]) -> list[Decision]:
         ids = [r.decision_id for r in rows]
         dep, art = DecisionDependencyRow, DecisionArtifactRow
