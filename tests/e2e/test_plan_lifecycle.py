@@ -18,6 +18,7 @@ from cleveragents_tui.engine.ops.doctor import run_checks
 from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions, start_plan
 from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
+from tests.support.store_rows import plan_groups
 
 
 @pytest.fixture
@@ -51,7 +52,7 @@ def test_the_demo_plan_runs_to_the_apply_gate_then_applies(
         [child] = uow.plans.children(plan.plan_id)
         [gate] = uow.approvals.pending(plan.plan_id)
         execute = [d for d in decisions if d.phase is Phase.EXECUTE]
-        groups = {g.decision_id: g for g in uow.checkpoints.groups_for_plan(plan.plan_id)}
+        groups = {g.decision_id: g for g in plan_groups(store, plan.plan_id)}
         checkpoints = {d.decision_id: uow.checkpoints.for_decision(d.decision_id) for d in execute}
         invocations = {
             d.step_key: uow.tool_invocations.for_decision(d.decision_id) for d in execute

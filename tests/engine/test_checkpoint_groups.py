@@ -12,6 +12,7 @@ from cleveragents_tui.engine.core.rollback import RollbackRefusedError, rollback
 from cleveragents_tui.engine.ops.doctor import run_checks
 from cleveragents_tui.failpoints import ENV_VAR
 from tests.engine.conftest import API, DB, FILES, GIT, World
+from tests.support.store_rows import plan_groups
 
 
 def snapshot(world: World) -> dict[str, object]:
@@ -38,9 +39,7 @@ def test_a_group_has_one_checkpoint_per_modified_resource(world: World) -> None:
         rows = uow.checkpoints.for_decision(decision.decision_id)
         assert uow.decisions.get(decision.decision_id) == decision
         [stored] = [
-            g
-            for g in uow.checkpoints.groups_for_plan(world.plan.plan_id)
-            if g.group_id == group.group_id
+            g for g in plan_groups(world.store, world.plan.plan_id) if g.group_id == group.group_id
         ]
     assert stored.status == "committed" and stored.decision_id == decision.decision_id
     assert {(r.resource_id, r.checkpoint_type) for r in rows} == {
@@ -63,9 +62,7 @@ def test_a_failure_in_any_resource_leaves_no_group_and_no_decision(
         store_execute_decision(world.sandboxes, decision)
     with world.store.unit_of_work() as uow:
         assert uow.checkpoints.for_decision(decision.decision_id) == []
-        assert all(
-            g.decision_id is not None for g in uow.checkpoints.groups_for_plan(world.plan.plan_id)
-        )
+        assert all(g.decision_id is not None for g in plan_groups(world.store, world.plan.plan_id))
         assert uow.checkpoints.pending_groups() == []
         with pytest.raises(UserError, match="does not exist"):
             uow.decisions.get(decision.decision_id)

@@ -32,6 +32,7 @@ from tests.engine.conftest import FILES, FILES_BUDGET, GIT, World
 from tests.engine.test_recovery import CRASHING_RECORD
 from tests.support.scale_plan import API, build
 from tests.support.scale_plan import FILES as SCALE_FILES
+from tests.support.store_rows import plan_groups
 
 
 def _crash_recording(world: World, failpoint: str, *, write: bool = True) -> None:
@@ -86,7 +87,7 @@ def test_a_decision_that_modified_nothing_still_gets_its_committed_group(world: 
     group = store_execute_decision(world.sandboxes, decision)
 
     with world.store.unit_of_work() as uow:
-        [stored] = uow.checkpoints.groups_for_plan(world.plan.plan_id)
+        [stored] = plan_groups(world.store, world.plan.plan_id)
         assert uow.checkpoints.for_decision(decision.decision_id) == []
     assert (stored.group_id, stored.decision_id, stored.status) == (
         group.group_id,
@@ -217,7 +218,7 @@ def test_an_invalid_proposal_is_refused_and_nothing_is_recorded(
         assert [d.decision_id for d in uow.decisions.for_plan(world.plan.plan_id)] == [
             world.root.decision_id
         ]
-        assert uow.checkpoints.groups_for_plan(world.plan.plan_id) == []
+        assert plan_groups(world.store, world.plan.plan_id) == []
 
 
 def _counting_the_budget(world: World) -> list[int]:

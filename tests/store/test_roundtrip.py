@@ -14,7 +14,7 @@ from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.tool import ToolInvocation
 from cleveragents_tui.store.store import Store
 from tests.strategies import decisions, moments, names, required, text
-from tests.support.store_rows import add_groups
+from tests.support.store_rows import add_groups, plan_groups
 
 FIXTURE_OK = settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -173,5 +173,7 @@ def test_tool_checkpoint_and_correction_round_trip(
     with store.unit_of_work() as uow:
         assert uow.tool_invocations.for_decision(root.decision_id) == [call]
         assert uow.checkpoints.for_decision(root.decision_id) == [checkpoint]
-        assert uow.checkpoints.groups_for_plan(plan.plan_id) == [group]
+        assert plan_groups(store, plan.plan_id) == [group]
+        assert uow.checkpoints.group_of(plan.plan_id, str(group.decision_id)) == group
+        assert uow.checkpoints.group_of(plan.plan_id, plan.plan_id) is None
         assert uow.corrections.for_plan(plan.plan_id) == [correction]

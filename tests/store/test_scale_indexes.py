@@ -200,8 +200,9 @@ def test_a_failed_calls_reads_gc_and_a_refused_applys_revert_start_from_indexes(
     tmp_path: Path,
 ) -> None:
     """What a run reads when a tool call fails (the decision's retries, the resource's
-    latest pre-write checkpoint), what `agents gc` starts from, and the Strategize decision
-    a refused Apply reverts to: each from its own index, none reading every row of the
+    latest pre-write checkpoint), what `agents gc` starts from, the Strategize decision a
+    refused Apply reverts to, and a decision's checkpoint group (`plan explain`, the app's
+    details): each from its own index, none reading every row of the
     plan's decisions (they read every decision or checkpoint whole before, ~70 µs a
     decision)."""
     scale = build(tmp_path, 300)
@@ -215,6 +216,7 @@ def test_a_failed_calls_reads_gc_and_a_refused_applys_revert_start_from_indexes(
                 checkpoints.latest_of_type(scale.plan_id, FILES, CheckpointType.PRE_WRITE)
                 checkpoints.superseded_live(scale.plan_id, datetime.now(UTC))
                 first = decisions.first_current(scale.plan_id, "strategize", "prompt_definition")
+                group = checkpoints.group_of(scale.plan_id, scale.ids[5])
         plans = [_query_plan(scale.store, *s) for s in sent if "FROM decision_" not in s[0]]
         with scale.store.unit_of_work() as uow:
             strategy = next(
@@ -226,12 +228,14 @@ def test_a_failed_calls_reads_gc_and_a_refused_applys_revert_start_from_indexes(
         scale.store.close()
     assert children and all(c.parent_decision_id == scale.ids[0] for c in children)
     assert first == strategy
-    retries, pre_write, collectable, strategize = plans
+    assert group is not None and group.decision_id == scale.ids[5]
+    retries, pre_write, collectable, strategize, details = plans
     assert "ix_decisions_parent_decision_id (parent_decision_id=?)" in retries, retries
     assert "ix_checkpoint_metadata_plan_resource_created" in pre_write, pre_write
     # the plan's checkpoint rows, read in the database: only the matching ones are returned
     assert "USING INDEX ix_checkpoint_metadata_plan" in collectable, collectable
     # in the plan's sequence order, stopping at the first: no sort of the plan's rows
     assert "TEMP B-TREE" not in strategize, strategize
+    assert "ix_checkpoint_groups_decision_id (decision_id=?)" in details, details
     for plan in plans:
         assert "SCAN decisions" not in plan and "SCAN checkpoint_metadata" not in plan, plan

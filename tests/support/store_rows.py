@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cleveragents_tui.domain.checkpoint import CheckpointGroup
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.store import mapping
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.tables import CheckpointGroupRow
 
@@ -28,3 +30,14 @@ def add_plan(store: Store, plan: Plan, decisions: list[Decision]) -> tuple[Plan,
         uow.decisions.add_many(decisions)
         uow.commit()
     return plan, decisions
+
+
+def plan_groups(store: Store, plan_id: str) -> list[CheckpointGroup]:
+    """Every checkpoint group of the plan, oldest first (the engine reads one decision's)."""
+    with Session(store.engine) as session:
+        rows = session.scalars(
+            select(CheckpointGroupRow)
+            .where(CheckpointGroupRow.plan_id == plan_id)
+            .order_by(CheckpointGroupRow.created_at)
+        )
+        return [mapping.group_from_row(row) for row in rows]

@@ -99,10 +99,7 @@ def progress(store: Store, plan_id: str, after_event_id: int) -> Progress:
 
 def checkpoint_group(store: Store, plan_id: str, decision_id: str) -> CheckpointGroup | None:
     with store.unit_of_work() as uow:
-        for group in uow.checkpoints.groups_for_plan(plan_id):
-            if group.decision_id == decision_id:
-                return group
-    return None
+        return uow.checkpoints.group_of(plan_id, decision_id)
 
 
 def child_plan_of(store: Store, decision_id: str) -> str | None:

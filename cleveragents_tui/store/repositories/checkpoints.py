@@ -220,10 +220,17 @@ class CheckpointRepository(Repository):
             or 0
         )
 
-    def groups_for_plan(self, plan_id: str) -> list[CheckpointGroup]:
-        return self._list(
+    def group_of(self, plan_id: str, decision_id: str) -> CheckpointGroup | None:
+        """The decision's first checkpoint group (the one ``plan explain`` and the app's
+        details show), from the decision index, not every group of the plan."""
+        rows = self._list(
             select(CheckpointGroupRow)
-            .where(CheckpointGroupRow.plan_id == plan_id)
-            .order_by(CheckpointGroupRow.created_at),
+            .where(
+                CheckpointGroupRow.plan_id == plan_id,
+                CheckpointGroupRow.decision_id == decision_id,
+            )
+            .order_by(CheckpointGroupRow.created_at)
+            .limit(1),
             mapping.group_from_row,
         )
+        return rows[0] if rows else None
