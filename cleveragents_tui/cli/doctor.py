@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 import click
 
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.domain.wording import counted
+
+if TYPE_CHECKING:  # the engine is imported when the command runs
+    from cleveragents_tui.engine.ops.doctor import Problem
 
 
 @click.command()
@@ -81,8 +86,7 @@ def doctor(cli: CliContext, repair: bool, local_format: str | None) -> None:
                 f"repaired: plan {plan_id}, left running with no process running it, marked "
                 f"paused (go on with `agents plan run {plan_id}`)"
             )
-        for p in report.problems:
-            echo(f"{p.check}: {p.subject}: {p.message} ({p.fix})")
+        _echo_problems(report.problems)
         if not report.problems:
             echo(
                 f"ok: {counted(report.checkpoints_verified, 'checkpoint')} verified, "
@@ -90,3 +94,20 @@ def doctor(cli: CliContext, repair: bool, local_format: str | None) -> None:
             )
     if report.problems:
         sys.exit(1)
+
+
+SHOWN_PER_CHECK = 20  # a store broken one way can report a problem for each of 100,000 rows
+
+
+def _echo_problems(problems: Sequence[Problem]) -> None:
+    """Each problem on a line, at most :data:`SHOWN_PER_CHECK` of one check, then how many
+    more; the JSON lists them all."""
+    by_check: dict[str, list[Problem]] = {}
+    for problem in problems:
+        by_check.setdefault(problem.check, []).append(problem)
+    for check, found in by_check.items():
+        for p in found[:SHOWN_PER_CHECK]:
+            echo(f"{p.check}: {p.subject}: {p.message} ({p.fix})")
+        if len(found) > SHOWN_PER_CHECK:
+            more = len(found) - SHOWN_PER_CHECK
+            echo(f"{check}: … and {more:,} more (agents doctor --format=json lists them all)")

@@ -9,9 +9,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from cleveragents_tui.cli import cli
 from tests.cli.conftest import Run
 from tests.support.cli_output import heading_plan_id
+from tests.support.scale_plan import build
 
 
 @pytest.fixture
@@ -311,3 +314,27 @@ def test_a_child_cancelled_by_its_parents_correction_asks_nothing(
     [lapsed] = [a for a in answered if a["approval_id"] == child_gate["approval_id"]]
     assert (lapsed["answer"], lapsed["answered_by"]) == ("denied", "correction")
     assert "cancelled by its parent's correction" in lapsed["reason"]
+
+
+def test_doctor_shows_twenty_problems_of_a_kind_then_how_many_more(tmp_path: Path) -> None:
+    """A store broken one way (here: Execute decisions written without their checkpoint
+    groups) reports each; the text shows 20 of a check and says how many more, the JSON
+    lists them all."""
+    scale = build(tmp_path / "plan", 100)
+    scale.store.close()
+    db = str(tmp_path / "plan" / "agents.db")
+    env = {"AGENTS_SANDBOX_DIR": str(tmp_path / "plan" / "sandboxes")}
+    listed = CliRunner().invoke(cli, ["--db", db, "--format=json", "doctor"], env=env)
+    problems = json.loads(listed.stdout)["problems"]
+    assert listed.exit_code == 1 and len(problems) > 20
+    assert {p["check"] for p in problems} == {"execute-group"}
+    shown = CliRunner().invoke(cli, ["--db", db, "doctor"], env=env)
+    assert shown.exit_code == 1
+    lines = shown.stdout.splitlines()
+    assert lines[:20] == [
+        f"{p['check']}: {p['subject']}: {p['message']} ({p['fix']})" for p in problems[:20]
+    ]
+    assert lines[20:] == [
+        f"execute-group: … and {len(problems) - 20} more "
+        "(agents doctor --format=json lists them all)"
+    ]
