@@ -4,6 +4,7 @@ exit 3 / 1 when it was refused / failed, and a denial that pauses instead of can
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -205,3 +206,24 @@ def test_denying_a_decision_then_choosing_another_alternative(
     chosen = {d["decision_type"]: d["chosen_option"] for d in tree}
     assert chosen["strategy_choice"] == "A greeter class with a configurable greeting"
     assert agents("plan", "resume", plan_id, "--choose", "9").exit_code == 2  # not paused
+
+
+def test_an_apply_whose_sandbox_was_deleted_says_which_folder_and_what_to_do(
+    agents: Agents,
+) -> None:
+    """The app database's sandbox folder deleted by hand: Apply is refused (exit 3) in one
+    line that names the sandbox folder it looked in and both ways on — the right
+    AGENTS_SANDBOX_DIR, or discarding the plan — and the discard it names works."""
+    plan_id = agents.demo()
+    base = agents.home / "sandboxes"
+    [folder] = [f for f in (base / plan_id).iterdir() if f.name.endswith("__app-db")]
+    shutil.rmtree(folder)
+    refused = agents("plan", "apply", plan_id)
+    assert refused.exit_code == 3, refused.output
+    [line] = refused.stderr.splitlines()
+    assert f"has no sandbox of {folder.name.replace('__', '/')} in {base}" in line, line
+    assert "set AGENTS_SANDBOX_DIR to it and retry" in line
+    assert line.endswith(f"agents plan discard {plan_id}, then start the plan again"), line
+    discarded = agents("plan", "discard", plan_id, "--yes")
+    assert discarded.exit_code == 0, discarded.output
+    assert not (base / plan_id).exists() or not any((base / plan_id).iterdir())

@@ -181,8 +181,10 @@ class PlanSandboxes:
             root = sandbox_root(self.base_dir, self.host_plan_id, resource_id)
             if not root.exists():
                 raise NotFoundError(
-                    f"plan {self.plan_id} has no sandbox of {resource_id}",
-                    "it was discarded, or the plan ran with another sandbox folder (AGENTS_SANDBOX_DIR)",
+                    f"plan {self.plan_id} has no sandbox of {resource_id} in {self.base_dir}",
+                    "if the plan ran with another sandbox folder, set AGENTS_SANDBOX_DIR to it "
+                    "and retry; if the sandbox was deleted, its work is gone: "
+                    f"agents plan discard {self.plan_id}, then start the plan again",
                 )
             strategy = strategy_for(resource.sandbox_strategy)
             sandbox = strategy.open(resource, self.host_plan_id, root)
