@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from cleveragents_tui.domain.approval import Approval, ApprovalAnswer
 from cleveragents_tui.store.store import Store
+from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 
 def pending_approvals(
@@ -23,15 +24,24 @@ def answer_approval(
 
     answer = ApprovalAnswer.APPROVED if approve else ApprovalAnswer.DENIED
     with store.unit_of_work(write=True) as uow:
-        approval_id = uow.approvals.resolve(approval_ref)
-        uow.approvals.answer(approval_id, answer, by, reason)
-        answered = uow.approvals.get(approval_id)
-        uow.events.append(
-            "approval_answered",
-            {"approval_id": approval_id, "answer": answer.value, "reason": reason},
-            plan_id=answered.plan_id,
-            actor=by,
-        )
+        answered = record_answer(uow, uow.approvals.resolve(approval_ref), answer, by, reason)
         pause_on_denial(uow, answered)
         uow.commit()
+    return answered
+
+
+def record_answer(
+    uow: UnitOfWork, approval_id: str, answer: ApprovalAnswer, by: str, reason: str | None
+) -> Approval:
+    """Answer the approval and log who did (``approval_answered``: the event log, the app's
+    status line, another tab and the CLI's progress lines say it), in ``uow``'s
+    transaction: every answer, a person's or the runner's, goes through here."""
+    uow.approvals.answer(approval_id, answer, by, reason)
+    answered = uow.approvals.get(approval_id)
+    uow.events.append(
+        "approval_answered",
+        {"approval_id": approval_id, "answer": answer.value, "reason": reason},
+        plan_id=answered.plan_id,
+        actor=by,
+    )
     return answered

@@ -33,6 +33,7 @@ from cleveragents_tui.domain.enums import DecisionType, Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationFlag
 from cleveragents_tui.engine.run import reversion
+from cleveragents_tui.engine.run.approvals import record_answer
 from cleveragents_tui.store.store import Store
 
 if TYPE_CHECKING:
@@ -89,7 +90,8 @@ def answered(runner: PlanRunner) -> Plan | None:
         return None
     if latest.answer is None:
         with runner.store.unit_of_work(write=True) as uow:
-            uow.approvals.answer(
+            record_answer(
+                uow,
                 latest.approval_id,
                 ApprovalAnswer.DENIED,
                 runner.options.user,

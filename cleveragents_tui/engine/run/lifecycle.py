@@ -14,6 +14,7 @@ from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.engine.run import run_lease
+from cleveragents_tui.engine.run.approvals import record_answer
 from cleveragents_tui.engine.run.denial import (
     alternatives_of,
     approve_denied_apply_gate,
@@ -163,13 +164,8 @@ def _answer_and_apply(store: Store, plan_id: str, by: str, options: RunOptions |
             )
         for approval in pending:
             if approval.kind.value == "apply_gate":
-                reason = "agents plan apply"
-                uow.approvals.answer(approval.approval_id, ApprovalAnswer.APPROVED, by, reason)
-                uow.events.append(  # as `approval approve` logs it: who landed the plan
-                    "approval_answered",
-                    {"approval_id": approval.approval_id, "answer": "approved", "reason": reason},
-                    plan_id=plan.plan_id,
-                    actor=by,
+                record_answer(
+                    uow, approval.approval_id, ApprovalAnswer.APPROVED, by, "agents plan apply"
                 )
         uow.commit()
     return PlanRunner(store, plan.plan_id, options).apply()
