@@ -20,32 +20,35 @@ from typing import TYPE_CHECKING
 
 from cleveragents_tui.cli.context import CliContext, echo
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported only when the lines are shown
     from cleveragents_tui.engine.read.run_progress import RunWatch
+    from cleveragents_tui.views.progress import ProgressLines
 
 POLL_SECONDS = 0.25
 
 
 class Progress:
     """Prints what the followed plans do; :meth:`follow` names one (a runner's start calls
-    it through ``RunOptions.on_start``). Off: follows nothing, prints nothing."""
+    it through ``RunOptions.on_start``). Off (no watch): follows nothing, prints nothing."""
 
-    def __init__(self, watch: RunWatch | None, width: int) -> None:
-        from cleveragents_tui.views.progress import ProgressLines
-
+    def __init__(self, watch: RunWatch | None = None, width: int = 0) -> None:
         self._watch = watch
-        self._lines = ProgressLines(None, width)
+        self._lines: ProgressLines | None = None
+        if watch is not None:
+            from cleveragents_tui.views.progress import ProgressLines
+
+            self._lines = ProgressLines(None, width)
         self._printing = threading.Lock()  # the thread's last read and the final one
 
-    def follow(self, plan_id: str) -> None:
-        if self._watch is None:
+    def follow(self, plan_ref: str) -> None:
+        if self._watch is None or self._lines is None:
             return
+        plan_id = self._watch.follow(plan_ref)
         if self._lines.root_plan_id is None:
             self._lines.root_plan_id = plan_id  # the command's plan: its lines need no name
-        self._watch.follow(plan_id)
 
     def print_news(self) -> None:
-        if self._watch is None:
+        if self._watch is None or self._lines is None:
             return
         with self._printing:
             for happened in self._watch.news():
@@ -77,15 +80,13 @@ def following(cli: CliContext, plan_ref: str | None = None) -> Iterator[Progress
     """Progress lines for the plan ``plan_ref`` (an id or a unique prefix; None: the plan the
     command's runner starts on, named through :meth:`Progress.follow`) while the block runs."""
     if not shown(cli):
-        yield Progress(None, 0)
+        yield Progress()
         return
     from cleveragents_tui.engine.read.run_progress import RunWatch
 
     progress = Progress(RunWatch(cli.store), _width())
     if plan_ref is not None:
-        with cli.store.unit_of_work() as uow:
-            plan_id = uow.plans.resolve(plan_ref)
-        progress.follow(plan_id)
+        progress.follow(plan_ref)
     done = threading.Event()
 
     def poll() -> None:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from cleveragents_tui.domain.display import shorten
 from cleveragents_tui.domain.wording import counted
-from cleveragents_tui.engine.read.run_progress import Happened
-from cleveragents_tui.engine.read.tui_queries import EventView
+from cleveragents_tui.engine.read.run_progress import EventView, Happened
 
 LINE_LIMIT = 160  # an event's payload can hold a long reason or many resources
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from cleveragents_tui.domain.views import TreeRow
-from cleveragents_tui.store.app_queries import EventView
+from cleveragents_tui.store.app_queries import EventView as EventView  # a read's type
 from cleveragents_tui.store.store import Store
 
 CHILD_SPAWNED = "child_spawned"  # its payload's ``child`` is followed from then on
@@ -47,17 +47,19 @@ class RunWatch:
         with store.unit_of_work() as uow:
             self._after_event = uow.app.last_event_id()
 
-    def follow(self, plan_id: str) -> None:
+    def follow(self, plan_ref: str) -> str:
         """Report the plan's decisions recorded from now on (called before its runner
-        records any); a plan already followed keeps its place."""
+        records any); a plan already followed keeps its place. ``plan_ref``: its id or a
+        unique prefix; returns the id."""
         with self._lock:
-            if plan_id in self._plans:
-                return
+            if plan_ref in self._plans:
+                return plan_ref
         with self.store.unit_of_work() as uow:
-            action = uow.plans.get(plan_id).action
-            last = uow.decisions.next_sequence_number(plan_id) - 1
+            plan = uow.plans.get(uow.plans.resolve(plan_ref))
+            last = uow.decisions.next_sequence_number(plan.plan_id) - 1
         with self._lock:
-            self._plans.setdefault(plan_id, _Followed(action, last))
+            self._plans.setdefault(plan.plan_id, _Followed(plan.action, last))
+        return plan.plan_id
 
     def news(self) -> list[Happened]:
         """What the followed plans did since the last call, oldest first."""
