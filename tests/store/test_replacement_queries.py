@@ -25,12 +25,7 @@ from cleveragents_tui.store.store import Store
 
 def _current(store: Store, plan_id: str, step_key: str) -> str:
     with store.unit_of_work() as uow:
-        [found] = [
-            d.decision_id
-            for d in uow.decisions.for_plan(plan_id, include_superseded=False)
-            if d.step_key == step_key
-        ]
-    return found
+        return uow.decisions.current_steps(plan_id, {step_key})[step_key][0]
 
 
 def _same_naming(store: Store, plan_id: str) -> int:

@@ -160,7 +160,8 @@ class CheckpointRepository(Repository):
     def superseded_live(self, plan_id: str, before: datetime) -> list[CheckpointMetadata]:
         """The plan's live decision-point checkpoints taken before ``before`` by decisions
         since superseded, oldest first: what ``agents gc`` may drop but for the restore points
-        it keeps. From the live checkpoints' index, not every checkpoint the plan took."""
+        it keeps. The database passes over the plan's checkpoint rows (SQLite prefers the
+        plan index to the live partial one); only the matching rows are read into objects."""
         c, d = CheckpointMetadataRow, DecisionRow
         query = (
             select(c)
