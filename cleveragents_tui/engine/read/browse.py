@@ -78,31 +78,22 @@ def usage_of(uow: UnitOfWork, plan_id: str) -> UsageFigures:
     )
 
 
-def plan_tree(
-    store: Store, plan_ref: str, show_superseded: bool = False, first: int | None = None
-) -> PlanTree:
-    """The plan's decisions in tree order (children by sequence number); a superseded one
-    names the decision that replaced it (``DecisionRepository.replacements``). With
-    ``first``, only the first decisions recorded: a parent is recorded before its children,
-    so they form the top of the tree, which the app paints while the rest load."""
+def plan_tree(store: Store, plan_ref: str, show_superseded: bool = False) -> PlanTree:
+    """The plan's decisions in tree order (children by sequence number). With
+    ``show_superseded`` a superseded one names the decision that replaced it
+    (``DecisionRepository.replacements``); without, only the current rows are read and the
+    others counted: after a correction at ~100% of a large plan nearly every row is one."""
     with store.unit_of_work() as uow:
         plan = uow.plans.get(uow.plans.resolve(plan_ref))
         with_checkpoints = uow.checkpoints.decisions_with_checkpoints(plan.plan_id)
-        if not show_superseded and first is None:
-            # Only the current rows read, the superseded counted: after a correction at
-            # ~100% of a large plan nearly every row is a superseded one.
+        if not show_superseded:
             rows = uow.decisions.tree_rows(plan.plan_id, include_superseded=False)
             total, current = uow.decisions.counts([plan.plan_id]).get(plan.plan_id, (0, 0))
             return PlanTree(plan, False, layout_tree(rows), total - current, with_checkpoints)
-        rows = uow.decisions.tree_rows(plan.plan_id, include_superseded=True, first=first)
-        visible = [r for r in rows if r.superseded_by is None]
-        if show_superseded and len(visible) < len(rows):
+        rows = uow.decisions.tree_rows(plan.plan_id, include_superseded=True)
+        if any(r.superseded_by is not None for r in rows):
             rows = naming_replacements(rows, uow.decisions.replacements(plan.plan_id))
-    hidden = 0
-    if not show_superseded:
-        hidden = len(rows) - len(visible)
-        rows = visible
-    return PlanTree(plan, show_superseded, layout_tree(rows), hidden, with_checkpoints)
+    return PlanTree(plan, True, layout_tree(rows), 0, with_checkpoints)
 
 
 def decision_rows(store: Store, decision_ids: Iterable[str]) -> dict[str, TreeRow]:
