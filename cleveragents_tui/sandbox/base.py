@@ -60,6 +60,12 @@ class OfResource:
         return self._resource
 
 
+def start_again_fix(plan_id: str) -> str:
+    """The way on when a plan's sandbox is gone or its record cannot be trusted: without it
+    the plan can neither run on nor land, so it is discarded and started again."""
+    return f"agents plan discard {plan_id}, then start the plan again"
+
+
 class OfPlan(OfResource):
     """A sandbox's ``resource`` and ``plan_id``: the plan it was made for."""
 

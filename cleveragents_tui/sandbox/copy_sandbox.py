@@ -23,7 +23,7 @@ from sqlalchemy.engine import CursorResult
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.wording import counted
-from cleveragents_tui.sandbox.base import ApplyResult, Change, SandboxError
+from cleveragents_tui.sandbox.base import ApplyResult, Change, SandboxError, start_again_fix
 from cleveragents_tui.sandbox.database_common import (
     DatabaseSandboxIdentity,
     applied_error,
@@ -62,8 +62,8 @@ class CopyState:
         return json.dumps(document, indent=2).encode("utf-8")
 
     @classmethod
-    def load(cls, path: Path) -> Self | None:
-        return load_state_file(path, cls._parse)
+    def load(cls, path: Path, plan_id: str) -> Self | None:
+        return load_state_file(path, cls._parse, plan_id)
 
     @classmethod
     def _parse(cls, data: dict[str, Any]) -> Self:
@@ -93,11 +93,12 @@ class CopyState:
         self.checkpoints.remove(ref)
 
     @classmethod
-    def refuse_open(cls, resource: Resource, root: Path, file_name: str) -> None:
-        """Refuse to make a sandbox over one still open under ``root`` (its changes would be
-        lost); an applied one may be replaced. ``file_name``: the copy's state file."""
+    def refuse_open(cls, resource: Resource, plan_id: str, root: Path, file_name: str) -> None:
+        """Refuse to make a sandbox for ``plan_id`` over one still open under ``root`` (its
+        changes would be lost); an applied one may be replaced. ``file_name``: the copy's
+        state file."""
         path = root / file_name
-        existing = cls.load(path) if path.is_file() else None
+        existing = cls.load(path, plan_id) if path.is_file() else None
         if existing is not None and existing.status == "open":
             raise SandboxError(
                 f"resource {resource.resource_id} already has an open sandbox under {root} "
@@ -250,8 +251,8 @@ class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT, TargetT]):
         """Apply's error when the target cannot take the plan's rows (``why``)."""
         return SandboxError(
             f"nothing was applied to {self._resource.resource_id}: {why}",
-            "correct the plan against the database as it is now, or discard the "
-            "sandbox and re-run Execute",
+            "correct the plan against the database as it is now, or "
+            + start_again_fix(self._plan_id),
         )
 
     @abstractmethod
@@ -286,9 +287,7 @@ class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT, TargetT]):
         """This process's lock, then the folder's ``flock``; yields the current state."""
         with (
             self._lock,
-            locked_state(
-                self._root, self.LOCK_FILE_NAME, self._resource.resource_id, self._load_state
-            ) as state,
+            locked_state(self._root, self.LOCK_FILE_NAME, self, self._load_state) as state,
         ):
             self._opened(state)
             yield state

@@ -17,9 +17,13 @@ from typing import Any, Protocol, TypeVar
 
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.sandbox.base import CheckpointMissingError, OfPlan, SandboxError
+from cleveragents_tui.sandbox.base import (
+    CheckpointMissingError,
+    OfPlan,
+    SandboxError,
+    start_again_fix,
+)
 
-DISCARDED_FIX = "re-run Execute"
 APPLIED_FIX = "correct the plan with --mode=append (compensating changes)"
 
 StateT = TypeVar("StateT")
@@ -56,8 +60,11 @@ class DatabaseSandboxIdentity(OfPlan):
         return self._root
 
 
-def load_state_file(path: Path, parse: Callable[[dict[str, Any]], StateT]) -> StateT | None:
-    """The state file at ``path`` as ``parse`` reads its JSON; None when there is none.
+def load_state_file(
+    path: Path, parse: Callable[[dict[str, Any]], StateT], plan_id: str
+) -> StateT | None:
+    """The state file at ``path`` (of a sandbox of ``plan_id``) as ``parse`` reads its JSON;
+    None when there is none.
 
     ``parse`` raises ValueError, KeyError, TypeError or UserError on a field it refuses:
     any of them means the file is damaged.
@@ -72,8 +79,7 @@ def load_state_file(path: Path, parse: Callable[[dict[str, Any]], StateT]) -> St
         return parse(json.loads(raw))
     except (ValueError, KeyError, TypeError, UserError) as exc:
         raise SandboxError(
-            f"the sandbox state file {path} is damaged ({exc})",
-            "discard the sandbox and re-run Execute",
+            f"the sandbox state file {path} is damaged ({exc})", start_again_fix(plan_id)
         ) from exc
 
 
@@ -86,8 +92,9 @@ def owned_state(
     """
     if state is None:
         raise SandboxError(
-            f"no {kind} sandbox of {resource.resource_id} for plan {plan_id} under {root}",
-            "it was discarded or never created: re-run Execute",
+            f"no {kind} sandbox of {resource.resource_id} for plan {plan_id} under {root}: it "
+            "was discarded or never created",
+            start_again_fix(plan_id),
         )
     if state.resource_id != resource.resource_id or state.plan_id != plan_id:
         raise SandboxError(
@@ -100,7 +107,7 @@ def owned_state(
 
 @contextlib.contextmanager
 def locked_state(
-    root: Path, lock_name: str, resource_id: str, load: Callable[[], StateT | None]
+    root: Path, lock_name: str, owner: OfPlan, load: Callable[[], StateT | None]
 ) -> Iterator[StateT]:
     """The folder's ``flock`` (waiting for it), then the state ``load`` reads under it.
 
@@ -111,15 +118,16 @@ def locked_state(
         fd = os.open(root / lock_name, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise SandboxError(
-            f"the sandbox of {resource_id} under {root} is gone ({exc.strerror})",
-            DISCARDED_FIX,
+            f"the sandbox of {owner.resource.resource_id} under {root} is gone ({exc.strerror})",
+            start_again_fix(owner.plan_id),
         ) from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         state = load()
         if state is None:
             raise SandboxError(
-                f"the sandbox of {resource_id} under {root} was discarded", DISCARDED_FIX
+                f"the sandbox of {owner.resource.resource_id} under {root} was discarded",
+                start_again_fix(owner.plan_id),
             )
         yield state
     finally:

@@ -199,7 +199,7 @@ class SqliteCopySandbox(CopySandbox[_State, Path]):
     LOCK_FILE_NAME = LOCK_FILE_NAME
 
     def _load_state(self) -> _State | None:
-        return _State.load(self._root / STATE_FILE_NAME)
+        return _State.load(self._root / STATE_FILE_NAME, self._plan_id)
 
     def _engine_for_work(self) -> Engine:
         """Connections to the working copy, one per statement: none stays open between
@@ -396,7 +396,7 @@ class SqliteCopyStrategy(CopyStrategy):
     def create(self, resource: Resource, plan_id: str, root: Path) -> SqliteCopySandbox:
         """Copy the target into ``root``. Refused while an open sandbox is there."""
         target = self._target(resource)
-        _State.refuse_open(resource, root, STATE_FILE_NAME)
+        _State.refuse_open(resource, plan_id, root, STATE_FILE_NAME)
         sandbox = SqliteCopySandbox(resource, plan_id, root, target, self.max_snapshot_rows)
         sandbox.discard()
         try:
@@ -429,7 +429,8 @@ class SqliteCopyStrategy(CopyStrategy):
 
     def open(self, resource: Resource, plan_id: str, root: Path) -> SqliteCopySandbox:
         """The sandbox ``create`` made (in any process)."""
-        owned_state(_State.load(root / STATE_FILE_NAME), resource, plan_id, root, "database")
+        state = _State.load(root / STATE_FILE_NAME, plan_id)
+        owned_state(state, resource, plan_id, root, "database")
         return SqliteCopySandbox(
             resource, plan_id, root, self._target(resource), self.max_snapshot_rows
         )

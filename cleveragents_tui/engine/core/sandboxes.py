@@ -21,7 +21,7 @@ from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.enums import CheckpointType, SandboxStrategyName
 from cleveragents_tui.domain.errors import NotFoundError, UserError
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.sandbox.base import HandsOutPaths, Sandbox, SandboxStrategy
+from cleveragents_tui.sandbox.base import HandsOutPaths, Sandbox, SandboxStrategy, start_again_fix
 from cleveragents_tui.store.store import Store
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ class PlanSandboxes:
                     f"plan {self.plan_id} has no sandbox of {resource_id} in {self.base_dir}",
                     "if the plan ran with another sandbox folder, set AGENTS_SANDBOX_DIR to it "
                     "and retry; if the sandbox was deleted, its work is gone: "
-                    f"agents plan discard {self.plan_id}, then start the plan again",
+                    + start_again_fix(self.plan_id),
                 )
             strategy = strategy_for(resource.sandbox_strategy)
             sandbox = strategy.open(resource, self.host_plan_id, root)

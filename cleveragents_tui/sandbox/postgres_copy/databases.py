@@ -152,7 +152,7 @@ class CopyDatabases(CopySandbox[State, URL]):
     LOCK_FILE_NAME = LOCK_FILE_NAME
 
     def _load_state(self) -> State | None:
-        return State.load(self._root / STATE_FILE_NAME)
+        return State.load(self._root / STATE_FILE_NAME, self._plan_id)
 
     def _opened(self, state: State) -> None:
         self._prefix = state.prefix

@@ -249,7 +249,7 @@ class PostgresCopySandbox(CopyDatabases):
             prefix = self._prefix
             if prefix is None:
                 with contextlib.suppress(SandboxError):
-                    loaded = State.load(self._root / STATE_FILE_NAME)
+                    loaded = State.load(self._root / STATE_FILE_NAME, self._plan_id)
                     prefix = None if loaded is None else loaded.prefix
             if prefix is not None:
                 self._drop_all(prefix)

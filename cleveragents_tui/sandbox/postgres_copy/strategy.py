@@ -48,7 +48,7 @@ class PostgresCopyStrategy(CopyStrategy):
         """Copy the target on its server. Refused while an open sandbox is there; raises
         :class:`CopyUnavailableError` when the server cannot copy it."""
         url = self._url(resource)
-        State.refuse_open(resource, root, STATE_FILE_NAME)
+        State.refuse_open(resource, plan_id, root, STATE_FILE_NAME)
         sandbox = PostgresCopySandbox(resource, plan_id, root, url, self.max_snapshot_rows)
         sandbox.discard()
         prefix = secrets.token_hex(6)
@@ -92,7 +92,9 @@ class PostgresCopyStrategy(CopyStrategy):
 
     def open(self, resource: Resource, plan_id: str, root: Path) -> PostgresCopySandbox:
         """The sandbox ``create`` made (in any process)."""
-        state = owned_state(State.load(root / STATE_FILE_NAME), resource, plan_id, root, "database")
+        state = owned_state(
+            State.load(root / STATE_FILE_NAME, plan_id), resource, plan_id, root, "database"
+        )
         sandbox = PostgresCopySandbox(
             resource, plan_id, root, self._url(resource), self.max_snapshot_rows
         )

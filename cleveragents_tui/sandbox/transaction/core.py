@@ -21,7 +21,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.sql.base import Executable
 
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError
+from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError, start_again_fix
 from cleveragents_tui.sandbox.database_common import DatabaseSandboxIdentity
 from cleveragents_tui.sandbox.safety import check_savepoint_name
 from cleveragents_tui.sandbox.sql_confinement import POSTGRES_DENIED_FIX, postgres_refusal
@@ -39,10 +39,14 @@ from cleveragents_tui.sandbox.transaction.state import STATE_FILE_NAME, State
 
 log = logging.getLogger(__name__)
 
-LOST_FIX = (
-    "discard this sandbox and re-run Execute, or correct the plan with --mode=append "
-    "(compensating changes)"
-)
+
+def lost_fix(plan_id: str) -> str:
+    """What to do about a sandbox whose transaction is gone: its work cannot be had back."""
+    return "correct the plan with --mode=append (compensating changes), or " + start_again_fix(
+        plan_id
+    )
+
+
 APPLIED_FIX = "correct the plan with --mode=append (compensating changes)"
 
 Status = Literal["open", "released", "lost", "applied", "discarded"]
@@ -210,7 +214,7 @@ class SandboxCore(DatabaseSandboxIdentity):
             self._break_log(f"the transaction ended in process {os.getpid()}: {what_happened}")
         self._close()
         reason = self._lost_reason(what_happened)
-        self._mark("lost", reason, LOST_FIX)
+        self._mark("lost", reason, lost_fix(self._plan_id))
         log.warning("%s", reason)
 
     # -- guards ----------------------------------------------------------------------------
@@ -276,7 +280,7 @@ class SandboxCore(DatabaseSandboxIdentity):
         if isinstance(exc, DBAPIError) and exc.connection_invalidated:
             # The server rolls back a transaction whose connection ended: still replayable.
             self._lose(f"the connection dropped during {doing}: {first_line(exc)}", replayable=True)
-            reason, fix = self._unavailable or (doing, LOST_FIX)
+            reason, fix = self._unavailable or (doing, lost_fix(self._plan_id))
             return CheckpointMissingError(reason, fix)
         return SandboxError(
             f"{doing} failed on resource {self._resource.resource_id}: {first_line(exc)}"

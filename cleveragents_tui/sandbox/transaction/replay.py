@@ -20,7 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.sandbox import pg_commit, transaction_handover
-from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError
+from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError, start_again_fix
 from cleveragents_tui.sandbox.safety import check_savepoint_name
 from cleveragents_tui.sandbox.transaction.connection import (
     FORKED,
@@ -29,7 +29,7 @@ from cleveragents_tui.sandbox.transaction.connection import (
     first_line,
     target_url,
 )
-from cleveragents_tui.sandbox.transaction.core import APPLIED_FIX, LOST_FIX
+from cleveragents_tui.sandbox.transaction.core import APPLIED_FIX, lost_fix
 from cleveragents_tui.sandbox.transaction.snapshots import Snapshot, snapshot_digest
 from cleveragents_tui.sandbox.transaction.state import (
     LOCK_FILE_NAME,
@@ -102,7 +102,7 @@ class ReplayingSandbox(LoggedSandbox):
             return
         if state.pid == os.getpid() and not state.released:
             held = "was lost: this process no longer holds its connection"
-            self._mark("lost", self._lost_reason(held), LOST_FIX)
+            self._mark("lost", self._lost_reason(held), lost_fix(self._plan_id))
             return
         self._status = "released"
         self._acquire()
@@ -122,7 +122,7 @@ class ReplayingSandbox(LoggedSandbox):
         if fd is None:
             holder = "another process"
             with contextlib.suppress(SandboxError):
-                current = State.load(self._root / STATE_FILE_NAME)
+                current = State.load(self._root / STATE_FILE_NAME, self._plan_id)
                 if current is not None:
                     holder = f"process {current.pid}"
             self._unavailable = (
@@ -136,7 +136,7 @@ class ReplayingSandbox(LoggedSandbox):
             return
         self._lock_fd = fd
         try:
-            fresh = State.load(self._root / STATE_FILE_NAME)
+            fresh = State.load(self._root / STATE_FILE_NAME, self._plan_id)
         except SandboxError:
             self._release_lock()
             raise
@@ -145,7 +145,7 @@ class ReplayingSandbox(LoggedSandbox):
             self._mark(
                 "discarded",
                 f"the sandbox of {self._resource.resource_id} under {self._root} was discarded",
-                "re-run Execute",
+                start_again_fix(self._plan_id),
             )
             return
         ours = fresh.token == self._state.token  # no other process held it since
@@ -178,8 +178,8 @@ class ReplayingSandbox(LoggedSandbox):
                     f"{ended} while committing it, so whether the changes reached the "
                     "database is unknown"
                 ),
-                "check the database; then discard this sandbox, and re-run Execute or "
-                "correct the plan with --mode=append if the changes are missing",
+                "check the database; if the changes are missing, correct the plan with "
+                f"--mode=append, or {start_again_fix(self._plan_id)}",
             )
             return
         entries, problem = read_log(self._log_path)
@@ -192,7 +192,7 @@ class ReplayingSandbox(LoggedSandbox):
         except _ReplayFailed as exc:
             self._close()
             self._stack = list(fresh.savepoints)
-            self._mark("lost", self._lost_reason(f"{ended}, and {exc}"), LOST_FIX)
+            self._mark("lost", self._lost_reason(f"{ended}, and {exc}"), lost_fix(self._plan_id))
             log.warning("%s", self._unavailable[0] if self._unavailable else exc)
             return
         for ref in known:
@@ -352,7 +352,10 @@ class ReplayingSandbox(LoggedSandbox):
         if self._live is not None and self._transaction_ended(self._live):
             self._lose("the connection or its transaction ended")
         if self._live is None:
-            reason, fix = self._unavailable or ("the sandbox has no transaction", LOST_FIX)
+            reason, fix = self._unavailable or (
+                "the sandbox has no transaction",
+                lost_fix(self._plan_id),
+            )
             raise error(reason, fix)
         return self._live
 

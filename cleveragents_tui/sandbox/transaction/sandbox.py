@@ -22,7 +22,7 @@ from cleveragents_tui.sandbox import pg_commit
 from cleveragents_tui.sandbox.base import ApplyResult, Change, SandboxError
 from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
 from cleveragents_tui.sandbox.transaction.connection import first_line
-from cleveragents_tui.sandbox.transaction.core import APPLIED_FIX, LOST_FIX, SqlStatementError
+from cleveragents_tui.sandbox.transaction.core import APPLIED_FIX, SqlStatementError, lost_fix
 from cleveragents_tui.sandbox.transaction.replay import ReplayingSandbox
 from cleveragents_tui.sandbox.transaction.snapshots import compare, read_row, snapshot_digest
 from cleveragents_tui.sandbox.transaction.state import LOCK_FILE_NAME, STATE_FILE_NAME
@@ -74,7 +74,7 @@ class TransactionRollbackSandbox(ReplayingSandbox):
                     "an SQL statement ended it, so what ran before that statement may have "
                     "been committed to the real database"
                 )
-                reason, fix = self._unavailable or ("transaction ended", LOST_FIX)
+                reason, fix = self._unavailable or ("transaction ended", lost_fix(self._plan_id))
                 raise SandboxError(reason, fix)
             self._log_statement(sql, params, result)
             return result
@@ -240,7 +240,7 @@ class TransactionRollbackSandbox(ReplayingSandbox):
                 self._lose(f"COMMIT failed and the database rolled back: {first_line(exc)}")
                 raise SandboxError(
                     f"nothing was applied to {self._resource.resource_id}: {first_line(exc)}",
-                    LOST_FIX,
+                    lost_fix(self._plan_id),
                 ) from exc
             for name in self.checkpoints:
                 self._gone[name] = "was committed by apply"

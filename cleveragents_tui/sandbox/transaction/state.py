@@ -62,8 +62,8 @@ class State:
         )
 
     @classmethod
-    def load(cls, path: Path) -> State | None:
-        return load_state_file(path, cls._parse)
+    def load(cls, path: Path, plan_id: str) -> State | None:
+        return load_state_file(path, cls._parse, plan_id)
 
     @classmethod
     def _parse(cls, data: dict[str, Any]) -> State:

@@ -13,7 +13,7 @@ from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.sandbox import transaction_handover
-from cleveragents_tui.sandbox.base import SandboxError
+from cleveragents_tui.sandbox.base import SandboxError, start_again_fix
 from cleveragents_tui.sandbox.database_common import owned_state
 from cleveragents_tui.sandbox.transaction.connection import target_url
 from cleveragents_tui.sandbox.transaction.sandbox import TransactionRollbackSandbox
@@ -70,7 +70,7 @@ class TransactionRollbackStrategy:
         url = target_url(resource)
         state_path = root / STATE_FILE_NAME
         try:
-            existing = State.load(state_path)
+            existing = State.load(state_path, plan_id)
         except SandboxError as exc:
             log.warning("replacing a damaged sandbox state: %s", exc)
             existing = None
@@ -119,10 +119,10 @@ class TransactionRollbackStrategy:
         when the process that held it has ended; else one that reports it lost and why."""
         state_path = root / STATE_FILE_NAME
         try:
-            state = State.load(state_path)
+            state = State.load(state_path, plan_id)
         except SandboxError as exc:
-            raise SandboxError(exc.problem, f"delete {state_path} and re-run Execute") from exc
-        state = owned_state(state, resource, plan_id, root, "transaction_rollback")
+            raise SandboxError(exc.problem, start_again_fix(plan_id)) from exc
+        state = owned_state(state, resource, plan_id, root, "database")
         current = transaction_handover.registered(root)
         if (
             isinstance(current, TransactionRollbackSandbox)
