@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -227,3 +228,46 @@ def test_an_apply_whose_sandbox_was_deleted_says_which_folder_and_what_to_do(
     discarded = agents("plan", "discard", plan_id, "--yes")
     assert discarded.exit_code == 0, discarded.output
     assert not (base / plan_id).exists() or not any((base / plan_id).iterdir())
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("harm", ["damaged", "deleted"])
+def test_a_broken_database_sandbox_refuses_apply_before_anything_lands(
+    agents: Agents, harm: str
+) -> None:
+    """The app database's sandbox state file damaged or deleted by hand: Apply is refused
+    (exit 3) before the docs child plan or any other resource lands, in one line whose fix
+    is a command, and the discard it names works."""
+    plan_id = agents.demo()
+    docs = agents.home / "demo" / "docs"
+    before = _files(docs)
+    [child] = [
+        p["plan_id"]
+        for p in json.loads(agents("plan", "list", "--format=json").stdout)["plans"]
+        if p["plan_id"] != plan_id
+    ]
+    [folder] = [f for f in (agents.home / "sandboxes" / plan_id).iterdir() if "app-db" in f.name]
+    state_file = folder / "sqlite_copy.json"
+    if harm == "damaged":
+        state_file.write_text("{")
+    else:
+        state_file.unlink()
+    refused = agents("plan", "apply", plan_id)
+    assert refused.exit_code == 3, refused.output
+    [line] = refused.stderr.splitlines()
+    assert f"plan {plan_id} was not applied (constrained)" in line, line
+    assert "damaged" in line if harm == "damaged" else "no database sandbox of" in line, line
+    assert line.endswith(f"agents plan discard {plan_id}, then start the plan again"), line
+    assert _files(docs) == before  # the child plan's guide did not land
+    assert agents.state(child) == "execute/completed"
+    branches = subprocess.run(
+        ["git", "branch", "--list", "cleveragents/apply/*"],
+        cwd=agents.home / "demo" / "hello-cli", capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert branches.stdout == ""  # nor the repository's branch
+    discarded = agents("plan", "discard", plan_id, "--yes")
+    assert discarded.exit_code == 0, discarded.output
+    assert agents.state(plan_id) == "apply/cancelled"

@@ -228,19 +228,19 @@ def test_plan_apply_says_the_apply_was_refused_and_the_plan_reverted(
     assert "reverted to Strategize by" in lines[1]
 
 
-def test_an_apply_that_landed_some_resource_is_not_reverted(
-    sqlite_store: Store, files: Resource, options: RunOptions, tmp_path: Path
-) -> None:
-    from cleveragents_tui.engine.run.lifecycle import apply_plan
-
-    (tmp_path / "more").mkdir()
+def _two_folders(
+    store: Store, files: Resource, options: RunOptions, tmp_path: Path
+) -> tuple[Plan, Path]:
+    """Layout alpha writes a.txt to ``files`` and m.txt to a second folder; run to the
+    Apply gate under a profile that reverts a constrained Apply alone."""
     more = Resource(
         resource_id="local/more",
         kind="filesystem",
         location=str(tmp_path / "more"),
         sandbox_strategy="filesystem_copy",
     )
-    with sqlite_store.unit_of_work(write=True) as uow:
+    Path(more.location).mkdir()
+    with store.unit_of_work(write=True) as uow:
         uow.resources.add(more)
         uow.commit()
     action = layout_action(files.resource_id).model_dump(mode="json")
@@ -248,17 +248,70 @@ def test_an_apply_that_landed_some_resource_is_not_reverted(
     action["decisions"][1]["alternatives"][0]["tool_calls"].append(
         _write(more.resource_id, "m.txt")
     )
-    register_profile(sqlite_store, "revert", thresholds={"select_tool": 1.0, "access_network": 0.0})
+    register_profile(store, "revert", thresholds={"select_tool": 1.0, "access_network": 0.0})
     plan = start_plan(
-        sqlite_store,
-        Action.model_validate(action),
-        profile_override="local/revert",
-        options=options,
+        store, Action.model_validate(action), profile_override="local/revert", options=options
     )
-    (tmp_path / "more" / "m.txt").write_text("a person's own m.txt\n")  # the second refuses
+    return plan, Path(more.location)
+
+
+def _files(folder: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in folder.iterdir()}
+
+
+def test_a_refusal_at_the_last_resource_lands_nothing_and_reverts(
+    sqlite_store: Store, files: Resource, options: RunOptions, tmp_path: Path
+) -> None:
+    """The second folder would refuse: Apply asks every sandbox before landing any, so the
+    first folder gets nothing either, and the plan goes back to Strategize as for a lone
+    resource. What lands in the end is what a run choosing layout beta lands: b.txt only,
+    the person's m.txt kept."""
+    from cleveragents_tui.engine.run.lifecycle import apply_plan
+
+    plan, more = _two_folders(sqlite_store, files, options, tmp_path)
+    (more / "m.txt").write_text("a person's own m.txt\n")
+    result = apply_plan(sqlite_store, plan.plan_id, "alice", options)
+    assert (result.phase, result.state, result.attempt) == (
+        Phase.EXECUTE,
+        PlanState.AWAITING_APPROVAL,
+        2,
+    )
+    assert _files(Path(files.location)) == {}  # the first folder was not landed
+    with sqlite_store.unit_of_work() as uow:
+        [correction] = uow.corrections.for_plan(plan.plan_id)
+    assert correction.requested_by == REQUESTED_BY and "m.txt" in (correction.guidance or "")
+    applied = apply_plan(sqlite_store, plan.plan_id, "alice", options)
+    assert applied.state is PlanState.APPLIED
+    assert _files(Path(files.location)) == {"b.txt": "from the plan\n"}
+    assert _files(more) == {"m.txt": "a person's own m.txt\n"}
+
+
+def test_a_resource_changed_after_the_check_leaves_the_rest_landed_and_is_not_reverted(
+    sqlite_store: Store,
+    files: Resource,
+    options: RunOptions,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The second folder changes while the first lands (after Apply asked them both): the
+    first stays landed, and the plan is neither reverted nor asked about — a replay from
+    the baselines would meet the landed a.txt as a change made outside the plan."""
+    from cleveragents_tui.engine.run.lifecycle import apply_plan
+    from cleveragents_tui.sandbox.filesystem_copy import FilesystemCopySandbox
+
+    plan, more = _two_folders(sqlite_store, files, options, tmp_path)
+    land = FilesystemCopySandbox.apply
+
+    def land_then_someone_writes(sandbox: FilesystemCopySandbox) -> object:
+        landed = land(sandbox)
+        (more / "m.txt").write_text("a person's own m.txt\n")
+        return landed
+
+    monkeypatch.setattr(FilesystemCopySandbox, "apply", land_then_someone_writes)
     result = apply_plan(sqlite_store, plan.plan_id, "alice", options)
     assert (result.phase, result.state, result.attempt) == (Phase.APPLY, PlanState.CONSTRAINED, 1)
-    assert (Path(files.location) / "a.txt").read_text() == "from the plan\n"  # the first landed
+    assert _files(Path(files.location)) == {"a.txt": "from the plan\n"}  # the first landed
+    assert _files(more) == {"m.txt": "a person's own m.txt\n"}
     with sqlite_store.unit_of_work() as uow:
         assert uow.corrections.for_plan(plan.plan_id) == []
         assert uow.approvals.pending(plan.plan_id) == []

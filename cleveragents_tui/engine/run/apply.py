@@ -1,6 +1,8 @@
 """Apply: land every sandbox (the plan's and its completed children's) on the real resources,
 resource by resource through the apply journal, so a rerun after a crash lands the rest
-(docs/reliability.md). A refusal leaves the plan ``constrained`` (run/constrained_apply.py)."""
+(docs/reliability.md). Every sandbox is asked first whether it would refuse, so a refusal
+that can be foreseen lands nothing. A refusal leaves the plan ``constrained``
+(run/constrained_apply.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ from cleveragents_tui.domain.errors import ConcurrentChangeError, UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine.run import children, constrained_apply
-from cleveragents_tui.engine.run.apply_journal import ApplyJournal, landed_record
+from cleveragents_tui.engine.run.apply_journal import ApplyJournal, landed_record, landing_began
 from cleveragents_tui.engine.run.errors import PlanStateError, WaitForApproval
+from cleveragents_tui.sandbox.base import ChecksApply
 
 if TYPE_CHECKING:
     from cleveragents_tui.engine.run.runner import PlanRunner
@@ -50,8 +53,10 @@ def apply(runner: PlanRunner) -> Plan:
     _take_for_apply(runner, plan.attempt)
     results: list[str] = []
     try:
-        results.extend(children.land_children(runner))
-        results.extend(apply_own(runner))
+        order = [*children.landing_order(runner), (runner, True)]
+        _refuse_before_landing(order)
+        for landing, own_sandboxes in order:
+            results.extend(landing.apply_own(land=own_sandboxes))
     except UserError as exc:
         _apply_failed(runner, PlanState.CONSTRAINED, exc.problem, exc.fix)
         return constrained_apply.after_refusal(runner, str(exc))  # access_network
@@ -64,6 +69,25 @@ def apply(runner: PlanRunner) -> Plan:
         )
         uow.commit()
     return runner.plan()
+
+
+def _refuse_before_landing(order: list[tuple[PlanRunner, bool]]) -> None:
+    """Raise the first refusal any sandbox Apply lands would give now (read only: each
+    opens, and says whether the real resource changed where the plan changed it). Landing
+    resource by resource, a refusal met at the third would leave the first two landed,
+    which no revert can replay over; found here, nothing has landed. A resource can still
+    change between this check and its landing: then Apply stops there, as before."""
+    for runner, own_sandboxes in order:
+        if not own_sandboxes:
+            continue
+        landed = landing_began(runner.store, runner.plan_id)
+        for resource_id in runner.action.resources:
+            if resource_id in landed:  # an Apply a crash stopped: what began lands on
+                continue
+            sandbox = runner.sandboxes.get(resource_id)
+            refused = sandbox.apply_refusal() if isinstance(sandbox, ChecksApply) else None
+            if refused is not None:
+                raise refused
 
 
 def _take_for_apply(runner: PlanRunner, attempt: int) -> None:

@@ -92,13 +92,13 @@ def landed_by_parent(runner: PlanRunner) -> bool:
         return uow.plans.get(parent_id).state is not PlanState.APPLIED
 
 
-def land_children(runner: PlanRunner) -> list[str]:
-    """Land the open child plans, and theirs (an appended plan's spawns), before this one.
-    An appended plan works in this plan's sandboxes: they land once, with this plan's."""
-    results: list[str] = []
+def landing_order(runner: PlanRunner) -> list[tuple[PlanRunner, bool]]:
+    """The open child plans Apply lands before this one, and theirs (an appended plan's
+    spawns) before them, each with whether it lands sandboxes of its own: an appended plan
+    works in this plan's sandboxes, which land once, with this plan's."""
+    order: list[tuple[PlanRunner, bool]] = []
     for child in open_children(runner):
         child_runner = type(runner)(runner.store, child.plan_id, runner.options)
-        results.extend(land_children(child_runner))
-        shared = child_runner.sandboxes.host_plan_id != child.plan_id
-        results.extend(child_runner.apply_own(land=not shared))
-    return results
+        order.extend(landing_order(child_runner))
+        order.append((child_runner, child_runner.sandboxes.host_plan_id == child.plan_id))
+    return order
