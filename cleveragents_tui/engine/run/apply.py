@@ -72,19 +72,24 @@ def apply(runner: PlanRunner) -> Plan:
 
 
 def _refuse_before_landing(order: list[tuple[PlanRunner, bool]]) -> None:
-    """Raise the first refusal any sandbox Apply lands would give now (read only: each
-    opens, and says whether the real resource changed where the plan changed it). Landing
-    resource by resource, a refusal met at the third would leave the first two landed,
-    which no revert can replay over; found here, nothing has landed. A resource can still
-    change between this check and its landing: then Apply stops there, as before."""
+    """Raise the first refusal a sandbox Apply lands would give now (read only: each opens,
+    and says whether the real resource changed where the plan changed it). Landing resource
+    by resource, a refusal met at the third would leave the first two landed, which no
+    revert can replay over; found here, nothing has landed. The first to land is not asked:
+    its own landing checks the same before it writes, with nothing landed yet. A resource
+    can still change between this check and its landing: then Apply stops there."""
+    first = True
     for runner, own_sandboxes in order:
         if not own_sandboxes:
             continue
-        landed = landing_began(runner.store, runner.plan_id)
+        began = landing_began(runner.store, runner.plan_id)
         for resource_id in runner.action.resources:
-            if resource_id in landed:  # an Apply a crash stopped: what began lands on
+            if resource_id in began:  # an Apply a crash stopped: what began lands on
                 continue
             sandbox = runner.sandboxes.get(resource_id)
+            if first:
+                first = False
+                continue
             refused = sandbox.apply_refusal() if isinstance(sandbox, ChecksApply) else None
             if refused is not None:
                 raise refused
