@@ -12,7 +12,6 @@ from rich.text import Text
 
 from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.views import TreeRow
-from cleveragents_tui.views.lines import one_line
 from cleveragents_tui.views.plan import line_rich, tree_line
 
 TREE_OPTION = 30  # least characters of a chosen option in the tree: its numbers stay in view
@@ -31,20 +30,6 @@ STATE_STYLE = {
 
 
 PHASE_STYLE = {"strategize": "blue", "execute": "magenta", "apply": "green"}
-
-
-def readable(value: object, limit: int = 120) -> str:
-    """A stored value (event payloads, approval details) as a person reads it: a list as
-    items joined by commas, a mapping as ``key value`` pairs, never a Python repr."""
-    if isinstance(value, dict):
-        text = ", ".join(f"{k} {readable(v, limit)}" for k, v in value.items())
-    elif isinstance(value, list | tuple | set | frozenset):
-        text = ", ".join(readable(v, limit) for v in value) or "none"
-    elif isinstance(value, float):
-        text = f"{value:g}"
-    else:
-        text = str(value)
-    return one_line(text, limit)
 
 
 def safe_text(text: Text | str, *, one_line: bool = False) -> Text:

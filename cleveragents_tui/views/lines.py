@@ -20,6 +20,20 @@ def one_line(text: str, limit: int = MAX_OPTION) -> str:
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
+def readable(value: object, limit: int = 120) -> str:
+    """A stored value (event payloads, approval details) as a person reads it: a list as
+    items joined by commas, a mapping as ``key value`` pairs, never a Python repr."""
+    if isinstance(value, dict):
+        text = ", ".join(f"{k} {readable(v, limit)}" for k, v in value.items())
+    elif isinstance(value, list | tuple | set | frozenset):
+        text = ", ".join(readable(v, limit) for v in value) or "none"
+    elif isinstance(value, float):
+        text = f"{value:g}"
+    else:
+        text = str(value)
+    return one_line(text, limit)
+
+
 def decision_ref(decision: Decision) -> str:
     """``01J…  strategy_choice: A plain function…``: a decision named in another's view."""
     return f"{decision.decision_id}  {decision.decision_type.value}: {one_line(decision.chosen_option)}"

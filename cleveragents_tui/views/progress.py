@@ -7,6 +7,7 @@ from __future__ import annotations
 from cleveragents_tui.domain.display import shorten
 from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.engine.read.run_progress import EventView, Happened
+from cleveragents_tui.views.lines import readable
 
 LINE_LIMIT = 160  # an event's payload can hold a long reason or many resources
 
@@ -43,8 +44,16 @@ def _counted(value: object, noun: str) -> str:
     return counted(number, noun)
 
 
-def event_line(event: EventView) -> str:
-    """One line for an event of a running plan or correction."""
+def event_line(event: EventView, *, by: bool = False) -> str:
+    """One line for an event of a running plan or correction; ``by``: ending with who caused
+    it, when anyone did (the app's status line, which a team shares)."""
+    line = _what_happened(event)
+    if by and event.actor and event.kind != "approval_answered":  # that line names them
+        line += f" by {event.actor}"
+    return line
+
+
+def _what_happened(event: EventView) -> str:
     payload = _Payload(event.payload)
     kind = event.kind
     if kind in _TEMPLATES:
@@ -69,7 +78,8 @@ def event_line(event: EventView) -> str:
         cost = payload["cost_usd"]
         priced = f", ${cost:.4f}" if payload["priced"] and isinstance(cost, float) else ""
         return f"model {payload['model']}: {payload['tokens']} tokens{priced}"
-    detail = ", ".join(f"{k}={v}" for k, v in payload.items())
+    # any other kind: its first three fields, as a person reads them
+    detail = "; ".join(f"{k} {readable(v, 40)}" for k, v in list(payload.items())[:3])
     return kind + (f" ({detail})" if detail else "")
 
 

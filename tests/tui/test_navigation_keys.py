@@ -97,7 +97,7 @@ async def test_the_status_line_is_words_not_a_python_repr(demo_plan: DemoPlan) -
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
         status = app.screen.query_one(PlanStatus).plain_text
-        [now] = [line for line in status.splitlines() if line.startswith("now:")]
+        [now] = [line for line in status.splitlines() if line.startswith("last:")]
         assert "paths a.py, b.py" in now and "factors risk 0.4" in now
         assert not any(c in now for c in "[]{}'")
 
@@ -117,7 +117,7 @@ async def test_the_now_line_uses_the_width_it_has(demo_plan: DemoPlan) -> None:
         async with app.run_test(size=size) as pilot:
             await settle(app, pilot)
             status = app.screen.query_one(PlanStatus)
-            [now] = [line for line in status.plain_text.splitlines() if line.startswith("now:")]
+            [now] = [line for line in status.plain_text.splitlines() if line.startswith("last:")]
             if size == SIZE:
                 assert now.endswith("resource demo/hello-cli)"), now
             else:

@@ -151,7 +151,7 @@ async def test_plan_tree_prints_the_heading_and_the_lines_the_app_shows(
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         rows = app.screen.query_one(PlanStatus).plain_text.splitlines()
-        heading = " ".join(row for row in rows if not row.startswith("now: "))  # folded at " · "
+        heading = " ".join(row for row in rows if not row.startswith("last: "))  # folded at " · "
         tree = app.screen.query_one(DecisionTree)
         labels: dict[str, str] = {}
         nodes = list(tree.root.children)

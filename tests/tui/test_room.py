@@ -51,7 +51,7 @@ async def test_the_heading_breaks_between_its_parts(demo_plan: DemoPlan, width: 
         rows = _rows_drawn(status)
         assert any("profile auto" in row for row in rows), rows  # "profile" / "auto" before
         assert any("attempt 1" in row for row in rows), rows
-        heading = [row for row in rows if not row.lstrip().startswith("now:")]
+        heading = [row for row in rows if not row.lstrip().startswith("last:")]
         for row in heading[:-1]:
             if row.strip() and " pending" not in row:
                 assert row.endswith("·"), rows  # each row but the last ends at a separator

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.engine.read.run_progress import Happened
 from cleveragents_tui.engine.read.tui_queries import EventView
-from cleveragents_tui.views.progress import ProgressLines
+from cleveragents_tui.views.progress import ProgressLines, event_line
 
 AT = datetime(2026, 12, 4, tzinfo=UTC)
 ROOT, FIRST, SECOND = "01ROOT", "01CHILDONE", "01CHILDTWO"
@@ -53,5 +53,21 @@ def test_an_events_line_names_its_fields_and_survives_a_missing_one() -> None:
     assert lines.line(usage) == "  · model openai:gpt-4o: 900 tokens, $0.0021"
     assert lines.line(_event(ROOT, "plan_state", phase="execute")) == "  · now execute · None"
     assert lines.line(_event(ROOT, "limit_exceeded", limit="tool_calls", value=51)) == (
-        "  · limit_exceeded (limit=tool_calls, value=51)"
+        "  · limit_exceeded (limit tool_calls; value 51)"
     )
+    listed = _event(ROOT, "outside_thing", paths=["a.py", "b.py"], factors={"risk": 0.4}, x=1, y=2)
+    assert lines.line(listed) == "  · outside_thing (paths a.py, b.py; factors risk 0.4; x 1)"
+
+
+def test_the_apps_status_line_says_who_once() -> None:
+    """``by=True`` (the app's status line) ends a line with who caused the event, but an
+    answer's line, which names who answered, says it once."""
+    started = EventView(
+        1, ROOT, "correction_started", "carol", {"correction_id": "01C", "mode": "append"}, AT
+    )
+    assert event_line(started, by=True) == "correction 01C started (append) by carol"
+    assert event_line(started) == "correction 01C started (append)"
+    answered = EventView(
+        2, ROOT, "approval_answered", "bob", {"approval_id": "01A", "answer": "approved"}, AT
+    )
+    assert event_line(answered, by=True) == "approval 01A: approved by bob"

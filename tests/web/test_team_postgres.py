@@ -69,7 +69,7 @@ def test_two_browsers_share_the_plan_and_see_it_busy(
         correct_spawn(alice, demo, "a README section instead")
         alice.wait_for("Correction succeeded")
         # bob did nothing: his app polls. (His status line's last event is not
-        # correction_finished: after an append the plan goes on to its new attempt's gates.)
+        # the correction finishing: after an append the plan goes on to its new attempt's gates.)
         bob.wait_for("attempt 2")
 
         # someone else's correction takes the plan (it runs until the end of this test)
@@ -77,7 +77,7 @@ def test_two_browsers_share_the_plan_and_see_it_busy(
         running = take_plan(
             demo.store, preview(demo.store, target, CorrectionMode.APPEND, "later"), "carol"
         )
-        bob.wait_for("correction_started by carol")
+        bob.wait_for("started (append) by carol")
         correct_spawn(bob, demo, "no docs at all")
         screen = bob.wait_for("Correction failed", "is busy")
         assert running.correction_id in screen

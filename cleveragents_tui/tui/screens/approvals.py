@@ -28,10 +28,11 @@ from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.messages import ApprovalsLoaded, LoadFailed, StoreChanged
 from cleveragents_tui.tui.modals.denial import APPLY, CANCEL, CHOOSE, CORRECT, GUIDANCE, DenialModal
 from cleveragents_tui.tui.modals.reason import ReasonModal
-from cleveragents_tui.tui.render import readable, safe_text
+from cleveragents_tui.tui.render import safe_text
 from cleveragents_tui.tui.screens.base import ListScreen
 from cleveragents_tui.tui.services import services
 from cleveragents_tui.tui.widgets.keys_footer import KeysFooter
+from cleveragents_tui.views.lines import readable
 
 
 class ApprovalsScreen(ListScreen):

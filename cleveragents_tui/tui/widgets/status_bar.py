@@ -11,16 +11,15 @@ from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.engine.read.tui_queries import EventView
-from cleveragents_tui.tui.render import readable, safe_text
+from cleveragents_tui.tui.render import safe_text
 from cleveragents_tui.views.lines import one_line
 from cleveragents_tui.views.plan import line_rich, plan_heading
+from cleveragents_tui.views.progress import event_line
 
 
 def _event_line(event: EventView) -> str:
-    """One line: the time, the event, who, and its first three fields in words."""
-    detail = "; ".join(f"{k} {readable(v, 40)}" for k, v in list(event.payload.items())[:3])
-    who = f" by {event.actor}" if event.actor else ""
-    return f"{event.created_at:%H:%M:%S} {event.kind}{who}" + (f" ({detail})" if detail else "")
+    """One line: the time, then the event as the progress lines word it, and who."""
+    return f"{event.created_at:%H:%M:%S} {event_line(event, by=True)}"
 
 
 def _folded(heading: Text, width: int) -> Text:
@@ -43,7 +42,7 @@ def _folded(heading: Text, width: int) -> Text:
 
 
 _SEPARATOR = " · "
-NOW_MIN = 70  # the "now:" line's least length, without its "now: "
+LAST_MIN = 70  # the "last:" line's least length, without its "last: "
 
 
 class PlanStatus(Static):
@@ -68,11 +67,11 @@ class PlanStatus(Static):
                 t.append(one_line(approval.question, 300), style="bold")
                 t.append(" — answer it in Approvals (a)", style="italic")
         if events:
-            t.append("\nnow: ", style="bold")
+            t.append("\nlast: ", style="bold")
             # one row wide: cut at the bar's width, not at 70 cells in a 200-column window
             # (the bar spans the screen: its width less the padding, before it is laid out)
             width = self.content_size.width or self.app.size.width - 2
-            t.append(one_line(_event_line(events[0]), max(NOW_MIN, width - 5)), style="dim")
+            t.append(one_line(_event_line(events[0]), max(LAST_MIN, width - 6)), style="dim")
         t = safe_text(t)
         # A layout of the whole screen costs the loop ~40 ms at 120x40 (10 ms of the poll's
         # 13): only when the bar's height may change — other lines, or a line too long to
