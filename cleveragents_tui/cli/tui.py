@@ -26,7 +26,8 @@ def launch(
 
 
 @click.command("tui")
-@click.option("--plan", "plan_ref", metavar="PLAN", help="Open this plan's decision tree.")
+@click.argument("plan_arg", metavar="[PLAN]", required=False)
+@click.option("--plan", "plan_ref", metavar="PLAN", help="The same as PLAN.")
 @click.option(
     "--as",
     "who",
@@ -39,9 +40,19 @@ def launch(
     help="For this run (default: the tui.theme setting, which `t` in the app changes).",
 )
 @pass_cli
-def tui(cli: CliContext, plan_ref: str | None, who: str | None, theme: str | None) -> None:
+def tui(
+    cli: CliContext,
+    plan_arg: str | None,
+    plan_ref: str | None,
+    who: str | None,
+    theme: str | None,
+) -> None:
     """Open the app: plans, decision trees, corrections with impact preview, diffs, approvals.
 
-    Keys: ? help, ctrl+p every action by name, q quit. Use the global --db to choose the database.
+    With PLAN (an id or a unique prefix of 4 or more characters) it opens on that plan's
+    decision tree. Keys: ? help, ctrl+p every action by name, q quit. Use the global --db to
+    choose the database.
     """
-    launch(cli, plan_ref, who, theme)
+    if plan_arg is not None and plan_ref is not None and plan_arg != plan_ref:
+        raise click.UsageError(f"two plans given ({plan_arg}, --plan {plan_ref}): give one")
+    launch(cli, plan_arg or plan_ref, who, theme)
