@@ -126,7 +126,7 @@ def resume(cli: CliContext, plan_ref: str, choose: int | None, guidance: str | N
 @click.argument("plan_ref", metavar="PLAN")
 @pass_cli
 def pause(cli: CliContext, plan_ref: str) -> None:
-    """Pause PLAN; a runner stops before its next decision."""
+    """Pause PLAN; a runner stops before its next decision. An Apply cannot be paused."""
     from cleveragents_tui.engine import pause_plan
 
     report_plan(cli.store, pause_plan(cli.store, plan_ref))

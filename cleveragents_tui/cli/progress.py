@@ -14,11 +14,12 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING
 
 from cleveragents_tui.cli.context import CliContext, echo
+from cleveragents_tui.cli.interrupt import pausing_on_ctrl_c
 
 if TYPE_CHECKING:  # imported only when the lines are shown
     from cleveragents_tui.engine.read.run_progress import RunWatch
@@ -39,8 +40,11 @@ class Progress:
 
             self._lines = ProgressLines(None, width)
         self._printing = threading.Lock()  # the thread's last read and the final one
+        self.on_follow: Callable[[str], None] | None = None  # Ctrl+C's plan (cli/interrupt.py)
 
     def follow(self, plan_ref: str) -> None:
+        if self.on_follow is not None:
+            self.on_follow(plan_ref)
         if self._watch is None or self._lines is None:
             return
         plan_id = self._watch.follow(plan_ref)
@@ -78,7 +82,18 @@ def _width() -> int:
 @contextmanager
 def following(cli: CliContext, plan_ref: str | None = None) -> Iterator[Progress]:
     """Progress lines for the plan ``plan_ref`` (an id or a unique prefix; None: the plan the
-    command's runner starts on, named through :meth:`Progress.follow`) while the block runs."""
+    command's runner starts on, named through :meth:`Progress.follow`) while the block runs;
+    Ctrl+C pauses that plan (cli/interrupt.py)."""
+    with pausing_on_ctrl_c(cli) as interrupts:
+        if plan_ref is not None:
+            interrupts.follow(plan_ref)
+        with _lines(cli, plan_ref) as progress:
+            progress.on_follow = interrupts.follow
+            yield progress
+
+
+@contextmanager
+def _lines(cli: CliContext, plan_ref: str | None) -> Iterator[Progress]:
     if not shown(cli):
         yield Progress()
         return

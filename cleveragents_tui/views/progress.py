@@ -66,6 +66,9 @@ def _what_happened(event: EventView) -> str:
     if kind in ("outside_changes_kept", "outside_changes_discarded"):
         listed = _listed(payload["changes"])
         return f"{kind.split('_')[-1]} the files changed outside the plan: {listed}"
+    if kind in ("plan_paused", "plan_resumed", "plan_cancelled"):
+        reason = payload["reason"]  # only a pause doctor or Ctrl+C recorded gives one
+        return kind.removeprefix("plan_") + (f": {reason}" if reason is not None else "")
     if kind == "plan_created":
         return (
             f"plan {event.plan_id} created from {payload['action']} (profile {payload['profile']})"

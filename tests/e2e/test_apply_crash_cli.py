@@ -155,6 +155,13 @@ def test_plan_run_finishes_an_apply_killed_halfway(
     cli = Cli(tmp_path)
     plan_id = cli.demo()
     assert cli("plan", "apply", plan_id, failpoint=failpoint).returncode == -signal.SIGKILL
+    # an Apply has no step to pause after: refused, in one line naming the way on
+    paused = cli("plan", "pause", plan_id)
+    assert paused.returncode == 2, paused.stdout
+    assert paused.stderr == (
+        f"error: plan {plan_id} is being applied: an Apply cannot be paused: wait for it to "
+        f"land; one that was stopped is finished by agents plan run {plan_id}\n"
+    )
 
     again = cli("plan", "run", plan_id)
     assert again.returncode == 0, again.stderr

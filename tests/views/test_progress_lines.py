@@ -57,6 +57,9 @@ def test_an_events_line_names_its_fields_and_survives_a_missing_one() -> None:
     )
     listed = _event(ROOT, "outside_thing", paths=["a.py", "b.py"], factors={"risk": 0.4}, x=1, y=2)
     assert lines.line(listed) == "  · outside_thing (paths a.py, b.py; factors risk 0.4; x 1)"
+    assert lines.line(_event(ROOT, "plan_paused", **{"from": "running"})) == "  · paused"
+    stopped = _event(ROOT, "plan_paused", reason="stopped by Ctrl+C", **{"from": "running"})
+    assert lines.line(stopped) == "  · paused: stopped by Ctrl+C"
 
 
 def test_the_apps_status_line_says_who_once() -> None:

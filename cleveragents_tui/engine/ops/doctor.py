@@ -20,6 +20,7 @@ from cleveragents_tui.engine.ops.invariants import (
     run_by_parent,
 )
 from cleveragents_tui.engine.run import run_lease
+from cleveragents_tui.engine.run.lifecycle import pause_left_running
 from cleveragents_tui.store.store import Store
 
 __all__ = [
@@ -147,29 +148,11 @@ def repair_left_running(store: Store, base_dir: Path | None = None) -> list[str]
             contextlib.suppress(run_lease.PlanBusyError),
             run_lease.holding(base_dir, plan_id, "repairing", store),
         ):
-            if _pause_left_running(store, plan_id):
+            if pause_left_running(
+                store, plan_id, by="agents doctor --repair", why="no process was running it"
+            ):
                 repaired.append(plan_id)
     return repaired
-
-
-def _pause_left_running(store: Store, plan_id: str) -> bool:
-    with store.unit_of_work(write=True) as uow:
-        plan = uow.plans.get(plan_id)
-        try:
-            uow.plan_actions.get(plan_id)
-        except UserError:
-            return False  # never run (a recorded sample): its state is a recorded one
-        if plan.state is not PlanState.RUNNING or uow.corrections.running(plan_id) is not None:
-            return False
-        uow.plans.save(plan.model_copy(update={"state": PlanState.PAUSED, "updated_at": utc_now()}))
-        uow.events.append(
-            "plan_paused",
-            {"from": "running", "reason": "no process was running it"},
-            plan_id=plan_id,
-            actor="agents doctor --repair",
-        )
-        uow.commit()
-    return True
 
 
 @dataclass(frozen=True)

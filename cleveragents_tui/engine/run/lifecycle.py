@@ -3,9 +3,11 @@ a person has over a running plan."""
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from pathlib import Path
 
+from cleveragents_tui import failpoints
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.approval import ApprovalAnswer
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phase, PlanState
@@ -52,7 +54,17 @@ def _change(
 
 
 def pause_plan(store: Store, plan_ref: str) -> Plan:
-    """Takes effect between steps: a runner stops before its next decision."""
+    """Takes effect between steps: a runner stops before its next decision. An Apply has
+    no decisions to stop before: it is refused."""
+    failpoints.hit("plan.pause")
+    with store.unit_of_work() as uow:
+        plan = uow.plans.get(uow.plans.resolve(plan_ref))
+    if plan.phase is Phase.APPLY and plan.state is PlanState.RUNNING:
+        raise UserError(
+            f"plan {plan.plan_id} is being applied: an Apply cannot be paused",
+            f"wait for it to land; one that was stopped is finished by agents plan run "
+            f"{plan.plan_id}",
+        )
     return _change(
         store,
         plan_ref,
@@ -60,6 +72,42 @@ def pause_plan(store: Store, plan_ref: str) -> Plan:
         PlanState.PAUSED,
         "paused",
     )
+
+
+def pause_left_running(store: Store, plan_id: str, *, by: str, why: str) -> bool:
+    """Mark a plan a stopped run left ``running`` paused (``by`` whom, ``why``), as nothing
+    advances it until someone resumes it; False, and nothing changed, for a plan that was
+    never run (a recorded sample), is not running, or is in a running correction. The
+    caller holds the plan's run lease."""
+    with store.unit_of_work(write=True) as uow:
+        plan = uow.plans.get(plan_id)
+        try:
+            uow.plan_actions.get(plan_id)
+        except UserError:
+            return False  # never run (a recorded sample): its state is a recorded one
+        if plan.state is not PlanState.RUNNING or uow.corrections.running(plan_id) is not None:
+            return False
+        uow.plans.save(plan.model_copy(update={"state": PlanState.PAUSED, "updated_at": utc_now()}))
+        uow.events.append(
+            "plan_paused", {"from": "running", "reason": why}, plan_id=plan_id, actor=by
+        )
+        uow.commit()
+    return True
+
+
+def pause_stopped_run(store: Store, plan_ref: str, base_dir: Path | None = None) -> None:
+    """After this process's run of the plan stopped at once (a second Ctrl+C): mark it paused
+    if the run left it running (under its run lease: not while another process runs it). An
+    Apply stays as it is: `agents plan run` finishes it."""
+    with store.unit_of_work() as uow:
+        plan = uow.plans.get(uow.plans.resolve(plan_ref))
+    if plan.phase is Phase.APPLY:
+        return
+    with (
+        contextlib.suppress(run_lease.PlanBusyError),
+        run_lease.holding(base_dir, plan.plan_id, "pausing", store),
+    ):
+        pause_left_running(store, plan.plan_id, by="agents (Ctrl+C)", why="stopped by Ctrl+C")
 
 
 def cancel_plan(store: Store, plan_ref: str) -> Plan:

@@ -128,6 +128,7 @@ class Git:
                 input=stdin,
                 capture_output=True,
                 check=False,
+                process_group=0,  # a Ctrl+C at the terminal is the command's, not git's
             )
         except OSError as exc:
             raise self.cannot_start(exc) from None
@@ -152,6 +153,7 @@ class Git:
                         stdin=subprocess.DEVNULL,
                         stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE,
+                        process_group=0,
                     )
                 )
         except OSError as exc:
@@ -287,6 +289,7 @@ class GitPipe:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,
+                process_group=0,
             )
         except OSError as exc:
             raise self._git.cannot_start(exc) from None

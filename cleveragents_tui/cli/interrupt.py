@@ -1,0 +1,119 @@
+"""Ctrl+C while a command runs a plan or a correction.
+
+The first Ctrl+C pauses the plan, as `agents plan pause` does: the runner finishes the step
+it is in (a model call, a tool call and its checkpoint) and stops before its next decision,
+where `agents plan run` goes on from. The second stops at once, as a crash would (every
+step is crash-safe); the plan is then marked paused if the run left it running, as `agents
+doctor --repair` would. Either way the command says how to go on and exits 130, the shell's
+code for an interrupted command. An Apply cannot be paused: the first Ctrl+C says so.
+
+Git runs in its own process group (sandbox/git/process.py), so the terminal's Ctrl+C, sent to
+the whole foreground group, does not kill a checkpoint halfway.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+from cleveragents_tui.cli.context import CliContext, echo
+from cleveragents_tui.domain.errors import UserError
+
+EXIT_INTERRUPTED = 130
+AGAIN = "Ctrl+C again stops it at once"
+
+
+class Interrupts:
+    """What Ctrl+C does to the plan a command runs; :meth:`follow` names it (the first plan
+    the command follows: the one it started, or was given)."""
+
+    def __init__(self, cli: CliContext) -> None:
+        self._cli = cli
+        self.plan_ref: str | None = None
+        self.pausing = threading.Event()  # the first Ctrl+C came, the pause was asked
+        self._pauser: threading.Thread | None = None
+        self._paused = False  # the pause was recorded (an Apply refuses it)
+
+    def follow(self, plan_ref: str) -> None:
+        if self.plan_ref is None:
+            self.plan_ref = plan_ref
+
+    def on_sigint(self, _signum: int, _frame: FrameType | None) -> None:
+        if self.pausing.is_set() or self.plan_ref is None:
+            raise KeyboardInterrupt
+        self.pausing.set()
+        # the store is not used from a signal handler: the main thread may be inside it
+        self._pauser = threading.Thread(target=self._pause, args=(self.plan_ref,), daemon=True)
+        self._pauser.start()
+
+    def _pause(self, plan_ref: str) -> None:
+        from cleveragents_tui.engine import pause_plan
+
+        try:
+            plan = pause_plan(self._cli.store, plan_ref)
+        except UserError as exc:
+            echo(f"interrupted: {exc.problem} ({AGAIN})", err=True)
+            return
+        except Exception as exc:  # the store failing now: the run goes on as it was
+            echo(f"interrupted: plan {plan_ref} could not be paused ({exc}; {AGAIN})", err=True)
+            return
+        self._paused = True
+        echo(
+            f"interrupted: plan {plan.plan_id} pauses after its current step ({AGAIN})",
+            err=True,
+        )
+
+    def paused(self) -> None:
+        """After a run the first Ctrl+C paused (once the pause is recorded): how to go on;
+        exits 130. Nothing when the pause was refused (an Apply): the command ends as it
+        would have."""
+        if self._pauser is not None:
+            self._pauser.join()
+        if self._paused and self.plan_ref is not None:
+            _stopped(self._cli, self.plan_ref, "paused after its current step")
+
+    def stopped(self) -> None:
+        """After a run a Ctrl+C stopped at once (the runner's lease is released): the plan
+        marked paused if it was left running; how to go on; exits 130."""
+        if self.plan_ref is None:
+            echo("stopped: no plan was started", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        from cleveragents_tui.engine.run.lifecycle import pause_stopped_run
+
+        pause_stopped_run(self._cli.store, self.plan_ref)
+        _stopped(self._cli, self.plan_ref, "stopped at its last recorded step")
+
+
+def _stopped(cli: CliContext, plan_ref: str, how: str) -> None:
+    from cleveragents_tui.cli.render import plan_heading
+    from cleveragents_tui.engine import show_plan
+
+    plan = show_plan(cli.store, plan_ref).summary.plan
+    echo(plan_heading(plan), err=True)
+    if plan.state.value in ("paused", "running", "errored", "constrained"):
+        echo(f"{how}: go on with agents plan run {plan.plan_id}", err=True)
+    sys.exit(EXIT_INTERRUPTED)
+
+
+@contextmanager
+def pausing_on_ctrl_c(cli: CliContext) -> Iterator[Interrupts]:
+    """Ctrl+C as above while the block runs a plan (main thread only: a signal handler can
+    only be set there; elsewhere Ctrl+C keeps Python's default)."""
+    interrupts = Interrupts(cli)
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupts
+        return
+    before = signal.signal(signal.SIGINT, interrupts.on_sigint)
+    try:
+        yield interrupts
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, before)
+        interrupts.stopped()
+    finally:
+        signal.signal(signal.SIGINT, before)
+    if interrupts.pausing.is_set():
+        interrupts.paused()

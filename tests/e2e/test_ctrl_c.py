@@ -1,0 +1,175 @@
+"""Ctrl+C at the terminal while `agents plan use` runs a plan with a chat model.
+
+The command runs in a pseudo-terminal of its own (its session's controlling terminal), and
+the test types Ctrl+C into it, so the kernel sends SIGINT to the whole foreground process
+group, as at a shell. The model (the OpenAI-compatible server of tests/support, through the
+real LangChain client) is asked for the Execute decision and holds its answer until the
+test has seen what the Ctrl+C did, so each Ctrl+C lands while the runner is mid-step.
+
+One Ctrl+C pauses the plan after that step: the step's decision is recorded, nothing after
+it is asked, the command exits 130 saying how to go on, and `agents plan run` finishes the
+plan as an uninterrupted run would have. Two stop at once, as a crash would: the step is
+not recorded, the plan is marked paused, and `plan run` makes the step again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import select
+import struct
+import sys
+import termios
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cleveragents_tui.failpoints import ENV_VAR
+from tests.e2e.test_chat_model_cli import ACTION, LAYOUT, WRITE, Cli
+from tests.e2e.test_chat_model_cli import docs as docs  # the fixture
+from tests.support.openai_server import OpenAIServer, Reply, Request, finish_phase, http_error
+from tests.support.openai_server import openai_server as openai_server  # the fixture
+
+pytest.importorskip("langchain_openai")
+
+WAIT_SECONDS = 120  # a bound on a failure, never waited in a passing run
+CTRL_C = b"\x03"
+
+
+class Terminal:
+    """``agents ARGS`` in a pseudo-terminal; what it prints, as it prints it."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        pid, self.fd = pty.fork()
+        if pid == 0:  # the child: its own session, the terminal its controlling one
+            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+            argv = [sys.executable, "-m", "cleveragents_tui", *args]
+            os.execve(sys.executable, argv, env)  # noqa: S606 (no shell: an argv)
+        self.pid = pid
+        self.text = ""
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            ready, _, _ = select.select([self.fd], [], [], WAIT_SECONDS)
+            try:
+                chunk = os.read(self.fd, 65536) if ready else b""
+            except OSError:  # EIO: the command ended and closed the terminal
+                chunk = b""
+            with self._changed:
+                self.text += chunk.decode(errors="replace").replace("\r\n", "\n")
+                self._changed.notify_all()
+            if not chunk:
+                return
+
+    def wait_for(self, wanted: str) -> None:
+        with self._changed:
+            if not self._changed.wait_for(lambda: wanted in self.text, WAIT_SECONDS):
+                raise AssertionError(f"{wanted!r} never shown:\n{self.text}")
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.fd, keys)
+
+    def exit_code(self) -> int:
+        _, status = os.waitpid(self.pid, 0)
+        self._reader.join(WAIT_SECONDS)
+        os.close(self.fd)
+        return os.waitstatus_to_exitcode(status)
+
+
+def _use(cli: Cli, tmp_path: Path, env: dict[str, str] | None = None) -> Terminal:
+    action = tmp_path / "readme.action.yaml"
+    action.write_text(yaml.safe_dump(ACTION))
+    return Terminal(
+        [
+            "--db", cli.db_url, "plan", "use", str(action), "--reasoner", "chat",
+            "--model", "openai:gpt-4o-mini", "--automation-profile", "auto",
+        ],
+        {**cli.env, "TERM": "dumb", **(env or {})},
+    )  # fmt: skip
+
+
+def _held(asked: threading.Event, release: threading.Event) -> Callable[[Request], Reply]:
+    """The Execute decision's answer, once the test says so."""
+
+    def answer(_request: Request) -> Reply:
+        asked.set()
+        if not release.wait(WAIT_SECONDS):
+            return http_error(400, "the test never released the answer")
+        return WRITE
+
+    return answer
+
+
+def _plan_id(text: str) -> str:
+    marker = "agents plan run "
+    return text[text.index(marker) + len(marker) :].split()[0]
+
+
+def _finished_like_an_uninterrupted_run(cli: Cli, plan_id: str, docs: Path) -> None:
+    ran = cli("plan", "run", plan_id)
+    assert ran.returncode == 0, ran.stderr
+    assert "execute · awaiting_approval" in ran.stdout
+    tree = cli.tree(plan_id)
+    assert {kind: d["chosen_option"] for kind, d in tree.items()} == {
+        "prompt_definition": ACTION["prompt"],
+        "strategy_choice": "one README at the top",
+        "implementation_choice": "a one-line README",
+    }
+    assert cli("doctor").returncode == 0
+    applied = cli("plan", "apply", plan_id)
+    assert applied.returncode == 0, applied.stderr
+    assert (docs / "README.md").read_text() == "# readme\n"
+
+
+def test_one_ctrl_c_pauses_after_the_step_and_plan_run_goes_on(
+    openai_server: OpenAIServer, docs: Path, sqlite_url: str, tmp_path: Path
+) -> None:
+    asked, pausing = threading.Event(), threading.Event()
+    openai_server.add(LAYOUT, finish_phase(), _held(asked, pausing), finish_phase())
+    cli = Cli(sqlite_url, tmp_path, openai_server)
+    terminal = _use(cli, tmp_path)
+    assert asked.wait(WAIT_SECONDS), terminal.text
+    terminal.type(CTRL_C)
+    terminal.wait_for("pauses after its current step (Ctrl+C again stops it at once)")
+    pausing.set()
+    assert terminal.exit_code() == 130, terminal.text
+    said = terminal.text
+    assert "#2 execute implementation_choice: a one-line README" in said  # the step finished
+    assert "execute · paused" in said
+    plan_id = _plan_id(said)
+    assert f"paused after its current step: go on with agents plan run {plan_id}" in said
+    assert openai_server.pending == 1  # Execute's end was not asked: the runner stopped
+    _finished_like_an_uninterrupted_run(cli, plan_id, docs)
+
+
+def test_a_second_ctrl_c_stops_at_once_and_the_step_is_made_again(
+    openai_server: OpenAIServer, docs: Path, sqlite_url: str, tmp_path: Path
+) -> None:
+    """The first Ctrl+C's pause fails (a failpoint), so only the second stops the run: the
+    plan, left running mid-step, is marked paused by the command itself."""
+    asked, ended = threading.Event(), threading.Event()
+    openai_server.add(LAYOUT, finish_phase(), _held(asked, ended), WRITE, finish_phase())
+    cli = Cli(sqlite_url, tmp_path, openai_server)
+    terminal = _use(cli, tmp_path, {ENV_VAR: "plan.pause=raise"})
+    assert asked.wait(WAIT_SECONDS), terminal.text
+    terminal.type(CTRL_C)
+    terminal.wait_for("could not be paused")
+    terminal.type(CTRL_C)
+    code = terminal.exit_code()
+    ended.set()  # the held answer goes to a closed connection
+    assert code == 130, terminal.text
+    said = terminal.text
+    assert "a one-line README" not in said  # stopped mid-step: nothing recorded for it
+    assert "Traceback" not in said
+    plan_id = _plan_id(said)
+    assert f"stopped at its last recorded step: go on with agents plan run {plan_id}" in said
+    shown = cli("plan", "show", plan_id)
+    assert "execute · paused" in shown.stdout, shown.stdout
+    _finished_like_an_uninterrupted_run(cli, plan_id, docs)
