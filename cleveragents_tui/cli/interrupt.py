@@ -102,9 +102,13 @@ def _stopped(cli: CliContext, plan_ref: str, how: str) -> None:
 @contextmanager
 def pausing_on_ctrl_c(cli: CliContext) -> Iterator[Interrupts]:
     """Ctrl+C as above while the block runs a plan (main thread only: a signal handler can
-    only be set there; elsewhere Ctrl+C keeps Python's default)."""
+    only be set there; elsewhere Ctrl+C keeps Python's default). A process started with
+    SIGINT ignored (``nohup``, a shell's background job) keeps ignoring it."""
     interrupts = Interrupts(cli)
-    if threading.current_thread() is not threading.main_thread():
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    ):
         yield interrupts
         return
     before = signal.signal(signal.SIGINT, interrupts.on_sigint)
