@@ -57,11 +57,19 @@ def agents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Agents:
 
 
 def test_a_successful_apply_names_the_branch_and_how_to_merge_it(agents: Agents) -> None:
+    from cleveragents_tui.engine.read.tui_queries import recent_events
+
     plan_id = agents.demo()
-    applied = agents("plan", "apply", plan_id)
+    applied = agents("plan", "apply", plan_id, "--as", "bob")
     assert applied.exit_code == 0, applied.output
     assert f"git merge cleveragents/apply/{plan_id}" in applied.stdout
     assert "landed:" in applied.stdout and "/docs:" in applied.stdout
+    store = Store.open(agents.db)
+    try:  # the app's status line names who applied it, as who answered the gate
+        [landed] = [e for e in recent_events(store, plan_id) if e.kind == "plan_applied"]
+    finally:
+        store.close()
+    assert landed.actor == "bob"
 
 
 def test_a_refused_apply_exits_3_and_a_failed_one_exits_1_with_one_line(

@@ -4,6 +4,7 @@ a person has over a running plan."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shlex
 from pathlib import Path
 
@@ -216,7 +217,9 @@ def _answer_and_apply(store: Store, plan_id: str, by: str, options: RunOptions |
                     uow, approval.approval_id, ApprovalAnswer.APPROVED, by, "agents plan apply"
                 )
         uow.commit()
-    return PlanRunner(store, plan.plan_id, options).apply()
+    # the Apply is the person's who answered its gate, not the runner's default "agents"
+    ran_by = dataclasses.replace(options or RunOptions(), user=by)
+    return PlanRunner(store, plan.plan_id, ran_by).apply()
 
 
 def refuse_finished(store: Store, plan_id: str) -> None:
