@@ -48,7 +48,8 @@ def use(
     reasoner: str | None,
     model: str | None,
 ) -> None:
-    """Create a plan from ACTION (a YAML file or a bundled action) and run it.
+    """Create a plan from ACTION (an action file, or an action registered with `agents action
+    create`) and run it.
 
     Pre-flight checks run first; the profile is resolved and locked; then the plan runs
     until its profile asks for a person (an approval) or it is applied.

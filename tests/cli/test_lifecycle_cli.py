@@ -101,7 +101,7 @@ def test_plan_use_reports_a_failed_preflight_in_one_line(
     missing = run("plan", "use", str(tmp_path / "nope.yaml"))
     assert (
         missing.exit_code == 2
-        and "no action file, registered action or bundled action" in missing.stderr
+        and "no action file or registered action" in missing.stderr
     )
 
 

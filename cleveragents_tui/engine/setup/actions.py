@@ -1,4 +1,4 @@
-"""Finding and reading action files: a path, or the name of a bundled action."""
+"""Finding and reading actions: an action file's path, or the name of a registered action."""
 
 from __future__ import annotations
 
@@ -9,23 +9,8 @@ import yaml
 from cleveragents_tui.automation.preflight import parse_action
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.resources import data_path
 from cleveragents_tui.safe_yaml import NoAliasLoader
 from cleveragents_tui.store.store import Store
-
-BUNDLED = ("assets", "actions")
-
-
-def bundled_actions() -> dict[str, Path]:
-    found: dict[str, Path] = {}
-    for path in sorted(data_path(*BUNDLED).glob("*.yaml")):
-        try:
-            name = yaml.safe_load(path.read_text("utf-8")).get("name")
-        except (yaml.YAMLError, AttributeError, OSError):
-            continue
-        if isinstance(name, str):
-            found[name] = path
-    return found
 
 
 def _is_file(path: Path) -> bool:
@@ -36,8 +21,8 @@ def _is_file(path: Path) -> bool:
 
 
 def load_action(ref: str, store: Store | None = None) -> Action:
-    """``ref`` is an action file (YAML), an action registered in ``store`` (``agents action
-    create``) or the name of a bundled action."""
+    """``ref`` is an action file (YAML) or an action registered in ``store`` (``agents action
+    create``)."""
     try:
         path = Path(ref).expanduser()
     except RuntimeError:  # ~user of a user that does not exist
@@ -48,14 +33,11 @@ def load_action(ref: str, store: Store | None = None) -> Action:
                 registered = uow.actions.find(ref)
             if registered is not None:
                 return parse_action(registered.definition)
-        bundled = bundled_actions()
-        if ref not in bundled:
-            known = ", ".join(sorted(bundled)) or "none"
-            raise UserError(
-                f"no action file, registered action or bundled action {ref!r}",
-                f"give a YAML path, a name from `agents action list`, or one of: {known}",
-            )
-        path = bundled[ref]
+        raise UserError(
+            f"no action file or registered action {ref!r}",
+            "give the path of an action file, or a name from `agents action list` "
+            "(`agents init` writes a starter action file)",
+        )
     try:
         raw = yaml.load(path.read_text("utf-8"), Loader=NoAliasLoader)  # noqa: S506 - a SafeLoader
     except OSError as exc:
