@@ -84,6 +84,11 @@ class AgentsApp(App[None]):
             markup=False,
         )
 
+    def action_help_quit(self) -> None:
+        """Ctrl+C: Textual's own note names the quit key in markup (``[b]q[/b]``), which this
+        app's notifications show as written."""
+        self.notify("Press q to quit the app", title="Do you want to quit?")
+
     def __init__(
         self,
         store: Store,

@@ -140,3 +140,15 @@ async def test_the_theme_is_kept_for_the_next_run(demo_plan: DemoPlan) -> None:
     with pytest.raises(UserError, match="use one of: dark, light"):
         set_setting(demo_plan.store, "tui.theme", "purple")
     assert app_theme(demo_plan.store) == "light"
+
+
+async def test_ctrl_c_says_which_key_quits_in_words(demo_plan: DemoPlan) -> None:
+    """Ctrl+C does not quit a Textual app; its note said ``Press [b]q[/b] ...`` as written,
+    because this app never renders markup in notifications."""
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert [n.message for n in app._notifications] == ["Press q to quit the app"]
+        assert app.is_running
