@@ -18,6 +18,7 @@ import fcntl
 import os
 import pty
 import select
+import signal
 import struct
 import sys
 import termios
@@ -47,6 +48,9 @@ class Terminal:
         pid, self.fd = pty.fork()
         if pid == 0:  # the child: its own session, the terminal its controlling one
             fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+            # as a shell starts a foreground command: SIGINT not ignored (pytest may run
+            # under nohup or as a background job, which ignore it, and exec keeps that)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
             argv = [sys.executable, "-m", "cleveragents_tui", *args]
             os.execve(sys.executable, argv, env)  # noqa: S606 (no shell: an argv)
         self.pid = pid
