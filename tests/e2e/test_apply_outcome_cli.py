@@ -72,6 +72,24 @@ def test_a_successful_apply_names_the_branch_and_how_to_merge_it(agents: Agents)
     assert landed.actor == "bob"
 
 
+def test_an_apply_run_after_its_gate_was_approved_is_logged_as_the_approvers(
+    agents: Agents,
+) -> None:
+    from cleveragents_tui.engine.read.tui_queries import recent_events
+
+    plan_id = agents.demo()
+    [gate] = agents.pending(plan_id)
+    assert agents("approval", "approve", gate["approval_id"], "--as", "carol").exit_code == 0
+    assert agents("plan", "run", plan_id).exit_code == 0
+    assert agents.state(plan_id) == "apply/applied"
+    store = Store.open(agents.db)
+    try:
+        [landed] = [e for e in recent_events(store, plan_id) if e.kind == "plan_applied"]
+    finally:
+        store.close()
+    assert landed.actor == "carol"
+
+
 def test_a_refused_apply_exits_3_and_a_failed_one_exits_1_with_one_line(
     agents: Agents, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

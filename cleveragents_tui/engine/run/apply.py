@@ -28,7 +28,8 @@ def apply(runner: PlanRunner) -> Plan:
     """Land the plan, once Execute completed (or retry an Apply that was refused, failed or
     interrupted); a constrained plan whose revert a person approved goes back instead."""
     plan = runner.plan()
-    gate_reached = bool(runner.gates.answers(ApprovalKind.APPLY_GATE, "apply"))
+    gate = runner.gates.answers(ApprovalKind.APPLY_GATE, "apply")
+    gate_reached = bool(gate)
     ready = plan.phase is Phase.EXECUTE and (
         plan.state is PlanState.COMPLETED
         or (plan.state in (PlanState.AWAITING_APPROVAL, PlanState.RUNNING) and gate_reached)
@@ -64,8 +65,10 @@ def apply(runner: PlanRunner) -> Plan:
         _apply_failed(runner, PlanState.ERRORED, str(exc), None)
         raise
     with runner.store.unit_of_work(write=True) as uow:
+        # the Apply is whoever approved its gate (a person, or the profile), not the runner
+        landed_by = (gate[-1].answered_by if gate else None) or runner.options.user
         uow.events.append(
-            "plan_applied", {"results": results}, plan_id=runner.plan_id, actor=runner.options.user
+            "plan_applied", {"results": results}, plan_id=runner.plan_id, actor=landed_by
         )
         uow.commit()
     return runner.plan()

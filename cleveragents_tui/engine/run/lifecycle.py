@@ -4,7 +4,6 @@ a person has over a running plan."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import shlex
 from pathlib import Path
 
@@ -217,9 +216,7 @@ def _answer_and_apply(store: Store, plan_id: str, by: str, options: RunOptions |
                     uow, approval.approval_id, ApprovalAnswer.APPROVED, by, "agents plan apply"
                 )
         uow.commit()
-    # the Apply is the person's who answered its gate, not the runner's default "agents"
-    ran_by = dataclasses.replace(options or RunOptions(), user=by)
-    return PlanRunner(store, plan.plan_id, ran_by).apply()
+    return PlanRunner(store, plan.plan_id, options).apply()
 
 
 def refuse_finished(store: Store, plan_id: str) -> None:
