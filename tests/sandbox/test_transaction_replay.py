@@ -622,7 +622,7 @@ def test_a_sandbox_applied_while_this_process_waited_is_not_replayed(
     """This process read the state before another one applied the sandbox: the state read
     again under the lock wins, so the changes are not replayed (and committed) twice."""
     run_process(sqlite_target, root, ["create"], ["exec", "INSERT INTO items VALUES (50, 'x', 1)"])
-    stale = State.load(root / STATE_FILE_NAME)
+    stale = State.load(root / STATE_FILE_NAME, PLAN)
     assert stale is not None
     run_process(sqlite_target, root, ["open"], ["apply"])
     resource = _resource(sqlite_target.location)

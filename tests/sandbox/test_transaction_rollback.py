@@ -288,8 +288,9 @@ def test_discard_leaves_the_target_as_it_was(
     assert sandbox.status == "discarded"
     with pytest.raises(CheckpointMissingError):
         sandbox.verify(ref)
-    with pytest.raises(SandboxError, match="no transaction_rollback sandbox"):
+    with pytest.raises(SandboxError, match="no database sandbox") as refused:
         TransactionRollbackStrategy().open(resource, PLAN, root)
+    assert refused.value.fix == f"agents plan discard {PLAN}, then start the plan again"
 
 
 def test_diff_read_and_changes_since_baseline(sandbox: TransactionRollbackSandbox) -> None:
