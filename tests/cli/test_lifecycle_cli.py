@@ -99,10 +99,7 @@ def test_plan_use_reports_a_failed_preflight_in_one_line(
     )
     assert "No plans yet" in run("plan", "list").output
     missing = run("plan", "use", str(tmp_path / "nope.yaml"))
-    assert (
-        missing.exit_code == 2
-        and "no action file or registered action" in missing.stderr
-    )
+    assert missing.exit_code == 2 and "no action file or registered action" in missing.stderr
 
 
 def test_plan_use_whose_sandbox_cannot_be_made_ends_errored_with_the_reason(
