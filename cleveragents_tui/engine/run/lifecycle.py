@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 
 from cleveragents_tui import failpoints
@@ -37,9 +38,14 @@ def _change(
     what: str,
     *,
     lapse_approvals: bool = False,
+    refuse: Callable[[Plan], None] | None = None,
 ) -> Plan:
+    """``refuse``: raises for a plan in an allowed state that still cannot change (read in
+    the same transaction as the change)."""
     with store.unit_of_work(write=True) as uow:
         plan = uow.plans.get(uow.plans.resolve(plan_ref))
+        if refuse is not None:
+            refuse(plan)
         if plan.state not in allowed:
             raise UserError(
                 f"plan {plan.plan_id} is {plan.state.value}: it cannot be {what}",
@@ -57,21 +63,23 @@ def pause_plan(store: Store, plan_ref: str) -> Plan:
     """Takes effect between steps: a runner stops before its next decision. An Apply has
     no decisions to stop before: it is refused."""
     failpoints.hit("plan.pause")
-    with store.unit_of_work() as uow:
-        plan = uow.plans.get(uow.plans.resolve(plan_ref))
-    if plan.phase is Phase.APPLY and plan.state is PlanState.RUNNING:
-        raise UserError(
-            f"plan {plan.plan_id} is being applied: an Apply cannot be paused",
-            f"wait for it to land; one that was stopped is finished by agents plan run "
-            f"{plan.plan_id}",
-        )
     return _change(
         store,
         plan_ref,
         (PlanState.RUNNING, PlanState.CREATED, PlanState.AWAITING_APPROVAL),
         PlanState.PAUSED,
         "paused",
+        refuse=_refuse_applying,
     )
+
+
+def _refuse_applying(plan: Plan) -> None:
+    if plan.phase is Phase.APPLY and plan.state is PlanState.RUNNING:
+        raise UserError(
+            f"plan {plan.plan_id} is being applied: an Apply cannot be paused",
+            f"wait for it to land; one that was stopped is finished by agents plan run "
+            f"{plan.plan_id}",
+        )
 
 
 def pause_left_running(store: Store, plan_id: str, *, by: str, why: str) -> bool:
