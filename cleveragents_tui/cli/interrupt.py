@@ -90,11 +90,17 @@ class Interrupts:
 
 def _stopped(cli: CliContext, plan_ref: str, how: str) -> None:
     from cleveragents_tui.cli.render import plan_heading
-    from cleveragents_tui.engine import show_plan
+    from cleveragents_tui.domain.enums import PlanState
 
-    plan = show_plan(cli.store, plan_ref).summary.plan
+    with cli.store.unit_of_work() as uow:
+        plan = uow.plans.get(uow.plans.resolve(plan_ref))
     echo(plan_heading(plan), err=True)
-    if plan.state.value in ("paused", "running", "errored", "constrained"):
+    if plan.state in (
+        PlanState.PAUSED,
+        PlanState.RUNNING,
+        PlanState.ERRORED,
+        PlanState.CONSTRAINED,
+    ):
         echo(f"{how}: go on with agents plan run {plan.plan_id}", err=True)
     sys.exit(EXIT_INTERRUPTED)
 
@@ -115,8 +121,7 @@ def pausing_on_ctrl_c(cli: CliContext) -> Iterator[Interrupts]:
     try:
         yield interrupts
     except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, before)
-        interrupts.stopped()
+        interrupts.stopped()  # a Ctrl+C meanwhile raises: the handler's second one does
     finally:
         signal.signal(signal.SIGINT, before)
     if interrupts.pausing.is_set():

@@ -32,19 +32,24 @@ class Progress:
     """Prints what the followed plans do; :meth:`follow` names one (a runner's start calls
     it through ``RunOptions.on_start``). Off (no watch): follows nothing, prints nothing."""
 
-    def __init__(self, watch: RunWatch | None = None, width: int = 0) -> None:
+    def __init__(
+        self,
+        watch: RunWatch | None = None,
+        width: int = 0,
+        on_follow: Callable[[str], None] | None = None,  # Ctrl+C's plan (cli/interrupt.py)
+    ) -> None:
         self._watch = watch
+        self._on_follow = on_follow
         self._lines: ProgressLines | None = None
         if watch is not None:
             from cleveragents_tui.views.progress import ProgressLines
 
             self._lines = ProgressLines(None, width)
         self._printing = threading.Lock()  # the thread's last read and the final one
-        self.on_follow: Callable[[str], None] | None = None  # Ctrl+C's plan (cli/interrupt.py)
 
     def follow(self, plan_ref: str) -> None:
-        if self.on_follow is not None:
-            self.on_follow(plan_ref)
+        if self._on_follow is not None:
+            self._on_follow(plan_ref)
         if self._watch is None or self._lines is None:
             return
         plan_id = self._watch.follow(plan_ref)
@@ -84,24 +89,20 @@ def following(cli: CliContext, plan_ref: str | None = None) -> Iterator[Progress
     """Progress lines for the plan ``plan_ref`` (an id or a unique prefix; None: the plan the
     command's runner starts on, named through :meth:`Progress.follow`) while the block runs;
     Ctrl+C pauses that plan (cli/interrupt.py)."""
-    with pausing_on_ctrl_c(cli) as interrupts:
+    with pausing_on_ctrl_c(cli) as interrupts, _lines(cli, interrupts.follow) as progress:
         if plan_ref is not None:
-            interrupts.follow(plan_ref)
-        with _lines(cli, plan_ref) as progress:
-            progress.on_follow = interrupts.follow
-            yield progress
+            progress.follow(plan_ref)
+        yield progress
 
 
 @contextmanager
-def _lines(cli: CliContext, plan_ref: str | None) -> Iterator[Progress]:
+def _lines(cli: CliContext, on_follow: Callable[[str], None]) -> Iterator[Progress]:
     if not shown(cli):
-        yield Progress()
+        yield Progress(on_follow=on_follow)
         return
     from cleveragents_tui.engine.read.run_progress import RunWatch
 
-    progress = Progress(RunWatch(cli.store), _width())
-    if plan_ref is not None:
-        progress.follow(plan_ref)
+    progress = Progress(RunWatch(cli.store), _width(), on_follow)
     done = threading.Event()
 
     def poll() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from cleveragents_tui.cli.context import CliContext, pass_cli
+from cleveragents_tui.domain.display import printable
 
 
 def launch(
@@ -54,5 +55,6 @@ def tui(
     choose the database.
     """
     if plan_arg is not None and plan_ref is not None and plan_arg != plan_ref:
-        raise click.UsageError(f"two plans given ({plan_arg}, --plan {plan_ref}): give one")
+        given = ", --plan ".join(printable(r, one_line=True) for r in (plan_arg, plan_ref))
+        raise click.UsageError(f"two plans given ({given}): give one")
     launch(cli, plan_arg or plan_ref, who, theme)
