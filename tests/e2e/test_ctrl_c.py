@@ -14,14 +14,6 @@ not recorded, the plan is marked paused, and `plan run` makes the step again.
 
 from __future__ import annotations
 
-import fcntl
-import os
-import pty
-import select
-import signal
-import struct
-import sys
-import termios
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -34,57 +26,11 @@ from tests.e2e.test_chat_model_cli import ACTION, LAYOUT, WRITE, Cli
 from tests.e2e.test_chat_model_cli import docs as docs  # the fixture
 from tests.support.openai_server import OpenAIServer, Reply, Request, finish_phase, http_error
 from tests.support.openai_server import openai_server as openai_server  # the fixture
+from tests.support.terminal import WAIT_SECONDS, Terminal
 
 pytest.importorskip("langchain_openai")
 
-WAIT_SECONDS = 120  # a bound on a failure, never waited in a passing run
 CTRL_C = b"\x03"
-
-
-class Terminal:
-    """``agents ARGS`` in a pseudo-terminal; what it prints, as it prints it."""
-
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        pid, self.fd = pty.fork()
-        if pid == 0:  # the child: its own session, the terminal its controlling one
-            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
-            # as a shell starts a foreground command: SIGINT not ignored (pytest may run
-            # under nohup or as a background job, which ignore it, and exec keeps that)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            argv = [sys.executable, "-m", "cleveragents_tui", *args]
-            os.execve(sys.executable, argv, env)  # noqa: S606 (no shell: an argv)
-        self.pid = pid
-        self.text = ""
-        self._changed = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        while True:
-            ready, _, _ = select.select([self.fd], [], [], WAIT_SECONDS)
-            try:
-                chunk = os.read(self.fd, 65536) if ready else b""
-            except OSError:  # EIO: the command ended and closed the terminal
-                chunk = b""
-            with self._changed:
-                self.text += chunk.decode(errors="replace").replace("\r\n", "\n")
-                self._changed.notify_all()
-            if not chunk:
-                return
-
-    def wait_for(self, wanted: str) -> None:
-        with self._changed:
-            if not self._changed.wait_for(lambda: wanted in self.text, WAIT_SECONDS):
-                raise AssertionError(f"{wanted!r} never shown:\n{self.text}")
-
-    def type(self, keys: bytes) -> None:
-        os.write(self.fd, keys)
-
-    def exit_code(self) -> int:
-        _, status = os.waitpid(self.pid, 0)
-        self._reader.join(WAIT_SECONDS)
-        os.close(self.fd)
-        return os.waitstatus_to_exitcode(status)
 
 
 def _use(cli: Cli, tmp_path: Path, env: dict[str, str] | None = None) -> Terminal:
