@@ -112,6 +112,7 @@ def _git_ref(repository: Path, ref: str) -> str | None:
         capture_output=True,
         text=True,
         check=False,
+        process_group=0,  # an Apply goes on after a first Ctrl+C: the terminal's is not git's
     )
     return found.stdout.strip() or None
 
