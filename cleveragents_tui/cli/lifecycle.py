@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cleveragents_tui.cli.context import CliContext, format_option, pass_cli
-from cleveragents_tui.cli.outcome import finished, refuse_unapplied, report_plan
+from cleveragents_tui.cli.outcome import finished, refuse_unapplied, report_children, report_plan
 from cleveragents_tui.cli.plan import plan
 from cleveragents_tui.cli.progress import following
 
@@ -127,10 +127,13 @@ def resume(cli: CliContext, plan_ref: str, choose: int | None, guidance: str | N
 @click.argument("plan_ref", metavar="PLAN")
 @pass_cli
 def pause(cli: CliContext, plan_ref: str) -> None:
-    """Pause PLAN; a runner stops before its next decision. An Apply cannot be paused."""
+    """Pause PLAN; a runner stops before its next decision. Its running child plans pause
+    with it, and `agents plan run PLAN` resumes them with it. An Apply cannot be paused."""
     from cleveragents_tui.engine import pause_plan
 
-    report_plan(cli.store, pause_plan(cli.store, plan_ref))
+    result = pause_plan(cli.store, plan_ref)
+    report_plan(cli.store, result)
+    report_children(cli.store, result)
 
 
 @plan.command(name="set-profile")
@@ -152,10 +155,13 @@ def set_profile(cli: CliContext, plan_ref: str, profile_name: str) -> None:
 @click.argument("plan_ref", metavar="PLAN")
 @pass_cli
 def cancel(cli: CliContext, plan_ref: str) -> None:
-    """Cancel PLAN (its sandboxes stay until discarded; nothing is applied)."""
+    """Cancel PLAN and its open child plans (their sandboxes stay until discarded; nothing
+    is applied)."""
     from cleveragents_tui.engine import cancel_plan
 
-    report_plan(cli.store, cancel_plan(cli.store, plan_ref))
+    result = cancel_plan(cli.store, plan_ref)
+    report_plan(cli.store, result)
+    report_children(cli.store, result)
 
 
 @plan.command()

@@ -19,7 +19,6 @@ from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.checkpoint import CheckpointMetadata
 from cleveragents_tui.domain.enums import PlanState, SandboxStrategyName
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine.core.restore_point import restore_points
@@ -80,7 +79,7 @@ def discard_inventory(
                 f"plan {plan.plan_id} is a child plan of {plan.parent_plan_id}",
                 f"discard its parent, with its children: agents plan discard {plan.parent_plan_id}",
             )
-        plans = _with_descendants(uow, plan)
+        plans = [plan, *uow.plans.descendants(plan.plan_id)]
         resources = {p.plan_id: _resources_of(uow, p.plan_id, base) for p in plans}
         checkpoints = sum(
             1
@@ -167,15 +166,6 @@ def _cancel_and_prune(store: Store, inventory: DiscardInventory) -> None:
             ]
             uow.checkpoints.mark_pruned(live)
         uow.commit()
-
-
-def _with_descendants(uow: UnitOfWork, plan: Plan) -> list[Plan]:
-    found, queue = [], [plan]
-    while queue:
-        current = queue.pop(0)
-        found.append(current)
-        queue.extend(uow.plans.children(current.plan_id))
-    return found
 
 
 def _resources_of(uow: UnitOfWork, plan_id: str, base: Path) -> list[Resource]:

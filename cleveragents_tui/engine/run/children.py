@@ -1,5 +1,5 @@
 """Child plans: spawned by a decision, run to their Apply gate (one parallel spawn's children
-concurrently), landed by their parent's Apply (docs/subplans.md)."""
+concurrently), landed by their parent's Apply (docs/user-guide.md, "Child plans")."""
 
 from __future__ import annotations
 
@@ -70,6 +70,8 @@ def run_children(runner: PlanRunner) -> None:
         max_workers=max(1, len(waiting)), thread_name_prefix="child-plan"
     ) as pool:
         results = list(pool.map(run_child, waiting))
+    if runner.plan().state is not PlanState.RUNNING:
+        return  # paused or cancelled meanwhile, its children with it: nothing to ask
     stuck = [p for p in results if p.state is not PlanState.COMPLETED]
     if stuck:
         child = stuck[0]

@@ -26,8 +26,14 @@ from cleveragents_tui.engine.run.denial import (
 )
 from cleveragents_tui.engine.run.errors import PlanStateError
 from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions
+from cleveragents_tui.engine.run.with_children import (
+    cancel_children,
+    pause_children,
+    resume_children,
+)
 from cleveragents_tui.store.correction_queries import lapse_pending_approvals
 from cleveragents_tui.store.store import Store
+from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 
 def _change(
@@ -39,9 +45,11 @@ def _change(
     *,
     lapse_approvals: bool = False,
     refuse: Callable[[Plan], None] | None = None,
+    children: Callable[[UnitOfWork, Plan], object] | None = None,
 ) -> Plan:
     """``refuse``: raises for a plan in an allowed state that still cannot change (read in
-    the same transaction as the change)."""
+    the same transaction as the change); ``children``: what the change does to the plan's
+    child plans, in that transaction (engine/run/with_children.py)."""
     with store.unit_of_work(write=True) as uow:
         plan = uow.plans.get(uow.plans.resolve(plan_ref))
         if refuse is not None:
@@ -55,13 +63,16 @@ def _change(
         uow.events.append(f"plan_{what}", {"from": plan.state.value}, plan_id=plan.plan_id)
         if lapse_approvals:
             uow.run(lapse_pending_approvals, plan.plan_id, what, f"the plan was {what}")
+        if children is not None:
+            children(uow, plan)
         uow.commit()
     return saved
 
 
 def pause_plan(store: Store, plan_ref: str) -> Plan:
-    """Takes effect between steps: a runner stops before its next decision. An Apply has
-    no decisions to stop before: it is refused."""
+    """Takes effect between steps: a runner stops before its next decision, and so do the
+    runners of its running child plans. An Apply has no decisions to stop before: it is
+    refused."""
     failpoints.hit("plan.pause")
     return _change(
         store,
@@ -70,6 +81,7 @@ def pause_plan(store: Store, plan_ref: str) -> Plan:
         PlanState.PAUSED,
         "paused",
         refuse=_refuse_applying,
+        children=pause_children,
     )
 
 
@@ -120,10 +132,17 @@ def pause_stopped_run(store: Store, plan_ref: str, base_dir: Path | None = None)
 
 def cancel_plan(store: Store, plan_ref: str) -> Plan:
     """The plan's unanswered questions lapse with it (denied, by ``cancelled``): a cancelled
-    plan asks nothing, and its Apply gate can no longer be approved."""
+    plan asks nothing, and its Apply gate can no longer be approved. Its open child plans,
+    which only its Apply could land, are cancelled with it."""
     open_states = tuple(s for s in PlanState if not s.is_terminal)
     return _change(
-        store, plan_ref, open_states, PlanState.CANCELLED, "cancelled", lapse_approvals=True
+        store,
+        plan_ref,
+        open_states,
+        PlanState.CANCELLED,
+        "cancelled",
+        lapse_approvals=True,
+        children=cancel_children,
     )
 
 
@@ -157,7 +176,14 @@ def _resume(store: Store, plan: Plan, options: RunOptions | None) -> Plan:
         # e.g. a correction whose replay failed: the correction is made, the run goes on
         plan = _change(store, plan.plan_id, (PlanState.ERRORED,), PlanState.RUNNING, "resumed")
     if plan.state is PlanState.PAUSED:
-        plan = _change(store, plan.plan_id, (PlanState.PAUSED,), PlanState.RUNNING, "resumed")
+        plan = _change(
+            store,
+            plan.plan_id,
+            (PlanState.PAUSED,),
+            PlanState.RUNNING,
+            "resumed",
+            children=resume_children,
+        )
     if plan.state.is_terminal:
         raise UserError(
             f"plan {plan.plan_id} is {plan.state.value}", "start a new plan with `agents plan use`"

@@ -70,6 +70,16 @@ class PlanRepository(Repository):
             mapping.plan_from_row,
         )
 
+    def descendants(self, plan_id: str) -> list[Plan]:
+        """The plan's children, theirs, and so on: each plan before its own children."""
+        found: list[Plan] = []
+        queue = self.children(plan_id)
+        while queue:
+            child = queue.pop(0)
+            found.append(child)
+            queue.extend(self.children(child.plan_id))
+        return found
+
     def lock(self, plan_id: str) -> Plan:
         """Read the plan and hold it for this transaction: PostgreSQL locks the row (NOWAIT:
         a plan someone else holds fails at once as busy); SQLite's write transaction (BEGIN

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, insert, select
+from sqlalchemy import bindparam, insert, or_, select
 
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.tool import ToolInvocation
@@ -87,6 +87,20 @@ class EventRepository(Repository):
         )
         loaded = [mapping.load_json("events", plan_id, "payload", raw) for raw in rows]
         return [payload for payload in loaded if isinstance(payload, dict)]
+
+    def latest_of(self, plan_id: str, kinds: tuple[str, ...]) -> tuple[str, dict[str, object]]:
+        """The kind and payload of the plan's newest event of one of ``kinds``; ("", {})
+        when it has none."""
+        row = self._session.execute(
+            select(EventRow.kind, EventRow.payload)
+            .where(EventRow.plan_id == plan_id, or_(*(kind_is(k) for k in kinds)))
+            .order_by(EventRow.event_id.desc())
+            .limit(1)
+        ).first()
+        if row is None:
+            return "", {}
+        payload = mapping.load_json("events", plan_id, "payload", row.payload)
+        return row.kind, payload if isinstance(payload, dict) else {}
 
     def append(
         self,

@@ -1,0 +1,66 @@
+"""A pause, resume or cancel of a plan reaches the child plans under it.
+
+A parent's run runs its children (in its own process) before its own Execute, so pausing
+only the parent let a running child go on to its gate — model calls and tool calls the
+person asked to stop. Pausing a plan pauses its running children after their current step;
+resuming it resumes the children that pause paused (not one a person paused on its own);
+cancelling it cancels its open children, which only its Apply could have landed. Each
+child's event names the plan the change came ``with``.
+"""
+
+from __future__ import annotations
+
+from cleveragents_tui.domain.enums import Phase, PlanState
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.engine.run.denial import PAUSED_EVENT as PAUSED_ON_DENIAL
+from cleveragents_tui.store.correction_queries import lapse_pending_approvals
+from cleveragents_tui.store.unit_of_work import UnitOfWork
+
+WITH = "with"  # the event payload's field naming the plan whose change reached the child
+
+
+def pause_children(uow: UnitOfWork, plan: Plan) -> list[Plan]:
+    """Pause the plan's children that are running or about to run (not one in Apply: a
+    child lands with its parent)."""
+    return [
+        _change(uow, child, PlanState.PAUSED, "paused", plan.plan_id)
+        for child in uow.plans.descendants(plan.plan_id)
+        if child.state in (PlanState.RUNNING, PlanState.CREATED) and child.phase is not Phase.APPLY
+    ]
+
+
+def resume_children(uow: UnitOfWork, plan: Plan) -> list[Plan]:
+    """Resume the children the plan's pause paused."""
+    return [
+        _change(uow, child, PlanState.RUNNING, "resumed", plan.plan_id)
+        for child in uow.plans.descendants(plan.plan_id)
+        if child.state is PlanState.PAUSED and _paused_with(uow, child.plan_id) == plan.plan_id
+    ]
+
+
+def cancel_children(uow: UnitOfWork, plan: Plan) -> list[Plan]:
+    """Cancel the plan's open children; their unanswered questions lapse with them."""
+    cancelled = []
+    for child in uow.plans.descendants(plan.plan_id):
+        if child.state.is_terminal:
+            continue
+        cancelled.append(_change(uow, child, PlanState.CANCELLED, "cancelled", plan.plan_id))
+        reason = f"its parent plan {plan.plan_id} was cancelled"
+        uow.run(lapse_pending_approvals, child.plan_id, "cancelled", reason)
+    return cancelled
+
+
+def _paused_with(uow: UnitOfWork, plan_id: str) -> object:
+    """The plan whose pause paused this one last; None when its last pause was its own (a
+    person's, a denial's)."""
+    _, payload = uow.events.latest_of(plan_id, ("plan_paused", PAUSED_ON_DENIAL))
+    return payload.get(WITH)
+
+
+def _change(uow: UnitOfWork, child: Plan, state: PlanState, what: str, parent_id: str) -> Plan:
+    saved = uow.plans.save(child.model_copy(update={"state": state, "updated_at": utc_now()}))
+    uow.events.append(
+        f"plan_{what}", {"from": child.state.value, WITH: parent_id}, plan_id=child.plan_id
+    )
+    return saved
