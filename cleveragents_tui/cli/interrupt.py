@@ -13,6 +13,7 @@ the whole foreground group, does not kill a checkpoint halfway.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -87,6 +88,18 @@ class Interrupts:
         pause_stopped_run(self._cli.store, self.plan_ref)
         _stopped(self._cli, self.plan_ref, "stopped at its last recorded step")
 
+    @staticmethod
+    def exit_at_once() -> None:
+        """Python's exit waits for every thread; a child plan's run left under way (a model
+        call, say) would hold the command until it ends. Its step is crash-safe: exit as a
+        crash would, what was printed flushed."""
+        from cleveragents_tui.engine.run.children import still_running
+
+        if still_running():
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_INTERRUPTED)
+
 
 def _stopped(cli: CliContext, plan_ref: str, how: str) -> None:
     from cleveragents_tui.cli.render import plan_heading
@@ -121,7 +134,10 @@ def pausing_on_ctrl_c(cli: CliContext) -> Iterator[Interrupts]:
     try:
         yield interrupts
     except KeyboardInterrupt:
-        interrupts.stopped()  # a Ctrl+C meanwhile raises: the handler's second one does
+        try:
+            interrupts.stopped()  # a Ctrl+C meanwhile raises: the handler's second one does
+        finally:
+            interrupts.exit_at_once()
     finally:
         signal.signal(signal.SIGINT, before)
     if interrupts.pausing.is_set():

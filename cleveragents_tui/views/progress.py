@@ -68,6 +68,8 @@ def _what_happened(event: EventView) -> str:
         return f"{kind.split('_')[-1]} the files changed outside the plan: {listed}"
     if kind in ("plan_paused", "plan_resumed", "plan_cancelled"):
         reason = payload["reason"]  # only a pause doctor or Ctrl+C recorded gives one
+        if reason is None and payload["with"] is not None:  # engine/run/with_children.py
+            reason = f"with plan {payload['with']}"
         return kind.removeprefix("plan_") + (f": {reason}" if reason is not None else "")
     if kind == "plan_created":
         return (

@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.failpoints import ENV_VAR
 from cleveragents_tui.store.store import Store
 from tests.e2e.test_chat_model_cli import Cli
 from tests.support.openai_server import (
@@ -37,9 +38,11 @@ from tests.support.openai_server import (
     record_decision,
 )
 from tests.support.openai_server import openai_server as openai_server  # the fixture
-from tests.support.terminal import WAIT_SECONDS
+from tests.support.terminal import WAIT_SECONDS, Terminal
 
 pytest.importorskip("langchain_openai")
+
+CTRL_C = b"\x03"
 
 GUIDE = {
     "name": "local/guide",
@@ -243,3 +246,53 @@ def test_cancelling_the_parent_cancels_its_running_child(
     assert cli("plan", "run", parent).returncode == 2  # a cancelled plan goes no further
     assert cli("doctor").returncode == 0
     assert not (docs / "README.md").exists() and not (guide / "GUIDE.md").exists()
+
+
+def test_a_second_ctrl_c_stops_at_once_while_a_child_plan_is_mid_step(
+    openai_server: OpenAIServer, folders: tuple[Path, Path], sqlite_url: str, tmp_path: Path
+) -> None:
+    """The first Ctrl+C's pause fails (a failpoint), so only the second stops the run,
+    while the child's model call is still unanswered: the command does not wait for it.
+    Both plans are marked paused, and `agents plan run` makes the child's step again."""
+    docs, guide = folders
+    cli = Cli(sqlite_url, tmp_path, openai_server)
+    asked, release = threading.Event(), threading.Event()
+    openai_server.add(SPAWN, finish_phase(), GUIDE_LAYOUT, finish_phase(), _held(asked, release))
+    action = tmp_path / "handbook.action.yaml"
+    action.write_text(yaml.safe_dump(ACTION))
+    terminal = Terminal(
+        [
+            "--db", cli.db_url, "plan", "use", str(action), "--reasoner", "chat",
+            "--model", "openai:gpt-4o-mini", "--automation-profile", "auto",
+        ],
+        {**cli.env, "TERM": "dumb", ENV_VAR: "plan.pause=raise"},
+    )  # fmt: skip
+    try:
+        assert asked.wait(WAIT_SECONDS), terminal.text
+        terminal.type(CTRL_C)
+        terminal.wait_for("could not be paused")
+        terminal.type(CTRL_C)
+        code = terminal.ended()
+    finally:
+        release.set()  # the held answer goes to a closed connection
+        terminal.close()
+    assert code == 130, terminal.text  # ended while the child's answer was still held
+    assert "stopped at its last recorded step: go on with agents plan run" in terminal.text
+    assert "Traceback" not in terminal.text
+    plans = _plans(cli)
+    assert plans["local/handbook"]["state"] == "paused"
+    assert plans["local/guide"]["state"] == "paused"
+    assert "implementation_choice" not in _chosen(cli, plans["local/guide"]["plan_id"])
+
+    openai_server.add(WRITE_GUIDE, finish_phase(), WRITE_README, finish_phase())
+    went_on = cli("plan", "run", plans["local/handbook"]["plan_id"])
+    assert went_on.returncode == 0, went_on.stderr
+    assert openai_server.pending == 0
+    assert _chosen(cli, plans["local/guide"]["plan_id"])["implementation_choice"] == (
+        "how to install"
+    )
+    assert cli("doctor").returncode == 0
+    applied = cli("plan", "apply", plans["local/handbook"]["plan_id"])
+    assert applied.returncode == 0, applied.stderr
+    assert (docs / "README.md").read_text() == "# handbook\n"
+    assert (guide / "GUIDE.md").read_text() == "# install\n"

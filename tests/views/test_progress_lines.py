@@ -60,6 +60,8 @@ def test_an_events_line_names_its_fields_and_survives_a_missing_one() -> None:
     assert lines.line(_event(ROOT, "plan_paused", **{"from": "running"})) == "  · paused"
     stopped = _event(ROOT, "plan_paused", reason="stopped by Ctrl+C", **{"from": "running"})
     assert lines.line(stopped) == "  · paused: stopped by Ctrl+C"
+    with_parent = _event(ROOT, "plan_resumed", **{"from": "paused", "with": "01PARENT"})
+    assert lines.line(with_parent) == "  · resumed: with plan 01PARENT"
 
 
 def test_the_apps_status_line_says_who_once() -> None:

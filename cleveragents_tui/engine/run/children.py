@@ -3,6 +3,7 @@ concurrently), landed by their parent's Apply (docs/user-guide.md, "Child plans"
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,8 @@ from cleveragents_tui.engine.run.run_options import RunOptions
 
 if TYPE_CHECKING:
     from cleveragents_tui.engine.run.runner import PlanRunner
+
+_THREADS = "child-plan"  # the name every child plan's thread starts with
 
 
 def spawn(runner: PlanRunner, decision: Decision, proposal: Proposal) -> None:
@@ -66,10 +69,13 @@ def run_children(runner: PlanRunner) -> None:
         )
         return type(runner)(runner.store, child.plan_id, options).run()
 
-    with ThreadPoolExecutor(
-        max_workers=max(1, len(waiting)), thread_name_prefix="child-plan"
-    ) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, len(waiting)), thread_name_prefix=_THREADS)
+    try:
         results = list(pool.map(run_child, waiting))
+    finally:
+        # all done, or stopped at once (a second Ctrl+C, cli/interrupt.py): not waiting for
+        # the children's steps under way, which a crash-safe step lets go
+        pool.shutdown(wait=False, cancel_futures=True)
     if runner.plan().state is not PlanState.RUNNING:
         return  # paused or cancelled meanwhile, its children with it: nothing to ask
     stuck = [p for p in results if p.state is not PlanState.COMPLETED]
@@ -82,6 +88,12 @@ def run_children(runner: PlanRunner) -> None:
             "resume it, then approve to continue",
         )
         raise WaitForApproval(approval)
+
+
+def still_running() -> bool:
+    """Whether a child plan's run is still under way in this process (its parent's run
+    stopped at once, and did not wait for it)."""
+    return any(t.name.startswith(_THREADS) and t.is_alive() for t in threading.enumerate())
 
 
 def landed_by_parent(runner: PlanRunner) -> bool:

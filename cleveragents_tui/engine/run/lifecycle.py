@@ -97,8 +97,9 @@ def _refuse_applying(plan: Plan) -> None:
 def pause_left_running(store: Store, plan_id: str, *, by: str, why: str) -> bool:
     """Mark a plan a stopped run left ``running`` paused (``by`` whom, ``why``), as nothing
     advances it until someone resumes it; False, and nothing changed, for a plan that was
-    never run (a recorded sample), is not running, or is in a running correction. The
-    caller holds the plan's run lease."""
+    never run (a recorded sample), is not running, or is in a running correction. Its
+    running child plans, which ran in the same process, are paused with it. The caller
+    holds the plan's run lease."""
     with store.unit_of_work(write=True) as uow:
         plan = uow.plans.get(plan_id)
         try:
@@ -111,6 +112,7 @@ def pause_left_running(store: Store, plan_id: str, *, by: str, why: str) -> bool
         uow.events.append(
             "plan_paused", {"from": "running", "reason": why}, plan_id=plan_id, actor=by
         )
+        pause_children(uow, plan)
         uow.commit()
     return True
 
