@@ -210,7 +210,7 @@ def _confirm_and_execute(
                 acknowledged=True,
                 requested_by=who or getpass.getuser(),
                 outside=OutsideChoice(outside) if outside else None,
-                options=RunOptions(on_start=progress.follow),  # an appended plan's too
+                options=RunOptions(user=who or getpass.getuser(), on_start=progress.follow),
             )
     except CorrectionIncompleteError as exc:
         echo(f"correction failed: {exc}", err=True)

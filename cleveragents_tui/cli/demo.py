@@ -3,6 +3,7 @@ bundled sample plan."""
 
 from __future__ import annotations
 
+import getpass
 import sys
 import tempfile
 from pathlib import Path
@@ -94,7 +95,7 @@ def demo(
             cli.store,
             load_action(str(environment.action_file)),
             profile_override=profile,
-            options=RunOptions(on_start=progress.follow),
+            options=RunOptions(user=getpass.getuser(), on_start=progress.follow),
         )
     if cli.wants_json(local_format):
         echo_json(

@@ -13,6 +13,7 @@ the whole foreground group, does not kill a checkpoint halfway.
 
 from __future__ import annotations
 
+import getpass
 import os
 import signal
 import sys
@@ -55,7 +56,7 @@ class Interrupts:
         from cleveragents_tui.engine import pause_plan
 
         try:
-            plan = pause_plan(self._cli.store, plan_ref)
+            plan = pause_plan(self._cli.store, plan_ref, by=getpass.getuser())
         except UserError as exc:
             echo(f"interrupted: {exc.problem} ({AGAIN})", err=True)
             return

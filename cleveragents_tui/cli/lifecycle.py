@@ -69,7 +69,7 @@ def use(
             action,
             project=project,
             profile_override=profile,
-            options=RunOptions(model=chosen, on_start=progress.follow),
+            options=RunOptions(user=getpass.getuser(), model=chosen, on_start=progress.follow),
         )
     refuse_unapplied(cli.store, result)  # constrained or errored: exit 3 or 1 (cli/outcome.py)
     report_plan(cli.store, result)
@@ -86,7 +86,7 @@ def run_(cli: CliContext, plan_ref: str) -> None:
     from cleveragents_tui.engine import RunOptions, resume_plan
 
     with following(cli, plan_ref) as progress:
-        options = RunOptions(on_start=progress.follow)  # its child plans' runs too
+        options = RunOptions(user=getpass.getuser(), on_start=progress.follow)  # children too
         result = finished(cli.store, plan_ref, lambda: resume_plan(cli.store, plan_ref, options))
     report_plan(cli.store, result)
 
@@ -110,7 +110,7 @@ def resume(cli: CliContext, plan_ref: str, choose: int | None, guidance: str | N
     from cleveragents_tui.engine.run.lifecycle import resume_plan, resume_with
 
     with following(cli, plan_ref) as progress:
-        options = RunOptions(on_start=progress.follow)  # its child plans' runs too
+        options = RunOptions(user=getpass.getuser(), on_start=progress.follow)  # children too
 
         def run() -> Plan:
             if choose is not None or guidance is not None:
@@ -131,7 +131,7 @@ def pause(cli: CliContext, plan_ref: str) -> None:
     with it, and `agents plan run PLAN` resumes them with it. An Apply cannot be paused."""
     from cleveragents_tui.engine import pause_plan
 
-    result = pause_plan(cli.store, plan_ref)
+    result = pause_plan(cli.store, plan_ref, by=getpass.getuser())
     report_plan(cli.store, result)
     report_children(cli.store, result)
 
@@ -159,7 +159,7 @@ def cancel(cli: CliContext, plan_ref: str) -> None:
     is applied)."""
     from cleveragents_tui.engine import cancel_plan
 
-    result = cancel_plan(cli.store, plan_ref)
+    result = cancel_plan(cli.store, plan_ref, by=getpass.getuser())
     report_plan(cli.store, result)
     report_children(cli.store, result)
 
@@ -199,7 +199,7 @@ def apply(
     from cleveragents_tui.engine import RunOptions, apply_plan
 
     with following(cli, plan_ref) as progress:
-        options = RunOptions(on_start=progress.follow)
+        options = RunOptions(user=who or getpass.getuser(), on_start=progress.follow)
         result = finished(
             cli.store,
             plan_ref,

@@ -220,7 +220,7 @@ class AgentsApp(App[None]):
         runs = self.engine_runs()
         for plan_id in {r.plan_id for r in runs if r.pause}:
             try:
-                await asyncio.to_thread(pause_plan, self.store, plan_id)
+                await asyncio.to_thread(pause_plan, self.store, plan_id, self.user)
             except UserError:
                 pass  # paused already, or ended: the run stops anyway
             except Exception as exc:  # the database went away: the run stops on its own

@@ -14,6 +14,7 @@ parent's Apply could have landed.
 
 from __future__ import annotations
 
+import getpass
 import json
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 import yaml
+from sqlalchemy import text
 
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.failpoints import ENV_VAR
@@ -194,8 +196,22 @@ def _stopped_mid_child(
     return run, parent, child
 
 
+def _changed_by(store: Store, plan_id: str, kind: str) -> list[tuple[str | None, object]]:
+    """Who made each ``kind`` event of the plan, and the plan it came with."""
+    with store.engine.connect() as connection:
+        rows = connection.execute(
+            text("SELECT actor, payload FROM events WHERE plan_id = :p AND kind = :k"),
+            {"p": plan_id, "k": kind},
+        )
+        return [(actor, json.loads(payload).get("with")) for actor, payload in rows]
+
+
 def test_pausing_the_parent_pauses_its_running_child_and_plan_run_goes_on(
-    openai_server: OpenAIServer, folders: tuple[Path, Path], sqlite_url: str, tmp_path: Path
+    openai_server: OpenAIServer,
+    folders: tuple[Path, Path],
+    sqlite_store: Store,
+    sqlite_url: str,
+    tmp_path: Path,
 ) -> None:
     docs, guide = folders
     cli = Cli(sqlite_url, tmp_path, openai_server)
@@ -204,6 +220,9 @@ def test_pausing_the_parent_pauses_its_running_child_and_plan_run_goes_on(
     plans = _plans(cli)
     assert plans["local/guide"]["state"] == "paused"
     assert plans["local/handbook"]["state"] == "paused"
+    me = getpass.getuser()  # who paused both, in the log the app's status line reads
+    assert _changed_by(sqlite_store, parent, "plan_paused") == [(me, None)]
+    assert _changed_by(sqlite_store, child, "plan_paused") == [(me, parent)]
     # the child's step was made, and nothing after it was asked: neither the child's end
     # of Execute nor anything of the parent's Execute
     assert _chosen(cli, child)["implementation_choice"] == "how to install"
@@ -213,6 +232,7 @@ def test_pausing_the_parent_pauses_its_running_child_and_plan_run_goes_on(
     assert went_on.returncode == 0, went_on.stderr
     assert "execute · awaiting_approval" in went_on.stdout, went_on.stdout
     assert openai_server.pending == 0
+    assert _changed_by(sqlite_store, child, "plan_resumed") == [(me, parent)]
     # as an uninterrupted run: both trees whole, nothing asked twice
     assert _chosen(cli, parent) == {
         "prompt_definition": ACTION["prompt"],

@@ -43,13 +43,15 @@ def _change(
     state: PlanState,
     what: str,
     *,
+    by: str | None = None,
     lapse_approvals: bool = False,
     refuse: Callable[[Plan], None] | None = None,
-    children: Callable[[UnitOfWork, Plan], object] | None = None,
+    children: Callable[[UnitOfWork, Plan, str | None], object] | None = None,
 ) -> Plan:
-    """``refuse``: raises for a plan in an allowed state that still cannot change (read in
-    the same transaction as the change); ``children``: what the change does to the plan's
-    child plans, in that transaction (engine/run/with_children.py)."""
+    """``by``: who made the change (its event's actor); ``refuse``: raises for a plan in an
+    allowed state that still cannot change (read in the same transaction as the change);
+    ``children``: what the change does to the plan's child plans, in that transaction
+    (engine/run/with_children.py)."""
     with store.unit_of_work(write=True) as uow:
         plan = uow.plans.get(uow.plans.resolve(plan_ref))
         if refuse is not None:
@@ -60,16 +62,18 @@ def _change(
                 f"only a plan that is {' or '.join(s.value for s in allowed)} can be {what}",
             )
         saved = uow.plans.save(plan.model_copy(update={"state": state, "updated_at": utc_now()}))
-        uow.events.append(f"plan_{what}", {"from": plan.state.value}, plan_id=plan.plan_id)
+        uow.events.append(
+            f"plan_{what}", {"from": plan.state.value}, plan_id=plan.plan_id, actor=by
+        )
         if lapse_approvals:
             uow.run(lapse_pending_approvals, plan.plan_id, what, f"the plan was {what}")
         if children is not None:
-            children(uow, plan)
+            children(uow, plan, by)
         uow.commit()
     return saved
 
 
-def pause_plan(store: Store, plan_ref: str) -> Plan:
+def pause_plan(store: Store, plan_ref: str, by: str | None = None) -> Plan:
     """Takes effect between steps: a runner stops before its next decision, and so do the
     runners of its running child plans. An Apply has no decisions to stop before: it is
     refused."""
@@ -80,6 +84,7 @@ def pause_plan(store: Store, plan_ref: str) -> Plan:
         (PlanState.RUNNING, PlanState.CREATED, PlanState.AWAITING_APPROVAL),
         PlanState.PAUSED,
         "paused",
+        by=by,
         refuse=_refuse_applying,
         children=pause_children,
     )
@@ -112,7 +117,7 @@ def pause_left_running(store: Store, plan_id: str, *, by: str, why: str) -> bool
         uow.events.append(
             "plan_paused", {"from": "running", "reason": why}, plan_id=plan_id, actor=by
         )
-        pause_children(uow, plan)
+        pause_children(uow, plan, by)
         uow.commit()
     return True
 
@@ -132,7 +137,7 @@ def pause_stopped_run(store: Store, plan_ref: str, base_dir: Path | None = None)
         pause_left_running(store, plan.plan_id, by="agents (Ctrl+C)", why="stopped by Ctrl+C")
 
 
-def cancel_plan(store: Store, plan_ref: str) -> Plan:
+def cancel_plan(store: Store, plan_ref: str, by: str | None = None) -> Plan:
     """The plan's unanswered questions lapse with it (denied, by ``cancelled``): a cancelled
     plan asks nothing, and its Apply gate can no longer be approved. Its open child plans,
     which only its Apply could land, are cancelled with it."""
@@ -143,6 +148,7 @@ def cancel_plan(store: Store, plan_ref: str) -> Plan:
         open_states,
         PlanState.CANCELLED,
         "cancelled",
+        by=by,
         lapse_approvals=True,
         children=cancel_children,
     )
@@ -184,6 +190,7 @@ def _resume(store: Store, plan: Plan, options: RunOptions | None) -> Plan:
             (PlanState.PAUSED,),
             PlanState.RUNNING,
             "resumed",
+            by=options.user if options else None,
             children=resume_children,
         )
     if plan.state.is_terminal:

@@ -20,32 +20,32 @@ from cleveragents_tui.store.unit_of_work import UnitOfWork
 WITH = "with"  # the event payload's field naming the plan whose change reached the child
 
 
-def pause_children(uow: UnitOfWork, plan: Plan) -> list[Plan]:
+def pause_children(uow: UnitOfWork, plan: Plan, by: str | None) -> list[Plan]:
     """Pause the plan's children that are running or about to run (not one in Apply: a
     child lands with its parent)."""
     return [
-        _change(uow, child, PlanState.PAUSED, "paused", plan.plan_id)
+        _change(uow, child, PlanState.PAUSED, "paused", plan.plan_id, by)
         for child in uow.plans.descendants(plan.plan_id)
         if child.state in (PlanState.RUNNING, PlanState.CREATED) and child.phase is not Phase.APPLY
     ]
 
 
-def resume_children(uow: UnitOfWork, plan: Plan) -> list[Plan]:
+def resume_children(uow: UnitOfWork, plan: Plan, by: str | None) -> list[Plan]:
     """Resume the children the plan's pause paused."""
     return [
-        _change(uow, child, PlanState.RUNNING, "resumed", plan.plan_id)
+        _change(uow, child, PlanState.RUNNING, "resumed", plan.plan_id, by)
         for child in uow.plans.descendants(plan.plan_id)
         if child.state is PlanState.PAUSED and _paused_with(uow, child.plan_id) == plan.plan_id
     ]
 
 
-def cancel_children(uow: UnitOfWork, plan: Plan) -> list[Plan]:
+def cancel_children(uow: UnitOfWork, plan: Plan, by: str | None) -> list[Plan]:
     """Cancel the plan's open children; their unanswered questions lapse with them."""
     cancelled = []
     for child in uow.plans.descendants(plan.plan_id):
         if child.state.is_terminal:
             continue
-        cancelled.append(_change(uow, child, PlanState.CANCELLED, "cancelled", plan.plan_id))
+        cancelled.append(_change(uow, child, PlanState.CANCELLED, "cancelled", plan.plan_id, by))
         reason = f"its parent plan {plan.plan_id} was cancelled"
         uow.run(lapse_pending_approvals, child.plan_id, "cancelled", reason)
     return cancelled
@@ -58,9 +58,14 @@ def _paused_with(uow: UnitOfWork, plan_id: str) -> object:
     return payload.get(WITH)
 
 
-def _change(uow: UnitOfWork, child: Plan, state: PlanState, what: str, parent_id: str) -> Plan:
+def _change(
+    uow: UnitOfWork, child: Plan, state: PlanState, what: str, parent_id: str, by: str | None
+) -> Plan:
     saved = uow.plans.save(child.model_copy(update={"state": state, "updated_at": utc_now()}))
     uow.events.append(
-        f"plan_{what}", {"from": child.state.value, WITH: parent_id}, plan_id=child.plan_id
+        f"plan_{what}",
+        {"from": child.state.value, WITH: parent_id},
+        plan_id=child.plan_id,
+        actor=by,
     )
     return saved

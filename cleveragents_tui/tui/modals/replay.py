@@ -252,7 +252,7 @@ class ReplayModal(Dialog[str | None]):
     def _pause(self) -> None:
         """Pause the plan in a thread; the runner stops before its next decision."""
         try:
-            pause_plan(self.store, self.impact.plan_id)
+            pause_plan(self.store, self.impact.plan_id, services(self).user)
             line = (
                 "cancel: plan paused; the replay stops before its next decision. What was "
                 "already rolled back and re-made stays (resume with R, or correct again)."

@@ -167,7 +167,7 @@ class ApprovalsScreen(ListScreen):
         app = services(self)
         try:
             if choice == CANCEL:
-                plan = cancel_plan(app.store, plan_id)
+                plan = cancel_plan(app.store, plan_id, app.user)
             elif choice == APPLY:
                 plan = apply_plan(app.store, plan_id, app.user, app.run_options)
             elif choice.startswith(CHOOSE) or choice == GUIDANCE:

@@ -21,9 +21,9 @@ class PlanControls(PlanScreenBase):
     """`P` `X` `R` `A` on the plan screen."""
 
     @work(thread=True, group="control-run", exit_on_error=False)
-    def _control(self, name: str, fn: Callable[[Store, str], Plan]) -> None:
+    def _control(self, name: str, fn: Callable[[Store, str, str], Plan]) -> None:
         try:
-            plan = fn(self.store, self.plan_id)
+            plan = fn(self.store, self.plan_id, services(self).user)  # by whom, for the log
         except UserError as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error")
             return
@@ -49,8 +49,8 @@ class PlanControls(PlanScreenBase):
             return
         if await self.app.push_screen_wait(
             ConfirmModal(
-                f"Cancel plan {self.plan_id}? Cancelling lands nothing (its sandboxes stay "
-                "until discarded); it cannot be undone.",
+                f"Cancel plan {self.plan_id} and its open child plans? Cancelling lands "
+                "nothing (the sandboxes stay until discarded); it cannot be undone.",
                 title="Cancel plan",
                 yes="Cancel the plan",
             )
