@@ -31,12 +31,17 @@ def pause_children(uow: UnitOfWork, plan: Plan, by: str | None) -> list[Plan]:
 
 
 def resume_children(uow: UnitOfWork, plan: Plan, by: str | None) -> list[Plan]:
-    """Resume the children the plan's pause paused."""
-    return [
-        _change(uow, child, PlanState.RUNNING, "resumed", plan.plan_id, by)
-        for child in uow.plans.descendants(plan.plan_id)
-        if child.state is PlanState.PAUSED and _paused_with(uow, child.plan_id) == plan.plan_id
-    ]
+    """Resume the children the plan's pause paused, each to the state it was paused in (a
+    child not yet started stays so until its parent's run starts it)."""
+    resumed = []
+    for child in uow.plans.descendants(plan.plan_id):
+        if child.state is not PlanState.PAUSED:
+            continue
+        pause = _last_pause(uow, child.plan_id)
+        if pause.get(WITH) == plan.plan_id:
+            was = PlanState.CREATED if pause.get("from") == "created" else PlanState.RUNNING
+            resumed.append(_change(uow, child, was, "resumed", plan.plan_id, by))
+    return resumed
 
 
 def cancel_children(uow: UnitOfWork, plan: Plan, by: str | None) -> list[Plan]:
@@ -51,11 +56,11 @@ def cancel_children(uow: UnitOfWork, plan: Plan, by: str | None) -> list[Plan]:
     return cancelled
 
 
-def _paused_with(uow: UnitOfWork, plan_id: str) -> object:
-    """The plan whose pause paused this one last; None when its last pause was its own (a
-    person's, a denial's)."""
+def _last_pause(uow: UnitOfWork, plan_id: str) -> dict[str, object]:
+    """The payload of the plan's last pause: one that came with a parent's names it
+    (``WITH``); its own (a person's, a denial's) does not."""
     _, payload = uow.events.latest_of(plan_id, ("plan_paused", PAUSED_ON_DENIAL))
-    return payload.get(WITH)
+    return payload
 
 
 def _change(
