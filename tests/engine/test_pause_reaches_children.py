@@ -3,7 +3,7 @@
 The whole flow — a running child that stops after its step, and `agents plan run` going on
 as an uninterrupted run — is in tests/e2e/test_pause_with_children.py; here, each kind of
 child a family can hold, in one store: running, not yet started, paused on its own,
-waiting at its gate, and a grandchild.
+waiting at its gate, and a grandchild; on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -99,51 +99,51 @@ def _actors(store: Store, plan_id: str, kind: str) -> list[str | None]:
 
 
 def test_a_pause_reaches_the_running_and_not_yet_started_children_and_its_resume_undoes_it(
-    sqlite_store: Store,
+    store: Store,
 ) -> None:
-    family = _family(sqlite_store)
-    pause_plan(sqlite_store, family.parent, by="ann")
-    states = _states(sqlite_store)
+    family = _family(store)
+    pause_plan(store, family.parent, by="ann")
+    states = _states(store)
     assert states[family.parent] is PlanState.PAUSED
     assert states[family.running] is PlanState.PAUSED
     assert states[family.not_started] is PlanState.PAUSED
     assert states[family.grandchild] is PlanState.PAUSED
     assert states[family.at_its_gate] is PlanState.AWAITING_APPROVAL  # doing nothing
-    assert _actors(sqlite_store, family.grandchild, "plan_paused") == ["ann"]
-    assert _actors(sqlite_store, family.paused_alone, "plan_paused") == [None]  # untouched
+    assert _actors(store, family.grandchild, "plan_paused") == ["ann"]
+    assert _actors(store, family.paused_alone, "plan_paused") == [None]  # untouched
 
-    with sqlite_store.unit_of_work(write=True) as uow:
+    with store.unit_of_work(write=True) as uow:
         resume_children(uow, uow.plans.get(family.parent), "bob")
         uow.commit()
-    states = _states(sqlite_store)
+    states = _states(store)
     assert states[family.running] is PlanState.RUNNING
     assert states[family.grandchild] is PlanState.RUNNING
     assert states[family.not_started] is PlanState.CREATED  # its parent's run starts it
     assert states[family.paused_alone] is PlanState.PAUSED  # a person's pause stays
-    assert _actors(sqlite_store, family.running, "plan_resumed") == ["bob"]
+    assert _actors(store, family.running, "plan_resumed") == ["bob"]
 
 
 def test_a_child_paused_on_its_own_after_its_parents_pause_stays_paused(
-    sqlite_store: Store,
+    store: Store,
 ) -> None:
-    family = _family(sqlite_store)
-    pause_plan(sqlite_store, family.parent)
-    with sqlite_store.unit_of_work(write=True) as uow:
+    family = _family(store)
+    pause_plan(store, family.parent)
+    with store.unit_of_work(write=True) as uow:
         resume_children(uow, uow.plans.get(family.parent), None)
         uow.commit()
-    pause_plan(sqlite_store, family.running)  # a person pauses the child itself
-    with sqlite_store.unit_of_work(write=True) as uow:
+    pause_plan(store, family.running)  # a person pauses the child itself
+    with store.unit_of_work(write=True) as uow:
         resume_children(uow, uow.plans.get(family.parent), None)
         uow.commit()
-    assert _states(sqlite_store)[family.running] is PlanState.PAUSED
+    assert _states(store)[family.running] is PlanState.PAUSED
 
 
 def test_a_cancel_reaches_every_open_child_and_lapses_their_questions(
-    sqlite_store: Store,
+    store: Store,
 ) -> None:
-    family = _family(sqlite_store)
-    cancel_plan(sqlite_store, family.parent, by="ann")
-    assert set(_states(sqlite_store).values()) == {PlanState.CANCELLED}
-    with sqlite_store.unit_of_work() as uow:
+    family = _family(store)
+    cancel_plan(store, family.parent, by="ann")
+    assert set(_states(store).values()) == {PlanState.CANCELLED}
+    with store.unit_of_work() as uow:
         assert uow.approvals.pending(family.at_its_gate) == []
-    assert _actors(sqlite_store, family.at_its_gate, "plan_cancelled") == ["ann"]
+    assert _actors(store, family.at_its_gate, "plan_cancelled") == ["ann"]
