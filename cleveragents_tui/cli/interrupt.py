@@ -30,44 +30,57 @@ AGAIN = "Ctrl+C again stops it at once"
 
 
 class Interrupts:
-    """What Ctrl+C does to the plan a command runs; :meth:`follow` names it (the first plan
-    the command follows: the one it started, or was given)."""
+    """What Ctrl+C does to the plans a command runs; :meth:`follow` names each as it starts
+    (the one the command started or was given first, then the plans its run starts: child
+    plans, an appended plan)."""
 
     def __init__(self, cli: CliContext) -> None:
         self._cli = cli
-        self.plan_ref: str | None = None
+        self.plan_refs: list[str] = []
         self.pausing = threading.Event()  # the first Ctrl+C came, the pause was asked
         self._pauser: threading.Thread | None = None
-        self._paused = False  # the pause was recorded (an Apply refuses it)
+        self._paused: str | None = None  # the plan the pause was recorded for
 
     def follow(self, plan_ref: str) -> None:
-        if self.plan_ref is None:
-            self.plan_ref = plan_ref
+        if plan_ref not in self.plan_refs:
+            self.plan_refs.append(plan_ref)
 
     def on_sigint(self, _signum: int, _frame: FrameType | None) -> None:
-        if self.pausing.is_set() or self.plan_ref is None:
+        if self.pausing.is_set() or not self.plan_refs:
             raise KeyboardInterrupt
         self.pausing.set()
         # the store is not used from a signal handler: the main thread may be inside it
-        self._pauser = threading.Thread(target=self._pause, args=(self.plan_ref,), daemon=True)
+        refs = list(self.plan_refs)
+        self._pauser = threading.Thread(target=self._pause, args=(refs,), daemon=True)
         self._pauser.start()
 
-    def _pause(self, plan_ref: str) -> None:
+    def _pause(self, plan_refs: list[str]) -> None:
+        """Pause the first plan that can be: the command's own (its child plans with it),
+        or, when that one cannot (an applied plan a correction appends to), the plan its
+        run started. An Apply refuses, and its refusal is said."""
         from cleveragents_tui.engine import pause_plan
 
-        try:
-            plan = pause_plan(self._cli.store, plan_ref, by=getpass.getuser())
-        except UserError as exc:
-            echo(f"interrupted: {exc.problem} ({AGAIN})", err=True)
+        refused: UserError | None = None
+        for plan_ref in plan_refs:
+            try:
+                plan = pause_plan(self._cli.store, plan_ref, by=getpass.getuser())
+            except UserError as exc:
+                refused = refused or exc
+                continue
+            except Exception as exc:  # the store failing now: the run goes on as it was
+                echo(
+                    f"interrupted: plan {plan_ref} could not be paused ({exc}; {AGAIN})",
+                    err=True,
+                )
+                return
+            self._paused = plan.plan_id
+            echo(
+                f"interrupted: plan {plan.plan_id} pauses after its current step ({AGAIN})",
+                err=True,
+            )
             return
-        except Exception as exc:  # the store failing now: the run goes on as it was
-            echo(f"interrupted: plan {plan_ref} could not be paused ({exc}; {AGAIN})", err=True)
-            return
-        self._paused = True
-        echo(
-            f"interrupted: plan {plan.plan_id} pauses after its current step ({AGAIN})",
-            err=True,
-        )
+        if refused is not None:
+            echo(f"interrupted: {refused.problem} ({AGAIN})", err=True)
 
     def paused(self) -> None:
         """After a run the first Ctrl+C paused (once the pause is recorded): how to go on;
@@ -75,19 +88,29 @@ class Interrupts:
         would have."""
         if self._pauser is not None:
             self._pauser.join()
-        if self._paused and self.plan_ref is not None:
-            _stopped(self._cli, self.plan_ref, "paused after its current step")
+        if self._paused is not None:
+            _stopped(self._cli, self._paused, "paused after its current step")
 
     def stopped(self) -> None:
-        """After a run a Ctrl+C stopped at once (the runner's lease is released): the plan
-        marked paused if it was left running; how to go on; exits 130."""
-        if self.plan_ref is None:
+        """After a run a Ctrl+C stopped at once (the runner's lease is released): each plan
+        it followed marked paused if it was left running; how to go on; exits 130."""
+        if not self.plan_refs:
             echo("stopped: no plan was started", err=True)
             sys.exit(EXIT_INTERRUPTED)
         from cleveragents_tui.engine.run.lifecycle import pause_stopped_run
 
-        pause_stopped_run(self._cli.store, self.plan_ref)
-        _stopped(self._cli, self.plan_ref, "stopped at its last recorded step")
+        for plan_ref in self.plan_refs:
+            pause_stopped_run(self._cli.store, plan_ref)
+        _stopped(self._cli, self._open_plan(), "stopped at its last recorded step")
+
+    def _open_plan(self) -> str:
+        """The first plan followed that is still open (not the applied plan an append
+        started from); the first one when none is."""
+        with self._cli.store.unit_of_work() as uow:
+            for plan_ref in self.plan_refs:
+                if not uow.plans.get(uow.plans.resolve(plan_ref)).state.is_terminal:
+                    return plan_ref
+        return self.plan_refs[0]
 
     @staticmethod
     def exit_at_once() -> None:

@@ -24,7 +24,15 @@ import yaml
 from cleveragents_tui.failpoints import ENV_VAR
 from tests.e2e.test_chat_model_cli import ACTION, LAYOUT, WRITE, Cli
 from tests.e2e.test_chat_model_cli import docs as docs  # the fixture
-from tests.support.openai_server import OpenAIServer, Reply, Request, finish_phase, http_error
+from tests.support.cli_output import heading_plan_id
+from tests.support.openai_server import (
+    OpenAIServer,
+    Reply,
+    Request,
+    finish_phase,
+    http_error,
+    record_decision,
+)
 from tests.support.openai_server import openai_server as openai_server  # the fixture
 from tests.support.terminal import WAIT_SECONDS, Terminal
 
@@ -123,3 +131,70 @@ def test_a_second_ctrl_c_stops_at_once_and_the_step_is_made_again(
     shown = cli("plan", "show", plan_id)
     assert "execute · paused" in shown.stdout, shown.stdout
     _finished_like_an_uninterrupted_run(cli, plan_id, docs)
+
+
+USAGE = record_decision(
+    key="usage",
+    decision_type="implementation_choice",
+    question="What does the usage file say?",
+    chosen_option="how to install",
+    alternatives=["nothing yet"],
+    confidence=0.9,
+    tool_calls=[
+        {
+            "tool": "local/write-file",
+            "arguments": {"resource": "local/docs", "path": "USAGE.md", "content": "usage\n"},
+        }
+    ],
+)
+
+
+def test_ctrl_c_during_an_append_to_an_applied_plan_pauses_the_appended_plan(
+    openai_server: OpenAIServer, docs: Path, sqlite_url: str, tmp_path: Path
+) -> None:
+    """The command follows the applied plan it corrects, which cannot be paused; the plan
+    that runs is the appended one, and that is what Ctrl+C pauses. It used to say the
+    applied plan cannot be paused and let the appended plan run on."""
+    cli = Cli(sqlite_url, tmp_path, openai_server)
+    openai_server.add(LAYOUT, finish_phase(), WRITE, finish_phase())
+    started = cli.use_readme()
+    plan_id = heading_plan_id(started.stdout)
+    assert cli("plan", "apply", plan_id).returncode == 0
+    write = cli.tree(plan_id)["implementation_choice"]["decision_id"]
+
+    asked, pausing = threading.Event(), threading.Event()
+
+    def held(_request: Request) -> Reply:
+        asked.set()
+        if not pausing.wait(WAIT_SECONDS):
+            return http_error(400, "the test never released the answer")
+        return USAGE
+
+    openai_server.add(finish_phase(), held, finish_phase())
+    terminal = Terminal(
+        [
+            "--db", cli.db_url, "plan", "correct", write, "--mode=append",
+            "--guidance", "add a usage file", "--yes",
+        ],
+        {**cli.env, "TERM": "dumb"},
+    )  # fmt: skip
+    try:
+        assert asked.wait(WAIT_SECONDS), terminal.text
+        terminal.type(CTRL_C)
+        terminal.wait_for("pauses after its current step (Ctrl+C again stops it at once)")
+    finally:
+        pausing.set()
+    assert terminal.exit_code() == 130, terminal.text
+    said = terminal.text
+    assert "cannot be paused" not in said
+    appended = _plan_id(said)
+    assert appended != plan_id
+    assert f"paused after its current step: go on with agents plan run {appended}" in said
+    assert openai_server.pending == 1  # the appended plan's Execute end was not asked
+
+    ran = cli("plan", "run", appended)
+    assert ran.returncode == 0, ran.stderr
+    assert "execute · awaiting_approval" in ran.stdout
+    assert cli("doctor").returncode == 0
+    assert cli("plan", "apply", appended).returncode == 0
+    assert (docs / "USAGE.md").read_text() == "usage\n"
