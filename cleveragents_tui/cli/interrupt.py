@@ -50,37 +50,27 @@ class Interrupts:
             raise KeyboardInterrupt
         self.pausing.set()
         # the store is not used from a signal handler: the main thread may be inside it
-        refs = list(self.plan_refs)
-        self._pauser = threading.Thread(target=self._pause, args=(refs,), daemon=True)
+        self._pauser = threading.Thread(target=self._pause, args=(self.plan_refs[0],), daemon=True)
         self._pauser.start()
 
-    def _pause(self, plan_refs: list[str]) -> None:
-        """Pause the first plan that can be: the command's own (its child plans with it),
-        or, when that one cannot (an applied plan a correction appends to), the plan its
-        run started. An Apply refuses, and its refusal is said."""
-        from cleveragents_tui.engine import pause_plan
+    def _pause(self, plan_ref: str) -> None:
+        """Pause the command's plan (its child plans with it; for an applied plan a
+        correction appends to, the appended plan that runs). An Apply refuses: said."""
+        from cleveragents_tui.engine.run.lifecycle import pause_run
 
-        refused: UserError | None = None
-        for plan_ref in plan_refs:
-            try:
-                plan = pause_plan(self._cli.store, plan_ref, by=getpass.getuser())
-            except UserError as exc:
-                refused = refused or exc
-                continue
-            except Exception as exc:  # the store failing now: the run goes on as it was
-                echo(
-                    f"interrupted: plan {plan_ref} could not be paused ({exc}; {AGAIN})",
-                    err=True,
-                )
-                return
-            self._paused = plan.plan_id
-            echo(
-                f"interrupted: plan {plan.plan_id} pauses after its current step ({AGAIN})",
-                err=True,
-            )
+        try:
+            plan = pause_run(self._cli.store, plan_ref, by=getpass.getuser())
+        except UserError as exc:
+            echo(f"interrupted: {exc.problem} ({AGAIN})", err=True)
             return
-        if refused is not None:
-            echo(f"interrupted: {refused.problem} ({AGAIN})", err=True)
+        except Exception as exc:  # the store failing now: the run goes on as it was
+            echo(f"interrupted: plan {plan_ref} could not be paused ({exc}; {AGAIN})", err=True)
+            return
+        self._paused = plan.plan_id
+        echo(
+            f"interrupted: plan {plan.plan_id} pauses after its current step ({AGAIN})",
+            err=True,
+        )
 
     def paused(self) -> None:
         """After a run the first Ctrl+C paused (once the pause is recorded): how to go on;

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         apply_plan,
         cancel_plan,
         pause_plan,
+        pause_run,
         resume_plan,
     )
     from cleveragents_tui.engine.run.run_options import RunOptions
@@ -50,6 +51,7 @@ __all__ = [
     "explain_decision",
     "list_plans",
     "pause_plan",
+    "pause_run",
     "pending_approvals",
     "plan_tree",
     "preview",
@@ -74,6 +76,7 @@ _HOMES = {
     "apply_plan": "run.lifecycle",
     "cancel_plan": "run.lifecycle",
     "pause_plan": "run.lifecycle",
+    "pause_run": "run.lifecycle",
     "resume_plan": "run.lifecycle",
     "RunOptions": "run.run_options",
     "start_plan": "run.runner",

@@ -214,13 +214,13 @@ class AgentsApp(App[None]):
         """Pause each plan whose work runs (the runner checks between steps; a pause asked
         during a correction's rollback holds too: its replay stops at once), and quit once
         every run has returned."""
-        from cleveragents_tui.engine import pause_plan  # the runner: a tab loads it when used
+        from cleveragents_tui.engine import pause_run  # the runner: a tab loads it when used
 
         self.notify("pausing: the app quits once the work has stopped at its next safe point…")
         runs = self.engine_runs()
         for plan_id in {r.plan_id for r in runs if r.pause}:
             try:
-                await asyncio.to_thread(pause_plan, self.store, plan_id, self.user)
+                await asyncio.to_thread(pause_run, self.store, plan_id, self.user)
             except UserError:
                 pass  # paused already, or ended: the run stops anyway
             except Exception as exc:  # the database went away: the run stops on its own

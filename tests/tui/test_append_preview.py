@@ -4,21 +4,23 @@ only that work."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, TypeVar
 
 import pytest
 from textual.pilot import Pilot
 from textual.screen import Screen
-from textual.widgets import RadioButton, Static
+from textual.widgets import Log, RadioButton, Static
 
-from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus
-from cleveragents_tui.engine.run.lifecycle import apply_plan
+from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, PlanState
+from cleveragents_tui.engine.run.lifecycle import apply_plan, resume_plan
 from cleveragents_tui.tui.modals.correction import CorrectionDialog
 from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.modals.replay import ReplayModal
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
 from tests.tui.conftest import SIZE, DemoPlan, settle
+from tests.tui.test_controls import held_app
 
 pytestmark = pytest.mark.anyio
 S = TypeVar("S", bound=Screen[Any])
@@ -107,3 +109,45 @@ async def _shown(pilot: Pilot[None], kind: type[S]) -> S:
             return pilot.app.screen
         await pilot.pause()
     raise AssertionError(f"no {kind.__name__} shown; the screen is {pilot.app.screen!r}")
+
+
+async def test_cancelling_an_append_to_an_applied_plan_pauses_the_appended_plan(
+    demo_plan: DemoPlan,
+) -> None:
+    """The applied plan cannot be paused; what runs is the appended plan, and `x` pauses
+    that one. It said the cancel was not possible and let the appended plan run on."""
+    apply_plan(demo_plan.store, demo_plan.plan.plan_id, "tester", demo_plan.options)
+    app, entered, release = held_app(demo_plan)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.screen.query_one(DecisionTree).reveal(demo_plan.decision(STRATEGY))
+        await settle(app, pilot)
+        await pilot.press("c")
+        await _shown(pilot, CorrectionDialog)
+        await pilot.press(*"use a greeter class", "enter")
+        await _shown(pilot, ImpactModal)
+        await pilot.press("y")
+        replay = await _shown(pilot, ReplayModal)
+        assert await asyncio.to_thread(entered.wait, 30), "the append never reached Execute"
+        await pilot.press("x")
+        await pilot.pause()
+        assert replay.pausing is not None
+        await replay.pausing.wait()
+        await pilot.pause()
+        said = "\n".join(replay.query_one("#replay-log", Log).lines)
+        assert "cancel: plan paused" in said, said
+        release.set()
+        assert replay.worker is not None
+        await replay.worker.wait()
+        await pilot.pause()
+        assert replay.result is not None
+        appended = replay.result.correction.appended_plan_id
+    assert appended is not None
+    with demo_plan.store.unit_of_work() as uow:
+        plan = uow.plans.get(appended)
+        made = set(uow.decisions.current_steps(appended))
+    assert plan.state is PlanState.PAUSED  # stopped after its step, not run to its gate
+    assert f"agents plan run {appended}" in said
+    assert "implement-class" in made  # the step under way when `x` came was finished
+    resumed = resume_plan(demo_plan.store, appended, demo_plan.options)
+    assert resumed.state is PlanState.AWAITING_APPROVAL

@@ -90,6 +90,25 @@ def pause_plan(store: Store, plan_ref: str, by: str | None = None) -> Plan:
     )
 
 
+def pause_run(store: Store, plan_ref: str, by: str | None = None) -> Plan:
+    """Pause what a run of the plan advances: the plan (:func:`pause_plan`), or — for an
+    applied plan, which cannot be paused — the plan a correction appended to it, which is
+    what runs then. Returns the plan paused; raises the plan's own refusal otherwise."""
+    try:
+        return pause_plan(store, plan_ref, by)
+    except UserError:
+        with store.unit_of_work() as uow:
+            plan = uow.plans.get(uow.plans.resolve(plan_ref))
+            appended = [
+                c
+                for c in uow.plans.children(plan.plan_id)
+                if c.state in (PlanState.RUNNING, PlanState.CREATED)
+            ]
+        if plan.state is not PlanState.APPLIED or not appended:
+            raise
+        return pause_plan(store, appended[-1].plan_id, by)
+
+
 def _refuse_applying(plan: Plan) -> None:
     if plan.phase is Phase.APPLY and plan.state is PlanState.RUNNING:
         raise UserError(

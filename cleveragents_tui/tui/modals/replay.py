@@ -23,7 +23,7 @@ from cleveragents_tui.engine import (
     OutsideChoice,
     RunOptions,
     execute,
-    pause_plan,
+    pause_run,
 )
 from cleveragents_tui.engine.read import tui_queries
 from cleveragents_tui.engine.read.tui_queries import EventView, Progress
@@ -252,10 +252,15 @@ class ReplayModal(Dialog[str | None]):
     def _pause(self) -> None:
         """Pause the plan in a thread; the runner stops before its next decision."""
         try:
-            pause_plan(self.store, self.impact.plan_id, services(self).user)
+            paused = pause_run(self.store, self.impact.plan_id, services(self).user)
+            again = (  # the appended plan, when the corrected plan was applied
+                "R"
+                if paused.plan_id == self.impact.plan_id
+                else f"agents plan run {paused.plan_id}"
+            )
             line = (
                 "cancel: plan paused; the replay stops before its next decision. What was "
-                "already rolled back and re-made stays (resume with R, or correct again)."
+                f"already rolled back and re-made stays (resume with {again}, or correct again)."
             )
         except UserError as exc:
             line = (
