@@ -192,6 +192,9 @@ def test_ctrl_c_during_an_append_to_an_applied_plan_pauses_the_appended_plan(
     assert f"paused after its current step: go on with agents plan run {appended}" in said
     assert openai_server.pending == 1  # the appended plan's Execute end was not asked
 
+    refused = cli("plan", "run", plan_id)  # the applied plan: its appended plan goes on
+    assert refused.returncode == 2
+    assert f"its appended plan goes on: agents plan run {appended}" in refused.stderr
     ran = cli("plan", "run", appended)
     assert ran.returncode == 0, ran.stderr
     assert "execute · awaiting_approval" in ran.stdout

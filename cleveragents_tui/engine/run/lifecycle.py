@@ -213,10 +213,18 @@ def _resume(store: Store, plan: Plan, options: RunOptions | None) -> Plan:
             children=resume_children,
         )
     if plan.state.is_terminal:
-        raise UserError(
-            f"plan {plan.plan_id} is {plan.state.value}", "start a new plan with `agents plan use`"
-        )
+        raise UserError(f"plan {plan.plan_id} is {plan.state.value}", _way_on_from(store, plan))
     return PlanRunner(store, plan.plan_id, options).run()
+
+
+def _way_on_from(store: Store, plan: Plan) -> str:
+    """What goes on after an applied or cancelled plan: the open plan a correction appended
+    to it, else a new plan."""
+    with store.unit_of_work() as uow:
+        appended = [c for c in uow.plans.children(plan.plan_id) if not c.state.is_terminal]
+    if plan.state is PlanState.APPLIED and appended:
+        return f"its appended plan goes on: agents plan run {appended[-1].plan_id}"
+    return "start a new plan with `agents plan use`"
 
 
 def _refuse_after_an_unfinished_correction(store: Store, plan: Plan) -> None:
