@@ -81,9 +81,11 @@ def test_a_plan_left_running_without_a_runner_is_reported_then_repaired(world: W
     assert repair_left_running(world.store, world.base) == [world.plan.plan_id]
     with world.store.unit_of_work() as uow:
         assert uow.plans.get(world.plan.plan_id).state is PlanState.PAUSED
-        assert uow.plans.get(child.plan_id).state is PlanState.RUNNING
+        # paused with it (its run was the parent's): resuming the parent resumes both
+        assert uow.plans.get(child.plan_id).state is PlanState.PAUSED
     assert broken(world) == set()
     sql(world, "UPDATE plans SET state = 'completed' WHERE plan_id = :p", p=world.plan.plan_id)
+    sql(world, "UPDATE plans SET state = 'running' WHERE plan_id = :p", p=child.plan_id)
     [violation] = check(world).violations  # a parent past Execute no longer runs it
     assert (violation.invariant, violation.subject) == ("left-running", child.plan_id)
 
