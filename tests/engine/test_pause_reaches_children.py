@@ -19,6 +19,7 @@ from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.run.lifecycle import cancel_plan, pause_plan
 from cleveragents_tui.engine.run.with_children import resume_children
 from cleveragents_tui.store.store import Store
+from tests.support.statements import sent_statements
 
 
 @dataclass
@@ -147,3 +148,38 @@ def test_a_cancel_reaches_every_open_child_and_lapses_their_questions(
     with store.unit_of_work() as uow:
         assert uow.approvals.pending(family.at_its_gate) == []
     assert _actors(store, family.at_its_gate, "plan_cancelled") == ["ann"]
+
+
+def test_a_pause_reads_the_family_in_one_statement_whatever_its_size(store: Store) -> None:
+    """Issue 22's rule: no read per plan. A pause of a plan with 4 children and one with 40
+    send the same statements."""
+    sent = []
+    for size in (4, 40):
+        parent = Plan(action="local/parent", phase=Phase.EXECUTE, state=PlanState.RUNNING)
+        root = Decision(
+            plan_id=parent.plan_id,
+            sequence_number=0,
+            decision_type="prompt_definition",
+            question="goal?",
+            chosen_option="many children",
+        )
+        with store.unit_of_work(write=True) as uow:
+            uow.plans.add(parent)
+            uow.flush()
+            uow.decisions.add(root)
+            uow.flush()
+            for _ in range(size):
+                uow.plans.add(
+                    Plan(
+                        action="local/child",
+                        phase=Phase.EXECUTE,
+                        state=PlanState.COMPLETED,
+                        parent_plan_id=parent.plan_id,
+                        spawning_decision_id=root.decision_id,
+                    )
+                )
+            uow.commit()
+        with sent_statements(store.engine) as statements:
+            pause_plan(store, parent.plan_id)
+        sent.append(len(statements))
+    assert sent[0] == sent[1], sent
