@@ -83,8 +83,11 @@ def approve(cli: CliContext, approval_ref: str, reason: str | None, who: str | N
     if json_output.wanted():
         echo_json(ApprovalDocument(approval=answered.model_dump(mode="json")).dump())
         return
-    # only the answer is recorded: the plan goes on when it is run again (the app: R)
-    echo(f"next: continue the plan with `agents plan run {answered.plan_id}`")
+    from cleveragents_tui.engine.run.children import run_from
+
+    # only the answer is recorded: the plan goes on when it is run again (the app: R) — a
+    # child plan's with its parent's run, which runs it on
+    echo(f"next: continue the plan with `agents plan run {run_from(cli.store, answered.plan_id)}`")
 
 
 @approval.command()

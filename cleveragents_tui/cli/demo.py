@@ -129,7 +129,7 @@ def _then(cli: CliContext, plan_id: str) -> str:
     supervised profile's), answer it and go on."""
     from cleveragents_tui.engine import pending_approvals
 
-    kinds = {a.kind.value for a in pending_approvals(cli.store, plan_id)}
+    kinds = {a.kind.value for a in pending_approvals(cli.store, plan_id, family=True)}
     if "apply_gate" in kinds or not kinds:
         steps = [
             (f"agents plan apply {plan_id} --dry-run", "what it would land, changing nothing"),

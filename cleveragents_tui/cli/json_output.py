@@ -69,7 +69,7 @@ def plan_result(store: Store, plan: Plan) -> dict[str, Any]:
     return PlanResultDocument(
         plan=plan_json(plan),
         pending_approvals=[
-            a.model_dump(mode="json") for a in pending_approvals(store, plan.plan_id)
+            a.model_dump(mode="json") for a in pending_approvals(store, plan.plan_id, family=True)
         ],
         landed=landed,
         reverted_by=None if reverted is None else reverted.correction_id,

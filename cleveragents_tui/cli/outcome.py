@@ -116,11 +116,12 @@ def report_plan(
             f"  not applied: {reverted.guidance}; reverted to Strategize by {reverted.correction_id}"
         )
     report_landed(store, result)
-    pending = pending_approvals(store, result.plan_id)
+    pending = pending_approvals(store, result.plan_id, family=True)
     named = as_option(who)
     for approval in pending:
         approve = f"agents approval approve {approval.approval_id}{named}"
-        echo(f"  waiting for: {approval.question}  ({approve})")
+        whose = "" if approval.plan_id == result.plan_id else f"child plan {approval.plan_id}: "
+        echo(f"  waiting for: {whose}{approval.question}  ({approve})")
     if any(a.kind.value == "apply_gate" for a in pending):
         plan_id = result.plan_id
         echo(f"  what Apply lands: agents plan apply {plan_id} --dry-run{named}")

@@ -335,3 +335,40 @@ def test_doctor_shows_twenty_problems_of_a_kind_then_how_many_more(tmp_path: Pat
         f"execute-group: … and {len(problems) - 20} more "
         "(agents doctor --format=json lists them all)"
     ]
+
+
+def test_a_childs_question_is_answered_once_not_again_for_its_parent(
+    run: Run, tmp_path: Path, sandboxes: Path
+) -> None:
+    """Under a profile that asks at every gate, the parent's run waits on its child plan's
+    questions without asking one of its own: each is answered once, then `plan run` of the
+    parent goes on. Before, every gate of the child also asked the parent "Child plan C
+    stopped in awaiting_approval; resume it, then approve to continue" — two approvals a
+    gate, and the one the parent showed was not the one that mattered."""
+    demo = run(
+        "demo", "--dir", str(tmp_path / "demo"), "--automation-profile=supervised", "--format=json"
+    )
+    plan_id = json.loads(demo.output)["plan_id"]
+    answered = []
+    seen_child_question = False
+    for _ in range(30):  # a bound: the demo asks about a dozen questions
+        pending = _pending(run)
+        assert len(pending) == 1, pending  # one question at a time, never a parent's echo
+        [asked] = pending
+        if asked["kind"] == "apply_gate":
+            break
+        assert "stopped in" not in asked["question"]
+        answered.append(asked["kind"])
+        approved = run("approval", "approve", asked["approval_id"])
+        assert f"continue the plan with `agents plan run {plan_id}`" in approved.output
+        went_on = run("plan", "run", plan_id)
+        assert went_on.exit_code == 0, went_on.output
+        waits = [line for line in went_on.output.splitlines() if "waiting for:" in line]
+        assert len(waits) == 1, went_on.output
+        seen_child_question |= "waiting for: child plan " in waits[0]
+    else:
+        raise AssertionError(f"never reached the Apply gate after {answered}")
+    assert seen_child_question  # the parent's line named its child's question
+    assert answered.count("spawn") == 1  # the spawn itself, asked once
+    applied = run("plan", "apply", plan_id)
+    assert applied.exit_code == 0, applied.output

@@ -8,15 +8,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from cleveragents_tui.actors.base import Proposal
-from cleveragents_tui.domain.approval import ApprovalKind
+from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.dependency import DecisionDependency
 from cleveragents_tui.domain.enums import DependencyType, PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
+from cleveragents_tui.engine.run.approvals import pending_approvals
 from cleveragents_tui.engine.run.errors import WaitForApproval
 from cleveragents_tui.engine.run.plans import create_child
 from cleveragents_tui.engine.run.run_options import RunOptions
+from cleveragents_tui.store.store import Store
 
 if TYPE_CHECKING:
     from cleveragents_tui.engine.run.runner import PlanRunner
@@ -79,15 +81,43 @@ def run_children(runner: PlanRunner) -> None:
     if runner.plan().state is not PlanState.RUNNING:
         return  # paused or cancelled meanwhile, its children with it: nothing to ask
     stuck = [p for p in results if p.state is not PlanState.COMPLETED]
-    if stuck:
-        child = stuck[0]
-        approval = runner.gates.ask(
-            ApprovalKind.SPAWN,
-            f"child:{child.plan_id}",
-            f"Child plan {child.plan_id} ({child.action}) stopped in {child.state.value}; "
-            "resume it, then approve to continue",
-        )
-        raise WaitForApproval(approval)
+    if not stuck:
+        return
+    asked = _question_of(runner, stuck)
+    if asked is not None:
+        raise WaitForApproval(asked)  # the plan waits on it: answering it is enough
+    child = stuck[0]
+    approval = runner.gates.ask(
+        ApprovalKind.SPAWN,
+        f"child:{child.plan_id}",
+        f"Child plan {child.plan_id} ({child.action}) stopped in {child.state.value}; "
+        "resume it, then approve to continue",
+    )
+    raise WaitForApproval(approval)
+
+
+def _question_of(runner: PlanRunner, stuck: list[Plan]) -> Approval | None:
+    """The first question the children wait on, when every stopped child waits on one (its
+    own, or its child's): the parent waits on it too, with no question of its own — a
+    second approval for every gate of a child was asked before. None when a child stopped
+    otherwise (paused, errored): the parent then asks to go on once it is resumed."""
+    if any(child.state is not PlanState.AWAITING_APPROVAL for child in stuck):
+        return None
+    asked = pending_approvals(runner.store, stuck[0].plan_id, family=True)
+    return asked[0] if asked else None
+
+
+def run_from(store: Store, plan_id: str) -> str:
+    """The plan whose run goes on with this one: its parent's (and so on up), while the
+    parent has not finished Execute — its run runs its children — else the plan itself."""
+    with store.unit_of_work() as uow:
+        plan = uow.plans.get(plan_id)
+        while plan.parent_plan_id is not None:
+            parent = uow.plans.get(plan.parent_plan_id)
+            if parent.state.is_terminal or parent.state is PlanState.COMPLETED:
+                break
+            plan = parent
+    return plan.plan_id
 
 
 def still_running() -> bool:

@@ -40,7 +40,7 @@ def read_plan_data(
     if arranged is None:
         arranged = _whole(store, plan_id, show_superseded, shown, first=last is None)
     read, mark, index, changed, grown = arranged
-    pending = pending_approvals(store, plan_id)
+    pending = pending_approvals(store, plan_id, family=True)  # what its run waits on
     events = tui_queries.recent_events(store, plan_id, limit=1)
     return PlanData(
         read.plan,
