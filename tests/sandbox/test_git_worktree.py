@@ -883,7 +883,7 @@ def test_open_without_a_sandbox_fails_clearly(
         GitWorktreeStrategy().open(resource, PLAN, tmp_path / "elsewhere")
     message = str(caught.value)
     assert "local/demo-repo" in message
-    assert "create the sandbox first" in message
+    assert f"agents plan discard {PLAN}, then start the plan again" in message
     assert "\n" not in message
     user.check()
 

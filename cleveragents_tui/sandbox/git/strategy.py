@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.sandbox.base import SandboxError
+from cleveragents_tui.sandbox.base import SandboxError, start_again_fix
 from cleveragents_tui.sandbox.git.blind_spots import DIRNAME, LIST_IGNORED, BlindSpots
 from cleveragents_tui.sandbox.git.process import FSCK, base_env, full_sha, reason_of
 from cleveragents_tui.sandbox.git.repository import (
@@ -79,7 +79,9 @@ def open_sandbox(resource: Resource, plan_id: str, root: Path) -> GitWorktreeSan
     if admin_dir is None or not workdir.is_dir():
         raise SandboxError(
             f"{subject}: there is no sandbox worktree at {workdir}",
-            "create the sandbox first (or check the root folder it was created under)",
+            "if the plan ran with another sandbox folder, set AGENTS_SANDBOX_DIR to it and "
+            "retry; if the worktree was deleted or the repository made anew, its work is "
+            "gone: " + start_again_fix(plan_id),
         )
     listed = repository.git.run(
         "for-each-ref",
