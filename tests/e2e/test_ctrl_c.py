@@ -15,7 +15,6 @@ not recorded, the plan is marked paused, and `plan run` makes the step again.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,10 +26,8 @@ from tests.e2e.test_chat_model_cli import docs as docs  # the fixture
 from tests.support.cli_output import heading_plan_id
 from tests.support.openai_server import (
     OpenAIServer,
-    Reply,
-    Request,
     finish_phase,
-    http_error,
+    held,
     record_decision,
 )
 from tests.support.openai_server import openai_server as openai_server  # the fixture
@@ -51,18 +48,6 @@ def _use(cli: Cli, tmp_path: Path, env: dict[str, str] | None = None) -> Termina
         ],
         {**cli.env, "TERM": "dumb", **(env or {})},
     )  # fmt: skip
-
-
-def _held(asked: threading.Event, release: threading.Event) -> Callable[[Request], Reply]:
-    """The Execute decision's answer, once the test says so."""
-
-    def answer(_request: Request) -> Reply:
-        asked.set()
-        if not release.wait(WAIT_SECONDS):
-            return http_error(400, "the test never released the answer")
-        return WRITE
-
-    return answer
 
 
 def _plan_id(text: str) -> str:
@@ -90,7 +75,7 @@ def test_one_ctrl_c_pauses_after_the_step_and_plan_run_goes_on(
     openai_server: OpenAIServer, docs: Path, sqlite_url: str, tmp_path: Path
 ) -> None:
     asked, pausing = threading.Event(), threading.Event()
-    openai_server.add(LAYOUT, finish_phase(), _held(asked, pausing), finish_phase())
+    openai_server.add(LAYOUT, finish_phase(), held(WRITE, asked, pausing), finish_phase())
     cli = Cli(sqlite_url, tmp_path, openai_server)
     terminal = _use(cli, tmp_path)
     assert asked.wait(WAIT_SECONDS), terminal.text
@@ -113,7 +98,7 @@ def test_a_second_ctrl_c_stops_at_once_and_the_step_is_made_again(
     """The first Ctrl+C's pause fails (a failpoint), so only the second stops the run: the
     plan, left running mid-step, is marked paused by the command itself."""
     asked, ended = threading.Event(), threading.Event()
-    openai_server.add(LAYOUT, finish_phase(), _held(asked, ended), WRITE, finish_phase())
+    openai_server.add(LAYOUT, finish_phase(), held(WRITE, asked, ended), WRITE, finish_phase())
     cli = Cli(sqlite_url, tmp_path, openai_server)
     terminal = _use(cli, tmp_path, {ENV_VAR: "plan.pause=raise"})
     assert asked.wait(WAIT_SECONDS), terminal.text
@@ -163,14 +148,7 @@ def test_ctrl_c_during_an_append_to_an_applied_plan_pauses_the_appended_plan(
     write = cli.tree(plan_id)["implementation_choice"]["decision_id"]
 
     asked, pausing = threading.Event(), threading.Event()
-
-    def held(_request: Request) -> Reply:
-        asked.set()
-        if not pausing.wait(WAIT_SECONDS):
-            return http_error(400, "the test never released the answer")
-        return USAGE
-
-    openai_server.add(finish_phase(), held, finish_phase())
+    openai_server.add(finish_phase(), held(USAGE, asked, pausing), finish_phase())
     terminal = Terminal(
         [
             "--db", cli.db_url, "plan", "correct", write, "--mode=append",

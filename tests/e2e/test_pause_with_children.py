@@ -19,7 +19,6 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +32,8 @@ from cleveragents_tui.store.store import Store
 from tests.e2e.test_chat_model_cli import Cli
 from tests.support.openai_server import (
     OpenAIServer,
-    Reply,
-    Request,
     finish_phase,
-    http_error,
+    held,
     record_decision,
 )
 from tests.support.openai_server import openai_server as openai_server  # the fixture
@@ -126,18 +123,6 @@ def folders(sqlite_store: Store, tmp_path: Path) -> tuple[Path, Path]:
     return made[0], made[1]
 
 
-def _held(asked: threading.Event, release: threading.Event) -> Callable[[Request], Reply]:
-    """The child's Execute decision, once the test says so."""
-
-    def answer(_request: Request) -> Reply:
-        asked.set()
-        if not release.wait(WAIT_SECONDS):
-            return http_error(400, "the test never released the answer")
-        return WRITE_GUIDE
-
-    return answer
-
-
 def _start(cli: Cli, tmp_path: Path) -> subprocess.Popen[str]:
     action = tmp_path / "handbook.action.yaml"
     action.write_text(yaml.safe_dump(ACTION))
@@ -173,13 +158,13 @@ def _chosen(cli: Cli, plan_id: str) -> dict[str, str]:
 
 def _stopped_mid_child(
     openai_server: OpenAIServer, cli: Cli, tmp_path: Path, command: str
-) -> tuple[subprocess.Popen[str], str, str]:
+) -> tuple[subprocess.CompletedProcess[str], str, str]:
     """Start the plan, `agents plan COMMAND` its parent while the child's Execute decision
     is under way, then let the model answer. Returns the run, the parent and the child."""
     asked, release = threading.Event(), threading.Event()
     openai_server.add(
         SPAWN, finish_phase(),  # the parent's Strategize
-        GUIDE_LAYOUT, finish_phase(), _held(asked, release), finish_phase(),  # the child
+        GUIDE_LAYOUT, finish_phase(), held(WRITE_GUIDE, asked, release), finish_phase(),  # the child
         WRITE_README, finish_phase(),  # the parent's Execute
     )  # fmt: skip
     run = _start(cli, tmp_path)
@@ -192,8 +177,8 @@ def _stopped_mid_child(
         assert f"child plan {child} (local/guide)" in done.stdout, done.stdout
     finally:
         release.set()
-    run.wait(WAIT_SECONDS)
-    return run, parent, child
+    out, err = run.communicate(timeout=WAIT_SECONDS)
+    return subprocess.CompletedProcess(run.args, run.returncode, out, err), parent, child
 
 
 def _changed_by(store: Store, plan_id: str, kind: str) -> list[tuple[str | None, object]]:
@@ -257,7 +242,7 @@ def test_cancelling_the_parent_cancels_its_running_child(
     docs, guide = folders
     cli = Cli(sqlite_url, tmp_path, openai_server)
     run, parent, _ = _stopped_mid_child(openai_server, cli, tmp_path, "cancel")
-    assert "Traceback" not in run.stderr, run.stderr
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
     plans = _plans(cli)
     assert plans["local/guide"]["state"] == "cancelled"
     assert plans["local/handbook"]["state"] == "cancelled"
@@ -277,7 +262,9 @@ def test_a_second_ctrl_c_stops_at_once_while_a_child_plan_is_mid_step(
     docs, guide = folders
     cli = Cli(sqlite_url, tmp_path, openai_server)
     asked, release = threading.Event(), threading.Event()
-    openai_server.add(SPAWN, finish_phase(), GUIDE_LAYOUT, finish_phase(), _held(asked, release))
+    openai_server.add(
+        SPAWN, finish_phase(), GUIDE_LAYOUT, finish_phase(), held(WRITE_GUIDE, asked, release)
+    )
     action = tmp_path / "handbook.action.yaml"
     action.write_text(yaml.safe_dump(ACTION))
     terminal = Terminal(

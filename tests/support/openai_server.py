@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 
+HELD_SECONDS = 120  # a bound on a held answer's wait (held): never reached in a passing run
 API_KEY = "sk-test-local"  # what env() sets; the server accepts any key and records it
 
 
@@ -131,6 +132,20 @@ def finish_phase(*, usage: Usage = Usage()) -> Reply:
 def text(content: str, *, usage: Usage = Usage()) -> Reply:
     """A reply with text only (no tool call)."""
     return Reply(content=content, usage=usage)
+
+
+def held(reply: Reply, asked: threading.Event, release: threading.Event) -> Responder:
+    """``reply`` once the test sets ``release`` (``asked`` is set when the request comes):
+    the test acts while the model's answer is under way. A release that never comes is
+    answered with an error after a bound, never a hang."""
+
+    def answer(_request: Request) -> Reply:
+        asked.set()
+        if not release.wait(HELD_SECONDS):
+            return http_error(400, "the test never released the answer")
+        return reply
+
+    return answer
 
 
 def http_error(status: int, message: str, code: str | None = None) -> Reply:
