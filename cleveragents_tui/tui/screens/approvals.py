@@ -22,6 +22,7 @@ from cleveragents_tui.engine import (
     pending_approvals,
     resume_plan,
 )
+from cleveragents_tui.engine.run.children import run_from
 from cleveragents_tui.engine.run.denial import denial_of
 from cleveragents_tui.engine.run.lifecycle import resume_with
 from cleveragents_tui.store.store import Store
@@ -129,13 +130,15 @@ class ApprovalsScreen(ListScreen):
                 reason=reason or None,
             )
             denial = None if approve else await asyncio.to_thread(denial_of, store, answered)
+            go_on = await asyncio.to_thread(run_from, store, answered.plan_id)
         except UserError as exc:
             self.notify(str(exc), severity="error")
             self.refresh_data()
             return
         self.refresh_data()
         if denial is None or not denial.choices:
-            self.notify(f"{verb.lower()}d as {user}; resume the plan (R) to continue")
+            # a child plan's question: its parent's run goes on with it
+            self.notify(f"{verb.lower()}d as {user}; resume plan {go_on[:10]} (R) to continue")
             return
         choice = await self.app.push_screen_wait(DenialModal(denial))
         if choice is None:
