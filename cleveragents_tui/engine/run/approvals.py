@@ -10,12 +10,13 @@ from cleveragents_tui.store.unit_of_work import UnitOfWork
 def pending_approvals(
     store: Store, plan_ref: str | None = None, *, answered_too: bool = False, family: bool = False
 ) -> list[Approval]:
-    """The plan's questions (every plan's without one); ``family``: its open child plans'
-    too, which its run waits on (engine/run/children.py), each naming its plan."""
+    """The plan's questions (every plan's without one); ``family``: while the plan is open,
+    its child plans' too, which its run waits on (engine/run/children.py), each naming its
+    plan (an applied plan's appended plan goes on alone)."""
     with store.unit_of_work() as uow:
         plan_id = uow.plans.resolve(plan_ref) if plan_ref else None
         read = uow.approvals.every if answered_too else uow.approvals.pending
-        if plan_id is None or not family:
+        if plan_id is None or not family or uow.plans.get(plan_id).state.is_terminal:
             return read(plan_id)
         plans = [plan_id, *(c.plan_id for c in uow.plans.descendants(plan_id))]
         return [approval for each in plans for approval in read(each)]
