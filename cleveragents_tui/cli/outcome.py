@@ -122,8 +122,10 @@ def report_plan(
         approve = f"agents approval approve {approval.approval_id}{named}"
         whose = "" if approval.plan_id == result.plan_id else f"child plan {approval.plan_id}: "
         echo(f"  waiting for: {whose}{approval.question}  ({approve})")
-    if any(a.kind.value == "apply_gate" for a in pending):
-        plan_id = result.plan_id
+    plan_id = result.plan_id
+    if result.state is PlanState.PAUSED:  # `plan apply` refuses it until it runs on
+        echo(f"  paused: go on with agents plan run {plan_id}")
+    elif any(a.kind.value == "apply_gate" for a in pending):
         echo(f"  what Apply lands: agents plan apply {plan_id} --dry-run{named}")
         land = f"agents plan apply {plan_id}{named}"
         echo(f"  review it: agents plan tree {plan_id}; land it: {land}")

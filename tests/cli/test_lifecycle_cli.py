@@ -372,3 +372,19 @@ def test_a_childs_question_is_answered_once_not_again_for_its_parent(
     assert answered.count("spawn") == 1  # the spawn itself, asked once
     applied = run("plan", "apply", plan_id)
     assert applied.exit_code == 0, applied.output
+
+
+def test_pausing_a_plan_at_its_gate_says_how_to_go_on_not_how_to_land_it(
+    run: Run, tmp_path: Path, sandboxes: Path
+) -> None:
+    """`plan apply` refuses a paused plan; its pause used to end with `land it: agents plan
+    apply P` all the same."""
+    demo = run("demo", "--dir", str(tmp_path / "demo"), "--format=json")
+    plan_id = json.loads(demo.output)["plan_id"]
+    paused = run("plan", "pause", plan_id)
+    assert paused.exit_code == 0, paused.output
+    assert f"paused: go on with agents plan run {plan_id}" in paused.output
+    assert "land it:" not in paused.output
+    assert run("plan", "apply", plan_id).exit_code == 2  # as the line says
+    went_on = run("plan", "run", plan_id)
+    assert f"land it: agents plan apply {plan_id}" in went_on.output
