@@ -204,7 +204,7 @@ def test_a_plan_still_in_execute_lists_its_changes_so_far(agents: Agents) -> Non
         if any(a["kind"] == "escalation" for a in mine):
             break
         assert agents("approval", "approve", pending[0]["approval_id"]).exit_code == 0
-        assert agents("plan", "run", pending[0]["plan_id"]).exit_code == 0
+        assert agents("plan", "run", plan_id).exit_code == 0  # its run runs the child on
     preview = agents.preview(plan_id)
     assert (preview["phase"], preview["at_apply_gate"]) == ("execute", False)
     assert "waits for an answer before its Apply gate" in preview["note"]

@@ -69,6 +69,7 @@ from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.run.approvals import answer_approval, pending_approvals
+from cleveragents_tui.engine.run.children import run_from
 from cleveragents_tui.engine.run.lifecycle import apply_plan, resume_plan
 from cleveragents_tui.engine.run.runner import start_plan
 from cleveragents_tui.engine.setup.actions import load_action
@@ -179,7 +180,8 @@ def accept_failures(side: Side, plan: Plan) -> Plan:
     as the other side does, until the plan waits at its Apply gate or stops otherwise."""
     for _ in range(100):
         # an appended plan's failure waits in that plan: every plan of the side is asked;
-        # its parent then asks to go on once the child is resumed (run/children.py)
+        # its parent waits on the same question, and its run runs the child on
+        # (run/children.py run_from)
         asked = [
             a
             for a in pending_approvals(side.store)
@@ -191,7 +193,7 @@ def accept_failures(side: Side, plan: Plan) -> Plan:
                 return uow.plans.get(plan.plan_id)
         for approval in asked:
             answer_approval(side.store, approval.approval_id, approve=True, by="oracle")
-        for waiting in dict.fromkeys(a.plan_id for a in asked):
+        for waiting in dict.fromkeys(run_from(side.store, a.plan_id) for a in asked):
             resumed = resume_plan(side.store, waiting, side.options)
             plan = resumed if waiting == plan.plan_id else plan
     raise AssertionError(f"plan {plan.plan_id} still asks about failures after 100 answers")
