@@ -13,7 +13,6 @@ A script must not take a plan that was not applied for one that was:
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -134,14 +133,11 @@ def report_plan(
 def report_children(store: Store, result: Plan) -> None:
     """A line for each child plan under the plan (a pause or cancel reaches them), with the
     state it is in now; nothing under --format=json, whose plan list has them."""
-    from cleveragents_tui.engine import list_plans
+    from cleveragents_tui.engine.read.browse import descendants
 
     if json_output.wanted():
         return
-    summaries = list_plans(store)
-    at = next(i for i, s in enumerate(summaries) if s.plan.plan_id == result.plan_id)
-    for below in itertools.takewhile(lambda s: s.depth > summaries[at].depth, summaries[at + 1 :]):
-        child = below.plan
+    for child in descendants(store, result.plan_id):
         echo(f"  child plan {child.plan_id} ({child.action}): {child.state.value}")
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from cleveragents_tui.domain.errors import WrongPlanError
+from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.views import (
     DecisionExplanation,
     PlanDetails,
@@ -63,6 +64,12 @@ def show_plan(store: Store, plan_ref: str) -> PlanDetails:
             model=kept_model_name(uow, plan),
             usage=usage_of(uow, plan.plan_id),
         )
+
+
+def descendants(store: Store, plan_id: str) -> list[Plan]:
+    """The plan's child plans, theirs, and so on (one statement), each before its own."""
+    with store.unit_of_work() as uow:
+        return uow.plans.descendants(plan_id)
 
 
 def usage_of(uow: UnitOfWork, plan_id: str) -> UsageFigures:
