@@ -32,7 +32,8 @@ class Family:
     grandchild: str
 
 
-def _family(store: Store) -> Family:
+def _parent() -> tuple[Plan, Decision]:
+    """A running plan and the decision its children name as their spawn."""
     parent = Plan(action="local/parent", phase=Phase.EXECUTE, state=PlanState.RUNNING)
     spawn = Decision(
         plan_id=parent.plan_id,
@@ -41,16 +42,21 @@ def _family(store: Store) -> Family:
         question="goal?",
         chosen_option="a family of plans",
     )
+    return parent, spawn
 
-    def child(of: Plan, by: Decision, state: PlanState) -> Plan:
-        return Plan(
-            action="local/child",
-            phase=Phase.EXECUTE,
-            state=state,
-            parent_plan_id=of.plan_id,
-            spawning_decision_id=by.decision_id,
-        )
 
+def child(of: Plan, by: Decision, state: PlanState) -> Plan:
+    return Plan(
+        action="local/child",
+        phase=Phase.EXECUTE,
+        state=state,
+        parent_plan_id=of.plan_id,
+        spawning_decision_id=by.decision_id,
+    )
+
+
+def _family(store: Store) -> Family:
+    parent, spawn = _parent()
     running = child(parent, spawn, PlanState.RUNNING)
     not_started = child(parent, spawn, PlanState.CREATED)
     paused_alone = child(parent, spawn, PlanState.PAUSED)
@@ -155,29 +161,14 @@ def test_a_pause_reads_the_family_in_one_statement_whatever_its_size(store: Stor
     send the same statements."""
     sent = []
     for size in (4, 40):
-        parent = Plan(action="local/parent", phase=Phase.EXECUTE, state=PlanState.RUNNING)
-        root = Decision(
-            plan_id=parent.plan_id,
-            sequence_number=0,
-            decision_type="prompt_definition",
-            question="goal?",
-            chosen_option="many children",
-        )
+        parent, root = _parent()
         with store.unit_of_work(write=True) as uow:
             uow.plans.add(parent)
             uow.flush()
             uow.decisions.add(root)
             uow.flush()
             for _ in range(size):
-                uow.plans.add(
-                    Plan(
-                        action="local/child",
-                        phase=Phase.EXECUTE,
-                        state=PlanState.COMPLETED,
-                        parent_plan_id=parent.plan_id,
-                        spawning_decision_id=root.decision_id,
-                    )
-                )
+                uow.plans.add(child(parent, root, PlanState.COMPLETED))
             uow.commit()
         with sent_statements(store.engine) as statements:
             pause_plan(store, parent.plan_id)
