@@ -104,6 +104,7 @@ def report_plan(
     answer (or the JSON document under --format=json; ``as_json``: the command's own). The
     commands it suggests to answer or apply repeat ``who``, the command's ``--as NAME``."""
     from cleveragents_tui.engine import pending_approvals
+    from cleveragents_tui.engine.run.children import landing_parent
     from cleveragents_tui.engine.run.constrained_apply import reverted_into
 
     if json_output.wanted() if as_json is None else as_json:  # the global --format=json
@@ -124,6 +125,10 @@ def report_plan(
     plan_id = result.plan_id
     if result.state is PlanState.PAUSED:  # `plan apply` refuses it until it runs on
         echo(f"  paused: go on with agents plan run {plan_id}")
+    elif result.state is PlanState.AWAITING_APPROVAL and not pending:  # answered, or a child's
+        echo(f"  nothing left to answer: go on with agents plan run {plan_id}")
+    elif (lands_with := landing_parent(store, result)) is not None:
+        echo(f"  lands with its parent plan: go on with agents plan run {lands_with}")
     elif any(a.kind.value == "apply_gate" for a in pending):
         echo(f"  what Apply lands: agents plan apply {plan_id} --dry-run{named}")
         land = f"agents plan apply {plan_id}{named}"

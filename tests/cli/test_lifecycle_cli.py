@@ -374,6 +374,45 @@ def test_a_childs_question_is_answered_once_not_again_for_its_parent(
     assert applied.exit_code == 0, applied.output
 
 
+def test_a_child_run_on_its_own_names_the_parent_that_lands_it(
+    run: Run, tmp_path: Path, sandboxes: Path
+) -> None:
+    """A person who answers a child plan's question and runs the child itself gets it to
+    the end of its run; the parent still waits, with nothing to answer. Before, the child's
+    line stopped there and `approval list` said "No pending approvals": nothing named the
+    parent's `plan run` that goes on and lands both."""
+    demo = run(
+        "demo", "--dir", str(tmp_path / "demo"), "--automation-profile=supervised", "--format=json"
+    )
+    plan_id = json.loads(demo.output)["plan_id"]
+    goes_on = f"go on with agents plan run {plan_id}"
+    child_finished = False
+    for _ in range(30):  # a bound: the demo asks about a dozen questions
+        [asked] = _pending(run)
+        if asked["kind"] == "apply_gate":
+            break
+        run("approval", "approve", asked["approval_id"])
+        if asked["plan_id"] == plan_id:
+            run("plan", "run", plan_id)
+            continue
+        alone = run("plan", "run", asked["plan_id"])  # the child, on its own
+        assert alone.exit_code == 0, alone.output
+        if " completed " not in alone.output.splitlines()[0]:
+            continue  # at its next question
+        assert f"lands with its parent plan: {goes_on}" in alone.output
+        assert _pending(run) == []
+        parent = run("plan", "set-profile", plan_id, "supervised")  # its line, unchanged
+        assert f"nothing left to answer: {goes_on}" in parent.output
+        run("plan", "run", plan_id)
+        child_finished = True
+    else:
+        raise AssertionError("never reached the Apply gate")
+    assert child_finished
+    applied = run("plan", "apply", plan_id)
+    assert applied.exit_code == 0, applied.output
+    assert "add-greeting" in applied.output  # the parent's branch, child's docs with it
+
+
 def test_pausing_a_plan_at_its_gate_says_how_to_go_on_not_how_to_land_it(
     run: Run, tmp_path: Path, sandboxes: Path
 ) -> None:

@@ -23,7 +23,8 @@ from cleveragents_tui.domain.enums import CorrectionStatus, Phase, PlanState
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.engine.demo.demo import build_demo
 from cleveragents_tui.engine.read.browse import plan_tree, show_plan
-from cleveragents_tui.engine.run.lifecycle import apply_plan
+from cleveragents_tui.engine.run.approvals import answer_approval, pending_approvals
+from cleveragents_tui.engine.run.lifecycle import apply_plan, resume_plan
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
@@ -393,3 +394,29 @@ async def test_files_changed_outside_the_plan_are_warned_about_and_can_be_discar
         check=True,
     ).stdout.split()
     assert "SCRATCH.md" not in files and "hello_cli/greet.py" in files
+
+
+async def test_running_a_child_on_its_own_names_the_parent_that_lands_it(
+    supervised_plan: DemoPlan,
+) -> None:
+    """`R` on a child plan whose question was answered runs it to the end of its run; its
+    parent still waits. The note used to end at "plan execute · completed", and nothing in
+    the app said that the parent's run goes on and lands it."""
+    store, parent = supervised_plan.store, supervised_plan.plan.plan_id
+    for _ in range(30):  # a bound: the demo asks about a dozen questions
+        [asked] = pending_approvals(store, parent, family=True)
+        assert asked.kind is not ApprovalKind.APPLY_GATE, "the child never ran on its own"
+        answer_approval(store, asked.approval_id, approve=True, by="tester")
+        if asked.plan_id == parent:
+            resume_plan(store, parent, supervised_plan.options)
+            continue
+        app = supervised_plan.app(plan_id=asked.plan_id)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            await pilot.press("R")
+            await settle(app, pilot)
+            said = [n.message for n in app._notifications][-1]
+        if show_plan(store, asked.plan_id).summary.plan.state is PlanState.COMPLETED:
+            assert said.endswith(f"lands with its parent plan: run plan {parent}"), said
+            return
+        assert "lands with" not in said  # at its next question

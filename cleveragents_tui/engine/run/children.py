@@ -120,6 +120,15 @@ def run_from(store: Store, plan_id: str) -> str:
     return plan.plan_id
 
 
+def landing_parent(store: Store, plan: Plan) -> str | None:
+    """A child plan that finished its run waits for its parent's run to go on (which lands
+    it with the parent's Apply): the plan to run then, or None (not such a child)."""
+    if plan.parent_plan_id is None or plan.state is not PlanState.COMPLETED:
+        return None
+    goes_on = run_from(store, plan.plan_id)
+    return None if goes_on == plan.plan_id else goes_on
+
+
 def still_running() -> bool:
     """Whether a child plan's run is still under way in this process (its parent's run
     stopped at once, and did not wait for it)."""

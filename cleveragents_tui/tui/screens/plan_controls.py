@@ -10,6 +10,7 @@ from textual import work
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine import apply_plan, cancel_plan, pause_plan, resume_plan
+from cleveragents_tui.engine.run.children import landing_parent
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.messages import StoreChanged
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
@@ -99,5 +100,8 @@ class PlanControls(PlanScreenBase):
         except UserError as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error")
             return
-        self.app.call_from_thread(self.notify, f"plan {plan.phase.value} · {plan.state.value}")
+        said = f"plan {plan.phase.value} · {plan.state.value}"
+        if (lands_with := landing_parent(self.store, plan)) is not None:
+            said += f"; it lands with its parent plan: run plan {lands_with}"
+        self.app.call_from_thread(self.notify, said)
         self.post_message(StoreChanged())
