@@ -5,6 +5,10 @@ irreversible effects that work repeats, as a warning to confirm."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,3 +93,43 @@ def test_an_append_to_an_applied_plan_says_how_to_land_it(
     landed = run("plan", "apply", appended)
     assert landed.exit_code == 0, landed.output
     assert "apply · applied" in landed.output
+
+
+def test_pausing_an_applied_plan_names_its_appended_plan_that_runs(
+    run: Run, demo_plan: dict[str, str], tmp_path: Path
+) -> None:
+    """An applied plan cannot be paused; while a plan appended to it runs (here: the
+    command that ran it was killed mid-run, leaving it `running`), `plan pause` of the
+    applied plan names the plan to pause. It used to say only that an applied plan cannot
+    be paused, as if nothing ran."""
+    plan = demo_plan["plan"]
+    assert run("plan", "apply", plan).exit_code == 0
+    killed = subprocess.run(
+        [
+            sys.executable, "-m", "cleveragents_tui", "--db", demo_plan["db"],
+            "plan", "correct", demo_plan["strategy"], "--mode=append",
+            "--guidance", "use a greeter class", "--yes",
+        ],
+        env={**os.environ, "AGENTS_FAILPOINTS": "record.decision=kill"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    appended = next(
+        p["plan_id"]
+        for p in json.loads(run("plan", "list", "--format=json").output)["plans"]
+        if p["parent_plan_id"] == plan and p["state"] != "applied"  # not the demo's child
+    )
+    refused = run("plan", "pause", plan)
+    assert refused.exit_code == 2
+    assert refused.output.splitlines() == [
+        f"error: plan {plan} is applied: it cannot be paused: its appended plan runs; "
+        f"pause that: agents plan pause {appended}"
+    ]
+    paused = run("plan", "pause", appended)
+    assert paused.exit_code == 0, paused.output
+    assert f"paused: go on with agents plan run {appended}" in paused.output
+    went_on = run("plan", "run", appended)
+    assert f"land it: agents plan apply {appended}" in went_on.output
+    assert run("plan", "apply", appended).exit_code == 0

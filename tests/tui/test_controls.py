@@ -19,8 +19,10 @@ from cleveragents_tui.actors.base import ActorState, Proposal
 from cleveragents_tui.actors.reasoners.scripted import ScriptedReasoner
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.approval import ApprovalKind
-from cleveragents_tui.domain.enums import CorrectionStatus, Phase, PlanState
+from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phase, PlanState
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import build_demo
 from cleveragents_tui.engine.read.browse import plan_tree, show_plan
 from cleveragents_tui.engine.run.approvals import answer_approval, pending_approvals
@@ -420,3 +422,41 @@ async def test_running_a_child_on_its_own_names_the_parent_that_lands_it(
             assert said.endswith(f"lands with its parent plan: run plan {parent}"), said
             return
         assert "lands with" not in said  # at its next question
+
+
+async def test_pausing_an_applied_plan_pauses_its_appended_plan_that_runs(
+    demo_plan: DemoPlan,
+) -> None:
+    """`P` on an applied plan while a correction's appended plan runs (here from another
+    session) pauses that plan, as the app's quit and the replay's cancel do, and says which.
+    It said only that an applied plan cannot be paused, and the appended plan ran on."""
+    store, plan_id = demo_plan.store, demo_plan.plan.plan_id
+    apply_plan(store, plan_id, "tester", demo_plan.options)
+    app, entered, release = held_app(demo_plan)
+    impact = preview(
+        store,
+        demo_plan.decision("A plain function registered in COMMANDS"),
+        CorrectionMode.APPEND,
+        "a class",
+    )
+    appending = threading.Thread(
+        target=execute,
+        args=(store, impact),
+        kwargs={"acknowledged": True, "requested_by": "bob", "options": app.run_options},
+    )
+    appending.start()
+    try:
+        assert await asyncio.to_thread(entered.wait, 30), "the append never reached Execute"
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            await pilot.press("P")
+            await settle(app, pilot)
+            said = [n.message for n in app._notifications]
+    finally:
+        release.set()
+        await asyncio.to_thread(appending.join, 60)
+    [correction] = show_plan(store, plan_id).corrections
+    appended = correction.appended_plan_id
+    assert f"its appended plan {appended} paused: paused" in said, said
+    assert appended is not None
+    assert show_plan(store, appended).summary.plan.state is PlanState.PAUSED  # after its step

@@ -76,37 +76,50 @@ def _change(
 def pause_plan(store: Store, plan_ref: str, by: str | None = None) -> Plan:
     """Takes effect between steps: a runner stops before its next decision, and so do the
     runners of its running child plans. An Apply has no decisions to stop before: it is
-    refused."""
+    refused; so is an applied plan, whose refusal names its appended plan that runs."""
     failpoints.hit("plan.pause")
-    return _change(
-        store,
-        plan_ref,
-        (PlanState.RUNNING, PlanState.CREATED, PlanState.AWAITING_APPROVAL),
-        PlanState.PAUSED,
-        "paused",
-        by=by,
-        refuse=_refuse_applying,
-        children=pause_children,
-    )
+    try:
+        return _change(
+            store,
+            plan_ref,
+            (PlanState.RUNNING, PlanState.CREATED, PlanState.AWAITING_APPROVAL),
+            PlanState.PAUSED,
+            "paused",
+            by=by,
+            refuse=_refuse_applying,
+            children=pause_children,
+        )
+    except UserError:
+        appended = _running_appended(store, plan_ref)
+        if appended is None:
+            raise
+        raise UserError(
+            f"plan {appended.parent_plan_id} is applied: it cannot be paused",
+            f"its appended plan runs; pause that: agents plan pause {appended.plan_id}",
+        ) from None
 
 
 def pause_run(store: Store, plan_ref: str, by: str | None = None) -> Plan:
     """Pause what a run of the plan advances: the plan (:func:`pause_plan`), or — for an
     applied plan, which cannot be paused — the plan a correction appended to it, which is
     what runs then. Returns the plan paused; raises the plan's own refusal otherwise."""
-    try:
-        return pause_plan(store, plan_ref, by)
-    except UserError:
-        with store.unit_of_work() as uow:
-            plan = uow.plans.get(uow.plans.resolve(plan_ref))
-            appended = [
-                c
-                for c in uow.plans.children(plan.plan_id)
-                if c.state in (PlanState.RUNNING, PlanState.CREATED)
-            ]
-        if plan.state is not PlanState.APPLIED or not appended:
-            raise
-        return pause_plan(store, appended[-1].plan_id, by)
+    appended = _running_appended(store, plan_ref)
+    return pause_plan(store, plan_ref if appended is None else appended.plan_id, by)
+
+
+def _running_appended(store: Store, plan_ref: str) -> Plan | None:
+    """An applied plan's appended plan that runs (or is about to), if any: what a pause of
+    the applied plan's run means."""
+    with store.unit_of_work() as uow:
+        plan = uow.plans.get(uow.plans.resolve(plan_ref))
+        if plan.state is not PlanState.APPLIED:
+            return None
+        appended = [
+            c
+            for c in uow.plans.children(plan.plan_id)
+            if c.state in (PlanState.RUNNING, PlanState.CREATED)
+        ]
+    return appended[-1] if appended else None
 
 
 def _refuse_applying(plan: Plan) -> None:

@@ -9,7 +9,7 @@ from textual import work
 
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.engine import apply_plan, cancel_plan, pause_plan, resume_plan
+from cleveragents_tui.engine import apply_plan, cancel_plan, pause_run, resume_plan
 from cleveragents_tui.engine.run.children import landing_parent
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.messages import StoreChanged
@@ -28,11 +28,12 @@ class PlanControls(PlanScreenBase):
         except UserError as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error")
             return
-        self.app.call_from_thread(self.notify, f"plan {name}: {plan.state.value}")
+        which = "plan" if plan.plan_id == self.plan_id else f"its appended plan {plan.plan_id}"
+        self.app.call_from_thread(self.notify, f"{which} {name}: {plan.state.value}")
         self.post_message(StoreChanged())
 
     def action_pause(self) -> None:
-        self._control("paused", pause_plan)
+        self._control("paused", pause_run)  # an applied plan's: its appended plan that runs
 
     def _said_closed(self, why: str) -> bool:
         """An applied or cancelled plan stays so: say at once ``why`` nothing can be done,
