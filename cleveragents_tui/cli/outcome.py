@@ -156,6 +156,10 @@ def report_landed(store: Store, result: Plan) -> None:
     results = applied[-1].get("results", []) if applied else []
     for line in results if isinstance(results, list) else []:
         echo(f"  landed: {line}")
+    echo(  # a git sandbox's worktree shows in `git worktree list`: say why it stays
+        "  kept for corrections: its sandboxes and git worktrees; "
+        f"agents plan discard {result.plan_id} removes them"
+    )
 
 
 def _latest(store: Store, plan_id: str, kind: str) -> tuple[str | None, str | None]:

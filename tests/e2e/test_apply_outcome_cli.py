@@ -72,6 +72,29 @@ def test_a_successful_apply_names_the_branch_and_how_to_merge_it(agents: Agents)
     assert landed.actor == "bob"
 
 
+def test_an_apply_says_why_its_worktree_stays_and_how_to_remove_it(agents: Agents) -> None:
+    """After Apply, `git worktree list` in the person's repository still shows the plan's
+    sandbox (kept so the plan can be corrected); the landed lines said nothing of it."""
+    plan_id = agents.demo()
+    repo = agents.home / "demo" / "hello-cli"
+
+    def worktrees() -> list[str]:
+        listed = subprocess.run(
+            ["git", "-C", str(repo), "worktree", "list", "--porcelain"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return [line for line in listed.stdout.splitlines() if line.startswith("worktree ")]
+
+    applied = agents("plan", "apply", plan_id)
+    assert applied.exit_code == 0, applied.output
+    told = f"kept for corrections: its sandboxes and git worktrees; agents plan discard {plan_id}"
+    assert told in applied.stdout
+    assert len(worktrees()) == 2  # the checkout, and the plan's sandbox
+    discarded = agents("plan", "discard", plan_id, "--yes")
+    assert discarded.exit_code == 0, discarded.output
+    assert worktrees() == [f"worktree {repo}"]
+
+
 def test_an_apply_run_after_its_gate_was_approved_is_logged_as_the_approvers(
     agents: Agents,
 ) -> None:
