@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import shutil
@@ -411,6 +412,45 @@ def test_a_child_run_on_its_own_names_the_parent_that_lands_it(
     applied = run("plan", "apply", plan_id)
     assert applied.exit_code == 0, applied.output
     assert "add-greeting" in applied.output  # the parent's branch, child's docs with it
+
+
+def test_running_a_stopped_child_on_answers_its_parents_question(
+    run: Run, tmp_path: Path, sandboxes: Path
+) -> None:
+    """A child paused on its own makes its parent's run ask to run it on; running the child
+    on is the answer. Before, the parent's question ("resume it, then approve to continue")
+    stayed pending after the child ran: a second step for the same thing."""
+    demo = run(
+        "demo", "--dir", str(tmp_path / "demo"), "--automation-profile=supervised", "--format=json"
+    )
+    plan_id = json.loads(demo.output)["plan_id"]
+    for _ in range(30):  # a bound: the demo asks about a dozen questions
+        [asked] = _pending(run)
+        assert asked["kind"] != "apply_gate", "never stopped at a child plan's question"
+        if asked["plan_id"] != plan_id:
+            break
+        run("approval", "approve", asked["approval_id"])
+        run("plan", "run", plan_id)
+    child = asked["plan_id"]
+    assert run("plan", "pause", child).exit_code == 0  # a person pauses the child alone
+    parent = run("plan", "run", plan_id)
+    assert f"stopped in paused; run it on (agents plan run {child}), which answers" in (
+        parent.output
+    )
+    ran_on = run("plan", "run", child)
+    assert ran_on.exit_code == 0, ran_on.output
+    assert _pending(run) == [asked]  # the child's own question again, the parent's answered
+    answered = json.loads(run("approval", "list", "--all", "--format=json").output)["approvals"]
+    [parents] = [a for a in answered if "stopped in paused" in a["question"]]
+    assert (parents["answer"], parents["answered_by"]) == ("approved", getpass.getuser())
+    for _ in range(30):
+        [asked] = _pending(run)
+        if asked["kind"] == "apply_gate":
+            break
+        run("approval", "approve", asked["approval_id"])
+        run("plan", "run", plan_id)
+    applied = run("plan", "apply", plan_id)
+    assert applied.exit_code == 0, applied.output
 
 
 def test_pausing_a_plan_at_its_gate_says_how_to_go_on_not_how_to_land_it(

@@ -18,6 +18,7 @@ from cleveragents_tui.engine.run.approvals import pending_approvals
 from cleveragents_tui.engine.run.errors import WaitForApproval
 from cleveragents_tui.engine.run.plans import create_child
 from cleveragents_tui.engine.run.run_options import RunOptions
+from cleveragents_tui.engine.run.with_children import CHILD_STOPPED_KEY
 from cleveragents_tui.store.store import Store
 
 if TYPE_CHECKING:
@@ -87,11 +88,11 @@ def run_children(runner: PlanRunner) -> None:
     if asked is not None:
         raise WaitForApproval(asked)  # the plan waits on it: answering it is enough
     child = stuck[0]
-    approval = runner.gates.ask(
+    approval = runner.gates.ask(  # running the child on answers it (with_children.py)
         ApprovalKind.SPAWN,
-        f"child:{child.plan_id}",
+        CHILD_STOPPED_KEY.format(plan_id=child.plan_id),
         f"Child plan {child.plan_id} ({child.action}) stopped in {child.state.value}; "
-        "resume it, then approve to continue",
+        f"run it on (agents plan run {child.plan_id}), which answers this",
     )
     raise WaitForApproval(approval)
 

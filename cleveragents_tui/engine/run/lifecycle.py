@@ -27,6 +27,7 @@ from cleveragents_tui.engine.run.denial import (
 from cleveragents_tui.engine.run.errors import PlanStateError
 from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions
 from cleveragents_tui.engine.run.with_children import (
+    answer_parents_wait,
     cancel_children,
     pause_children,
     resume_children,
@@ -214,7 +215,15 @@ def _resume(store: Store, plan: Plan, options: RunOptions | None) -> Plan:
     if plan.state is PlanState.ERRORED:
         _refuse_after_an_unfinished_correction(store, plan)
         # e.g. a correction whose replay failed: the correction is made, the run goes on
-        plan = _change(store, plan.plan_id, (PlanState.ERRORED,), PlanState.RUNNING, "resumed")
+        plan = _change(
+            store,
+            plan.plan_id,
+            (PlanState.ERRORED,),
+            PlanState.RUNNING,
+            "resumed",
+            by=options.user if options else None,
+            children=answer_parents_wait,
+        )
     if plan.state is PlanState.PAUSED:
         plan = _change(
             store,
@@ -223,11 +232,18 @@ def _resume(store: Store, plan: Plan, options: RunOptions | None) -> Plan:
             PlanState.RUNNING,
             "resumed",
             by=options.user if options else None,
-            children=resume_children,
+            children=_resume_family,
         )
     if plan.state.is_terminal:
         raise UserError(f"plan {plan.plan_id} is {plan.state.value}", _way_on_from(store, plan))
     return PlanRunner(store, plan.plan_id, options).run()
+
+
+def _resume_family(uow: UnitOfWork, plan: Plan, by: str | None) -> None:
+    """A resumed plan's children its pause paused resume with it, and a parent that waits
+    for it to run on has its answer."""
+    resume_children(uow, plan, by)
+    answer_parents_wait(uow, plan, by)
 
 
 def _way_on_from(store: Store, plan: Plan) -> str:

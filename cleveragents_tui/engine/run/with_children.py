@@ -10,14 +10,18 @@ child's event names the plan the change came ``with``.
 
 from __future__ import annotations
 
+from cleveragents_tui.domain.approval import Approval, ApprovalAnswer
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.timeutil import utc_now
+from cleveragents_tui.engine.run.approvals import record_answer
 from cleveragents_tui.engine.run.denial import PAUSED_EVENT as PAUSED_ON_DENIAL
 from cleveragents_tui.store.correction_queries import lapse_pending_approvals
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 WITH = "with"  # the event payload's field naming the plan whose change reached the child
+CHILD_STOPPED_KEY = "child:{plan_id}"  # the gate key of a parent's "run it on" question
+RUN_ON = "the child plan was run on"
 
 
 def pause_children(uow: UnitOfWork, plan: Plan, by: str | None) -> list[Plan]:
@@ -42,6 +46,20 @@ def resume_children(uow: UnitOfWork, plan: Plan, by: str | None) -> list[Plan]:
             was = PlanState.CREATED if pause.get("from") == "created" else PlanState.RUNNING
             resumed.append(_change(uow, child, was, "resumed", plan.plan_id, by))
     return resumed
+
+
+def answer_parents_wait(uow: UnitOfWork, plan: Plan, by: str | None) -> list[Approval]:
+    """A child plan that stopped (paused, errored) made its parent's run ask "run it on";
+    running it on is that answer: the parent's question is approved, by whoever ran it, so
+    that the parent's run goes on once the child is through (no second step to approve)."""
+    if plan.parent_plan_id is None:
+        return []
+    asked = CHILD_STOPPED_KEY.format(plan_id=plan.plan_id)
+    return [
+        record_answer(uow, waited.approval_id, ApprovalAnswer.APPROVED, by or "agents", RUN_ON)
+        for waited in uow.approvals.pending(plan.parent_plan_id)
+        if str(waited.details.get("key", "")).startswith(f"{asked}@")
+    ]
 
 
 def cancel_children(uow: UnitOfWork, plan: Plan, by: str | None) -> list[Plan]:
