@@ -414,12 +414,14 @@ def test_a_child_run_on_its_own_names_the_parent_that_lands_it(
     assert "add-greeting" in applied.output  # the parent's branch, child's docs with it
 
 
-def test_running_a_stopped_child_on_answers_its_parents_question(
-    run: Run, tmp_path: Path, sandboxes: Path
+@pytest.mark.parametrize("way_on", ["run the child", "approve the parent's question"])
+def test_a_child_paused_on_its_own_goes_on_with_one_step(
+    run: Run, tmp_path: Path, sandboxes: Path, way_on: str
 ) -> None:
-    """A child paused on its own makes its parent's run ask to run it on; running the child
-    on is the answer. Before, the parent's question ("resume it, then approve to continue")
-    stayed pending after the child ran: a second step for the same thing."""
+    """A child paused on its own makes its parent's run ask to run it on: running the child
+    on answers the question, and approving it runs the child on with the parent. Before,
+    the question said "resume it, then approve to continue": two steps for one thing, and
+    approving alone just asked again."""
     demo = run(
         "demo", "--dir", str(tmp_path / "demo"), "--automation-profile=supervised", "--format=json"
     )
@@ -434,14 +436,17 @@ def test_running_a_stopped_child_on_answers_its_parents_question(
     child = asked["plan_id"]
     assert run("plan", "pause", child).exit_code == 0  # a person pauses the child alone
     parent = run("plan", "run", plan_id)
-    assert f"stopped in paused; run it on (agents plan run {child}), which answers" in (
-        parent.output
-    )
-    ran_on = run("plan", "run", child)
-    assert ran_on.exit_code == 0, ran_on.output
-    assert _pending(run) == [asked]  # the child's own question again, the parent's answered
+    said = "stopped in paused; approve to run it on with this plan, or run it on alone: "
+    assert f"{said}agents plan run {child}" in parent.output
+    [question] = [a for a in _pending(run) if a["plan_id"] == plan_id]
+    if way_on == "run the child":
+        assert run("plan", "run", child).exit_code == 0
+    else:
+        assert run("approval", "approve", question["approval_id"]).exit_code == 0
+        assert run("plan", "run", plan_id).exit_code == 0
+    assert _pending(run) == [asked]  # the child's own question again; the parent's answered
     answered = json.loads(run("approval", "list", "--all", "--format=json").output)["approvals"]
-    [parents] = [a for a in answered if "stopped in paused" in a["question"]]
+    [parents] = [a for a in answered if a["approval_id"] == question["approval_id"]]
     assert (parents["answer"], parents["answered_by"]) == ("approved", getpass.getuser())
     for _ in range(30):
         [asked] = _pending(run)

@@ -28,11 +28,13 @@ def answer_approval(
     """Record the answer once; answering twice is refused. A denial leaves the plan that
     waited on it paused there, never cancelled (engine/run/denial.py)."""
     from cleveragents_tui.engine.run.denial import pause_on_denial
+    from cleveragents_tui.engine.run.with_children import run_on_when_approved
 
     answer = ApprovalAnswer.APPROVED if approve else ApprovalAnswer.DENIED
     with store.unit_of_work(write=True) as uow:
         answered = record_answer(uow, uow.approvals.resolve(approval_ref), answer, by, reason)
         pause_on_denial(uow, answered)
+        run_on_when_approved(uow, answered)
         uow.commit()
     return answered
 

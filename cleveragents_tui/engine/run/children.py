@@ -91,8 +91,8 @@ def run_children(runner: PlanRunner) -> None:
     approval = runner.gates.ask(  # running the child on answers it (with_children.py)
         ApprovalKind.SPAWN,
         CHILD_STOPPED_KEY.format(plan_id=child.plan_id),
-        f"Child plan {child.plan_id} ({child.action}) stopped in {child.state.value}; "
-        f"run it on (agents plan run {child.plan_id}), which answers this",
+        f"Child plan {child.plan_id} ({child.action}) stopped in {child.state.value}; approve"
+        f" to run it on with this plan, or run it on alone: agents plan run {child.plan_id}",
     )
     raise WaitForApproval(approval)
 

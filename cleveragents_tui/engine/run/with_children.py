@@ -62,6 +62,28 @@ def answer_parents_wait(uow: UnitOfWork, plan: Plan, by: str | None) -> list[App
     ]
 
 
+def run_on_when_approved(uow: UnitOfWork, answered: Approval) -> Plan | None:
+    """Approving a parent's "run it on" question about a paused child is running it on: the
+    child is ready to go on (awaiting, with nothing to answer), and the parent's run runs it;
+    the child plan made ready, or None. (An errored child its parent's run retries as it is.)"""
+    asked = str(answered.details.get("key", ""))
+    if answered.answer is not ApprovalAnswer.APPROVED or not asked.startswith("child:"):
+        return None
+    child = uow.plans.get(asked.removeprefix("child:").partition("@")[0])
+    if child.state is not PlanState.PAUSED:
+        return None
+    ready = uow.plans.save(
+        child.model_copy(update={"state": PlanState.AWAITING_APPROVAL, "updated_at": utc_now()})
+    )
+    uow.events.append(
+        "plan_resumed",
+        {"from": child.state.value, "approval": answered.approval_id},
+        plan_id=child.plan_id,
+        actor=answered.answered_by,
+    )
+    return ready
+
+
 def cancel_children(uow: UnitOfWork, plan: Plan, by: str | None) -> list[Plan]:
     """Cancel the plan's open children; their unanswered questions lapse with them."""
     cancelled = []
