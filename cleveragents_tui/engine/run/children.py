@@ -18,7 +18,7 @@ from cleveragents_tui.engine.run.approvals import pending_approvals
 from cleveragents_tui.engine.run.errors import WaitForApproval
 from cleveragents_tui.engine.run.plans import create_child
 from cleveragents_tui.engine.run.run_options import RunOptions
-from cleveragents_tui.engine.run.with_children import CHILD_STOPPED_KEY
+from cleveragents_tui.engine.run.with_children import CHILD_STOPPED
 from cleveragents_tui.store.store import Store
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def run_children(runner: PlanRunner) -> None:
     child = stuck[0]
     approval = runner.gates.ask(  # running the child on answers it (with_children.py)
         ApprovalKind.SPAWN,
-        CHILD_STOPPED_KEY.format(plan_id=child.plan_id),
+        f"{CHILD_STOPPED}{child.plan_id}",
         f"Child plan {child.plan_id} ({child.action}) stopped in {child.state.value}; approve"
         f" to run it on with this plan, or run it on alone: agents plan run {child.plan_id}",
     )

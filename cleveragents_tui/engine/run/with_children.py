@@ -20,7 +20,7 @@ from cleveragents_tui.store.correction_queries import lapse_pending_approvals
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
 WITH = "with"  # the event payload's field naming the plan whose change reached the child
-CHILD_STOPPED_KEY = "child:{plan_id}"  # the gate key of a parent's "run it on" question
+CHILD_STOPPED = "child:"  # + the child's id: the gate key of its parent's "run it on" question
 RUN_ON = "the child plan was run on"
 
 
@@ -54,7 +54,7 @@ def answer_parents_wait(uow: UnitOfWork, plan: Plan, by: str | None) -> list[App
     that the parent's run goes on once the child is through (no second step to approve)."""
     if plan.parent_plan_id is None:
         return []
-    asked = CHILD_STOPPED_KEY.format(plan_id=plan.plan_id)
+    asked = f"{CHILD_STOPPED}{plan.plan_id}"
     return [
         record_answer(uow, waited.approval_id, ApprovalAnswer.APPROVED, by or "agents", RUN_ON)
         for waited in uow.approvals.pending(plan.parent_plan_id)
@@ -62,17 +62,17 @@ def answer_parents_wait(uow: UnitOfWork, plan: Plan, by: str | None) -> list[App
     ]
 
 
-def run_on_when_approved(uow: UnitOfWork, answered: Approval) -> Plan | None:
+def run_on_when_approved(uow: UnitOfWork, answered: Approval) -> None:
     """Approving a parent's "run it on" question about a paused child is running it on: the
-    child is ready to go on (awaiting, with nothing to answer), and the parent's run runs it;
-    the child plan made ready, or None. (An errored child its parent's run retries as it is.)"""
+    child is made ready to go on (awaiting, with nothing to answer), and the parent's run
+    runs it. (An errored child its parent's run retries as it is.)"""
     asked = str(answered.details.get("key", ""))
-    if answered.answer is not ApprovalAnswer.APPROVED or not asked.startswith("child:"):
-        return None
-    child = uow.plans.get(asked.removeprefix("child:").partition("@")[0])
+    if answered.answer is not ApprovalAnswer.APPROVED or not asked.startswith(CHILD_STOPPED):
+        return
+    child = uow.plans.get(asked.removeprefix(CHILD_STOPPED).partition("@")[0])  # id@attempt
     if child.state is not PlanState.PAUSED:
-        return None
-    ready = uow.plans.save(
+        return
+    uow.plans.save(
         child.model_copy(update={"state": PlanState.AWAITING_APPROVAL, "updated_at": utc_now()})
     )
     uow.events.append(
@@ -81,7 +81,6 @@ def run_on_when_approved(uow: UnitOfWork, answered: Approval) -> Plan | None:
         plan_id=child.plan_id,
         actor=answered.answered_by,
     )
-    return ready
 
 
 def cancel_children(uow: UnitOfWork, plan: Plan, by: str | None) -> list[Plan]:
