@@ -40,6 +40,8 @@ def list_(
         return
     if not items:
         echo("No approvals." if answered_too else "No pending approvals.")
+        if not answered_too and plan_ref is None:
+            _ready_to_go_on(cli)
     for a in items:
         echo(f"{a.approval_id}  {a.kind.value:<12} plan {a.plan_id}  {one_line(a.question, 200)}")
         if "confidence" in a.details:
@@ -50,6 +52,17 @@ def list_(
         if a.answer is not None:
             why = f": {one_line(a.reason, 200)}" if a.reason else ""
             echo(f"{'':28}{a.answer.value} by {one_line(a.answered_by or '', 80)}{why}")
+
+
+def _ready_to_go_on(cli: CliContext) -> None:
+    """Plans that wait with nothing left to answer: nothing to approve, but not done."""
+    from cleveragents_tui.engine.run.approvals import ready_to_go_on
+
+    for plan in ready_to_go_on(cli.store):
+        echo(
+            f"plan {plan.plan_id} ({one_line(plan.action, 80)}) waits with nothing left to answer: "
+            f"go on with agents plan run {plan.plan_id}"
+        )
 
 
 def _answer(

@@ -402,6 +402,10 @@ def test_a_child_run_on_its_own_names_the_parent_that_lands_it(
             continue  # at its next question
         assert f"lands with its parent plan: {goes_on}" in alone.output
         assert _pending(run) == []
+        listed = run("approval", "list").output.splitlines()  # nothing to answer, not done
+        assert listed[0] == "No pending approvals."
+        assert [line.split(" (")[0] for line in listed[1:]] == [f"plan {plan_id}"]
+        assert listed[1].endswith(f"waits with nothing left to answer: {goes_on}")
         parent = run("plan", "set-profile", plan_id, "supervised")  # its line, unchanged
         assert f"nothing left to answer: {goes_on}" in parent.output
         run("plan", "run", plan_id)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from cleveragents_tui.domain.approval import Approval, ApprovalAnswer
+from cleveragents_tui.domain.enums import PlanState
+from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -20,6 +22,25 @@ def pending_approvals(
             return read(plan_id)
         plans = [plan_id, *(c.plan_id for c in uow.plans.descendants(plan_id))]
         return [approval for each in plans for approval in read(each)]
+
+
+def ready_to_go_on(store: Store) -> list[Plan]:
+    """The plans that wait with nothing left to answer — their questions answered, or a
+    child's run finished — when no question is pending anywhere: `agents plan run` takes
+    each on. A child plan its parent's run goes on with is left to its parent."""
+    with store.unit_of_work() as uow:
+        if uow.approvals.pending():
+            return []
+        plans = {p.plan_id: p for p in uow.plans.all()}
+    waiting = [p for p in plans.values() if p.state is PlanState.AWAITING_APPROVAL]
+    return [p for p in waiting if not _runs_with_parent(p, plans)]
+
+
+def _runs_with_parent(plan: Plan, plans: dict[str, Plan]) -> bool:
+    parent = plans.get(plan.parent_plan_id or "")
+    return parent is not None and not (
+        parent.state.is_terminal or parent.state is PlanState.COMPLETED
+    )
 
 
 def answer_approval(
