@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from textual.app import App
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import DataTable, Static
 
+from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.tui.modals.impact import ImpactModal
 from cleveragents_tui.tui.screens.approvals import ApprovalsScreen
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
@@ -54,4 +55,38 @@ async def test_an_approvals_details_show_whole(demo_plan: DemoPlan, size: tuple[
         assert isinstance(app.screen, ApprovalsScreen)
         detail = app.screen.query_one("#approval-detail", Static)
         assert str(detail.render()).endswith("\nthreshold: 1")  # its last line
+        assert _wholly_shown(app, detail), (detail.region, detail.content_size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_long_question_is_shown_whole_above_its_details(
+    demo_plan: DemoPlan, size: tuple[int, int]
+) -> None:
+    """The table's column cuts a question at the window's edge (a chat model's escalation,
+    a child plan that stopped); the details under it showed everything but the question."""
+    question = (
+        "The migration drops the column `legacy_email` that two reports still read; keep the "
+        "column and write both for one release, or drop it now and fix the reports?"
+    )
+    with demo_plan.store.unit_of_work(write=True) as uow:
+        uow.approvals.add(
+            Approval(
+                plan_id=demo_plan.plan.plan_id, kind=ApprovalKind.ESCALATION, question=question
+            )
+        )
+        uow.commit()
+    app = demo_plan.app()
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        await pilot.press("a")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ApprovalsScreen)
+        table = app.screen.query_one(DataTable)
+        [row] = [i for i, a in enumerate(app.screen.approvals) if a.question == question]
+        table.move_cursor(row=row)
+        await pilot.pause()
+        detail = app.screen.query_one("#approval-detail", Static)
+        shown = " ".join(str(detail.render()).split())
+        assert shown.startswith(question), shown
+        assert f"plan {demo_plan.plan.plan_id}" in shown
         assert _wholly_shown(app, detail), (detail.region, detail.content_size)

@@ -99,8 +99,9 @@ class ApprovalsScreen(ListScreen):
     def _show_detail(self) -> None:
         a = self._selected()
         text = Text()
-        if a is not None:
-            text.append(f"{a.approval_id}\n", style="dim")
+        if a is not None:  # the question in full: the table's column cuts a long one
+            text.append(f"{a.question}\n", style="bold")
+            text.append(f"{a.approval_id} · plan {a.plan_id}\n", style="dim")
             for k, v in a.details.items():
                 text.append(f"{k.replace('_', ' ')}: ", style="bold")
                 text.append(f"{readable(v, 300)}\n")
