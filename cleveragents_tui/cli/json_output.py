@@ -97,11 +97,35 @@ def has_own_format(command: click.Command) -> bool:
 
 def refuse_elsewhere(group: click.Command, path: tuple[str, ...] = ()) -> None:
     """Make every command under ``group`` (named ``path``) that neither has a --format option
-    nor is in :data:`SPEAKS_JSON` refuse the global ``--format=json`` (exit 2, nothing done)."""
+    nor is in :data:`SPEAKS_JSON` refuse the global ``--format=json`` (exit 2, nothing done);
+    give those in it a ``--format`` after their name too, as the others have."""
     for name, command in leaf_commands(group, path):
-        if name in SPEAKS_JSON or has_own_format(command) or command.callback is None:
-            continue
-        command.callback = _refusing(name, command.callback)
+        if name in SPEAKS_JSON:
+            _take_format_after_the_name(command)
+        elif not has_own_format(command) and command.callback is not None:
+            command.callback = _refusing(name, command.callback)
+
+
+def _take_format_after_the_name(command: click.Command) -> None:
+    """``agents plan use X --format=json`` as ``agents --format=json plan use X``: the
+    option sets the global one, which the command's output reads (:func:`wanted`)."""
+    if any("--format" in getattr(p, "opts", ()) for p in command.params):
+        return  # its own (`plan apply`), or given already
+
+    def take(context: click.Context, _: click.Parameter, value: str | None) -> None:
+        found = context.find_object(CliContext)
+        if value is not None and found is not None:
+            found.output_format = value
+
+    command.params.append(
+        click.Option(
+            ["--format"],
+            type=click.Choice(["text", "json"]),
+            expose_value=False,
+            callback=take,
+            help="Output as text (default) or as a stable JSON document (docs/json-formats.md).",
+        )
+    )
 
 
 def _refusing(name: str, callback: Callable[..., Any]) -> Callable[..., Any]:

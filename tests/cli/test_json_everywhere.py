@@ -110,7 +110,11 @@ def _dummy_args(command: click.Command) -> list[str]:
     return args
 
 
-def _run(url: str, name: str, args: list[str]) -> Result:
+def _run(url: str, name: str, args: list[str], *, after_the_name: bool = False) -> Result:
+    """``agents --format=json NAME ARGS``, or with ``--format=json`` after them (every
+    command that speaks JSON takes it there too)."""
+    if after_the_name:
+        return CliRunner().invoke(cli, ["--db", url, *name.split(), *args, "--format=json"])
     return CliRunner().invoke(cli, ["--db", url, "--format=json", *name.split(), *args])
 
 
@@ -137,9 +141,12 @@ def _remember(state: State, name: str, document: dict[str, Any]) -> None:
         state.setdefault("plan use", document)
 
 
+@pytest.mark.parametrize("after_the_name", [False, True], ids=["global", "after the name"])
 def test_every_command_honours_or_refuses_the_global_json_format(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, after_the_name: bool
 ) -> None:
+    """After the name too: `plan use`, `plan run`, `approval approve` and the other commands
+    that print a plan's result said "No such option: --format" there, unlike `plan list`."""
     monkeypatch.setenv("AGENTS_SANDBOX_DIR", str(tmp_path / "sandboxes"))
     url = str(tmp_path / "agents.db")
     profile_file = tmp_path / "profile.yaml"
@@ -162,7 +169,7 @@ def test_every_command_honours_or_refuses_the_global_json_format(
             state["sample_correction"] = _sample_correction(url, state)
         if name == "plan edit-strategy":
             state["strategy"] = _strategy_decision(url, state)
-        result = _run(url, name, args(state))
+        result = _run(url, name, args(state), after_the_name=after_the_name)
         assert result.exit_code in EXIT_CODES.get(name, (0,)), (name, result.output)
         try:
             document = json.loads(result.stdout)
