@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cleveragents_tui.cli.context import CliContext, format_option, pass_cli
+from cleveragents_tui.cli.context import CliContext, echo, format_option, pass_cli
 from cleveragents_tui.cli.outcome import finished, refuse_unapplied, report_children, report_plan
 from cleveragents_tui.cli.plan import plan
 from cleveragents_tui.cli.progress import following
@@ -149,6 +149,29 @@ def set_profile(cli: CliContext, plan_ref: str, profile_name: str) -> None:
     from cleveragents_tui.engine.run.plans import change_profile
 
     report_plan(cli.store, change_profile(cli.store, plan_ref, profile_name))
+
+
+@plan.command(name="set-model")
+@click.argument("plan_ref", metavar="PLAN")
+@click.argument("model", metavar="[PROVIDER:MODEL]", required=False)
+@click.option("--base-url", metavar="URL", help="The server to ask the model at.")
+@pass_cli
+def set_model(cli: CliContext, plan_ref: str, model: str | None, base_url: str | None) -> None:
+    """Point PLAN at another chat model, or the same model at another server (--base-url),
+    from its next model call on: its runs, a correction's replay, and the child plans that
+    ask its model.
+
+    A plan keeps the model and server it started with; when the server moved (a local one
+    on a new port), this is the way on without starting again. Checked as `plan use` checks
+    a model (its package, its API key), and recorded in the plan's log."""
+    from cleveragents_tui.engine.run.model_change import change_model
+
+    changed, choice = change_model(
+        cli.store, plan_ref, model=model, base_url=base_url, by=getpass.getuser()
+    )
+    report_plan(cli.store, changed)
+    at = f" at {choice.base_url}" if choice.base_url else ""
+    echo(f"  model: {choice.model}{at}, from its next model call on")
 
 
 @plan.command()

@@ -85,7 +85,8 @@ def plan_details(details: PlanDetails) -> str:
         f"approvals    {s.pending_approvals} pending",
     ]
     if details.model:
-        lines.append(f"model        {_line(details.model)} (the chat reasoner)")
+        at = f" at {_line(details.model_base_url)}" if details.model_base_url else ""
+        lines.append(f"model        {_line(details.model)}{at} (the chat reasoner)")
     if details.error:
         lines.append(f"error        {_line(details.error)}")
     lines.append(f"usage        {usage_line(details.usage)}")

@@ -51,6 +51,7 @@ class PlanDocument(Document):
     checkpoint_count: int
     error: str | None
     model: str | None
+    model_base_url: str | None
     usage: Any
     children: list[Any]
     corrections: list[Any]

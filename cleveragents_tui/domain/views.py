@@ -75,6 +75,7 @@ class PlanDetails:
     root_decision_id: str | None
     error: str | None = None  # why it is errored, when a run failed (browse.run_failure)
     model: str | None = None  # the chat model it runs with (PROVIDER:MODEL); None: scripted
+    model_base_url: str | None = None  # the server it asks that model at; None: the default
     usage: UsageFigures = UsageFigures()
 
 

@@ -52,6 +52,7 @@ def plan_document(details: PlanDetails) -> dict[str, Any]:
         checkpoint_count=details.checkpoint_count,
         error=details.error,
         model=details.model,
+        model_base_url=details.model_base_url,
         usage=asdict(details.usage),
         children=[plan_json(c) for c in details.children],
         corrections=[correction_json(c) for c in details.corrections],

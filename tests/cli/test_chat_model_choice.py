@@ -155,9 +155,9 @@ def test_the_settings_choose_the_model_of_a_new_plan(
     listed = run("config", "list").output
     assert "plan:" not in listed and "core.model = openai:gpt-4o-mini" in listed
     shown = json.loads(run("plan", "show", str(plan["plan_id"]), "--format=json").output)
-    assert shown["model"] == MODEL
+    assert (shown["model"], shown["model_base_url"]) == (MODEL, openai_server.base_url)
     assert (
-        f"model        {MODEL} (the chat reasoner)"
+        f"model        {MODEL} at {openai_server.base_url} (the chat reasoner)"
         in run("plan", "show", str(plan["plan_id"])).output
     )
 
@@ -255,3 +255,71 @@ def test_an_appended_plan_asks_its_parents_model(
     child = next(p for p in _plans(run) if p["parent_plan_id"] == plan["plan_id"])
     shown = json.loads(run("plan", "show", str(child["plan_id"]), "--format=json").output)
     assert shown["model"] == MODEL
+
+
+def test_a_plan_whose_server_moved_goes_on_once_pointed_at_the_new_one(
+    run: Run, action: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan keeps the server it started with. When that server is gone (a local one
+    restarted on another port), a run fails to connect, and its line names `plan set-model
+    PLAN --base-url URL`; after it, the run asks the new server and goes on. Before, the
+    only way on was a new plan: the base URL could not be changed."""
+    monkeypatch.setenv("OPENAI_API_KEY", "local")
+    with OpenAIServer() as first:
+        monkeypatch.setenv("OPENAI_BASE_URL", first.base_url)
+        started = run("plan", "use", action, "--model", MODEL, "--automation-profile", "manual")
+        assert started.exit_code == 0, started.output
+    plan_id = str(_plans(run)[0]["plan_id"])
+    [gate] = json.loads(run("approval", "list", "--format=json").output)["approvals"]
+    assert run("approval", "approve", gate["approval_id"]).exit_code == 0
+    with OpenAIServer([STRATEGY, finish_phase()]) as second:
+        monkeypatch.setenv("OPENAI_BASE_URL", second.base_url)  # the plan still asks `first`
+
+        failed = run("plan", "run", plan_id)
+        assert failed.exit_code == 2, failed.stderr
+        line = _one_line(failed.stderr)
+        assert "the chat model's server did not answer" in line, line
+        assert f"agents plan set-model {plan_id} --base-url URL" in line, line
+        assert second.requests == []
+        assert f"at {first.base_url} (the chat reasoner)" in run("plan", "show", plan_id).output
+
+        moved = run("plan", "set-model", plan_id, "--base-url", second.base_url)
+        assert moved.exit_code == 0, moved.output
+        assert f"model: {MODEL} at {second.base_url}, from its next model call on" in moved.output
+        went_on = run("plan", "run", plan_id)
+        assert went_on.exit_code == 0, went_on.stderr
+        assert "waiting for: How?" in went_on.output  # the decision the new server made
+        assert len(second.completions) == 1
+    shown = json.loads(run("plan", "show", plan_id, "--format=json").output)
+    assert (shown["model"], shown["model_base_url"]) == (MODEL, second.base_url)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ((), "nothing to change: give the model (PROVIDER:MODEL), --base-url URL, or both"),
+        (("--base-url", "ftp://x"), "is not an http(s) URL"),
+        (("gpt-4o",), "is not PROVIDER:MODEL"),
+    ],
+)
+def test_set_model_refuses_in_one_line_and_keeps_the_model(
+    run: Run, action: str, served: OpenAIServer, args: tuple[str, ...], says: str
+) -> None:
+    assert (
+        run("plan", "use", action, "--model", MODEL, "--automation-profile", "manual").exit_code
+        == 0
+    )
+    plan_id = str(_plans(run)[0]["plan_id"])
+    before = run("plan", "show", plan_id, "--format=json").output
+    refused = run("plan", "set-model", plan_id, *args)
+    assert refused.exit_code == 2
+    assert says in _one_line(refused.stderr)
+    assert run("plan", "show", plan_id, "--format=json").output == before
+
+
+def test_set_model_refuses_a_scripted_plan(run: Run, action: str) -> None:
+    assert run("plan", "use", action, "--automation-profile", "manual").exit_code == 0
+    plan_id = str(_plans(run)[0]["plan_id"])
+    refused = run("plan", "set-model", plan_id, MODEL)
+    assert refused.exit_code == 2
+    assert "runs with the scripted reasoner, which asks no model" in _one_line(refused.stderr)

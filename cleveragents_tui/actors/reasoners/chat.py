@@ -48,7 +48,12 @@ from cleveragents_tui.actors.reasoners.chat_prompt import (
     guidance_text,
     record_decision_schema,
 )
-from cleveragents_tui.actors.reasoners.chat_reply import ReasonerError, check_decision, field_error
+from cleveragents_tui.actors.reasoners.chat_reply import (
+    ModelUnreachableError,
+    ReasonerError,
+    check_decision,
+    field_error,
+)
 from cleveragents_tui.actors.reasoners.usage import ModelCall
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import Phase
@@ -267,6 +272,18 @@ def _call_fix(exc: Exception) -> str:
     return "check the model's configuration, credentials and network"
 
 
+_UNREACHABLE = frozenset({"ModelConnectionError", "APIConnectionError", "ConnectError"})
+
+
+def _unreachable(exc: Exception) -> bool:
+    """A connection that failed: LangChain's ``ModelConnectionError``, the OpenAI and
+    Anthropic clients' ``APIConnectionError`` (timeouts too), httpx's ``ConnectError``, or
+    an ``OSError`` of the connection itself (refused, reset)."""
+    return isinstance(exc, ConnectionError) or any(
+        cls.__name__ in _UNREACHABLE for cls in type(exc).__mro__
+    )
+
+
 def _invoke(
     bound: Runnable[LanguageModelInput, AIMessage], messages: list[BaseMessage]
 ) -> AIMessage:
@@ -275,6 +292,12 @@ def _invoke(
     except ReasonerError:
         raise
     except Exception as exc:  # the provider's own errors: network, authentication, quota
+        if _unreachable(exc):
+            raise ModelUnreachableError(
+                f"the chat model's server did not answer: {type(exc).__name__}: "
+                f"{str(exc).rstrip('.')}",
+                f"{ModelUnreachableError.FIX} (agents plan set-model PLAN --base-url URL)",
+            ) from exc
         raise ReasonerError(
             f"the chat model call failed: {type(exc).__name__}: {str(exc).rstrip('.')}",
             _call_fix(exc),

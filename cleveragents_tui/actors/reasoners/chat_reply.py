@@ -27,6 +27,13 @@ class ReasonerError(UserError):
     """The reasoner could not produce a valid decision (the model's reply was refused)."""
 
 
+class ModelUnreachableError(ReasonerError):
+    """Nothing answered at the model's server (refused, unreachable, timed out): the server
+    is down, or it moved and the plan still asks the address it started with."""
+
+    FIX = "start the model's server, or point the plan at the one that runs"
+
+
 def check_decision(
     args: Mapping[str, Any],
     state: ActorState,

@@ -26,7 +26,6 @@ from cleveragents_tui.automation.precedence import GLOBAL_SCOPE, project_scope
 from cleveragents_tui.domain.action import Action, ActorNames
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
 
@@ -239,17 +238,12 @@ def keep_choice(uow: UnitOfWork, plan_id: str, choice: ModelChoice) -> None:
 def for_plan(store: Store, plan_id: str) -> ModelChoice | None:
     """The chat model ``plan_id`` (or the nearest parent that has one) runs with."""
     with store.unit_of_work() as uow:
-        return _kept(uow, plan_id)
+        return kept_choice(uow, plan_id)
 
 
-def kept_model_name(uow: UnitOfWork, plan: Plan) -> str | None:
-    """``PROVIDER:MODEL`` of the chat model ``plan`` runs with (``plan show``); None:
-    the scripted reasoner."""
-    choice = _kept(uow, plan.plan_id)
-    return None if choice is None else choice.model
-
-
-def _kept(uow: UnitOfWork, plan_id: str) -> ModelChoice | None:
+def kept_choice(uow: UnitOfWork, plan_id: str) -> ModelChoice | None:
+    """The chat model the plan runs with: its own, else its nearest parent's; None: the
+    scripted reasoner."""
     current: str | None = plan_id
     while current is not None:
         value = uow.settings.get(plan_scope(current), REASONER_KEY)

@@ -20,7 +20,7 @@ from cleveragents_tui.domain.views import (
     TreeRow,
     UsageFigures,
 )
-from cleveragents_tui.engine.core.reasoner_choice import kept_model_name
+from cleveragents_tui.engine.core.reasoner_choice import kept_choice
 from cleveragents_tui.engine.run.errors import run_failure
 from cleveragents_tui.store.replacement_queries import replacements_of
 from cleveragents_tui.store.store import Store
@@ -53,6 +53,7 @@ def show_plan(store: Store, plan_ref: str) -> PlanDetails:
         plan = uow.plans.get(uow.plans.resolve(plan_ref))
         total, current = uow.decisions.counts([plan.plan_id]).get(plan.plan_id, (0, 0))
         pending = uow.approvals.pending_counts().get(plan.plan_id, 0)
+        model = kept_choice(uow, plan.plan_id)
         return PlanDetails(
             summary=PlanSummary(plan, total, current, pending),
             decisions_by_type=uow.decisions.counts_by_type(plan.plan_id),
@@ -61,7 +62,8 @@ def show_plan(store: Store, plan_ref: str) -> PlanDetails:
             checkpoint_count=uow.checkpoints.count_for_plan(plan.plan_id),
             root_decision_id=uow.decisions.root_id(plan.plan_id),
             error=run_failure(uow, plan),
-            model=kept_model_name(uow, plan),
+            model=None if model is None else model.model,
+            model_base_url=None if model is None else model.base_url,
             usage=usage_of(uow, plan.plan_id),
         )
 
