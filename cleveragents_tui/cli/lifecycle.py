@@ -158,7 +158,7 @@ def set_profile(cli: CliContext, plan_ref: str, profile_name: str) -> None:
 @pass_cli
 def set_model(cli: CliContext, plan_ref: str, model: str | None, base_url: str | None) -> None:
     """Point PLAN at another chat model, or the same model at another server (--base-url),
-    from its next model call on: its runs, a correction's replay, and the child plans that
+    from its next run on: its runs, a correction's replay, and the child plans that
     ask its model.
 
     A plan keeps the model and server it started with; when the server moved (a local one
@@ -171,7 +171,7 @@ def set_model(cli: CliContext, plan_ref: str, model: str | None, base_url: str |
     )
     report_plan(cli.store, changed)
     at = f" at {choice.base_url}" if choice.base_url else ""
-    echo(f"  model: {choice.model}{at}, from its next model call on")
+    echo(f"  model: {choice.model}{at}, from its next run on")
 
 
 @plan.command()

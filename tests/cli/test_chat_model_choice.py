@@ -285,7 +285,7 @@ def test_a_plan_whose_server_moved_goes_on_once_pointed_at_the_new_one(
 
         moved = run("plan", "set-model", plan_id, "--base-url", second.base_url)
         assert moved.exit_code == 0, moved.output
-        assert f"model: {MODEL} at {second.base_url}, from its next model call on" in moved.output
+        assert f"model: {MODEL} at {second.base_url}, from its next run on" in moved.output
         went_on = run("plan", "run", plan_id)
         assert went_on.exit_code == 0, went_on.stderr
         assert "waiting for: How?" in went_on.output  # the decision the new server made
