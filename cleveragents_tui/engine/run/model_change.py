@@ -5,7 +5,8 @@ correction's replay ask the same model at the same server. A local server that m
 new port, another host) then left every later run failing to connect, and the only way on
 was a new plan, which loses the work. This is the explicit change, as `plan set-profile` is
 for the profile: checked as `plan use` checks a model, recorded in the log, in effect from
-the plan's next run (a run under way keeps the model it started with). Child and appended plans that ask their parent's model follow.
+the plan's next run (a run under way keeps the model it started with). Child and appended
+plans that ask their parent's model follow.
 """
 
 from __future__ import annotations
