@@ -60,16 +60,24 @@ def use(
     from cleveragents_tui.engine import RunOptions, start_plan
     from cleveragents_tui.engine.core.reasoner_choice import choose
     from cleveragents_tui.engine.setup.actions import load_action
+    from cleveragents_tui.engine.setup.uncommitted_notes import left_out
 
     action = load_action(action_ref, cli.store)
     chosen = choose(cli.store, action, reasoner=reasoner, model=model, project=project)
+    notes = left_out(cli.store, action)  # a git sandbox starts from the last commit
     with following(cli) as progress:
+
+        def started(plan_id: str) -> None:  # past pre-flight: the plan runs (its children too)
+            while notes:
+                echo(f"note: {notes.pop(0)}", err=True)
+            progress.follow(plan_id)
+
         result = start_plan(
             cli.store,
             action,
             project=project,
             profile_override=profile,
-            options=RunOptions(user=getpass.getuser(), model=chosen, on_start=progress.follow),
+            options=RunOptions(user=getpass.getuser(), model=chosen, on_start=started),
         )
     refuse_unapplied(cli.store, result)  # constrained or errored: exit 3 or 1 (cli/outcome.py)
     report_plan(cli.store, result)

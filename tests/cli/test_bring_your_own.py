@@ -381,8 +381,13 @@ def test_action_create_then_plan_use_by_name_runs_it_and_apply_leaves_the_checko
     before = checkout(repo)
     used = run("plan", "use", "local/shop-readme")
     assert used.exit_code == 0, used.output
-    plan_id = heading_plan_id(used.output)
-    assert "execute · awaiting_approval" in used.output.splitlines()[0]
+    # the edit, the staged file, the untracked notes and database are left out, and said so
+    assert used.stderr.splitlines()[0] == (
+        "note: local/shop has 2 changed files and 2 new files not committed: the plan starts "
+        "from your last commit, without them (commit them first to include them)"
+    )
+    plan_id = heading_plan_id(used.stdout)
+    assert "execute · awaiting_approval" in used.stdout.splitlines()[0]
     busy = run("resource", "remove", "shop")
     assert busy.exit_code == 2
     assert busy.stderr.strip() == (
@@ -392,6 +397,7 @@ def test_action_create_then_plan_use_by_name_runs_it_and_apply_leaves_the_checko
     applied = run("plan", "apply", plan_id)
     assert applied.exit_code == 0, applied.output
     assert _git(repo, "show", f"cleveragents/apply/{plan_id}:CONTRIBUTING.md") == "Run it.\n"
+    assert _git(repo, "show", f"cleveragents/apply/{plan_id}:README.md") == "# shop\n"  # as said
     after = checkout(repo)
     assert {k: v for k, v in after.items() if k != "refs"} == {
         k: v for k, v in before.items() if k != "refs"
@@ -530,7 +536,7 @@ def test_turning_checkpoints_off_is_refused_while_a_plan_uses_the_resource(
     action_file.write_text(ACTION)
     used = run("plan", "use", str(action_file))
     assert used.exit_code == 0, used.output
-    plan_id = heading_plan_id(used.output)
+    plan_id = heading_plan_id(used.stdout)
     refused = run("config", "set", "sandbox.checkpoint.enabled", "false", "--resource", "shop")
     assert refused.exit_code == 2
     assert refused.stderr.strip() == (
@@ -573,7 +579,20 @@ def test_remove_is_refused_while_a_child_plan_to_come_names_the_resource(
     assert "replaced" in run("action", "create", str(action_file), "--replace").output
     used = run("plan", "use", "local/shop-readme", "--automation-profile", "manual")
     assert "strategize · awaiting_approval" in used.output  # waits before Strategize
-    plan_id = heading_plan_id(used.output)
+    plan_id = heading_plan_id(used.stdout)
     refused = run("resource", "remove", "docs")
     assert refused.exit_code == 2 and f"used by plan {plan_id}" in refused.stderr
     assert stored_resources(home) == ["local/docs", "local/shop"]
+
+
+def test_a_plan_on_a_clean_checkout_notes_nothing(
+    run: Run, tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(_committed(tmp_path / "shop"))
+    assert run("init").exit_code == 0
+    action_file = tmp_path / "readme.action.yaml"
+    action_file.write_text(ACTION)
+    assert run("action", "create", str(action_file)).exit_code == 0
+    used = run("plan", "use", "local/shop-readme")
+    assert used.exit_code == 0, used.output
+    assert "note:" not in used.stderr
