@@ -7,7 +7,7 @@ loop) updates the screen.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from textual.message import Message
 
@@ -92,9 +92,11 @@ class PlansLoaded(Message):
 
 @dataclass
 class ApprovalsLoaded(Message):
-    """The pending approvals of every plan, read in a worker thread."""
+    """The pending approvals of every plan, read in a worker thread; with none, the plans
+    that wait with nothing left to answer (run on with `R`)."""
 
     approvals: list[Approval]
+    ready: list[Plan] = field(default_factory=list)
 
 
 @dataclass

@@ -418,8 +418,12 @@ async def test_running_a_child_on_its_own_names_the_parent_that_lands_it(
             await pilot.press("R")
             await settle(app, pilot)
             said = [n.message for n in app._notifications][-1]
+            await pilot.press("a")  # nothing to answer, but the parent is not done
+            await settle(app, pilot)
+            caption = str(app.screen.query_one("#approvals-caption", Static).render())
         if show_plan(store, asked.plan_id).summary.plan.state is PlanState.COMPLETED:
             assert said.endswith(f"lands with its parent plan: run plan {parent}"), said
+            assert "press R to go on" in caption and f"\n  {parent[:10]}  " in caption, caption
             return
         assert "lands with" not in said  # at its next question
 

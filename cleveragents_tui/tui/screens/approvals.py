@@ -22,6 +22,7 @@ from cleveragents_tui.engine import (
     pending_approvals,
     resume_plan,
 )
+from cleveragents_tui.engine.run.approvals import ready_to_go_on
 from cleveragents_tui.engine.run.children import run_from
 from cleveragents_tui.engine.run.denial import denial_of
 from cleveragents_tui.engine.run.lifecycle import resume_with
@@ -63,7 +64,8 @@ class ApprovalsScreen(ListScreen):
         self.query_one(DataTable).focus()
 
     def read(self, store: Store) -> ApprovalsLoaded:
-        return ApprovalsLoaded(pending_approvals(store))
+        pending = pending_approvals(store)
+        return ApprovalsLoaded(pending, [] if pending else ready_to_go_on(store))
 
     def on_load_failed(self, message: LoadFailed) -> None:
         self.notify(message.error, title="Cannot list the approvals", severity="error")
@@ -82,10 +84,16 @@ class ApprovalsScreen(ListScreen):
                 key=a.approval_id,
             )
         n = len(self.approvals)
+        ready = "".join(f"\n  {p.plan_id[:10]}  {p.action}" for p in message.ready)
+        if ready:
+            ready = (
+                "\nThese plans wait with nothing left to answer: open one from the plan list"
+                f" and press R to go on.{ready}"
+            )
         self.query_one("#approvals-caption", Static).update(
             f"{n} pending · y approve · n deny · answered as {services(self).user}"
             if n
-            else "Nothing waits for you."
+            else f"Nothing waits for you.{ready}"
         )
         ids = [a.approval_id for a in self.approvals]
         if keep is not None and keep.approval_id in ids:
