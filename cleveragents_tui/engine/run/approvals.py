@@ -31,16 +31,15 @@ def ready_to_go_on(store: Store) -> list[Plan]:
     with store.unit_of_work() as uow:
         if uow.approvals.pending():
             return []
-        plans = {p.plan_id: p for p in uow.plans.all()}
-    waiting = [p for p in plans.values() if p.state is PlanState.AWAITING_APPROVAL]
-    return [p for p in waiting if not _runs_with_parent(p, plans)]
+        waiting = uow.plans.in_state(PlanState.AWAITING_APPROVAL)
+        return [p for p in waiting if not _runs_with_parent(uow, p)]
 
 
-def _runs_with_parent(plan: Plan, plans: dict[str, Plan]) -> bool:
-    parent = plans.get(plan.parent_plan_id or "")
-    return parent is not None and not (
-        parent.state.is_terminal or parent.state is PlanState.COMPLETED
-    )
+def _runs_with_parent(uow: UnitOfWork, plan: Plan) -> bool:
+    if plan.parent_plan_id is None:
+        return False
+    parent = uow.plans.get(plan.parent_plan_id)
+    return not (parent.state.is_terminal or parent.state is PlanState.COMPLETED)
 
 
 def answer_approval(

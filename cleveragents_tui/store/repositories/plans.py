@@ -75,6 +75,15 @@ class PlanRepository(Repository):
             select(PlanRow).order_by(PlanRow.created_at, PlanRow.plan_id), mapping.plan_from_row
         )
 
+    def in_state(self, state: PlanState) -> list[Plan]:
+        """The plans in ``state``, oldest first."""
+        return self._list(
+            select(PlanRow)
+            .where(PlanRow.state == state.value)
+            .order_by(PlanRow.created_at, PlanRow.plan_id),
+            mapping.plan_from_row,
+        )
+
     def states_for_project(self, project: str) -> dict[str, int]:
         return self._count_by(PlanRow.state, PlanRow.project == project)
 
