@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from textual.app import App
+from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
@@ -49,10 +50,7 @@ async def test_the_alternatives_heading_wraps_inside_the_impact_preview(
 async def test_an_approvals_details_show_whole(demo_plan: DemoPlan, size: tuple[int, int]) -> None:
     app = demo_plan.app()
     async with app.run_test(size=size) as pilot:
-        await settle(app, pilot)
-        await pilot.press("a")
-        await settle(app, pilot)
-        assert isinstance(app.screen, ApprovalsScreen)
+        await _open_approvals(app, pilot)
         detail = app.screen.query_one("#approval-detail", Static)
         assert str(detail.render()).endswith("\nthreshold: 1")  # its last line
         assert _wholly_shown(app, detail), (detail.region, detail.content_size)
@@ -77,10 +75,7 @@ async def test_a_long_question_is_shown_whole_above_its_details(
         uow.commit()
     app = demo_plan.app()
     async with app.run_test(size=size) as pilot:
-        await settle(app, pilot)
-        await pilot.press("a")
-        await settle(app, pilot)
-        assert isinstance(app.screen, ApprovalsScreen)
+        await _open_approvals(app, pilot)
         table = app.screen.query_one(DataTable)
         [row] = [i for i, a in enumerate(app.screen.approvals) if a.question == question]
         table.move_cursor(row=row)
@@ -90,3 +85,10 @@ async def test_a_long_question_is_shown_whole_above_its_details(
         assert shown.startswith(question), shown
         assert f"plan {demo_plan.plan.plan_id}" in shown
         assert _wholly_shown(app, detail), (detail.region, detail.content_size)
+
+
+async def _open_approvals(app: App[None], pilot: Pilot[None]) -> None:
+    await settle(app, pilot)
+    await pilot.press("a")
+    await settle(app, pilot)
+    assert isinstance(app.screen, ApprovalsScreen)

@@ -213,22 +213,13 @@ def _resume(store: Store, plan: Plan, options: RunOptions | None) -> Plan:
             uow.commit()
         return PlanRunner(store, plan.plan_id, options).apply()
     if plan.state is PlanState.ERRORED:
-        _refuse_after_an_unfinished_correction(store, plan)
         # e.g. a correction whose replay failed: the correction is made, the run goes on
+        _refuse_after_an_unfinished_correction(store, plan)
+    if plan.state in (PlanState.ERRORED, PlanState.PAUSED):
         plan = _change(
             store,
             plan.plan_id,
-            (PlanState.ERRORED,),
-            PlanState.RUNNING,
-            "resumed",
-            by=options.user if options else None,
-            children=answer_parents_wait,
-        )
-    if plan.state is PlanState.PAUSED:
-        plan = _change(
-            store,
-            plan.plan_id,
-            (PlanState.PAUSED,),
+            (plan.state,),
             PlanState.RUNNING,
             "resumed",
             by=options.user if options else None,
