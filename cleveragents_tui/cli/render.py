@@ -82,7 +82,8 @@ def plan_details(details: PlanDetails) -> str:
         f"decisions    {s.current_decision_count} current, {s.decision_count - s.current_decision_count} superseded",
         f"root         {details.root_decision_id or '-'}",
         f"checkpoints  {details.checkpoint_count}",
-        f"approvals    {s.pending_approvals} pending",
+        f"approvals    {s.pending_approvals} pending"
+        + (f", {details.children_pending} in its child plans" if details.children_pending else ""),
     ]
     if details.model:
         at = f" at {_line(details.model_base_url)}" if details.model_base_url else ""

@@ -76,6 +76,7 @@ class PlanDetails:
     error: str | None = None  # why it is errored, when a run failed (browse.run_failure)
     model: str | None = None  # the chat model it runs with (PROVIDER:MODEL); None: scripted
     model_base_url: str | None = None  # the server it asks that model at; None: the default
+    children_pending: int = 0  # approvals its child plans (and theirs) wait on
     usage: UsageFigures = UsageFigures()
 
 

@@ -366,7 +366,10 @@ def test_a_childs_question_is_answered_once_not_again_for_its_parent(
         assert went_on.exit_code == 0, went_on.output
         waits = [line for line in went_on.output.splitlines() if "waiting for:" in line]
         assert len(waits) == 1, went_on.output
-        seen_child_question |= "waiting for: child plan " in waits[0]
+        if "waiting for: child plan " in waits[0]:
+            seen_child_question = True  # and `plan show` counts it, not "0 pending" alone
+            shown = run("plan", "show", plan_id).output
+            assert "approvals    0 pending, 1 in its child plans" in shown, shown
     else:
         raise AssertionError(f"never reached the Apply gate after {answered}")
     assert seen_child_question  # the parent's line named its child's question

@@ -52,7 +52,9 @@ def show_plan(store: Store, plan_ref: str) -> PlanDetails:
     with store.unit_of_work() as uow:
         plan = uow.plans.get(uow.plans.resolve(plan_ref))
         total, current = uow.decisions.counts([plan.plan_id]).get(plan.plan_id, (0, 0))
-        pending = uow.approvals.pending_counts().get(plan.plan_id, 0)
+        counts = uow.approvals.pending_counts()
+        pending = counts.get(plan.plan_id, 0)
+        family = uow.plans.descendants(plan.plan_id)
         model = kept_choice(uow, plan.plan_id)
         return PlanDetails(
             summary=PlanSummary(plan, total, current, pending),
@@ -64,6 +66,7 @@ def show_plan(store: Store, plan_ref: str) -> PlanDetails:
             error=run_failure(uow, plan),
             model=None if model is None else model.model,
             model_base_url=None if model is None else model.base_url,
+            children_pending=sum(counts.get(c.plan_id, 0) for c in family),
             usage=usage_of(uow, plan.plan_id),
         )
 
