@@ -157,8 +157,8 @@ def report_landed(store: Store, result: Plan) -> None:
     for line in results if isinstance(results, list) else []:
         echo(f"  landed: {line}")
     echo(  # a git sandbox's worktree shows in `git worktree list`: say why it stays
-        "  kept for corrections: its sandboxes and git worktrees; "
-        f"agents plan discard {result.plan_id} removes them"
+        "  kept for corrections: its sandboxes and git worktrees; once you have merged, "
+        f"agents plan discard {result.plan_id} removes them and its apply branches"
     )
 
 

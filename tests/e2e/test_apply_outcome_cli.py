@@ -87,7 +87,10 @@ def test_an_apply_says_why_its_worktree_stays_and_how_to_remove_it(agents: Agent
 
     applied = agents("plan", "apply", plan_id)
     assert applied.exit_code == 0, applied.output
-    told = f"kept for corrections: its sandboxes and git worktrees; agents plan discard {plan_id}"
+    told = (
+        "kept for corrections: its sandboxes and git worktrees; once you have merged, "
+        f"agents plan discard {plan_id} removes them and its apply branches"
+    )
     assert told in applied.stdout
     assert len(worktrees()) == 2  # the checkout, and the plan's sandbox
     discarded = agents("plan", "discard", plan_id, "--yes")
