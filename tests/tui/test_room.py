@@ -5,10 +5,12 @@ after it stay in view), and the heading breaks between its parts, never inside o
 from __future__ import annotations
 
 import pytest
+from rich.cells import cell_len
+from rich.text import Text
 
 from cleveragents_tui.tui.screens.plan_view import PlanScreen
 from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
-from cleveragents_tui.tui.widgets.status_bar import PlanStatus
+from cleveragents_tui.tui.widgets.status_bar import PlanStatus, _folded
 from tests.tui.conftest import DemoPlan, settle
 
 pytestmark = pytest.mark.anyio
@@ -55,3 +57,17 @@ async def test_the_heading_breaks_between_its_parts(demo_plan: DemoPlan, width: 
         for row in heading[:-1]:
             if row.strip() and " pending" not in row:
                 assert row.endswith("·"), rows  # each row but the last ends at a separator
+
+
+def test_no_width_leaves_a_separator_alone_on_a_row() -> None:
+    """At 80 columns a heading whose "profile trusted" just fit, and its " ·" did not, drew
+    the "·" alone on the next row."""
+    heading = Text(
+        "local/proj-limited · execute · awaiting_approval · attempt 1 · profile trusted · "
+        "plan 01M922WFW3MGJGTXQ2NGAD6K58"
+    )
+    for width in range(32, heading.cell_len + 1):
+        rows = _folded(heading, width).plain.split("\n")
+        assert all(cell_len(row) <= width for row in rows), (width, rows)
+        assert all(row.endswith(" ·") for row in rows[:-1]), (width, rows)
+        assert all(row.strip(" ·") for row in rows), (width, rows)

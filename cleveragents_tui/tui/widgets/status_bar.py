@@ -31,8 +31,10 @@ def _folded(heading: Text, width: int) -> Text:
     out = Text()
     column = 0
     for part in heading.split(_SEPARATOR, include_separator=True, allow_blank=False):
-        words = part.cell_len - (len(_SEPARATOR) if part.plain.endswith(_SEPARATOR) else 0)
-        if column and column + words > width:
+        # with its " ·" (its trailing space may overhang): a part whose words fit and whose
+        # "·" did not left the "·" alone on the next row
+        shown = part.cell_len - (1 if part.plain.endswith(_SEPARATOR) else 0)
+        if column and column + shown > width:
             out.rstrip()
             out.append("\n")
             column = 0
