@@ -91,7 +91,7 @@ LAZY_COMMANDS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "plan": (
         ("plan",),  # its group loads correct, lifecycle and cleanup when needed
         "plan",
-        "Browse plans and their decision trees.",
+        "Start, run, correct and land plans; browse their decision trees.",
     ),
     "resource": (
         ("resources",),

@@ -62,7 +62,7 @@ class PlanGroup(click.Group):
 
 @click.group(cls=PlanGroup)
 def plan() -> None:
-    """Browse plans and their decision trees."""
+    """Start, run, correct and land plans; browse their decision trees."""
 
 
 @plan.command("list")
