@@ -424,6 +424,7 @@ async def test_running_a_child_on_its_own_names_the_parent_that_lands_it(
         if show_plan(store, asked.plan_id).summary.plan.state is PlanState.COMPLETED:
             assert said.endswith(f"lands with its parent plan: run plan {parent}"), said
             assert "press R to go on" in caption and f"\n  {parent[:10]}  " in caption, caption
+            await _goes_on_with_r(supervised_plan)
             return
         assert "lands with" not in said  # at its next question
 
@@ -464,3 +465,17 @@ async def test_pausing_an_applied_plan_pauses_its_appended_plan_that_runs(
     assert f"its appended plan {appended} paused: paused" in said, said
     assert appended is not None
     assert show_plan(store, appended).summary.plan.state is PlanState.PAUSED  # after its step
+
+
+async def _goes_on_with_r(demo_plan: DemoPlan) -> None:
+    """The parent, waiting with nothing left to answer, says so in its heading; `R` runs it
+    on to its next question."""
+    parent = demo_plan.plan.plan_id
+    app = demo_plan.app(plan_id=parent)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        heading = app.screen.query_one(PlanStatus).plain_text
+        assert "nothing left to answer: R goes on" in heading, heading
+        await pilot.press("R")
+        await settle(app, pilot)
+    assert pending_approvals(demo_plan.store, parent, family=True)  # it went on, and asks
