@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cleveragents_tui.domain.display import printable
+from cleveragents_tui.domain.enums import PlanState
 from cleveragents_tui.views import plan as plan_view
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
@@ -70,6 +71,17 @@ def plan_list(summaries: list[PlanSummary]) -> str:
     )
 
 
+def _family_pending(details: PlanDetails) -> str:
+    """What else the approvals line says: its child plans' questions, or that a plan waiting
+    on none goes on with a run."""
+    if details.children_pending:
+        return f", {details.children_pending} in its child plans"
+    plan = details.summary.plan
+    if plan.state is PlanState.AWAITING_APPROVAL and not details.summary.pending_approvals:
+        return f": nothing left to answer, go on with agents plan run {plan.plan_id}"
+    return ""
+
+
 def plan_details(details: PlanDetails) -> str:
     s = details.summary
     p = s.plan
@@ -82,8 +94,7 @@ def plan_details(details: PlanDetails) -> str:
         f"decisions    {s.current_decision_count} current, {s.decision_count - s.current_decision_count} superseded",
         f"root         {details.root_decision_id or '-'}",
         f"checkpoints  {details.checkpoint_count}",
-        f"approvals    {s.pending_approvals} pending"
-        + (f", {details.children_pending} in its child plans" if details.children_pending else ""),
+        f"approvals    {s.pending_approvals} pending" + _family_pending(details),
     ]
     if details.model:
         at = f" at {_line(details.model_base_url)}" if details.model_base_url else ""

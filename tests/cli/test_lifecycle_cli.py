@@ -411,6 +411,8 @@ def test_a_child_run_on_its_own_names_the_parent_that_lands_it(
         assert listed[1].endswith(f"waits with nothing left to answer: {goes_on}")
         parent = run("plan", "set-profile", plan_id, "supervised")  # its line, unchanged
         assert f"nothing left to answer: {goes_on}" in parent.output
+        shown = run("plan", "show", plan_id).output
+        assert f"approvals    0 pending: nothing left to answer, {goes_on}" in shown, shown
         run("plan", "run", plan_id)
         child_finished = True
     else:
