@@ -76,8 +76,10 @@ async def test_a_long_question_is_shown_whole_above_its_details(
     app = demo_plan.app()
     async with app.run_test(size=size) as pilot:
         await _open_approvals(app, pilot)
-        table = app.screen.query_one(DataTable)
-        [row] = [i for i, a in enumerate(app.screen.approvals) if a.question == question]
+        screen = app.screen
+        assert isinstance(screen, ApprovalsScreen)
+        table = screen.query_one(DataTable)
+        [row] = [i for i, a in enumerate(screen.approvals) if a.question == question]
         table.move_cursor(row=row)
         await pilot.pause()
         detail = app.screen.query_one("#approval-detail", Static)
