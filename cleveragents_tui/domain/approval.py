@@ -58,3 +58,14 @@ class Approval(BaseModel):
     @property
     def pending(self) -> bool:
         return self.answer is None
+
+    @property
+    def gate(self) -> str:
+        """The gate it asks at, its attempt left out (``decision:write`` of
+        ``decision:write@2``; :func:`scoped_key`)."""
+        return str(self.details.get("key") or "").rsplit("@", 1)[0]
+
+
+def scoped_key(gate: str, attempt: int) -> str:
+    """``gate`` in one attempt of its plan: after a correction every gate is asked again."""
+    return f"{gate}@{attempt}"

@@ -161,9 +161,8 @@ def approve_denied_apply_gate(store: Store, plan_id: str, by: str) -> None:
 
 def pending_point(approval: Approval) -> str | None:
     """The decision point a denied escalation asked about before it was made, if any."""
-    key = str(approval.details.get("key") or "").rsplit("@", 1)[0]
-    if approval.kind is ApprovalKind.ESCALATION and key.startswith("decision:"):
-        return key.removeprefix("decision:")
+    if approval.kind is ApprovalKind.ESCALATION and approval.gate.startswith("decision:"):
+        return approval.gate.removeprefix("decision:")
     return None
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cleveragents_tui.automation.escalation import AutonomyController, EscalationContext, Verdict
-from cleveragents_tui.domain.approval import Approval, ApprovalAnswer, ApprovalKind
+from cleveragents_tui.domain.approval import Approval, ApprovalAnswer, ApprovalKind, scoped_key
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.profile import AutomationFlag, AutomationProfile
 from cleveragents_tui.engine.run.errors import WaitForApproval
@@ -29,7 +29,7 @@ class Gates:
 
     def scoped(self, key: str) -> str:
         """``key`` in this attempt: after a correction every gate is asked again."""
-        return f"{key}@{self.plan().attempt}"
+        return scoped_key(key, self.plan().attempt)
 
     def answers(self, kind: ApprovalKind, key: str) -> list[Approval]:
         with self.store.unit_of_work() as uow:

@@ -54,11 +54,10 @@ def answer_parents_wait(uow: UnitOfWork, plan: Plan, by: str | None) -> list[App
     that the parent's run goes on once the child is through (no second step to approve)."""
     if plan.parent_plan_id is None:
         return []
-    asked = f"{CHILD_STOPPED}{plan.plan_id}"
     return [
         record_answer(uow, waited.approval_id, ApprovalAnswer.APPROVED, by or "agents", RUN_ON)
         for waited in uow.approvals.pending(plan.parent_plan_id)
-        if str(waited.details.get("key", "")).startswith(f"{asked}@")
+        if waited.gate == f"{CHILD_STOPPED}{plan.plan_id}"
     ]
 
 
@@ -66,21 +65,20 @@ def run_on_when_approved(uow: UnitOfWork, answered: Approval) -> None:
     """Approving a parent's "run it on" question about a paused child is running it on: the
     child is made ready to go on (awaiting, with nothing to answer), and the parent's run
     runs it. (An errored child its parent's run retries as it is.)"""
-    asked = str(answered.details.get("key", ""))
-    if answered.answer is not ApprovalAnswer.APPROVED or not asked.startswith(CHILD_STOPPED):
+    if answered.answer is not ApprovalAnswer.APPROVED or not answered.gate.startswith(
+        CHILD_STOPPED
+    ):
         return
-    child = uow.plans.get(asked.removeprefix(CHILD_STOPPED).partition("@")[0])  # id@attempt
-    if child.state is not PlanState.PAUSED:
-        return
-    uow.plans.save(
-        child.model_copy(update={"state": PlanState.AWAITING_APPROVAL, "updated_at": utc_now()})
-    )
-    uow.events.append(
-        "plan_resumed",
-        {"from": child.state.value, "approval": answered.approval_id},
-        plan_id=child.plan_id,
-        actor=answered.answered_by,
-    )
+    child = uow.plans.get(answered.gate.removeprefix(CHILD_STOPPED))
+    if child.state is PlanState.PAUSED:  # resumed with the parent that asked
+        _change(
+            uow,
+            child,
+            PlanState.AWAITING_APPROVAL,
+            "resumed",
+            answered.plan_id,
+            answered.answered_by,
+        )
 
 
 def cancel_children(uow: UnitOfWork, plan: Plan, by: str | None) -> list[Plan]:
