@@ -125,7 +125,7 @@ def report_plan(
     plan_id = result.plan_id
     if result.state is PlanState.PAUSED:  # `plan apply` refuses it until it runs on
         echo(f"  paused: go on with agents plan run {plan_id}")
-    elif result.state is PlanState.AWAITING_APPROVAL and not pending:  # answered, or a child's
+    elif result.waits_for_a_run(len(pending)):
         echo(f"  nothing left to answer: go on with agents plan run {plan_id}")
     elif (lands_with := landing_parent(store, result)) is not None:
         echo(f"  lands with its parent plan: go on with agents plan run {lands_with}")

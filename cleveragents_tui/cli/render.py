@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cleveragents_tui.domain.display import printable
-from cleveragents_tui.domain.enums import PlanState
 from cleveragents_tui.views import plan as plan_view
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
@@ -77,7 +76,7 @@ def _family_pending(details: PlanDetails) -> str:
     if details.children_pending:
         return f", {details.children_pending} in its child plans"
     plan = details.summary.plan
-    if plan.state is PlanState.AWAITING_APPROVAL and not details.summary.pending_approvals:
+    if plan.waits_for_a_run(details.summary.pending_approvals):
         return f": nothing left to answer, go on with agents plan run {plan.plan_id}"
     return ""
 

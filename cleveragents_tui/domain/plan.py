@@ -50,3 +50,9 @@ class Plan(BaseModel):
         if self.updated_at < self.created_at:
             raise ValueError("updated_at must not be before created_at")
         return self
+
+    def waits_for_a_run(self, questions_pending: int) -> bool:
+        """Waiting with nothing left to answer — ``questions_pending`` counts its own and
+        its child plans' — so only a run takes it on (its questions were answered, or its
+        child's run is done): the CLI and the app say so."""
+        return self.state is PlanState.AWAITING_APPROVAL and not questions_pending

@@ -8,7 +8,6 @@ from textual import events
 from textual.widgets import Static
 
 from cleveragents_tui.domain.approval import Approval, ApprovalKind
-from cleveragents_tui.domain.enums import PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.engine.read.tui_queries import EventView
@@ -63,7 +62,7 @@ class PlanStatus(Static):
             t.append(
                 f"{_SEPARATOR}{counted(len(pending), 'approval')} pending", style="bold yellow"
             )
-        elif plan.state is PlanState.AWAITING_APPROVAL:  # answered, or its child's run is done
+        elif plan.waits_for_a_run(len(pending)):
             t.append(f"{_SEPARATOR}nothing left to answer: R goes on", style="bold yellow")
         t = _folded(t, self.content_size.width)
         for approval in pending:
