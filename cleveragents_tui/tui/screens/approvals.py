@@ -90,10 +90,12 @@ class ApprovalsScreen(ListScreen):
                 "\nThese plans wait with nothing left to answer: open one from the plan list"
                 f" and press R to go on.{ready}"
             )
-        self.query_one("#approvals-caption", Static).update(
-            f"{n} pending · y approve · n deny · answered as {services(self).user}"
-            if n
-            else f"Nothing waits for you.{ready}"
+        self.query_one("#approvals-caption", Static).update(  # names from the store: escaped
+            safe_text(
+                f"{n} pending · y approve · n deny · answered as {services(self).user}"
+                if n
+                else f"Nothing waits for you.{ready}"
+            )
         )
         ids = [a.approval_id for a in self.approvals]
         if keep is not None and keep.approval_id in ids:
