@@ -376,6 +376,7 @@ def test_a_childs_question_is_answered_once_not_again_for_its_parent(
     assert answered.count("spawn") == 1  # the spawn itself, asked once
     applied = run("plan", "apply", plan_id)
     assert applied.exit_code == 0, applied.output
+    assert _childs_docs_landed(applied.output)
 
 
 def test_a_child_run_on_its_own_names_the_parent_that_lands_it(
@@ -421,6 +422,7 @@ def test_a_child_run_on_its_own_names_the_parent_that_lands_it(
     applied = run("plan", "apply", plan_id)
     assert applied.exit_code == 0, applied.output
     assert "add-greeting" in applied.output  # the parent's branch, child's docs with it
+    assert _childs_docs_landed(applied.output)
 
 
 @pytest.mark.parametrize("way_on", ["run the child", "approve the parent's question"])
@@ -465,6 +467,16 @@ def test_a_child_paused_on_its_own_goes_on_with_one_step(
         run("plan", "run", plan_id)
     applied = run("plan", "apply", plan_id)
     assert applied.exit_code == 0, applied.output
+    assert _childs_docs_landed(applied.output)
+
+
+def _childs_docs_landed(output: str) -> bool:
+    """The child plan's work (the user guide, in the demo's docs folder) landed with the
+    parent's Apply: what the person who ran the family on gets."""
+    return any(
+        line.startswith("  landed: ") and "/docs: 1 change copied to " in line
+        for line in output.splitlines()
+    )
 
 
 def test_pausing_a_plan_at_its_gate_says_how_to_go_on_not_how_to_land_it(
