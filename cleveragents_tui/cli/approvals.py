@@ -40,8 +40,6 @@ def list_(
         return
     if not items:
         echo("No approvals." if answered_too else "No pending approvals.")
-        if not answered_too and plan_ref is None:
-            _ready_to_go_on(cli)
     for a in items:
         echo(f"{a.approval_id}  {a.kind.value:<12} plan {a.plan_id}  {one_line(a.question, 200)}")
         if "confidence" in a.details:
@@ -52,6 +50,8 @@ def list_(
         if a.answer is not None:
             why = f": {one_line(a.reason, 200)}" if a.reason else ""
             echo(f"{'':28}{a.answer.value} by {one_line(a.answered_by or '', 80)}{why}")
+    if not answered_too and plan_ref is None:
+        _ready_to_go_on(cli)
 
 
 def _ready_to_go_on(cli: CliContext) -> None:

@@ -414,6 +414,7 @@ def test_a_child_run_on_its_own_names_the_parent_that_lands_it(
         assert f"nothing left to answer: {goes_on}" in parent.output
         shown = run("plan", "show", plan_id).output
         assert f"approvals    0 pending: nothing left to answer, {goes_on}" in shown, shown
+        _named_beside_another_plans_question(run, tmp_path, plan_id)
         run("plan", "run", plan_id)
         child_finished = True
     else:
@@ -423,6 +424,27 @@ def test_a_child_run_on_its_own_names_the_parent_that_lands_it(
     assert applied.exit_code == 0, applied.output
     assert "add-greeting" in applied.output  # the parent's branch, child's docs with it
     assert _childs_docs_landed(applied.output)
+
+
+def _named_beside_another_plans_question(run: Run, tmp_path: Path, plan_id: str) -> None:
+    """With another plan's question pending, `approval list` names that question and still
+    the plan that waits with nothing left to answer: it named the waiting plan only when
+    nothing was pending anywhere."""
+    other = run(
+        "demo",
+        "--dir",
+        str(tmp_path / "other"),
+        "--automation-profile=supervised",
+        "--format=json",
+    )
+    other_id = json.loads(other.output)["plan_id"]
+    [asked] = _pending(run)
+    assert asked["plan_id"] != plan_id
+    listed = run("approval", "list").output.splitlines()
+    assert listed[0].startswith(f"{asked['approval_id']}  "), listed
+    ready = [line for line in listed if "waits with nothing left to answer" in line]
+    assert [line.split(" (")[0] for line in ready] == [f"plan {plan_id}"], listed
+    assert run("plan", "cancel", other_id).exit_code == 0
 
 
 @pytest.mark.parametrize("way_on", ["run the child", "approve the parent's question"])

@@ -26,13 +26,27 @@ def pending_approvals(
 
 def ready_to_go_on(store: Store) -> list[Plan]:
     """The plans that wait with nothing left to answer — their questions answered, or a
-    child's run finished — when no question is pending anywhere: `agents plan run` takes
-    each on. A child plan its parent's run goes on with is left to its parent."""
+    child's run finished — so `agents plan run` takes each on. A plan whose family (it or a
+    child plan) still has a question is left out, and so is a child plan its parent's run
+    goes on with."""
     with store.unit_of_work() as uow:
-        if uow.approvals.pending():
-            return []
         waiting = uow.plans.in_state(PlanState.AWAITING_APPROVAL)
-        return [p for p in waiting if not _runs_with_parent(uow, p)]
+        if not waiting:
+            return []
+        asking = _with_a_question_in_the_family(uow)
+        return [p for p in waiting if p.plan_id not in asking and not _runs_with_parent(uow, p)]
+
+
+def _with_a_question_in_the_family(uow: UnitOfWork) -> set[str]:
+    """Every plan with a pending question, and each of their ancestors (a parent's run waits
+    on its child plans' questions)."""
+    asking: set[str] = set()
+    for plan_id in {a.plan_id for a in uow.approvals.pending()}:
+        current: str | None = plan_id
+        while current is not None and current not in asking:
+            asking.add(current)
+            current = uow.plans.get(current).parent_plan_id
+    return asking
 
 
 def _runs_with_parent(uow: UnitOfWork, plan: Plan) -> bool:

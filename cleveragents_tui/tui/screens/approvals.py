@@ -65,7 +65,7 @@ class ApprovalsScreen(ListScreen):
 
     def read(self, store: Store) -> ApprovalsLoaded:
         pending = pending_approvals(store)
-        return ApprovalsLoaded(pending, [] if pending else ready_to_go_on(store))
+        return ApprovalsLoaded(pending, ready_to_go_on(store))
 
     def on_load_failed(self, message: LoadFailed) -> None:
         self.notify(message.error, title="Cannot list the approvals", severity="error")
@@ -90,13 +90,12 @@ class ApprovalsScreen(ListScreen):
                 "\nThese plans wait with nothing left to answer: open one from the plan list"
                 f" and press R to go on.{ready}"
             )
-        self.query_one("#approvals-caption", Static).update(  # names from the store: escaped
-            safe_text(
-                f"{n} pending · y approve · n deny · answered as {services(self).user}"
-                if n
-                else f"Nothing waits for you.{ready}"
-            )
-        )
+        asked = (
+            f"{n} pending · y approve · n deny · answered as {services(self).user}"
+            if n
+            else "Nothing waits for you."
+        )  # names from the store: escaped
+        self.query_one("#approvals-caption", Static).update(safe_text(f"{asked}{ready}"))
         ids = [a.approval_id for a in self.approvals]
         if keep is not None and keep.approval_id in ids:
             table.move_cursor(row=ids.index(keep.approval_id), animate=False)
