@@ -194,7 +194,8 @@ def _show_help(ctx: click.Context) -> None:
     "--progress/--no-progress",
     default=None,
     help="Print each decision and step on stderr while a plan runs or a correction replays "
-    "(plan use/run/resume/apply, plan correct, edit-strategy, demo). "
+    "(plan use/run/resume/apply, plan correct, edit-strategy, demo; each also takes it "
+    "after its name). "
     "Default: when stderr is a terminal.",
 )
 @click.version_option(__version__, prog_name="agents")

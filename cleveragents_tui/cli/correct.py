@@ -12,7 +12,7 @@ import click
 
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.cli.plan import plan
-from cleveragents_tui.cli.progress import following
+from cleveragents_tui.cli.progress import following, progress_option
 from cleveragents_tui.cli.render import plan_heading
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
@@ -103,6 +103,7 @@ def _plain(value: object) -> object:
     "--as", "who", metavar="NAME", help="Who asks for the correction (default: your user name)."
 )
 @format_option
+@progress_option
 @pass_cli
 def correct(
     cli: CliContext,
@@ -269,6 +270,7 @@ def _echo_appended(cli: CliContext, plan_id: str) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the impact only; change nothing.")
 @click.option("--as", "who", metavar="NAME", help="Who edits (default: your user name).")
 @format_option
+@progress_option
 @pass_cli
 def edit_strategy(
     cli: CliContext,

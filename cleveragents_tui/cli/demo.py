@@ -13,7 +13,7 @@ import click
 from cleveragents_tui.cli import json_output, render
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
 from cleveragents_tui.cli.outcome import report_plan
-from cleveragents_tui.cli.progress import following
+from cleveragents_tui.cli.progress import following, progress_option
 
 
 @click.command("demo-data")
@@ -72,6 +72,7 @@ def demo_data_command(cli: CliContext) -> None:
     help="Do not open the app afterwards (it opens only when stdout is a terminal).",
 )
 @format_option
+@progress_option
 @pass_cli
 def demo(
     cli: CliContext, directory: Path | None, profile: str, no_tui: bool, local_format: str | None

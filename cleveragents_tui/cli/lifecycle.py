@@ -10,7 +10,7 @@ import click
 from cleveragents_tui.cli.context import CliContext, echo, format_option, pass_cli
 from cleveragents_tui.cli.outcome import finished, refuse_unapplied, report_children, report_plan
 from cleveragents_tui.cli.plan import plan
-from cleveragents_tui.cli.progress import following
+from cleveragents_tui.cli.progress import following, progress_option
 
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
     from cleveragents_tui.domain.plan import Plan
@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
     metavar="PROVIDER:MODEL",
     help="The chat model, e.g. openai:gpt-4o-mini (default: core.model). Kept with the plan.",
 )
+@progress_option
 @pass_cli
 def use(
     cli: CliContext,
@@ -85,6 +86,7 @@ def use(
 
 @plan.command(name="run")
 @click.argument("plan_ref", metavar="PLAN")
+@progress_option
 @pass_cli
 def run_(cli: CliContext, plan_ref: str) -> None:
     """Continue PLAN as far as it can go (after approvals were answered, or a pause); retry
@@ -108,6 +110,7 @@ def run_(cli: CliContext, plan_ref: str) -> None:
     help="After a denied decision: take its alternative N (as `approval deny` listed them).",
 )
 @click.option("--guidance", metavar="TEXT", help="After a denied decision: how to make it.")
+@progress_option
 @pass_cli
 def resume(cli: CliContext, plan_ref: str, choose: int | None, guidance: str | None) -> None:
     """Resume a paused PLAN, or retry its refused Apply (same as `plan run`).
@@ -206,6 +209,7 @@ def cancel(cli: CliContext, plan_ref: str) -> None:
     help="List what Apply would land on each real resource, and change nothing.",
 )
 @format_option
+@progress_option
 @pass_cli
 def apply(
     cli: CliContext, plan_ref: str, who: str | None, dry_run: bool, local_format: str | None

@@ -16,7 +16,9 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
 
 from cleveragents_tui.cli.context import CliContext, echo
 from cleveragents_tui.cli.interrupt import pausing_on_ctrl_c
@@ -26,6 +28,7 @@ if TYPE_CHECKING:  # imported only when the lines are shown
     from cleveragents_tui.views.progress import ProgressLines
 
 POLL_SECONDS = 0.25
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Progress:
@@ -64,6 +67,25 @@ class Progress:
                 line = self._lines.line(happened)
                 if line is not None:
                     echo(line, err=True)
+
+
+def progress_option(command: F) -> F:
+    """``agents plan run P --no-progress`` as ``agents --no-progress plan run P``: the option
+    after the command's name sets the global one, as ``--format`` does (cli/json_output.py)."""
+
+    def take(context: click.Context, _: click.Parameter, value: bool | None) -> None:
+        found = context.find_object(CliContext)
+        if value is not None and found is not None:
+            found.progress = value
+
+    return click.option(
+        "--progress/--no-progress",
+        default=None,
+        expose_value=False,
+        callback=take,
+        help="Print each decision and step on stderr as it happens. "
+        "Default: when stderr is a terminal.",
+    )(command)
 
 
 def shown(cli: CliContext) -> bool:

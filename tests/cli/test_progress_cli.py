@@ -101,6 +101,9 @@ def test_no_progress_unless_asked_when_stderr_is_not_a_terminal(run: Run, tmp_pa
     hidden = run("--no-progress", "demo", "--dir", str(tmp_path / "two"), "--no-tui")
     assert hidden.exit_code == 0, hidden.output
     assert hidden.stderr == ""
+    after = run("--progress", "demo", "--dir", str(tmp_path / "three"), "--no-tui", "--no-progress")
+    assert after.exit_code == 0, after.output  # the later one wins, as typed
+    assert after.stderr == ""
 
 
 def test_a_corrections_progress_shows_the_rollback_and_each_decision_remade(
@@ -142,10 +145,16 @@ def _was_superseded(before: list[dict[str, Any]], decision: dict[str, Any]) -> b
     return any(b["decision_id"] == decision["decision_id"] and b["superseded_by"] for b in before)
 
 
-def test_apply_shows_its_steps(run: Run, tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["before the command", "after its name"])
+def test_apply_shows_its_steps(run: Run, tmp_path: Path, where: str) -> None:
+    """`--progress` goes before the command or after its name, as `--format` does; after
+    the name it was "No such option"."""
     ran = run("demo", "--dir", str(tmp_path / "demo"), "--format=json")
     top = json.loads(ran.output)["plan_id"]
-    applied = run("--progress", "plan", "apply", top[:10], "--as", "alice")
+    command = ("plan", "apply", top[:10], "--as", "alice")
+    applied = run(
+        *(("--progress", *command) if where == "before the command" else (*command, "--progress"))
+    )
     assert applied.exit_code == 0, applied.output
     stderr = applied.stderr.splitlines()
     assert stderr[0].startswith("  · approval ") and stderr[0].endswith(": approved by alice")
