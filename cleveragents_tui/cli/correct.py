@@ -298,30 +298,44 @@ def edit_strategy(
 
 
 @plan.command()
+@click.argument("plan_ref", metavar="[PLAN]", required=False)
 @click.option(
     "--correction",
     "correction_ref",
     metavar="CORRECTION",
-    required=True,
-    help="The correction attempt whose old and new attempts to compare.",
+    help="The correction attempt whose old and new attempts to compare (default: PLAN's latest).",
 )
 @click.option("--side-by-side", is_flag=True, help="Two columns instead of a unified diff.")
 @format_option
 @pass_cli
 def diff(
-    cli: CliContext, correction_ref: str, side_by_side: bool, local_format: str | None
+    cli: CliContext,
+    plan_ref: str | None,
+    correction_ref: str | None,
+    side_by_side: bool,
+    local_format: str | None,
 ) -> None:
     """Compare the attempt a correction replaced with the new one: decisions and files.
 
-    The snapshots compared were recorded by the correction itself (docs/corrections.md,
-    "Diffs"), so a correction's diff is the same whenever it is asked for."""
+    Give PLAN for its latest correction, or --correction C for any one (`agents plan show
+    PLAN` lists them). The snapshots compared were recorded by the correction itself
+    (docs/corrections.md, "Diffs"), so a correction's diff is the same whenever it is asked
+    for."""
     from cleveragents_tui.domain.documents import CorrectionDiffDocument
-    from cleveragents_tui.engine.core.diff import correction_diff
+    from cleveragents_tui.engine.core.diff import correction_diff, latest_correction
     from cleveragents_tui.engine.core.replay_snapshots import AT_DECISION, FINAL
     from cleveragents_tui.views.diff import diff_view
     from cleveragents_tui.views.sections import to_plain_text
 
-    result = correction_diff(cli.store, correction_ref)
+    match plan_ref, correction_ref:
+        case str(), None:
+            result = correction_diff(cli.store, latest_correction(cli.store, plan_ref))
+        case None, str():
+            result = correction_diff(cli.store, correction_ref)
+        case _:
+            raise click.UsageError(
+                "name a plan (its latest correction) or --correction CORRECTION, one of them"
+            )
     if cli.wants_json(local_format):
         from cleveragents_tui.export.json import correction_json
 

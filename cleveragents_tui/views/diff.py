@@ -56,7 +56,7 @@ def resource_view(r: ResourceDiff) -> View:
             f"== {r.resource_id}" + (f" ({r.note})" if r.note else ""),
             (
                 Row("", f"{r.old_ref[:12] or '-'} → {r.new_ref[:12] or '-'}", "dim"),
-                *([Row("", "(no file changed)", "dim")] if not r.files and not r.note else []),
+                *([Row("", "(nothing changed)", "dim")] if not r.files and not r.note else []),
             ),
         ),
     )

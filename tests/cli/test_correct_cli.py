@@ -140,6 +140,41 @@ def test_a_strategy_correction_with_yes_replays_and_the_diff_shows_the_new_code(
     assert "-def hello(name: str) -> str:" in diff.output
 
 
+def test_plan_diff_of_a_plan_shows_its_latest_correction(
+    run: Run, demo_plan: dict[str, str]
+) -> None:
+    """`agents plan diff PLAN` is the diff of the plan's latest correction; it used to be
+    `Missing option '--correction'`, and the plan's id was the one a user had at hand."""
+    plan = demo_plan["plan"]
+    none_yet = run("plan", "diff", plan)
+    assert none_yet.exit_code == 2
+    assert none_yet.output.strip().splitlines() == [
+        f"error: plan {plan} has no correction to compare: correct one of its decisions "
+        'first: agents plan correct DECISION --mode=revert --guidance "..."'
+    ]
+    ids = []
+    for guidance in ("use a greeter class", "keep it a plain function"):
+        corrected = run(
+            "plan", "correct", demo_plan["strategy"] if not ids else _current_strategy(run, plan),
+            "--mode=revert", "--yes", "--guidance", guidance,
+        )  # fmt: skip
+        assert corrected.exit_code == 0, corrected.output
+        ids.append(corrected.output.split("agents plan diff --correction ")[1].strip())
+    latest = run("plan", "diff", plan[:10])
+    assert latest.exit_code == 0, latest.output
+    assert latest.output == run("plan", "diff", "--correction", ids[-1]).output
+    assert latest.output != run("plan", "diff", "--correction", ids[0]).output
+    for neither_or_both in ((), (plan, "--correction", ids[0])):
+        refused = run("plan", "diff", *neither_or_both)
+        assert refused.exit_code == 2
+        assert "name a plan (its latest correction) or --correction" in refused.output
+
+
+def _current_strategy(run: Run, plan: str) -> str:
+    tree = json.loads(run("plan", "tree", plan, "--format=json").output)["decisions"]
+    return next(d["decision_id"] for d in tree if d["decision_type"] == "strategy_choice")
+
+
 def test_preview_and_execute_run_over_a_frozen_heap(run: Run, demo_plan: dict[str, str]) -> None:
     """The command freezes what it has loaded before the preview and again before the
     correction (fewer full collections); the preview, the correction, its replay and its

@@ -11,6 +11,7 @@ from cleveragents_tui.domain.enums import (
     CorrectionMode,
     CorrectionStatus,
 )
+from cleveragents_tui.domain.errors import NotFoundError
 from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.engine.core.file_diff import ResourceDiff, loaded
 from cleveragents_tui.engine.core.replay_snapshots import (
@@ -35,6 +36,20 @@ class CorrectionDiff:
     note: str | None = None
     # set while the replay has not ended: the new attempt's side is where it last stopped
     unfinished: str | None = None
+
+
+def latest_correction(store: Store, plan_ref: str) -> str:
+    """The id of the plan's latest correction, the one ``agents plan diff PLAN`` shows."""
+    with store.unit_of_work() as uow:
+        plan_id = uow.plans.resolve(plan_ref)
+        corrections = uow.corrections.for_plan(plan_id)
+    if not corrections:
+        raise NotFoundError(
+            f"plan {plan_id} has no correction to compare",
+            "correct one of its decisions first: agents plan correct DECISION --mode=revert "
+            '--guidance "..."',
+        )
+    return corrections[-1].correction_id
 
 
 def correction_diff(store: Store, correction_ref: str) -> CorrectionDiff:
