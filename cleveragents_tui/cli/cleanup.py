@@ -107,7 +107,12 @@ def _document(inventory: DiscardInventory, *, done: bool) -> dict[str, object]:
     metavar="DAYS",
     help="Keep checkpoints younger than this (default: the gc.retention_days setting, or 14).",
 )
-@click.option("--apply", "apply_", is_flag=True, help="Remove them (the default is a dry run).")
+@click.option(
+    "--apply/--dry-run",
+    "apply_",
+    default=False,
+    help="Remove them, or only list what would go (the default).",
+)
 @format_option
 @pass_cli
 def gc(cli: CliContext, retention_days: str | None, apply_: bool, local_format: str | None) -> None:

@@ -146,8 +146,8 @@ def test_gc_drops_superseded_checkpoints_and_keeps_what_corrections_need(demo: D
 
     kept = demo.agents("gc")  # the default retention keeps everything this young
     assert kept.exit_code == 0 and "no checkpoints" in kept.output
-    dry = demo.agents("--format=json", "gc", "--retention-days", "0")
-    assert dry.exit_code == 0, dry.output
+    dry = demo.agents("--format=json", "gc", "--retention-days", "0", "--dry-run")
+    assert dry.exit_code == 0, dry.output  # --dry-run, as other commands spell it: the default
     found = json.loads(dry.stdout)["checkpoints"]
     assert found and json.loads(dry.stdout)["applied"] is False
     with demo.store.unit_of_work() as uow:
@@ -159,6 +159,9 @@ def test_gc_drops_superseded_checkpoints_and_keeps_what_corrections_need(demo: D
     assert f"removed {len(found)} checkpoints" in done.output
     again = demo.agents("--format=json", "gc", "--retention-days", "0")
     assert json.loads(again.stdout)["checkpoints"] == []
+    assert demo.agents("gc", "--retention-days", "0", "--dry-run").output.startswith(
+        "no checkpoints of superseded attempts"
+    )
     assert run_checks(demo.store, demo.base).problems == []
 
     # The correction's guidance decision stands on the state the old `record` checkpointed
