@@ -9,6 +9,7 @@ import click
 
 from cleveragents_tui.cli import json_output
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
+from cleveragents_tui.cli.outcome import echo_choices
 from cleveragents_tui.views.lines import one_line
 
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
@@ -132,9 +133,4 @@ def deny(cli: CliContext, approval_ref: str, reason: str, who: str | None) -> No
         return
     plan = denial.plan
     echo(f"plan {plan.plan_id} is paused here ({plan.phase.value}); nothing was cancelled. Next:")
-    width = max(len(c.what) for c in denial.choices) + 2
-    for choice in denial.choices:
-        echo(f"  {choice.what + ':':<{width}} {choice.command}")
-        if "--choose N" in choice.command:
-            for number, option in enumerate(denial.alternatives, 1):
-                echo(f"  {'':<{width}}   {number}. {one_line(option, 100)}")
+    echo_choices(denial)

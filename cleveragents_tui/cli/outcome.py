@@ -22,9 +22,11 @@ from cleveragents_tui.cli.render import plan_heading
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.wording import as_option
+from cleveragents_tui.views.lines import one_line
 
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
     from cleveragents_tui.domain.plan import Plan
+    from cleveragents_tui.engine.run.denial import Denial
     from cleveragents_tui.store.store import Store
 
 ERRORED_EXIT = 1
@@ -172,3 +174,28 @@ def _latest(store: Store, plan_id: str, kind: str) -> tuple[str | None, str | No
         " ".join(str(reason).split()) if reason else None,
         " ".join(str(fix).split()) if fix else None,
     )
+
+
+def echo_choices(denial: Denial) -> None:
+    """What can come after a denial, one command a line (`approval deny`, `plan show`)."""
+    width = max(len(c.what) for c in denial.choices) + 2
+    for choice in denial.choices:
+        echo(f"  {choice.what + ':':<{width}} {choice.command}")
+        if "--choose N" in choice.command:
+            for number, option in enumerate(denial.alternatives, 1):
+                echo(f"  {'':<{width}}   {number}. {one_line(option, 100)}")
+
+
+def paused_ways_on(store: Store, plan: Plan) -> None:
+    """`plan show` of a paused plan: why it is paused and each way on — a denial's choices,
+    or the run that goes on after a person's pause."""
+    from cleveragents_tui.engine.run.denial import denial_of, latest_denial
+
+    denied = latest_denial(store, plan.plan_id)
+    if denied is None:
+        echo(f"paused       go on with agents plan run {plan.plan_id}")
+        return
+    why = f": {one_line(denied.reason, 200)}" if denied.reason else ""
+    by = one_line(denied.answered_by or "-", 80)
+    echo(f"paused       its question was denied by {by}{why}. Next:")
+    echo_choices(denial_of(store, denied))

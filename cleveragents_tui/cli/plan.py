@@ -20,6 +20,7 @@ from cleveragents_tui.cli.context import (
 )
 from cleveragents_tui.cli.json_output import refuse_elsewhere
 from cleveragents_tui.domain.display import printable
+from cleveragents_tui.domain.enums import PlanState
 from cleveragents_tui.domain.errors import UserError
 
 # The other modules that add `plan` subcommands. They import the correction and run engines,
@@ -101,6 +102,10 @@ def show(cli: CliContext, plan_ref: str, local_format: str | None) -> None:
         lambda: export_json.plan_document(details),
         lambda: render.plan_details(details),
     )
+    if details.summary.plan.state is PlanState.PAUSED and not cli.wants_json(local_format):
+        from cleveragents_tui.cli.outcome import paused_ways_on
+
+        paused_ways_on(cli.store, details.summary.plan)
 
 
 @plan.command()

@@ -217,6 +217,27 @@ def test_denying_the_apply_gate_pauses_and_the_plan_can_be_corrected(agents: Age
     assert again["kind"] == "apply_gate"
 
 
+def test_plan_show_of_a_paused_plan_names_the_ways_on(agents: Agents) -> None:
+    """`plan show` of a plan paused on a denial lists what `approval deny` listed, and of a
+    plan a person paused since, the run that goes on: it said `paused` and nothing more, so
+    a person coming back to it had to find the commands again."""
+    plan_id = agents.demo()
+    [gate] = agents.pending(plan_id)
+    denied = agents(
+        "approval", "deny", gate["approval_id"], "--reason", "use a class", "--as", "al"
+    )
+    choices = denied.stdout.split("nothing was cancelled. Next:\n")[1].splitlines()
+    assert len(choices) == 3, denied.stdout
+    shown = agents("plan", "show", plan_id).stdout.splitlines()
+    at = shown.index("paused       its question was denied by al: use a class. Next:")
+    assert shown[at + 1 :] == choices
+    assert agents("plan", "resume", plan_id).exit_code == 0  # asked again
+    assert agents("plan", "pause", plan_id).exit_code == 0  # then paused by a person
+    shown = agents("plan", "show", plan_id).stdout.splitlines()
+    assert shown[-1] == f"paused       go on with agents plan run {plan_id}", shown
+    assert not any("denied" in line for line in shown)
+
+
 def test_after_denying_the_apply_gate_plan_apply_still_applies(agents: Agents) -> None:
     plan_id = agents.demo()
     [gate] = agents.pending(plan_id)

@@ -122,15 +122,16 @@ def denial_of(store: Store, approval: Approval) -> Denial:
 
 
 def latest_denial(store: Store, plan_id: str) -> Approval | None:
-    """The denial a paused plan stopped at, if that is why it is paused."""
+    """The denial a paused plan stopped at, if that is why it is paused: its last pause was
+    the denial's, not a person's (`agents plan pause`) after it."""
     with store.unit_of_work() as uow:
         plan = uow.plans.get(plan_id)
         if plan.state is not PlanState.PAUSED:
             return None
-        paused = uow.events.payloads(plan_id, PAUSED_EVENT)
-        if not paused:
+        kind, paused = uow.events.latest_of(plan_id, ("plan_paused", PAUSED_EVENT))
+        if kind != PAUSED_EVENT:
             return None
-        return uow.approvals.get(str(paused[-1]["approval_id"]))
+        return uow.approvals.get(str(paused["approval_id"]))
 
 
 def approve_denied_apply_gate(store: Store, plan_id: str, by: str) -> None:
