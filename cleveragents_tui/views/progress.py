@@ -27,6 +27,15 @@ _TEMPLATES = {
     "plan_errored": "errored: {reason}",
     "plan_state": "now {phase} · {state}",
     "child_spawned": "child plan {child} started ({action})",
+    "denied_decision_guided": "decision {key} to be made again: {text}",
+    "limit_exceeded": "limit {limit} exceeded: {used} of {allowed} ({action})",
+    "profile_changed": "profile changed from {from} to {to}",
+    "apply_retried": "Apply retried (from {from})",
+    "constrained_apply_reverted": "Apply refused: {reason}; reverted to decision {decision}",
+    "restored_before_retry": "{resource} restored before decision {decision} retries",
+    "sandbox_changed_outside": "files changed in the sandbox outside the plan: {count}",
+    "checkpoints_collected": "{count} checkpoints of superseded attempts removed (agents gc)",
+    "demo_data_loaded": "sample plan loaded",
 }
 
 
@@ -75,6 +84,17 @@ def _what_happened(event: EventView) -> str:
         return (
             f"plan {event.plan_id} created from {payload['action']} (profile {payload['profile']})"
         )
+    if kind == "model_changed":
+        to = _Payload(payload["to"] if isinstance(payload["to"], dict) else {})
+        at = f" at {to['base_url']}" if to["base_url"] else ""
+        return f"model changed to {to['model']}{at}"
+    if kind == "plan_discarded":
+        sandboxes = payload["sandboxes"]
+        removed = counted(sandboxes if isinstance(sandboxes, int) else 0, "sandbox", "sandboxes")
+        return f"discarded: {removed} removed"
+    if kind == "plan_paused_on_denial":  # engine/run/denial.py; a reason is optional in the app
+        why = f": {payload['reason']}" if payload["reason"] else ""
+        return f"paused: {payload['by']} denied its question{why}"
     if kind == "plan_applied":
         return f"applied: {_counted(payload['results'], 'resource')}"
     if kind == "approval_answered":
