@@ -60,3 +60,32 @@ async def test_after_denying_the_apply_gate_approving_it_after_all_lands_the_pla
         await app.workers.wait_for_complete()
         await pilot.pause()
     assert _state(demo_plan) is PlanState.APPLIED
+
+
+async def test_r_on_a_plan_left_paused_on_a_denial_offers_its_choices_again(
+    demo_plan: DemoPlan,
+) -> None:
+    """Esc left the plan paused; `R` on it asked the same question again, and the choices
+    (correct, approve the Apply after all, cancel) were gone unless it was denied again."""
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await _deny_the_apply_gate(app, pilot)
+        await pilot.press("escape")  # the plan stays paused
+        await settle(app, pilot)
+        await pilot.press("escape")  # back from the approvals to the plan
+        await settle(app, pilot)
+        await pilot.press("R")
+        for _ in range(20):  # the denial is read in a thread, then the choices open
+            await pilot.pause()
+            if isinstance(app.screen, DenialModal):
+                break
+        assert isinstance(app.screen, DenialModal)
+        choices = app.screen.query_one("#denial-choices")
+        ids = [o.id for o in choices.options]  # type: ignore[attr-defined]
+        assert {"correct", "apply", "cancel"} <= set(ids), ids
+        choices.highlighted = ids.index("apply")  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+    assert _state(demo_plan) is PlanState.APPLIED

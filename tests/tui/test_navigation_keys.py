@@ -87,8 +87,8 @@ async def test_y_copies_the_decision_id(demo_plan: DemoPlan) -> None:
 
 async def test_the_status_line_is_words_not_a_python_repr(demo_plan: DemoPlan) -> None:
     with demo_plan.store.unit_of_work(write=True) as uow:
-        uow.events.append(
-            "sandbox_changed_outside",
+        uow.events.append(  # a kind with no words of its own (a later version's): its fields
+            "a_later_kind",
             {"paths": ["a.py", "b.py"], "factors": {"risk": 0.4}},
             plan_id=demo_plan.plan.plan_id,
         )

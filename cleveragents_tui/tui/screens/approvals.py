@@ -15,29 +15,22 @@ from textual.widgets import DataTable, Header, Static
 
 from cleveragents_tui.domain.approval import Approval
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.engine import (
-    answer_approval,
-    apply_plan,
-    cancel_plan,
-    pending_approvals,
-    resume_plan,
-)
+from cleveragents_tui.engine import answer_approval, pending_approvals
 from cleveragents_tui.engine.run.approvals import ready_to_go_on
 from cleveragents_tui.engine.run.children import run_from
 from cleveragents_tui.engine.run.denial import denial_of
-from cleveragents_tui.engine.run.lifecycle import resume_with
 from cleveragents_tui.store.store import Store
-from cleveragents_tui.tui.messages import ApprovalsLoaded, LoadFailed, StoreChanged
-from cleveragents_tui.tui.modals.denial import APPLY, CANCEL, CHOOSE, CORRECT, GUIDANCE, DenialModal
+from cleveragents_tui.tui.messages import ApprovalsLoaded, LoadFailed
 from cleveragents_tui.tui.modals.reason import ReasonModal
 from cleveragents_tui.tui.render import safe_text
+from cleveragents_tui.tui.screens.after_denial import AfterDenial
 from cleveragents_tui.tui.screens.base import ListScreen
 from cleveragents_tui.tui.services import services
 from cleveragents_tui.tui.widgets.keys_footer import KeysFooter
 from cleveragents_tui.views.lines import readable
 
 
-class ApprovalsScreen(ListScreen):
+class ApprovalsScreen(ListScreen, AfterDenial):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back", id="approvals.back"),
         Binding("y", "answer(True)", "Approve", id="approvals.approve"),
@@ -150,53 +143,10 @@ class ApprovalsScreen(ListScreen):
             # a child plan's question: its parent's run goes on with it
             self.notify(f"{verb.lower()}d as {user}; resume plan {go_on[:10]} (R) to continue")
             return
-        choice = await self.app.push_screen_wait(DenialModal(denial))
-        if choice is None:
-            self.notify(f"denied; plan {denial.plan.plan_id[:10]} stays paused")
-            return
-        guidance = None
-        if choice == GUIDANCE:
-            guidance = await self.app.push_screen_wait(ReasonModal("Guidance for this decision"))
-            if not guidance:
-                return
-        if choice == CORRECT:
-            self.notify("select the decision whose result was wrong and press c to correct it")
-            services(self).open_plan(denial.plan.plan_id)
-            return
-        plan_id = denial.plan.plan_id
-        applying = choice == APPLY
-        services(self).engine_started(
-            self._after_denial(plan_id, choice, guidance),
-            "an Apply" if applying else "a plan run",
-            plan_id,
-            pause=not applying,
-        )
+        await self.offer_choices(denial)
 
-    # Never exclusive: a second choice (on another plan) would cancel this worker, which
-    # runs on regardless, and the app would lose track of it for quitting.
-    @work(thread=True, group="run", exit_on_error=False)
-    def _after_denial(self, plan_id: str, choice: str, guidance: str | None) -> None:
-        """Carry out the choice made after a denial (engine/run/denial.py), off the event loop."""
-        app = services(self)
-        try:
-            if choice == CANCEL:
-                plan = cancel_plan(app.store, plan_id, app.user)
-            elif choice == APPLY:
-                plan = apply_plan(app.store, plan_id, app.user, app.run_options)
-            elif choice.startswith(CHOOSE) or choice == GUIDANCE:
-                number = int(choice.removeprefix(CHOOSE)) if choice != GUIDANCE else None
-                plan = resume_with(
-                    app.store, plan_id, choose=number, guidance=guidance, options=app.run_options
-                )
-            else:
-                plan = resume_plan(app.store, plan_id, app.run_options)
-        except UserError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error")
-            return
-        self.app.call_from_thread(
-            self.notify, f"plan {plan_id[:10]}: {plan.phase.value} · {plan.state.value}"
-        )
-        self.post_message(StoreChanged())
+    def on_correct_chosen(self, plan_id: str) -> None:
+        services(self).open_plan(plan_id)
 
     def action_open_plan(self) -> None:
         a = self._selected()

@@ -1,24 +1,28 @@
 """The plan screen's controls: pause, cancel, resume or retry, apply, each run in a thread
-(a resume or an apply runs the plan)."""
+(a resume or an apply runs the plan); resuming a plan paused on a denial offers its choices."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from textual import work
 
+from cleveragents_tui.domain.enums import PlanState
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine import apply_plan, cancel_plan, pause_run, resume_plan
 from cleveragents_tui.engine.run.children import landing_parent
+from cleveragents_tui.engine.run.denial import Denial, denial_of, latest_denial
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.messages import StoreChanged
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
+from cleveragents_tui.tui.screens.after_denial import AfterDenial
 from cleveragents_tui.tui.screens.plan_base import PlanScreenBase
 from cleveragents_tui.tui.services import services
 
 
-class PlanControls(PlanScreenBase):
+class PlanControls(PlanScreenBase, AfterDenial):
     """`P` `X` `R` `A` on the plan screen."""
 
     @work(thread=True, group="control-run", exit_on_error=False)
@@ -70,11 +74,24 @@ class PlanControls(PlanScreenBase):
         self.notify(f"{run.what} is already going on this plan: {then}", severity="warning")
         return True
 
-    def action_resume(self) -> None:
+    @work(exclusive=True, group="control", exit_on_error=False)
+    async def action_resume(self) -> None:
+        """A plan paused on a denial offers the denial's choices again (asking again is one
+        of them); any other runs on."""
         if self._said_running():
             return
+        if self.plan is not None and self.plan.state is PlanState.PAUSED:
+            denial = await asyncio.to_thread(self._paused_on_denial)
+            if denial is not None:
+                await self.offer_choices(denial)
+                return
         self.notify("running the plan…")
         services(self).engine_started(self._run_in_thread("resume"), "a plan run", self.plan_id)
+
+    def _paused_on_denial(self) -> Denial | None:
+        denied = latest_denial(self.store, self.plan_id)
+        denial = None if denied is None else denial_of(self.store, denied)
+        return denial if denial is not None and denial.choices else None
 
     @work(exclusive=True, group="control", exit_on_error=False)
     async def action_apply(self) -> None:
