@@ -3,12 +3,21 @@ unless the person picks that."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from cleveragents_tui.domain.enums import PlanState
+from cleveragents_tui.engine import answer_approval, pending_approvals
+from cleveragents_tui.engine.demo.demo import build_demo
 from cleveragents_tui.engine.read.browse import show_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
+from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.modals.denial import DenialModal
 from cleveragents_tui.tui.screens.approvals import ApprovalsScreen
+from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
 from tests.tui.conftest import SIZE, DemoPlan, settle
 
 pytestmark = pytest.mark.anyio
@@ -89,3 +98,52 @@ async def test_r_on_a_plan_left_paused_on_a_denial_offers_its_choices_again(
         await app.workers.wait_for_complete()
         await pilot.pause()
     assert _state(demo_plan) is PlanState.APPLIED
+
+
+FAILING_TEST = """import unittest
+
+from hello_cli.greet import hello
+
+
+class HelloTest(unittest.TestCase):
+    def test_greets_by_name(self) -> None:
+        self.assertEqual(hello("Ada"), "Hi, Ada!")
+"""
+
+
+async def test_correcting_after_a_failed_calls_denial_selects_the_decision_that_made_it(
+    tmp_path: Path, sqlite_store: Store, options: RunOptions
+) -> None:
+    """After denying a failed test run, "correct the decision that made the call" on the
+    plan's screen selects that decision, so `c` corrects it; it only said "select the
+    decision", in a tree of retries."""
+    env = build_demo(sqlite_store, tmp_path / "demo")
+    data = yaml.safe_load(env.action_file.read_text(encoding="utf-8"))
+    [test] = [d for d in data["decisions"] if d["key"] == "test"]
+    test["alternatives"][0]["tool_calls"][0]["arguments"]["content"] = FAILING_TEST
+    env.action_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    plan = start_plan(
+        sqlite_store, load_action(str(env.action_file)), profile_override="ci", options=options
+    )
+    [asked] = pending_approvals(sqlite_store, plan.plan_id)
+    assert "local/run-tests failed" in asked.question and asked.decision_id is not None
+    answer_approval(sqlite_store, asked.approval_id, approve=False, by="li", reason="wrong")
+    demo = DemoPlan(sqlite_store, env, plan, options)
+    app = demo.app(plan_id=plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("R")
+        for _ in range(20):  # the denial is read in a thread, then the choices open
+            await pilot.pause()
+            if isinstance(app.screen, DenialModal):
+                break
+        assert isinstance(app.screen, DenialModal)
+        choices = app.screen.query_one("#denial-choices")
+        ids = [o.id for o in choices.options]  # type: ignore[attr-defined]
+        choices.highlighted = ids.index("correct")  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.screen.query_one(DecisionTree).current == asked.decision_id
+        said = [n.message for n in app._notifications][-1]
+        assert said == "the decision that made the call is selected: press c to correct it"
+    assert _state(demo) is PlanState.PAUSED  # nothing was run

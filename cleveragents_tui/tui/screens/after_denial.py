@@ -32,8 +32,7 @@ class AfterDenial(AgentsScreen):
             if not guidance:
                 return
         if choice == CORRECT:
-            self.notify("select the decision whose result was wrong and press c to correct it")
-            self.on_correct_chosen(plan_id)
+            self.on_correct_chosen(denial)
             return
         applying = choice == APPLY
         services(self).engine_started(
@@ -43,8 +42,10 @@ class AfterDenial(AgentsScreen):
             pause=not applying,
         )
 
-    def on_correct_chosen(self, plan_id: str) -> None:
-        """Where a correction is made: the plan's screen (the approvals screen opens it)."""
+    def on_correct_chosen(self, denial: Denial) -> None:
+        """A correction is made on the plan's screen: the approvals screen opens it, the
+        plan's screen selects the decision that made a failed call."""
+        self.notify("select the decision whose result was wrong and press c to correct it")
 
     # Never exclusive: a second choice (on another plan) would cancel this worker, which
     # runs on regardless, and the app would lose track of it for quitting.

@@ -18,7 +18,7 @@ from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine import answer_approval, pending_approvals
 from cleveragents_tui.engine.run.approvals import ready_to_go_on
 from cleveragents_tui.engine.run.children import run_from
-from cleveragents_tui.engine.run.denial import denial_of
+from cleveragents_tui.engine.run.denial import Denial, denial_of
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.messages import ApprovalsLoaded, LoadFailed
 from cleveragents_tui.tui.modals.reason import ReasonModal
@@ -145,8 +145,9 @@ class ApprovalsScreen(ListScreen, AfterDenial):
             return
         await self.offer_choices(denial)
 
-    def on_correct_chosen(self, plan_id: str) -> None:
-        services(self).open_plan(plan_id)
+    def on_correct_chosen(self, denial: Denial) -> None:
+        super().on_correct_chosen(denial)
+        services(self).open_plan(denial.plan.plan_id)
 
     def action_open_plan(self) -> None:
         a = self._selected()

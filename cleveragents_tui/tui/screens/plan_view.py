@@ -27,6 +27,7 @@ from cleveragents_tui.engine.correct.strategy import (
     preview_strategy_edit,
 )
 from cleveragents_tui.engine.read import tui_queries
+from cleveragents_tui.engine.run.denial import Denial
 from cleveragents_tui.tui.messages import (
     DecisionFailed,
     DecisionLoaded,
@@ -274,6 +275,15 @@ class PlanScreen(PlanExport, PlanControls):
             return
         if not tree.reveal(decision_id):
             self.notify(f"{what} {decision_id} is not in this plan's tree", severity="warning")
+
+    def on_correct_chosen(self, denial: Denial) -> None:
+        """After a failed call's denial: the decision that made the call, selected."""
+        made_the_call = denial.approval.decision_id
+        if made_the_call is None or denial.approval.kind is ApprovalKind.APPLY_GATE:
+            super().on_correct_chosen(denial)
+            return
+        self._goto(made_the_call, "decision that made the call")
+        self.notify("the decision that made the call is selected: press c to correct it")
 
     def action_goto_parent(self) -> None:
         tree = self.query_one(DecisionTree)
