@@ -182,7 +182,7 @@ def render_tree_png(
     ax.set_ylim(-(max(layout.levels, 1) - 0.5) - margin_y, 0.5 + margin_y)
 
     if n:
-        _draw_edges(ax, tree, layout, slot_px, level_px)
+        _draw_edges(ax, layout, slot_px, level_px, _box_height(level_px) / 2 if labelled else 0)
         if labelled:
             _draw_boxes(ax, tree, layout, slot_px, level_px, dpi)
         else:
@@ -297,24 +297,30 @@ def _phase(row: TreeRow) -> tuple[str, str]:
 
 
 def _draw_edges(
-    ax: Axes, tree: PlanTree, layout: TreeLayout, slot_px: float, level_px: float
+    ax: Axes, layout: TreeLayout, slot_px: float, level_px: float, half_height: float = 0.0
 ) -> None:
-    import networkx as nx
+    """A line from each parent to each child; with boxes (``half_height`` of a level), from
+    the parent's bottom to the child's top, so that a line to a far child never runs behind
+    a sibling's box and reads as its edge."""
+    from matplotlib.collections import LineCollection
 
-    graph: Any = nx.DiGraph()
-    pos: dict[int, tuple[float, float]] = {}
-    for i in range(len(tree.lines)):
-        pos[i] = (layout.xs[i], -float(layout.depths[i]))
-        graph.add_node(i)
-        parent = layout.parents[i]
-        if parent is not None:
-            graph.add_edge(parent, i)
-    if graph.number_of_edges() == 0:
+    segments = [
+        ((layout.xs[parent], -layout.depths[parent] - half_height),
+         (layout.xs[i], -layout.depths[i] + half_height))
+        for i, parent in enumerate(layout.parents)
+        if parent is not None
+    ]  # fmt: skip
+    if not segments:
         return
     width = min(1.2, max(0.2, min(slot_px, level_px) / 40))
-    nx.draw_networkx_edges(
-        graph, pos, ax=ax, arrows=False, width=width, edge_color="#888a85", alpha=0.9
+    ax.add_collection(
+        LineCollection(segments, linewidths=width, colors="#888a85", alpha=0.9, zorder=1)
     )
+
+
+def _box_height(level_px: float) -> float:
+    """Of a level: three lines of text and some padding."""
+    return min(0.62, 58 / level_px)
 
 
 def _draw_dots(
@@ -364,7 +370,7 @@ def _draw_boxes(
     from matplotlib.patches import FancyBboxPatch
 
     box_w = 0.9  # of a slot: neighbours are at least one slot apart, so boxes never touch
-    box_h = min(0.62, 58 / level_px)  # of a level: three lines of text and some padding
+    box_h = _box_height(level_px)
     box_h_px = box_h * level_px
     font_pt = min(8.0, max(5.5, box_h_px / 3 / 1.35 * 72 / dpi * 0.85))
     char_px = 0.56 * font_pt * dpi / 72
@@ -389,13 +395,13 @@ def _draw_boxes(
         )
         ax.add_patch(box)
         mark = SUPERSEDED_MARK if superseded else (CORRECTION_MARK if row.is_correction else "")
-        head = mark + row.decision_type
-        if row.confidence_score is not None:
-            head = f"{head} {row.confidence_score:.2f}"
+        # the type is cut, never the confidence (``implementation_choice 0.…`` hid it)
+        score = "" if row.confidence_score is None else f" {row.confidence_score:.2f}"
+        head = _shorten(mark + row.decision_type, chars - len(score)) + score
         body = textwrap.wrap(
             " ".join(row.chosen_option.split()), chars, max_lines=2, placeholder="…"
         )
-        text = "\n".join([_shorten(head, chars), *body])
+        text = "\n".join([head, *body])
         label = ax.text(
             x,
             y,

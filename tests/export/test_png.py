@@ -307,3 +307,32 @@ def test_cli_global_json_format_with_output_writes_json(
     result = run("--format=json", "plan", "tree", sample["plan"], "-o", str(out))
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text("utf-8"))["format"] == "cleveragents.plan-tree/1"
+
+
+def test_a_box_keeps_its_confidence_and_its_edges_meet_the_boxes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between boxes, a line runs from the parent's bottom to the child's top: drawn centre
+    to centre, a line to a far child ran behind its sibling's box and read as that box's
+    edge. A long type is cut, never the confidence (`implementation_choice 0.…`)."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.figure import Figure
+
+    drawn: list[Figure] = []
+    save = Figure.savefig
+    monkeypatch.setattr(
+        Figure, "savefig", lambda fig, *a, **k: (drawn.append(fig), save(fig, *a, **k))[1]
+    )
+    rows = [
+        row(0, None),
+        *(row(n, 0, decision_type="implementation_choice" * 2) for n in (1, 2, 3)),
+    ]
+    render_tree_png(plan_tree_of(layout_tree(rows)), tmp_path / "t.png")
+    [ax] = drawn[0].axes
+    heads = [t.get_text().split("\n")[0] for t in ax.texts if "implementation" in t.get_text()]
+    assert len(heads) == 3 and all(h.endswith("… 0.50") for h in heads), heads
+    [edges] = [c for c in ax.collections if isinstance(c, LineCollection)]
+    segments = edges.get_segments()
+    assert len(segments) == 3
+    for (_, parent_end), (_, child_end) in segments:  # the root's level is 0, its children's -1
+        assert 0 > parent_end > child_end > -1, (parent_end, child_end)
