@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
+from cleveragents_tui.cli.outcome import report_plan
 from cleveragents_tui.cli.plan import plan
 from cleveragents_tui.cli.progress import following, progress_option
 from cleveragents_tui.cli.render import plan_heading
@@ -233,7 +234,7 @@ def _confirm_and_execute(
         error, go_on = str(c.report["error"]), f"agents plan run {c.plan_id}"
         fix = "" if go_on in error else f": fix the cause, then go on with `{go_on}`"
         echo(f"  {error}; the decisions stay corrected{fix}")
-    echo(plan_heading(result.plan))
+    report_plan(cli.store, result.plan, as_json=False, who=who)  # and what it waits for
     if c.appended_plan_id is not None:
         _echo_appended(cli, c.appended_plan_id)
     if c.status.value == "succeeded":

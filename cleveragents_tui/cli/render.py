@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cleveragents_tui.domain.display import printable
+from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.views import plan as plan_view
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
@@ -146,6 +147,7 @@ def plan_tree(tree: PlanTree) -> str:
         out.append("(no decisions recorded yet)")
     if tree.hidden_superseded:
         out.append(
-            f"({tree.hidden_superseded} superseded decisions hidden; --show-superseded shows them)"
+            f"({counted(tree.hidden_superseded, 'superseded decision')} hidden; "
+            "--show-superseded shows them)"
         )
     return "\n".join(out)

@@ -72,6 +72,12 @@ def test_the_edit_replaces_the_strategy_and_asks_the_execute_gate_again(
     [asked_after] = _pending(run, supervised["plan"])  # the gates are asked again
     assert asked_after["question"] == asked_before["question"]
     assert asked_after["approval_id"] != asked_before["approval_id"]
+    # and the edit's output names it, with the command that answers it as the same person;
+    # it ended at the plan's heading, and the user had to find the question
+    approve = f"agents approval approve {asked_after['approval_id']} --as ana"
+    assert f"  waiting for: {asked_after['question']}  ({approve})" in result.output
+    tree = run("plan", "tree", supervised["plan"]).output
+    assert tree.rstrip().endswith("(1 superseded decision hidden; --show-superseded shows them)")
 
 
 def test_an_execute_decision_or_a_plan_in_execute_is_refused_and_nothing_changes(
