@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cleveragents_tui.domain.display import printable
 from cleveragents_tui.views.lines import decision_ref, one_line, row_ref
 from cleveragents_tui.views.plan import SUPERSEDED
 from cleveragents_tui.views.sections import Row, Section, View, filled
 
 if TYPE_CHECKING:
     from cleveragents_tui.domain.checkpoint import CheckpointGroup
+    from cleveragents_tui.domain.tool import ToolInvocation
     from cleveragents_tui.domain.views import DecisionExplanation, TreeRow
 
 
@@ -125,4 +127,33 @@ def _tools(e: DecisionExplanation) -> list[Section]:
         rows.append(
             Row("", line + "  ⚠ irreversible", "bad") if call.irreversible else Row("", line)
         )
+        rows += _outcome(call)
     return [Section("tool invocations", tuple(rows))]
+
+
+OUTPUT_LINES = 12  # of a failed call's output: the test runner's last lines say why
+
+
+def _outcome(call: ToolInvocation) -> list[Row]:
+    """How the call went — ``✓`` or ``✗`` and its output's first line (``exit status 1``) —
+    and, for a failed one, the output's last lines: why a test run failed was not shown."""
+    if call.ok is None:
+        return []
+    lines = [_output_line(line) for line in (call.output or "").splitlines() if line.strip()]
+    first = lines[0] if lines else "(no output)"
+    if call.ok:
+        return [Row("", f"  ✓ {first}", "dim")]
+    rest = lines[1:][-OUTPUT_LINES:]
+    skipped = len(lines) - 1 - len(rest)
+    return [
+        Row("", f"  ✗ failed: {first}", "bad"),
+        *([Row("", f"    … {skipped} lines before these", "dim")] if skipped else []),
+        *(Row("", f"    {line}", "dim") for line in rest),
+    ]
+
+
+def _output_line(line: str, limit: int = 100) -> str:
+    """One line of a call's output, its indentation kept (a test runner's ``? ^^^`` points
+    under the line above), controls escaped, cut with ``…``."""
+    shown = printable(line.rstrip().expandtabs(4), one_line=True)
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"

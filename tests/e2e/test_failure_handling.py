@@ -216,6 +216,17 @@ def test_denying_a_failed_validation_pauses_the_plan_with_the_choices(
     assert f"agents plan correct {asked.decision_id} --mode=revert" in denied.output
     with sqlite_store.unit_of_work() as uow:
         assert uow.plans.get(plan.plan_id).state is PlanState.PAUSED
+    # the decision it names says why the test failed: its calls, each with how it went
+    explained = run("plan", "explain", asked.decision_id).output
+    calls = explained.split("tool invocations\n")[1].splitlines()
+    assert calls[:4] == [
+        "  local/write-file  (writes:files)",
+        "    ✓ created tests/test_hello.py: 183 bytes",
+        "  local/run-tests  (no declared side effects)",
+        "    ✗ failed: exit status 1",
+    ], calls
+    assert "      AssertionError: 'Hello, Ada!' != 'Hi, Ada!'" in calls
+    assert "      FAILED (failures=1)" in calls
     # resuming asks again; only an explicit cancel cancels
     again = run("plan", "resume", plan.plan_id)
     assert again.exit_code == 0 and "awaiting_approval" in again.output
