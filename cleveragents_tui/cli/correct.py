@@ -15,6 +15,7 @@ from cleveragents_tui.cli.outcome import report_plan
 from cleveragents_tui.cli.plan import plan
 from cleveragents_tui.cli.progress import following, progress_option
 from cleveragents_tui.cli.render import plan_heading
+from cleveragents_tui.domain.errors import UserError
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
     from cleveragents_tui.engine import Impact
@@ -333,10 +334,12 @@ def diff(
             result = correction_diff(cli.store, latest_correction(cli.store, plan_ref))
         case None, str():
             result = correction_diff(cli.store, correction_ref)
-        case _:
-            raise click.UsageError(
-                "name a plan (its latest correction) or --correction CORRECTION, one of them"
+        case None, None:
+            raise UserError(
+                "no correction named", "give a plan (its latest correction) or --correction C"
             )
+        case _:
+            raise UserError("both a plan and --correction given", "give one of them")
     if cli.wants_json(local_format):
         from cleveragents_tui.export.json import correction_json
 
