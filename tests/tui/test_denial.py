@@ -71,6 +71,22 @@ async def test_after_denying_the_apply_gate_approving_it_after_all_lands_the_pla
     assert _state(demo_plan) is PlanState.APPLIED
 
 
+async def _choices_after_r(app, pilot) -> list[str]:  # type: ignore[no-untyped-def]
+    """`R` on the plan, then the ids of the choices it offers."""
+    await pilot.press("R")
+    for _ in range(20):  # the denial is read in a thread, then the choices open
+        await pilot.pause()
+        if isinstance(app.screen, DenialModal):
+            break
+    assert isinstance(app.screen, DenialModal)
+    return [o.id for o in app.screen.query_one("#denial-choices").options]
+
+
+async def _pick(app, pilot, ids: list[str], choice: str) -> None:  # type: ignore[no-untyped-def]
+    app.screen.query_one("#denial-choices").highlighted = ids.index(choice)
+    await pilot.press("enter")
+
+
 async def test_r_on_a_plan_left_paused_on_a_denial_offers_its_choices_again(
     demo_plan: DemoPlan,
 ) -> None:
@@ -83,17 +99,9 @@ async def test_r_on_a_plan_left_paused_on_a_denial_offers_its_choices_again(
         await settle(app, pilot)
         await pilot.press("escape")  # back from the approvals to the plan
         await settle(app, pilot)
-        await pilot.press("R")
-        for _ in range(20):  # the denial is read in a thread, then the choices open
-            await pilot.pause()
-            if isinstance(app.screen, DenialModal):
-                break
-        assert isinstance(app.screen, DenialModal)
-        choices = app.screen.query_one("#denial-choices")
-        ids = [o.id for o in choices.options]  # type: ignore[attr-defined]
+        ids = await _choices_after_r(app, pilot)
         assert {"correct", "apply", "cancel"} <= set(ids), ids
-        choices.highlighted = ids.index("apply")  # type: ignore[attr-defined]
-        await pilot.press("enter")
+        await _pick(app, pilot, ids, "apply")
         await pilot.pause()
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -132,16 +140,7 @@ async def test_correcting_after_a_failed_calls_denial_selects_the_decision_that_
     app = demo.app(plan_id=plan.plan_id)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        await pilot.press("R")
-        for _ in range(20):  # the denial is read in a thread, then the choices open
-            await pilot.pause()
-            if isinstance(app.screen, DenialModal):
-                break
-        assert isinstance(app.screen, DenialModal)
-        choices = app.screen.query_one("#denial-choices")
-        ids = [o.id for o in choices.options]  # type: ignore[attr-defined]
-        choices.highlighted = ids.index("correct")  # type: ignore[attr-defined]
-        await pilot.press("enter")
+        await _pick(app, pilot, await _choices_after_r(app, pilot), "correct")
         await settle(app, pilot)
         assert app.screen.query_one(DecisionTree).current == asked.decision_id
         said = [n.message for n in app._notifications][-1]
