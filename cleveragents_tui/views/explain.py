@@ -114,6 +114,14 @@ def _checkpoints(e: DecisionExplanation, group: CheckpointGroup | None) -> Secti
         )
         for c in e.checkpoints
     ]
+    if group is not None and not e.checkpoints:  # the first Execute decision's, typically
+        rows.append(
+            Row(
+                "",
+                "(no resource was written before it: a revert goes back to where each began)",
+                "dim",
+            )
+        )
     return Section("checkpoint group", tuple(rows))
 
 

@@ -325,3 +325,22 @@ def test_superseded_by_names_the_decision_that_replaced_it(
     )
     refused = run("plan", "correct", demo_plan["strategy"], "--mode=revert", "--guidance", "x")
     assert refused.exit_code == 2 and f"already superseded by {greeter}" in refused.stderr
+
+
+def test_explain_says_where_a_revert_goes_when_the_group_holds_no_checkpoint(
+    run: Run, demo_plan: dict[str, str]
+) -> None:
+    """The first Execute decision's checkpoint group is empty (nothing was written before
+    it) and its tree line has no ⚑; explain showed the group's id alone, as if a revert had
+    nowhere to go. It says that a revert puts each resource back as it began."""
+    tree = json.loads(run("plan", "tree", demo_plan["plan"], "--format=json").output)
+    ids = {d["chosen_option"]: d["decision_id"] for d in tree["decisions"]}
+    first = run("plan", "explain", ids["hello_cli/greet.py with a hello() function"]).output
+    group = first.split("checkpoint group\n")[1].split("\n\n")[0].splitlines()
+    assert len(group) == 2 and group[0].endswith("  committed"), group
+    assert (
+        group[1] == "  (no resource was written before it: a revert goes back to where each began)"
+    )
+    later = run("plan", "explain", demo_plan["record"]).output
+    assert "no resource was written before it" not in later
+    assert "  ⚑ " in later.split("checkpoint group\n")[1]
