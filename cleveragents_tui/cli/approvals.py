@@ -97,11 +97,16 @@ def approve(cli: CliContext, approval_ref: str, reason: str | None, who: str | N
     if json_output.wanted():
         echo_json(ApprovalDocument(approval=answered.model_dump(mode="json")).dump())
         return
+    from cleveragents_tui.domain.approval import ApprovalKind
     from cleveragents_tui.engine.run.children import run_from
 
     # only the answer is recorded: the plan goes on when it is run again (the app: R) — a
     # child plan's with its parent's run, which runs it on
-    echo(f"next: continue the plan with `agents plan run {run_from(cli.store, answered.plan_id)}`")
+    go_on = f"agents plan run {run_from(cli.store, answered.plan_id)}"
+    if answered.kind is ApprovalKind.APPLY_GATE:  # the run that follows lands it for real
+        echo(f"next: land it on the real resources with `{go_on}`")
+    else:
+        echo(f"next: continue the plan with `{go_on}`")
 
 
 @approval.command()

@@ -114,3 +114,17 @@ def test_an_approval_names_the_command_that_continues_its_plan(run: Run, tmp_pat
 
     assert approved.exit_code == 0, approved.output
     assert f"next: continue the plan with `agents plan run {approval.plan_id}`" in approved.output
+
+
+def test_approving_the_apply_gate_says_the_next_run_lands_it(run: Run, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The run after an approved Apply gate lands the plan on the real resources: the line
+    says so, where it said "continue the plan" as for any gate."""
+    store, approval = _stored_approval(
+        run, tmp_path, kind="apply_gate", question="Execute complete. Apply the changes?"
+    )
+    store.close()
+    approved = run("approval", "approve", approval.approval_id)
+    assert approved.exit_code == 0, approved.output
+    assert approved.output.splitlines()[-1] == (
+        f"next: land it on the real resources with `agents plan run {approval.plan_id}`"
+    )
