@@ -66,9 +66,8 @@ async def test_approve_with_a_reason_records_who_and_when(demo_plan: DemoPlan) -
         await settle(app, pilot)
         assert isinstance(app.screen, ApprovalsScreen) and app.screen.approvals == []
         said = [n.message for n in app._notifications]
-        assert f"approved as tester; resume plan {demo_plan.plan.plan_id[:10]} (R)" in "".join(
-            said
-        ), said
+        lands = f"R on plan {demo_plan.plan.plan_id[:10]} lands it on the real resources"
+        assert f"approved as tester; {lands}" in said, said  # the demo waits at its Apply gate
     with demo_plan.store.unit_of_work() as uow:
         answered = uow.approvals.get(gate.approval_id)
     assert answered.answer is not None and answered.answer.value == "approved"

@@ -13,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Header, Static
 
-from cleveragents_tui.domain.approval import Approval
+from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine import answer_approval, pending_approvals
 from cleveragents_tui.engine.run.approvals import ready_to_go_on
@@ -141,7 +141,12 @@ class ApprovalsScreen(ListScreen, AfterDenial):
         self.refresh_data()
         if denial is None or not denial.choices:
             # a child plan's question: its parent's run goes on with it
-            self.notify(f"{verb.lower()}d as {user}; resume plan {go_on[:10]} (R) to continue")
+            then = (
+                "lands it on the real resources"
+                if approve and a.kind is ApprovalKind.APPLY_GATE
+                else "continues it"
+            )
+            self.notify(f"{verb.lower()}d as {user}; R on plan {go_on[:10]} {then}")
             return
         await self.offer_choices(denial)
 
