@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.cli.conftest import Run
-from tests.support.openai_server import OpenAIServer, finish_phase, record_decision
+from tests.support.openai_server import OpenAIServer, finish_phase, record_decision, text
 from tests.support.openai_server import openai_server as openai_server  # the fixture
 
 pytest.importorskip("langchain_openai")
@@ -292,6 +292,35 @@ def test_a_plan_whose_server_moved_goes_on_once_pointed_at_the_new_one(
         assert len(second.completions) == 1
     shown = json.loads(run("plan", "show", plan_id, "--format=json").output)
     assert (shown["model"], shown["model_base_url"]) == (MODEL, second.base_url)
+
+
+def test_a_model_that_answers_in_words_is_replaced_with_set_model(
+    run: Run, action: str, served: OpenAIServer
+) -> None:
+    """A model that answers twice in words, never with a tool call, ends the run with a line
+    naming `plan set-model PLAN PROVIDER:MODEL`; after it, the run asks the other model and
+    goes on. The line said "or pass tool_choice='any'", which nothing a user runs can do
+    (the provider is already asked for it)."""
+    started = run("plan", "use", action, "--model", MODEL, "--automation-profile", "manual")
+    assert started.exit_code == 0, started.output  # at its first gate, no model asked yet
+    plan_id = str(_plans(run)[0]["plan_id"])
+    [gate] = json.loads(run("approval", "list", "--format=json").output)["approvals"]
+    assert run("approval", "approve", gate["approval_id"]).exit_code == 0
+    served.add(text("I would add a file."), text("Really, a file."))
+    failed = run("plan", "run", plan_id)
+    assert failed.exit_code == 2
+    line = _one_line(failed.stderr)
+    assert "the chat model answered twice without calling a tool" in line, line
+    assert f"use a model that calls tools: agents plan set-model {plan_id} PROVIDER:MODEL" in line
+    assert "tool_choice" not in line
+    assert [r.body["tool_choice"] for r in served.completions] == ["required"] * 2, "asked"
+    other = "openai:gpt-4.1-mini"
+    assert run("plan", "set-model", plan_id, other).exit_code == 0
+    served.add(STRATEGY)
+    went_on = run("plan", "run", plan_id)
+    assert went_on.exit_code == 0, went_on.stderr
+    assert "waiting for: How?" in went_on.output
+    assert served.completions[-1].body["model"] == "gpt-4.1-mini"
 
 
 @pytest.mark.parametrize(

@@ -50,6 +50,7 @@ from cleveragents_tui.actors.reasoners.chat_prompt import (
 )
 from cleveragents_tui.actors.reasoners.chat_reply import (
     ModelUnreachableError,
+    ModelWithoutToolsError,
     ReasonerError,
     check_decision,
     field_error,
@@ -125,9 +126,9 @@ class ChatReasoner:
             messages = [*messages, reply, HumanMessage(content=REMINDER)]
             reply = self._invoke(bound, messages)
             if not reply.tool_calls and not reply.invalid_tool_calls:
-                raise ReasonerError(
+                raise ModelWithoutToolsError(
                     "the chat model answered twice without calling a tool",
-                    "use a model that supports tool calling, or pass tool_choice='any'",
+                    ModelWithoutToolsError.fix_for("PLAN"),
                 )
         return self._to_proposal(reply, state, phase, tuple(known))
 
@@ -296,7 +297,7 @@ def _invoke(
             raise ModelUnreachableError(
                 f"the chat model's server did not answer: {type(exc).__name__}: "
                 f"{str(exc).rstrip('.')}",
-                f"{ModelUnreachableError.FIX} (agents plan set-model PLAN --base-url URL)",
+                ModelUnreachableError.fix_for("PLAN"),
             ) from exc
         raise ReasonerError(
             f"the chat model call failed: {type(exc).__name__}: {str(exc).rstrip('.')}",

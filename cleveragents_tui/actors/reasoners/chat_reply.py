@@ -7,7 +7,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from cleveragents_tui.actors.base import ActorState, Proposal, ToolCallRequest
 from cleveragents_tui.actors.reasoners.chat_prompt import (
@@ -27,11 +27,32 @@ class ReasonerError(UserError):
     """The reasoner could not produce a valid decision (the model's reply was refused)."""
 
 
-class ModelUnreachableError(ReasonerError):
+class MendedBySetModel(ReasonerError):
+    """A failure `agents plan set-model PLAN ARGS` mends: the runner, which knows the plan,
+    names that command in the fix."""
+
+    FIX: ClassVar[str]
+    ARGS: ClassVar[str]
+
+    @classmethod
+    def fix_for(cls, plan: str) -> str:
+        return f"{cls.FIX}: agents plan set-model {plan} {cls.ARGS}"
+
+
+class ModelUnreachableError(MendedBySetModel):
     """Nothing answered at the model's server (refused, unreachable, timed out): the server
     is down, or it moved and the plan still asks the address it started with."""
 
     FIX = "start the model's server, or point the plan at the one that runs"
+    ARGS = "--base-url URL"
+
+
+class ModelWithoutToolsError(MendedBySetModel):
+    """The model answered twice in words, not with a tool call: it cannot be made to call
+    one (the provider ignores ``tool_choice``, or the model has no tool calling)."""
+
+    FIX = "use a model that calls tools"
+    ARGS = "PROVIDER:MODEL"
 
 
 def check_decision(

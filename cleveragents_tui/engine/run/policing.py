@@ -17,7 +17,7 @@ from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
 from cleveragents_tui.actors.base import ActorState, Proposal, Reasoner
-from cleveragents_tui.actors.reasoners.chat_reply import ModelUnreachableError
+from cleveragents_tui.actors.reasoners.chat_reply import MendedBySetModel
 from cleveragents_tui.actors.reasoners.usage import MetersUsage
 from cleveragents_tui.automation.escalation import EscalationContext
 from cleveragents_tui.automation.limits import (
@@ -115,8 +115,8 @@ class Policing:
         reasoner that gives no decision (ReasonerError and the like) ends the run errored."""
         try:
             return reasoner.propose(state, phase)
-        except ModelUnreachableError as failed:  # the fix names this plan
-            fix = f"{failed.FIX}: agents plan set-model {self.plan_id} --base-url URL"
+        except MendedBySetModel as failed:  # the fix names this plan
+            fix = failed.fix_for(self.plan_id)
             raise ReasonerFailedError(self.plan_id, f"{failed.problem}: {fix}") from failed
         except UserError as failed:
             raise ReasonerFailedError(self.plan_id, str(failed)) from failed
