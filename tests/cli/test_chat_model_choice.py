@@ -16,7 +16,13 @@ import pytest
 import yaml
 
 from tests.cli.conftest import Run
-from tests.support.openai_server import OpenAIServer, finish_phase, record_decision, text
+from tests.support.openai_server import (
+    OpenAIServer,
+    finish_phase,
+    http_error,
+    record_decision,
+    text,
+)
 from tests.support.openai_server import openai_server as openai_server  # the fixture
 
 pytest.importorskip("langchain_openai")
@@ -321,6 +327,24 @@ def test_a_model_that_answers_in_words_is_replaced_with_set_model(
     assert went_on.exit_code == 0, went_on.stderr
     assert "waiting for: How?" in went_on.output
     assert served.completions[-1].body["model"] == "gpt-4.1-mini"
+
+
+def test_a_model_the_server_does_not_have_names_set_model(
+    run: Run, action: str, served: OpenAIServer
+) -> None:
+    """A 404 from the server (no model of that name) ends the run with the plan's own
+    `set-model` command; it said "check the model's configuration, credentials and network"."""
+    started = run("plan", "use", action, "--model", MODEL, "--automation-profile", "manual")
+    assert started.exit_code == 0, started.output
+    plan_id = str(_plans(run)[0]["plan_id"])
+    [gate] = json.loads(run("approval", "list", "--format=json").output)["approvals"]
+    assert run("approval", "approve", gate["approval_id"]).exit_code == 0
+    served.add(http_error(404, "The model `gpt-4o-mini` does not exist", "model_not_found"))
+    failed = run("plan", "run", plan_id)
+    assert failed.exit_code == 2
+    line = _one_line(failed.stderr)
+    assert "does not exist" in line, line
+    assert f"use a model the server has: agents plan set-model {plan_id} PROVIDER:MODEL" in line
 
 
 @pytest.mark.parametrize(

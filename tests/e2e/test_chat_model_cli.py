@@ -225,7 +225,7 @@ def test_a_failed_model_call_ends_the_plan_errored_and_plan_run_goes_on(
     said = started.stderr.strip().splitlines()
     assert len(said) == 1 and "Traceback" not in started.stderr, started.stderr
     assert "the chat model call failed" in said[0] and "Incorrect API key" in said[0]
-    assert "check the model's configuration, credentials and network" in said[0]
+    assert "the provider refused the API key: set a valid one (OPENAI_API_KEY" in said[0]
     (plan,) = json.loads(cli("--format=json", "plan", "list").stdout)["plans"]
     plan_id = plan["plan_id"]
     assert f"then run it again: agents plan run {plan_id}" in said[0]
@@ -265,7 +265,8 @@ def test_a_correction_whose_replay_failed_shows_why_on_the_plans_error_line(
     assert shown["error"] == (
         f"the replay of correction {correction['correction_id']} failed: the chat model call "
         "failed: OpenAIAuthenticationError: Error code: 401 - Incorrect API key provided: "
-        "check the model's configuration, credentials and network"
+        "the provider refused the API key: set a valid one (OPENAI_API_KEY, "
+        "ANTHROPIC_API_KEY, ...) where the plan runs"
     )
     text = cli("plan", "show", plan_id).stdout
     assert f"error        {shown['error']}\n" in text

@@ -49,6 +49,7 @@ from cleveragents_tui.actors.reasoners.chat_prompt import (
     record_decision_schema,
 )
 from cleveragents_tui.actors.reasoners.chat_reply import (
+    ModelNotServedError,
     ModelUnreachableError,
     ModelWithoutToolsError,
     ReasonerError,
@@ -265,10 +266,16 @@ def _call_fix(exc: Exception) -> str:
     that does not pass with time."""
     if getattr(exc, "code", None) == "insufficient_quota":
         return "the account has no credit left for this model: add credit in the provider's billing settings"
-    if getattr(exc, "status_code", None) == 429:
+    status = getattr(exc, "status_code", None)
+    if status == 429:
         return (
             "the provider is limiting calls to the model: wait for the limit to reset (or "
             "check the account's quota)"
+        )
+    if status in (401, 403):
+        return (
+            "the provider refused the API key: set a valid one (OPENAI_API_KEY, "
+            "ANTHROPIC_API_KEY, ...) where the plan runs"
         )
     return "check the model's configuration, credentials and network"
 
@@ -298,6 +305,11 @@ def _invoke(
                 f"the chat model's server did not answer: {type(exc).__name__}: "
                 f"{str(exc).rstrip('.')}",
                 ModelUnreachableError.fix_for("PLAN"),
+            ) from exc
+        if getattr(exc, "status_code", None) == 404:  # the model's name, most likely
+            raise ModelNotServedError(
+                f"the chat model call failed: {type(exc).__name__}: {str(exc).rstrip('.')}",
+                ModelNotServedError.fix_for("PLAN"),
             ) from exc
         raise ReasonerError(
             f"the chat model call failed: {type(exc).__name__}: {str(exc).rstrip('.')}",

@@ -47,6 +47,14 @@ class ModelUnreachableError(MendedBySetModel):
     ARGS = "--base-url URL"
 
 
+class ModelNotServedError(MendedBySetModel):
+    """The server answered 404: it serves no model of that name (a typo, a model retired,
+    or a local server that loaded another)."""
+
+    FIX = "use a model the server has"
+    ARGS = "PROVIDER:MODEL"
+
+
 class ModelWithoutToolsError(MendedBySetModel):
     """The model answered twice in words, not with a tool call: it cannot be made to call
     one (the provider ignores ``tool_choice``, or the model has no tool calling)."""
