@@ -140,7 +140,11 @@ async def test_correcting_after_a_failed_calls_denial_selects_the_decision_that_
     app = demo.app(plan_id=plan.plan_id)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        await _pick(app, pilot, await _choices_after_r(app, pilot), "correct")
+        ids = await _choices_after_r(app, pilot)
+        labels = [str(o.prompt) for o in app.screen.query_one("#denial-choices").options]
+        said = "correct the decision that made the call: selects it; then press c"
+        assert labels[ids.index("correct")] == said, labels  # it is on this screen
+        await _pick(app, pilot, ids, "correct")
         await settle(app, pilot)
         assert app.screen.query_one(DecisionTree).current == asked.decision_id
         said = [n.message for n in app._notifications][-1]

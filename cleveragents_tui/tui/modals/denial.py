@@ -21,8 +21,12 @@ APPLY = "apply"
 CANCEL = "cancel"
 
 
-def _choice_ids(denial: Denial) -> list[tuple[str, str]]:
-    """(id, label) of each choice the denial offers, alternatives spelled out."""
+OPENS_THE_PLAN = "opens the plan, select it and press c"
+
+
+def _choice_ids(denial: Denial, correct_how: str) -> list[tuple[str, str]]:
+    """(id, label) of each choice the denial offers, alternatives spelled out; ``correct_how``
+    says how the correction is then made."""
     found: list[tuple[str, str]] = []
     for choice in denial.choices:
         command = choice.command
@@ -35,7 +39,7 @@ def _choice_ids(denial: Denial) -> list[tuple[str, str]]:
             found.append((GUIDANCE, "give guidance for this decision…"))
         elif "plan correct" in command and "--choose N" not in command:
             what = choice.what.split(" (")[0]  # without the CLI's hint
-            found.append((CORRECT, f"{what}: opens the plan, select it and press c"))
+            found.append((CORRECT, f"{what}: {correct_how}"))
         elif "plan apply" in command:
             found.append((APPLY, choice.what))
         elif "plan resume" in command:
@@ -55,15 +59,19 @@ class DenialModal(Dialog[str | None]):
         Binding("escape", "leave", "Leave it paused", id="denial.leave")
     ]
 
-    def __init__(self, denial: Denial) -> None:
+    def __init__(self, denial: Denial, correct_how: str = OPENS_THE_PLAN) -> None:
         super().__init__(f"Denied — plan {denial.plan.plan_id[:10]} is paused, not cancelled")
         self.denial = denial
+        self.correct_how = correct_how
 
     def compose_body(self) -> ComposeResult:
         yield Static(safe_text(self.denial.approval.question), markup=False)
         yield Static("What next? (Esc leaves it paused)", markup=False)
         yield OptionList(
-            *(Option(safe_text(label), id=key) for key, label in _choice_ids(self.denial)),
+            *(
+                Option(safe_text(label), id=key)
+                for key, label in _choice_ids(self.denial, self.correct_how)
+            ),
             id="denial-choices",
         )
 

@@ -11,7 +11,15 @@ from cleveragents_tui.engine import apply_plan, cancel_plan, resume_plan
 from cleveragents_tui.engine.run.denial import Denial
 from cleveragents_tui.engine.run.lifecycle import resume_with
 from cleveragents_tui.tui.messages import StoreChanged
-from cleveragents_tui.tui.modals.denial import APPLY, CANCEL, CHOOSE, CORRECT, GUIDANCE, DenialModal
+from cleveragents_tui.tui.modals.denial import (
+    APPLY,
+    CANCEL,
+    CHOOSE,
+    CORRECT,
+    GUIDANCE,
+    OPENS_THE_PLAN,
+    DenialModal,
+)
 from cleveragents_tui.tui.modals.reason import ReasonModal
 from cleveragents_tui.tui.screens.base import AgentsScreen
 from cleveragents_tui.tui.services import services
@@ -21,7 +29,7 @@ class AfterDenial(AgentsScreen):
     """:meth:`offer_choices` asks what comes next and carries it out."""
 
     async def offer_choices(self, denial: Denial) -> None:
-        choice = await self.app.push_screen_wait(DenialModal(denial))
+        choice = await self.app.push_screen_wait(DenialModal(denial, self.correct_how(denial)))
         plan_id = denial.plan.plan_id
         if choice is None:
             self.notify(f"denied; plan {plan_id[:10]} stays paused")
@@ -41,6 +49,10 @@ class AfterDenial(AgentsScreen):
             plan_id,
             pause=not applying,
         )
+
+    def correct_how(self, denial: Denial) -> str:
+        """The correct choice's words: what picking it does here."""
+        return OPENS_THE_PLAN
 
     def on_correct_chosen(self, denial: Denial) -> None:
         """A correction is made on the plan's screen: the approvals screen opens it, the

@@ -276,10 +276,15 @@ class PlanScreen(PlanExport, PlanControls):
         if not tree.reveal(decision_id):
             self.notify(f"{what} {decision_id} is not in this plan's tree", severity="warning")
 
+    def correct_how(self, denial: Denial) -> str:
+        if _made_the_call(denial) is None:
+            return "select it and press c"
+        return "selects it; then press c"
+
     def on_correct_chosen(self, denial: Denial) -> None:
         """After a failed call's denial: the decision that made the call, selected."""
-        made_the_call = denial.approval.decision_id
-        if made_the_call is None or denial.approval.kind is ApprovalKind.APPLY_GATE:
+        made_the_call = _made_the_call(denial)
+        if made_the_call is None:
             super().on_correct_chosen(denial)
             return
         self._goto(made_the_call, "decision that made the call")
@@ -464,3 +469,10 @@ class PlanScreen(PlanExport, PlanControls):
             done[-1],
         )
         services(self).open_diff(pick.correction_id)
+
+
+def _made_the_call(denial: Denial) -> str | None:
+    """The decision whose failed call (or guard) was denied; None at the Apply gate, where
+    the person picks the decision whose result was wrong."""
+    approval = denial.approval
+    return None if approval.kind is ApprovalKind.APPLY_GATE else approval.decision_id
