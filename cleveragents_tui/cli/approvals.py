@@ -9,7 +9,7 @@ import click
 
 from cleveragents_tui.cli import json_output
 from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_option, pass_cli
-from cleveragents_tui.cli.outcome import echo_choices
+from cleveragents_tui.cli.outcome import echo_choices, echo_ready_to_go_on
 from cleveragents_tui.views.lines import one_line
 
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
@@ -52,18 +52,7 @@ def list_(
             why = f": {one_line(a.reason, 200)}" if a.reason else ""
             echo(f"{'':28}{a.answer.value} by {one_line(a.answered_by or '', 80)}{why}")
     if not answered_too and plan_ref is None:
-        _ready_to_go_on(cli)
-
-
-def _ready_to_go_on(cli: CliContext) -> None:
-    """Plans that wait with nothing left to answer: nothing to approve, but not done."""
-    from cleveragents_tui.engine.run.approvals import ready_to_go_on
-
-    for plan in ready_to_go_on(cli.store):
-        echo(
-            f"plan {plan.plan_id} ({one_line(plan.action, 80)}) waits with nothing left to answer: "
-            f"go on with agents plan run {plan.plan_id}"
-        )
+        echo_ready_to_go_on(cli.store)
 
 
 def _answer(

@@ -199,3 +199,15 @@ def paused_ways_on(store: Store, plan: Plan) -> None:
     by = one_line(denied.answered_by or "-", 80)
     echo(f"paused       its question was denied by {by}{why}. Next:")
     echo_choices(denial_of(store, denied))
+
+
+def echo_ready_to_go_on(store: Store) -> None:
+    """A line for each plan that waits with nothing left to answer (`approval list`, `plan
+    list`): nothing to approve, but not done."""
+    from cleveragents_tui.engine.run.approvals import ready_to_go_on
+
+    for plan in ready_to_go_on(store):
+        echo(
+            f"plan {plan.plan_id} ({one_line(plan.action, 80)}) waits with nothing left to answer: "
+            f"go on with agents plan run {plan.plan_id}"
+        )

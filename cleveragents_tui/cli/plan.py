@@ -84,6 +84,10 @@ def list_(cli: CliContext, local_format: str | None) -> None:
         lambda: export_json.plan_list_document(summaries),
         lambda: render.plan_list(summaries),
     )
+    if summaries and not cli.wants_json(local_format):
+        from cleveragents_tui.cli.outcome import echo_ready_to_go_on
+
+        echo_ready_to_go_on(cli.store)
 
 
 @plan.command()

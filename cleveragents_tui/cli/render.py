@@ -77,7 +77,7 @@ def _family_pending(details: PlanDetails) -> str:
     if details.children_pending:
         return f", {details.children_pending} in its child plans"
     plan = details.summary.plan
-    if plan.waits_for_a_run(details.summary.pending_approvals):
+    if details.goes_on_with_a_run:
         return f": nothing left to answer, go on with agents plan run {plan.plan_id}"
     return ""
 

@@ -77,6 +77,7 @@ class PlanDetails:
     model: str | None = None  # the chat model it runs with (PROVIDER:MODEL); None: scripted
     model_base_url: str | None = None  # the server it asks that model at; None: the default
     children_pending: int = 0  # approvals its child plans (and theirs) wait on
+    goes_on_with_a_run: bool = False  # nothing left to answer, and an action to run on
     usage: UsageFigures = UsageFigures()
 
 

@@ -72,6 +72,7 @@ class PlanData:
     counts: tuple[int, int]  # the plan's (all, current) decisions, as its rows were read
     read: Watermark  # the rows ``index`` was built from
     partial: bool = False  # only the first decisions: the rest are being read
+    goes_on_with_a_run: bool = False  # nothing left to answer: `R` takes it on
 
     @property
     def hidden_superseded(self) -> int:
@@ -85,9 +86,11 @@ class PlanDataLoaded(Message):
 
 @dataclass
 class PlansLoaded(Message):
-    """The plan list, read in a worker thread."""
+    """The plan list, read in a worker thread; ``ready``: the plans that wait with nothing
+    left to answer (engine/run/approvals.py)."""
 
     summaries: list[PlanSummary]
+    ready: set[str] = field(default_factory=set)
 
 
 @dataclass

@@ -444,6 +444,7 @@ def _named_beside_another_plans_question(run: Run, tmp_path: Path, plan_id: str)
     assert listed[0].startswith(f"{asked['approval_id']}  "), listed
     ready = [line for line in listed if "waits with nothing left to answer" in line]
     assert [line.split(" (")[0] for line in ready] == [f"plan {plan_id}"], listed
+    assert run("plan", "list").output.splitlines()[-1] == ready[0]  # and under the plans
     assert run("plan", "cancel", other_id).exit_code == 0
 
 

@@ -61,6 +61,17 @@ def test_plan_show_text(run: Run, sample: dict[str, str]) -> None:
     assert sample["child"] in out
 
 
+def test_the_recorded_sample_is_not_offered_a_run(run: Run, sample: dict[str, str]) -> None:
+    """The sample waits at its Apply gate with no question and no action to run: `plan show`
+    said `nothing left to answer, go on with agents plan run P`, which then failed with "has
+    no stored action"."""
+    assert "approvals    0 pending\n" in run("plan", "show", sample["plan"]).output
+    assert "agents plan run" not in run("plan", "list").output
+    assert run("approval", "list").output.strip() == "No pending approvals."
+    refused = run("plan", "run", sample["plan"])
+    assert refused.exit_code == 2 and "has no stored action" in refused.stderr
+
+
 def test_tree_hides_superseded_branches_unless_asked(run: Run, sample: dict[str, str]) -> None:
     out = run("plan", "tree", sample["plan"]).output
     assert sample["superseded"] not in out

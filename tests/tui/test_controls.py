@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from rich.table import Table
-from textual.widgets import Static
+from textual.widgets import DataTable, Static
 
 from cleveragents_tui.actors.base import ActorState, Proposal
 from cleveragents_tui.actors.reasoners.scripted import ScriptedReasoner
@@ -471,6 +471,14 @@ async def _goes_on_with_r(demo_plan: DemoPlan) -> None:
     """The parent, waiting with nothing left to answer, says so in its heading; `R` runs it
     on to its next question."""
     parent = demo_plan.plan.plan_id
+    listed = demo_plan.app()  # the plan list marks it too: `0 R`, and says so above
+    async with listed.run_test(size=SIZE) as pilot:
+        await settle(listed, pilot)
+        table = listed.screen.query_one(DataTable)
+        row = table.get_row(parent)
+        assert str(row[list(table.columns).index("appr")]) == "0 R", row
+        caption = str(listed.screen.query_one("#plans-caption", Static).render())
+        assert "1 with nothing left to answer: open, press R" in caption, caption
     app = demo_plan.app(plan_id=parent)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)

@@ -55,7 +55,9 @@ def show_plan(store: Store, plan_ref: str) -> PlanDetails:
         counts = uow.approvals.pending_counts()
         pending = counts.get(plan.plan_id, 0)
         family = uow.plans.descendants(plan.plan_id)
+        children_pending = sum(counts.get(c.plan_id, 0) for c in family)
         model = kept_choice(uow, plan.plan_id)
+        goes_on = plan.waits_for_a_run(pending + children_pending)
         return PlanDetails(
             summary=PlanSummary(plan, total, current, pending),
             decisions_by_type=uow.decisions.counts_by_type(plan.plan_id),
@@ -66,7 +68,8 @@ def show_plan(store: Store, plan_ref: str) -> PlanDetails:
             error=run_failure(uow, plan),
             model=None if model is None else model.model,
             model_base_url=None if model is None else model.base_url,
-            children_pending=sum(counts.get(c.plan_id, 0) for c in family),
+            children_pending=children_pending,
+            goes_on_with_a_run=goes_on and uow.plan_actions.has(plan.plan_id),
             usage=usage_of(uow, plan.plan_id),
         )
 

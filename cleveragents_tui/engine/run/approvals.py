@@ -27,14 +27,29 @@ def pending_approvals(
 def ready_to_go_on(store: Store) -> list[Plan]:
     """The plans that wait with nothing left to answer — their questions answered, or a
     child's run finished — so `agents plan run` takes each on. A plan whose family (it or a
-    child plan) still has a question is left out, and so is a child plan its parent's run
-    goes on with."""
+    child plan) still has a question is left out, and so are a child plan its parent's run
+    goes on with and a recorded sample."""
     with store.unit_of_work() as uow:
         waiting = uow.plans.in_state(PlanState.AWAITING_APPROVAL)
         if not waiting:
             return []
         asking = _with_a_question_in_the_family(uow)
-        return [p for p in waiting if p.plan_id not in asking and not _runs_with_parent(uow, p)]
+        return [
+            p
+            for p in waiting
+            if p.plan_id not in asking
+            and not _runs_with_parent(uow, p)
+            and uow.plan_actions.has(p.plan_id)  # a recorded sample has nothing to run
+        ]
+
+
+def goes_on_with_a_run(store: Store, plan: Plan, questions_pending: int) -> bool:
+    """The plan waits with nothing left to answer (:meth:`Plan.waits_for_a_run`) and has an
+    action a run goes on with: `agents demo-data`'s recorded sample has none."""
+    if not plan.waits_for_a_run(questions_pending):
+        return False
+    with store.unit_of_work() as uow:
+        return uow.plan_actions.has(plan.plan_id)
 
 
 def _with_a_question_in_the_family(uow: UnitOfWork) -> set[str]:

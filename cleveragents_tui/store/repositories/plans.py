@@ -161,6 +161,11 @@ class PlanActionRepository(Repository):
         rows = fetch(self._session, _ACTION, id=plan_id)  # as PlanRepository.get reads
         return plan_id if not rows or rows[0].sandbox_plan_id is None else rows[0].sandbox_plan_id
 
+    def has(self, plan_id: str) -> bool:
+        """Whether the plan has an action to run (a recorded sample, `agents demo-data`'s, has
+        none: it is for browsing)."""
+        return bool(fetch(self._session, _ACTION, id=plan_id))
+
     def get(self, plan_id: str) -> dict[str, object]:
         rows = fetch(self._session, _ACTION, id=plan_id)
         row = rows[0] if rows else None

@@ -15,6 +15,7 @@ from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.engine import pending_approvals
 from cleveragents_tui.engine.read import tui_queries
 from cleveragents_tui.engine.read.tui_queries import TreeRead
+from cleveragents_tui.engine.run.approvals import goes_on_with_a_run
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.messages import PlanData, Watermark
 from cleveragents_tui.tui.widgets.decision_tree import TreeIndex
@@ -55,6 +56,7 @@ def read_plan_data(
         read.counts,
         mark,
         partial=mark.rows < read.counts[0],
+        goes_on_with_a_run=goes_on_with_a_run(store, read.plan, len(pending)),
     )
 
 

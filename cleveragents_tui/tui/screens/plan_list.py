@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Header, Input, Static
 
 from cleveragents_tui.domain.views import PlanSummary
 from cleveragents_tui.engine import list_plans
+from cleveragents_tui.engine.run.approvals import ready_to_go_on
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.messages import LoadFailed, PlansLoaded
 from cleveragents_tui.tui.render import safe_text, state_text
@@ -44,8 +45,9 @@ def _matches(s: PlanSummary, needle: str) -> bool:
     return needle.lower() in hay.lower()
 
 
-def _cells(s: PlanSummary) -> dict[str, Text]:
-    """A plan's row, by column (the date's format depends on the width: set when shown)."""
+def _cells(s: PlanSummary, ready: bool) -> dict[str, Text]:
+    """A plan's row, by column (the date's format depends on the width: set when shown);
+    ``ready``: it waits with nothing left to answer, so its approvals read ``0 R``."""
     p = s.plan
     indent = "  " * s.depth + ("└ " if s.depth else "")
     return {
@@ -57,7 +59,8 @@ def _cells(s: PlanSummary) -> dict[str, Text]:
         "profile": safe_text(p.automation_profile, one_line=True),
         "decisions": Text(f"{s.current_decision_count}/{s.decision_count}"),
         "appr": Text(
-            str(s.pending_approvals), style="bold yellow" if s.pending_approvals else "dim"
+            f"{s.pending_approvals} R" if ready else str(s.pending_approvals),
+            style="bold yellow" if s.pending_approvals or ready else "dim",
         ),
     }
 
@@ -74,6 +77,7 @@ class PlanListScreen(ListScreen):
         super().__init__()
         self.sort = "tree"
         self.summaries: list[PlanSummary] = []
+        self.ready: set[str] = set()
         self.shown: list[str] = []
         self.fit: Fit | None = None  # the columns shown, for the table's width
 
@@ -93,10 +97,11 @@ class PlanListScreen(ListScreen):
         self.call_after_refresh(self._render_rows)  # the columns fit the new width
 
     def read(self, store: Store) -> PlansLoaded:
-        return PlansLoaded(list_plans(store))
+        return PlansLoaded(list_plans(store), {p.plan_id for p in ready_to_go_on(store)})
 
     def on_plans_loaded(self, message: PlansLoaded) -> None:
         self.summaries = message.summaries
+        self.ready = message.ready
         self._render_rows()
 
     def on_load_failed(self, message: LoadFailed) -> None:
@@ -117,7 +122,7 @@ class PlanListScreen(ListScreen):
             "approvals": lambda b: -sum(s.pending_approvals for s in b),
         }[self.sort]
         blocks.sort(key=key)
-        rows = [(s, _cells(s)) for block in blocks for s in block]
+        rows = [(s, _cells(s, s.plan.plan_id in self.ready)) for block in blocks for s in block]
         widths = {c: max((cells[c].cell_len for _, cells in rows), default=0) for c in CELLS}
         fit = fit_columns(widths, self._available(len(rows)))
         if fit != self.fit:
@@ -136,6 +141,8 @@ class PlanListScreen(ListScreen):
             self.shown.append(s.plan.plan_id)
         total = len(self.summaries)
         caption = f"{len(self.shown)} of {total} plans · sort: {self.sort} (o)"
+        if self.ready:  # `0 R` in their approvals column
+            caption += f" · {len(self.ready)} with nothing left to answer: open, press R"
         if not total:
             caption = "No plans yet. Run `agents demo` or `agents plan use ACTION`."
         self.query_one("#plans-caption", Static).update(caption)

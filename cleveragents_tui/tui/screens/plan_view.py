@@ -227,7 +227,9 @@ class PlanScreen(PlanExport, PlanControls):
             services(self).leave_plan()
 
     def _show_status(self, data: PlanData) -> None:
-        self.query_one(PlanStatus).show(data.plan, data.pending, data.events)
+        self.query_one(PlanStatus).show(
+            data.plan, data.pending, data.events, goes_on=data.goes_on_with_a_run
+        )
         for approval in data.pending:
             if approval.kind is ApprovalKind.RECONCILE and approval.approval_id not in self._warned:
                 self._warned.add(approval.approval_id)

@@ -55,14 +55,17 @@ class PlanStatus(Static):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id, markup=False)
 
-    def show(self, plan: Plan, pending: list[Approval], events: list[EventView]) -> None:
-        self._shown = (plan, pending, events)
+    def show(
+        self, plan: Plan, pending: list[Approval], events: list[EventView], *, goes_on: bool
+    ) -> None:
+        """``goes_on``: the plan waits with nothing left to answer, and `R` takes it on."""
+        self._shown = (plan, pending, events, goes_on)  # shown again at another width
         t = line_rich(plan_heading(plan), one_row=False)  # the whole heading, folded
         if pending:
             t.append(
                 f"{_SEPARATOR}{counted(len(pending), 'approval')} pending", style="bold yellow"
             )
-        elif plan.waits_for_a_run(len(pending)):
+        elif goes_on:
             t.append(f"{_SEPARATOR}nothing left to answer: R goes on", style="bold yellow")
         t = _folded(t, self.content_size.width)
         for approval in pending:
@@ -90,8 +93,9 @@ class PlanStatus(Static):
     def on_resize(self, _event: events.Resize) -> None:
         """The heading folded again for the new width."""
         if self._shown is not None:
-            self.show(*self._shown)
+            plan, pending, shown_events, goes_on = self._shown
+            self.show(plan, pending, shown_events, goes_on=goes_on)
 
     plain_text: str = ""
     _lines: tuple[str, ...] = ()
-    _shown: tuple[Plan, list[Approval], list[EventView]] | None = None
+    _shown: tuple[Plan, list[Approval], list[EventView], bool] | None = None
