@@ -34,12 +34,11 @@ def ready_to_go_on(store: Store) -> list[Plan]:
         if not waiting:
             return []
         asking = _with_a_question_in_the_family(uow)
+        runnable = uow.plan_actions.having([p.plan_id for p in waiting])  # not a sample
         return [
             p
             for p in waiting
-            if p.plan_id not in asking
-            and not _runs_with_parent(uow, p)
-            and uow.plan_actions.has(p.plan_id)  # a recorded sample has nothing to run
+            if p.plan_id not in asking and p.plan_id in runnable and not _runs_with_parent(uow, p)
         ]
 
 

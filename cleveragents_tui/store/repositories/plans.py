@@ -164,7 +164,14 @@ class PlanActionRepository(Repository):
     def has(self, plan_id: str) -> bool:
         """Whether the plan has an action to run (a recorded sample, `agents demo-data`'s, has
         none: it is for browsing)."""
-        return bool(fetch(self._session, _ACTION, id=plan_id))
+        return bool(self.having([plan_id]))
+
+    def having(self, plan_ids: list[str]) -> set[str]:
+        """Those of ``plan_ids`` that have an action to run, in one statement."""
+        if not plan_ids:
+            return set()
+        query = select(PlanActionRow.plan_id).where(PlanActionRow.plan_id.in_(plan_ids))
+        return set(self._session.scalars(query))
 
     def get(self, plan_id: str) -> dict[str, object]:
         rows = fetch(self._session, _ACTION, id=plan_id)
