@@ -192,13 +192,14 @@ def paused_ways_on(store: Store, plan: Plan) -> None:
     from cleveragents_tui.engine.run.denial import denial_of, latest_denial
 
     denied = latest_denial(store, plan.plan_id)
-    if denied is None:
+    denial = None if denied is None else denial_of(store, denied)
+    if denied is None or denial is None or not denial.choices:  # (it ran on meanwhile)
         echo(f"paused       go on with agents plan run {plan.plan_id}")
         return
     why = f": {one_line(denied.reason, 200)}" if denied.reason else ""
     by = one_line(denied.answered_by or "-", 80)
     echo(f"paused       its question was denied by {by}{why}. Next:")
-    echo_choices(denial_of(store, denied))
+    echo_choices(denial)
 
 
 def echo_ready_to_go_on(store: Store) -> None:
