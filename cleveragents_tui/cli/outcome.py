@@ -106,6 +106,7 @@ def report_plan(
     answer (or the JSON document under --format=json; ``as_json``: the command's own). The
     commands it suggests to answer or apply repeat ``who``, the command's ``--as NAME``."""
     from cleveragents_tui.engine import pending_approvals
+    from cleveragents_tui.engine.run.approvals import goes_on_with_a_run
     from cleveragents_tui.engine.run.children import landing_parent
     from cleveragents_tui.engine.run.constrained_apply import reverted_into
 
@@ -127,7 +128,7 @@ def report_plan(
     plan_id = result.plan_id
     if result.state is PlanState.PAUSED:  # `plan apply` refuses it until it runs on
         echo(f"  paused: go on with agents plan run {plan_id}")
-    elif result.waits_for_a_run(len(pending)):
+    elif goes_on_with_a_run(store, result, len(pending)):
         echo(f"  nothing left to answer: go on with agents plan run {plan_id}")
     elif (lands_with := landing_parent(store, result)) is not None:
         echo(f"  lands with its parent plan: go on with agents plan run {lands_with}")

@@ -54,5 +54,6 @@ class Plan(BaseModel):
     def waits_for_a_run(self, questions_pending: int) -> bool:
         """Waiting with nothing left to answer — ``questions_pending`` counts its own and
         its child plans' — so only a run takes it on (its questions were answered, or its
-        child's run is done): the CLI and the app say so."""
+        child's run is done); a run takes it on if it has an action to run
+        (engine/run/approvals.py, ``goes_on_with_a_run``)."""
         return self.state is PlanState.AWAITING_APPROVAL and not questions_pending

@@ -68,6 +68,8 @@ def test_the_recorded_sample_is_not_offered_a_run(run: Run, sample: dict[str, st
     assert "approvals    0 pending\n" in run("plan", "show", sample["plan"]).output
     assert "agents plan run" not in run("plan", "list").output
     assert run("approval", "list").output.strip() == "No pending approvals."
+    changed = run("plan", "set-profile", sample["plan"], "auto")  # a command's result line
+    assert changed.exit_code == 0 and "agents plan run" not in changed.output, changed.output
     refused = run("plan", "run", sample["plan"])
     assert refused.exit_code == 2 and "has no stored action" in refused.stderr
 

@@ -21,6 +21,7 @@ from cleveragents_tui.domain.views import (
     UsageFigures,
 )
 from cleveragents_tui.engine.core.reasoner_choice import kept_choice
+from cleveragents_tui.engine.run.approvals import goes_on_with_a_run
 from cleveragents_tui.engine.run.errors import run_failure
 from cleveragents_tui.store.replacement_queries import replacements_of
 from cleveragents_tui.store.store import Store
@@ -57,8 +58,7 @@ def show_plan(store: Store, plan_ref: str) -> PlanDetails:
         family = uow.plans.descendants(plan.plan_id)
         children_pending = sum(counts.get(c.plan_id, 0) for c in family)
         model = kept_choice(uow, plan.plan_id)
-        goes_on = plan.waits_for_a_run(pending + children_pending)
-        return PlanDetails(
+        details = PlanDetails(
             summary=PlanSummary(plan, total, current, pending),
             decisions_by_type=uow.decisions.counts_by_type(plan.plan_id),
             children=uow.plans.children(plan.plan_id),
@@ -69,9 +69,10 @@ def show_plan(store: Store, plan_ref: str) -> PlanDetails:
             model=None if model is None else model.model,
             model_base_url=None if model is None else model.base_url,
             children_pending=children_pending,
-            goes_on_with_a_run=goes_on and uow.plan_actions.has(plan.plan_id),
             usage=usage_of(uow, plan.plan_id),
         )
+    goes_on = goes_on_with_a_run(store, plan, pending + children_pending)
+    return replace(details, goes_on_with_a_run=goes_on)
 
 
 def descendants(store: Store, plan_id: str) -> list[Plan]:
