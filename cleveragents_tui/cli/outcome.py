@@ -190,13 +190,13 @@ def echo_choices(denial: Denial) -> None:
 def paused_ways_on(store: Store, plan: Plan) -> None:
     """`plan show` of a paused plan: why it is paused and each way on — a denial's choices,
     or the run that goes on after a person's pause."""
-    from cleveragents_tui.engine.run.denial import denial_of, latest_denial
+    from cleveragents_tui.engine.run.denial import paused_denial
 
-    denied = latest_denial(store, plan.plan_id)
-    denial = None if denied is None else denial_of(store, denied)
-    if denied is None or denial is None or not denial.choices:  # (it ran on meanwhile)
+    denial = paused_denial(store, plan.plan_id)
+    if denial is None:
         echo(f"paused       go on with agents plan run {plan.plan_id}")
         return
+    denied = denial.approval
     why = f": {one_line(denied.reason, 200)}" if denied.reason else ""
     by = one_line(denied.answered_by or "-", 80)
     echo(f"paused       its question was denied by {by}{why}. Next:")

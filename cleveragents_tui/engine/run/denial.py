@@ -134,6 +134,14 @@ def latest_denial(store: Store, plan_id: str) -> Approval | None:
         return uow.approvals.get(str(paused["approval_id"]))
 
 
+def paused_denial(store: Store, plan_id: str) -> Denial | None:
+    """What a plan paused on a denial offers next (`plan show`, the app's `R`); None when it
+    is not paused on one, or ran on meanwhile."""
+    denied = latest_denial(store, plan_id)
+    denial = None if denied is None else denial_of(store, denied)
+    return denial if denial is not None and denial.choices else None
+
+
 def approve_denied_apply_gate(store: Store, plan_id: str, by: str) -> None:
     """``agents plan apply`` on a plan paused at a denied Apply gate: ``by`` approves it after
     all (a new answer; the denial stays on record) and the plan waits at the gate again."""

@@ -13,7 +13,7 @@ from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine import apply_plan, cancel_plan, pause_run, resume_plan
 from cleveragents_tui.engine.run.children import landing_parent
-from cleveragents_tui.engine.run.denial import Denial, denial_of, latest_denial
+from cleveragents_tui.engine.run.denial import paused_denial
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.messages import StoreChanged
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
@@ -81,17 +81,12 @@ class PlanControls(PlanScreenBase, AfterDenial):
         if self._said_running():
             return
         if self.plan is not None and self.plan.state is PlanState.PAUSED:
-            denial = await asyncio.to_thread(self._paused_on_denial)
+            denial = await asyncio.to_thread(paused_denial, self.store, self.plan_id)
             if denial is not None:
                 await self.offer_choices(denial)
                 return
         self.notify("running the plan…")
         services(self).engine_started(self._run_in_thread("resume"), "a plan run", self.plan_id)
-
-    def _paused_on_denial(self) -> Denial | None:
-        denied = latest_denial(self.store, self.plan_id)
-        denial = None if denied is None else denial_of(self.store, denied)
-        return denial if denial is not None and denial.choices else None
 
     @work(exclusive=True, group="control", exit_on_error=False)
     async def action_apply(self) -> None:
