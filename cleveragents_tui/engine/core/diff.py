@@ -42,14 +42,14 @@ def latest_correction(store: Store, plan_ref: str) -> str:
     """The id of the plan's latest correction, the one ``agents plan diff PLAN`` shows."""
     with store.unit_of_work() as uow:
         plan_id = uow.plans.resolve(plan_ref)
-        corrections = uow.corrections.for_plan(plan_id)
-    if not corrections:
+        latest = uow.corrections.latest_id(plan_id)
+    if latest is None:
         raise NotFoundError(
             f"plan {plan_id} has no correction to compare",
             "correct one of its decisions first: agents plan correct DECISION --mode=revert "
             '--guidance "..."',
         )
-    return corrections[-1].correction_id
+    return latest
 
 
 def correction_diff(store: Store, correction_ref: str) -> CorrectionDiff:

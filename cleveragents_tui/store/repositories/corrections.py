@@ -121,6 +121,17 @@ class CorrectionRepository(Repository):
             mapping.correction_from_row(r) for r in fetch(self._session, _OF_PLAN, plan=plan_id)
         ]
 
+    def latest_id(self, plan_id: str) -> str | None:
+        """The id of the plan's latest correction, without reading the reports (a diff's
+        snapshots can hold megabytes of file text)."""
+        query = (
+            select(_c.correction_id)
+            .where(_c.plan_id == plan_id)
+            .order_by(_c.created_at.desc(), _c.correction_id.desc())
+            .limit(1)
+        )
+        return self._session.scalar(query)
+
     def running(self, plan_id: str) -> CorrectionAttempt | None:
         """The plan's correction still running, if any (there is at most one)."""
         rows = fetch(self._session, _RUNNING, plan=plan_id)
