@@ -48,9 +48,9 @@ def _listed(value: object) -> str:
     return "; ".join(map(str, value if isinstance(value, list) else []))
 
 
-def _counted(value: object, noun: str) -> str:
+def _counted(value: object, noun: str, plural: str | None = None) -> str:
     number = value if isinstance(value, int) else len(value) if isinstance(value, list) else 0
-    return counted(number, noun)
+    return counted(number, noun, plural)
 
 
 def event_line(event: EventView, *, by: bool = False) -> str:
@@ -89,9 +89,7 @@ def _what_happened(event: EventView) -> str:
         at = f" at {to['base_url']}" if to["base_url"] else ""
         return f"model changed to {to['model']}{at}"
     if kind == "plan_discarded":
-        sandboxes = payload["sandboxes"]
-        removed = counted(sandboxes if isinstance(sandboxes, int) else 0, "sandbox", "sandboxes")
-        return f"discarded: {removed} removed"
+        return f"discarded: {_counted(payload['sandboxes'], 'sandbox', 'sandboxes')} removed"
     if kind == "plan_paused_on_denial":  # engine/run/denial.py; a reason is optional in the app
         why = f": {payload['reason']}" if payload["reason"] else ""
         return f"paused: {payload['by']} denied its question{why}"
