@@ -1,7 +1,9 @@
 """The command tools: run a program in a sandbox's working directory.
 
 ``local/run-command`` changes the sandbox (it is a write tool, refused in Strategize);
-``local/run-tests`` is a validation, read-only by declaration. Both run the argv list with
+``local/run-tests`` is a validation: it reports no write, but declares ``runs:tests``, so
+a revert that rolls back what it checked runs it again (docs/corrections.md, "What a revert
+keeps"). Both run the argv list with
 no shell, in the workdir, with a minimal environment (see :mod:`.process`); ok means exit
 status 0. Resources without a working directory (overlay, databases) are refused.
 
@@ -100,5 +102,7 @@ class RunTests(_CommandTool):
         name="local/run-tests",
         category=ToolCategory.VALIDATION,
         description="Run a test command (argv list, no shell); ok when it exits with status 0.",
+        # its verdict is about the files it ran on (and it leaves caches there)
+        side_effects=("runs:tests",),
     )
     params = (_RESOURCE, _ARGV, _TIMEOUT)

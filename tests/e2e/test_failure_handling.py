@@ -222,7 +222,7 @@ def test_denying_a_failed_validation_pauses_the_plan_with_the_choices(
     assert calls[:4] == [
         "  local/write-file  (writes:files)",
         "    ✓ created tests/test_hello.py: 183 bytes",
-        "  local/run-tests  (no declared side effects)",
+        "  local/run-tests  (runs:tests)",
         "    ✗ failed: exit status 1",
     ], calls
     assert "      AssertionError: 'Hello, Ada!' != 'Hi, Ada!'" in calls
