@@ -13,7 +13,9 @@ alternatives call the built-in tools (docs/tools.md) on two to four of these res
 - ``oracle/repo`` and ``oracle/files`` also run-command with fixed argv, the way a shell
   would do the same (the overlay has no working directory to run it in): rename
   (``mv -f -T``), mode bit (``chmod``), symlink (``ln -sfn``), empty folder (``mkdir -p`` /
-  ``rmdir``) and bytes that are not UTF-8 (``sh -c printf``);
+  ``rmdir``) and bytes that are not UTF-8 (``sh -c printf``); and run-tests, a check whose
+  verdict depends on what the files hold (the parity of every file's checksum), and which
+  writes nothing;
 - ``oracle/db`` (transaction_rollback, SQLite): run-sql insert, update and delete on an
   AUTOINCREMENT table and on a plain one.
 
@@ -67,6 +69,12 @@ EXECUTE_TYPES = (
     DecisionType.VALIDATION_RESPONSE,
 )
 LETTERS = "abc"
+# a check any change of a file's bytes flips half the time: passes when the checksum of the
+# resource's files (.git aside), in name order, is even
+EVEN_CHECKSUM = (
+    "find . -name .git -prune -o -type f -print | LC_ALL=C sort | xargs cat | cksum"
+    " | grep -q '^[0-9]*[02468] '"
+)
 
 
 # --- the templates, made once per session ----------------------------------------------------
@@ -189,6 +197,21 @@ class Side:
                 not in (DecisionType.PROMPT_DEFINITION, DecisionType.USER_INTERVENTION)
             }
 
+    def verdicts(self, plan_id: str) -> dict[str, list[tuple[str, bool | None]]]:
+        """How each current point's own test runs went (``local/run-tests``, by key): a
+        check's verdict is about the files it ran on, so a corrected plan's must be a fresh
+        plan's (its retries are recovery decisions of their own, not counted here)."""
+        current = self.current(plan_id)
+        with self.store.unit_of_work() as uow:
+            return {
+                key: [
+                    (call.tool, call.ok)
+                    for call in uow.tool_invocations.for_decision(decision.decision_id)
+                    if call.tool == "local/run-tests"
+                ]
+                for key, decision in current.items()
+            }
+
     def applied(self) -> dict[str, Any]:
         """What Apply landed on the real resources, comparable between two sides."""
         return {
@@ -300,6 +323,18 @@ def _workdir_call(resource: str) -> st.SearchStrategy[dict[str, Any]]:
             )
         ),
     )
+
+
+def check_call(resource: str) -> st.SearchStrategy[dict[str, Any]]:
+    """A run of local/run-tests on a resource with a working directory: a check whose
+    verdict depends on what its files hold, and which writes nothing (a check that fails is
+    retried and accepted, as any failed call: one that passes half the time keeps that
+    cheap)."""
+
+    def check(argv: list[str]) -> dict[str, Any]:
+        return {"tool": "local/run-tests", "arguments": {"resource": resource, "argv": argv}}
+
+    return st.just(check(["sh", "-c", EVEN_CHECKSUM]))
 
 
 def _file_call(resource: str) -> st.SearchStrategy[dict[str, Any]]:
@@ -416,9 +451,13 @@ def actions(draw: st.DrawFn, min_points: int = 5, max_points: int = 30) -> dict[
         parents = [p["key"] for p in points if "when" not in p]
         execute = number >= strategize
         kind = draw(st.sampled_from(EXECUTE_TYPES if execute else STRATEGIZE_TYPES))
+        # now and then an Execute point only runs checks (a test run after the writes)
+        checked = [r for r in resources if r in WORKDIRS]
+        checking = bool(execute and checked and draw(st.integers(0, 3)) == 0)
+        made = st.one_of(*map(check_call, checked)) if checking else tool_call(resources)
         alternatives = []
         for letter in LETTERS[: draw(st.integers(2, 3))]:
-            calls = draw(st.lists(tool_call(resources), max_size=3)) if execute else []
+            calls = draw(st.lists(made, min_size=int(checking), max_size=3)) if execute else []
             alternatives.append(
                 {
                     "option": f"{key} option {letter}",

@@ -275,17 +275,27 @@ def check_oracle(
     fresh_definition: dict[str, Any],
     folder: Path,
     story: list[str],
+    verdicts: dict[str, list[tuple[str, bool | None]]] | None = None,
 ) -> None:
-    """Run the fresh plan on fresh copies, apply it, compare the applied results."""
+    """Run the fresh plan on fresh copies, apply it, compare the applied results (and, given
+    the corrected plan's ``verdicts``, how each point's test runs went)."""
     fresh = Side.make(folder / "fresh")
     try:
-        apply(fresh, run_to_apply_gate(fresh, folder, fresh_definition))
+        fresh_plan = run_to_apply_gate(fresh, folder, fresh_definition)
+        apply(fresh, fresh_plan)
         found = differences(corrected.applied(), fresh.applied())
+        if verdicts is not None:
+            expected = fresh.verdicts(fresh_plan)
+            found += [
+                f"{key}'s test runs: corrected={verdicts.get(key)!r} fresh={expected.get(key)!r}"
+                for key in sorted(set(verdicts) | set(expected))
+                if verdicts.get(key) != expected.get(key)
+            ]
     finally:
         fresh.close()
     assert not found, "\n".join(
         [
-            "the corrected plan's applied result differs from the fresh plan's:",
+            "the corrected plan (its applied result, its test runs) differs from the fresh plan:",
             *story,
             *found,
             "action:",
@@ -312,8 +322,10 @@ def revert_scenario(scenario: str, data: st.DataObject) -> None:
                 )
                 story.append("then corrected the re-made {} from {!r} to {!r}".format(*second))
             chosen = {k: d.chosen_option for k, d in side.current(plan_id).items()}
+            verdicts = side.verdicts(plan_id)
             apply(side, plan_id)
-            check_oracle(definition, side, with_choices(definition, chosen), folder, story)
+            fresh = with_choices(definition, chosen)
+            check_oracle(definition, side, fresh, folder, story, verdicts)
         finally:
             side.close()
 

@@ -23,7 +23,12 @@ from tests.reliability.oracle_world import (
     with_choices,
     with_corrective_work,
 )
-from tests.reliability.test_correction_oracle import apply, check_oracle, run_to_apply_gate
+from tests.reliability.test_correction_oracle import (
+    accept_failures,
+    apply,
+    check_oracle,
+    run_to_apply_gate,
+)
 
 
 def _point(key: str, kind: str, *calls: list[dict[str, Any]]) -> dict[str, Any]:
@@ -92,6 +97,49 @@ def test_a_decision_kept_by_one_revert_can_be_reverted_next(tmp_path: Path) -> N
         chosen = {k: d.chosen_option for k, d in side.current(plan_id).items()}
         apply(side, plan_id)
         check_oracle(definition, side, with_choices(definition, chosen), tmp_path, ["d02→b, d03→b"])
+    finally:
+        side.close()
+
+
+def _check(resource: str, *argv: str) -> dict[str, Any]:
+    return {"tool": "local/run-tests", "arguments": {"resource": resource, "argv": list(argv)}}
+
+
+def test_a_check_after_the_reverted_write_runs_again_on_the_corrected_files(
+    tmp_path: Path,
+) -> None:
+    """d02 only runs checks (it writes nothing) on what d01 wrote, and depends on nothing.
+    Reverting d01 to b must run them again: a fresh plan taking b finds "alpha" gone from
+    a.txt in both folders, where the kept checks had found it."""
+    write = [_write("a.txt", "alpha\n", REPO), _write("a.txt", "alpha\n")]
+    other = [_write("a.txt", "beta\n", REPO), _write("a.txt", "beta\n")]
+    checks = [
+        _check(REPO, "grep", "-q", "alpha", "a.txt"),
+        _check(FILES, "grep", "-q", "alpha", "a.txt"),
+    ]
+    definition = {
+        "name": "oracle/action",
+        "prompt": "change the resources as the points say",
+        "resources": [FILES, REPO],
+        "decisions": [
+            _point("d00", "strategy_choice", [], []),
+            _point("d01", "implementation_choice", write, other),
+            _point("d02", "tool_invocation", checks, []),
+        ],
+    }
+    side = Side.make(tmp_path / "corrected")
+    try:
+        plan_id = run_to_apply_gate(side, tmp_path, definition)
+        assert side.verdicts(plan_id)["d02"] == [("local/run-tests", True)] * 2
+        _revert(side, plan_id, "d01", "b")
+        with side.store.unit_of_work() as uow:
+            accept_failures(side, uow.plans.get(plan_id))  # as a person would, both times
+        verdicts = side.verdicts(plan_id)
+        assert verdicts["d02"] == [("local/run-tests", False)] * 2
+        chosen = {k: d.chosen_option for k, d in side.current(plan_id).items()}
+        apply(side, plan_id)
+        story = ["d01→b"]
+        check_oracle(definition, side, with_choices(definition, chosen), tmp_path, story, verdicts)
     finally:
         side.close()
 
