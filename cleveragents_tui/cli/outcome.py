@@ -105,9 +105,6 @@ def report_plan(
     """Where a run left the plan: its heading, what landed, what it waits for and how to
     answer (or the JSON document under --format=json; ``as_json``: the command's own). The
     commands it suggests to answer or apply repeat ``who``, the command's ``--as NAME``."""
-    from cleveragents_tui.engine import pending_approvals
-    from cleveragents_tui.engine.run.approvals import goes_on_with_a_run
-    from cleveragents_tui.engine.run.children import landing_parent
     from cleveragents_tui.engine.run.constrained_apply import reverted_into
 
     if json_output.wanted() if as_json is None else as_json:  # the global --format=json
@@ -119,23 +116,36 @@ def report_plan(
             f"  not applied: {reverted.guidance}; reverted to Strategize by {reverted.correction_id}"
         )
     report_landed(store, result)
+    for line in next_steps(store, result, who):
+        echo(f"  {line}")
+
+
+def next_steps(store: Store, result: Plan, who: str | None = None) -> list[str]:
+    """What the plan waits for, each question with the command that answers it, and what
+    comes next (a run, its parent's run, or the Apply); none for a plan that is done."""
+    from cleveragents_tui.engine import pending_approvals
+    from cleveragents_tui.engine.run.approvals import goes_on_with_a_run
+    from cleveragents_tui.engine.run.children import landing_parent
+
     pending = pending_approvals(store, result.plan_id, family=True)
+    lines: list[str] = []
     named = as_option(who)
     for approval in pending:
         approve = f"agents approval approve {approval.approval_id}{named}"
         whose = "" if approval.plan_id == result.plan_id else f"child plan {approval.plan_id}: "
-        echo(f"  waiting for: {whose}{approval.question}  ({approve})")
+        lines.append(f"waiting for: {whose}{approval.question}  ({approve})")
     plan_id = result.plan_id
     if result.state is PlanState.PAUSED:  # `plan apply` refuses it until it runs on
-        echo(f"  paused: go on with agents plan run {plan_id}")
+        lines.append(f"paused: go on with agents plan run {plan_id}")
     elif goes_on_with_a_run(store, result, len(pending)):
-        echo(f"  nothing left to answer: go on with agents plan run {plan_id}")
+        lines.append(f"nothing left to answer: go on with agents plan run {plan_id}")
     elif (lands_with := landing_parent(store, result)) is not None:
-        echo(f"  lands with its parent plan: go on with agents plan run {lands_with}")
+        lines.append(f"lands with its parent plan: go on with agents plan run {lands_with}")
     elif any(a.kind.value == "apply_gate" for a in pending):
-        echo(f"  what Apply lands: agents plan apply {plan_id} --dry-run{named}")
+        lines.append(f"what Apply lands: agents plan apply {plan_id} --dry-run{named}")
         land = f"agents plan apply {plan_id}{named}"
-        echo(f"  review it: agents plan tree {plan_id}; land it: {land}")
+        lines.append(f"review it: agents plan tree {plan_id}; land it: {land}")
+    return lines
 
 
 def report_children(store: Store, result: Plan) -> None:

@@ -106,10 +106,18 @@ def show(cli: CliContext, plan_ref: str, local_format: str | None) -> None:
         lambda: export_json.plan_document(details),
         lambda: render.plan_details(details),
     )
-    if details.summary.plan.state is PlanState.PAUSED and not cli.wants_json(local_format):
-        from cleveragents_tui.cli.outcome import paused_ways_on
+    if cli.wants_json(local_format):
+        return
+    from cleveragents_tui.cli.outcome import next_steps, paused_ways_on
 
+    if details.summary.plan.state is PlanState.PAUSED:
         paused_ways_on(cli.store, details.summary.plan)
+    elif not details.goes_on_with_a_run and (lines := next_steps(cli.store, details.summary.plan)):
+        # what it waits for and how to answer, as at the end of the run that left it so (a
+        # plan that goes on with a run says so on its approvals line)
+        echo("next")
+        for line in lines:
+            echo(f"  {line}")
 
 
 @plan.command()

@@ -56,6 +56,26 @@ def test_demos_next_steps_end_with_what_the_plan_waits_for(
     assert ("agents plan apply" in steps) is (profile == "auto"), steps
 
 
+@pytest.mark.parametrize("profile", ["auto", "supervised"])
+def test_plan_show_says_what_the_plan_waits_for_and_how_to_answer(
+    run: Run, tmp_path: Path, sandboxes: Path, profile: str
+) -> None:
+    """`plan show` of a waiting plan ends as the run that left it so ended: each question
+    with the command that answers it, and at the Apply gate how to review and land it. It
+    said `approvals    1 pending` and nothing more."""
+    result = run("demo", "--dir", str(tmp_path / "demo"), "--automation-profile", profile)
+    plan = heading_plan_id(result.output.split("\n", 1)[1])
+    [asked] = _pending(run)
+    shown = run("plan", "show", plan).output.split("\nnext\n")[1].splitlines()
+    assert shown[0] == (
+        f"  waiting for: {asked['question']}  (agents approval approve {asked['approval_id']})"
+    )
+    landing = f"  review it: agents plan tree {plan}; land it: agents plan apply {plan}"
+    assert (landing in shown) is (profile == "auto"), shown
+    run("plan", "cancel", plan)
+    assert "\nnext\n" not in run("plan", "show", plan).output  # nothing to wait for
+
+
 def test_demo_refuses_a_folder_that_is_not_empty(run: Run, tmp_path: Path, sandboxes: Path) -> None:
     folder = tmp_path / "busy"
     folder.mkdir()
