@@ -95,3 +95,31 @@ def test_a_revert_runs_the_later_tests_again_on_the_corrected_code(
     _checks_apart(fresh, choose_informal=True)
     oracle = run_demo(sqlite_store, fresh, options)
     assert corrected == _outcome(sqlite_store, oracle.plan_id)
+
+
+def test_a_second_revert_names_the_check_not_its_retries_and_passes_again(
+    tmp_path: Any, sqlite_store: Store, demo: DemoEnvironment, options: RunOptions
+) -> None:
+    # Given the plan paused on the failing tests after the first correction
+    _checks_apart(demo)
+    plan = run_demo(sqlite_store, demo, options)
+    first = decisions_by_key(sqlite_store, plan.plan_id)["implement-function"]
+    impact = preview(sqlite_store, first, CorrectionMode.REVERT, "an informal hi")
+    execute(sqlite_store, impact, acknowledged=True, requested_by="ana", options=options)
+    # When the implementation is corrected back to the greeting the test expects
+    now = decisions_by_key(sqlite_store, plan.plan_id)["implement-function"]
+    impact = preview(sqlite_store, now, CorrectionMode.REVERT, "the plain hello", choose=1)
+    # Then the check is named once: its retries go with it, as part of its subtree
+    assert [r.step_key for r in impact.remade] == ["test", "check"]
+    retries = [
+        decision
+        for key, decision in decisions_by_key(sqlite_store, plan.plan_id).items()
+        if key.startswith("recover:check")
+    ]
+    assert retries and set(retries) <= set(impact.affected_decisions)
+    execute(sqlite_store, impact, acknowledged=True, requested_by="ana", options=options)
+    # And the plan waits where a fresh plan of the action waits: at its Apply gate
+    fresh = build_demo(sqlite_store, tmp_path / "fresh")
+    _checks_apart(fresh)
+    oracle = run_demo(sqlite_store, fresh, options)
+    assert _outcome(sqlite_store, plan.plan_id) == _outcome(sqlite_store, oracle.plan_id)

@@ -40,7 +40,8 @@ def remade_from(
     ``writes`` ((decision, resource) of the calls that wrote to a rolled-back resource after
     the revert's restore point, in the order made), those by decisions not in ``affected``
     (``writers``: those decisions, by id). Their dependents are affected too: the snapshot
-    reads them (engine/correct/snapshot.py)."""
+    reads them (engine/correct/snapshot.py). A decision under another one named here (a
+    failed call's retries) is not named: it goes with that one's subtree."""
     written: dict[str, set[str]] = {}
     for decision_id, resource in writes:
         written.setdefault(decision_id, set()).add(resource)
@@ -52,5 +53,5 @@ def remade_from(
             resources=tuple(sorted(resources)),
         )
         for d, resources in written.items()
-        if d not in affected
+        if d not in affected and writers[d].parent_decision_id not in written
     )
