@@ -14,7 +14,11 @@ from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.views.plan import line_rich, tree_line
 
-TREE_OPTION = 30  # least characters of a chosen option in the tree: its numbers stay in view
+# characters of a chosen option in a tree label as built: the tree shows more where its pane
+# has room, and fewer (not below TREE_OPTION_AT_LEAST) where the numbers and the ⚑ after it
+# would run past the pane's edge
+TREE_OPTION = 30
+TREE_OPTION_AT_LEAST = 12
 
 STATE_STYLE = {
     "running": "bold green",

@@ -331,10 +331,16 @@ def test_explain_says_where_a_revert_goes_when_the_group_holds_no_checkpoint(
     run: Run, demo_plan: dict[str, str]
 ) -> None:
     """The first Execute decision's checkpoint group is empty (nothing was written before
-    it) and its tree line has no ⚑; explain showed the group's id alone, as if a revert had
-    nowhere to go. It says that a revert puts each resource back as it began."""
+    it); explain showed the group's id alone, and the tree no ⚑, as if a revert had nowhere
+    to go. Explain says that a revert puts each resource back as it began, and the tree
+    marks it as every decision with a checkpoint group."""
     tree = json.loads(run("plan", "tree", demo_plan["plan"], "--format=json").output)
     ids = {d["chosen_option"]: d["decision_id"] for d in tree["decisions"]}
+    marked = {d["chosen_option"] for d in tree["decisions"] if d["has_checkpoint"]}
+    assert "hello_cli/greet.py with a hello() function" in marked
+    assert "A plain function registered in COMMANDS" not in marked  # Strategize: no group
+    text = run("plan", "tree", demo_plan["plan"]).output
+    assert "hello_cli/greet.py with a hello() function  (0.80)  ⚑" in text
     first = run("plan", "explain", ids["hello_cli/greet.py with a hello() function"]).output
     group = first.split("checkpoint group\n")[1].split("\n\n")[0].splitlines()
     assert len(group) == 2 and group[0].endswith("  committed"), group

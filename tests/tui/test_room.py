@@ -41,6 +41,9 @@ async def test_the_tree_shows_as_much_of_an_option_as_its_pane_has_room_for(
             shown = invariant.split("invariant_enforced: ")[1].split("…")[0]
             assert len(shown) > 30 and OPTION.startswith(shown), invariant
             assert invariant.endswith("(0.95)"), invariant
+        # a deeper line whose option is cut to fit keeps its numbers and ⚑ in view
+        first_execute = next(line for line in lines if "implementation_choice" in line)
+        assert first_execute.endswith("(0.80)  ⚑"), first_execute
 
 
 @pytest.mark.parametrize("width", [50, 80, 120])

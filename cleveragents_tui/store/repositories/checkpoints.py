@@ -201,13 +201,16 @@ class CheckpointRepository(Repository):
             )
 
     def decisions_with_checkpoints(self, plan_id: str) -> frozenset[str]:
+        """The decisions with a committed checkpoint group (the tree's ⚑), the first Execute
+        decision's too: its group holds no checkpoint (nothing was written before it), and a
+        revert of it goes back to where each resource began."""
+        group = CheckpointGroupRow
         rows = self._session.scalars(
-            select(CheckpointMetadataRow.decision_id)
-            .where(
-                CheckpointMetadataRow.plan_id == plan_id,
-                CheckpointMetadataRow.decision_id.is_not(None),
+            select(group.decision_id).where(
+                group.plan_id == plan_id,
+                group.decision_id.is_not(None),
+                group.status == CheckpointGroupStatus.COMMITTED.value,
             )
-            .distinct()
         )
         return frozenset(r for r in rows if r is not None)
 

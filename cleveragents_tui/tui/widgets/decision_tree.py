@@ -14,7 +14,12 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from cleveragents_tui.domain.views import TreeRow
-from cleveragents_tui.tui.render import AFFECTED_STYLE, TREE_OPTION, tree_label
+from cleveragents_tui.tui.render import (
+    AFFECTED_STYLE,
+    TREE_OPTION,
+    TREE_OPTION_AT_LEAST,
+    tree_label,
+)
 
 CHUNK = 200
 AUTO_EXPAND_BUDGET = 300  # expand breadth-first on open until this many nodes are shown
@@ -247,30 +252,38 @@ class DecisionTree(Tree[str]):
         if node.data in self._affected:
             style = AFFECTED_STYLE + style
         text = super().render_label(node, base_style, style)
-        wider = self._wider_label(node, text.cell_len)
-        if wider is None:
+        fitted = self._fitted_label(node, text.cell_len)
+        if fitted is None:
             return text
-        wider.stylize(style)
-        return Text.assemble(text[: len(text) - len(node.label)], wider)
+        fitted.stylize(style)
+        return Text.assemble(text[: len(text) - len(node.label)], fitted)
 
-    def _wider_label(self, node: TreeNode[str], drawn: int) -> Text | None:
-        """The node's label with more of its chosen option, when the pane has room beside
-        the label as built (cut to :data:`TREE_OPTION` so the numbers after it show in a
-        narrow pane); None when it has no more to show or no room. Drawn rows only, and
+    def _fitted_label(self, node: TreeNode[str], drawn: int) -> Text | None:
+        """The node's label with as much of its chosen option as the pane has room for:
+        more than the label as built (cut to :data:`TREE_OPTION`) where there is room, less
+        where that would run past the pane's edge, so the numbers and the ``⚑`` after the
+        option stay in view (a superseded row keeps its option: the edge cuts its ``[superseded
+        by …]``); None when the label as built is right. Drawn rows only, and
         again at each width (the tree's line cache is keyed by it)."""
         if node.data is None:  # the root, drawn before the index is set
             return None
         row = self._rows.get(node.data)
-        if row is None or len(row.chosen_option) <= TREE_OPTION:
+        if row is None:
             return None
         depth = 0
         parent = node.parent
         while parent is not None and parent is not self.root:
             depth, parent = depth + 1, parent.parent
         room = self.scrollable_content_region.width - self.guide_depth * depth - drawn
-        if room <= 0:
+        shown = min(len(row.chosen_option), TREE_OPTION)
+        if room == 0 or (room > 0 and shown == len(row.chosen_option)):
             return None
-        return tree_label(row, row.decision_id in self._checkpoints, TREE_OPTION + room)
+        if room < 0 and row.superseded_by is not None:
+            return None  # its option, not the end of ``[superseded by …]``, is what to keep
+        limit = max(TREE_OPTION_AT_LEAST, shown + room)
+        if limit == shown:
+            return None
+        return tree_label(row, row.decision_id in self._checkpoints, limit)
 
     def _on_tree_node_expanded(self, event: Tree.NodeExpanded[str]) -> None:
         node = event.node
