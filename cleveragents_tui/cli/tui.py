@@ -6,6 +6,7 @@ import click
 
 from cleveragents_tui.cli.context import CliContext, pass_cli
 from cleveragents_tui.domain.display import printable
+from cleveragents_tui.domain.errors import UserError
 
 
 def launch(
@@ -56,5 +57,5 @@ def tui(
     """
     if plan_arg is not None and plan_ref is not None and plan_arg != plan_ref:
         given = ", --plan ".join(printable(r, one_line=True) for r in (plan_arg, plan_ref))
-        raise click.UsageError(f"two plans given ({given}): give one")
+        raise UserError(f"two plans given ({given})", "give one, as PLAN or as --plan")
     launch(cli, plan_arg or plan_ref, who, theme)

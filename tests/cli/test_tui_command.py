@@ -37,3 +37,13 @@ def test_agents_tui_plan_opens_on_that_plans_tree(tmp_path: Path) -> None:
         assert _quits(app) == 0
     finally:
         app.close()
+
+
+def test_two_different_plans_are_refused_in_one_line(tmp_path: Path) -> None:
+    db = str(tmp_path / "agents.db")
+    result = CliRunner().invoke(cli, ["--db", db, "tui", "01AAAA", "--plan", "01BBBB"])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: two plans given (01AAAA, --plan 01BBBB): give one, as PLAN or as --plan\n"
+    )
+    assert not Path(db).exists()  # refused before the store was opened
