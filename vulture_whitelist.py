@@ -17,6 +17,7 @@ _.impl, _.cache_ok  # SQLAlchemy TypeDecorator (store/types.py)
 _.process_bind_param, _.process_result_value  # SQLAlchemy TypeDecorator hooks
 _.isolation_level, _.read_only, _.autocommit  # DB-API / psycopg connection settings
 _.markup, _.sub_title, _.show_root, _.guide_depth  # Textual App/Screen/Tree attributes
+_.highlighted  # Textual OptionList: the option under the cursor (tui/modals/pick.py sets it)
 _.discover  # Textual command palette Provider hook (tui/commands.py)
 _._on_tree_node_expanded, _._on_tree_node_selected  # Textual message handlers by name
 _.get_content_width, _.get_content_height, _.render_line  # Textual layout, line API (long_text)

@@ -46,6 +46,7 @@ from cleveragents_tui.tui.modals.strategy import StrategyDialog
 from cleveragents_tui.tui.screens.plan_controls import PlanControls
 from cleveragents_tui.tui.screens.plan_data import read_plan_data
 from cleveragents_tui.tui.screens.plan_export import PlanExport
+from cleveragents_tui.tui.screens.plan_settings import PlanSettings
 from cleveragents_tui.tui.services import services
 from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
 from cleveragents_tui.tui.widgets.decision_tree import MORE, DecisionTree, TreeIndex
@@ -57,7 +58,7 @@ from cleveragents_tui.views.lines import one_line
 FINISHED = (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED)
 
 
-class PlanScreen(PlanExport, PlanControls):
+class PlanScreen(PlanExport, PlanControls, PlanSettings):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.leave_plan", "Back", id="plan.back"),
         Binding("c", "correct", "Correct", id="plan.correct"),
@@ -71,6 +72,8 @@ class PlanScreen(PlanExport, PlanControls):
         Binding("X", "cancel_plan", "Cancel plan", id="plan.cancel", show=False),
         Binding("R", "resume", "Resume/retry", id="plan.resume", show=False),
         Binding("A", "apply", "Apply", id="plan.apply", show=False),
+        Binding("p", "set_profile", "Set profile", id="plan.profile", show=False),
+        Binding("m", "set_model", "Set model", id="plan.model", show=False),
         Binding("x", "export", "Export", id="plan.export"),
         Binding("slash", "search", "Search", id="plan.search"),
         Binding("j", "open_child", "Open child plan", id="plan.child", show=False),
