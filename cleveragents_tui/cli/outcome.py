@@ -115,14 +115,16 @@ def report_plan(
         echo(
             f"  not applied: {reverted.guidance}; reverted to Strategize by {reverted.correction_id}"
         )
-    report_landed(store, result)
     for line in next_steps(store, result, who):
         echo(f"  {line}")
 
 
 def next_steps(store: Store, result: Plan, who: str | None = None) -> list[str]:
     """What the plan waits for, each question with the command that answers it, and what
-    comes next (a run, its parent's run, or the Apply); none for a plan that is done."""
+    comes next (a run, its parent's run, or the Apply); for an applied plan where it landed
+    and how to take it; none for a cancelled plan."""
+    if result.state is PlanState.APPLIED:
+        return _landed(store, result)
     from cleveragents_tui.engine import pending_approvals
     from cleveragents_tui.engine.run.approvals import goes_on_with_a_run
     from cleveragents_tui.engine.run.children import landing_parent
@@ -159,20 +161,21 @@ def report_children(store: Store, result: Plan) -> None:
         echo(f"  child plan {child.plan_id} ({child.action}): {child.state.value}")
 
 
-def report_landed(store: Store, result: Plan) -> None:
+def _landed(store: Store, result: Plan) -> list[str]:
     """An applied plan: where each resource's changes landed (a git repository's branch,
-    with the ``git merge`` that takes it)."""
-    if result.state is not PlanState.APPLIED:
-        return
+    with the ``git merge`` that takes it), and what it keeps until discarded."""
     with store.unit_of_work() as uow:
         applied = uow.events.payloads(result.plan_id, "plan_applied")
+        discarded = uow.events.payloads(result.plan_id, "plan_discarded")
+    if discarded:  # its apply branches went too: no merge to suggest
+        return ["discarded: its sandboxes, git worktrees and apply branches were removed"]
     results = applied[-1].get("results", []) if applied else []
-    for line in results if isinstance(results, list) else []:
-        echo(f"  landed: {line}")
-    echo(  # a git sandbox's worktree shows in `git worktree list`: say why it stays
-        "  kept for corrections: its sandboxes and git worktrees; once you have merged, "
-        f"agents plan discard {result.plan_id} removes them and its apply branches"
-    )
+    return [
+        *(f"landed: {line}" for line in (results if isinstance(results, list) else [])),
+        # a git sandbox's worktree shows in `git worktree list`: say why it stays
+        "kept for corrections: its sandboxes and git worktrees; once you have merged, "
+        f"agents plan discard {result.plan_id} removes them and its apply branches",
+    ]
 
 
 def _latest(store: Store, plan_id: str, kind: str) -> tuple[str | None, str | None]:

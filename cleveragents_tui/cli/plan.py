@@ -113,9 +113,9 @@ def show(cli: CliContext, plan_ref: str, local_format: str | None) -> None:
     if details.summary.plan.state is PlanState.PAUSED:
         paused_ways_on(cli.store, details.summary.plan)
     elif not details.goes_on_with_a_run and (lines := next_steps(cli.store, details.summary.plan)):
-        # what it waits for and how to answer, as at the end of the run that left it so (a
-        # plan that goes on with a run says so on its approvals line)
-        echo("next")
+        # what it waits for and how to answer, or where it landed, as at the end of the run
+        # that left it so (a plan that goes on with a run says so on its approvals line)
+        echo("applied" if details.summary.plan.state is PlanState.APPLIED else "next")
         for line in lines:
             echo(f"  {line}")
 

@@ -61,8 +61,8 @@ def test_plan_show_says_what_the_plan_waits_for_and_how_to_answer(
     run: Run, tmp_path: Path, sandboxes: Path, profile: str
 ) -> None:
     """`plan show` of a waiting plan ends as the run that left it so ended: each question
-    with the command that answers it, and at the Apply gate how to review and land it. It
-    said `approvals    1 pending` and nothing more."""
+    with the command that answers it, and at the Apply gate how to review and land it; of
+    an applied plan, where it landed. It said `approvals    1 pending` and nothing more."""
     result = run("demo", "--dir", str(tmp_path / "demo"), "--automation-profile", profile)
     plan = heading_plan_id(result.output.split("\n", 1)[1])
     [asked] = _pending(run)
@@ -72,8 +72,22 @@ def test_plan_show_says_what_the_plan_waits_for_and_how_to_answer(
     )
     landing = f"  review it: agents plan tree {plan}; land it: agents plan apply {plan}"
     assert (landing in shown) is (profile == "auto"), shown
-    run("plan", "cancel", plan)
-    assert "\nnext\n" not in run("plan", "show", plan).output  # nothing to wait for
+    if profile != "auto":
+        run("plan", "cancel", plan)
+        cancelled = run("plan", "show", plan).output
+        assert "\nnext\n" not in cancelled and "\napplied\n" not in cancelled
+        return
+    # applied: where it landed and how to take it, until discarded (its branch goes too)
+    run("plan", "apply", plan)
+    applied = run("plan", "show", plan).output.split("\napplied\n")[1].splitlines()
+    merge = f"review and merge it with `git merge cleveragents/apply/{plan}`"
+    assert any(line.startswith("  landed: ") and merge in line for line in applied), applied
+    assert applied[-1].startswith("  kept for corrections: "), applied
+    run("plan", "discard", plan, "--yes")
+    discarded = run("plan", "show", plan).output.split("\napplied\n")[1].splitlines()
+    assert discarded == [
+        "  discarded: its sandboxes, git worktrees and apply branches were removed"
+    ]
 
 
 def test_demo_refuses_a_folder_that_is_not_empty(run: Run, tmp_path: Path, sandboxes: Path) -> None:
