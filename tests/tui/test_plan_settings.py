@@ -24,19 +24,11 @@ from cleveragents_tui.tui.app import AgentsApp
 from cleveragents_tui.tui.modals.model import ModelModal
 from cleveragents_tui.tui.modals.pick import PickModal
 from cleveragents_tui.tui.widgets.status_bar import PlanStatus
-from tests.support.openai_server import OpenAIServer, finish_phase, record_decision
+from tests.cli.test_chat_model_choice import MODEL, STRATEGY  # the model and its first reply
+from tests.support.openai_server import OpenAIServer, finish_phase
 from tests.tui.conftest import SIZE, DemoPlan, settle
 
 pytestmark = pytest.mark.anyio
-
-MODEL = "openai:gpt-4o-mini"
-STRATEGY = record_decision(
-    key="approach",
-    decision_type="strategy_choice",
-    question="How?",
-    chosen_option="step by step",
-    confidence=0.9,
-)
 
 
 async def _opened(app: AgentsApp, pilot: Pilot[None], key: str) -> None:
