@@ -471,11 +471,13 @@ def actions(draw: st.DrawFn, min_points: int = 5, max_points: int = 30) -> dict[
             "question": f"What does {key} do?",
             "alternatives": alternatives,
         }
-        if parents:
+        # a check stands on its own (under the root, depending on nothing): whether a revert
+        # runs it again then rests on what it checked alone, not on a link to the correction
+        if parents and not checking:
             under = draw(st.sampled_from([None, *parents]))
             if under is not None:
                 point["parent"] = under
-        if earlier:
+        if earlier and not checking:
             depends = draw(st.lists(st.sampled_from(earlier), max_size=2, unique=True))
             if depends:
                 point["depends_on"] = depends
