@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from cleveragents_tui.domain.approval import ApprovalKind
-from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, PlanState
+from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, Phase, PlanState
 from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
@@ -54,13 +54,18 @@ def _checks_apart(demo: DemoEnvironment, choose_informal: bool = False) -> None:
     demo.action_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
 
 
-def _outcome(store: Store, plan_id: str) -> tuple[object, ...]:
+Outcome = tuple[
+    Phase, PlanState, list[tuple[str | None, DecisionType, str]], list[tuple[ApprovalKind, str]]
+]
+
+
+def _outcome(store: Store, plan_id: str) -> Outcome:
     """What the plan did and waits for, as a user reads it: its state, the current
     decisions in the order made (a correction's own guidance record aside) and the kind of
     question pending."""
     with store.unit_of_work() as uow:
         plan = uow.plans.get(plan_id)
-        decisions = [
+        decisions: list[tuple[str | None, DecisionType, str]] = [
             (d.step_key, d.decision_type, d.chosen_option)
             for d in uow.decisions.for_plan(plan_id, include_superseded=False)
             if d.decision_type is not DecisionType.USER_INTERVENTION
