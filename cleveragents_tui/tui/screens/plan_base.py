@@ -19,3 +19,13 @@ class PlanScreenBase(AgentsScreen):
     @property
     def store(self) -> Store:
         return services(self).store
+
+    def _said_closed(self, why: str) -> bool:
+        """An applied or cancelled plan stays so: say at once ``why`` nothing can be done,
+        rather than ask to confirm (or to pick) what the engine then refuses (the
+        confirmation read "Nothing is applied" on an applied plan)."""
+        plan = self.plan
+        if plan is None or not plan.state.is_terminal:
+            return False
+        self.notify(f"plan {plan.plan_id} is {plan.state.value}: {why}", severity="error")
+        return True

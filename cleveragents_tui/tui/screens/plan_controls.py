@@ -39,16 +39,6 @@ class PlanControls(PlanScreenBase, AfterDenial):
     def action_pause(self) -> None:
         self._control("paused", pause_run)  # an applied plan's: its appended plan that runs
 
-    def _said_closed(self, why: str) -> bool:
-        """An applied or cancelled plan stays so: say at once ``why`` nothing can be done,
-        rather than ask to confirm what the engine then refuses (the confirmation read
-        "Nothing is applied" on an applied plan)."""
-        plan = self.plan
-        if plan is None or not plan.state.is_terminal:
-            return False
-        self.notify(f"plan {plan.plan_id} is {plan.state.value}: {why}", severity="error")
-        return True
-
     @work(exclusive=True, group="control", exit_on_error=False)
     async def action_cancel_plan(self) -> None:
         if self._said_closed("it cannot be cancelled"):

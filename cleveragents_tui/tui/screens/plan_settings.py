@@ -21,6 +21,8 @@ from cleveragents_tui.tui.screens.plan_base import PlanScreenBase
 from cleveragents_tui.tui.services import services
 from cleveragents_tui.views.lines import one_line
 
+NOTHING_TO_CHANGE = "it runs no more, so nothing to change"
+
 
 def _profile_label(profile: AutomationProfile, current: str) -> str:
     """``cautious  (now)  Strategize automatic above 0.8 …``: the name, then the first
@@ -33,19 +35,9 @@ def _profile_label(profile: AutomationProfile, current: str) -> str:
 class PlanSettings(PlanScreenBase):
     """`p` and `m` on the plan screen."""
 
-    def _said_closed_settings(self) -> bool:
-        plan = self.plan
-        if plan is None or not plan.state.is_terminal:
-            return False
-        self.notify(
-            f"plan {plan.plan_id} is {plan.state.value}: it runs no more, so nothing to change",
-            severity="error",
-        )
-        return True
-
     @work(exclusive=True, group="control", exit_on_error=False)
     async def action_set_profile(self) -> None:
-        if self.plan is None or self._said_closed_settings():
+        if self.plan is None or self._said_closed(NOTHING_TO_CHANGE):
             return
         profiles = await asyncio.to_thread(ProfileRegistry(self.store).all)
         picked = await self.app.push_screen_wait(
@@ -73,7 +65,7 @@ class PlanSettings(PlanScreenBase):
 
     @work(exclusive=True, group="control", exit_on_error=False)
     async def action_set_model(self) -> None:
-        if self.plan is None or self._said_closed_settings():
+        if self.plan is None or self._said_closed(NOTHING_TO_CHANGE):
             return
         choice = await asyncio.to_thread(for_plan, self.store, self.plan_id)
         if choice is None:

@@ -276,13 +276,14 @@ class DecisionTree(Tree[str]):
             depth, parent = depth + 1, parent.parent
         room = self.scrollable_content_region.width - self.guide_depth * depth - drawn
         shown = min(len(row.chosen_option), TREE_OPTION)
-        if room == 0 or (room > 0 and shown == len(row.chosen_option)):
-            return None
-        if room < 0 and row.superseded_by is not None:
-            return None  # its option, not the end of ``[superseded by …]``, is what to keep
-        limit = max(TREE_OPTION_AT_LEAST, shown + room)
-        if limit == shown:
-            return None
+        if room > 0 and shown < len(row.chosen_option):  # more of it fits
+            limit = shown + room
+        elif room < 0 and row.superseded_by is None:  # cut it, down to the least shown
+            limit = max(TREE_OPTION_AT_LEAST, shown + room)
+            if limit >= shown:
+                return None
+        else:  # it fits as built, has no more to show, or is a superseded row (its option,
+            return None  # not the end of ``[superseded by …]``, is what to keep)
         return tree_label(row, row.decision_id in self._checkpoints, limit)
 
     def _on_tree_node_expanded(self, event: Tree.NodeExpanded[str]) -> None:
