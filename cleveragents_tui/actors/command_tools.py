@@ -7,12 +7,17 @@ keeps"). Both run the argv list with
 no shell, in the workdir, with a minimal environment (see :mod:`.process`); ok means exit
 status 0. Resources without a working directory (overlay, databases) are refused.
 
+Python's bytecode goes to a folder of its own for each run, never the sandbox: a file
+rewritten within the second with the same size (a fix, a correction) would otherwise run
+from the stale ``__pycache__`` the previous run left, and the bytecode would be applied.
+
 This is not an operating-system sandbox: the program runs as the user, and what it does
 outside its working directory is not prevented, only not encouraged.
 """
 
 from __future__ import annotations
 
+import tempfile
 from typing import Final
 
 from cleveragents_tui.actors.base import ToolContext, ToolOutcome
@@ -62,14 +67,15 @@ class _CommandTool(BuiltinTool):
                 "local/run-sql (databases)"
             )
         try:
-            result = run_bounded(
-                argv,
-                workdir,
-                minimal_environment(workdir),
-                timeout,
-                head=OUTPUT_LIMIT - _TAIL,
-                tail=_TAIL,
-            )
+            with tempfile.TemporaryDirectory(prefix="agents-pycache-") as bytecode:
+                result = run_bounded(
+                    argv,
+                    workdir,
+                    {**minimal_environment(workdir), "PYTHONPYCACHEPREFIX": bytecode},
+                    timeout,
+                    head=OUTPUT_LIMIT - _TAIL,
+                    tail=_TAIL,
+                )
         except OSError as exc:  # it did not start: nothing ran, nothing changed
             reason = exc.strerror or type(exc).__name__
             return refused(f"{name}: cannot run {argv[0]!r}: {reason}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -68,7 +69,8 @@ def test_the_environment_is_minimal(tool_world: ToolWorld, monkeypatch: pytest.M
     assert outcome.ok
     lines = outcome.output.splitlines()[1:]
     env = dict(line.split("=", 1) for line in lines)
-    assert sorted(env) == ["HOME", "LANG", "PATH"]
+    assert sorted(env) == ["HOME", "LANG", "PATH", "PYTHONPYCACHEPREFIX"]
+    assert not env["PYTHONPYCACHEPREFIX"].startswith(os.path.realpath(tool_world.workdir(GIT)))
     assert env["HOME"] == str(tool_world.workdir(GIT))
     assert env["LANG"] == "C.UTF-8"
     assert env["PATH"] == os.environ["PATH"]
@@ -188,6 +190,26 @@ def test_run_tests_is_a_read_only_validation(tool_world: ToolWorld) -> None:
     )
     assert in_strategize.ok
     assert tool_world.sandboxes.modified() == set()
+
+
+def test_tests_run_on_a_file_rewritten_within_the_second_and_leave_no_bytecode(
+    tool_world: ToolWorld,
+) -> None:
+    # Given a module and its test, the test failing on it
+    workdir = tool_world.workdir(FILES)
+    (workdir / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    check = "from calc import add; assert add(2, 3) == 5, add(2, 3)"
+    argv = [sys.executable, "-c", check]
+    assert not tool_world.call("local/run-tests", {"resource": FILES, "argv": argv}).ok
+    # When the module is fixed to a file of the same size and the same mtime second
+    source = workdir / "calc.py"
+    stat = source.stat()
+    source.write_text("def add(a, b):\n    return a + b\n")
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    # Then the tests run the fixed module, and no bytecode was left in the sandbox
+    again = tool_world.call("local/run-tests", {"resource": FILES, "argv": argv})
+    assert again.ok, again.output
+    assert not list(workdir.rglob("__pycache__"))
 
 
 def test_run_command_is_refused_in_strategize(tool_world: ToolWorld) -> None:
