@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypedDict
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from cleveragents_tui.domain.enums import DecisionType, Phase
 from cleveragents_tui.domain.tool import ToolSpec
@@ -63,6 +63,32 @@ class Reasoner(Protocol):
     """Chooses the next decision of a phase from the actor's state; None when the phase is done."""
 
     def propose(self, state: ActorState, phase: Phase) -> Proposal | None: ...
+
+
+@dataclass(frozen=True)
+class FailedCheck:
+    """A validation that failed under the decision ``step_key``, as its actor is asked to
+    fix it before it runs again (behavior.md: the ``create_file`` flag)."""
+
+    step_key: str
+    call: ToolCallRequest
+    output: str  # the failed run's output, as the store keeps it
+
+
+@dataclass(frozen=True)
+class Fix:
+    """The tool calls that fix the work a validation failed on; run before it runs again."""
+
+    tool_calls: tuple[ToolCallRequest, ...]
+    rationale: str | None = None
+
+
+@runtime_checkable
+class FixesChecks(Protocol):
+    """A reasoner that can fix the work a failed validation checked (the chat model, or an
+    action's scripted ``fix``); without one a retry runs the validation again as it is."""
+
+    def propose_fix(self, state: ActorState, failed: FailedCheck) -> Fix | None: ...
 
 
 class SandboxAccess(Protocol):

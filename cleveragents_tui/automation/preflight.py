@@ -155,7 +155,7 @@ def tool_call_problem(action: Action, tools: ToolCatalog) -> str | None:
         return None
     for point in action.decisions:
         for alternative in point.alternatives:
-            for call in alternative.tool_calls:
+            for call in alternative.calls:
                 wrong = tools.argument_problem(call.tool, call.arguments)
                 if wrong is not None:
                     return (

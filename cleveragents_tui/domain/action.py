@@ -49,6 +49,14 @@ class Alternative(_Frozen):
     # Execute only: choosing this reports that the strategy decision with this key is too
     # tight; the plan reverts to Strategize there, with ``rationale`` as the guidance.
     revise_strategy: Key | None = None
+    # Execute only: the calls that fix the work when a validation this alternative runs
+    # fails, made before each retry (the scripted form of "fix, then revalidate").
+    fix: tuple[ToolCall, ...] = ()
+
+    @property
+    def calls(self) -> tuple[ToolCall, ...]:
+        """Every call the alternative may make: its tool calls, then its fix."""
+        return (*self.tool_calls, *self.fix)
 
 
 class DecisionPoint(_Frozen):
@@ -72,12 +80,15 @@ class DecisionPoint(_Frozen):
         options = [a.option for a in self.alternatives]
         if len(set(options)) != len(options):
             raise ValueError(f"decision {self.key}: alternatives must have distinct options")
-        if self.type.phase is not Phase.EXECUTE and any(
-            a.revise_strategy for a in self.alternatives
-        ):
-            raise ValueError(
-                f"decision {self.key}: only Execute decisions can ask to revise the strategy"
-            )
+        if self.type.phase is not Phase.EXECUTE:
+            if any(a.revise_strategy for a in self.alternatives):
+                raise ValueError(
+                    f"decision {self.key}: only Execute decisions can ask to revise the strategy"
+                )
+            if any(a.fix for a in self.alternatives):
+                raise ValueError(
+                    f"decision {self.key}: only Execute decisions run validations to fix"
+                )
         spawning = self.type in (DecisionType.SUBPLAN_SPAWN, DecisionType.SUBPLAN_PARALLEL_SPAWN)
         if not spawning and any(a.spawn for a in self.alternatives):
             raise ValueError(f"decision {self.key}: only subplan spawns may spawn child plans")
@@ -130,7 +141,7 @@ class Action(_Frozen):
     @property
     def skill_set(self) -> tuple[str, ...]:
         """Every tool the actors may use: the declared ones and those the alternatives call."""
-        called = (c.tool for p in self.decisions for a in p.alternatives for c in a.tool_calls)
+        called = (c.tool for p in self.decisions for a in p.alternatives for c in a.calls)
         return tuple(dict.fromkeys((*self.tools, *called)))
 
 

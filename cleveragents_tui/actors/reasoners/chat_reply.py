@@ -1,5 +1,6 @@
-"""The checks a chat model's ``record_decision`` call passes before it becomes a proposal:
-nothing the model says is trusted as is; a refusal names the field and what is wrong."""
+"""The checks a chat model's ``record_decision`` call passes before it becomes a proposal
+(and its ``fix_failure`` call before it becomes a fix): nothing the model says is trusted as
+is; a refusal names the field and what is wrong."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from cleveragents_tui.actors.base import ActorState, Proposal, ToolCallRequest
+from cleveragents_tui.actors.base import ActorState, Fix, Proposal, ToolCallRequest
 from cleveragents_tui.actors.reasoners.chat_prompt import (
+    FIX_FAILURE,
     RECORD_DECISION,
     SPAWN_TYPES,
     allowed_types,
@@ -132,23 +134,40 @@ def check_decision(
     )
 
 
-def _tool_calls(value: object, phase: Phase, allowed: Sequence[str]) -> tuple[ToolCallRequest, ...]:
+def check_fix(args: Mapping[str, Any], tools: Sequence[str]) -> Fix:
+    """The fix ``fix_failure``'s arguments make, checked as a decision's are."""
+    unknown = sorted(str(k) for k in args if k not in ("rationale", "tool_calls"))
+    if unknown:
+        raise field_error(unknown[0], f"is not a field of {FIX_FAILURE}", FIX_FAILURE)
+    rationale = args.get("rationale")
+    if rationale is not None and not isinstance(rationale, str):
+        raise field_error("rationale", "must be a string", FIX_FAILURE)
+    calls = _tool_calls(args.get("tool_calls", []), Phase.EXECUTE, tools, FIX_FAILURE)
+    return Fix(calls, " ".join(rationale.split()) if rationale else None)
+
+
+def _tool_calls(
+    value: object, phase: Phase, allowed: Sequence[str], tool_name: str = RECORD_DECISION
+) -> tuple[ToolCallRequest, ...]:
+    def error(field: str, problem: str) -> ReasonerError:
+        return field_error(field, problem, tool_name)
+
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise field_error("tool_calls", "must be a list of {tool, arguments} objects")
+        raise error("tool_calls", "must be a list of {tool, arguments} objects")
     calls = []
     for index, item in enumerate(value):
         where = f"tool_calls[{index}]"
         if not isinstance(item, Mapping):
-            raise field_error(where, "must be an object with tool and arguments")
+            raise error(where, "must be an object with tool and arguments")
         extra = sorted(str(k) for k in item if k not in ("tool", "arguments"))
         if extra:
-            raise field_error(f"{where}.{extra[0]}", "is not a field of a tool call")
+            raise error(f"{where}.{extra[0]}", "is not a field of a tool call")
         tool = item.get("tool")
         if not isinstance(tool, str) or tool not in allowed:
             known = ", ".join(allowed) if allowed else "none"
-            raise field_error(
+            raise error(
                 f"{where}.tool",
                 f"{tool!r} is not a tool available in the {phase.value} phase (available: {known})",
             )
@@ -156,11 +175,11 @@ def _tool_calls(value: object, phase: Phase, allowed: Sequence[str]) -> tuple[To
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, Mapping) or not all(isinstance(k, str) for k in arguments):
-            raise field_error(f"{where}.arguments", "must be a JSON object")
+            raise error(f"{where}.arguments", "must be a JSON object")
         try:
             json.dumps(arguments, allow_nan=False)
         except (TypeError, ValueError):
-            raise field_error(f"{where}.arguments", "must hold JSON values only") from None
+            raise error(f"{where}.arguments", "must hold JSON values only") from None
         calls.append(ToolCallRequest(tool=tool, arguments=dict(arguments)))
     return tuple(calls)
 
@@ -182,10 +201,11 @@ _FIELDS = frozenset(
 )
 
 
-def field_error(field: str, problem: str) -> ReasonerError:
+def field_error(field: str, problem: str, tool_name: str = RECORD_DECISION) -> ReasonerError:
+    what = "fix" if tool_name == FIX_FAILURE else "decision"
     return ReasonerError(
-        f"the chat model proposed an invalid decision: {RECORD_DECISION}.{field} {problem}",
-        "the decision was not recorded; run again or correct the plan with guidance",
+        f"the chat model proposed an invalid {what}: {tool_name}.{field} {problem}",
+        f"the {what} was not recorded; run again or correct the plan with guidance",
     )
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
-from cleveragents_tui.actors.base import ActorState, Proposal, ToolCallRequest
+from cleveragents_tui.actors.base import ActorState, FailedCheck, Fix, Proposal, ToolCallRequest
 from cleveragents_tui.domain.action import Action, Alternative, DecisionPoint
 from cleveragents_tui.domain.enums import Phase
 
@@ -141,3 +141,15 @@ class ScriptedReasoner:
                 guidance_used=guidance,
             )
         return None
+
+    def propose_fix(self, state: ActorState, failed: FailedCheck) -> Fix | None:
+        """The ``fix`` of the alternative the failed decision took; None without one."""
+        chosen = self._current_steps().get(failed.step_key)
+        point = next((p for p in self._action.decisions if p.key == failed.step_key), None)
+        if point is None or chosen is None:
+            return None
+        alternative = next((a for a in point.alternatives if a.option == chosen), None)
+        if alternative is None or not alternative.fix:
+            return None
+        calls = tuple(ToolCallRequest(c.tool, dict(c.arguments)) for c in alternative.fix)
+        return Fix(calls, f"the fix the action gives for {point.key}")

@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cleveragents_tui import failpoints
 from cleveragents_tui.actors.base import ToolCallRequest, ToolContext, ToolOutcome
 from cleveragents_tui.actors.tools import ToolRegistry
 from cleveragents_tui.domain.decision import Decision
@@ -100,3 +101,4 @@ class ToolExecutor:
         with self.sandboxes.store.unit_of_work(write=True) as uow:
             uow.tool_invocations.add(invocation)
             uow.commit()
+        failpoints.hit("tool.recorded", spec.name)  # a crash here: the call ran, the next not

@@ -11,7 +11,10 @@ exist — is never passed over. Under the decision that made the call:
    ``max_retries_per_step`` (a validation also within the action's
    ``validation_retry_limit``) and the profile's flag proceeds — ``create_file`` (self-fix
    validation failures) for a validation, ``modify_config`` (retry failures) for any other
-   call; a call that passes on a retry settles the failure;
+   call; a call that passes on a retry settles the failure. Before a validation runs again
+   its actor is asked for a fix (``FixesChecks``): the retry decision makes the fix's calls,
+   then the validation's, and keeps them in its context, so a run stopped between them
+   finishes the same fix;
 3. otherwise it escalates: a pending approval names the failure and the plan waits. Approve
    goes on with the failure accepted; deny pauses the plan for a correction or a cancel
    (engine/run/denial.py).
@@ -23,10 +26,12 @@ same failure where it stopped, without re-running what passed.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cleveragents_tui.actors.base import Proposal, ToolCallRequest
+from cleveragents_tui.actors.base import FailedCheck, Fix, Proposal, ToolCallRequest
 from cleveragents_tui.automation.escalation import EscalationContext
 from cleveragents_tui.automation.limits import validation_retry_allowed
 from cleveragents_tui.domain.approval import Approval, ApprovalKind
@@ -36,6 +41,7 @@ from cleveragents_tui.domain.profile import AutomationFlag
 from cleveragents_tui.domain.tool import ToolCategory, ToolInvocation, ToolSpec
 from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.engine.core.recorder import record_decision
+from cleveragents_tui.engine.core.tool_calls import ToolCallBlocked
 from cleveragents_tui.engine.run import restore_on_failure
 from cleveragents_tui.store.correction_queries import failed_calls
 
@@ -49,18 +55,32 @@ FAILURE_KEY = "failure"
 RECOVER = "recover"  # step keys of recovery decisions: recover:<step>:<call>:retry-N / escalate
 SUMMARY = 160  # characters of a failure's output kept in questions and decisions
 
+NO_FIX = Fix(())  # a retry that runs the failed call again as it is
+Fixer = Callable[[FailedCheck], Fix | None]
+"""Asks the failed decision's actor for a fix (steps.py binds it to the reasoner)."""
+
+
+@dataclass(frozen=True)
+class _Retry:
+    """One retry decision: the calls it makes (a fix's, then the failed call), how many of
+    them ran, and the failed call's outcome under it (None: not run yet)."""
+
+    decision: Decision
+    calls: tuple[ToolCallRequest, ...]
+    ran: int
+    outcome: ToolInvocation | None
+
 
 @dataclass(frozen=True)
 class _Recoveries:
-    """What the store says about one failed call: the recovery decisions so far, in order,
-    with the call's outcome under each retry (None: recorded, not run yet)."""
+    """What the store says about one failed call: the recovery decisions so far, in order."""
 
-    retries: tuple[tuple[Decision, ToolInvocation | None], ...]
+    retries: tuple[_Retry, ...]
     escalation: Decision | None
 
     @property
     def passed(self) -> bool:
-        return any(run is not None and run.ok for _, run in self.retries)
+        return any(r.outcome is not None and r.outcome.ok for r in self.retries)
 
 
 def failure_key(decision_id: str, number: int) -> str:
@@ -71,10 +91,14 @@ def failure_key(decision_id: str, number: int) -> str:
 class FailureHandling:
     """Settles the failed calls of one runner's steps (see the module docstring)."""
 
-    def __init__(self, runner: PlanRunner, executor: ToolExecutor | None = None) -> None:
-        """Without ``executor`` nothing is retried: a failure left unsettled is asked about."""
+    def __init__(
+        self, runner: PlanRunner, executor: ToolExecutor | None = None, fixer: Fixer | None = None
+    ) -> None:
+        """Without ``executor`` nothing is retried: a failure left unsettled is asked about.
+        Without ``fixer`` a validation runs again as it is."""
         self._runner = runner
         self._executor = executor
+        self._fixer = fixer
 
     def before_apply(self) -> None:
         """Before the Apply gate, every failed call of the plan's current decisions is settled:
@@ -95,12 +119,12 @@ class FailureHandling:
             return
         spec = self._runner.registry.tool(call.tool).spec
         while True:
-            found = self._recoveries(decision, number)
+            found = self._recoveries(decision, number, call)
             if found.passed:
                 return
-            pending = next((d for d, run in found.retries if run is None), None)
+            pending = next((r for r in found.retries if r.outcome is None), None)
             if pending is not None and self._executor is not None:  # the run stopped before it
-                self._retry(pending, call, number)
+                self._retry(pending)
                 continue
             if found.escalation is not None:
                 key = failure_key(decision.decision_id, number)
@@ -108,7 +132,9 @@ class FailureHandling:
                     return  # a person accepted the failure
                 raise WaitForApproval(self._ask(decision, spec, number, found))
             if self._executor is not None and self._may_retry(decision, spec, number, found):
-                self._retry(self._record(decision, spec, call, number, found, RETRY), call, number)
+                fix = self._fix(decision, spec, call, number, found)
+                recorded = self._record(decision, spec, call, number, found, RETRY, fix)
+                self._retry(_Retry(recorded, (*fix.tool_calls, call), 0, None))
             else:  # the loop asks, or finds the question the flag's gate stored
                 self._record(decision, spec, call, number, found, ESCALATE)
 
@@ -119,7 +145,7 @@ class FailureHandling:
             runs = uow.tool_invocations.for_decision(decision.decision_id)
         return runs[number] if number < len(runs) else None
 
-    def _recoveries(self, decision: Decision, number: int) -> _Recoveries:
+    def _recoveries(self, decision: Decision, number: int, call: ToolCallRequest) -> _Recoveries:
         prefix = f"{_key_base(decision, number)}:"
         with self._runner.store.unit_of_work() as uow:
             mine = [
@@ -132,12 +158,15 @@ class FailureHandling:
                 if (d.step_key or "").endswith(ESCALATE):
                     continue
                 runs = uow.tool_invocations.for_decision(d.decision_id)
-                retries.append((d, runs[-1] if runs else None))
+                body = uow.contexts.get(d.context_snapshot.hot_context_hash or "")
+                calls = _planned(body) or (call,)  # recorded before fixes: the call alone
+                outcome = runs[len(calls) - 1] if len(runs) >= len(calls) else None
+                retries.append(_Retry(d, calls, len(runs), outcome))
         escalation = next((d for d in mine if (d.step_key or "").endswith(ESCALATE)), None)
         return _Recoveries(tuple(retries), escalation)
 
     def _last_output(self, decision: Decision, number: int, found: _Recoveries) -> str:
-        runs = [run for _, run in found.retries if run is not None]
+        runs = [r.outcome for r in found.retries if r.outcome is not None]
         last = runs[-1] if runs else self._first_run(decision, number)
         return _summary((last.output or "") if last else "")
 
@@ -193,6 +222,7 @@ class FailureHandling:
         number: int,
         found: _Recoveries,
         choice: str,
+        fix: Fix = NO_FIX,
     ) -> Decision:
         validation = self._is_validation(spec)
         output = self._last_output(decision, number, found)
@@ -200,10 +230,15 @@ class FailureHandling:
         what = "validation" if validation else "tool call"
         retry = f"Retry {spec.name}"
         escalate = "Stop and ask a person"
+        calls = (*fix.tool_calls, call) if choice == RETRY else ()
         if choice == RETRY:
-            chosen = f"{retry} (retry {tries} of {self._retries_allowed(spec)})"
+            fixed = ", ".join(dict.fromkeys(c.tool for c in fix.tool_calls))
+            done = f"Fix with {fixed}, then retry {spec.name}" if fixed else retry
+            chosen = f"{done} (retry {tries} of {self._retries_allowed(spec)})"
             key = f"{_key_base(decision, number)}:{RETRY}-{tries}"
-            rationale = f"{self._runner.profile.name} retries failed calls automatically"
+            rationale = fix.rationale or (
+                f"{self._runner.profile.name} retries failed calls automatically"
+            )
         else:
             chosen = escalate
             key = f"{_key_base(decision, number)}:{ESCALATE}"
@@ -218,7 +253,7 @@ class FailureHandling:
             chosen_option=chosen,
             alternatives=(retry, escalate),
             rationale=rationale,
-            tool_calls=(call,) if choice == RETRY else (),
+            tool_calls=calls,
         )
         return record_decision(
             self._runner.store,
@@ -229,19 +264,60 @@ class FailureHandling:
             parent_id=decision.decision_id,
             depends_on=[decision.decision_id],
             actor_ref=decision.context_snapshot.actor_state_ref,
-            context={"failed_decision": decision.decision_id, "call": number, "output": output},
+            context={
+                "failed_decision": decision.decision_id,
+                "call": number,
+                "output": output,
+                "tool_calls": [{"tool": c.tool, "arguments": dict(c.arguments)} for c in calls],
+            },
             correction=self._runner.correction,
         )
 
-    def _retry(self, recovery: Decision, call: ToolCallRequest, number: int) -> None:
+    def _fix(
+        self,
+        decision: Decision,
+        spec: ToolSpec,
+        call: ToolCallRequest,
+        number: int,
+        found: _Recoveries,
+    ) -> Fix:
+        """What the actor does to the work before a validation runs again (nothing for any
+        other call, or without a fixer): asked with the last run's whole kept output."""
+        if self._fixer is None or not self._is_validation(spec):
+            return NO_FIX
+        runs = [r.outcome for r in found.retries if r.outcome is not None]
+        last = runs[-1] if runs else self._first_run(decision, number)
+        failed = FailedCheck(
+            decision.step_key or decision.decision_id, call, (last.output if last else "") or ""
+        )
+        return self._fixer(failed) or NO_FIX
+
+    def _retry(self, retry: _Retry) -> None:
+        """Run the retry's calls that have not run, in order: its fix, then the failed call.
+        A guard that stops one of them asks, as a step's call does, and the run goes on from
+        there when resumed."""
+        from cleveragents_tui.engine.run.errors import WaitForApproval
+
         assert self._executor is not None
-        restore_on_failure.before_retry(self._runner, recovery, call)  # approve_plan
-        outcome = self._executor.run(recovery, call, number)
-        self._runner.refresh_seal(call, outcome)
+        if retry.ran == 0:  # approve_plan: back to before the failed call's last run
+            restore_on_failure.before_retry(self._runner, retry.decision, retry.calls[-1])
+        for number in range(retry.ran, len(retry.calls)):
+            call = retry.calls[number]
+            try:
+                outcome = self._executor.run(retry.decision, call, number)
+            except ToolCallBlocked as blocked:
+                approval = self._runner.gates.ask(
+                    ApprovalKind.GUARD,
+                    blocked.tool,
+                    f"Allow {blocked.tool}? {blocked.reason}",
+                    retry.decision.decision_id,
+                )
+                raise WaitForApproval(approval) from blocked
+            self._runner.refresh_seal(call, outcome)
 
     def _question(self, decision: Decision, spec: ToolSpec, number: int, found: _Recoveries) -> str:
         output = self._last_output(decision, number, found)
-        runs = 1 + sum(1 for _, run in found.retries if run is not None)
+        runs = 1 + sum(1 for r in found.retries if r.outcome is not None)
         return (
             f"{spec.name} failed in step {decision.step_key or decision.decision_id} "
             f"({counted(runs, 'run')}; last: {output}). Approve to go on with the failure accepted; "
@@ -256,6 +332,12 @@ class FailureHandling:
             self._question(decision, spec, number, found),
             decision.decision_id,
         )
+
+
+def _planned(body: str | None) -> tuple[ToolCallRequest, ...]:
+    """The calls a retry decision's stored context says it makes (none before fixes)."""
+    stored = json.loads(body).get("tool_calls") if body else None
+    return tuple(ToolCallRequest(c["tool"], c["arguments"]) for c in stored or ())
 
 
 def _key_base(decision: Decision, number: int) -> str:

@@ -15,8 +15,16 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
+from typing import TypeVar
 
-from cleveragents_tui.actors.base import ActorState, Proposal, Reasoner
+from cleveragents_tui.actors.base import (
+    ActorState,
+    FailedCheck,
+    Fix,
+    FixesChecks,
+    Proposal,
+    Reasoner,
+)
 from cleveragents_tui.actors.reasoners.chat_reply import MendedBySetModel
 from cleveragents_tui.actors.reasoners.usage import MetersUsage
 from cleveragents_tui.automation.escalation import EscalationContext
@@ -37,6 +45,8 @@ from cleveragents_tui.engine.core.prices import price_of
 from cleveragents_tui.engine.run.errors import ReasonerFailedError
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.usage_queries import MODEL_USAGE, UsageQueries
+
+_Answer = TypeVar("_Answer")
 
 PRICES = "prices."  # the breach of a model with no price, under a cost limit
 WALL_CLOCK = "limits.max_wall_clock_seconds"
@@ -113,8 +123,16 @@ class Policing:
     def propose(self, reasoner: Reasoner, state: ActorState, phase: Phase) -> Proposal | None:
         """Ask the reasoner, and record what its model calls used (also when it fails). A
         reasoner that gives no decision (ReasonerError and the like) ends the run errored."""
+        return self._asking(reasoner, phase, lambda: reasoner.propose(state, phase))
+
+    def fix(self, reasoner: FixesChecks, state: ActorState, failed: FailedCheck) -> Fix | None:
+        """Ask the execution actor for a fix of what ``failed`` checked, as :meth:`propose`
+        asks for a decision (its model calls recorded, its errors ending the run)."""
+        return self._asking(reasoner, Phase.EXECUTE, lambda: reasoner.propose_fix(state, failed))
+
+    def _asking(self, reasoner: object, phase: Phase, ask: Callable[[], _Answer]) -> _Answer:
         try:
-            return reasoner.propose(state, phase)
+            return ask()
         except MendedBySetModel as failed:  # the fix names this plan
             fix = failed.fix_for(self.plan_id)
             raise ReasonerFailedError(self.plan_id, f"{failed.problem}: {fix}") from failed

@@ -7,7 +7,15 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from cleveragents_tui.actors.base import ActorState, Proposal, Reasoner, ToolCallRequest
+from cleveragents_tui.actors.base import (
+    ActorState,
+    FailedCheck,
+    Fix,
+    FixesChecks,
+    Proposal,
+    Reasoner,
+    ToolCallRequest,
+)
 from cleveragents_tui.actors.notes import decision_note
 from cleveragents_tui.automation.escalation import EscalationContext
 from cleveragents_tui.domain.approval import ApprovalKind
@@ -18,7 +26,7 @@ from cleveragents_tui.engine.core.recorder import record_decision
 from cleveragents_tui.engine.core.tool_calls import ToolCallBlocked, ToolExecutor
 from cleveragents_tui.engine.run import children
 from cleveragents_tui.engine.run.errors import ReviseStrategy, WaitForApproval
-from cleveragents_tui.engine.run.failures import FailureHandling
+from cleveragents_tui.engine.run.failures import FailureHandling, Fixer
 from cleveragents_tui.engine.run.plans import ROOT_KEY
 
 if TYPE_CHECKING:
@@ -34,6 +42,7 @@ def step(
     ref: ActorStateRef,
 ) -> dict[str, Any]:
     runner.police.check()
+    fixer = _fixer(runner, reasoner, state)
     with runner.store.unit_of_work() as uow:
         redone = uow.decisions.made_from_actor_checkpoint(
             runner.plan_id, ref.thread_id, ref.checkpoint_id
@@ -41,7 +50,7 @@ def step(
     if redone is not None:
         # The step ran before and recorded its decision, then stopped (a guard, a failed
         # call, a crash): finish what the decision called for; do not ask again.
-        proposal = _resume_step(runner, executor, phase, redone)
+        proposal = _resume_step(runner, executor, phase, redone, fixer)
     else:
         found = runner.police.propose(reasoner, state, phase)  # its model calls recorded
         if found is None:
@@ -67,7 +76,9 @@ def step(
             },
             correction=runner.correction,
         )
-        _finish_step(runner, executor, phase, proposal, decision, calls_done=0, spawned=False)
+        _finish_step(
+            runner, executor, phase, proposal, decision, fixer, calls_done=0, spawned=False
+        )
     if proposal.revise_strategy:  # also when a re-run step finds its decision recorded
         reason = (
             proposal.rationale or f"the constraints of {proposal.revise_strategy} are too tight"
@@ -78,7 +89,7 @@ def step(
 
 
 def _resume_step(
-    runner: PlanRunner, executor: ToolExecutor, phase: Phase, decision_id: str
+    runner: PlanRunner, executor: ToolExecutor, phase: Phase, decision_id: str, fixer: Fixer | None
 ) -> Proposal:
     """Run the tool calls of a recorded decision that have no record yet, and its spawns
     if they did not happen; returns the proposal as it was recorded (from the decision
@@ -104,7 +115,7 @@ def _resume_step(
         spawn=tuple(follows.get("spawn", [])),
         revise_strategy=follows.get("revise_strategy"),
     )
-    _finish_step(runner, executor, phase, proposal, decision, calls_done, spawned)
+    _finish_step(runner, executor, phase, proposal, decision, fixer, calls_done, spawned)
     return proposal
 
 
@@ -114,13 +125,14 @@ def _finish_step(
     phase: Phase,
     proposal: Proposal,
     decision: Decision,
+    fixer: Fixer | None,
     calls_done: int,
     spawned: bool,
 ) -> None:
     """The tool calls of a recorded decision (from ``calls_done`` on: calls run in order,
     each recorded as it ends), then its spawns."""
     if phase is Phase.EXECUTE:  # Strategize is read-only: tool calls belong to Execute
-        failures = FailureHandling(runner, executor)
+        failures = FailureHandling(runner, executor, fixer)
         for number, call in enumerate(proposal.tool_calls):
             if number < calls_done:
                 failures.settle(decision, call, number)  # a failure a stopped run left
@@ -139,6 +151,18 @@ def _finish_step(
             failures.settle(decision, call, number)  # retried, or a person asked
     if proposal.spawn and not spawned:
         children.spawn(runner, decision, proposal)
+
+
+def _fixer(runner: PlanRunner, reasoner: Reasoner, state: ActorState) -> Fixer | None:
+    """Asks ``reasoner`` for a fix of a failed validation, from the state of this step."""
+    if not isinstance(reasoner, FixesChecks):
+        return None
+    fixes = reasoner
+
+    def fix(failed: FailedCheck) -> Fix | None:
+        return runner.police.fix(fixes, state, failed)
+
+    return fix
 
 
 def _gate_decision(runner: PlanRunner, phase: Phase, proposal: Proposal, state: ActorState) -> None:

@@ -235,25 +235,28 @@ def _store_problems(store: Store, data: Mapping[str, Any], node: yaml.Node) -> l
         for i, point in enumerate(_items(each.get("decisions"))):
             alternatives = point.get("alternatives") if isinstance(point, Mapping) else None
             for j, alternative in enumerate(_items(alternatives)):
-                calls = alternative.get("tool_calls") if isinstance(alternative, Mapping) else None
-                for k, call in enumerate(_items(calls)):
-                    if not isinstance(call, Mapping):
-                        continue
-                    where = (*loc, "decisions", i, "alternatives", j, "tool_calls", k)
-                    tool((*where, "tool"), call.get("tool"))
-                    arguments = call.get("arguments")
-                    name = call.get("tool")
-                    if isinstance(name, str) and isinstance(arguments, Mapping | None):
-                        wrong = tools.argument_problem(name, arguments or {})
-                        if wrong is not None:
-                            add((*where, "arguments"), f"{name}: {wrong}")
-                    target = arguments.get("resource") if isinstance(arguments, Mapping) else None
-                    if isinstance(target, str) and target not in named:
-                        add(
-                            (*where, "arguments", "resource"),
-                            f"resource {target} is not one of the action's resources: add it "
-                            "to `resources`",
+                for field in ("tool_calls", "fix"):  # a fix's calls are checked the same way
+                    calls = alternative.get(field) if isinstance(alternative, Mapping) else None
+                    for k, call in enumerate(_items(calls)):
+                        if not isinstance(call, Mapping):
+                            continue
+                        where = (*loc, "decisions", i, "alternatives", j, field, k)
+                        tool((*where, "tool"), call.get("tool"))
+                        arguments = call.get("arguments")
+                        name = call.get("tool")
+                        if isinstance(name, str) and isinstance(arguments, Mapping | None):
+                            wrong = tools.argument_problem(name, arguments or {})
+                            if wrong is not None:
+                                add((*where, "arguments"), f"{name}: {wrong}")
+                        target = (
+                            arguments.get("resource") if isinstance(arguments, Mapping) else None
                         )
+                        if isinstance(target, str) and target not in named:
+                            add(
+                                (*where, "arguments", "resource"),
+                                f"resource {target} is not one of the action's resources: add "
+                                "it to `resources`",
+                            )
     return problems
 
 

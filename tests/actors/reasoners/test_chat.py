@@ -7,6 +7,7 @@ subclass that records the tool schemas bound and every message list the model re
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -22,10 +23,11 @@ from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
-from cleveragents_tui.actors.base import ActorState, Proposal, ToolCallRequest
+from cleveragents_tui.actors.base import ActorState, FailedCheck, Fix, Proposal, ToolCallRequest
 from cleveragents_tui.actors.notes import decision_note, keys_in_notes
 from cleveragents_tui.actors.reasoners.chat import (
     FINISH_PHASE,
+    FIX_FAILURE,
     RECORD_DECISION,
     ChatReasoner,
     ReasonerError,
@@ -289,7 +291,15 @@ def test_the_allowed_decision_types_follow_the_phase() -> None:
 def test_two_tools_are_bound_with_the_phase_restrictions_in_their_schema(make: Make) -> None:
     _, model = make(tool_choice="any")
 
-    assert [b["tool_choice"] for b in model.bound] == ["any", "any"]  # strategize, execute
+    # strategize, execute, and the fix of a failed validation
+    assert [b["tool_choice"] for b in model.bound] == ["any", "any", "any"]
+    fix = model.tool_schema(2, FIX_FAILURE)["parameters"]
+    assert [t["function"]["name"] for t in model.bound[2]["tools"]] == [FIX_FAILURE]
+    assert fix["properties"]["tool_calls"]["items"]["properties"]["tool"]["enum"] == [
+        "fs/read",
+        "fs/write",
+        "chat/notify",
+    ]
     for index in (0, 1):
         names = [t["function"]["name"] for t in model.bound[index]["tools"]]
         assert names == [RECORD_DECISION, FINISH_PHASE]
@@ -574,3 +584,62 @@ def test_importing_the_reasoners_package_does_not_load_langchain() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+# -- fixes ------------------------------------------------------------------------------------
+
+FAILED = FailedCheck(
+    "write-command",
+    ToolCallRequest("fs/read", {"path": "tests"}),
+    "FAIL: test_greets (tests.test_hello)\nAssertionError: 'Hi, Ada!' != 'Hello, Ada!'",
+)
+
+
+def fix_reply(**args: Any) -> AIMessage:
+    return AIMessage(content="", tool_calls=[{"name": FIX_FAILURE, "args": args, "id": "fix-1"}])
+
+
+def test_a_fix_failure_call_becomes_the_fix_and_the_model_saw_the_failure(make: Make) -> None:
+    write = {"tool": "fs/write", "arguments": {"path": "cli/hello.py", "text": "Hello"}}
+    reasoner, model = make(fix_reply(rationale="The greeting  said Hi.", tool_calls=[write]))
+
+    fix = reasoner.propose_fix(
+        state(phase=Phase.EXECUTE, guidance=[{"key": "*", "text": "be formal"}]), FAILED
+    )
+
+    assert fix == Fix(
+        (ToolCallRequest("fs/write", {"path": "cli/hello.py", "text": "Hello"}),),
+        "The greeting said Hi.",
+    )
+    sent = text_of(model.received[-1])
+    assert "'Hi, Ada!' != 'Hello, Ada!'" in sent  # the output, as data
+    assert "fs/read failed after decision 'write-command'" in sent
+    assert "be formal" in sent  # the user's guidance still applies
+    assert f"Call {RECORD_DECISION}" not in sent  # asked for a fix, not a decision
+    assert len(reasoner.take_usage()) == 1
+
+
+def test_a_fix_with_no_calls_runs_the_check_again_as_it_is(make: Make) -> None:
+    reasoner, _ = make("Let me think.", fix_reply(rationale="Flaky.", tool_calls=[]))
+
+    assert reasoner.propose_fix(state(phase=Phase.EXECUTE), FAILED) == Fix((), "Flaky.")
+
+
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [
+        (record(**IMPLEMENTATION), "called an unknown tool 'record_decision'"),
+        (
+            fix_reply(rationale="x", tool_calls=[{"tool": "sh/rm", "arguments": {}}]),
+            "invalid fix: fix_failure.tool_calls[0].tool 'sh/rm' is not a tool available",
+        ),
+        (fix_reply(rationale="x", tool_calls=[], key="k"), "fix_failure.key is not a field"),
+    ],
+)
+def test_a_fix_the_reasoner_cannot_use_is_refused_naming_what_is_wrong(
+    make: Make, reply: AIMessage, said: str
+) -> None:
+    reasoner, _ = make(reply)
+
+    with pytest.raises(ReasonerError, match=re.escape(said)):
+        reasoner.propose_fix(state(phase=Phase.EXECUTE), FAILED)

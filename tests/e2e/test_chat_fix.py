@@ -1,0 +1,179 @@
+"""A chat model fixes the work its failed tests ran on, and the tests run again.
+
+Through the real client stack: ``ChatOpenAI`` over HTTP to the scripted OpenAI-compatible
+server of tests/support. The model writes a module with a bug and its test; the test run
+fails; the model is asked, with the test's output, for a fix (``fix_failure``), its edit is
+made under the retry decision, and the tests pass. The oracle is a plan whose model wrote
+the right module at first: both land the same files.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain_openai")
+
+from langchain_openai import ChatOpenAI
+
+from cleveragents_tui.actors.reasoners.chat import ChatReasoner
+from cleveragents_tui.actors.tools import default_registry
+from cleveragents_tui.domain.action import Action
+from cleveragents_tui.domain.enums import DecisionType, Phase, PlanState
+from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.store.store import Store
+from tests.support.openai_server import (
+    API_KEY,
+    OpenAIServer,
+    Reply,
+    finish_phase,
+    record_decision,
+    tool_call,
+)
+from tests.support.openai_server import openai_server as openai_server  # the fixture
+
+RESOURCE = "local/calc"
+BUGGY = "def add(a: int, b: int) -> int:\n    return a - b\n"
+RIGHT = "def add(a: int, b: int) -> int:\n    return a + b\n"
+TEST = (
+    "import unittest\n\nfrom calc import add\n\n\n"
+    "class AddTest(unittest.TestCase):\n"
+    "    def test_adds(self) -> None:\n"
+    "        self.assertEqual(add(2, 3), 5)\n"
+)
+RATIONALE = "add subtracted: it now adds"
+
+
+def _write(path: str, content: str) -> dict[str, Any]:
+    return {
+        "tool": "local/write-file",
+        "arguments": {"resource": RESOURCE, "path": path, "content": content},
+    }
+
+
+def _replies(module: str) -> list[Reply]:
+    return [
+        record_decision(
+            key="design",
+            decision_type="strategy_choice",
+            question="Where does add live?",
+            chosen_option="a calc module with a unit test",
+            confidence=0.9,
+        ),
+        finish_phase(),
+        record_decision(
+            key="write",
+            decision_type="implementation_choice",
+            question="Write add and its test",
+            chosen_option="calc.py and test_calc.py, then the suite",
+            parent_key="design",
+            depends_on=["design"],
+            confidence=0.9,
+            tool_calls=[
+                _write("calc.py", module),
+                _write("test_calc.py", TEST),
+                {
+                    "tool": "local/run-tests",
+                    "arguments": {
+                        "resource": RESOURCE,
+                        "argv": [sys.executable, "-m", "unittest", "-q"],
+                    },
+                },
+            ],
+        ),
+    ]
+
+
+def _run(store: Store, server: OpenAIServer, tmp_path: Path, name: str) -> tuple[Plan, Path]:
+    folder = tmp_path / name
+    folder.mkdir()
+    with store.unit_of_work(write=True) as uow:
+        uow.resources.add(
+            Resource(
+                resource_id=RESOURCE,
+                kind="filesystem",
+                location=str(folder),
+                sandbox_strategy="filesystem_copy",
+            )
+        )
+        uow.commit()
+    registry = default_registry()
+    model = ChatOpenAI(
+        model="gpt-4o-mini", base_url=server.base_url, api_key=API_KEY, max_retries=0
+    )
+    action = Action(
+        name=f"local/{name}",
+        prompt="Add an add function to calc.py, with a test",
+        resources=(RESOURCE,),
+        tools=("local/write-file", "local/edit-file", "local/run-tests"),
+    )
+
+    def chat(action: Action, chosen: Any) -> ChatReasoner:
+        return ChatReasoner(model, action, registry.specs(), current_steps=chosen)
+
+    options = RunOptions(
+        registry=registry, sandbox_base=tmp_path / f"{name}-sandboxes", reasoner_factory=chat
+    )
+    return start_plan(store, action, profile_override="ci", options=options), folder
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def test_the_model_fixes_what_its_failed_tests_ran_on_and_the_plan_lands_the_right_files(
+    tmp_path: Path, openai_server: OpenAIServer
+) -> None:
+    fix = {
+        "rationale": RATIONALE,
+        "tool_calls": [
+            {
+                "tool": "local/edit-file",
+                "arguments": {
+                    "resource": RESOURCE,
+                    "path": "calc.py",
+                    "old": "a - b",
+                    "new": "a + b",
+                },
+            }
+        ],
+    }
+    openai_server.add(*_replies(BUGGY), tool_call("fix_failure", fix), finish_phase())
+    store = Store.open(str(tmp_path / "fixed.db"))
+
+    plan, folder = _run(store, openai_server, tmp_path, "fixed")
+
+    assert (plan.phase, plan.state) == (Phase.APPLY, PlanState.APPLIED)
+    asked = openai_server.completions[3]  # after the strategy, its finish and the write
+    assert asked.tool_names == ["fix_failure"]
+    assert "local/run-tests failed after decision 'write'" in asked.text
+    assert "AssertionError: -1 != 5" in asked.text  # the test's own output, to fix from
+    with store.unit_of_work() as uow:
+        [recovery] = [
+            d
+            for d in uow.decisions.for_plan(plan.plan_id)
+            if d.decision_type is DecisionType.VALIDATION_RESPONSE
+        ]
+        runs = [(i.tool, i.ok) for i in uow.tool_invocations.for_decision(recovery.decision_id)]
+        usage = uow.events.payloads(plan.plan_id, "model_usage")
+    assert recovery.chosen_option == (
+        "Fix with local/edit-file, then retry local/run-tests (retry 1 of 3)"
+    )
+    assert recovery.rationale == RATIONALE
+    assert runs == [("local/edit-file", True), ("local/run-tests", True)]
+    assert len(usage) == 5  # the fix's model call is counted with the decisions'
+
+    oracle = Store.open(str(tmp_path / "oracle.db"))
+    openai_server.add(*_replies(RIGHT), finish_phase())
+    right, right_folder = _run(oracle, openai_server, tmp_path, "right")
+    assert right.state is PlanState.APPLIED
+    assert _files(folder) == _files(right_folder)

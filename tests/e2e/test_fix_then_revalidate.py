@@ -1,0 +1,175 @@
+"""A failed validation is fixed, then run again (behavior.md: the ``create_file`` flag,
+"fix-then-revalidate" within ``validation_retry_limit``). On the demo, with its real
+repository and database.
+
+The demo's test step writes a test that expects the wrong greeting, and the action gives
+that step a ``fix`` (an edit of the test). The oracle is a fresh plan of the demo as it
+ships, whose test was right from the start: the fixed plan must land the same tree and the
+same rows, and a run stopped between the fix and the validation must land them too, with
+the fix made once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cleveragents_tui import failpoints
+from cleveragents_tui.domain.enums import DecisionType, Phase, PlanState
+from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
+from cleveragents_tui.engine.run.lifecycle import resume_plan
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
+from cleveragents_tui.engine.setup.actions import load_action
+from cleveragents_tui.store.store import Store
+from tests.e2e.test_failure_handling import FAILING_TEST, _recoveries, _runs_of
+
+FIXED = "Fix with local/edit-file, then retry local/run-tests (retry 1 of 3)"
+
+
+def _failing_test_with_a_fix(demo: DemoEnvironment, fix_works: bool = True) -> None:
+    data = yaml.safe_load(demo.action_file.read_text(encoding="utf-8"))
+    [test] = [d for d in data["decisions"] if d["key"] == "test"]
+    alternative = test["alternatives"][0]
+    write = alternative["tool_calls"][0]["arguments"]
+    write["content"] = FAILING_TEST
+    new = '"Hello, Ada!"' if fix_works else '"Hey, Ada!"'
+    alternative["fix"] = [
+        {
+            "tool": "local/edit-file",
+            "arguments": {
+                "resource": write["resource"],
+                "path": write["path"],
+                "old": '"Hi, Ada!"',
+                "new": new,
+            },
+        }
+    ]
+    demo.action_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
+def _fix_runs(store: Store, plan_id: str) -> list[bool | None]:
+    """The outcomes of the edits the retries made (the demo's own edit is not one)."""
+    with store.unit_of_work() as uow:
+        return [
+            i.ok
+            for d in uow.decisions.for_plan(plan_id)
+            if d.decision_type is DecisionType.VALIDATION_RESPONSE
+            for i in uow.tool_invocations.for_decision(d.decision_id)
+            if i.tool == "local/edit-file"
+        ]
+
+
+def _landed(demo: DemoEnvironment) -> tuple[str, list[tuple[Any, ...]]]:
+    """What the plan landed: the apply branch's tree and the database's releases."""
+    branches = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(demo.repository),
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/heads/cleveragents/apply",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    [branch] = branches
+    tree = subprocess.run(
+        ["git", "-C", str(demo.repository), "rev-parse", f"{branch}^{{tree}}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    with sqlite3.connect(demo.database) as db:
+        rows = db.execute("SELECT version, notes FROM releases ORDER BY version").fetchall()
+    return tree, rows
+
+
+def _fresh_demo_landed(tmp_path: Path) -> tuple[str, list[tuple[Any, ...]]]:
+    """The oracle: the demo as it ships (its test right from the start), run and applied."""
+    store = Store.open(str(tmp_path / "oracle.db"))
+    demo = build_demo(store, tmp_path / "oracle")
+    options = RunOptions(sandbox_base=tmp_path / "oracle-sandboxes")
+    plan = start_plan(
+        store, load_action(str(demo.action_file)), profile_override="ci", options=options
+    )
+    assert (plan.phase, plan.state) == (Phase.APPLY, PlanState.APPLIED)
+    return _landed(demo)
+
+
+def test_a_failed_test_is_fixed_run_again_and_lands_what_a_right_first_time_plan_lands(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions, tmp_path: Path
+) -> None:
+    _failing_test_with_a_fix(demo)
+
+    plan = start_plan(
+        sqlite_store, load_action(str(demo.action_file)), profile_override="ci", options=options
+    )
+
+    assert (plan.phase, plan.state) == (Phase.APPLY, PlanState.APPLIED)  # nobody was asked
+    assert _runs_of(sqlite_store, plan.plan_id, "local/run-tests") == [False, True]
+    assert _fix_runs(sqlite_store, plan.plan_id) == [True]
+    assert _recoveries(sqlite_store, plan.plan_id) == [(DecisionType.VALIDATION_RESPONSE, FIXED)]
+    assert _landed(demo) == _fresh_demo_landed(tmp_path)
+
+
+def test_a_run_stopped_between_the_fix_and_the_test_finishes_the_same_fix_once(
+    demo: DemoEnvironment,
+    sqlite_store: Store,
+    options: RunOptions,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _failing_test_with_a_fix(demo)
+    # the demo's implementation makes the first edit; the fix is the second
+    monkeypatch.setenv(failpoints.ENV_VAR, "tool.recorded@local/edit-file#2")
+    failpoints.reset()
+    with pytest.raises(failpoints.InjectedFault):
+        start_plan(
+            sqlite_store, load_action(str(demo.action_file)), profile_override="ci", options=options
+        )
+    monkeypatch.delenv(failpoints.ENV_VAR)
+    failpoints.reset()
+    with sqlite_store.unit_of_work() as uow:
+        [stopped] = [p for p in uow.plans.all() if p.parent_plan_id is None]
+    assert _runs_of(sqlite_store, stopped.plan_id, "local/run-tests") == [False]  # fixed, not run
+
+    plan = resume_plan(sqlite_store, stopped.plan_id, options)
+
+    assert (plan.phase, plan.state) == (Phase.APPLY, PlanState.APPLIED)
+    assert _fix_runs(sqlite_store, plan.plan_id) == [True]  # not made again
+    assert _runs_of(sqlite_store, plan.plan_id, "local/run-tests") == [False, True]
+    assert _recoveries(sqlite_store, plan.plan_id) == [(DecisionType.VALIDATION_RESPONSE, FIXED)]
+    assert _landed(demo) == _fresh_demo_landed(tmp_path)
+
+
+def test_a_fix_that_does_not_work_is_retried_within_the_limit_then_a_person_is_asked(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions
+) -> None:
+    _failing_test_with_a_fix(demo, fix_works=False)
+
+    plan = start_plan(
+        sqlite_store, load_action(str(demo.action_file)), profile_override="ci", options=options
+    )
+
+    assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL)
+    assert _runs_of(sqlite_store, plan.plan_id, "local/run-tests") == [False] * 4
+    # each retry makes the fix (the edit finds it made after the first) and runs the test
+    assert _fix_runs(sqlite_store, plan.plan_id) == [True, True, True]
+    chosen = [o for _, o in _recoveries(sqlite_store, plan.plan_id)]
+    assert chosen == [
+        *(
+            f"Fix with local/edit-file, then retry local/run-tests (retry {n} of 3)"
+            for n in (1, 2, 3)
+        ),
+        "Stop and ask a person",
+    ]
+    with sqlite_store.unit_of_work() as uow:
+        [asked] = uow.approvals.pending(plan.plan_id)
+    assert "local/run-tests failed" in asked.question and "4 runs" in asked.question
