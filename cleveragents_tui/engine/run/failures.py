@@ -349,12 +349,15 @@ def _decision_type(validation: bool) -> DecisionType:
 
 
 def _summary(output: str) -> str:
-    """The line of a tool's output that says most about the failure, kept short."""
+    """The line of a tool's output that says most about the failure, kept short: the first
+    line (a command's exit status), then the first that names a failure, else the last (where
+    a program that exits with a message says it)."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     telling = [
         line for line in lines if line.startswith(("FAIL", "ERROR", "error", "refused", "Error"))
     ]
     if not lines:
         return "no output"
-    said = lines[0] if not telling or telling[0] == lines[0] else f"{lines[0]}: {telling[0]}"
+    detail = telling[0] if telling else lines[-1]
+    said = lines[0] if detail == lines[0] else f"{lines[0]}: {detail}"
     return said if len(said) <= SUMMARY else said[: SUMMARY - 1] + "…"
