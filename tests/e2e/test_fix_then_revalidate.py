@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,12 @@ import pytest
 import yaml
 
 from cleveragents_tui import failpoints
+from cleveragents_tui.automation.profiles import ProfileRegistry
+from cleveragents_tui.domain.approval import ApprovalKind
 from cleveragents_tui.domain.enums import DecisionType, Phase, PlanState
+from cleveragents_tui.domain.profile import AutomationGuard
 from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
+from cleveragents_tui.engine.run.approvals import answer_approval, pending_approvals
 from cleveragents_tui.engine.run.lifecycle import resume_plan
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.engine.setup.actions import load_action
@@ -31,24 +36,30 @@ from tests.e2e.test_failure_handling import FAILING_TEST, _recoveries, _runs_of
 FIXED = "Fix with local/edit-file, then retry local/run-tests (retry 1 of 3)"
 
 
-def _failing_test_with_a_fix(demo: DemoEnvironment, fix_works: bool = True) -> None:
+def _failing_test_with_a_fix(
+    demo: DemoEnvironment, fix_works: bool = True, by_command: bool = False
+) -> None:
     data = yaml.safe_load(demo.action_file.read_text(encoding="utf-8"))
     [test] = [d for d in data["decisions"] if d["key"] == "test"]
     alternative = test["alternatives"][0]
     write = alternative["tool_calls"][0]["arguments"]
     write["content"] = FAILING_TEST
     new = '"Hello, Ada!"' if fix_works else '"Hey, Ada!"'
-    alternative["fix"] = [
-        {
-            "tool": "local/edit-file",
-            "arguments": {
-                "resource": write["resource"],
-                "path": write["path"],
-                "old": '"Hi, Ada!"',
-                "new": new,
-            },
-        }
-    ]
+    edit = {"resource": write["resource"], "path": write["path"], "old": '"Hi, Ada!"', "new": new}
+    alternative["fix"] = [{"tool": "local/edit-file", "arguments": edit}]
+    if by_command:  # the same edit, by a program
+        path, old = write["path"], edit["old"]
+        script = (
+            f"import pathlib; p = pathlib.Path({path!r}); "
+            f"p.write_text(p.read_text().replace({old!r}, {new!r}))"
+        )
+        argv = [sys.executable, "-c", script]
+        alternative["fix"] = [
+            {
+                "tool": "local/run-command",
+                "arguments": {"resource": write["resource"], "argv": argv},
+            }
+        ]
     demo.action_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
 
 
@@ -173,3 +184,32 @@ def test_a_fix_that_does_not_work_is_retried_within_the_limit_then_a_person_is_a
     with sqlite_store.unit_of_work() as uow:
         [asked] = uow.approvals.pending(plan.plan_id)
     assert "local/run-tests failed" in asked.question and "4 runs" in asked.question
+
+
+def test_a_fix_a_guard_stops_asks_and_is_made_once_approved(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions, tmp_path: Path
+) -> None:
+    _failing_test_with_a_fix(demo, by_command=True)
+    ci = ProfileRegistry(sqlite_store).get("ci")
+    guard = AutomationGuard(tool_denylist=("local/run-command",))
+    ProfileRegistry(sqlite_store).add(ci.model_copy(update={"name": "team/ci", "guards": guard}))
+
+    plan = start_plan(
+        sqlite_store,
+        load_action(str(demo.action_file)),
+        profile_override="team/ci",
+        options=options,
+    )
+
+    [asked] = pending_approvals(sqlite_store, plan.plan_id)
+    assert asked.kind is ApprovalKind.GUARD and asked.question.startswith(
+        "Allow local/run-command?"
+    )
+    assert _runs_of(sqlite_store, plan.plan_id, "local/run-tests") == [False]  # not run again yet
+    answer_approval(sqlite_store, asked.approval_id, approve=True, by="ana")
+    done = resume_plan(sqlite_store, plan.plan_id, options)
+
+    assert (done.phase, done.state) == (Phase.APPLY, PlanState.APPLIED)
+    assert _runs_of(sqlite_store, plan.plan_id, "local/run-command") == [True]
+    assert _runs_of(sqlite_store, plan.plan_id, "local/run-tests") == [False, True]
+    assert _landed(demo) == _fresh_demo_landed(tmp_path)
