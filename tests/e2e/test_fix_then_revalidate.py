@@ -23,22 +23,32 @@ import yaml
 from cleveragents_tui import failpoints
 from cleveragents_tui.automation.profiles import ProfileRegistry
 from cleveragents_tui.domain.approval import ApprovalKind
-from cleveragents_tui.domain.enums import DecisionType, Phase, PlanState
+from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, Phase, PlanState
 from cleveragents_tui.domain.profile import AutomationGuard
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
 from cleveragents_tui.engine.run.approvals import answer_approval, pending_approvals
-from cleveragents_tui.engine.run.lifecycle import resume_plan
+from cleveragents_tui.engine.run.lifecycle import apply_plan, resume_plan
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.engine.setup.actions import load_action
 from cleveragents_tui.store.store import Store
+from tests.e2e.test_corrections import decisions_by_key, run_demo
 from tests.e2e.test_failure_handling import FAILING_TEST, _recoveries, _runs_of
+from tests.e2e.test_revert_reruns_later_checks import _outcome
 
+INFORMAL = "hello_cli/greet.py saying Hi"
 FIXED = "Fix with local/edit-file, then retry local/run-tests (retry 1 of 3)"
 
 
 def _failing_test_with_a_fix(
-    demo: DemoEnvironment, fix_works: bool = True, by_command: bool = False
+    demo: DemoEnvironment,
+    fix_works: bool = True,
+    by_command: bool = False,
+    informal: str | None = None,
 ) -> None:
+    """The demo's test expecting "Hi, Ada!", its fix editing it to expect "Hello, Ada!";
+    ``informal`` adds a second implementation that says Hi (chosen when "choose")."""
     data = yaml.safe_load(demo.action_file.read_text(encoding="utf-8"))
     [test] = [d for d in data["decisions"] if d["key"] == "test"]
     alternative = test["alternatives"][0]
@@ -60,6 +70,16 @@ def _failing_test_with_a_fix(
                 "arguments": {"resource": write["resource"], "argv": argv},
             }
         ]
+    if informal is not None:
+        [implement] = [d for d in data["decisions"] if d["key"] == "implement-function"]
+        hi: dict[str, Any] = yaml.safe_load(yaml.safe_dump(implement["alternatives"][0]))
+        hi.update(option=INFORMAL, confidence=0.5, match=["informal"])
+        hi["tool_calls"][0]["arguments"]["content"] = (
+            'def hello(name: str) -> str:\n    return f"Hi, {name}!"\n'
+        )
+        implement["alternatives"].append(hi)
+        if informal == "choose":
+            implement["choose"] = INFORMAL
     demo.action_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
 
 
@@ -213,3 +233,28 @@ def test_a_fix_a_guard_stops_asks_and_is_made_once_approved(
     assert _runs_of(sqlite_store, plan.plan_id, "local/run-command") == [True]
     assert _runs_of(sqlite_store, plan.plan_id, "local/run-tests") == [False, True]
     assert _landed(demo) == _fresh_demo_landed(tmp_path)
+
+
+def test_a_correction_rolls_the_fix_back_with_the_work_it_fixed(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions, tmp_path: Path
+) -> None:
+    # Given a plan at its Apply gate whose test was fixed to expect the plain greeting
+    _failing_test_with_a_fix(demo, informal="offer")
+    plan = run_demo(sqlite_store, demo, options)
+    assert _fix_runs(sqlite_store, plan.plan_id) == [True]
+    # When the implementation is corrected to the greeting the test expected at first
+    implement = decisions_by_key(sqlite_store, plan.plan_id)["implement-function"]
+    impact = preview(sqlite_store, implement, CorrectionMode.REVERT, "an informal greeting")
+    execute(sqlite_store, impact, acknowledged=True, requested_by="ana", options=options)
+    # Then the fix went with the test it fixed: the test passes as first written, nothing is
+    # fixed, and the plan is where a fresh plan with that greeting is, and lands the same
+    fresh = build_demo(sqlite_store, tmp_path / "fresh")
+    _failing_test_with_a_fix(fresh, informal="choose")
+    oracle = run_demo(sqlite_store, fresh, options)
+    assert _outcome(sqlite_store, plan.plan_id) == _outcome(sqlite_store, oracle.plan_id)
+    assert not [k for k in decisions_by_key(sqlite_store, plan.plan_id) if k.startswith("recover:")]
+    runs = _runs_of(sqlite_store, plan.plan_id, "local/run-tests")
+    assert runs[-1] is True  # the last run, on the corrected code, passed
+    apply_plan(sqlite_store, plan.plan_id, "ana", options)
+    apply_plan(sqlite_store, oracle.plan_id, "ana", options)
+    assert _landed(demo) == _landed(fresh)
