@@ -28,6 +28,7 @@ def init(cli: CliContext, name: str | None, action_file: Path | None) -> None:
     done = init_project(cli.store, Path.cwd(), name=name, action_file=action_file)
     echo(f"resource {done.resource.resource_id} added: git at {done.resource.location}")
     echo(f"starter action written to {done.action_file}")
-    echo("next: edit it, then")
+    echo("next: edit it, register it, run a plan (its scripted decisions, or a model on a task)")
     echo(f"  agents action create {done.action_file}")
     echo(f"  agents plan use {done.action_name}")
+    echo(f'  agents plan use {done.action_name} --model openai:gpt-4o-mini --prompt "TASK"')

@@ -39,6 +39,12 @@ if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
     metavar="PROVIDER:MODEL",
     help="The chat model, e.g. openai:gpt-4o-mini (default: core.model). Kept with the plan.",
 )
+@click.option(
+    "--prompt",
+    metavar="TEXT",
+    help="The task, in place of the action's prompt, for this plan (kept with it): what the "
+    "chat model works from.",
+)
 @progress_option
 @pass_cli
 def use(
@@ -48,6 +54,7 @@ def use(
     profile: str | None,
     reasoner: str | None,
     model: str | None,
+    prompt: str | None,
 ) -> None:
     """Create a plan from ACTION (an action file, or an action registered with `agents action
     create`) and run it.
@@ -57,14 +64,18 @@ def use(
 
     With --reasoner chat --model PROVIDER:MODEL a LangChain chat model makes the decisions
     (docs/reasoners.md); the plan keeps the model (not the key) for later runs and replays.
+    --prompt "TEXT" gives the plan its task, so one action serves many tasks:
+
+      agents plan use local/app-change --model openai:gpt-4o-mini --prompt "Add a README"
     """
     from cleveragents_tui.engine import RunOptions, start_plan
     from cleveragents_tui.engine.core.reasoner_choice import choose
-    from cleveragents_tui.engine.setup.actions import load_action
+    from cleveragents_tui.engine.setup.actions import load_action, with_prompt
     from cleveragents_tui.engine.setup.uncommitted_notes import left_out
 
     action = load_action(action_ref, cli.store)
     chosen = choose(cli.store, action, reasoner=reasoner, model=model, project=project)
+    action = with_prompt(action, prompt, chat=chosen is not None)
     notes = left_out(cli.store, action)  # a git sandbox starts from the last commit
     with following(cli) as progress:
 

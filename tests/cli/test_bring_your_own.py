@@ -117,9 +117,10 @@ def test_init_registers_the_repository_and_writes_a_starter_action(
     lines = result.output.splitlines()
     starter = data_folder(home) / "actions" / "shop.action.yaml"
     assert lines[0] == f"resource local/shop added: git at {repo}"
-    assert lines[-2:] == [
+    assert lines[-3:] == [
         f"  agents action create {starter}",
         "  agents plan use local/shop-change",
+        '  agents plan use local/shop-change --model openai:gpt-4o-mini --prompt "TASK"',
     ]
     text = starter.read_text()
     assert "# The tools the actors may use" in text and "resources: [local/shop]" in text
@@ -152,7 +153,7 @@ def test_init_names_a_folder_with_accents_readably_and_a_name_taken_needs_name(
     monkeypatch.chdir(_committed(tmp_path / "Été ééé"))
     accented = run("init")
     assert accented.exit_code == 0, accented.output
-    assert accented.output.splitlines()[-1] == "  agents plan use local/Ete-eee-change"
+    assert accented.output.splitlines()[-2] == "  agents plan use local/Ete-eee-change"
     starter = data_folder(home) / "actions" / "Ete-eee.action.yaml"
     assert run("action", "validate", str(starter)).exit_code == 0
 

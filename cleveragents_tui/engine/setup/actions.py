@@ -9,6 +9,7 @@ import yaml
 from cleveragents_tui.automation.preflight import parse_action
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.engine.setup.project_init import STARTER_PROMPT
 from cleveragents_tui.safe_yaml import NoAliasLoader
 from cleveragents_tui.store.store import Store
 
@@ -56,3 +57,26 @@ def load_action(ref: str, store: Store | None = None) -> Action:
     if not isinstance(raw, dict):
         raise UserError(f"{path}: an action file is a mapping", "see docs/actions.md")
     return parse_action(raw)
+
+
+def with_prompt(action: Action, prompt: str | None, chat: bool) -> Action:
+    """``action`` with the task ``agents plan use --prompt`` gave (kept with the plan); for a
+    chat plan, refused while the task is still the starter action's placeholder, which a
+    model would take as the task."""
+    if prompt is not None:
+        task = " ".join(prompt.split())
+        if not task:
+            raise UserError(
+                "--prompt is empty",
+                'say the task in words, e.g. --prompt "Add a CONTRIBUTING.md"',
+            )
+        if "\x00" in task:
+            raise UserError("--prompt holds a NUL character", "give the task as plain text")
+        return action.model_copy(update={"prompt": task})
+    if chat and " ".join(action.prompt.split()).startswith(STARTER_PROMPT):
+        raise UserError(
+            f"the action's prompt is still the starter's placeholder ({STARTER_PROMPT} …)",
+            f'give the task: agents plan use {action.name} --prompt "…", or edit prompt: in '
+            "the action file and run `agents action create FILE` again",
+        )
+    return action

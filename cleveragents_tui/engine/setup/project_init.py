@@ -103,6 +103,10 @@ def init_project(
     return Initialised(resource, action_name, target)
 
 
+STARTER_PROMPT = "Describe the change you want, e.g."
+"""How the starter action's placeholder task begins (a chat plan refuses it)."""
+
+
 def starter_action(action_name: str, resource_id: str) -> str:
     """A runnable action with comments: one strategy decision and one change, to edit."""
     return f"""\
@@ -112,9 +116,10 @@ def starter_action(action_name: str, resource_id: str) -> str:
 name: {action_name}
 description: A change to {resource_id}
 # The task. The chat reasoner (agents plan use ... --reasoner chat --model PROVIDER:MODEL)
-# works from this prompt; the scripted reasoner follows the decision points below.
+# works from this prompt, or from the one `plan use --prompt "..."` gives a plan; the
+# scripted reasoner follows the decision points below.
 prompt: >-
-  Describe the change you want, e.g. "Add a CONTRIBUTING.md that explains how to run the
+  {STARTER_PROMPT} "Add a CONTRIBUTING.md that explains how to run the
   tests".
 project: {resource_id}
 # The resources the plan may change: `agents resource list`. Add a database or a folder with
