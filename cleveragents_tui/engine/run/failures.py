@@ -166,9 +166,10 @@ class FailureHandling:
         return _Recoveries(tuple(retries), escalation)
 
     def _last_output(self, decision: Decision, number: int, found: _Recoveries) -> str:
+        """All the last run of the call said (its latest retry's, else its first run's)."""
         runs = [r.outcome for r in found.retries if r.outcome is not None]
         last = runs[-1] if runs else self._first_run(decision, number)
-        return _summary((last.output or "") if last else "")
+        return (last.output or "") if last else ""
 
     # -- the policy ----------------------------------------------------------------------------
 
@@ -225,7 +226,7 @@ class FailureHandling:
         fix: Fix = NO_FIX,
     ) -> Decision:
         validation = self._is_validation(spec)
-        output = self._last_output(decision, number, found)
+        output = _summary(self._last_output(decision, number, found))
         tries = len(found.retries) + 1
         what = "validation" if validation else "tool call"
         retry = f"Retry {spec.name}"
@@ -285,11 +286,8 @@ class FailureHandling:
         other call, or without a fixer): asked with the last run's whole kept output."""
         if self._fixer is None or not self._is_validation(spec):
             return NO_FIX
-        runs = [r.outcome for r in found.retries if r.outcome is not None]
-        last = runs[-1] if runs else self._first_run(decision, number)
-        failed = FailedCheck(
-            decision.step_key or decision.decision_id, call, (last.output if last else "") or ""
-        )
+        output = self._last_output(decision, number, found)
+        failed = FailedCheck(decision.step_key or decision.decision_id, call, output)
         return self._fixer(failed) or NO_FIX
 
     def _retry(self, retry: _Retry) -> None:
@@ -316,7 +314,7 @@ class FailureHandling:
             self._runner.refresh_seal(call, outcome)
 
     def _question(self, decision: Decision, spec: ToolSpec, number: int, found: _Recoveries) -> str:
-        output = self._last_output(decision, number, found)
+        output = _summary(self._last_output(decision, number, found))
         runs = 1 + sum(1 for r in found.retries if r.outcome is not None)
         return (
             f"{spec.name} failed in step {decision.step_key or decision.decision_id} "
