@@ -15,7 +15,8 @@ alternatives call the built-in tools (docs/tools.md) on two to four of these res
   (``mv -f -T``), mode bit (``chmod``), symlink (``ln -sfn``), empty folder (``mkdir -p`` /
   ``rmdir``) and bytes that are not UTF-8 (``sh -c printf``); and run-tests, a check whose
   verdict depends on what the files hold (the parity of every file's checksum), and which
-  writes nothing;
+  writes nothing, now and then with a ``fix`` (run-command appending to ``.parity`` until
+  the check passes) that each retry of the failed check makes first;
 - ``oracle/db`` (transaction_rollback, SQLite): run-sql insert, update and delete on an
   AUTOINCREMENT table and on a plain one.
 
@@ -41,7 +42,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from cleveragents_tui.domain.decision import Decision
-from cleveragents_tui.domain.enums import DecisionType
+from cleveragents_tui.domain.enums import DecisionType, Phase
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.run.failures import RECOVER
 from cleveragents_tui.engine.run.runner import RunOptions
@@ -75,6 +76,10 @@ EVEN_CHECKSUM = (
     "find . -name .git -prune -o -type f -print | LC_ALL=C sort | xargs cat | cksum"
     " | grep -q '^[0-9]*[02468] '"
 )
+
+# the fix of a failed check: append to .parity until the checksum is even (a byte changes
+# the checksum's parity half the time, so it ends in two appends, on average)
+FIX_PARITY = f"until {{ {EVEN_CHECKSUM}; }}; do printf x >> .parity; done"
 
 
 # --- the templates, made once per session ----------------------------------------------------
@@ -198,19 +203,36 @@ class Side:
             }
 
     def verdicts(self, plan_id: str) -> dict[str, list[tuple[str, bool | None]]]:
-        """How each current point's own test runs went (``local/run-tests``, by key): a
-        check's verdict is about the files it ran on, so a corrected plan's must be a fresh
-        plan's (its retries are recovery decisions of their own, not counted here)."""
-        current = self.current(plan_id)
+        """How each current point's own test runs went (``local/run-tests``, by key), and
+        each current retry's fix and test run (by its ``recover:`` key): a check's verdict
+        is about the files it ran on, so a corrected plan's must be a fresh plan's."""
         with self.store.unit_of_work() as uow:
+            current = [
+                d
+                for d in uow.decisions.for_plan(plan_id, include_superseded=False)
+                if d.step_key
+                and d.phase is Phase.EXECUTE
+                and d.decision_type is not DecisionType.USER_INTERVENTION  # a correction's own
+            ]
             return {
-                key: [
+                d.step_key or "": [
                     (call.tool, call.ok)
-                    for call in uow.tool_invocations.for_decision(decision.decision_id)
-                    if call.tool == "local/run-tests"
+                    for call in uow.tool_invocations.for_decision(d.decision_id)
+                    if call.tool == "local/run-tests" or d.step_key.startswith(f"{RECOVER}:")
                 ]
-                for key, decision in current.items()
+                for d in current
             }
+
+    def fixes_made(self, plan_id: str) -> int:
+        """The fixes the plan's current retries made (the ``fix`` of a failed check)."""
+        runs = self.verdicts(plan_id)
+        return sum(
+            1
+            for key, calls in runs.items()
+            if key.startswith(f"{RECOVER}:")
+            for tool, _ in calls
+            if tool == "local/run-command"
+        )
 
     def applied(self) -> dict[str, Any]:
         """What Apply landed on the real resources, comparable between two sides."""
@@ -337,6 +359,12 @@ def check_call(resource: str) -> st.SearchStrategy[dict[str, Any]]:
     return st.just(check(["sh", "-c", EVEN_CHECKSUM]))
 
 
+def parity_fix(resource: str) -> dict[str, Any]:
+    """The fix a failed check's retry makes first: the files changed until the check passes."""
+    argv = ["sh", "-c", FIX_PARITY]
+    return {"tool": "local/run-command", "arguments": {"resource": resource, "argv": argv}}
+
+
 def _file_call(resource: str) -> st.SearchStrategy[dict[str, Any]]:
     def call(tool: str, **arguments: Any) -> dict[str, Any]:
         return {"tool": tool, "arguments": {"resource": resource, **arguments}}
@@ -455,16 +483,19 @@ def actions(draw: st.DrawFn, min_points: int = 5, max_points: int = 30) -> dict[
         checked = [r for r in resources if r in WORKDIRS]
         checking = bool(execute and checked and draw(st.integers(0, 3)) == 0)
         made = st.one_of(*map(check_call, checked)) if checking else tool_call(resources)
+        fixing = checking and draw(st.booleans())  # its failed checks are fixed, then rerun
         alternatives = []
         for letter in LETTERS[: draw(st.integers(2, 3))]:
             calls = draw(st.lists(made, min_size=int(checking), max_size=3)) if execute else []
-            alternatives.append(
-                {
-                    "option": f"{key} option {letter}",
-                    "match": [match_word(key, letter)],
-                    "tool_calls": calls,
-                }
-            )
+            alternative: dict[str, Any] = {
+                "option": f"{key} option {letter}",
+                "match": [match_word(key, letter)],
+                "tool_calls": calls,
+            }
+            if fixing:
+                fixed = dict.fromkeys(c["arguments"]["resource"] for c in calls)
+                alternative["fix"] = [parity_fix(r) for r in fixed]
+            alternatives.append(alternative)
         point: dict[str, Any] = {
             "key": key,
             "type": kind.value,

@@ -131,6 +131,7 @@ def _figures() -> Iterator[None]:
                 examples=counts["examples"],
                 divergences=counts["divergences"],
                 refused_by_budget=counts["refused_by_budget"],
+                fixes_made=counts["fixes_made"],
             )
 
 
@@ -323,6 +324,8 @@ def revert_scenario(scenario: str, data: st.DataObject) -> None:
                 story.append("then corrected the re-made {} from {!r} to {!r}".format(*second))
             chosen = {k: d.chosen_option for k, d in side.current(plan_id).items()}
             verdicts = side.verdicts(plan_id)
+            if not current_build_context().is_final:
+                FIGURES[scenario]["fixes_made"] += side.fixes_made(plan_id)
             apply(side, plan_id)
             fresh = with_choices(definition, chosen)
             check_oracle(definition, side, fresh, folder, story, verdicts)

@@ -5,8 +5,8 @@ scrolls, and its buttons stay on screen."""
 from __future__ import annotations
 
 import pytest
-from textual.containers import VerticalScroll
-from textual.widgets import Button, Static
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Button, Input, Static
 
 from cleveragents_tui.tui.modals.correction import CorrectionDialog
 from cleveragents_tui.tui.modals.impact import ImpactModal
@@ -74,6 +74,11 @@ async def test_the_correction_dialog_keeps_its_buttons_on_screen_at_80_by_24(
             x, y = button.region.center
             assert button.region.bottom <= 23  # above the footer's row
             assert dialog.get_widget_at(x, y)[0] is button
+
+        # a field without its border still stands out from the box it is in
+        field = dialog.query_one("#guidance", Input)
+        box = dialog.query_one(Vertical)
+        assert field.compact and field.styles.background != box.styles.background
 
         await pilot.resize_terminal(120, 40)
         await pilot.pause()

@@ -34,6 +34,7 @@ class Dialog(ModalScreen[ResultT]):
     Dialog Button { margin-left: 2; }
     Dialog .dialog-error { color: $error; height: auto; }
     Dialog.-short > Vertical { padding: 0 1; }
+    Dialog.-short Input { background: $panel; }
     Dialog.-short Horizontal { margin-top: 0; }
     """
 
@@ -69,7 +70,8 @@ class Dialog(ModalScreen[ResultT]):
 
     def _fit(self, height: int) -> None:
         """In a short terminal the fields, buttons and box drop their borders and padding
-        (Textual's compact style), so every button stays on screen."""
+        (Textual's compact style), so every button stays on screen; a field keeps a shade
+        of its own, or it would read as a line of the box's text."""
         short = height < SHORT_TERMINAL
         self.set_class(short, "-short")
         for field in self.query(Input).results(Input):
