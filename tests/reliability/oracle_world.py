@@ -207,20 +207,20 @@ class Side:
         each current retry's fix and test run (by its ``recover:`` key): a check's verdict
         is about the files it ran on, so a corrected plan's must be a fresh plan's."""
         with self.store.unit_of_work() as uow:
-            current = [
-                d
+            current = {
+                d.step_key: d
                 for d in uow.decisions.for_plan(plan_id, include_superseded=False)
                 if d.step_key
                 and d.phase is Phase.EXECUTE
                 and d.decision_type is not DecisionType.USER_INTERVENTION  # a correction's own
-            ]
+            }
             return {
-                d.step_key or "": [
+                key: [
                     (call.tool, call.ok)
                     for call in uow.tool_invocations.for_decision(d.decision_id)
-                    if call.tool == "local/run-tests" or d.step_key.startswith(f"{RECOVER}:")
+                    if call.tool == "local/run-tests" or key.startswith(f"{RECOVER}:")
                 ]
-                for d in current
+                for key, d in current.items()
             }
 
     def fixes_made(self, plan_id: str) -> int:

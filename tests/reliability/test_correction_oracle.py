@@ -131,7 +131,8 @@ def _figures() -> Iterator[None]:
                 examples=counts["examples"],
                 divergences=counts["divergences"],
                 refused_by_budget=counts["refused_by_budget"],
-                fixes_made=counts["fixes_made"],
+                # the revert scenarios': the fixes their corrected plans' retries made
+                **({} if scenario == "append" else {"fixes_made": counts["fixes_made"]}),
             )
 
 
