@@ -33,6 +33,7 @@ _TEMPLATES = {
     "apply_retried": "Apply retried (from {from})",
     "constrained_apply_reverted": "Apply refused: {reason}; reverted to decision {decision}",
     "restored_before_retry": "{resource} restored before decision {decision} retries",
+    "call_failed": "{tool} failed in step {step} (run {run}): {output}",
     "sandbox_changed_outside": "files changed in the sandbox outside the plan: {count}",
     "checkpoints_collected": "{count} checkpoints of superseded attempts removed (agents gc)",
     "demo_data_loaded": "sample plan loaded",

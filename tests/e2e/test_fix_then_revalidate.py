@@ -148,6 +148,11 @@ def test_a_failed_test_is_fixed_run_again_and_lands_what_a_right_first_time_plan
     assert _fix_runs(sqlite_store, plan.plan_id) == [True]
     assert _recoveries(sqlite_store, plan.plan_id) == [(DecisionType.VALIDATION_RESPONSE, FIXED)]
     assert _landed(demo) == _fresh_demo_landed(tmp_path)
+    # the failure was logged before the decision that fixed it (progress lines, the app)
+    with sqlite_store.unit_of_work() as uow:
+        [failed] = uow.events.payloads(plan.plan_id, "call_failed")
+    assert (failed["tool"], failed["step"], failed["run"]) == ("local/run-tests", "test", 1)
+    assert str(failed["output"]).startswith("exit status 1: FAIL: test_greets_by_name")
 
 
 def test_a_run_stopped_between_the_fix_and_the_test_finishes_the_same_fix_once(
@@ -203,7 +208,9 @@ def test_a_fix_that_does_not_work_is_retried_within_the_limit_then_a_person_is_a
     ]
     with sqlite_store.unit_of_work() as uow:
         [asked] = uow.approvals.pending(plan.plan_id)
+        failed = uow.events.payloads(plan.plan_id, "call_failed")
     assert "local/run-tests failed" in asked.question and "4 runs" in asked.question
+    assert [f["run"] for f in failed] == [1, 2, 3, 4]  # each failure, before what answered it
 
 
 def test_a_fix_a_guard_stops_asks_and_is_made_once_approved(

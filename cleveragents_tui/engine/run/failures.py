@@ -54,6 +54,7 @@ ESCALATE = "escalate"
 FAILURE_KEY = "failure"
 RECOVER = "recover"  # step keys of recovery decisions: recover:<step>:<call>:retry-N / escalate
 SUMMARY = 160  # characters of a failure's output kept in questions and decisions
+CALL_FAILED = "call_failed"  # event: a failed run, logged before the decision that answers it
 
 NO_FIX = Fix(())  # a retry that runs the failed call again as it is
 Fixer = Callable[[FailedCheck], Fix | None]
@@ -131,6 +132,7 @@ class FailureHandling:
                 if self._runner.gates.settled(ApprovalKind.ESCALATION, key):
                     return  # a person accepted the failure
                 raise WaitForApproval(self._ask(decision, spec, number, found))
+            self._said_failed(decision, spec, number, found)
             if self._executor is not None and self._may_retry(decision, spec, number, found):
                 fix = self._fix(decision, spec, call, number, found)
                 recorded = self._record(decision, spec, call, number, found, RETRY, fix)
@@ -273,6 +275,26 @@ class FailureHandling:
             },
             correction=self._runner.correction,
         )
+
+    def _said_failed(
+        self, decision: Decision, spec: ToolSpec, number: int, found: _Recoveries
+    ) -> None:
+        """The failure in the plan's event log, before the fix is asked for and the decision
+        that answers it is recorded: progress lines and the app's status say what failed."""
+        run = 1 + sum(1 for r in found.retries if r.outcome is not None)
+        output = _summary(self._last_output(decision, number, found))
+        with self._runner.store.unit_of_work(write=True) as uow:
+            uow.events.append(
+                CALL_FAILED,
+                {
+                    "tool": spec.name,
+                    "step": decision.step_key or decision.decision_id,
+                    "run": run,
+                    "output": output,
+                },
+                plan_id=decision.plan_id,
+            )
+            uow.commit()
 
     def _fix(
         self,
