@@ -73,6 +73,8 @@ class FailedCheck:
     step_key: str
     call: ToolCallRequest
     output: str  # the failed run's output, as the store keeps it
+    # the fixes tried before, one line per call: "retry 1: local/edit-file {...}: ok: …"
+    tried: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -177,3 +177,32 @@ def test_the_model_fixes_what_its_failed_tests_ran_on_and_the_plan_lands_the_rig
     right, right_folder = _run(oracle, openai_server, tmp_path, "right")
     assert right.state is PlanState.APPLIED
     assert _files(folder) == _files(right_folder)
+
+
+def test_a_fix_that_did_not_work_is_told_to_the_model_when_it_is_asked_again(
+    tmp_path: Path, openai_server: OpenAIServer
+) -> None:
+    def edit(old: str, new: str) -> dict[str, Any]:
+        arguments = {"resource": RESOURCE, "path": "calc.py", "old": old, "new": new}
+        return {
+            "rationale": "fix add",
+            "tool_calls": [{"tool": "local/edit-file", "arguments": arguments}],
+        }
+
+    openai_server.add(
+        *_replies(BUGGY),
+        tool_call("fix_failure", edit("a-b", "a+b")),  # a text calc.py does not have
+        tool_call("fix_failure", edit("a - b", "a + b")),
+        finish_phase(),
+    )
+    store = Store.open(str(tmp_path / "fixed.db"))
+
+    plan, folder = _run(store, openai_server, tmp_path, "fixed")
+
+    assert plan.state is PlanState.APPLIED
+    first, second = [c for c in openai_server.completions if c.tool_names == ["fix_failure"]]
+    assert "Fixes tried before" not in first.text
+    tried = second.text.split("## Fixes tried before")[1]
+    assert "retry 1: local/edit-file" in tried and '"old":"a-b"' in tried
+    assert "failed: local/edit-file: the old text was not found in calc.py" in tried
+    assert (folder / "calc.py").read_text() == RIGHT

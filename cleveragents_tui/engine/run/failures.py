@@ -64,12 +64,13 @@ Fixer = Callable[[FailedCheck], Fix | None]
 @dataclass(frozen=True)
 class _Retry:
     """One retry decision: the calls it makes (a fix's, then the failed call), how many of
-    them ran, and the failed call's outcome under it (None: not run yet)."""
+    them ran, the failed call's outcome under it (None: not run yet), and its fix's runs."""
 
     decision: Decision
     calls: tuple[ToolCallRequest, ...]
     ran: int
     outcome: ToolInvocation | None
+    fixed_by: tuple[ToolInvocation, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,7 @@ class FailureHandling:
                 body = uow.contexts.get(d.context_snapshot.hot_context_hash or "")
                 calls = _planned(body) or (call,)  # recorded before fixes: the call alone
                 outcome = runs[len(calls) - 1] if len(runs) >= len(calls) else None
-                retries.append(_Retry(d, calls, len(runs), outcome))
+                retries.append(_Retry(d, calls, len(runs), outcome, tuple(runs[: len(calls) - 1])))
         escalation = next((d for d in mine if (d.step_key or "").endswith(ESCALATE)), None)
         return _Recoveries(tuple(retries), escalation)
 
@@ -309,7 +310,14 @@ class FailureHandling:
         if self._fixer is None or not self._is_validation(spec):
             return NO_FIX
         output = self._last_output(decision, number, found)
-        failed = FailedCheck(decision.step_key or decision.decision_id, call, output)
+        tried = tuple(
+            f"retry {n}: {run.tool} {_arguments(run.arguments)}: "
+            + ("ok" if run.ok else "failed")
+            + f": {_summary(run.output or '')}"
+            for n, retry in enumerate(found.retries, 1)
+            for run in retry.fixed_by
+        )
+        failed = FailedCheck(decision.step_key or decision.decision_id, call, output, tried)
         return self._fixer(failed) or NO_FIX
 
     def _retry(self, retry: _Retry) -> None:
@@ -352,6 +360,12 @@ class FailureHandling:
             self._question(decision, spec, number, found),
             decision.decision_id,
         )
+
+
+def _arguments(arguments: object) -> str:
+    """A call's arguments as the model gave them, kept short."""
+    said = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
+    return said if len(said) <= SUMMARY else said[: SUMMARY - 1] + "…"
 
 
 def _planned(body: str | None) -> tuple[ToolCallRequest, ...]:
