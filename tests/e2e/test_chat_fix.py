@@ -22,9 +22,12 @@ from langchain_openai import ChatOpenAI
 from cleveragents_tui.actors.reasoners.chat import ChatReasoner
 from cleveragents_tui.actors.tools import default_registry
 from cleveragents_tui.domain.action import Action
-from cleveragents_tui.domain.enums import DecisionType, Phase, PlanState
+from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.engine.correct.execute import execute
+from cleveragents_tui.engine.correct.preview import preview
+from cleveragents_tui.engine.run.lifecycle import apply_plan
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from tests.support.openai_server import (
@@ -89,7 +92,9 @@ def _replies(module: str) -> list[Reply]:
     ]
 
 
-def _run(store: Store, server: OpenAIServer, tmp_path: Path, name: str) -> tuple[Plan, Path]:
+def _run(
+    store: Store, server: OpenAIServer, tmp_path: Path, name: str, profile: str = "ci"
+) -> tuple[Plan, Path]:
     folder = tmp_path / name
     folder.mkdir()
     with store.unit_of_work(write=True) as uow:
@@ -102,24 +107,29 @@ def _run(store: Store, server: OpenAIServer, tmp_path: Path, name: str) -> tuple
             )
         )
         uow.commit()
-    registry = default_registry()
-    model = ChatOpenAI(
-        model="gpt-4o-mini", base_url=server.base_url, api_key=API_KEY, max_retries=0
-    )
     action = Action(
         name=f"local/{name}",
         prompt="Add an add function to calc.py, with a test",
         resources=(RESOURCE,),
         tools=("local/write-file", "local/edit-file", "local/run-tests"),
     )
+    options = _options(tmp_path, name, server)
+    return start_plan(store, action, profile_override=profile, options=options), folder
+
+
+def _options(tmp_path: Path, name: str, server: OpenAIServer) -> RunOptions:
+    """The plan's runs and replays: the chat reasoner on the real client, the local server."""
+    registry = default_registry()
+    model = ChatOpenAI(
+        model="gpt-4o-mini", base_url=server.base_url, api_key=API_KEY, max_retries=0
+    )
 
     def chat(action: Action, chosen: Any) -> ChatReasoner:
         return ChatReasoner(model, action, registry.specs(), current_steps=chosen)
 
-    options = RunOptions(
+    return RunOptions(
         registry=registry, sandbox_base=tmp_path / f"{name}-sandboxes", reasoner_factory=chat
     )
-    return start_plan(store, action, profile_override="ci", options=options), folder
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -206,3 +216,49 @@ def test_a_fix_that_did_not_work_is_told_to_the_model_when_it_is_asked_again(
     assert "retry 1: local/edit-file" in tried and '"old":"a-b"' in tried
     assert "failed: local/edit-file: the old text was not found in calc.py" in tried
     assert (folder / "calc.py").read_text() == RIGHT
+
+
+def test_correcting_a_fix_with_guidance_makes_the_guided_fix_and_lands_it(
+    tmp_path: Path, openai_server: OpenAIServer
+) -> None:
+    """The model fixed the module one way; the user corrects that fix. The replay asks the
+    model for a fix again, with the guidance, and the plan lands what a plan whose model
+    made the guided fix at first lands."""
+    guided = "def add(a: int, b: int) -> int:\n    return sum((a, b))\n"
+
+    def rewrite(content: str) -> Reply:
+        call = _write("calc.py", content)
+        return tool_call("fix_failure", {"rationale": "fix add", "tool_calls": [call]})
+
+    openai_server.add(*_replies(BUGGY), rewrite(RIGHT), finish_phase())
+    store = Store.open(str(tmp_path / "fixed.db"))
+    plan, folder = _run(store, openai_server, tmp_path, "fixed", profile="auto")
+    assert plan.state is PlanState.AWAITING_APPROVAL  # at the Apply gate
+    with store.unit_of_work() as uow:
+        [fix] = [
+            d
+            for d in uow.decisions.for_plan(plan.plan_id)
+            if d.decision_type is DecisionType.VALIDATION_RESPONSE
+        ]
+
+    # the replay asks for the next decision (none), then for the fix, with the guidance
+    openai_server.add(finish_phase(), rewrite(guided))
+    impact = preview(store, fix.decision_id, CorrectionMode.REVERT, "add them with sum()")
+    done = execute(
+        store,
+        impact,
+        acknowledged=True,
+        requested_by="ana",
+        options=_options(tmp_path, "fixed", openai_server),
+    )
+
+    assert done.plan.state is PlanState.AWAITING_APPROVAL
+    asked = openai_server.completions[-1]
+    assert asked.tool_names == ["fix_failure"] and "add them with sum()" in asked.text
+    apply_plan(store, plan.plan_id, "ana", _options(tmp_path, "fixed", openai_server))
+    oracle = Store.open(str(tmp_path / "oracle.db"))
+    openai_server.add(*_replies(BUGGY), rewrite(guided), finish_phase())
+    right, right_folder = _run(oracle, openai_server, tmp_path, "right")
+    assert right.state is PlanState.APPLIED
+    assert (folder / "calc.py").read_text() == guided
+    assert _files(folder) == _files(right_folder)

@@ -265,3 +265,25 @@ def test_a_correction_rolls_the_fix_back_with_the_work_it_fixed(
     apply_plan(sqlite_store, plan.plan_id, "ana", options)
     apply_plan(sqlite_store, oracle.plan_id, "ana", options)
     assert _landed(demo) == _landed(fresh)
+
+
+def test_correcting_a_fix_fixes_again_before_the_apply_gate(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions, tmp_path: Path
+) -> None:
+    # Given a plan at its Apply gate whose test was fixed by a retry
+    _failing_test_with_a_fix(demo)
+    plan = run_demo(sqlite_store, demo, options)
+    [fix] = [k for k in decisions_by_key(sqlite_store, plan.plan_id) if k.startswith("recover:")]
+    fixed = decisions_by_key(sqlite_store, plan.plan_id)[fix]
+    # When the fix is corrected (no step makes it again: its failed step stays)
+    impact = preview(sqlite_store, fixed, CorrectionMode.REVERT, "fix it again")
+    done = execute(sqlite_store, impact, acknowledged=True, requested_by="ana", options=options)
+    # Then the failure is fixed and run again before the Apply gate, not left to a person
+    assert done.plan.state is PlanState.AWAITING_APPROVAL
+    with sqlite_store.unit_of_work() as uow:
+        [gate] = uow.approvals.pending(plan.plan_id)
+    assert gate.kind is ApprovalKind.APPLY_GATE
+    assert _fix_runs(sqlite_store, plan.plan_id) == [True, True]  # the fix, then again
+    assert _runs_of(sqlite_store, plan.plan_id, "local/run-tests")[-1] is True
+    apply_plan(sqlite_store, plan.plan_id, "ana", options)
+    assert _landed(demo) == _fresh_demo_landed(tmp_path)

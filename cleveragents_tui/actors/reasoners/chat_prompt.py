@@ -72,7 +72,8 @@ FIX_RULES = (
     "when it runs again: they run in order, then the validation runs. Leave tool_calls empty "
     "to run it again as it is (a failure that may pass by itself). Fix the work, not the "
     "check, unless the check itself is wrong. Your fix is recorded as a decision a person "
-    "can inspect and correct."
+    "can inspect and correct: the user's guidance for a decision keyed recover:STEP:… is "
+    "their correction of an earlier fix of a failure of step STEP; follow it."
 )
 
 FIX_REMINDER = (

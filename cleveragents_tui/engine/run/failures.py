@@ -105,7 +105,8 @@ class FailureHandling:
     def before_apply(self) -> None:
         """Before the Apply gate, every failed call of the plan's current decisions is settled:
         a replay that did not run its step again (a correction of another decision, or of a
-        recovery decision) left it as it was. Asked about in this attempt, not retried."""
+        recovery decision) left it as it was. With an executor (the end of Execute) it is
+        fixed and retried as in a step; without one (a plan already past it), asked about."""
         with self._runner.store.unit_of_work() as uow:  # a few statements, any plan size
             failed = uow.run(failed_calls, self._runner.plan_id, f"{RECOVER}:")
         for decision, number, run in failed:

@@ -412,7 +412,15 @@ class PlanRunner:
         # langgraph with langchain_core is most of that import's time.
         from cleveragents_tui.actors.graphs import Actor
 
-        return Actor(saver, self.plan_id, phase, step).run(self._keep_going)
+        actor = Actor(saver, self.plan_id, phase, step)
+        done = actor.run(self._keep_going)
+        state = actor.state()
+        if done and phase is Phase.EXECUTE and state is not None:
+            # a failure no step settled (a correction of its retry re-made no step) is
+            # fixed and retried as in a step, with the guidance the correction gave
+            fixes = steps.fixer(self, reasoner, state)
+            FailureHandling(self, executor, fixes).before_apply()
+        return done
 
     def refresh_seal(self, call: ToolCallRequest, outcome: ToolOutcome) -> None:
         """The plan's own writes are part of the sealed state (even a call that declares no

@@ -42,7 +42,7 @@ def step(
     ref: ActorStateRef,
 ) -> dict[str, Any]:
     runner.police.check()
-    fixer = _fixer(runner, reasoner, state)
+    fixes = fixer(runner, reasoner, state)
     with runner.store.unit_of_work() as uow:
         redone = uow.decisions.made_from_actor_checkpoint(
             runner.plan_id, ref.thread_id, ref.checkpoint_id
@@ -50,7 +50,7 @@ def step(
     if redone is not None:
         # The step ran before and recorded its decision, then stopped (a guard, a failed
         # call, a crash): finish what the decision called for; do not ask again.
-        proposal = _resume_step(runner, executor, phase, redone, fixer)
+        proposal = _resume_step(runner, executor, phase, redone, fixes)
     else:
         found = runner.police.propose(reasoner, state, phase)  # its model calls recorded
         if found is None:
@@ -77,7 +77,7 @@ def step(
             correction=runner.correction,
         )
         _finish_step(
-            runner, executor, phase, proposal, decision, fixer, calls_done=0, spawned=False
+            runner, executor, phase, proposal, decision, fixes, calls_done=0, spawned=False
         )
     if proposal.revise_strategy:  # also when a re-run step finds its decision recorded
         reason = (
@@ -89,7 +89,7 @@ def step(
 
 
 def _resume_step(
-    runner: PlanRunner, executor: ToolExecutor, phase: Phase, decision_id: str, fixer: Fixer | None
+    runner: PlanRunner, executor: ToolExecutor, phase: Phase, decision_id: str, fixes: Fixer | None
 ) -> Proposal:
     """Run the tool calls of a recorded decision that have no record yet, and its spawns
     if they did not happen; returns the proposal as it was recorded (from the decision
@@ -115,7 +115,7 @@ def _resume_step(
         spawn=tuple(follows.get("spawn", [])),
         revise_strategy=follows.get("revise_strategy"),
     )
-    _finish_step(runner, executor, phase, proposal, decision, fixer, calls_done, spawned)
+    _finish_step(runner, executor, phase, proposal, decision, fixes, calls_done, spawned)
     return proposal
 
 
@@ -125,14 +125,14 @@ def _finish_step(
     phase: Phase,
     proposal: Proposal,
     decision: Decision,
-    fixer: Fixer | None,
+    fixes: Fixer | None,
     calls_done: int,
     spawned: bool,
 ) -> None:
     """The tool calls of a recorded decision (from ``calls_done`` on: calls run in order,
     each recorded as it ends), then its spawns."""
     if phase is Phase.EXECUTE:  # Strategize is read-only: tool calls belong to Execute
-        failures = FailureHandling(runner, executor, fixer)
+        failures = FailureHandling(runner, executor, fixes)
         for number, call in enumerate(proposal.tool_calls):
             if number < calls_done:
                 failures.settle(decision, call, number)  # a failure a stopped run left
@@ -153,14 +153,14 @@ def _finish_step(
         children.spawn(runner, decision, proposal)
 
 
-def _fixer(runner: PlanRunner, reasoner: Reasoner, state: ActorState) -> Fixer | None:
+def fixer(runner: PlanRunner, reasoner: Reasoner, state: ActorState) -> Fixer | None:
     """Asks ``reasoner`` for a fix of a failed validation, from the state of this step."""
     if not isinstance(reasoner, FixesChecks):
         return None
-    fixes = reasoner
+    actor = reasoner
 
     def fix(failed: FailedCheck) -> Fix | None:
-        return runner.police.fix(fixes, state, failed)
+        return runner.police.fix(actor, state, failed)
 
     return fix
 
