@@ -414,12 +414,11 @@ class PlanRunner:
 
         actor = Actor(saver, self.plan_id, phase, step)
         done = actor.run(self._keep_going)
-        state = actor.state()
-        if done and phase is Phase.EXECUTE and state is not None:
+        state = actor.state() if done and phase is Phase.EXECUTE else None
+        if state is not None:
             # a failure no step settled (a correction of its retry re-made no step) is
             # fixed and retried as in a step, with the guidance the correction gave
-            fixes = steps.fixer(self, reasoner, state)
-            FailureHandling(self, executor, fixes).before_apply()
+            FailureHandling(self, executor, steps.fixer(self, reasoner, state)).before_apply()
         return done
 
     def refresh_seal(self, call: ToolCallRequest, outcome: ToolOutcome) -> None:
