@@ -83,6 +83,7 @@ class Fix:
 
     tool_calls: tuple[ToolCallRequest, ...]
     rationale: str | None = None
+    ask: bool = False  # no fix: stop and ask a person (the actor cannot, or was told so)
 
 
 @runtime_checkable

@@ -262,3 +262,34 @@ def test_correcting_a_fix_with_guidance_makes_the_guided_fix_and_lands_it(
     assert right.state is PlanState.APPLIED
     assert (folder / "calc.py").read_text() == guided
     assert _files(folder) == _files(right_folder)
+
+
+def test_a_model_that_cannot_fix_it_stops_for_a_person_without_retrying(
+    tmp_path: Path, openai_server: OpenAIServer
+) -> None:
+    give_up = {"rationale": "the test needs a network", "tool_calls": [], "stop_and_ask": True}
+    openai_server.add(*_replies(BUGGY), tool_call("fix_failure", give_up))
+    store = Store.open(str(tmp_path / "fixed.db"))
+
+    plan, _ = _run(store, openai_server, tmp_path, "fixed")
+
+    assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL)
+    with store.unit_of_work() as uow:
+        [asked] = uow.approvals.pending(plan.plan_id)
+        [stop] = [
+            d
+            for d in uow.decisions.for_plan(plan.plan_id)
+            if d.decision_type is DecisionType.VALIDATION_RESPONSE
+        ]
+        tests = [
+            i.ok
+            for d in uow.decisions.for_plan(plan.plan_id)
+            for i in uow.tool_invocations.for_decision(d.decision_id)
+            if i.tool == "local/run-tests"
+        ]
+    assert "local/run-tests failed" in asked.question
+    assert (stop.chosen_option, stop.rationale) == (
+        "Stop and ask a person",
+        "the execution actor makes no fix: the test needs a network",
+    )
+    assert tests == [False]  # not run again: the retries were not spent on it

@@ -70,7 +70,8 @@ FIX_RULES = (
     "A validation of your work failed. Reply by calling exactly one tool, "
     f"{FIX_FAILURE}, with the tool calls that change the work so that the validation passes "
     "when it runs again: they run in order, then the validation runs. Leave tool_calls empty "
-    "to run it again as it is (a failure that may pass by itself). Fix the work, not the "
+    "to run it again as it is (a failure that may pass by itself), or set stop_and_ask "
+    "when you cannot fix it (or the user said to ask them). Fix the work, not the "
     "check, unless the check itself is wrong. Your fix is recorded as a decision a person "
     "can inspect and correct: the user's guidance for a decision keyed recover:STEP:… is "
     "their correction of an earlier fix of a failure of step STEP; follow it."
@@ -242,6 +243,10 @@ def fix_failure_schema(tool_names: Sequence[str]) -> dict[str, Any]:
                         "reader.",
                     },
                     "tool_calls": _tool_calls_schema(tool_names, "fix the work"),
+                    "stop_and_ask": {
+                        "type": "boolean",
+                        "description": "True to make no fix and stop for a person instead.",
+                    },
                 },
                 "required": ["rationale", "tool_calls"],
                 "additionalProperties": False,

@@ -136,14 +136,19 @@ def check_decision(
 
 def check_fix(args: Mapping[str, Any], tools: Sequence[str]) -> Fix:
     """The fix ``fix_failure``'s arguments make, checked as a decision's are."""
-    unknown = sorted(str(k) for k in args if k not in ("rationale", "tool_calls"))
+    unknown = sorted(str(k) for k in args if k not in ("rationale", "tool_calls", "stop_and_ask"))
     if unknown:
         raise field_error(unknown[0], f"is not a field of {FIX_FAILURE}", FIX_FAILURE)
     rationale = args.get("rationale")
     if rationale is not None and not isinstance(rationale, str):
         raise field_error("rationale", "must be a string", FIX_FAILURE)
+    ask = args.get("stop_and_ask", False)
+    if not isinstance(ask, bool):
+        raise field_error("stop_and_ask", "must be true or false", FIX_FAILURE)
     calls = _tool_calls(args.get("tool_calls", []), Phase.EXECUTE, tools, FIX_FAILURE)
-    return Fix(calls, " ".join(rationale.split()) if rationale else None)
+    if ask and calls:
+        raise field_error("stop_and_ask", "is true, yet tool_calls are given", FIX_FAILURE)
+    return Fix(calls, " ".join(rationale.split()) if rationale else None, ask)
 
 
 def _tool_calls(

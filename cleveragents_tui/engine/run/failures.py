@@ -137,8 +137,10 @@ class FailureHandling:
             self._said_failed(decision, spec, number, found)
             if self._executor is not None and self._may_retry(decision, spec, number, found):
                 fix = self._fix(decision, spec, call, number, found)
-                recorded = self._record(decision, spec, call, number, found, RETRY, fix)
-                self._retry(_Retry(recorded, (*fix.tool_calls, call), 0, None))
+                choice = ESCALATE if fix.ask else RETRY  # the actor may stop for a person
+                recorded = self._record(decision, spec, call, number, found, choice, fix)
+                if not fix.ask:
+                    self._retry(_Retry(recorded, (*fix.tool_calls, call), 0, None))
             else:  # the loop asks, or finds the question the flag's gate stored
                 self._record(decision, spec, call, number, found, ESCALATE)
 
@@ -248,8 +250,10 @@ class FailureHandling:
             chosen = escalate
             key = f"{_key_base(decision, number)}:{ESCALATE}"
             rationale = (
-                f"{spec.name} failed {counted(tries, 'time')}: retries used up or not automatic "
-                f"under profile {self._runner.profile.name}"
+                f"the execution actor makes no fix: {fix.rationale or 'it asks a person'}"
+                if fix.ask
+                else f"{spec.name} failed {counted(tries, 'time')}: retries used up or not "
+                f"automatic under profile {self._runner.profile.name}"
             )
         proposal = Proposal(
             key=key,

@@ -619,6 +619,14 @@ def test_a_fix_failure_call_becomes_the_fix_and_the_model_saw_the_failure(make: 
     assert len(reasoner.take_usage()) == 1
 
 
+def test_a_model_may_stop_for_a_person_instead_of_a_fix(make: Make) -> None:
+    reasoner, _ = make(fix_reply(rationale="It needs a key.", tool_calls=[], stop_and_ask=True))
+
+    assert reasoner.propose_fix(state(phase=Phase.EXECUTE), FAILED) == Fix(
+        (), "It needs a key.", True
+    )
+
+
 def test_a_fix_with_no_calls_runs_the_check_again_as_it_is(make: Make) -> None:
     reasoner, _ = make("Let me think.", fix_reply(rationale="Flaky.", tool_calls=[]))
 
@@ -634,6 +642,16 @@ def test_a_fix_with_no_calls_runs_the_check_again_as_it_is(make: Make) -> None:
             "invalid fix: fix_failure.tool_calls[0].tool 'sh/rm' is not a tool available",
         ),
         (fix_reply(rationale="x", tool_calls=[], key="k"), "fix_failure.key is not a field"),
+        (
+            fix_reply(
+                rationale="x", tool_calls=[{"tool": "fs/read", "arguments": {}}], stop_and_ask=True
+            ),
+            "fix_failure.stop_and_ask is true, yet tool_calls are given",
+        ),
+        (
+            fix_reply(rationale="x", stop_and_ask="yes"),
+            "fix_failure.stop_and_ask must be true or false",
+        ),
     ],
 )
 def test_a_fix_the_reasoner_cannot_use_is_refused_naming_what_is_wrong(
