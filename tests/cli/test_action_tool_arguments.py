@@ -128,3 +128,52 @@ def test_plan_use_refuses_a_subactions_bad_arguments_before_the_plan_starts(
     assert used.exit_code == 2 and len(used.stderr.strip().splitlines()) == 1
     assert "subaction local/shop-args: decision work, alternative 'test and note': " in used.stderr
     assert json.loads(run("plan", "list", "--format=json").output)["plans"] == []
+
+
+FIXES = """\
+name: local/shop-fix
+prompt: Write the code, test it
+resources: [local/shop]
+decisions:
+  - key: plan
+    type: strategy_choice
+    question: How?
+    alternatives:
+      - option: one file
+        fix:
+          - tool: local/edit-file
+            arguments: {resource: local/shop, path: a.py, old: "-", new: "+"}
+  - key: work
+    type: implementation_choice
+    question: What is done?
+    alternatives:
+      - option: code and test
+        tool_calls:
+          - tool: local/run-tests
+            arguments: {resource: local/shop, argv: [pytest, -q]}
+        fix:
+          - tool: local/edit-file
+            arguments: {resource: local/shop, path: a.py, new: "+"}
+          - tool: local/edit-file
+            arguments: {resource: local/elsewhere, path: a.py, old: "-", new: "+"}
+"""
+
+
+def test_a_fix_is_checked_as_tool_calls_are(run: Run, repo: Path, tmp_path: Path) -> None:
+    assert run("init").exit_code == 0
+    action_file = tmp_path / "fix.action.yaml"
+    action_file.write_text(FIXES)
+    where = "decisions.1.alternatives.0.fix"
+
+    checked = run("action", "validate", str(action_file))
+
+    assert checked.exit_code == 2
+    assert checked.stderr.strip().splitlines() == [
+        f"{action_file}:5: decisions.0: decision plan: only Execute decisions run validations "
+        "to fix",
+        f"{action_file}:23: {where}.0.arguments: local/edit-file: argument 'old' is required "
+        "(the text to replace; it must occur exactly once)",
+        f"{action_file}:25: {where}.1.arguments.resource: resource local/elsewhere is not one "
+        "of the action's resources: add it to `resources`",
+        f"error: 3 problems in {action_file}: fix the action file (docs/actions.md)",
+    ]
