@@ -7,9 +7,12 @@ keeps"). Both run the argv list with
 no shell, in the workdir, with a minimal environment (see :mod:`.process`); ok means exit
 status 0. Resources without a working directory (overlay, databases) are refused.
 
-Python's bytecode goes to a folder of its own for each run, never the sandbox: a file
-rewritten within the second with the same size (a fix, a correction) would otherwise run
-from the stale ``__pycache__`` the previous run left, and the bytecode would be applied.
+Python writes no bytecode in a run (``PYTHONDONTWRITEBYTECODE``): a file rewritten within
+the second at the same size (a fix, a correction) would otherwise run from the stale
+``__pycache__`` the previous run left, and the bytecode would be applied. The bytecode of
+what the program imports from outside the sandbox (the standard library, installed
+packages) is read as usual; a fresh cache folder per run made every run compile all of it
+(4× the import time of pytest, SQLAlchemy and pydantic).
 
 This is not an operating-system sandbox: the program runs as the user, and what it does
 outside its working directory is not prevented, only not encouraged.
@@ -17,7 +20,6 @@ outside its working directory is not prevented, only not encouraged.
 
 from __future__ import annotations
 
-import tempfile
 from typing import Final
 
 from cleveragents_tui.actors.base import ToolContext, ToolOutcome
@@ -67,15 +69,14 @@ class _CommandTool(BuiltinTool):
                 "local/run-sql (databases)"
             )
         try:
-            with tempfile.TemporaryDirectory(prefix="agents-pycache-") as bytecode:
-                result = run_bounded(
-                    argv,
-                    workdir,
-                    {**minimal_environment(workdir), "PYTHONPYCACHEPREFIX": bytecode},
-                    timeout,
-                    head=OUTPUT_LIMIT - _TAIL,
-                    tail=_TAIL,
-                )
+            result = run_bounded(
+                argv,
+                workdir,
+                {**minimal_environment(workdir), "PYTHONDONTWRITEBYTECODE": "1"},
+                timeout,
+                head=OUTPUT_LIMIT - _TAIL,
+                tail=_TAIL,
+            )
         except OSError as exc:  # it did not start: nothing ran, nothing changed
             reason = exc.strerror or type(exc).__name__
             return refused(f"{name}: cannot run {argv[0]!r}: {reason}")
