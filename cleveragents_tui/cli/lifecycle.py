@@ -66,7 +66,8 @@ def use(
     (docs/reasoners.md); the plan keeps the model (not the key) for later runs and replays.
     --prompt "TEXT" gives the plan its task, so one action serves many tasks:
 
-      agents plan use local/app-change --model openai:gpt-4o-mini --prompt "Add a README"
+    \b
+      agents plan use NAME --model openai:gpt-4o-mini --prompt "Add a README"
     """
     from cleveragents_tui.engine import RunOptions, start_plan
     from cleveragents_tui.engine.core.reasoner_choice import choose
