@@ -84,6 +84,7 @@ class Fix:
     tool_calls: tuple[ToolCallRequest, ...]
     rationale: str | None = None
     ask: bool = False  # no fix: stop and ask a person (the actor cannot, or was told so)
+    reasoning: str | None = None  # the model's own words beside its answer
 
 
 @runtime_checkable

@@ -157,7 +157,8 @@ def test_the_model_fixes_what_its_failed_tests_ran_on_and_the_plan_lands_the_rig
             }
         ],
     }
-    openai_server.add(*_replies(BUGGY), tool_call("fix_failure", fix), finish_phase())
+    said = "The test adds 2 and 3 and gets -1: add subtracts."
+    openai_server.add(*_replies(BUGGY), tool_call("fix_failure", fix, content=said), finish_phase())
     store = Store.open(str(tmp_path / "fixed.db"))
 
     plan, folder = _run(store, openai_server, tmp_path, "fixed")
@@ -178,7 +179,7 @@ def test_the_model_fixes_what_its_failed_tests_ran_on_and_the_plan_lands_the_rig
     assert recovery.chosen_option == (
         "Fix with local/edit-file, then retry local/run-tests (retry 1 of 3)"
     )
-    assert recovery.rationale == RATIONALE
+    assert (recovery.rationale, recovery.actor_reasoning) == (RATIONALE, said)
     assert runs == [("local/edit-file", True), ("local/run-tests", True)]
     assert len(usage) == 5  # the fix's model call is counted with the decisions'
 

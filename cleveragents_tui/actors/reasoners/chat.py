@@ -28,6 +28,7 @@ read-only CLI never does).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -148,7 +149,8 @@ class ChatReasoner:
         if guidance:
             messages.append(HumanMessage(content=guidance_text(guidance)))
         messages.append(HumanMessage(content=fix_text(failed)))
-        call = self._answer(self._fixing, messages, FIX_REMINDER).tool_calls[0]
+        reply = self._answer(self._fixing, messages, FIX_REMINDER)
+        call = reply.tool_calls[0]
         if call.get("name") != FIX_FAILURE:
             raise ReasonerError(
                 f"the chat model called an unknown tool {call.get('name')!r}",
@@ -157,7 +159,7 @@ class ChatReasoner:
         args = call.get("args")
         if not isinstance(args, Mapping):
             raise field_error("arguments", "must be a JSON object", FIX_FAILURE)
-        return check_fix(args, self.tool_names(phase))
+        return replace(check_fix(args, self.tool_names(phase)), reasoning=_reasoning(reply))
 
     def _answer(
         self,

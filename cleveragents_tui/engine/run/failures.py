@@ -262,6 +262,7 @@ class FailureHandling:
             chosen_option=chosen,
             alternatives=(retry, escalate),
             rationale=rationale,
+            reasoning=fix.reasoning,
             tool_calls=calls,
         )
         return record_decision(
