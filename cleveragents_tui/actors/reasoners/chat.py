@@ -70,7 +70,14 @@ from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.tool import ToolSpec
 
-__all__ = ["FINISH_PHASE", "RECORD_DECISION", "ChatReasoner", "ReasonerError", "allowed_types"]
+__all__ = [
+    "FINISH_PHASE",
+    "FIX_FAILURE",
+    "RECORD_DECISION",
+    "ChatReasoner",
+    "ReasonerError",
+    "allowed_types",
+]
 
 CurrentSteps = Callable[[], Mapping[str, str]]
 """Key -> chosen option of the plan's current decisions (as ``scripted.CurrentSteps``)."""
