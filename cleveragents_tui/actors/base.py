@@ -75,6 +75,8 @@ class FailedCheck:
     output: str  # the failed run's output, as the store keeps it
     # the fixes tried before, one line per call: "retry 1: local/edit-file {...}: ok: …"
     tried: tuple[str, ...] = ()
+    # the calls the decision made before the failed one (what was written), one line each
+    made: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -168,6 +168,8 @@ def test_the_model_fixes_what_its_failed_tests_ran_on_and_the_plan_lands_the_rig
     assert asked.tool_names == ["fix_failure"]
     assert "local/run-tests failed after decision 'write'" in asked.text
     assert "AssertionError: -1 != 5" in asked.text  # the test's own output, to fix from
+    did = asked.text.split("## What decision 'write' did")[1]  # what it wrote, to fix
+    assert "local/write-file" in did and "return a - b" in did and "test_calc.py" in did
     with store.unit_of_work() as uow:
         [recovery] = [
             d

@@ -54,6 +54,7 @@ ESCALATE = "escalate"
 FAILURE_KEY = "failure"
 RECOVER = "recover"  # step keys of recovery decisions: recover:<step>:<call>:retry-N / escalate
 SUMMARY = 160  # characters of a failure's output kept in questions and decisions
+MADE_SHOWN = 2000  # characters of each earlier call's arguments a fix is asked with
 CALL_FAILED = "call_failed"  # event: a failed run, logged before the decision that answers it
 
 NO_FIX = Fix(())  # a retry that runs the failed call again as it is
@@ -316,14 +317,20 @@ class FailureHandling:
         if self._fixer is None or not self._is_validation(spec):
             return NO_FIX
         output = self._last_output(decision, number, found)
+        with self._runner.store.unit_of_work() as uow:
+            made = uow.tool_invocations.for_decision(decision.decision_id)
         tried = tuple(
-            f"retry {n}: {run.tool} {_arguments(run.arguments)}: "
-            + ("ok" if run.ok else "failed")
-            + f": {_summary(run.output or '')}"
+            f"retry {n}: {_ran(run, SUMMARY)}"
             for n, retry in enumerate(found.retries, 1)
             for run in retry.fixed_by
         )
-        failed = FailedCheck(decision.step_key or decision.decision_id, call, output, tried)
+        failed = FailedCheck(
+            decision.step_key or decision.decision_id,
+            call,
+            output,
+            tried,
+            tuple(_ran(run, MADE_SHOWN) for run in made[:number]),
+        )
         return self._fixer(failed) or NO_FIX
 
     def _retry(self, retry: _Retry) -> None:
@@ -368,10 +375,13 @@ class FailureHandling:
         )
 
 
-def _arguments(arguments: object) -> str:
-    """A call's arguments as the model gave them, kept short."""
-    said = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
-    return said if len(said) <= SUMMARY else said[: SUMMARY - 1] + "…"
+def _ran(run: ToolInvocation, width: int) -> str:
+    """A call as its actor is told it: the tool, its arguments (cut to ``width``) and how it
+    went."""
+    said = json.dumps(run.arguments, separators=(",", ":"), ensure_ascii=False)
+    arguments = said if len(said) <= width else said[: width - 1] + "…"
+    how = "ok" if run.ok else "failed"
+    return f"{run.tool} {arguments}: {how}: {_summary(run.output or '')}"
 
 
 def _planned(body: str | None) -> tuple[ToolCallRequest, ...]:
