@@ -36,6 +36,7 @@ from cleveragents_tui.automation.escalation import EscalationContext
 from cleveragents_tui.automation.limits import validation_retry_allowed
 from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.domain.display import shorten
 from cleveragents_tui.domain.enums import DecisionType, Phase
 from cleveragents_tui.domain.profile import AutomationFlag
 from cleveragents_tui.domain.tool import ToolCategory, ToolInvocation, ToolSpec
@@ -76,10 +77,12 @@ class _Retry:
 
 @dataclass(frozen=True)
 class _Recoveries:
-    """What the store says about one failed call: the recovery decisions so far, in order."""
+    """What the store says about one failed call: the recovery decisions so far, in order,
+    and the runs of the decision that made it (the failed call's, and what came before)."""
 
     retries: tuple[_Retry, ...]
     escalation: Decision | None
+    made: tuple[ToolInvocation, ...]
 
     @property
     def passed(self) -> bool:
@@ -160,6 +163,7 @@ class FailureHandling:
                 for d in uow.decisions.current_children(decision.decision_id)
                 if (d.step_key or "").startswith(prefix)
             ]
+            made = tuple(uow.tool_invocations.for_decision(decision.decision_id))
             retries = []
             for d in mine:
                 if (d.step_key or "").endswith(ESCALATE):
@@ -170,12 +174,13 @@ class FailureHandling:
                 outcome = runs[len(calls) - 1] if len(runs) >= len(calls) else None
                 retries.append(_Retry(d, calls, len(runs), outcome, tuple(runs[: len(calls) - 1])))
         escalation = next((d for d in mine if (d.step_key or "").endswith(ESCALATE)), None)
-        return _Recoveries(tuple(retries), escalation)
+        return _Recoveries(tuple(retries), escalation, made)
 
-    def _last_output(self, decision: Decision, number: int, found: _Recoveries) -> str:
+    @staticmethod
+    def _last_output(number: int, found: _Recoveries) -> str:
         """All the last run of the call said (its latest retry's, else its first run's)."""
         runs = [r.outcome for r in found.retries if r.outcome is not None]
-        last = runs[-1] if runs else self._first_run(decision, number)
+        last = runs[-1] if runs else (found.made[number] if number < len(found.made) else None)
         return (last.output or "") if last else ""
 
     # -- the policy ----------------------------------------------------------------------------
@@ -233,7 +238,7 @@ class FailureHandling:
         fix: Fix = NO_FIX,
     ) -> Decision:
         validation = self._is_validation(spec)
-        output = _summary(self._last_output(decision, number, found))
+        output = _summary(self._last_output(number, found))
         tries = len(found.retries) + 1
         what = "validation" if validation else "tool call"
         retry = f"Retry {spec.name}"
@@ -290,7 +295,7 @@ class FailureHandling:
         """The failure in the plan's event log, before the fix is asked for and the decision
         that answers it is recorded: progress lines and the app's status say what failed."""
         run = 1 + sum(1 for r in found.retries if r.outcome is not None)
-        output = _summary(self._last_output(decision, number, found))
+        output = _summary(self._last_output(number, found))
         with self._runner.store.unit_of_work(write=True) as uow:
             uow.events.append(
                 CALL_FAILED,
@@ -316,9 +321,7 @@ class FailureHandling:
         other call, or without a fixer): asked with the last run's whole kept output."""
         if self._fixer is None or not self._is_validation(spec):
             return NO_FIX
-        output = self._last_output(decision, number, found)
-        with self._runner.store.unit_of_work() as uow:
-            made = uow.tool_invocations.for_decision(decision.decision_id)
+        output = self._last_output(number, found)
         tried = tuple(
             f"retry {n}: {_ran(run, SUMMARY)}"
             for n, retry in enumerate(found.retries, 1)
@@ -329,7 +332,7 @@ class FailureHandling:
             call,
             output,
             tried,
-            tuple(_ran(run, MADE_SHOWN) for run in made[:number]),
+            tuple(_ran(run, MADE_SHOWN) for run in found.made[:number]),
         )
         return self._fixer(failed) or NO_FIX
 
@@ -357,7 +360,7 @@ class FailureHandling:
             self._runner.refresh_seal(call, outcome)
 
     def _question(self, decision: Decision, spec: ToolSpec, number: int, found: _Recoveries) -> str:
-        output = _summary(self._last_output(decision, number, found))
+        output = _summary(self._last_output(number, found))
         runs = 1 + sum(1 for r in found.retries if r.outcome is not None)
         return (
             f"{spec.name} failed in step {decision.step_key or decision.decision_id} "
@@ -378,8 +381,7 @@ class FailureHandling:
 def _ran(run: ToolInvocation, width: int) -> str:
     """A call as its actor is told it: the tool, its arguments (cut to ``width``) and how it
     went."""
-    said = json.dumps(run.arguments, separators=(",", ":"), ensure_ascii=False)
-    arguments = said if len(said) <= width else said[: width - 1] + "…"
+    arguments = shorten(json.dumps(run.arguments, separators=(",", ":"), ensure_ascii=False), width)
     how = "ok" if run.ok else "failed"
     return f"{run.tool} {arguments}: {how}: {_summary(run.output or '')}"
 
