@@ -286,3 +286,23 @@ def test_the_retry_count_a_decision_names_is_the_actions_validation_retry_limit(
         (DecisionType.VALIDATION_RESPONSE, "Retry local/run-tests (retry 1 of 1)"),
         (DecisionType.VALIDATION_RESPONSE, "Stop and ask a person"),
     ]
+
+
+def test_a_check_that_exits_with_a_message_is_asked_about_with_that_message(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions
+) -> None:
+    """No line of its output names a failure (FAIL, ERROR, ...): the question quotes its
+    last line, where such a program says why. It quoted ``exit status 1`` alone."""
+
+    def check_that_explains(points: dict[str, Any], _: dict[str, Any]) -> None:
+        run_tests = points["test"]["alternatives"][0]["tool_calls"][1]["arguments"]
+        script = "raise SystemExit('the guide does not name pytest')"
+        run_tests["argv"] = [run_tests["argv"][0], "-c", script]
+
+    _edit_action(demo, check_that_explains)
+    plan = start_plan(
+        sqlite_store, load_action(str(demo.action_file)), profile_override="ci", options=options
+    )
+    with sqlite_store.unit_of_work() as uow:
+        [asked] = uow.approvals.pending(plan.plan_id)
+    assert "last: exit status 1: the guide does not name pytest)" in asked.question
