@@ -66,22 +66,27 @@ class Reasoner(Protocol):
 
 
 @dataclass(frozen=True)
-class FailedCheck:
-    """A validation that failed under the decision ``step_key``, as its actor is asked to
-    fix it before it runs again (behavior.md: the ``create_file`` flag)."""
+class FailedCall:
+    """A tool call that failed under the decision ``step_key``, as its actor is asked what to
+    do about it (behavior.md: the ``create_file`` flag for a validation, ``modify_config``
+    for any other call)."""
 
     step_key: str
     call: ToolCallRequest
     output: str  # the failed run's output, as the store keeps it
-    # the fixes tried before, one line per call: "retry 1: local/edit-file {...}: ok: …"
+    # the retries before, one line per call: "retry 1: local/edit-file {...}: ok: …"
     tried: tuple[str, ...] = ()
     # the calls the decision made before the failed one (what was written), one line each
     made: tuple[str, ...] = ()
+    # a validation runs again after the fix; any other call is replaced by the fix's calls
+    validation: bool = True
 
 
 @dataclass(frozen=True)
 class Fix:
-    """The tool calls that fix the work a validation failed on; run before it runs again."""
+    """What the actor does about a failed call: for a validation, the calls that fix the
+    work before it runs again; for any other call, the calls made in its place (none: it
+    runs again as it is)."""
 
     tool_calls: tuple[ToolCallRequest, ...]
     rationale: str | None = None
@@ -90,11 +95,11 @@ class Fix:
 
 
 @runtime_checkable
-class FixesChecks(Protocol):
-    """A reasoner that can fix the work a failed validation checked (the chat model, or an
-    action's scripted ``fix``); without one a retry runs the validation again as it is."""
+class FixesFailures(Protocol):
+    """A reasoner that can fix a failed call (the chat model, or an action's scripted
+    ``fix`` of a validation); without one a retry runs the call again as it is."""
 
-    def propose_fix(self, state: ActorState, failed: FailedCheck) -> Fix | None: ...
+    def propose_fix(self, state: ActorState, failed: FailedCall) -> Fix | None: ...
 
 
 class SandboxAccess(Protocol):

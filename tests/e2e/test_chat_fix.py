@@ -17,21 +17,14 @@ import pytest
 
 pytest.importorskip("langchain_openai")
 
-from langchain_openai import ChatOpenAI
-
-from cleveragents_tui.actors.reasoners.chat import ChatReasoner
-from cleveragents_tui.actors.tools import default_registry
-from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.run.lifecycle import apply_plan
-from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
+from tests.support.chat_plans import RESOURCE, chat_options, files, run_chat_plan, write
 from tests.support.openai_server import (
-    API_KEY,
     OpenAIServer,
     Reply,
     finish_phase,
@@ -40,7 +33,6 @@ from tests.support.openai_server import (
 )
 from tests.support.openai_server import openai_server as openai_server  # the fixture
 
-RESOURCE = "local/calc"
 BUGGY = "def add(a: int, b: int) -> int:\n    return a - b\n"
 RIGHT = "def add(a: int, b: int) -> int:\n    return a + b\n"
 TEST = (
@@ -50,13 +42,6 @@ TEST = (
     "        self.assertEqual(add(2, 3), 5)\n"
 )
 RATIONALE = "add subtracted: it now adds"
-
-
-def _write(path: str, content: str) -> dict[str, Any]:
-    return {
-        "tool": "local/write-file",
-        "arguments": {"resource": RESOURCE, "path": path, "content": content},
-    }
 
 
 def _replies(module: str) -> list[Reply]:
@@ -78,8 +63,8 @@ def _replies(module: str) -> list[Reply]:
             depends_on=["design"],
             confidence=0.9,
             tool_calls=[
-                _write("calc.py", module),
-                _write("test_calc.py", TEST),
+                write("calc.py", module),
+                write("test_calc.py", TEST),
                 {
                     "tool": "local/run-tests",
                     "arguments": {
@@ -95,52 +80,11 @@ def _replies(module: str) -> list[Reply]:
 def _run(
     store: Store, server: OpenAIServer, tmp_path: Path, name: str, profile: str = "ci"
 ) -> tuple[Plan, Path]:
-    folder = tmp_path / name
-    folder.mkdir()
-    with store.unit_of_work(write=True) as uow:
-        uow.resources.add(
-            Resource(
-                resource_id=RESOURCE,
-                kind="filesystem",
-                location=str(folder),
-                sandbox_strategy="filesystem_copy",
-            )
-        )
-        uow.commit()
-    action = Action(
-        name=f"local/{name}",
-        prompt="Add an add function to calc.py, with a test",
-        resources=(RESOURCE,),
-        tools=("local/write-file", "local/edit-file", "local/run-tests"),
-    )
-    options = _options(tmp_path, name, server)
-    return start_plan(store, action, profile_override=profile, options=options), folder
+    prompt = "Add an add function to calc.py, with a test"
+    return run_chat_plan(store, server, tmp_path, name, prompt, profile)
 
 
-def _options(tmp_path: Path, name: str, server: OpenAIServer) -> RunOptions:
-    """The plan's runs and replays: the chat reasoner on the real client, the local server."""
-    registry = default_registry()
-    model = ChatOpenAI(
-        model="gpt-4o-mini", base_url=server.base_url, api_key=API_KEY, max_retries=0
-    )
-
-    def chat(action: Action, chosen: Any) -> ChatReasoner:
-        return ChatReasoner(model, action, registry.specs(), current_steps=chosen)
-
-    return RunOptions(
-        registry=registry, sandbox_base=tmp_path / f"{name}-sandboxes", reasoner_factory=chat
-    )
-
-
-def _files(folder: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(folder).as_posix(): p.read_bytes()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts
-    }
-
-
-def test_the_model_fixes_what_its_failed_tests_ran_on_and_the_plan_lands_the_right_files(
+def test_the_model_fixes_what_its_failed_tests_ran_on_and_the_plan_lands_the_rightfiles(
     tmp_path: Path, openai_server: OpenAIServer
 ) -> None:
     fix = {
@@ -189,7 +133,7 @@ def test_the_model_fixes_what_its_failed_tests_ran_on_and_the_plan_lands_the_rig
     openai_server.add(*_replies(RIGHT), finish_phase())
     right, right_folder = _run(oracle, openai_server, tmp_path, "right")
     assert right.state is PlanState.APPLIED
-    assert _files(folder) == _files(right_folder)
+    assert files(folder) == files(right_folder)
 
 
 def test_a_fix_that_did_not_work_is_told_to_the_model_when_it_is_asked_again(
@@ -230,7 +174,7 @@ def test_correcting_a_fix_with_guidance_makes_the_guided_fix_and_lands_it(
     guided = "def add(a: int, b: int) -> int:\n    return sum((a, b))\n"
 
     def rewrite(content: str) -> Reply:
-        call = _write("calc.py", content)
+        call = write("calc.py", content)
         return tool_call("fix_failure", {"rationale": "fix add", "tool_calls": [call]})
 
     openai_server.add(*_replies(BUGGY), rewrite(RIGHT), finish_phase())
@@ -252,19 +196,19 @@ def test_correcting_a_fix_with_guidance_makes_the_guided_fix_and_lands_it(
         impact,
         acknowledged=True,
         requested_by="ana",
-        options=_options(tmp_path, "fixed", openai_server),
+        options=chat_options(tmp_path, "fixed", openai_server),
     )
 
     assert done.plan.state is PlanState.AWAITING_APPROVAL
     asked = openai_server.completions[-1]
     assert asked.tool_names == ["fix_failure"] and "add them with sum()" in asked.text
-    apply_plan(store, plan.plan_id, "ana", _options(tmp_path, "fixed", openai_server))
+    apply_plan(store, plan.plan_id, "ana", chat_options(tmp_path, "fixed", openai_server))
     oracle = Store.open(str(tmp_path / "oracle.db"))
     openai_server.add(*_replies(BUGGY), rewrite(guided), finish_phase())
     right, right_folder = _run(oracle, openai_server, tmp_path, "right")
     assert right.state is PlanState.APPLIED
     assert (folder / "calc.py").read_text() == guided
-    assert _files(folder) == _files(right_folder)
+    assert files(folder) == files(right_folder)
 
 
 def test_a_model_that_cannot_fix_it_stops_for_a_person_without_retrying(

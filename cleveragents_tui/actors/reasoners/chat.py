@@ -5,9 +5,9 @@ the phase, the action's prompt, the decision types and tools the phase allows, t
 already made, the actor's notes and the user's correction guidance, and binds two tools:
 ``record_decision`` (one decision, as structured arguments) and ``finish_phase``. The reply's
 tool call becomes a :class:`Proposal` after every field is checked; nothing the model says is
-trusted as is. When a validation fails, :meth:`ChatReasoner.propose_fix` is one more turn
-with a third tool, ``fix_failure``: the calls that fix the work before it runs again. See
-``docs/reasoners.md``.
+trusted as is. When a tool call fails, :meth:`ChatReasoner.propose_fix` is one more turn
+with a third tool, ``fix_failure``: for a validation, the calls that fix the work before it
+runs again; for any other call, the calls made in its place. See ``docs/reasoners.md``.
 
 The reasoner keeps no state of its own: everything it knows comes from the
 :class:`ActorState` (and, when given, the plan's current decisions from the store), so a
@@ -35,7 +35,7 @@ from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 
-from cleveragents_tui.actors.base import ActorState, FailedCheck, Fix, Proposal
+from cleveragents_tui.actors.base import ActorState, FailedCall, Fix, Proposal
 from cleveragents_tui.actors.notes import keys_in_notes
 from cleveragents_tui.actors.reasoners.chat_prompt import (
     FINISH_PHASE,
@@ -45,6 +45,7 @@ from cleveragents_tui.actors.reasoners.chat_prompt import (
     FIX_RULES,
     RECORD_DECISION,
     REMINDER,
+    REPLACE_RULES,
     ROLE,
     RULES,
     TYPE_MEANING,
@@ -143,13 +144,15 @@ class ChatReasoner:
         reply = self._answer(bound, messages, REMINDER)
         return self._to_proposal(reply, state, phase, tuple(known))
 
-    def propose_fix(self, state: ActorState, failed: FailedCheck) -> Fix | None:
-        """Ask the model how to fix the work ``failed`` checked: one turn with the plan as
-        :meth:`propose` tells it, then the failed validation and its output."""
+    def propose_fix(self, state: ActorState, failed: FailedCall) -> Fix | None:
+        """Ask the model what to do about ``failed``: one turn with the plan as
+        :meth:`propose` tells it, then the failed call and its output. A validation's answer
+        fixes the work before it runs again; any other call's is made in its place."""
         phase = Phase.EXECUTE
         task = self._task_text(state, phase, self._known(state), closing="")
+        rules = FIX_RULES if failed.validation else REPLACE_RULES
         messages: list[BaseMessage] = [
-            SystemMessage(content="\n\n".join((ROLE[phase], FIX_RULES))),
+            SystemMessage(content="\n\n".join((ROLE[phase], rules))),
             HumanMessage(content=task),
         ]
         guidance = guidance_entries(state)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
-from cleveragents_tui.actors.base import ActorState, FailedCheck, Fix, Proposal, ToolCallRequest
+from cleveragents_tui.actors.base import ActorState, FailedCall, Fix, Proposal, ToolCallRequest
 from cleveragents_tui.domain.action import Action, Alternative, DecisionPoint
 from cleveragents_tui.domain.enums import Phase
 
@@ -142,8 +142,11 @@ class ScriptedReasoner:
             )
         return None
 
-    def propose_fix(self, state: ActorState, failed: FailedCheck) -> Fix | None:
-        """The ``fix`` of the alternative the failed decision took; None without one."""
+    def propose_fix(self, state: ActorState, failed: FailedCall) -> Fix | None:
+        """The ``fix`` of the alternative the failed decision took, for a failed validation;
+        None without one, and for any other call (it runs again as it is)."""
+        if not failed.validation:
+            return None
         chosen = self._current_steps().get(failed.step_key)
         point = next((p for p in self._action.decisions if p.key == failed.step_key), None)
         if point is None or chosen is None:

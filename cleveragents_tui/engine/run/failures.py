@@ -11,10 +11,11 @@ exist — is never passed over. Under the decision that made the call:
    ``max_retries_per_step`` (a validation also within the action's
    ``validation_retry_limit``) and the profile's flag proceeds — ``create_file`` (self-fix
    validation failures) for a validation, ``modify_config`` (retry failures) for any other
-   call; a call that passes on a retry settles the failure. Before a validation runs again
-   its actor is asked for a fix (``FixesChecks``): the retry decision makes the fix's calls,
-   then the validation's, and keeps them in its context, so a run stopped between them
-   finishes the same fix;
+   call; a call that passes on a retry settles the failure. Before a retry its actor is
+   asked for a fix (``FixesFailures``): for a validation, calls that fix the work, made
+   before the validation runs again; for any other call, calls made in its place (none: it
+   runs again as it is). The retry decision keeps its calls in its context, so a run stopped
+   between them finishes the same fix;
 3. otherwise it escalates: a pending approval names the failure and the plan waits. Approve
    goes on with the failure accepted; deny pauses the plan for a correction or a cancel
    (engine/run/denial.py).
@@ -29,9 +30,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from cleveragents_tui.actors.base import FailedCheck, Fix, Proposal, ToolCallRequest
+from cleveragents_tui.actors.base import FailedCall, Fix, Proposal, ToolCallRequest
 from cleveragents_tui.automation.escalation import EscalationContext
 from cleveragents_tui.automation.limits import validation_retry_allowed
 from cleveragents_tui.domain.approval import Approval, ApprovalKind
@@ -59,20 +60,44 @@ MADE_SHOWN = 2000  # characters of each earlier call's arguments a fix is asked 
 CALL_FAILED = "call_failed"  # event: a failed run, logged before the decision that answers it
 
 NO_FIX = Fix(())  # a retry that runs the failed call again as it is
-Fixer = Callable[[FailedCheck], Fix | None]
+Fixer = Callable[[FailedCall], Fix | None]
 """Asks the failed decision's actor for a fix (steps.py binds it to the reasoner)."""
 
 
 @dataclass(frozen=True)
 class _Retry:
-    """One retry decision: the calls it makes (a fix's, then the failed call), how many of
-    them ran, the failed call's outcome under it (None: not run yet), and its fix's runs."""
+    """One retry decision: the failed call it answers, the calls it makes (a validation's
+    fix, then the validation; for any other call, the calls made in its place, or the call
+    again), how many of them ran, and its runs so far."""
 
     decision: Decision
+    failed: ToolCallRequest
     calls: tuple[ToolCallRequest, ...]
-    ran: int
-    outcome: ToolInvocation | None
-    fixed_by: tuple[ToolInvocation, ...] = ()
+    runs: tuple[ToolInvocation, ...] = ()
+    replaces: bool = False  # its calls are made in the failed call's place
+
+    @property
+    def ran(self) -> int:
+        return len(self.runs)
+
+    @property
+    def outcome(self) -> ToolInvocation | None:
+        """How the retry went (None: not all its calls ran): the first of its calls that
+        failed, else its last. A validation's fix that failed yet left the validation
+        passing still passes: the validation is what the retry checks."""
+        if len(self.runs) < len(self.calls):
+            return None
+        last = self.runs[len(self.calls) - 1]
+        if not self.replaces:  # the call ran again, after any fix
+            return last
+        return next((r for r in self.runs[: len(self.calls)] if not r.ok), last)
+
+    @property
+    def fixed_by(self) -> tuple[ToolInvocation, ...]:
+        """The runs of the calls made before the failed call ran again (all of them when
+        the retry replaced it)."""
+        made = self.runs[: len(self.calls)]
+        return made if self.replaces else made[:-1]
 
 
 @dataclass(frozen=True)
@@ -144,7 +169,8 @@ class FailureHandling:
                 choice = ESCALATE if fix.ask else RETRY  # the actor may stop for a person
                 recorded = self._record(decision, spec, call, number, found, choice, fix)
                 if not fix.ask:
-                    self._retry(_Retry(recorded, (*fix.tool_calls, call), 0, None))
+                    calls, replaces = self._calls(spec, call, fix), self._replaces(spec, fix)
+                    self._retry(_Retry(recorded, call, calls, replaces=replaces))
             else:  # the loop asks, or finds the question the flag's gate stored
                 self._record(decision, spec, call, number, found, ESCALATE)
 
@@ -168,11 +194,10 @@ class FailureHandling:
             for d in mine:
                 if (d.step_key or "").endswith(ESCALATE):
                     continue
-                runs = uow.tool_invocations.for_decision(d.decision_id)
-                body = uow.contexts.get(d.context_snapshot.hot_context_hash or "")
-                calls = _planned(body) or (call,)  # recorded before fixes: the call alone
-                outcome = runs[len(calls) - 1] if len(runs) >= len(calls) else None
-                retries.append(_Retry(d, calls, len(runs), outcome, tuple(runs[: len(calls) - 1])))
+                runs = tuple(uow.tool_invocations.for_decision(d.decision_id))
+                stored = _stored(uow.contexts.get(d.context_snapshot.hot_context_hash or ""))
+                calls = _planned(stored) or (call,)  # recorded before fixes: the call alone
+                retries.append(_Retry(d, call, calls, runs, bool(stored.get("replaces"))))
         escalation = next((d for d in mine if (d.step_key or "").endswith(ESCALATE)), None)
         return _Recoveries(tuple(retries), escalation, made)
 
@@ -225,6 +250,19 @@ class FailureHandling:
         )
         return verdict.proceed
 
+    def _calls(
+        self, spec: ToolSpec, call: ToolCallRequest, fix: Fix
+    ) -> tuple[ToolCallRequest, ...]:
+        """What a retry runs: a validation's fix, then the validation; any other call's
+        replacement, or (with none) the call again."""
+        if self._is_validation(spec):
+            return (*fix.tool_calls, call)
+        return fix.tool_calls or (call,)
+
+    def _replaces(self, spec: ToolSpec, fix: Fix) -> bool:
+        """The fix's calls are made in the failed call's place: it does not run again."""
+        return bool(fix.tool_calls) and not self._is_validation(spec)
+
     # -- what it does ----------------------------------------------------------------------------
 
     def _record(
@@ -243,10 +281,15 @@ class FailureHandling:
         what = "validation" if validation else "tool call"
         retry = f"Retry {spec.name}"
         escalate = "Stop and ask a person"
-        calls = (*fix.tool_calls, call) if choice == RETRY else ()
+        calls = self._calls(spec, call, fix) if choice == RETRY else ()
         if choice == RETRY:
             fixed = ", ".join(dict.fromkeys(c.tool for c in fix.tool_calls))
-            done = f"Fix with {fixed}, then retry {spec.name}" if fixed else retry
+            if not fixed:
+                done = retry
+            elif validation:
+                done = f"Fix with {fixed}, then retry {spec.name}"
+            else:
+                done = f"Replace the failed {spec.name} with {fixed}"
             chosen = f"{done} (retry {tries} of {self._retries_allowed(spec)})"
             key = f"{_key_base(decision, number)}:{RETRY}-{tries}"
             rationale = fix.rationale or (
@@ -285,6 +328,7 @@ class FailureHandling:
                 "call": number,
                 "output": output,
                 "tool_calls": [{"tool": c.tool, "arguments": dict(c.arguments)} for c in calls],
+                "replaces": choice == RETRY and self._replaces(spec, fix),
             },
             correction=self._runner.correction,
         )
@@ -317,9 +361,10 @@ class FailureHandling:
         number: int,
         found: _Recoveries,
     ) -> Fix:
-        """What the actor does to the work before a validation runs again (nothing for any
-        other call, or without a fixer): asked with the last run's whole kept output."""
-        if self._fixer is None or not self._is_validation(spec):
+        """What the actor does about the failure (nothing without a fixer): for a
+        validation, the fix made before it runs again; for any other call, the calls made in
+        its place. Asked with the last run's whole kept output."""
+        if self._fixer is None:
             return NO_FIX
         output = self._last_output(number, found)
         tried = tuple(
@@ -327,12 +372,13 @@ class FailureHandling:
             for n, retry in enumerate(found.retries, 1)
             for run in retry.fixed_by
         )
-        failed = FailedCheck(
+        failed = FailedCall(
             decision.step_key or decision.decision_id,
             call,
             output,
             tried,
             tuple(_ran(run, MADE_SHOWN) for run in found.made[:number]),
+            validation=self._is_validation(spec),
         )
         return self._fixer(failed) or NO_FIX
 
@@ -344,7 +390,9 @@ class FailureHandling:
 
         assert self._executor is not None
         if retry.ran == 0:  # approve_plan: back to before the failed call's last run
-            restore_on_failure.before_retry(self._runner, retry.decision, retry.calls[-1])
+            restore_on_failure.before_retry(
+                self._runner, retry.decision, retry.failed, retry.replaces
+            )
         for number in range(retry.ran, len(retry.calls)):
             call = retry.calls[number]
             try:
@@ -386,10 +434,13 @@ def _ran(run: ToolInvocation, width: int) -> str:
     return f"{run.tool} {arguments}: {how}: {_summary(run.output or '')}"
 
 
-def _planned(body: str | None) -> tuple[ToolCallRequest, ...]:
+def _stored(body: str | None) -> dict[str, Any]:
+    return json.loads(body) if body else {}
+
+
+def _planned(stored: dict[str, Any]) -> tuple[ToolCallRequest, ...]:
     """The calls a retry decision's stored context says it makes (none before fixes)."""
-    stored = json.loads(body).get("tool_calls") if body else None
-    return tuple(ToolCallRequest(c["tool"], c["arguments"]) for c in stored or ())
+    return tuple(ToolCallRequest(c["tool"], c["arguments"]) for c in stored.get("tool_calls", ()))
 
 
 def _key_base(decision: Decision, number: int) -> str:

@@ -19,9 +19,9 @@ from typing import TypeVar
 
 from cleveragents_tui.actors.base import (
     ActorState,
-    FailedCheck,
+    FailedCall,
     Fix,
-    FixesChecks,
+    FixesFailures,
     Proposal,
     Reasoner,
 )
@@ -125,7 +125,7 @@ class Policing:
         reasoner that gives no decision (ReasonerError and the like) ends the run errored."""
         return self._asking(reasoner, phase, lambda: reasoner.propose(state, phase))
 
-    def fix(self, reasoner: FixesChecks, state: ActorState, failed: FailedCheck) -> Fix | None:
+    def fix(self, reasoner: FixesFailures, state: ActorState, failed: FailedCall) -> Fix | None:
         """Ask the execution actor for a fix of what ``failed`` checked, as :meth:`propose`
         asks for a decision (its model calls recorded, its errors ending the run)."""
         return self._asking(reasoner, Phase.EXECUTE, lambda: reasoner.propose_fix(state, failed))

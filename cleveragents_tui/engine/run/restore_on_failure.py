@@ -33,9 +33,12 @@ if TYPE_CHECKING:
 RESTORED_EVENT = "restored_before_retry"
 
 
-def before_retry(runner: PlanRunner, recovery: Decision, call: ToolCallRequest) -> None:
-    """Called right before ``call`` is run again under ``recovery`` (a retry decision).
-    Raises WaitForApproval when a person must decide whether to restore."""
+def before_retry(
+    runner: PlanRunner, recovery: Decision, call: ToolCallRequest, replaced: bool = False
+) -> None:
+    """Called right before ``call`` is run again under ``recovery`` (a retry decision), or
+    (``replaced``) the calls its actor gave in its place. Raises WaitForApproval when a
+    person must decide whether to restore."""
     from cleveragents_tui.engine.run.errors import WaitForApproval
 
     checkpoint = _restore_point(runner, call)
@@ -51,12 +54,13 @@ def before_retry(runner: PlanRunner, recovery: Decision, call: ToolCallRequest) 
             _restore(runner, recovery, checkpoint)
         return  # denied: retry as it is
     spec = runner.registry.tool(call.tool).spec
+    then = "make the calls given in its place" if replaced else "retry"
     context = EscalationContext(
         plan_id=runner.plan_id,
         question=(
             f"{call.tool} failed and may have left part of its work in "
             f"{checkpoint.resource_id}. Approve to restore it from the checkpoint taken before "
-            "the call, then retry; deny to retry without restoring."
+            f"the call, then {then}; deny to {then} without restoring."
         ),
         decision_type=DecisionType.ERROR_RECOVERY,
         decision_id=recovery.decision_id,

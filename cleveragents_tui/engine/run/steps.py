@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from cleveragents_tui.actors.base import (
     ActorState,
-    FailedCheck,
+    FailedCall,
     Fix,
-    FixesChecks,
+    FixesFailures,
     Proposal,
     Reasoner,
     ToolCallRequest,
@@ -155,11 +155,11 @@ def _finish_step(
 
 def fixer(runner: PlanRunner, reasoner: Reasoner, state: ActorState) -> Fixer | None:
     """Asks ``reasoner`` for a fix of a failed validation, from the state of this step."""
-    if not isinstance(reasoner, FixesChecks):
+    if not isinstance(reasoner, FixesFailures):
         return None
     actor = reasoner
 
-    def fix(failed: FailedCheck) -> Fix | None:
+    def fix(failed: FailedCall) -> Fix | None:
         return runner.police.fix(actor, state, failed)
 
     return fix

@@ -23,7 +23,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
-from cleveragents_tui.actors.base import ActorState, FailedCheck, Fix, Proposal, ToolCallRequest
+from cleveragents_tui.actors.base import ActorState, FailedCall, Fix, Proposal, ToolCallRequest
 from cleveragents_tui.actors.notes import decision_note, keys_in_notes
 from cleveragents_tui.actors.reasoners.chat import (
     FINISH_PHASE,
@@ -588,7 +588,7 @@ def test_importing_the_reasoners_package_does_not_load_langchain() -> None:
 
 # -- fixes ------------------------------------------------------------------------------------
 
-FAILED = FailedCheck(
+FAILED = FailedCall(
     "write-command",
     ToolCallRequest("fs/read", {"path": "tests"}),
     "FAIL: test_greets (tests.test_hello)\nAssertionError: 'Hi, Ada!' != 'Hello, Ada!'",
@@ -617,6 +617,27 @@ def test_a_fix_failure_call_becomes_the_fix_and_the_model_saw_the_failure(make: 
     assert "be formal" in sent  # the user's guidance still applies
     assert f"Call {RECORD_DECISION}" not in sent  # asked for a fix, not a decision
     assert len(reasoner.take_usage()) == 1
+
+
+def test_a_failed_call_that_is_no_validation_is_asked_to_be_replaced(make: Make) -> None:
+    failed = FailedCall(
+        "write-command",
+        ToolCallRequest("fs/write", {"path": "cli/hello.py", "text": "Hello"}),
+        "refused: cli is not a folder",
+        tried=("retry 1: fs/write {...}: failed: refused: cli is not a folder",),
+        validation=False,
+    )
+    reasoner, model = make(fix_reply(rationale="Write it at the top.", tool_calls=[]))
+
+    reasoner.propose_fix(state(phase=Phase.EXECUTE), failed)
+
+    system, *rest = model.received[-1]
+    assert "the tool calls to make in its place" in text_of([system])
+    assert "validation passes" not in text_of([system])
+    sent = text_of(rest)
+    assert "## The tool call that failed\nfs/write failed in decision 'write-command'" in sent
+    assert "## Tried before in its place" in sent and "Fixes tried before" not in sent
+    assert sent.endswith(f"Call {FIX_FAILURE} with the calls to make in its place.")
 
 
 def test_a_model_may_stop_for_a_person_instead_of_a_fix(make: Make) -> None:
