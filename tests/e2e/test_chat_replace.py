@@ -249,3 +249,23 @@ def test_correcting_a_replacement_with_guidance_lands_what_a_plan_guided_at_firs
     apply_plan(store, plan.plan_id, "ana", chat_options(tmp_path, "fixed", openai_server))
     assert 'return "Hi, world"' in (folder / "greet.py").read_text()
     assert files(folder) == files(_oracle(tmp_path, openai_server, guided))
+
+
+def test_a_failed_edit_that_changed_nothing_is_replaced_without_asking_to_restore(
+    tmp_path: Path, openai_server: OpenAIServer
+) -> None:
+    """Under ``trusted`` (``approve_plan`` manual) a failed call that wrote may have left
+    half its work, so a person is asked whether to restore before the retry. An edit whose
+    old text was not found changed nothing: the replacement is made without that question,
+    and the plan goes on to its Apply gate."""
+    openai_server.add(*_replies(MISSED, TESTS), _instead(RIGHT), finish_phase())
+    store = Store.open(str(tmp_path / "fixed.db"))
+
+    plan, _ = _run(store, openai_server, tmp_path, "fixed", profile="trusted")
+
+    with store.unit_of_work() as uow:
+        [asked] = uow.approvals.pending(plan.plan_id)
+        restored = uow.events.payloads(plan.plan_id, "restored_before_retry")
+    assert (plan.phase, asked.question) == (Phase.EXECUTE, "Execute complete. Apply the changes?")
+    assert restored == []
+    assert [ok for tool, ok, _ in _runs(store, plan) if tool == "local/run-tests"] == [True]

@@ -52,6 +52,9 @@ class ToolExecutor:
     calls: int = field(default=0, init=False)
     cost_usd: float = field(default=0.0, init=False)
     tokens: int = field(default=0, init=False)
+    # resources no call wrote since this executor took their latest pre_write checkpoint (a
+    # failed edit that changed nothing leaves nothing to restore before its retry)
+    unchanged: set[str] = field(default_factory=set, init=False)
 
     def run(
         self, decision: Decision, request: ToolCallRequest, calls_this_step: int
@@ -76,9 +79,11 @@ class ToolExecutor:
         resource = request.arguments.get("resource")
         if spec.writes and self.profile.safety.require_checkpoints and isinstance(resource, str):
             with contextlib.suppress(UserError):  # an unknown resource is the tool's to report
-                pre_write_checkpoint(self.sandboxes, resource)
+                if pre_write_checkpoint(self.sandboxes, resource) is not None:
+                    self.unchanged.add(resource)
         context = ToolContext(plan_id=self.plan_id, phase=self.phase, sandboxes=self.sandboxes)
         outcome = tool.run(context, dict(request.arguments))
+        self.unchanged.difference_update(outcome.writes)
         self.calls += 1
         self.cost_usd += outcome.cost_usd
         self.tokens += outcome.tokens

@@ -391,7 +391,7 @@ class FailureHandling:
         assert self._executor is not None
         if retry.ran == 0:  # approve_plan: back to before the failed call's last run
             restore_on_failure.before_retry(
-                self._runner, retry.decision, retry.failed, retry.replaces
+                self._runner, retry.decision, retry.failed, retry.replaces, self._executor.unchanged
             )
         for number in range(retry.ran, len(retry.calls)):
             call = retry.calls[number]

@@ -9,13 +9,15 @@ restores then retries; deny retries without restoring (after the denial's pause,
 ``agents plan run``).
 
 Nothing to restore — a call that does not write, names no resource, whose resource keeps
-no checkpoints, or whose ``pre_write`` checkpoint the budget pruned — asks nothing. A
+no checkpoints, whose ``pre_write`` checkpoint the budget pruned, or that failed without
+changing anything (an edit whose old text was not found) — asks nothing. A
 database in a live transaction (``transaction_rollback``) is left as it is: rolling it back
 to a savepoint would destroy the savepoints of the decisions recorded since.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from cleveragents_tui.actors.base import ToolCallRequest
@@ -34,15 +36,21 @@ RESTORED_EVENT = "restored_before_retry"
 
 
 def before_retry(
-    runner: PlanRunner, recovery: Decision, call: ToolCallRequest, replaced: bool = False
+    runner: PlanRunner,
+    recovery: Decision,
+    call: ToolCallRequest,
+    replaced: bool = False,
+    unchanged: Collection[str] = (),
 ) -> None:
     """Called right before ``call`` is run again under ``recovery`` (a retry decision), or
     (``replaced``) the calls its actor gave in its place. Raises WaitForApproval when a
-    person must decide whether to restore."""
+    person must decide whether to restore. Nothing is restored (nor asked) for a resource
+    in ``unchanged``: no call wrote it since its latest ``pre_write`` checkpoint, as the
+    tools reported in this process."""
     from cleveragents_tui.engine.run.errors import WaitForApproval
 
     checkpoint = _restore_point(runner, call)
-    if checkpoint is None:
+    if checkpoint is None or checkpoint.resource_id in unchanged:
         return
     key = f"restore:{recovery.decision_id}"
     answers = runner.gates.answers(ApprovalKind.ESCALATION, key)
