@@ -52,6 +52,12 @@ _TIMEOUT = Param(
 )
 
 
+# no stale bytecode (above); output in the order it was written: a program that prints,
+# then exits with a message, would otherwise show its printed lines after the message (its
+# stdout to a pipe is flushed at exit), and the failure's question would quote them
+_PYTHON: Final = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
+
+
 class _CommandTool(BuiltinTool):
     def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
         name = self.spec.name
@@ -72,7 +78,7 @@ class _CommandTool(BuiltinTool):
             result = run_bounded(
                 argv,
                 workdir,
-                {**minimal_environment(workdir), "PYTHONDONTWRITEBYTECODE": "1"},
+                {**minimal_environment(workdir), **_PYTHON},
                 timeout,
                 head=OUTPUT_LIMIT - _TAIL,
                 tail=_TAIL,

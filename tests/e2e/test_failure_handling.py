@@ -292,11 +292,14 @@ def test_a_check_that_exits_with_a_message_is_asked_about_with_that_message(
     demo: DemoEnvironment, sqlite_store: Store, options: RunOptions
 ) -> None:
     """No line of its output names a failure (FAIL, ERROR, ...): the question quotes its
-    last line, where such a program says why. It quoted ``exit status 1`` alone."""
+    last line, where such a program says why. It quoted ``exit status 1`` alone, then the
+    line the program printed before its message."""
 
     def check_that_explains(points: dict[str, Any], _: dict[str, Any]) -> None:
         run_tests = points["test"]["alternatives"][0]["tool_calls"][1]["arguments"]
-        script = "raise SystemExit('the guide does not name pytest')"
+        # what it prints is written before its message, as it ran (Python buffers its
+        # output to a pipe until it exits, after the message)
+        script = "print('checking the guide'); raise SystemExit('the guide does not name pytest')"
         run_tests["argv"] = [run_tests["argv"][0], "-c", script]
 
     _edit_action(demo, check_that_explains)
