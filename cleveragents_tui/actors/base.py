@@ -80,6 +80,7 @@ class FailedCall:
     made: tuple[str, ...] = ()
     # a validation runs again after the fix; any other call is replaced by the fix's calls
     validation: bool = True
+    number: int = 0  # the failed call's place among its decision's calls
 
 
 @dataclass(frozen=True)

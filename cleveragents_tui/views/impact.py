@@ -151,7 +151,10 @@ def _alternatives(impact: Impact) -> list[Section]:
         return []
     rows = [Row("", f"{n}. {one_line(option, 120)}") for n, option in enumerate(found.options, 1)]
     if found.selected is not None:
-        how = "chosen with --choose" if found.chosen else "selected by the guidance"
+        if found.by_default:
+            how = "unless --choose names another"
+        else:
+            how = "chosen with --choose" if found.chosen else "selected by the guidance"
         rows.append(Row("", f"the replay takes {found.selected} ({how})", "good"))
     else:
         rows.append(

@@ -287,3 +287,66 @@ def test_correcting_a_fix_fixes_again_before_the_apply_gate(
     assert _runs_of(sqlite_store, plan.plan_id, "local/run-tests")[-1] is True
     apply_plan(sqlite_store, plan.plan_id, "ana", options)
     assert _landed(demo) == _fresh_demo_landed(tmp_path)
+
+
+def _failing_test_asked_at_once(demo: DemoEnvironment) -> None:
+    """The demo's failing test with no retry allowed: a person is asked at its failure."""
+    _failing_test_with_a_fix(demo)
+    data = yaml.safe_load(demo.action_file.read_text(encoding="utf-8"))
+    data.setdefault("limits", {})["validation_retry_limit"] = 0
+    demo.action_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
+def test_choosing_to_be_asked_for_a_fix_rolls_it_back_and_asks_as_a_plan_that_never_fixed(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions, tmp_path: Path
+) -> None:
+    # Given a plan at its Apply gate whose test was fixed by a retry
+    _failing_test_with_a_fix(demo)
+    plan = run_demo(sqlite_store, demo, options)
+    [fix] = [k for k in decisions_by_key(sqlite_store, plan.plan_id) if k.startswith("recover:")]
+    fixed = decisions_by_key(sqlite_store, plan.plan_id)[fix]
+    # When the fix is corrected with its other alternative picked: stop and ask a person
+    impact = preview(sqlite_store, fixed, CorrectionMode.REVERT, "I will fix it myself", choose=2)
+    assert impact.alternatives is not None
+    assert impact.alternatives.options == ("Retry local/run-tests", "Stop and ask a person")
+    assert impact.alternatives.option == "Stop and ask a person"
+    done = execute(sqlite_store, impact, acknowledged=True, requested_by="ana", options=options)
+    # Then the fix is rolled back, not made again, and a person is asked about the failure,
+    # as in a fresh plan that asks at the failure; once both accept it, both land the same
+    assert done.plan.state is PlanState.AWAITING_APPROVAL
+    assert _fix_runs(sqlite_store, plan.plan_id) == [True]  # the fix rolled back, not made again
+    assert _recoveries(sqlite_store, plan.plan_id) == [
+        (DecisionType.VALIDATION_RESPONSE, "Stop and ask a person")
+    ]
+    escalation = f"{fix.rpartition(':')[0]}:escalate"
+    with sqlite_store.unit_of_work() as uow:
+        stop = uow.decisions.get(decisions_by_key(sqlite_store, plan.plan_id)[escalation])
+    assert stop.rationale == (
+        "the execution actor makes no fix: a person chose it, correcting the retry: "
+        "I will fix it myself"
+    )
+    fresh = build_demo(sqlite_store, tmp_path / "fresh")
+    _failing_test_asked_at_once(fresh)
+    oracle = run_demo(sqlite_store, fresh, options)
+    for ran in (plan, oracle):
+        with sqlite_store.unit_of_work() as uow:
+            [asked] = uow.approvals.pending(ran.plan_id)
+        assert asked.kind is ApprovalKind.ESCALATION
+        assert "local/run-tests failed in step test (1 run; last: exit status 1" in asked.question
+        answer_approval(sqlite_store, asked.approval_id, approve=True, by="ana")
+        resume_plan(sqlite_store, ran.plan_id, options)
+    # the same decisions and question; the stop comes last in the corrected plan (at the end
+    # of Execute, where a failure a correction left is settled), right after the failed
+    # test in the fresh one
+    (phase, state, made, pending), expected = (
+        _outcome(sqlite_store, plan.plan_id),
+        _outcome(sqlite_store, oracle.plan_id),
+    )
+    assert (phase, state, sorted(made), pending) == (
+        *expected[:2],
+        sorted(expected[2]),
+        expected[3],
+    )
+    apply_plan(sqlite_store, plan.plan_id, "ana", options)
+    apply_plan(sqlite_store, oracle.plan_id, "ana", options)
+    assert _landed(demo) == _landed(fresh)

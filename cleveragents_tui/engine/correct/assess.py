@@ -35,6 +35,7 @@ from cleveragents_tui.engine.correct.model import (
     Tier,
     copied,
 )
+from cleveragents_tui.engine.run.failures import is_retry
 
 if TYPE_CHECKING:
     from cleveragents_tui.engine.correct.snapshot import Snapshot
@@ -104,6 +105,14 @@ def admitted(
     refuse_if_not_correctable(snapshot.plan, snapshot.decision, mode)
     if snapshot.blocker is not None:
         raise CorrectionRefusedError(*snapshot.blocker)
+    if mode is CorrectionMode.APPEND and is_retry(snapshot.decision):
+        if choose is not None:  # an appended plan makes no retry: nothing to pick from
+            raise CorrectionRefusedError(
+                f"--choose picks how decision {snapshot.decision.decision_id} settles its "
+                "failed call, which only a revert makes again",
+                "use --mode=revert, or leave out --choose",
+            )
+        return None
     return alternatives(
         snapshot.action, snapshot.decision, guidance, snapshot.current_steps, choose
     )

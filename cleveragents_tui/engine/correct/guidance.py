@@ -20,6 +20,11 @@ preview names that decision to correct instead.
 A decision the scripted reasoner did not make — its phase's actor is not the scripted one,
 or no point of the plan's action has its key and its chosen option (a chat model's: the
 model reads the guidance itself) — has no alternatives here, and nothing is refused.
+
+A retry of a failed call (made by the system, whichever actor) has two: retry (the actor
+fixes or replaces the call again, with the guidance) and stop and ask a person. The replay
+takes the first unless the user names the second; the pick reaches the failure's
+handling through the pinned guidance (engine/run/failures.py, ``chosen_by_a_person``).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from cleveragents_tui.domain.action import Action, DecisionPoint
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.errors import UserError
+from cleveragents_tui.engine.run.failures import STOP_AND_ASK, is_retry
 from cleveragents_tui.engine.run.plans import SCRIPTED_ACTOR
 
 
@@ -54,6 +60,7 @@ class Alternatives:
     chosen: bool  # named by the user (--choose, the app's pick), not selected by the guidance
     fallback: int  # 1-based: what the replay would take were nothing selected
     elsewhere: tuple[Elsewhere, ...] = ()
+    by_default: bool = False  # selected whatever the guidance says (a retry: retry again)
 
     @property
     def option(self) -> str | None:
@@ -74,6 +81,8 @@ def alternatives(
     """The alternatives of ``decision``'s point and what ``guidance`` (or ``choose``, 1-based)
     selects among them; None for a decision the scripted reasoner did not make.
     ``current``: step key -> (decision id, chosen option) of the plan's current decisions."""
+    if is_retry(decision):
+        return _retry_alternatives(decision, choose)
     point = _scripted_point(action, decision)
     if point is None:
         if choose is not None:
@@ -104,7 +113,7 @@ def with_choice(found: Alternatives, number: int) -> Alternatives:
             f"{len(found.options)} ({found.numbered()})",
             f"choose a number from 1 to {len(found.options)}",
         )
-    return replace(found, selected=number, chosen=True, elsewhere=())
+    return replace(found, selected=number, chosen=True, elsewhere=(), by_default=False)
 
 
 def refusal(decision_id: str, guidance: str, found: Alternatives) -> UserError:
@@ -124,6 +133,20 @@ def refusal(decision_id: str, guidance: str, found: Alternatives) -> UserError:
         "same choice again",
         fix,
     )
+
+
+def _retry_alternatives(decision: Decision, choose: int | None) -> Alternatives:
+    """A retry's options as it recorded them (retry, stop and ask); retry unless named."""
+    options = decision.alternatives_considered or (decision.chosen_option, STOP_AND_ASK)
+    found = Alternatives(
+        key=decision.step_key or decision.decision_id,
+        options=tuple(options),
+        selected=1,
+        chosen=False,
+        fallback=1,
+        by_default=True,
+    )
+    return found if choose is None else with_choice(found, choose)
 
 
 def _scripted_point(action: Action | None, decision: Decision) -> DecisionPoint | None:

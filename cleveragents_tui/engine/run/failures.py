@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cleveragents_tui.actors.base import FailedCall, Fix, Proposal, ToolCallRequest
+from cleveragents_tui.actors.base import ActorState, FailedCall, Fix, Proposal, ToolCallRequest
 from cleveragents_tui.automation.escalation import EscalationContext
 from cleveragents_tui.automation.limits import validation_retry_allowed
 from cleveragents_tui.domain.approval import Approval, ApprovalKind
@@ -59,6 +59,7 @@ SUMMARY = 160  # characters of a failure's output kept in questions and decision
 MADE_SHOWN = 2000  # characters of each earlier call's arguments a fix is asked with
 CALL_FAILED = "call_failed"  # event: a failed run, logged before the decision that answers it
 
+STOP_AND_ASK = "Stop and ask a person"  # a recovery decision's other option
 NO_FIX = Fix(())  # a retry that runs the failed call again as it is
 Fixer = Callable[[FailedCall], Fix | None]
 """Asks the failed decision's actor for a fix (steps.py binds it to the reasoner)."""
@@ -112,6 +113,29 @@ class _Recoveries:
     @property
     def passed(self) -> bool:
         return any(r.outcome is not None and r.outcome.ok for r in self.retries)
+
+
+def is_retry(decision: Decision) -> bool:
+    """A retry decision (``recover:STEP:N:retry-K``), made by the system for a failed call."""
+    key = decision.step_key or ""
+    return key.startswith(f"{RECOVER}:") and key.rpartition(":")[2].startswith(f"{RETRY}-")
+
+
+def chosen_by_a_person(state: ActorState, failed: FailedCall) -> Fix | None:
+    """A stop a person chose for this failure when correcting one of its retries (``plan
+    correct --choose``, the app's pick: pinned in the guidance the actor was forked with);
+    the latest pick decides. None: the actor is asked as usual."""
+    prefix = f"{RECOVER}:{failed.step_key}:{failed.number}:"
+    picks = [
+        entry
+        for entry in state.get("guidance", [])
+        if isinstance(entry, dict)
+        and str(entry.get("key", "")).startswith(prefix)
+        and "choose" in entry
+    ]
+    if not picks or picks[-1]["choose"] != STOP_AND_ASK:
+        return None
+    return Fix((), f"a person chose it, correcting the retry: {picks[-1].get('text', '')}", True)
 
 
 def failure_key(decision_id: str, number: int) -> str:
@@ -280,7 +304,7 @@ class FailureHandling:
         tries = len(found.retries) + 1
         what = "validation" if validation else "tool call"
         retry = f"Retry {spec.name}"
-        escalate = "Stop and ask a person"
+        escalate = STOP_AND_ASK
         calls = self._calls(spec, call, fix) if choice == RETRY else ()
         if choice == RETRY:
             fixed = ", ".join(dict.fromkeys(c.tool for c in fix.tool_calls))
@@ -379,6 +403,7 @@ class FailureHandling:
             tried,
             tuple(_ran(run, MADE_SHOWN) for run in found.made[:number]),
             validation=self._is_validation(spec),
+            number=number,
         )
         return self._fixer(failed) or NO_FIX
 

@@ -26,7 +26,7 @@ from cleveragents_tui.engine.core.recorder import record_decision
 from cleveragents_tui.engine.core.tool_calls import ToolCallBlocked, ToolExecutor
 from cleveragents_tui.engine.run import children
 from cleveragents_tui.engine.run.errors import ReviseStrategy, WaitForApproval
-from cleveragents_tui.engine.run.failures import FailureHandling, Fixer
+from cleveragents_tui.engine.run.failures import FailureHandling, Fixer, chosen_by_a_person
 from cleveragents_tui.engine.run.plans import ROOT_KEY
 
 if TYPE_CHECKING:
@@ -153,13 +153,15 @@ def _finish_step(
         children.spawn(runner, decision, proposal)
 
 
-def fixer(runner: PlanRunner, reasoner: Reasoner, state: ActorState) -> Fixer | None:
-    """Asks ``reasoner`` for a fix of a failed validation, from the state of this step."""
-    if not isinstance(reasoner, FixesFailures):
-        return None
-    actor = reasoner
+def fixer(runner: PlanRunner, reasoner: Reasoner, state: ActorState) -> Fixer:
+    """Asks ``reasoner`` what to do about a failed call, from the state of this step,
+    unless a person chose to be asked when correcting a retry of it."""
+    actor = reasoner if isinstance(reasoner, FixesFailures) else None
 
     def fix(failed: FailedCall) -> Fix | None:
+        chosen = chosen_by_a_person(state, failed)
+        if chosen is not None or actor is None:
+            return chosen
         return runner.police.fix(actor, state, failed)
 
     return fix
