@@ -350,3 +350,36 @@ def test_choosing_to_be_asked_for_a_fix_rolls_it_back_and_asks_as_a_plan_that_ne
     apply_plan(sqlite_store, plan.plan_id, "ana", options)
     apply_plan(sqlite_store, oracle.plan_id, "ana", options)
     assert _landed(demo) == _landed(fresh)
+
+
+def test_a_failed_call_that_is_no_validation_runs_again_as_it_is_in_a_scripted_plan(
+    demo: DemoEnvironment, sqlite_store: Store, options: RunOptions
+) -> None:
+    """An alternative's ``fix:`` is for its validations: a write the resource refuses runs
+    again as it is, the fix is never made in its place, and a person is asked."""
+    _failing_test_with_a_fix(demo)
+    data = yaml.safe_load(demo.action_file.read_text(encoding="utf-8"))
+    [test] = [d for d in data["decisions"] if d["key"] == "test"]
+    test["alternatives"][0]["tool_calls"][0]["arguments"]["path"] = "../outside.py"
+    demo.action_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+    plan = run_demo(sqlite_store, demo, options)
+
+    assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL)
+    assert _recoveries(sqlite_store, plan.plan_id) == [
+        *[
+            (DecisionType.ERROR_RECOVERY, f"Retry local/write-file (retry {n} of 3)")
+            for n in (1, 2, 3)
+        ],
+        (DecisionType.ERROR_RECOVERY, "Stop and ask a person"),
+    ]
+    assert _runs_of(sqlite_store, plan.plan_id, "local/write-file")[-4:] == [False] * 4
+    assert _fix_runs(sqlite_store, plan.plan_id) == []  # no edit in the write's place
+    with sqlite_store.unit_of_work() as uow:
+        edits = [
+            i.tool
+            for d in uow.decisions.for_plan(plan.plan_id)
+            if d.decision_type is DecisionType.ERROR_RECOVERY
+            for i in uow.tool_invocations.for_decision(d.decision_id)
+        ]
+    assert edits == ["local/write-file"] * 3
