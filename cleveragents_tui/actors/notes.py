@@ -1,16 +1,25 @@
-"""The actor's notes: one line per recorded decision, from which reasoners read the keys taken.
+"""The actor's notes: one line per recorded decision, from which reasoners read the keys taken,
+and what each of its Execute calls returned.
 
-The runner appends :func:`decision_note` to ``ActorState.notes`` after each decision; the chat
+The runner appends :func:`decision_note` to ``ActorState.notes`` after each decision, then a
+:func:`result_note` per tool call it made (a model reads what it read, ran and wrote, as an
+agent's tool messages; a correction rewinds them with the rest of the state); the chat
 reasoner reads the keys back with :func:`keys_in_notes`. No LangChain import here, so the
 runner can use it without loading a model stack.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from cleveragents_tui.actors.base import Proposal
+
+RESULT = "result of "  # how a result note begins
+RESULT_KEPT = 2000  # characters of a call's output a note keeps: its start and its end
+ARGUMENTS_KEPT = 300  # characters of a call's arguments a note keeps
 
 _NOTE = re.compile(r"^decision (?P<key>[a-z0-9][a-z0-9_-]{0,63}) \[(?P<type>[a-z_]+)\]")
 
@@ -20,6 +29,23 @@ def decision_note(proposal: Proposal) -> str:
     question = " ".join(proposal.question.split())
     chosen = " ".join(proposal.chosen_option.split())
     return f"decision {proposal.key} [{proposal.decision_type.value}]: {question} -> {chosen}"
+
+
+def result_note(
+    key: str, number: int, tool: str, arguments: Mapping[str, Any], ok: bool | None, output: str
+) -> str:
+    """What call ``number`` (from 1) of decision ``key`` returned, its output fenced as data
+    and cut in the middle past :data:`RESULT_KEPT` characters (a file's start, a test run's
+    end)."""
+    said = json.dumps(dict(arguments), separators=(",", ":"), ensure_ascii=False, default=str)
+    if len(said) > ARGUMENTS_KEPT:
+        said = said[:ARGUMENTS_KEPT] + "…"
+    how = "ok" if ok else "failed"
+    text = output.strip("\n")
+    if len(text) > RESULT_KEPT:
+        head = RESULT_KEPT * 3 // 5
+        text = f"{text[:head]}\n[… {len(text) - RESULT_KEPT} characters …]\n{text[-(RESULT_KEPT - head) :]}"
+    return f"{RESULT}{key} call {number}: {tool} {said}: {how}\n<output>\n{text}\n</output>"
 
 
 def keys_in_notes(notes: Iterable[str]) -> tuple[str, ...]:

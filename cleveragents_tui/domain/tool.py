@@ -60,3 +60,8 @@ class ToolSpec(BaseModel):
     side_effects: tuple[RequiredText, ...] = ()
     irreversible: bool = False
     unsafe: bool = False
+
+    @property
+    def reads_only(self) -> bool:
+        """A tool the read-only Strategize phase runs: it reads, and changes nothing."""
+        return self.category is ToolCategory.READ and not (self.writes or self.irreversible)

@@ -46,7 +46,7 @@ def run_chat_plan(
     """Start a plan of a chat model over a new folder ``tmp_path/name``, registered as
     ``RESOURCE`` (filesystem_copy); it runs as far as the profile lets it."""
     folder = tmp_path / name
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)  # a test may have put files there
     with store.unit_of_work(write=True) as uow:
         uow.resources.add(
             Resource(

@@ -258,7 +258,7 @@ class PlanRunner:
             )
             plan = self.update_plan(phase=Phase.EXECUTE, state=PlanState.RUNNING)
         if plan.phase is Phase.EXECUTE and plan.state is not PlanState.COMPLETED:
-            self._ensure_sandboxes()
+            self.ensure_sandboxes()
             self.reconcile()
             children.run_children(self)
             if not self._run_actor(saver, Phase.EXECUTE):
@@ -429,7 +429,9 @@ class PlanRunner:
 
     # -- child plans, sandboxes, apply --------------------------------------------------------
 
-    def _ensure_sandboxes(self) -> None:
+    def ensure_sandboxes(self) -> None:
+        """Make the sandboxes of the action's resources that are not made yet: when Execute
+        starts, or at the first read of the strategy actor."""
         with self.store.unit_of_work() as uow:
             resources = {r.resource_id: r for r in uow.resources.all()}
             have = uow.checkpoints.resources_checkpointed(self.plan_id, decision_groups_only=False)

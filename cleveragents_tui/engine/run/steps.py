@@ -16,7 +16,7 @@ from cleveragents_tui.actors.base import (
     Reasoner,
     ToolCallRequest,
 )
-from cleveragents_tui.actors.notes import decision_note
+from cleveragents_tui.actors.notes import decision_note, result_note
 from cleveragents_tui.automation.escalation import EscalationContext
 from cleveragents_tui.domain.approval import ApprovalKind
 from cleveragents_tui.domain.decision import ActorStateRef, Decision
@@ -26,7 +26,12 @@ from cleveragents_tui.engine.core.recorder import record_decision
 from cleveragents_tui.engine.core.tool_calls import ToolCallBlocked, ToolExecutor
 from cleveragents_tui.engine.run import children
 from cleveragents_tui.engine.run.errors import ReviseStrategy, WaitForApproval
-from cleveragents_tui.engine.run.failures import FailureHandling, Fixer, chosen_by_a_person
+from cleveragents_tui.engine.run.failures import (
+    RECOVER,
+    FailureHandling,
+    Fixer,
+    chosen_by_a_person,
+)
 from cleveragents_tui.engine.run.plans import ROOT_KEY
 
 if TYPE_CHECKING:
@@ -51,6 +56,7 @@ def step(
         # The step ran before and recorded its decision, then stopped (a guard, a failed
         # call, a crash): finish what the decision called for; do not ask again.
         proposal = _resume_step(runner, executor, phase, redone, fixes)
+        decision_id = redone
     else:
         found = runner.police.propose(reasoner, state, phase)  # its model calls recorded
         if found is None:
@@ -79,13 +85,39 @@ def step(
         _finish_step(
             runner, executor, phase, proposal, decision, fixes, calls_done=0, spawned=False
         )
+        decision_id = decision.decision_id
     if proposal.revise_strategy:  # also when a re-run step finds its decision recorded
         reason = (
             proposal.rationale or f"the constraints of {proposal.revise_strategy} are too tight"
         )
         raise ReviseStrategy(proposal.revise_strategy, reason)
-    note = decision_note(proposal)
-    return {"position": state["position"] + 1, "notes": [*state["notes"], note]}
+    notes = [decision_note(proposal)]
+    if proposal.tool_calls:
+        notes += _results(runner, decision_id)
+    return {"position": state["position"] + 1, "notes": [*state["notes"], *notes]}
+
+
+def _results(runner: PlanRunner, decision_id: str) -> list[str]:
+    """A note of what each call of the decision returned, and each call its retries made
+    (a fix, a call made in a failed one's place), in the order they ran."""
+    with runner.store.unit_of_work() as uow:
+        decision = uow.decisions.get(decision_id)
+        made = [(decision, uow.tool_invocations.for_decision(decision_id))]
+        prefix = f"{RECOVER}:{decision.step_key or decision_id}:"
+        for child in uow.decisions.current_children(decision_id):
+            if (child.step_key or "").startswith(prefix):
+                made.append((child, uow.tool_invocations.for_decision(child.decision_id)))
+    runs = [
+        (
+            run.created_at,
+            result_note(
+                d.step_key or d.decision_id, n, run.tool, run.arguments, run.ok, run.output or ""
+            ),
+        )
+        for d, invocations in made
+        for n, run in enumerate(invocations, 1)
+    ]
+    return [note for _, note in sorted(runs, key=lambda r: r[0])]
 
 
 def _resume_step(
@@ -130,27 +162,51 @@ def _finish_step(
     spawned: bool,
 ) -> None:
     """The tool calls of a recorded decision (from ``calls_done`` on: calls run in order,
-    each recorded as it ends), then its spawns."""
-    if phase is Phase.EXECUTE:  # Strategize is read-only: tool calls belong to Execute
+    each recorded as it ends), then its spawns. Strategize is read-only: only its calls of
+    tools that read run (the strategy actor looks before it decides; a failed read is
+    noted, not retried)."""
+    if phase is Phase.EXECUTE:
         failures = FailureHandling(runner, executor, fixes)
         for number, call in enumerate(proposal.tool_calls):
             if number < calls_done:
                 failures.settle(decision, call, number)  # a failure a stopped run left
                 continue
-            try:
-                outcome = executor.run(decision, call, number)
-            except ToolCallBlocked as blocked:
-                approval = runner.gates.ask(
-                    ApprovalKind.GUARD,
-                    blocked.tool,
-                    f"Allow {blocked.tool}? {blocked.reason}",
-                    decision.decision_id,
-                )
-                raise WaitForApproval(approval) from blocked
-            runner.refresh_seal(call, outcome)
+            _run_call(runner, executor, decision, call, number)
             failures.settle(decision, call, number)  # retried, or a person asked
+    else:
+        reads = [c for c in proposal.tool_calls if _reads_only(runner, c)]
+        if reads[calls_done:]:
+            runner.ensure_sandboxes()  # what it reads is what Execute will start from
+        for number, call in enumerate(reads[calls_done:], calls_done):
+            _run_call(runner, executor, decision, call, number)
     if proposal.spawn and not spawned:
         children.spawn(runner, decision, proposal)
+
+
+def _run_call(
+    runner: PlanRunner,
+    executor: ToolExecutor,
+    decision: Decision,
+    call: ToolCallRequest,
+    number: int,
+) -> None:
+    """Run one call of ``decision``; a guard that stops it asks a person."""
+    try:
+        outcome = executor.run(decision, call, number)
+    except ToolCallBlocked as blocked:
+        approval = runner.gates.ask(
+            ApprovalKind.GUARD,
+            blocked.tool,
+            f"Allow {blocked.tool}? {blocked.reason}",
+            decision.decision_id,
+        )
+        raise WaitForApproval(approval) from blocked
+    runner.refresh_seal(call, outcome)
+
+
+def _reads_only(runner: PlanRunner, call: ToolCallRequest) -> bool:
+    spec = runner.registry.get(call.tool)
+    return spec is not None and spec.reads_only
 
 
 def fixer(runner: PlanRunner, reasoner: Reasoner, state: ActorState) -> Fixer:
