@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from cleveragents_tui.actors.base import Proposal
 
 RESULT = "result of "  # how a result note begins
 RESULT_KEPT = 2000  # characters of a call's output a note keeps: its start and its end
+RESULTS_WHOLE = 12  # the last call results kept whole; older ones by their first line
 ARGUMENTS_KEPT = 300  # characters of a call's arguments a note keeps
 
 _NOTE = re.compile(r"^decision (?P<key>[a-z0-9][a-z0-9_-]{0,63}) \[(?P<type>[a-z_]+)\]")
@@ -46,6 +47,17 @@ def result_note(
         head = RESULT_KEPT * 3 // 5
         text = f"{text[:head]}\n[… {len(text) - RESULT_KEPT} characters …]\n{text[-(RESULT_KEPT - head) :]}"
     return f"{RESULT}{key} call {number}: {tool} {said}: {how}\n<output>\n{text}\n</output>"
+
+
+def with_notes(notes: Sequence[str], *added: str) -> list[str]:
+    """``notes`` with ``added``, the call results but the last :data:`RESULTS_WHOLE` cut to
+    their first line (the call and how it went): the state, every decision's context and
+    the model's prompt stay bounded however long the plan runs."""
+    kept = [*notes, *added]
+    results = [i for i, note in enumerate(kept) if note.startswith(RESULT) and "\n" in note]
+    for i in results[:-RESULTS_WHOLE]:
+        kept[i] = kept[i].split("\n", 1)[0] + " (output no longer kept)"
+    return kept
 
 
 def keys_in_notes(notes: Iterable[str]) -> tuple[str, ...]:

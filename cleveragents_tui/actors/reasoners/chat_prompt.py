@@ -9,14 +9,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cleveragents_tui.actors.base import ActorState, FailedCall
-from cleveragents_tui.actors.notes import RESULT
 from cleveragents_tui.domain.enums import DecisionType, Phase
 from cleveragents_tui.domain.tool import ToolSpec
 
 RECORD_DECISION = "record_decision"
 FINISH_PHASE = "finish_phase"
 FIX_FAILURE = "fix_failure"
-RESULTS_SHOWN = 12  # call results the model is sent whole; older ones by their first line
 FAILED_OUTPUT_SHOWN = 4000  # characters of a failed check's output the model sees (its end)
 WHOLE_PLAN = "*"  # the guidance key that targets every decision
 
@@ -95,18 +93,6 @@ REPLACE_RULES = (
 FIX_REMINDER = (
     f"Your reply called no tool. Reply again by calling {FIX_FAILURE}. Do not answer in plain text."
 )
-
-
-def shown_notes(notes: Sequence[str]) -> list[str]:
-    """The actor's notes as the model is sent them: the last :data:`RESULTS_SHOWN` call
-    results whole, older ones by their first line (the call and how it went), so a long plan's
-    prompt stays bounded."""
-    results = [i for i, note in enumerate(notes) if note.startswith(RESULT)]
-    older = set(results[:-RESULTS_SHOWN]) if len(results) > RESULTS_SHOWN else set()
-    return [
-        note.split("\n", 1)[0] + " (output no longer shown)" if i in older else note
-        for i, note in enumerate(notes)
-    ]
 
 
 def fix_text(failed: FailedCall) -> str:

@@ -16,7 +16,7 @@ from cleveragents_tui.actors.base import (
     Reasoner,
     ToolCallRequest,
 )
-from cleveragents_tui.actors.notes import decision_note, result_note
+from cleveragents_tui.actors.notes import decision_note, result_note, with_notes
 from cleveragents_tui.automation.escalation import EscalationContext
 from cleveragents_tui.domain.approval import ApprovalKind
 from cleveragents_tui.domain.decision import ActorStateRef, Decision
@@ -94,7 +94,7 @@ def step(
     notes = [decision_note(proposal)]
     if proposal.tool_calls:
         notes += _results(runner, decision_id)
-    return {"position": state["position"] + 1, "notes": [*state["notes"], *notes]}
+    return {"position": state["position"] + 1, "notes": with_notes(state["notes"], *notes)}
 
 
 def _results(runner: PlanRunner, decision_id: str) -> list[str]:

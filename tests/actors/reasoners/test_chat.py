@@ -24,7 +24,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
 from cleveragents_tui.actors.base import ActorState, FailedCall, Fix, Proposal, ToolCallRequest
-from cleveragents_tui.actors.notes import decision_note, keys_in_notes, result_note
+from cleveragents_tui.actors.notes import decision_note, keys_in_notes, result_note, with_notes
 from cleveragents_tui.actors.reasoners.chat import (
     FINISH_PHASE,
     FIX_FAILURE,
@@ -697,23 +697,18 @@ def test_a_long_output_is_kept_by_its_start_and_its_end() -> None:
     assert "characters …]" in kept and len(kept) < 2100
 
 
-def test_the_model_is_sent_the_last_results_whole_and_older_ones_by_their_call(
-    make: Make,
-) -> None:
-    notes = ["decision approach [strategy_choice]: How? -> this way"] + [
-        note
-        for n in range(1, 15)
-        for note in (
+def test_the_last_results_are_kept_whole_and_older_ones_by_their_call() -> None:
+    notes: list[str] = []
+    for n in range(1, 15):
+        notes = with_notes(
+            notes,
             f"decision step-{n} [tool_invocation]: Read {n} -> read",
             result_note(f"step-{n}", 1, "fs/read", {"path": f"f{n}"}, True, f"content {n}"),
         )
-    ]
-    reasoner, model = make(record(**IMPLEMENTATION))
 
-    reasoner.propose(state(phase=Phase.EXECUTE, notes=notes), Phase.EXECUTE)
-
-    sent = text_of(model.received[-1])
-    assert "content 1\n" not in sent and "content 2\n" not in sent  # older than the last 12
-    assert 'result of step-2 call 1: fs/read {"path":"f2"}: ok (output no longer shown)' in sent
-    assert all(f"<output>\ncontent {n}\n</output>" in sent for n in range(3, 15))
-    assert "decision step-1 [tool_invocation]" in sent  # the decisions all stay
+    text = "\n".join(notes)
+    assert "content 1\n" not in text and "content 2\n" not in text  # older than the last 12
+    assert 'result of step-2 call 1: fs/read {"path":"f2"}: ok (output no longer kept)' in notes
+    assert all(f"<output>\ncontent {n}\n</output>" in text for n in range(3, 15))
+    assert "decision step-1 [tool_invocation]: Read 1 -> read" in notes  # decisions all stay
+    assert with_notes(notes) == notes  # cut once
