@@ -19,12 +19,13 @@ import pytest
 
 pytest.importorskip("langchain_openai")
 
+from cleveragents_tui import failpoints
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.preview import preview
-from cleveragents_tui.engine.run.lifecycle import apply_plan
+from cleveragents_tui.engine.run.lifecycle import apply_plan, resume_plan
 from cleveragents_tui.store.store import Store
 from tests.support.chat_plans import RESOURCE, chat_options, edit, files, run_chat_plan, write
 from tests.support.openai_server import (
@@ -269,3 +270,42 @@ def test_a_failed_edit_that_changed_nothing_is_replaced_without_asking_to_restor
     assert (plan.phase, asked.question) == (Phase.EXECUTE, "Execute complete. Apply the changes?")
     assert restored == []
     assert [ok for tool, ok, _ in _runs(store, plan) if tool == "local/run-tests"] == [True]
+
+
+def test_a_run_stopped_inside_a_replacement_finishes_it_without_asking_again(
+    tmp_path: Path, openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after the first of the two calls made in the missed edit's place: the next
+    run makes the second, not the missed edit nor the first again, and asks the model
+    nothing about it; the plan lands what a plan whose model made both at first lands."""
+    note = write("NOTES.md", "greets the world\n")
+    openai_server.add(*_replies(MISSED, TESTS), _instead(RIGHT, note))
+    store = Store.open(str(tmp_path / "fixed.db"))
+    monkeypatch.setenv(failpoints.ENV_VAR, "tool.recorded@local/edit-file#2")
+    failpoints.reset()
+    with pytest.raises(failpoints.InjectedFault):
+        _run(store, openai_server, tmp_path, "fixed")
+    monkeypatch.delenv(failpoints.ENV_VAR)
+    failpoints.reset()
+    with store.unit_of_work() as uow:
+        [stopped] = uow.plans.all()
+    asked = len(openai_server.completions)
+
+    openai_server.add(finish_phase())
+    plan = resume_plan(store, stopped.plan_id, chat_options(tmp_path, "fixed", openai_server))
+
+    assert plan.state is PlanState.APPLIED
+    assert [c.tool_names for c in openai_server.completions[asked:]] == [
+        ["record_decision", "finish_phase"]  # the next decision; no fix asked again
+    ]
+    assert [(tool, ok) for tool, ok, _ in _runs(store, plan)][2:] == [
+        ("local/edit-file", False),
+        ("local/run-tests", True),
+        ("local/edit-file", True),
+        ("local/write-file", True),
+    ]
+    store_right = Store.open(str(tmp_path / "oracle.db"))
+    openai_server.add(*_replies(RIGHT, note, TESTS), finish_phase())
+    right, right_folder = _run(store_right, openai_server, tmp_path, "right")
+    assert right.state is PlanState.APPLIED
+    assert files(tmp_path / "fixed") == files(right_folder)
