@@ -55,8 +55,7 @@ def step(
     if redone is not None:
         # The step ran before and recorded its decision, then stopped (a guard, a failed
         # call, a crash): finish what the decision called for; do not ask again.
-        proposal = _resume_step(runner, executor, phase, redone, fixes)
-        decision_id = redone
+        proposal, decision = _resume_step(runner, executor, phase, redone, fixes)
     else:
         found = runner.police.propose(reasoner, state, phase)  # its model calls recorded
         if found is None:
@@ -85,7 +84,6 @@ def step(
         _finish_step(
             runner, executor, phase, proposal, decision, fixes, calls_done=0, spawned=False
         )
-        decision_id = decision.decision_id
     if proposal.revise_strategy:  # also when a re-run step finds its decision recorded
         reason = (
             proposal.rationale or f"the constraints of {proposal.revise_strategy} are too tight"
@@ -93,20 +91,21 @@ def step(
         raise ReviseStrategy(proposal.revise_strategy, reason)
     notes = [decision_note(proposal)]
     if proposal.tool_calls:
-        notes += _results(runner, decision_id)
+        notes += _results(runner, decision)
     return {"position": state["position"] + 1, "notes": with_notes(state["notes"], *notes)}
 
 
-def _results(runner: PlanRunner, decision_id: str) -> list[str]:
+def _results(runner: PlanRunner, decision: Decision) -> list[str]:
     """A note of what each call of the decision returned, and each call its retries made
-    (a fix, a call made in a failed one's place), in the order they ran."""
+    (a fix, a call made in a failed one's place), in the order they ran. One read when no
+    call failed (no retry was made)."""
     with runner.store.unit_of_work() as uow:
-        decision = uow.decisions.get(decision_id)
-        made = [(decision, uow.tool_invocations.for_decision(decision_id))]
-        prefix = f"{RECOVER}:{decision.step_key or decision_id}:"
-        for child in uow.decisions.current_children(decision_id):
-            if (child.step_key or "").startswith(prefix):
-                made.append((child, uow.tool_invocations.for_decision(child.decision_id)))
+        made = [(decision, uow.tool_invocations.for_decision(decision.decision_id))]
+        if any(run.ok is False for run in made[0][1]):
+            prefix = f"{RECOVER}:{decision.step_key or decision.decision_id}:"
+            for child in uow.decisions.current_children(decision.decision_id):
+                if (child.step_key or "").startswith(prefix):
+                    made.append((child, uow.tool_invocations.for_decision(child.decision_id)))
     runs = [
         (
             run.created_at,
@@ -122,10 +121,10 @@ def _results(runner: PlanRunner, decision_id: str) -> list[str]:
 
 def _resume_step(
     runner: PlanRunner, executor: ToolExecutor, phase: Phase, decision_id: str, fixes: Fixer | None
-) -> Proposal:
+) -> tuple[Proposal, Decision]:
     """Run the tool calls of a recorded decision that have no record yet, and its spawns
     if they did not happen; returns the proposal as it was recorded (from the decision
-    and what its stored context says follows it)."""
+    and what its stored context says follows it), and the decision."""
     with runner.store.unit_of_work() as uow:
         decision = uow.decisions.get(decision_id)
         body = uow.contexts.get(decision.context_snapshot.hot_context_hash or "")
@@ -148,7 +147,7 @@ def _resume_step(
         revise_strategy=follows.get("revise_strategy"),
     )
     _finish_step(runner, executor, phase, proposal, decision, fixes, calls_done, spawned)
-    return proposal
+    return proposal, decision
 
 
 def _finish_step(
