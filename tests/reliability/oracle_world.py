@@ -44,7 +44,7 @@ from hypothesis import strategies as st
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import DecisionType, Phase
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.run.failures import RECOVER
+from cleveragents_tui.engine.run.recoveries import RECOVER
 from cleveragents_tui.engine.run.runner import RunOptions
 from cleveragents_tui.store.store import Store
 

@@ -35,7 +35,7 @@ from cleveragents_tui.engine.correct.model import (
     Tier,
     copied,
 )
-from cleveragents_tui.engine.run.failures import is_retry
+from cleveragents_tui.engine.run.recoveries import is_retry
 
 if TYPE_CHECKING:
     from cleveragents_tui.engine.correct.snapshot import Snapshot

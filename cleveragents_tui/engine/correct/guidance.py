@@ -37,8 +37,8 @@ from cleveragents_tui.domain.action import Action, DecisionPoint
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.engine.run.failures import STOP_AND_ASK, is_retry
 from cleveragents_tui.engine.run.plans import SCRIPTED_ACTOR
+from cleveragents_tui.engine.run.recoveries import STOP_AND_ASK, is_retry
 
 
 @dataclass(frozen=True)

@@ -27,120 +27,49 @@ same failure where it stopped, without re-running what passed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from cleveragents_tui.actors.base import ActorState, FailedCall, Fix, Proposal, ToolCallRequest
+from cleveragents_tui.actors.base import FailedCall, Fix, Proposal, ToolCallRequest
 from cleveragents_tui.automation.escalation import EscalationContext
 from cleveragents_tui.automation.limits import validation_retry_allowed
 from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.decision import Decision
-from cleveragents_tui.domain.display import shorten
-from cleveragents_tui.domain.enums import DecisionType, Phase
+from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.profile import AutomationFlag
 from cleveragents_tui.domain.tool import ToolCategory, ToolInvocation, ToolSpec
 from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.engine.core.recorder import record_decision
 from cleveragents_tui.engine.core.tool_calls import ToolCallBlocked
 from cleveragents_tui.engine.run import restore_on_failure
+from cleveragents_tui.engine.run.recoveries import (
+    ESCALATE,
+    RECOVER,
+    RETRY,
+    STOP_AND_ASK,
+    SUMMARY,
+    Recoveries,
+    Retry,
+    decision_type_of,
+    failure_key,
+    key_base,
+    planned_calls,
+    ran_line,
+    stored_context,
+    summary,
+)
 from cleveragents_tui.store.correction_queries import failed_calls
 
 if TYPE_CHECKING:
     from cleveragents_tui.engine.core.tool_calls import ToolExecutor
     from cleveragents_tui.engine.run.runner import PlanRunner
 
-RETRY = "retry"
-ESCALATE = "escalate"
-FAILURE_KEY = "failure"
-RECOVER = "recover"  # step keys of recovery decisions: recover:<step>:<call>:retry-N / escalate
-SUMMARY = 160  # characters of a failure's output kept in questions and decisions
 MADE_SHOWN = 2000  # characters of each earlier call's arguments a fix is asked with
 CALL_FAILED = "call_failed"  # event: a failed run, logged before the decision that answers it
 
-STOP_AND_ASK = "Stop and ask a person"  # a recovery decision's other option
 NO_FIX = Fix(())  # a retry that runs the failed call again as it is
 Fixer = Callable[[FailedCall], Fix | None]
 """Asks the failed decision's actor for a fix (steps.py binds it to the reasoner)."""
-
-
-@dataclass(frozen=True)
-class _Retry:
-    """One retry decision: the failed call it answers, the calls it makes (a validation's
-    fix, then the validation; for any other call, the calls made in its place, or the call
-    again), how many of them ran, and its runs so far."""
-
-    decision: Decision
-    failed: ToolCallRequest
-    calls: tuple[ToolCallRequest, ...]
-    runs: tuple[ToolInvocation, ...] = ()
-    replaces: bool = False  # its calls are made in the failed call's place
-
-    @property
-    def ran(self) -> int:
-        return len(self.runs)
-
-    @property
-    def outcome(self) -> ToolInvocation | None:
-        """How the retry went (None: not all its calls ran): the first of its calls that
-        failed, else its last. A validation's fix that failed yet left the validation
-        passing still passes: the validation is what the retry checks."""
-        if len(self.runs) < len(self.calls):
-            return None
-        last = self.runs[len(self.calls) - 1]
-        if not self.replaces:  # the call ran again, after any fix
-            return last
-        return next((r for r in self.runs[: len(self.calls)] if not r.ok), last)
-
-    @property
-    def fixed_by(self) -> tuple[ToolInvocation, ...]:
-        """The runs of the calls made before the failed call ran again (all of them when
-        the retry replaced it)."""
-        made = self.runs[: len(self.calls)]
-        return made if self.replaces else made[:-1]
-
-
-@dataclass(frozen=True)
-class _Recoveries:
-    """What the store says about one failed call: the recovery decisions so far, in order,
-    and the runs of the decision that made it (the failed call's, and what came before)."""
-
-    retries: tuple[_Retry, ...]
-    escalation: Decision | None
-    made: tuple[ToolInvocation, ...]
-
-    @property
-    def passed(self) -> bool:
-        return any(r.outcome is not None and r.outcome.ok for r in self.retries)
-
-
-def is_retry(decision: Decision) -> bool:
-    """A retry decision (``recover:STEP:N:retry-K``), made by the system for a failed call."""
-    key = decision.step_key or ""
-    return key.startswith(f"{RECOVER}:") and key.rpartition(":")[2].startswith(f"{RETRY}-")
-
-
-def chosen_by_a_person(state: ActorState, failed: FailedCall) -> Fix | None:
-    """A stop a person chose for this failure when correcting one of its retries (``plan
-    correct --choose``, the app's pick: pinned in the guidance the actor was forked with);
-    the latest pick decides. None: the actor is asked as usual."""
-    prefix = f"{RECOVER}:{failed.step_key}:{failed.number}:"
-    picks = [
-        entry
-        for entry in state.get("guidance", [])
-        if isinstance(entry, dict)
-        and str(entry.get("key", "")).startswith(prefix)
-        and "choose" in entry
-    ]
-    if not picks or picks[-1]["choose"] != STOP_AND_ASK:
-        return None
-    return Fix((), f"a person chose it, correcting the retry: {picks[-1].get('text', '')}", True)
-
-
-def failure_key(decision_id: str, number: int) -> str:
-    """The approval key of the escalation of call ``number`` of a decision."""
-    return f"{FAILURE_KEY}:{decision_id}:{number}"
 
 
 class FailureHandling:
@@ -194,7 +123,7 @@ class FailureHandling:
                 recorded = self._record(decision, spec, call, number, found, choice, fix)
                 if not fix.ask:
                     calls, replaces = self._calls(spec, call, fix), self._replaces(spec, fix)
-                    self._retry(_Retry(recorded, call, calls, replaces=replaces))
+                    self._retry(Retry(recorded, call, calls, replaces=replaces))
             else:  # the loop asks, or finds the question the flag's gate stored
                 self._record(decision, spec, call, number, found, ESCALATE)
 
@@ -205,8 +134,8 @@ class FailureHandling:
             runs = uow.tool_invocations.for_decision(decision.decision_id)
         return runs[number] if number < len(runs) else None
 
-    def _recoveries(self, decision: Decision, number: int, call: ToolCallRequest) -> _Recoveries:
-        prefix = f"{_key_base(decision, number)}:"
+    def _recoveries(self, decision: Decision, number: int, call: ToolCallRequest) -> Recoveries:
+        prefix = f"{key_base(decision, number)}:"
         with self._runner.store.unit_of_work() as uow:
             mine = [
                 d
@@ -219,14 +148,14 @@ class FailureHandling:
                 if (d.step_key or "").endswith(ESCALATE):
                     continue
                 runs = tuple(uow.tool_invocations.for_decision(d.decision_id))
-                stored = _stored(uow.contexts.get(d.context_snapshot.hot_context_hash or ""))
-                calls = _planned(stored) or (call,)  # recorded before fixes: the call alone
-                retries.append(_Retry(d, call, calls, runs, bool(stored.get("replaces"))))
+                stored = stored_context(uow.contexts.get(d.context_snapshot.hot_context_hash or ""))
+                calls = planned_calls(stored) or (call,)  # recorded before fixes: the call alone
+                retries.append(Retry(d, call, calls, runs, bool(stored.get("replaces"))))
         escalation = next((d for d in mine if (d.step_key or "").endswith(ESCALATE)), None)
-        return _Recoveries(tuple(retries), escalation, made)
+        return Recoveries(tuple(retries), escalation, made)
 
     @staticmethod
-    def _last_output(number: int, found: _Recoveries) -> str:
+    def _last_output(number: int, found: Recoveries) -> str:
         """All the last run of the call said (its latest retry's, else its first run's)."""
         runs = [r.outcome for r in found.retries if r.outcome is not None]
         last = runs[-1] if runs else (found.made[number] if number < len(found.made) else None)
@@ -248,7 +177,7 @@ class FailureHandling:
         return allowed
 
     def _may_retry(
-        self, decision: Decision, spec: ToolSpec, number: int, found: _Recoveries
+        self, decision: Decision, spec: ToolSpec, number: int, found: Recoveries
     ) -> bool:
         """Within the retry budget, and the profile's flag proceeds at this confidence; below
         its threshold the flag's gate stores the question (with the confidence, the threshold
@@ -263,7 +192,7 @@ class FailureHandling:
         context = EscalationContext(
             plan_id=decision.plan_id,
             question=self._question(decision, spec, number, found),
-            decision_type=_decision_type(validation),
+            decision_type=decision_type_of(validation),
             decision_id=decision.decision_id,
             project=self._runner.plan().project,
             tools=(spec,),
@@ -295,12 +224,12 @@ class FailureHandling:
         spec: ToolSpec,
         call: ToolCallRequest,
         number: int,
-        found: _Recoveries,
+        found: Recoveries,
         choice: str,
         fix: Fix = NO_FIX,
     ) -> Decision:
         validation = self._is_validation(spec)
-        output = _summary(self._last_output(number, found))
+        output = summary(self._last_output(number, found))
         tries = len(found.retries) + 1
         what = "validation" if validation else "tool call"
         retry = f"Retry {spec.name}"
@@ -315,13 +244,13 @@ class FailureHandling:
             else:
                 done = f"Replace the failed {spec.name} with {fixed}"
             chosen = f"{done} (retry {tries} of {self._retries_allowed(spec)})"
-            key = f"{_key_base(decision, number)}:{RETRY}-{tries}"
+            key = f"{key_base(decision, number)}:{RETRY}-{tries}"
             rationale = fix.rationale or (
                 f"{self._runner.profile.name} retries failed calls automatically"
             )
         else:
             chosen = escalate
-            key = f"{_key_base(decision, number)}:{ESCALATE}"
+            key = f"{key_base(decision, number)}:{ESCALATE}"
             rationale = (
                 f"the execution actor makes no fix: {fix.rationale or 'it asks a person'}"
                 if fix.ask
@@ -330,7 +259,7 @@ class FailureHandling:
             )
         proposal = Proposal(
             key=key,
-            decision_type=_decision_type(validation),
+            decision_type=decision_type_of(validation),
             question=f"The {what} {spec.name} failed ({output}). What now?",
             chosen_option=chosen,
             alternatives=(retry, escalate),
@@ -358,12 +287,12 @@ class FailureHandling:
         )
 
     def _said_failed(
-        self, decision: Decision, spec: ToolSpec, number: int, found: _Recoveries
+        self, decision: Decision, spec: ToolSpec, number: int, found: Recoveries
     ) -> None:
         """The failure in the plan's event log, before the fix is asked for and the decision
         that answers it is recorded: progress lines and the app's status say what failed."""
         run = 1 + sum(1 for r in found.retries if r.outcome is not None)
-        output = _summary(self._last_output(number, found))
+        output = summary(self._last_output(number, found))
         with self._runner.store.unit_of_work(write=True) as uow:
             uow.events.append(
                 CALL_FAILED,
@@ -383,7 +312,7 @@ class FailureHandling:
         spec: ToolSpec,
         call: ToolCallRequest,
         number: int,
-        found: _Recoveries,
+        found: Recoveries,
     ) -> Fix:
         """What the actor does about the failure (nothing without a fixer): for a
         validation, the fix made before it runs again; for any other call, the calls made in
@@ -392,7 +321,7 @@ class FailureHandling:
             return NO_FIX
         output = self._last_output(number, found)
         tried = tuple(
-            f"retry {n}: {_ran(run, SUMMARY)}"
+            f"retry {n}: {ran_line(run, SUMMARY)}"
             for n, retry in enumerate(found.retries, 1)
             for run in retry.fixed_by
         )
@@ -401,13 +330,13 @@ class FailureHandling:
             call,
             output,
             tried,
-            tuple(_ran(run, MADE_SHOWN) for run in found.made[:number]),
+            tuple(ran_line(run, MADE_SHOWN) for run in found.made[:number]),
             validation=self._is_validation(spec),
             number=number,
         )
         return self._fixer(failed) or NO_FIX
 
-    def _retry(self, retry: _Retry) -> None:
+    def _retry(self, retry: Retry) -> None:
         """Run the retry's calls that have not run, in order: its fix, then the failed call.
         A guard that stops one of them asks, as a step's call does, and the run goes on from
         there when resumed."""
@@ -432,8 +361,8 @@ class FailureHandling:
                 raise WaitForApproval(approval) from blocked
             self._runner.refresh_seal(call, outcome)
 
-    def _question(self, decision: Decision, spec: ToolSpec, number: int, found: _Recoveries) -> str:
-        output = _summary(self._last_output(number, found))
+    def _question(self, decision: Decision, spec: ToolSpec, number: int, found: Recoveries) -> str:
+        output = summary(self._last_output(number, found))
         runs = 1 + sum(1 for r in found.retries if r.outcome is not None)
         return (
             f"{spec.name} failed in step {decision.step_key or decision.decision_id} "
@@ -441,7 +370,7 @@ class FailureHandling:
             "deny to stop here and correct the decision or cancel the plan."
         )
 
-    def _ask(self, decision: Decision, spec: ToolSpec, number: int, found: _Recoveries) -> Approval:
+    def _ask(self, decision: Decision, spec: ToolSpec, number: int, found: Recoveries) -> Approval:
         """The retries are used up: a person decides."""
         return self._runner.gates.ask(
             ApprovalKind.ESCALATION,
@@ -449,43 +378,3 @@ class FailureHandling:
             self._question(decision, spec, number, found),
             decision.decision_id,
         )
-
-
-def _ran(run: ToolInvocation, width: int) -> str:
-    """A call as its actor is told it: the tool, its arguments (cut to ``width``) and how it
-    went."""
-    arguments = shorten(json.dumps(run.arguments, separators=(",", ":"), ensure_ascii=False), width)
-    how = "ok" if run.ok else "failed"
-    return f"{run.tool} {arguments}: {how}: {_summary(run.output or '')}"
-
-
-def _stored(body: str | None) -> dict[str, Any]:
-    return json.loads(body) if body else {}
-
-
-def _planned(stored: dict[str, Any]) -> tuple[ToolCallRequest, ...]:
-    """The calls a retry decision's stored context says it makes (none before fixes)."""
-    return tuple(ToolCallRequest(c["tool"], c["arguments"]) for c in stored.get("tool_calls", ()))
-
-
-def _key_base(decision: Decision, number: int) -> str:
-    return f"{RECOVER}:{decision.step_key or decision.decision_id}:{number}"
-
-
-def _decision_type(validation: bool) -> DecisionType:
-    return DecisionType.VALIDATION_RESPONSE if validation else DecisionType.ERROR_RECOVERY
-
-
-def _summary(output: str) -> str:
-    """The line of a tool's output that says most about the failure, kept short: the first
-    line (a command's exit status), then the first that names a failure, else the last (where
-    a program that exits with a message says it)."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    telling = [
-        line for line in lines if line.startswith(("FAIL", "ERROR", "error", "refused", "Error"))
-    ]
-    if not lines:
-        return "no output"
-    detail = telling[0] if telling else lines[-1]
-    said = lines[0] if detail == lines[0] else f"{lines[0]}: {detail}"
-    return said if len(said) <= SUMMARY else said[: SUMMARY - 1] + "…"

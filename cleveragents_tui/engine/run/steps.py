@@ -26,13 +26,9 @@ from cleveragents_tui.engine.core.recorder import record_decision
 from cleveragents_tui.engine.core.tool_calls import ToolCallBlocked, ToolExecutor
 from cleveragents_tui.engine.run import children
 from cleveragents_tui.engine.run.errors import ReviseStrategy, WaitForApproval
-from cleveragents_tui.engine.run.failures import (
-    RECOVER,
-    FailureHandling,
-    Fixer,
-    chosen_by_a_person,
-)
+from cleveragents_tui.engine.run.failures import FailureHandling, Fixer
 from cleveragents_tui.engine.run.plans import ROOT_KEY
+from cleveragents_tui.engine.run.recoveries import RECOVER, chosen_by_a_person
 
 if TYPE_CHECKING:
     from cleveragents_tui.engine.run.runner import PlanRunner
