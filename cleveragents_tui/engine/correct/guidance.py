@@ -24,7 +24,7 @@ model reads the guidance itself) — has no alternatives here, and nothing is re
 A retry of a failed call (made by the system, whichever actor) has two: retry (the actor
 fixes or replaces the call again, with the guidance) and stop and ask a person. The replay
 takes the first unless the user names the second; the pick reaches the failure's
-handling through the pinned guidance (engine/run/failures.py, ``chosen_by_a_person``).
+handling through the pinned guidance (engine/run/recoveries.py, ``chosen_by_a_person``).
 """
 
 from __future__ import annotations
