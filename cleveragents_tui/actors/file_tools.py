@@ -106,6 +106,9 @@ class ReadFile(FileTool):
         name="local/read-file",
         category=ToolCategory.READ,
         description="Read a text file of a resource (UTF-8; at most 64 KiB shown).",
+        # what it read is what the actor decided on next: a revert that rolls the file
+        # back reads it again (as a test run runs again), so a model sees the new content
+        side_effects=("reads:files",),
     )
     params = (RESOURCE, PATH)
 

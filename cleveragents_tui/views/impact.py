@@ -73,7 +73,7 @@ def impact_view(impact: Impact, row_of: RowOf | None = None, *, alternatives: bo
     if impact.remade:
         sections.append(
             Section(
-                "re-made because the resources they wrote or tested roll back",
+                "re-made because the resources they wrote, tested or read roll back",
                 tuple(
                     Row(
                         "",

@@ -91,12 +91,13 @@ def test_the_model_is_sent_the_file_it_read_before_its_next_decision(
 def test_a_correction_rewinds_what_the_model_was_sent_with_the_decisions(
     tmp_path: Path, openai_server: OpenAIServer
 ) -> None:
-    """Correcting the seed re-makes it and what depended on it: the replay's model reads the
-    new file, and is no longer sent what the superseded read returned."""
+    """Correcting the seed rolls greet.py back, so the later read, which depends on nothing
+    the correction changed, is re-made too (it read the erased file): the replay's model
+    reads the new file, and is no longer sent what the superseded read returned."""
     openai_server.add(
         *_strategy(),
         _step("seed", write("greet.py", GREETING)),
-        _step("read", READ, depends="seed"),
+        _step("read", READ),
         finish_phase(),
     )
     store = Store.open(str(tmp_path / "plan.db"))
@@ -106,10 +107,11 @@ def test_a_correction_rewinds_what_the_model_was_sent_with_the_decisions(
     seed = decisions_by_key(store, plan.plan_id)["seed"]
     openai_server.add(
         _step("seed", write("greet.py", 'GREETING = "Hey"\n')),
-        _step("read", READ, depends="seed"),
+        _step("read", READ),
         finish_phase(),
     )
     impact = preview(store, seed, CorrectionMode.REVERT, "greet with Hey")
+    assert [r.step_key for r in impact.remade] == ["read"]
     execute(
         store,
         impact,
