@@ -24,6 +24,7 @@ from cleveragents_tui import failpoints
 from cleveragents_tui.automation.profiles import ProfileRegistry
 from cleveragents_tui.domain.approval import ApprovalKind
 from cleveragents_tui.domain.enums import CorrectionMode, DecisionType, Phase, PlanState
+from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.profile import AutomationGuard
 from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.preview import preview
@@ -321,6 +322,8 @@ def test_choosing_to_be_asked_for_a_fix_rolls_it_back_and_asks_as_a_plan_that_ne
     escalation = f"{fix.rpartition(':')[0]}:escalate"
     with sqlite_store.unit_of_work() as uow:
         stop = uow.decisions.get(decisions_by_key(sqlite_store, plan.plan_id)[escalation])
+    with pytest.raises(UserError, match="stopped to ask a person about a failed call"):
+        preview(sqlite_store, stop.decision_id, CorrectionMode.REVERT, "retry", choose=1)
     assert stop.rationale == (
         "the execution actor makes no fix: a person chose it, correcting the retry: "
         "I will fix it myself"

@@ -38,7 +38,7 @@ from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine.run.plans import SCRIPTED_ACTOR
-from cleveragents_tui.engine.run.recoveries import STOP_AND_ASK, is_retry
+from cleveragents_tui.engine.run.recoveries import STOP_AND_ASK, is_recovery, is_retry
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,13 @@ def alternatives(
         return _retry_alternatives(decision, choose)
     point = _scripted_point(action, decision)
     if point is None:
+        if choose is not None and is_recovery(decision):
+            raise UserError(
+                f"decision {decision.decision_id} stopped to ask a person about a failed "
+                "call: there are no alternatives to choose from",
+                "answer its question (agents approval list), or correct the decision whose "
+                "call failed",
+            )
         if choose is not None:
             raise UserError(
                 f"decision {decision.decision_id} was not made by the scripted reasoner, so "

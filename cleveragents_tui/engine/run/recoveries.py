@@ -72,10 +72,15 @@ class Recoveries:
         return any(r.outcome is not None and r.outcome.ok for r in self.retries)
 
 
+def is_recovery(decision: Decision) -> bool:
+    """A decision the system made about a failed call: a retry, or a stop to ask a person."""
+    return (decision.step_key or "").startswith(f"{RECOVER}:")
+
+
 def is_retry(decision: Decision) -> bool:
     """A retry decision (``recover:STEP:N:retry-K``), made by the system for a failed call."""
     key = decision.step_key or ""
-    return key.startswith(f"{RECOVER}:") and key.rpartition(":")[2].startswith(f"{RETRY}-")
+    return is_recovery(decision) and key.rpartition(":")[2].startswith(f"{RETRY}-")
 
 
 def chosen_by_a_person(state: ActorState, failed: FailedCall) -> Fix | None:
