@@ -23,7 +23,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy, strict on domain/, engine/, sandbox/ and store/."""
+    """mypy over the package and the tests, strict on domain/, engine/, sandbox/ and store/."""
     session.install("-e", ".[dev]")
     session.run("mypy")
 

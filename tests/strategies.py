@@ -17,9 +17,7 @@ from cleveragents_tui.domain.enums import DecisionType, Phase
 from cleveragents_tui.domain.ids import new_ulid
 
 ulids = st.builds(new_ulid)
-text = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=60
-)
+text = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=60)
 required = text.filter(lambda s: s.strip() != "")
 names = st.from_regex(r"[a-z0-9][a-z0-9._-]{0,10}/[a-z0-9][a-z0-9._-]{0,10}", fullmatch=True)
 moments = st.datetimes(

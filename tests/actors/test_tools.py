@@ -221,7 +221,7 @@ def test_reads_and_validations_run_in_strategize(tool_world: ToolWorld) -> None:
 
 
 def test_note_write_is_called_exactly_for_writes(tool_world: ToolWorld) -> None:
-    quiet = [
+    quiet: list[tuple[str, dict[str, object]]] = [
         ("local/read-file", {"resource": GIT, "path": "README.md"}),
         ("local/read-file", {"resource": GIT, "path": "missing.md"}),
         ("local/edit-file", {"resource": GIT, "path": "README.md", "old": "nope", "new": "x"}),

@@ -37,6 +37,7 @@ def _history(store: Store, plan: Plan, kind: str, kept: int, superseded: int) ->
         plan_id=plan.plan_id,
         sequence_number=0,
         decision_type="prompt_definition",
+        phase="strategize",
         question="q",
         chosen_option="c",
     )
@@ -48,6 +49,7 @@ def _history(store: Store, plan: Plan, kind: str, kept: int, superseded: int) ->
                 parent_decision_id=root.decision_id,
                 sequence_number=i + 1,
                 decision_type=kind,
+                phase=DecisionType(kind).phase,
                 question="q",
                 chosen_option=f"c{i}",
             )

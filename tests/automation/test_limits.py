@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import TypedDict
+
 import pytest
 
 from cleveragents_tui.automation.limits import (
@@ -9,6 +11,14 @@ from cleveragents_tui.automation.limits import (
     validation_retry_allowed,
 )
 from cleveragents_tui.domain.limits import ActorLimits, OnExceed, PlanLimits
+
+
+class ActorUsage(TypedDict, total=False):
+    """What ``check_actor_limits`` is told was used (its keyword arguments but ``on_exceed``)."""
+
+    tool_calls_this_invocation: int
+    retries_of_this_tool: int
+    tokens_this_call: int
 
 
 def test_no_limits_means_no_breach() -> None:
@@ -72,7 +82,7 @@ def test_terminate_is_carried_in_the_breach() -> None:
         ({"tokens_this_call": 4097}, "max_tokens_per_call"),
     ],
 )
-def test_actor_limits(kwargs: dict[str, int], name: str) -> None:
+def test_actor_limits(kwargs: ActorUsage, name: str) -> None:
     limits = ActorLimits(
         max_tool_calls_per_invocation=10, max_retries_per_tool=3, max_tokens_per_call=4096
     )

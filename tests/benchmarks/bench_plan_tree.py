@@ -44,6 +44,7 @@ def build_plan(path: Path, count: int, seed: int = 7) -> str:
             parent_decision_id=None if n == 0 else ids[rng.randrange(n)],
             sequence_number=n,
             decision_type=kind,
+            phase=kind.phase,
             question=f"question {n}",
             chosen_option=f"option {n} " + "x" * rng.randrange(0, 40),
             confidence_score=rng.random(),

@@ -337,6 +337,7 @@ def _at_scale(count: int, repeat: int, url: str | None) -> Samples:
         spent = [0.0]
         _timing_sandbox(sandboxes.get(FILES), spent)
         work = sandboxes.get(FILES).workdir
+        assert work is not None
         notes = Path(tmp) / "notes"
         sent: list[Insert] = []  # every statement, and each transaction's end as COMMIT/ROLLBACK
 

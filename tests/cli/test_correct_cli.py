@@ -152,7 +152,7 @@ def test_plan_diff_of_a_plan_shows_its_latest_correction(
         f"error: plan {plan} has no correction to compare: correct one of its decisions "
         'first: agents plan correct DECISION --mode=revert --guidance "..."'
     ]
-    ids = []
+    ids: list[str] = []
     for guidance in ("use a greeter class", "keep it a plain function"):
         corrected = run(
             "plan", "correct", demo_plan["strategy"] if not ids else _current_strategy(run, plan),
@@ -175,7 +175,8 @@ def test_plan_diff_of_a_plan_shows_its_latest_correction(
 
 def _current_strategy(run: Run, plan: str) -> str:
     tree = json.loads(run("plan", "tree", plan, "--format=json").output)["decisions"]
-    return next(d["decision_id"] for d in tree if d["decision_type"] == "strategy_choice")
+    strategy: str = next(d["decision_id"] for d in tree if d["decision_type"] == "strategy_choice")
+    return strategy
 
 
 def test_preview_and_execute_run_over_a_frozen_heap(run: Run, demo_plan: dict[str, str]) -> None:

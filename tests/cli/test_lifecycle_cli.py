@@ -310,7 +310,9 @@ def test_apply_of_a_paused_plan_is_refused_and_answers_nothing(
 
 
 def _pending(run: Run) -> list[dict[str, str]]:
-    return json.loads(run("approval", "list", "--format=json").output)["approvals"]
+    listed = json.loads(run("approval", "list", "--format=json").output)
+    approvals: list[dict[str, str]] = listed["approvals"]
+    return approvals
 
 
 def test_a_child_cancelled_by_its_parents_correction_asks_nothing(

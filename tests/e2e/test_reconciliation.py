@@ -228,6 +228,7 @@ def test_a_revert_preview_names_the_files_changed_outside_the_plan(
     """The preview compares the sealed sandbox folder with its seal without opening the
     sandbox (the seal names the folder); a seal from before that opens it, as before."""
     env, plan, options, workdir = waiting
+    assert options.sandbox_base is not None
     seals = options.sandbox_base / plan.plan_id / SEAL_FILE
     if seal != "as written now":
         data = json.loads(seals.read_text("utf-8"))

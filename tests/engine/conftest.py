@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cleveragents_tui.domain.decision import Decision
+from cleveragents_tui.domain.enums import DecisionType
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
@@ -72,6 +73,7 @@ class World:
             parent_decision_id=self.root.decision_id,
             sequence_number=self.sequence,
             decision_type=kind,
+            phase=DecisionType(kind).phase,
             question="what next?",
             chosen_option=chosen,
         )
@@ -129,6 +131,7 @@ def world(tmp_path: Path, sqlite_store: Store) -> Iterator[World]:
         plan_id=plan.plan_id,
         sequence_number=0,
         decision_type="prompt_definition",
+        phase="strategize",
         question="goal?",
         chosen_option="change things",
     )

@@ -187,9 +187,9 @@ def test_budget_prunes_pre_write_first_and_refuses_rollback_to_a_pruned_decision
         rollback_to_decision(world.sandboxes, oldest.decision_id)
     report = rollback_to_decision(world.sandboxes, decisions[-3].decision_id)
     assert report.succeeded
-    assert (
-        world.sandboxes.get(FILES).workdir / "docs/guide.md"
-    ).read_text() == f"guide v{budget + 2}\n"  # type: ignore[operator]
+    workdir = world.sandboxes.get(FILES).workdir
+    assert workdir is not None
+    assert (workdir / "docs/guide.md").read_text() == f"guide v{budget + 2}\n"
     assert run_checks(world.store, world.base).problems == []
 
 

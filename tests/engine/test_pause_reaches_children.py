@@ -39,6 +39,7 @@ def _parent() -> tuple[Plan, Decision]:
         plan_id=parent.plan_id,
         sequence_number=0,
         decision_type="prompt_definition",
+        phase=Phase.STRATEGIZE,
         question="goal?",
         chosen_option="a family of plans",
     )

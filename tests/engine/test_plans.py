@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -69,6 +70,7 @@ def test_children_inherit_and_a_later_change_reaches_new_children_only(sqlite_st
         plan_id=parent.plan_id,
         sequence_number=0,
         decision_type="prompt_definition",
+        phase="strategize",
         question="q",
         chosen_option="c",
     )
@@ -98,8 +100,8 @@ def test_an_unknown_profile_is_refused(sqlite_store: Store) -> None:
 
 
 def test_a_custom_profile_locked_to_a_running_plan_cannot_be_replaced(
-    sqlite_store: Store, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
+    sqlite_store: Store, tmp_path: Path
+) -> None:
     from cleveragents_tui.automation.profiles import (
         ProfileError,
         ProfileRegistry,

@@ -5,11 +5,12 @@ of a plan with 10,000 calls cost 0.2 s), and adds up to what all of them say."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cleveragents_tui.engine.run.runner import PlanRunner
-from cleveragents_tui.store import usage_queries
+from cleveragents_tui.store import mapping
 from cleveragents_tui.store.usage_queries import MODEL_USAGE
 from tests.support.scale_plan import build
 
@@ -27,15 +28,15 @@ def test_each_check_reads_only_the_model_calls_recorded_since(
 ) -> None:
     scale = build(tmp_path, 5)
     read: list[object] = []
-    load_json = usage_queries.mapping.load_json
+    load_json = mapping.load_json  # what usage_queries calls, as mapping.load_json
 
-    def counted(*args: object) -> object:
-        read.append(args[-1])
-        return load_json(*args)  # type: ignore[arg-type]
+    def counted(table: str, key: str, column: str, raw: str | None) -> Any:
+        read.append(raw)
+        return load_json(table, key, column, raw)
 
     try:
         police = PlanRunner(scale.store, scale.plan_id, scale.options).police
-        monkeypatch.setattr(usage_queries.mapping, "load_json", counted)
+        monkeypatch.setattr(mapping, "load_json", counted)
         _calls(scale.store, scale.plan_id, *range(1, 41))
         first = police.usage()
         assert len(read) == 40

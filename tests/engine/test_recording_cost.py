@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,9 @@ def test_a_write_stored_by_another_process_joins_the_next_group(world: World) ->
     first = world.decision("before the other process wrote")
     store_execute_decision(world.sandboxes, first)
     other = PlanSandboxes(world.store, world.plan.plan_id, world.base)
-    (other.get(FILES).workdir / "docs" / "guide.md").write_text("written elsewhere\n")
+    elsewhere = other.get(FILES).workdir
+    assert elsewhere is not None
+    (elsewhere / "docs" / "guide.md").write_text("written elsewhere\n")
     other.note_write(FILES)
 
     second = world.decision("after it")
@@ -258,7 +261,7 @@ def test_a_checkpoint_made_elsewhere_makes_the_next_recording_count(world: World
 
     other = PlanSandboxes(world.store, world.plan.plan_id, world.base)
     heard = _counting_the_budget(world)
-    steps = [
+    steps: list[Callable[[], object]] = [
         lambda: store_execute_decision(world.sandboxes, world.decision("ours")),
         lambda: store_execute_decision(other, world.decision("another recorder's")),
         lambda: store_execute_decision(world.sandboxes, world.decision("ours again")),

@@ -8,6 +8,7 @@ import struct
 from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -320,9 +321,12 @@ def test_a_box_keeps_its_confidence_and_its_edges_meet_the_boxes(
 
     drawn: list[Figure] = []
     save = Figure.savefig
-    monkeypatch.setattr(
-        Figure, "savefig", lambda fig, *a, **k: (drawn.append(fig), save(fig, *a, **k))[1]
-    )
+
+    def savefig(fig: Figure, *args: Any, **kwargs: Any) -> None:
+        drawn.append(fig)
+        save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
     rows = [
         row(0, None),
         *(row(n, 0, decision_type="implementation_choice" * 2) for n in (1, 2, 3)),

@@ -13,14 +13,16 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.domain.ids import new_ulid
-from cleveragents_tui.sandbox.base import Sandbox, SandboxError, SandboxStrategy
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.sandbox.base import Sandbox, SandboxError
 from cleveragents_tui.sandbox.filesystem_copy import FilesystemCopyStrategy
-from cleveragents_tui.sandbox.overlay import OverlayStrategy
+from cleveragents_tui.sandbox.overlay import OverlaySandbox, OverlayStrategy
 from tests.sandbox.test_filesystem_copy import build_tree, fs_resource, tree_state
 from tests.sandbox.test_overlay import disk_state, mess_up, overlay_resource
 
@@ -36,9 +38,23 @@ def _copy_changes(sandbox: Sandbox) -> None:
     (workdir / "src" / "pkg").write_bytes(b"a file now")
 
 
-STRATEGIES: dict[str, tuple[Callable[[], SandboxStrategy], Callable[..., object], Callable[[Sandbox], None]]] = {
+def _overlay_changes(sandbox: Sandbox) -> None:
+    assert isinstance(sandbox, OverlaySandbox)  # the overlay strategy made it
+    mess_up(sandbox)
+
+
+class _Strategy(Protocol):
+    """What these tests use of a file sandbox's strategy: ``SandboxStrategy`` without its
+    ``name``, which these strategies keep on their class."""
+
+    def create(self, resource: Resource, plan_id: str, root: Path) -> Sandbox: ...
+
+    def open(self, resource: Resource, plan_id: str, root: Path) -> Sandbox: ...
+
+
+STRATEGIES: dict[str, tuple[Callable[[], _Strategy], Callable[[Path], Resource], Callable[[Sandbox], None]]] = {
     "filesystem_copy": (lambda: FilesystemCopyStrategy(durable=False), fs_resource, _copy_changes),
-    "overlay": (lambda: OverlayStrategy(durable=False), overlay_resource, mess_up),  # type: ignore[dict-item]
+    "overlay": (lambda: OverlayStrategy(durable=False), overlay_resource, _overlay_changes),
 }  # fmt: skip
 
 
@@ -48,7 +64,7 @@ def _made(tmp_path: Path, name: str, kind: str) -> tuple[Sandbox, Path, str]:
     real.mkdir()
     build_tree(real)
     plan_id = new_ulid()
-    sandbox = make().create(resource(real), plan_id, tmp_path / f"{name}-sandboxes")  # type: ignore[arg-type]
+    sandbox = make().create(resource(real), plan_id, tmp_path / f"{name}-sandboxes")
     change(sandbox)
     return sandbox, real, plan_id
 
@@ -81,7 +97,7 @@ def test_an_apply_stopped_at_any_write_is_finished_by_applying_again(
         with pytest.raises(failpoints.InjectedFault):
             sandbox.apply()
         monkeypatch.delenv(failpoints.ENV_VAR)
-        again = make().open(resource(real), plan_id, tmp_path / f"real{nth}-sandboxes")  # type: ignore[arg-type]
+        again = make().open(resource(real), plan_id, tmp_path / f"real{nth}-sandboxes")
         again.apply()
         assert _state(kind, real) == expected, f"stopped at write {nth}"
 

@@ -493,11 +493,13 @@ def ignore_rules_change(work: Path) -> None:
     (work / "kept.log").write_text("ignored at both\n")
 
 
+def flip_modes(work: Path) -> None:
+    (work / "README.md").chmod(0o755)
+    (work / "bin" / "run.sh").chmod(0o644)
+
+
 EDITS: dict[str, Callable[[Path], None]] = {
-    "mode only, both ways": lambda work: (
-        (work / "README.md").chmod(0o755),
-        (work / "bin" / "run.sh").chmod(0o644),
-    ),
+    "mode only, both ways": flip_modes,
     "files and folders swap places": swap_file_and_folder,
     "symlinks retargeted and retyped": swap_links,
     "deleted then added back": delete_and_add_back,

@@ -19,6 +19,7 @@ def _tree(store: Store) -> tuple[Decision, Decision, Decision]:
         plan_id=plan.plan_id,
         sequence_number=0,
         decision_type="prompt_definition",
+        phase="strategize",
         question="q",
         chosen_option="root",
     )
@@ -27,6 +28,7 @@ def _tree(store: Store) -> tuple[Decision, Decision, Decision]:
         parent_decision_id=root.decision_id,
         sequence_number=1,
         decision_type="strategy_choice",
+        phase="strategize",
         question="how?",
         chosen_option="sync",
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.orm import Session
 
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.store.unit_of_work import UnitOfWork
@@ -31,9 +32,13 @@ def _planned(store: Store, read: Callable[[UnitOfWork], object]) -> tuple[object
         planned[0] += 1
         return 0  # SQLITE_OK
 
+    def set_authorizer(session: Session) -> None:
+        dbapi = session.connection().connection.dbapi_connection
+        assert dbapi is not None  # a connection checked out of the pool holds its driver's
+        dbapi.set_authorizer(authorize)
+
     with store.unit_of_work() as uow:
-        uow.run(lambda session: session.connection().connection.dbapi_connection.set_authorizer(
-            authorize))  # fmt: skip
+        uow.run(set_authorizer)
         read(uow)  # prepared (and planned) once
         planned[0] = 0
         found = read(uow)

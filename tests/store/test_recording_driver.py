@@ -87,6 +87,7 @@ def _plan_and_root() -> tuple[Plan, Decision]:
         plan_id=plan.plan_id,
         sequence_number=0,
         decision_type="prompt_definition",
+        phase="strategize",
         question="q",
         chosen_option="c",
         created_at=AT,
@@ -188,7 +189,11 @@ def _heard(engine: Engine) -> Iterator[list[Heard]]:
     def rollback(_c: Any) -> None:
         heard.append(("rollback", None, None))
 
-    listeners = {"before_execute": execute, "commit": commit, "rollback": rollback}
+    listeners: dict[str, Callable[..., None]] = {
+        "before_execute": execute,
+        "commit": commit,
+        "rollback": rollback,
+    }
     for name, listener in listeners.items():
         event.listen(engine, name, listener)
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +29,7 @@ def _plan_with_root(store: Store) -> tuple[Plan, Decision]:
         plan_id=plan.plan_id,
         sequence_number=0,
         decision_type="prompt_definition",
+        phase="strategize",
         question="q",
         chosen_option="c",
     )
@@ -66,7 +69,7 @@ def test_plan_round_trip(
     store: Store,
     title: str | None,
     project: str | None,
-    created,
+    created: datetime,
     state: str,
     phase: str,
     attempt: int,
@@ -115,7 +118,7 @@ def test_tool_checkpoint_and_correction_round_trip(
     tool: str,
     resource: str,
     ref: str,
-    at,
+    at: datetime,
     report: dict[str, str],
 ) -> None:
     plan, root = _plan_with_root(store)

@@ -29,6 +29,7 @@ def _plan_with_a_decision(store: Store) -> tuple[Plan, Decision]:
         plan_id=plan.plan_id,
         sequence_number=0,
         decision_type="prompt_definition",
+        phase="strategize",
         question="q",
         chosen_option="root",
     )

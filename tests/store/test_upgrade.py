@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pytest
 from alembic import command
 from alembic.config import Config
 from click.testing import CliRunner
-from sqlalchemy import inspect
+from sqlalchemy import Table, inspect
 
 from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.errors import DatabaseUnavailableError
@@ -29,7 +30,9 @@ def test_a_0001_database_is_refused_until_upgraded_and_keeps_its_rows(tmp_path: 
         command.upgrade(config, "0001")
     plan = Plan(action="local/old")
     with engine.begin() as connection:
-        connection.execute(PlanRow.__table__.insert().values(**plan.model_dump()))
+        # declared a FROM clause of any kind: a mapped class's is its Table
+        plans = cast(Table, PlanRow.__table__)
+        connection.execute(plans.insert().values(**plan.model_dump()))
     engine.dispose()
 
     with pytest.raises(DatabaseUnavailableError, match="run `agents db upgrade`"):

@@ -192,6 +192,7 @@ class OpenAIServer:
     @property
     def base_url(self) -> str:
         host, port = self._http.server_address[:2]
+        assert isinstance(host, str)  # an AF_INET server's address: (host, port)
         return f"http://{host}:{port}/v1"
 
     def env(self) -> dict[str, str]:

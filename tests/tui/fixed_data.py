@@ -93,7 +93,7 @@ def build_fixed(store: Store) -> dict[str, str]:
             alternatives_considered=("another way",) if n > 1 else (),
             rationale=f"because {n}",
             created_at=T0 + timedelta(seconds=n),
-            **extra,  # type: ignore[arg-type]
+            **extra,
         )
         for n, p, kind, chosen, conf, extra in spec
     ]

@@ -181,6 +181,7 @@ async def test_cancelling_a_running_replay_pauses_the_plan_and_resume_finishes_i
         assert "cancel: plan paused" in "\n".join(replay.query_one("#replay-log").lines)  # type: ignore[attr-defined]
         assert _state(demo_plan) is PlanState.PAUSED
         release.set()
+        assert replay.worker is not None
         await replay.worker.wait()
         await pilot.pause()
         assert replay.finished and replay.result is not None
@@ -476,7 +477,7 @@ async def _goes_on_with_r(demo_plan: DemoPlan) -> None:
         await settle(listed, pilot)
         table = listed.screen.query_one(DataTable)
         row = table.get_row(parent)
-        assert str(row[list(table.columns).index("appr")]) == "0 R", row
+        assert str(row[[key.value for key in table.columns].index("appr")]) == "0 R", row
         caption = str(listed.screen.query_one("#plans-caption", Static).render())
         assert "1 with nothing left to answer: open, press R" in caption, caption
     app = demo_plan.app(plan_id=parent)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from textual.widgets import OptionList
 
 from cleveragents_tui.domain.enums import PlanState
 from cleveragents_tui.engine import answer_approval, pending_approvals
@@ -79,7 +80,11 @@ async def _choices_after_r(app, pilot) -> list[str]:  # type: ignore[no-untyped-
         if isinstance(app.screen, DenialModal):
             break
     assert isinstance(app.screen, DenialModal)
-    return [o.id for o in app.screen.query_one("#denial-choices").options]
+    ids = []
+    for option in app.screen.query_one("#denial-choices", OptionList).options:
+        assert option.id is not None  # each choice is offered with its id
+        ids.append(option.id)
+    return ids
 
 
 async def _pick(app, pilot, ids: list[str], choice: str) -> None:  # type: ignore[no-untyped-def]
@@ -141,7 +146,8 @@ async def test_correcting_after_a_failed_calls_denial_selects_the_decision_that_
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         ids = await _choices_after_r(app, pilot)
-        labels = [str(o.prompt) for o in app.screen.query_one("#denial-choices").options]
+        choices = app.screen.query_one("#denial-choices", OptionList)
+        labels = [str(o.prompt) for o in choices.options]
         said = "correct the decision that made the call: selects it; then press c"
         assert labels[ids.index("correct")] == said, labels  # it is on this screen
         await _pick(app, pilot, ids, "correct")

@@ -51,7 +51,7 @@ async def test_the_preview_names_the_decisions_and_keeps_its_buttons_on_screen(
         for button in modal.query(Button).results(Button):
             region = button.region
             assert region.y >= 0 and region.bottom <= 23  # above the footer's row
-            x, y = region.center
+            x, y = map(int, region.center)  # the cell holding the centre
             assert app.screen.get_widget_at(x, y)[0] is button
         assert modal.focused is not None and modal.focused.id == "alternatives"
 
@@ -71,7 +71,7 @@ async def test_the_correction_dialog_keeps_its_buttons_on_screen_at_80_by_24(
         buttons = dialog.query(Button).results(Button)
         assert [b.id for b in buttons] == ["cancel", "preview"]
         for button in dialog.query(Button).results(Button):
-            x, y = button.region.center
+            x, y = map(int, button.region.center)  # the cell holding the centre
             assert button.region.bottom <= 23  # above the footer's row
             assert dialog.get_widget_at(x, y)[0] is button
 

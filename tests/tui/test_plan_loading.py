@@ -196,7 +196,9 @@ async def test_a_correction_while_shown_reads_the_tree_again(sqlite_store: Store
         assert all(tree.row(ident) is None for ident in subtree)
         assert tree.parent_of(correction.decision_id) == decisions[0].decision_id
         assert tree.parent_of(decisions[18].decision_id) is None  # under 6: now at the top
-        assert tree.row_count == 17 and "4 superseded hidden" in app.screen.sub_title
+        sub_title = app.screen.sub_title
+        assert sub_title is not None
+        assert tree.row_count == 17 and "4 superseded hidden" in sub_title
         assert tree.current == cursor
 
 

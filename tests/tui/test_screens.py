@@ -13,7 +13,7 @@ from textual.widgets import Footer, Static
 from textual.widgets._footer import FooterKey
 
 from cleveragents_tui.domain.decision import Decision
-from cleveragents_tui.domain.enums import DecisionType, PlanState
+from cleveragents_tui.domain.enums import DecisionType, Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.run.approvals import pending_approvals
 from cleveragents_tui.engine.run.lifecycle import pause_plan
@@ -167,6 +167,7 @@ async def test_a_tree_that_grows_while_shown_opens_the_new_branches(sqlite_store
         plan_id=plan.plan_id,
         sequence_number=0,
         decision_type=DecisionType.PROMPT_DEFINITION,
+        phase=Phase.STRATEGIZE,
         question="q",
         chosen_option="root",
     )
@@ -185,6 +186,7 @@ async def test_a_tree_that_grows_while_shown_opens_the_new_branches(sqlite_store
             parent_decision_id=root.decision_id,
             sequence_number=1,
             decision_type=DecisionType.STRATEGY_CHOICE,
+            phase=Phase.STRATEGIZE,
             question="q",
             chosen_option="a strategy",
         )
@@ -193,6 +195,7 @@ async def test_a_tree_that_grows_while_shown_opens_the_new_branches(sqlite_store
             parent_decision_id=strategy.decision_id,
             sequence_number=2,
             decision_type=DecisionType.IMPLEMENTATION_CHOICE,
+            phase=Phase.EXECUTE,
             question="q",
             chosen_option="a step",
         )
@@ -216,6 +219,7 @@ async def test_a_wide_tree_is_filled_in_chunks_and_jumps_load_what_they_need(
         plan_id=plan.plan_id,
         sequence_number=0,
         decision_type=DecisionType.PROMPT_DEFINITION,
+        phase=Phase.STRATEGIZE,
         question="q",
         chosen_option="root",
     )
@@ -225,6 +229,7 @@ async def test_a_wide_tree_is_filled_in_chunks_and_jumps_load_what_they_need(
             parent_decision_id=root.decision_id,
             sequence_number=n,
             decision_type=DecisionType.STRATEGY_CHOICE,
+            phase=Phase.STRATEGIZE,
             question="q",
             chosen_option=f"kid {n}",
         )

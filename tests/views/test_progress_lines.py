@@ -81,7 +81,7 @@ def test_the_apps_status_line_says_who_once() -> None:
 # Each kind of event the engine logs, with the payload it logs: the line a person reads in
 # the progress lines and the app's `last:` row. They were the kind's name and its first
 # fields (`plan_paused_on_denial (approval_id 01M…; by root; question l…`).
-WORDED = {
+WORDED: dict[str, tuple[dict[str, object], str]] = {
     "plan_paused_on_denial": (
         {"approval_id": "01A", "question": "Apply?", "reason": "not yet", "by": "maria"},
         "paused: maria denied its question: not yet",
@@ -130,7 +130,12 @@ WORDED = {
 def test_each_kind_of_event_reads_as_words() -> None:
     for kind, (payload, said) in WORDED.items():
         assert event_line(EventView(1, ROOT, kind, None, payload, AT)) == said, kind
-    no_reason = {"approval_id": "01A", "question": "Apply?", "reason": None, "by": "li"}
+    no_reason: dict[str, object] = {
+        "approval_id": "01A",
+        "question": "Apply?",
+        "reason": None,
+        "by": "li",
+    }
     paused = EventView(1, ROOT, "plan_paused_on_denial", None, no_reason, AT)
     assert event_line(paused) == "paused: li denied its question"  # the app's reason is optional
 
