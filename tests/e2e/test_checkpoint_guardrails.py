@@ -18,12 +18,12 @@ from click.testing import CliRunner
 from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import CorrectionMode, Phase, PlanState
-from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.core.rollback import RollbackRefusedError
 from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from tests.support.flag_profiles import register_profile
+from tests.support.folders import add_folder
 
 RESOURCE = "local/files"
 
@@ -70,18 +70,7 @@ def _action(writes: int) -> dict[str, Any]:
 
 
 def _register(store: Store, folder: Path, **settings: Any) -> None:
-    folder.mkdir(exist_ok=True)
-    with store.unit_of_work(write=True) as uow:
-        uow.resources.add(
-            Resource(
-                resource_id=RESOURCE,
-                kind="filesystem",
-                location=str(folder),
-                sandbox_strategy="filesystem_copy",
-                **settings,
-            )
-        )
-        uow.commit()
+    add_folder(store, RESOURCE, folder, **settings)
 
 
 def test_plan_use_refuses_a_resource_with_checkpointing_off(

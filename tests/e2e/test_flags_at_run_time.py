@@ -25,11 +25,11 @@ from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.approval import Approval
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.run.lifecycle import apply_plan
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from tests.support.flag_profiles import register_profile
+from tests.support.folders import add_folder
 
 RESOURCE = "local/files"
 
@@ -248,16 +248,7 @@ def worlds(tmp_path: Path) -> Iterator[Callable[[], World]]:
         folder.mkdir(parents=True)
         store = Store.open(str(home / "agents.db"))
         opened.append(store)
-        with store.unit_of_work(write=True) as uow:
-            uow.resources.add(
-                Resource(
-                    resource_id=RESOURCE,
-                    kind="filesystem",
-                    location=str(folder),
-                    sandbox_strategy="filesystem_copy",
-                )
-            )
-            uow.commit()
+        add_folder(store, RESOURCE, folder)
         return World(store, folder, RunOptions(sandbox_base=home / "sandboxes"))
 
     yield make

@@ -12,9 +12,9 @@ from cleveragents_tui.actors.reasoners.chat import ChatReasoner
 from cleveragents_tui.actors.tools import default_registry
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
+from tests.support.folders import add_folder
 from tests.support.openai_server import API_KEY, OpenAIServer
 
 RESOURCE = "local/calc"
@@ -45,18 +45,8 @@ def run_chat_plan(
 ) -> tuple[Plan, Path]:
     """Start a plan of a chat model over a new folder ``tmp_path/name``, registered as
     ``RESOURCE`` (filesystem_copy); it runs as far as the profile lets it."""
-    folder = tmp_path / name
-    folder.mkdir(exist_ok=True)  # a test may have put files there
-    with store.unit_of_work(write=True) as uow:
-        uow.resources.add(
-            Resource(
-                resource_id=RESOURCE,
-                kind="filesystem",
-                location=str(folder),
-                sandbox_strategy="filesystem_copy",
-            )
-        )
-        uow.commit()
+    folder = tmp_path / name  # a test may have put files there
+    add_folder(store, RESOURCE, folder)
     action = Action(
         name=f"local/{name}",
         prompt=prompt,

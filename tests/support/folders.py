@@ -1,0 +1,26 @@
+"""A folder registered as a plan resource, as ``agents resource add --kind filesystem`` does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cleveragents_tui.domain.resource import Resource
+from cleveragents_tui.store.store import Store
+
+
+def add_folder(store: Store, resource_id: str, folder: Path, **settings: Any) -> None:
+    """Register ``folder`` (made if missing) as ``resource_id``, sandboxed by copy
+    (filesystem_copy); ``settings`` are other fields of the resource."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with store.unit_of_work(write=True) as uow:
+        uow.resources.add(
+            Resource(
+                resource_id=resource_id,
+                kind="filesystem",
+                location=str(folder),
+                sandbox_strategy="filesystem_copy",
+                **settings,
+            )
+        )
+        uow.commit()
