@@ -11,7 +11,7 @@ import pytest
 
 from cleveragents_tui.actors.checkpointer import actor_database_path, open_checkpointer
 from cleveragents_tui.actors.graphs import Actor
-from cleveragents_tui.actors.notes import keys_in_notes
+from cleveragents_tui.actors.notes import RESULT, keys_in_notes
 from cleveragents_tui.domain.enums import CheckpointType, Phase, PlanState
 from cleveragents_tui.engine.demo.demo import DemoEnvironment, build_demo
 from cleveragents_tui.engine.ops.doctor import run_checks
@@ -120,9 +120,17 @@ def test_every_execute_decision_can_restore_the_actor_state_it_was_made_from(
             assert ref is not None
             state = actor.load(ref)
             assert state["position"] == number  # the state before this decision was made
-            assert len(state["notes"]) == number
             # the notes name the keys already taken: the chat reasoner reads them back
             assert keys_in_notes(state["notes"]) == tuple(d.step_key for d in execute[:number])
+            # and what the calls of each decision before it returned
+            results = [n.split(":", 1)[0] for n in state["notes"] if n.startswith(RESULT)]
+            with store.unit_of_work() as uow:
+                calls = [
+                    f"{RESULT}{d.step_key} call {n}"
+                    for d in execute[:number]
+                    for n, _ in enumerate(uow.tool_invocations.for_decision(d.decision_id), 1)
+                ]
+            assert results == calls
 
 
 def test_strategize_changes_nothing_on_disk_or_in_the_database(
