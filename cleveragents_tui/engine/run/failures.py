@@ -79,7 +79,7 @@ class FailureHandling:
         self, runner: PlanRunner, executor: ToolExecutor | None = None, fixer: Fixer | None = None
     ) -> None:
         """Without ``executor`` nothing is retried: a failure left unsettled is asked about.
-        Without ``fixer`` a validation runs again as it is."""
+        Without ``fixer`` a failed call runs again as it is."""
         self._runner = runner
         self._executor = executor
         self._fixer = fixer
