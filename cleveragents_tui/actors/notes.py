@@ -32,6 +32,12 @@ def decision_note(proposal: Proposal) -> str:
     return f"decision {proposal.key} [{proposal.decision_type.value}]: {question} -> {chosen}"
 
 
+def fenced(output: str) -> str:
+    """``output`` between ``<output>`` tags, as data: a closing tag inside it is broken, so
+    a tool's output cannot end the fence and pass for instructions."""
+    return "<output>\n" + output.replace("</output>", "</ output>") + "\n</output>"
+
+
 def result_note(
     key: str, number: int, tool: str, arguments: Mapping[str, Any], ok: bool | None, output: str
 ) -> str:
@@ -46,7 +52,7 @@ def result_note(
     if len(text) > RESULT_KEPT:
         head = RESULT_KEPT * 3 // 5
         text = f"{text[:head]}\n[… {len(text) - RESULT_KEPT} characters …]\n{text[-(RESULT_KEPT - head) :]}"
-    return f"{RESULT}{key} call {number}: {tool} {said}: {how}\n<output>\n{text}\n</output>"
+    return f"{RESULT}{key} call {number}: {tool} {said}: {how}\n{fenced(text)}"
 
 
 def with_notes(notes: Sequence[str], *added: str) -> list[str]:
