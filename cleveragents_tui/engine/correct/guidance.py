@@ -38,7 +38,7 @@ from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.engine.run.plans import SCRIPTED_ACTOR
-from cleveragents_tui.engine.run.recoveries import STOP_AND_ASK, is_recovery, is_retry
+from cleveragents_tui.engine.run.recoveries import is_recovery, is_retry
 
 
 @dataclass(frozen=True)
@@ -144,10 +144,9 @@ def refusal(decision_id: str, guidance: str, found: Alternatives) -> UserError:
 
 def _retry_alternatives(decision: Decision, choose: int | None) -> Alternatives:
     """A retry's options as it recorded them (retry, stop and ask); retry unless named."""
-    options = decision.alternatives_considered or (decision.chosen_option, STOP_AND_ASK)
     found = Alternatives(
         key=decision.step_key or decision.decision_id,
-        options=tuple(options),
+        options=tuple(decision.alternatives_considered),
         selected=1,
         chosen=False,
         fallback=1,
