@@ -20,6 +20,7 @@ from cleveragents_tui.store.tables import (
     DecisionRow,
     EventRow,
     PlanRow,
+    ToolInvocationRow,
 )
 
 
@@ -31,6 +32,21 @@ class EventView:
     actor: str | None
     payload: dict[str, object]
     created_at: datetime
+
+
+@dataclass(frozen=True)
+class CallView:
+    """A tool call as a progress line shows it: the tool, how it went, its output's start."""
+
+    invocation_id: str
+    sequence_number: int  # of the decision that made it
+    tool: str
+    ok: bool | None
+    output: str
+    created_at: datetime
+
+
+CALL_OUTPUT_READ = 400  # characters of a call's output read: its first line is shown
 
 
 class AppQueries:
@@ -90,6 +106,26 @@ class AppQueries:
             .order_by(DecisionRow.sequence_number)
         )
         return [(row[0], TreeRow(*row[1:])) for row in rows]
+
+    def calls_since(self, plan_id: str, from_sequence: int) -> list[CallView]:
+        """The tool calls of the plan's decisions from sequence number ``from_sequence`` on,
+        in the order they were made (bounded by the plan's sequence index: a poll reads the
+        calls of the decisions it has not seen end, not the plan's)."""
+        call = ToolInvocationRow
+        rows = self._session.execute(
+            select(
+                call.invocation_id,
+                DecisionRow.sequence_number,
+                call.tool,
+                call.ok,
+                func.substr(call.output, 1, CALL_OUTPUT_READ),
+                call.created_at,
+            )
+            .join(DecisionRow, DecisionRow.decision_id == call.decision_id)
+            .where(DecisionRow.plan_id == plan_id, DecisionRow.sequence_number >= from_sequence)
+            .order_by(call.created_at, call.invocation_id)
+        )
+        return [CallView(r[0], r[1], r[2], r[3], r[4] or "", r[5]) for r in rows]
 
     def last_event_id(self) -> int:
         return int(self._session.scalar(select(func.max(EventRow.event_id))) or 0)

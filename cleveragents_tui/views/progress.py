@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from cleveragents_tui.domain.display import shorten
 from cleveragents_tui.domain.wording import counted
-from cleveragents_tui.engine.read.run_progress import EventView, Happened
+from cleveragents_tui.engine.read.run_progress import CallView, EventView, Happened
 from cleveragents_tui.views.lines import readable
 
 LINE_LIMIT = 160  # an event's payload can hold a long reason or many resources
 
-# Logged for each decision the replay re-makes: the CLI's decision line says it already.
-_SAID_BY_THE_DECISION = frozenset({"decision_remade"})
+# Logged for each decision the replay re-makes, and for each failed call: the CLI's
+# decision and call lines say them already.
+_SAID_BY_A_LINE = frozenset({"decision_remade", "call_failed"})
 # Every write of a tool: too many to follow; the plan's diff shows them.
-_NOT_SHOWN = frozenset({"resource_written", *_SAID_BY_THE_DECISION})
+_NOT_SHOWN = frozenset({"resource_written", *_SAID_BY_A_LINE})
 
 
 # An event whose line names fields of its payload, as they are.
@@ -107,6 +108,14 @@ def _what_happened(event: EventView) -> str:
     return kind + (f" ({detail})" if detail else "")
 
 
+def call_line(call: CallView) -> str:
+    """``✓ local/run-tests: exit status 0``: the tool and its output's first line, as
+    ``plan explain`` shows them; ``✗`` for a call that failed."""
+    mark = "·" if call.ok is None else "✓" if call.ok else "✗"  # ·: no outcome recorded
+    first = next((line.strip() for line in call.output.splitlines() if line.strip()), "")
+    return f"{mark} {call.tool}: {first or '(no output)'}"
+
+
 class ProgressLines:
     """The CLI's line for each decision or event of a run; None for what it does not show.
 
@@ -128,6 +137,8 @@ class ProgressLines:
             return None
         else:
             whose = f"[{self._label(happened.plan_id, happened.action)}] "
+        if happened.call is not None:
+            return shorten(f"  {whose}  {call_line(happened.call)}", self.width)
         row = happened.decision
         if row is not None:
             remade = " (re-made)" if row.is_correction else ""

@@ -94,6 +94,42 @@ def test_a_runs_progress_names_every_decision_once_in_order(run: Run, tmp_path: 
     assert stderr[-1] == "  · now execute · awaiting_approval"
 
 
+CALL = re.compile(
+    r"^  (?:\[(?P<plan>[\w -]+)\] )?  (?P<mark>[✓✗]) (?P<tool>[\w/-]+): (?P<first>.*)$"
+)
+
+
+def test_each_decisions_calls_are_shown_beneath_it_once(run: Run, tmp_path: Path) -> None:
+    """Under each decision's line, its tool calls as `plan explain` lists them — the tool,
+    ✓ or ✗ and its output's first line — in the order they ran, each once: a model's reads
+    and edits were seen only afterwards."""
+    ran = run("--progress", "demo", "--dir", str(tmp_path / "demo"), "--no-tui")
+    assert ran.exit_code == 0, ran.output
+    top, child = _plans(run)
+    shown: dict[str, list[tuple[int, list[tuple[str, str, str]]]]] = {top: [], child: []}
+    for line in ran.stderr.splitlines():
+        decision, call = DECISION.match(line), CALL.match(line)
+        if decision is not None:
+            plan = child if decision["plan"] else top
+            shown[plan].append((int(decision["seq"]), []))
+        elif call is not None:
+            plan = child if call["plan"] else top
+            shown[plan][-1][1].append((call["mark"], call["tool"], call["first"]))
+    calls = 0
+    for plan in (top, child):
+        for recorded in _tree(run, plan):
+            sequence, lines = shown[plan].pop(0)
+            assert sequence == recorded["sequence_number"]
+            explained = run("plan", "explain", recorded["decision_id"], "--format=json")
+            made = json.loads(explained.output)["tool_invocations"]
+            assert lines == [
+                ("✓" if c["ok"] else "✗", c["tool"], c["output"].splitlines()[0]) for c in made
+            ], recorded
+            calls += len(made)
+    assert calls == 7  # the demo's two plans: a guide, greet.py and app.py, a test run…
+    assert "    ✓ local/run-tests: exit status 0" in ran.stderr.splitlines()
+
+
 def test_no_progress_unless_asked_when_stderr_is_not_a_terminal(run: Run, tmp_path: Path) -> None:
     quiet = run("demo", "--dir", str(tmp_path / "one"), "--no-tui")
     assert quiet.exit_code == 0, quiet.output
@@ -168,14 +204,16 @@ def test_plan_run_at_each_gate_shows_what_it_recorded_child_plans_included(
 ) -> None:
     """A supervised plan goes on one gate at a time: each `plan run` lists the decisions it
     recorded, the child plan's (spawned by an earlier run, resumed by this one) named by
-    its action; over all the runs, each decision once."""
+    its action; over all the runs, each decision once, and each tool call once (a call
+    the guard held runs in the next `plan run`, after its decision's line was shown)."""
     started = run(
-        "demo", "--dir", str(tmp_path / "demo"), "--automation-profile", "supervised",
-        "--format=json",
+        "--progress", "demo", "--dir", str(tmp_path / "demo"), "--automation-profile",
+        "supervised", "--format=json",
     )  # fmt: skip
-    top = json.loads(started.output)["plan_id"]
+    top = json.loads(started.stdout)["plan_id"]
     before = max(d["sequence_number"] for d in _tree(run, top))
     shown: list[tuple[str, int, str, str, str]] = []
+    calls = [line for line in started.stderr.splitlines() if CALL.match(line)]
     for _ in range(12):  # each run answers one gate; the plan has fewer
         pending = json.loads(run("approval", "list", "--format=json").output)["approvals"]
         gates = [a for a in pending if a["kind"] != "apply_gate"]
@@ -186,6 +224,7 @@ def test_plan_run_at_each_gate_shows_what_it_recorded_child_plans_included(
         went_on = run("--progress", "plan", "run", top)
         assert went_on.exit_code == 0, went_on.output
         shown += _decision_lines(went_on.stderr, top)
+        calls += [line for line in went_on.stderr.splitlines() if CALL.match(line)]
     else:
         pytest.fail("the plan never reached its Apply gate")
     _, child = _plans(run)
@@ -199,3 +238,12 @@ def test_plan_run_at_each_gate_shows_what_it_recorded_child_plans_included(
     assert len(ours) == len(made) > 0
     for line, decision in zip(ours, made, strict=True):
         assert _same(line, decision, top), (line, decision)
+    made_calls = [
+        call
+        for plan in (top, child)
+        for decision in _tree(run, plan)
+        for call in json.loads(
+            run("plan", "explain", decision["decision_id"], "--format=json").output
+        )["tool_invocations"]
+    ]
+    assert len(calls) == len(made_calls) > 0, calls

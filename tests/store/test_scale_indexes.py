@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.enums import CheckpointType
 from cleveragents_tui.store import correction_queries, snapshot_reads
+from cleveragents_tui.store.app_queries import AppQueries
 from cleveragents_tui.store.database import make_engine, normalise_url
 from cleveragents_tui.store.repositories import CheckpointRepository, DecisionRepository
 from cleveragents_tui.store.schema import SCHEMA_HEAD, current_revision
@@ -239,3 +240,30 @@ def test_a_failed_calls_reads_gc_and_a_refused_applys_revert_start_from_indexes(
     assert "ix_checkpoint_groups_decision_id (decision_id=?)" in details, details
     for plan in plans:
         assert "SCAN decisions" not in plan and "SCAN checkpoint_metadata" not in plan, plan
+
+
+def test_the_progress_lines_reads_start_from_indexes(tmp_path: Path) -> None:
+    """What `--progress` reads every quarter second — the decisions after the last seen, the
+    calls of the decisions from the last seen on, the events after the last — each from an
+    index, so that a large plan's run is not slowed by its own progress lines."""
+    scale = build(tmp_path, 300)
+    try:
+        with Session(scale.store.engine) as session:
+            session.connection()
+            queries = AppQueries(session)
+            with _heard(scale.store.engine) as sent:
+                decisions = queries.recorded_since(scale.plan_id, 290)
+                calls = queries.calls_since(scale.plan_id, 0)
+                queries.events_of([scale.plan_id], 0)
+        plans = [_query_plan(scale.store, *s) for s in sent]
+    finally:
+        scale.store.close()
+    assert [row.sequence_number for _, row in decisions] == list(range(291, 300))
+    assert calls  # the scale plan's calls, its decisions' from the first on
+    recorded, made, logged = plans
+    assert "(plan_id=? AND sequence_number>?)" in recorded, recorded
+    assert "(plan_id=? AND sequence_number>?)" in made, made
+    assert "ix_tool_invocations_decision_id (decision_id=?)" in made, made
+    assert "SCAN" not in logged.replace("SCAN CONSTANT ROW", ""), logged
+    for plan in plans:
+        assert "SCAN decisions" not in plan and "SCAN tool_invocations" not in plan, plan
