@@ -11,11 +11,11 @@ from cleveragents_tui.views.lines import readable
 
 LINE_LIMIT = 160  # an event's payload can hold a long reason or many resources
 
-# Logged for each decision the replay re-makes, and for each failed call: the CLI's
-# decision and call lines say them already.
-_SAID_BY_A_LINE = frozenset({"decision_remade", "call_failed"})
-# Every write of a tool: too many to follow; the plan's diff shows them.
-_NOT_SHOWN = frozenset({"resource_written", *_SAID_BY_A_LINE})
+# Each write of a tool call, and each failed call: the call's own line (``call_line``) says
+# them, in the CLI's progress and the app's replay log.
+SAID_BY_A_CALL = frozenset({"resource_written", "call_failed"})
+# Logged for each decision the replay re-makes: the CLI's decision line says it already.
+_NOT_SHOWN = frozenset({"decision_remade", *SAID_BY_A_CALL})
 
 
 # An event whose line names fields of its payload, as they are.

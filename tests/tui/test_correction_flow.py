@@ -85,6 +85,16 @@ async def test_open_correct_confirm_replay_and_diff(demo_plan: DemoPlan) -> None
         assert f"correction {replay.result.correction.correction_id} finished (succeeded)" in log
         assert "rolled back: " in log and "hello-cli: rolled_back" in log
         assert "re-made record: A row in the releases table" in log
+        # each re-made decision's calls under its line, once; no raw resource_written lines
+        lines = log.splitlines()
+        record = lines.index("re-made record: A row in the releases table")
+        announce = lines.index("re-made announce: Notify #hello-cli")
+        assert lines[record + 1 : announce + 2] == [
+            "  ✓ local/run-sql: 1 row(s) affected",
+            "re-made announce: Notify #hello-cli",
+            "  ✓ local/notify: notified #hello-cli (appended to outbox.jsonl)",
+        ]
+        assert "resource_written" not in log
         assert replay.remade >= 1
         await pilot.press("d")
         await pilot.pause()

@@ -12,7 +12,8 @@ from cleveragents_tui.domain.checkpoint import CheckpointGroup
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.views import TreeRow
 from cleveragents_tui.engine.read.browse import naming_replacements
-from cleveragents_tui.store.app_queries import EventView as EventView  # the app's type
+from cleveragents_tui.store.app_queries import CallView as CallView  # the app's types
+from cleveragents_tui.store.app_queries import EventView as EventView
 from cleveragents_tui.store.store import Store
 
 
@@ -26,6 +27,7 @@ class Progress:
     decisions: int
     current_decisions: int
     events: list[EventView]
+    calls: list[CallView]  # of the decisions from the sequence number asked for on
 
 
 def fingerprint(store: Store) -> tuple[object, ...]:
@@ -73,28 +75,22 @@ def recent_events(store: Store, plan_id: str | None = None, limit: int = 8) -> l
         return uow.app.recent_events(plan_id, limit)
 
 
-def events_since(store: Store, plan_id: str, after_event_id: int) -> list[EventView]:
+def progress_start(store: Store, plan_id: str) -> tuple[int, int]:
+    """Where a replay's progress starts: the last event id, and the plan's next decision's
+    sequence number (its calls and later ones' are the replay's)."""
     with store.unit_of_work() as uow:
-        return uow.app.events_since(plan_id, after_event_id)
+        return uow.app.last_event_id(), uow.decisions.next_sequence_number(plan_id)
 
 
-def last_event_id(store: Store) -> int:
-    with store.unit_of_work() as uow:
-        return uow.app.last_event_id()
-
-
-def progress(store: Store, plan_id: str, after_event_id: int) -> Progress:
+def progress(store: Store, plan_id: str, after_event_id: int, calls_from: int) -> Progress:
+    """The plan's state, its events after ``after_event_id`` and the tool calls of its
+    decisions from sequence number ``calls_from`` on."""
     with store.unit_of_work() as uow:
         plan = uow.plans.get(plan_id)
         total, current = uow.decisions.counts([plan_id]).get(plan_id, (0, 0))
-    return Progress(
-        plan.state.value,
-        plan.phase.value,
-        plan.attempt,
-        total,
-        current,
-        events_since(store, plan_id, after_event_id),
-    )
+        events = uow.app.events_since(plan_id, after_event_id)
+        calls = uow.app.calls_since(plan_id, calls_from)
+    return Progress(plan.state.value, plan.phase.value, plan.attempt, total, current, events, calls)
 
 
 def checkpoint_group(store: Store, plan_id: str, decision_id: str) -> CheckpointGroup | None:

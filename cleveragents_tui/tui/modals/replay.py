@@ -26,14 +26,14 @@ from cleveragents_tui.engine import (
     pause_run,
 )
 from cleveragents_tui.engine.read import tui_queries
-from cleveragents_tui.engine.read.tui_queries import EventView, Progress
+from cleveragents_tui.engine.read.tui_queries import CallView, EventView, Progress
 from cleveragents_tui.engine.run import run_lease
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.messages import ProgressFailed, ProgressRead
 from cleveragents_tui.tui.modals.base import Dialog
 from cleveragents_tui.tui.render import safe_text
 from cleveragents_tui.tui.services import services
-from cleveragents_tui.views.progress import event_line
+from cleveragents_tui.views.progress import SAID_BY_A_CALL, call_line, event_line
 
 
 class ReplayModal(Dialog[str | None]):
@@ -65,6 +65,9 @@ class ReplayModal(Dialog[str | None]):
         self.cancel_requested = False
         self.remade = 0  # decisions re-made so far by the replay
         self._since: int | None = None  # read by the correction's thread before it starts
+        # the calls shown: those of the decisions from _calls_from on (earlier ones' are done)
+        self._calls_from = 0
+        self._calls_seen: dict[str, int] = {}  # id: its decision's sequence number
         self._worker: Worker[tuple[CorrectionResult, Progress]] | None = None
         self.pausing: Worker[None] | None = None  # the cancel's pause, in a thread
         # Another tab may correct the same plan at the same time: its events are in the
@@ -99,7 +102,7 @@ class ReplayModal(Dialog[str | None]):
         """The correction, then its last progress (read here, so the dialog's final lines
         follow every event of it)."""
         self._worker_thread = threading.get_ident()
-        self._since = tui_queries.last_event_id(self.store)
+        self._since, self._calls_from = tui_queries.progress_start(self.store, self.impact.plan_id)
         result = execute(
             self.store,
             self.impact,
@@ -108,7 +111,8 @@ class ReplayModal(Dialog[str | None]):
             options=self.options,
             outside=self.outside,
         )
-        return result, tui_queries.progress(self.store, self.impact.plan_id, self._since)
+        last = tui_queries.progress(self.store, self.impact.plan_id, self._since, self._calls_from)
+        return result, last
 
     def _log(self, line: str) -> None:
         """Write ``line`` wrapped to the log's width (a Log cuts long lines at its edge, and
@@ -142,12 +146,12 @@ class ReplayModal(Dialog[str | None]):
     def refresh_progress(self) -> None:
         """Every 0.25 s while the correction runs: read its progress in a thread."""
         if self._since is not None and not self.finished:
-            self._read_progress(self._since)
+            self._read_progress(self._since, self._calls_from)
 
     @work(thread=True, exclusive=True, group="progress", exit_on_error=False)
-    def _read_progress(self, since: int) -> None:
+    def _read_progress(self, since: int, calls_from: int) -> None:
         try:
-            p = tui_queries.progress(self.store, self.impact.plan_id, since)
+            p = tui_queries.progress(self.store, self.impact.plan_id, since, calls_from)
         except Exception as exc:  # the database went away: say so where the status is
             self.post_message(ProgressFailed(str(exc)))
             return
@@ -164,18 +168,24 @@ class ReplayModal(Dialog[str | None]):
             )
 
     def _show_progress(self, p: Progress) -> None:
-        """Log the events of this correction not shown yet, and the plan's status."""
-        for event in p.events:
-            if self._since is not None and event.event_id <= self._since:
+        """Log the events and tool calls of this correction not shown yet, in the order they
+        happened, and the plan's status."""
+        happened: list[EventView | CallView] = [*p.events, *p.calls]
+        for item in sorted(happened, key=lambda h: h.created_at):  # stable: events in order
+            if isinstance(item, CallView):
+                self._show_call(item)
+                continue
+            if self._since is not None and item.event_id <= self._since:
                 continue  # shown by an earlier reading
-            ours = self._ours(event)
+            ours = self._ours(item)
             if ours is None:
                 break  # shown when the result arrives
-            self._since = event.event_id
+            self._since = item.event_id
             if not ours:
                 continue
-            self.remade += event.kind == "decision_remade"
-            self._log(event_line(event))
+            self.remade += item.kind == "decision_remade"
+            if item.kind not in SAID_BY_A_CALL:
+                self._log(event_line(item))
         status = Text()
         status.append(f"plan {p.phase} · {p.state} · attempt {p.attempt}   ")
         status.append(
@@ -183,6 +193,18 @@ class ReplayModal(Dialog[str | None]):
             f"superseded, {self.remade} re-made"
         )
         self.query_one("#replay-status", Static).update(safe_text(status))
+
+    def _show_call(self, call: CallView) -> None:
+        """A call of this correction's replay (the plan has one runner: while the dialog's
+        correction runs, it), under the ``re-made`` line of its decision."""
+        if call.invocation_id in self._calls_seen or not self._showing:
+            return
+        self._log(f"  {call_line(call)}")
+        if call.sequence_number > self._calls_from:  # the earlier decisions' calls are done
+            self._calls_from = call.sequence_number
+            seen = self._calls_seen.items()
+            self._calls_seen = {i: n for i, n in seen if n >= call.sequence_number}
+        self._calls_seen[call.invocation_id] = call.sequence_number
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker is not self._worker or not event.worker.is_finished:
