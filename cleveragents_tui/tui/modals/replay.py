@@ -114,12 +114,14 @@ class ReplayModal(Dialog[str | None]):
         last = tui_queries.progress(self.store, self.impact.plan_id, self._since, self._calls_from)
         return result, last
 
-    def _log(self, line: str) -> None:
+    def _log(self, line: str, indent: str = "") -> None:
         """Write ``line`` wrapped to the log's width (a Log cuts long lines at its edge, and
-        a failure reason is often longer than the window)."""
+        a failure reason is often longer than the window), its rest indented under it."""
         log = self.query_one(Log)
         width = max(20, (log.scrollable_content_region.width or 96) - 1)
-        for part in textwrap.wrap(printable(line, one_line=True), width, subsequent_indent="  "):
+        text = printable(line, one_line=True)
+        wrapped = textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ")
+        for part in wrapped:
             log.write_line(part)
 
     def _ours(self, event: EventView) -> bool | None:
@@ -199,7 +201,7 @@ class ReplayModal(Dialog[str | None]):
         correction runs, it), under the ``re-made`` line of its decision."""
         if call.invocation_id in self._calls_seen or not self._showing:
             return
-        self._log(f"  {call_line(call)}")
+        self._log(call_line(call), indent="  ")
         if call.sequence_number > self._calls_from:  # the earlier decisions' calls are done
             self._calls_from = call.sequence_number
             seen = self._calls_seen.items()
