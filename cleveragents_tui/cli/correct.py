@@ -233,8 +233,11 @@ def _confirm_and_execute(
             echo(f"  {r.resource_id}: {r.outcome.value}" + (f" ({r.detail})" if r.detail else ""))
     if c.report.get("replay") == "failed":  # the correction is made, its replay stopped
         error, go_on = str(c.report["error"]), f"agents plan run {c.plan_id}"
+        made = "the decisions stay corrected"
+        if c.appended_plan_id is not None:  # an append: its plan is made, its run stopped
+            go_on, made = f"agents plan run {c.appended_plan_id}", "the appended plan stays"
         fix = "" if go_on in error else f": fix the cause, then go on with `{go_on}`"
-        echo(f"  {error}; the decisions stay corrected{fix}")
+        echo(f"  {error}; {made}{fix}")
     report_plan(cli.store, result.plan, as_json=False, who=who)  # and what it waits for
     if c.appended_plan_id is not None:
         _echo_appended(cli, c.appended_plan_id)

@@ -223,7 +223,7 @@ def plan_append(
     )
 
 
-def start_appended(
+def create_appended(
     store: Store,
     plan_id: str,
     decision: Decision,
@@ -231,7 +231,8 @@ def start_appended(
     chosen: str | None,
     options: RunOptions,
 ) -> Plan:
-    """Create the appended plan under ``plan_id`` and run it as far as its profile allows.
+    """Create the appended plan under ``plan_id``, its actors seeded with the guidance (the
+    caller runs it, :func:`run_appended`).
 
     Not applied: it works in the plan's sandboxes (``sandbox_plan_id``) and waits, completed,
     for the plan's Apply. Applied: it gets its own sandboxes and reaches its own Apply gate.
@@ -257,5 +258,12 @@ def start_appended(
             Actor(saver, child.plan_id, phase, lambda state, r: {}).seed(
                 {"guidance": seed_guidance(decision, guidance, chosen)}
             )
+    return child
+
+
+def run_appended(
+    store: Store, child: Plan, decision: Decision, guidance: str, options: RunOptions
+) -> Plan:
+    """Run the appended plan as far as its profile allows."""
     replay = Correction(decision.decision_id, guidance)
     return PlanRunner(store, child.plan_id, options, correction=replay).run()

@@ -28,7 +28,7 @@ from cleveragents_tui.engine.core.rollback import (
     rollback_to,
 )
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
-from cleveragents_tui.engine.correct.append import start_appended
+from cleveragents_tui.engine.correct.append import create_appended, run_appended
 from cleveragents_tui.engine.correct.attempt import finish_attempt, load_plan, reload_attempt
 from cleveragents_tui.engine.correct.model import (
     ChildAction,
@@ -39,7 +39,13 @@ from cleveragents_tui.engine.correct.model import (
     StalePreviewError,
 )
 from cleveragents_tui.engine.correct.preview import outside_refusal, preview
-from cleveragents_tui.engine.correct.replay import REPLAYING, outside_found, revert, revert_targets
+from cleveragents_tui.engine.correct.replay import (
+    REPLAYING,
+    outside_found,
+    revert,
+    revert_targets,
+    why_run_failed,
+)
 from cleveragents_tui.engine.run import run_lease
 from cleveragents_tui.engine.run.reversion import Reversion
 from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions
@@ -219,7 +225,25 @@ def _append(
     goes on, as after a revert, to its new attempt's gates (the old attempt's lapsed); any
     other plan stays as it is (an applied one: the appended plan lands on its own)."""
     chosen = impact.alternatives.option if impact.alternatives else None
-    child = start_appended(store, impact.plan_id, target, impact.guidance, chosen, options)
+    child = create_appended(store, impact.plan_id, target, impact.guidance, chosen, options)
+    try:
+        run_appended(store, child, target, impact.guidance, options)
+    except Exception as exc:  # the appended plan is made, its run stopped: say so
+        applied = load_plan(store, impact.plan_id).state is PlanState.APPLIED
+        why = why_run_failed(exc)
+        finish_attempt(
+            store,
+            correction,
+            CorrectionStatus.FAILED,
+            report={"error": f"its appended plan's run failed: {why}", "replay": "failed"},
+            appended=child.plan_id,
+            # what landed stays landed: an applied plan is not errored by its appended one
+            plan_state=None if applied else PlanState.ERRORED,
+            errored=None if applied else f"its appended plan {child.plan_id} failed: {why}",
+        )
+        return CorrectionResult(
+            reload_attempt(store, correction), load_plan(store, impact.plan_id), None
+        )
     finish_attempt(store, correction, CorrectionStatus.SUCCEEDED, appended=child.plan_id, report={})
     plan = load_plan(store, impact.plan_id)
     waiting = (PlanState.AWAITING_APPROVAL, PlanState.COMPLETED)

@@ -157,7 +157,7 @@ def revert(
             report={**recorded.report, "error": f"its replay failed: {exc}", "replay": "failed"},
             replacement=guidance.decision_id,
             plan_state=PlanState.ERRORED,
-            errored=f"the replay of correction {correction.correction_id} failed: {_why(exc)}",
+            errored=f"the replay of correction {correction.correction_id} failed: {why_run_failed(exc)}",
         )
         replayed = load_plan(store, impact.plan_id)
     else:
@@ -168,7 +168,7 @@ def revert(
     return CorrectionResult(reload_attempt(store, correction), replayed, report)
 
 
-def _why(exc: Exception) -> str:
+def why_run_failed(exc: Exception) -> str:
     """A failed run's reason without its "plan P errored: ... run it again" framing."""
     if isinstance(exc, ReasonerFailedError | SandboxUnavailableError):
         return exc.reason

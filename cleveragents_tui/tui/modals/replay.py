@@ -227,7 +227,12 @@ class ReplayModal(Dialog[str | None]):
                         f"  resource {r.resource_id}: {r.outcome.value}"
                         + (f" ({r.detail})" if r.detail else "")
                     )
-            if c.report.get("replay") == "failed":  # made, but its replay stopped
+            if c.report.get("replay") == "failed" and c.appended_plan_id is not None:
+                self._log(  # an append's plan is made, its run stopped
+                    f"{c.report['error']}: the appended plan {c.appended_plan_id} stays; "
+                    "open it and go on with R"
+                )
+            elif c.report.get("replay") == "failed":  # made, but its replay stopped
                 self._log(f"{c.report['error']}: the decisions stay corrected; go on with R")
             self._log(f"plan is now {result.plan.phase.value} · {result.plan.state.value}")
             title.update(f"Correction {c.status.value}")
