@@ -102,7 +102,10 @@ def _what_happened(event: EventView) -> str:
     if kind == "model_usage":
         cost = payload["cost_usd"]
         priced = f", ${cost:.4f}" if payload["priced"] and isinstance(cost, float) else ""
-        return f"model {payload['model']}: {payload['tokens']} tokens{priced}"
+        said = f"model {payload['model']}: {payload['tokens']} tokens{priced}"
+        if payload["refused"]:  # the chat reasoner told the model why, and asked again
+            said += f"; refused, asked again: {payload['refused']}"
+        return said
     # any other kind: its first three fields, as a person reads them
     detail = "; ".join(f"{k} {readable(v, 40)}" for k, v in list(payload.items())[:3])
     return kind + (f" ({detail})" if detail else "")

@@ -51,6 +51,10 @@ def test_an_events_line_names_its_fields_and_survives_a_missing_one() -> None:
         ROOT, "model_usage", model="openai:gpt-4o", tokens=900, cost_usd=0.0021, priced=True
     )
     assert lines.line(usage) == "  · model openai:gpt-4o: 900 tokens, $0.0021"
+    refused = _event(ROOT, "model_usage", model="m:x", tokens=9, refused="record_decision.x y")
+    assert (
+        lines.line(refused) == "  · model m:x: 9 tokens; refused, asked again: record_decision.x y"
+    )
     assert lines.line(_event(ROOT, "plan_state", phase="execute")) == "  · now execute · None"
     assert lines.line(_event(ROOT, "limit_exceeded", limit="tool_calls", value=51)) == (
         "  · limit tool_calls exceeded: None of None (None)"

@@ -29,10 +29,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import Runnable
 
 from cleveragents_tui.actors.base import ActorState, FailedCall, Fix, Proposal
@@ -56,8 +62,10 @@ from cleveragents_tui.actors.reasoners.chat_prompt import (
     guidance_entries,
     guidance_text,
     record_decision_schema,
+    refused_text,
 )
 from cleveragents_tui.actors.reasoners.chat_reply import (
+    InvalidReplyError,
     ModelNotServedError,
     ModelUnreachableError,
     ModelWithoutToolsError,
@@ -72,6 +80,7 @@ from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.tool import ToolSpec
 
 __all__ = [
+    "ASKED_AGAIN",
     "FINISH_PHASE",
     "FIX_FAILURE",
     "RECORD_DECISION",
@@ -80,6 +89,8 @@ __all__ = [
     "allowed_types",
 ]
 
+Checked = TypeVar("Checked")
+ASKED_AGAIN = 2  # times a refused call is sent back with why, per turn, before the run stops
 CurrentSteps = Callable[[], Mapping[str, str]]
 """Key -> chosen option of the plan's current decisions (as ``scripted.CurrentSteps``)."""
 
@@ -141,8 +152,9 @@ class ChatReasoner:
             )
         known = self._known(state)
         messages = self._messages(state, phase, known)
-        reply = self._answer(bound, messages, REMINDER)
-        return self._to_proposal(reply, state, phase, tuple(known))
+        return self._checked(
+            bound, messages, REMINDER, lambda r: self._to_proposal(r, state, phase, tuple(known))
+        )
 
     def propose_fix(self, state: ActorState, failed: FailedCall) -> Fix | None:
         """Ask the model what to do about ``failed``: one turn with the plan as
@@ -159,17 +171,42 @@ class ChatReasoner:
         if guidance:
             messages.append(HumanMessage(content=guidance_text(guidance)))
         messages.append(HumanMessage(content=fix_text(failed)))
-        reply = self._answer(self._fixing, messages, FIX_REMINDER)
+        return self._checked(self._fixing, messages, FIX_REMINDER, self._to_fix)
+
+    def _checked(
+        self,
+        bound: Runnable[LanguageModelInput, AIMessage],
+        messages: list[BaseMessage],
+        reminder: str,
+        check: Callable[[AIMessage], Checked],
+    ) -> Checked:
+        """The model's reply as ``check`` reads it. A call ``check`` refuses is answered with
+        why (a tool message, as an agent's tool error is) and asked again, at most
+        ``ASKED_AGAIN`` times: a model that names a tool it was not given, or a type of
+        another phase, mends it when told, where the plan used to stop on the first slip."""
+        reply = self._answer(bound, messages, reminder)
+        for _ in range(ASKED_AGAIN):
+            try:
+                return check(reply)
+            except InvalidReplyError as exc:
+                messages = [*messages, reply, *_refusal(reply, exc)]
+                self._calls[-1] = replace(self._calls[-1], refused=exc.detail)
+            reply = self._answer(bound, messages, reminder)
+        return check(reply)  # the last refusal stops the run
+
+    def _to_fix(self, reply: AIMessage) -> Fix:
         call = reply.tool_calls[0]
         if call.get("name") != FIX_FAILURE:
-            raise ReasonerError(
+            raise InvalidReplyError(
                 f"the chat model called an unknown tool {call.get('name')!r}",
                 f"it may call only {FIX_FAILURE} when asked for a fix",
+                f"{call.get('name')!r} is not a tool of this turn (only {FIX_FAILURE})",
             )
         args = call.get("args")
         if not isinstance(args, Mapping):
             raise field_error("arguments", "must be a JSON object", FIX_FAILURE)
-        return replace(check_fix(args, self.tool_names(phase)), reasoning=_reasoning(reply))
+        checked = check_fix(args, self.tool_names(Phase.EXECUTE))
+        return replace(checked, reasoning=_reasoning(reply))
 
     def _answer(
         self,
@@ -293,9 +330,10 @@ class ChatReasoner:
         if name == FINISH_PHASE:
             return None
         if name != RECORD_DECISION:
-            raise ReasonerError(
+            raise InvalidReplyError(
                 f"the chat model called an unknown tool {name!r}",
                 f"it may call only {RECORD_DECISION} or {FINISH_PHASE}",
+                f"{name!r} is not a tool of this turn (only {RECORD_DECISION} or {FINISH_PHASE})",
             )
         args = call.get("args")
         if not isinstance(args, Mapping):
@@ -310,6 +348,22 @@ def model_id(model: BaseChatModel) -> str:
     provider = str(params.get("ls_provider") or type(model).__name__.lower())
     name = params.get("ls_model_name")
     return f"{provider}:{name}" if name else provider
+
+
+def _refusal(reply: AIMessage, refused: InvalidReplyError) -> list[BaseMessage]:
+    """The answer to each call of a refused reply: why, for the first (the one read); the
+    others were not read (one call per turn). Every call gets one, as providers require."""
+    answers: list[BaseMessage] = []
+    for index, call in enumerate(reply.tool_calls):
+        name = str(call.get("name") or "")
+        text = refused_text(refused.detail, name) if index == 0 else "Not read: one call per turn."
+        call_id = call.get("id")
+        answers.append(
+            ToolMessage(content=text, tool_call_id=call_id)
+            if call_id
+            else HumanMessage(content=text)  # a provider that gives calls no id
+        )
+    return answers
 
 
 def _reasoning(reply: AIMessage) -> str | None:

@@ -91,6 +91,17 @@ REPLACE_RULES = (
     f"when you cannot do it (or the user said to ask them). {_FIX_RECORDED}"
 )
 
+
+def refused_text(problem: str, tool_name: str) -> str:
+    """What the model is told of a call of its that was refused (nothing was recorded)."""
+    again = (
+        f"Call {FIX_FAILURE} again"
+        if tool_name == FIX_FAILURE
+        else f"Call {RECORD_DECISION} again with a corrected decision, or {FINISH_PHASE}"
+    )
+    return f"Refused, nothing was recorded: {problem}. {again}."
+
+
 FIX_REMINDER = (
     f"Your reply called no tool. Reply again by calling {FIX_FAILURE}. Do not answer in plain text."
 )

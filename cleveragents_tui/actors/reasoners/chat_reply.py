@@ -29,6 +29,17 @@ class ReasonerError(UserError):
     """The reasoner could not produce a valid decision (the model's reply was refused)."""
 
 
+class InvalidReplyError(ReasonerError):
+    """The model's call was read but refused (a field, a tool, a type of another phase):
+    the model is told why and asked again, a few times, before the run stops on it.
+    ``detail``: what was wrong without the framing (``record_decision.confidence 1.5 is
+    outside [0, 1]``), as the progress lines say it."""
+
+    def __init__(self, problem: str, fix: str, detail: str | None = None) -> None:
+        super().__init__(problem, fix)
+        self.detail = detail or problem
+
+
 class MendedBySetModel(ReasonerError):
     """A failure `agents plan set-model PLAN ARGS` mends: the runner, which knows the plan,
     names that command in the fix."""
@@ -206,11 +217,13 @@ _FIELDS = frozenset(
 )
 
 
-def field_error(field: str, problem: str, tool_name: str = RECORD_DECISION) -> ReasonerError:
+def field_error(field: str, problem: str, tool_name: str = RECORD_DECISION) -> InvalidReplyError:
     what = "fix" if tool_name == FIX_FAILURE else "decision"
-    return ReasonerError(
-        f"the chat model proposed an invalid {what}: {tool_name}.{field} {problem}",
+    detail = f"{tool_name}.{field} {problem}"
+    return InvalidReplyError(
+        f"the chat model proposed an invalid {what}: {detail}",
         f"the {what} was not recorded; run again or correct the plan with guidance",
+        detail,
     )
 
 

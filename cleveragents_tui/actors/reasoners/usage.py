@@ -19,6 +19,7 @@ class ModelCall:
     model: str
     input_tokens: int = 0
     output_tokens: int = 0
+    refused: str | None = None  # why its reply was refused, and the model asked again
 
     @property
     def tokens(self) -> int:

@@ -160,6 +160,7 @@ class Policing:
                         "tokens": call.tokens,
                         "cost_usd": price.of(call) if price else 0.0,
                         "priced": price is not None,
+                        **({"refused": call.refused} if call.refused else {}),
                     },
                     plan_id=self.plan_id,
                 )

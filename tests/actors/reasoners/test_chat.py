@@ -17,7 +17,7 @@ import pytest
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -26,6 +26,7 @@ from pydantic import Field
 from cleveragents_tui.actors.base import ActorState, FailedCall, Fix, Proposal, ToolCallRequest
 from cleveragents_tui.actors.notes import decision_note, keys_in_notes, result_note, with_notes
 from cleveragents_tui.actors.reasoners.chat import (
+    ASKED_AGAIN,
     FINISH_PHASE,
     FIX_FAILURE,
     RECORD_DECISION,
@@ -161,6 +162,11 @@ def make() -> Make:
         return ChatReasoner(model, ACTION, tools, **kwargs), model
 
     return build
+
+
+def every_time(reply: AIMessage) -> list[AIMessage]:
+    """The same reply to the first question and to each time it is asked again."""
+    return [reply] * (ASKED_AGAIN + 1)
 
 
 def text_of(messages: Sequence[BaseMessage]) -> str:
@@ -455,7 +461,7 @@ BAD_ARGUMENTS = [
 def test_a_malformed_decision_is_refused_naming_the_field(
     make: Make, change: dict[str, Any], field: str
 ) -> None:
-    reasoner, _ = make(record(**{**STRATEGY, **change}))
+    reasoner, model = make(*every_time(record(**{**STRATEGY, **change})))
     notes = ["decision earlier [strategy_choice]: q -> a"]
 
     with pytest.raises(ReasonerError) as caught:
@@ -464,17 +470,71 @@ def test_a_malformed_decision_is_refused_naming_the_field(
     assert isinstance(caught.value, UserError)
     assert f"{RECORD_DECISION}.{field} " in str(caught.value)
     assert "\n" not in str(caught.value)
+    assert len(model.received) == ASKED_AGAIN + 1  # told each time, then stopped on
+
+
+def test_a_refused_decision_is_sent_back_with_why_and_the_mended_one_is_taken(
+    make: Make,
+) -> None:
+    """The refused call is answered with a tool message naming what was wrong (providers
+    require an answer to each call), and the next reply is read as the first was."""
+    bad = record(**{**STRATEGY, "confidence": 1.5})
+    reasoner, model = make(bad, record(**STRATEGY))
+
+    proposal = reasoner.propose(state(), Phase.STRATEGIZE)
+
+    assert proposal is not None and proposal.confidence == 0.8
+    first, second = model.received
+    assert second[: len(first)] == first
+    assert second[len(first)] == bad
+    [told] = second[len(first) + 1 :]
+    assert isinstance(told, ToolMessage) and told.tool_call_id == "call-1"
+    assert told.text == (
+        "Refused, nothing was recorded: record_decision.confidence 1.5 is outside [0, 1]. "
+        f"Call {RECORD_DECISION} again with a corrected decision, or {FINISH_PHASE}."
+    )
+    refused, taken = reasoner.take_usage()
+    assert refused.refused == "record_decision.confidence 1.5 is outside [0, 1]"
+    assert taken.refused is None
+
+
+def test_each_call_of_a_refused_reply_is_answered(make: Make) -> None:
+    calls = [
+        {"name": "rm_rf", "args": {}, "id": "c1"},
+        {"name": RECORD_DECISION, "args": STRATEGY, "id": "c2"},
+    ]
+    reasoner, model = make(AIMessage(content="", tool_calls=calls), record(**STRATEGY))
+
+    assert reasoner.propose(state(), Phase.STRATEGIZE) is not None
+
+    answers = model.received[1][-2:]
+    assert [(m.tool_call_id, m.text.split(":")[0]) for m in answers] == [  # type: ignore[attr-defined]
+        ("c1", "Refused, nothing was recorded"),
+        ("c2", "Not read"),
+    ]
+    assert "'rm_rf' is not a tool of this turn" in answers[0].text
+
+
+def test_a_refused_fix_is_sent_back_and_the_mended_one_is_taken(make: Make) -> None:
+    mended = fix_reply(rationale="Flaky.", tool_calls=[])
+    reasoner, model = make(fix_reply(rationale="x", stop_and_ask="yes"), mended)
+
+    assert reasoner.propose_fix(state(phase=Phase.EXECUTE), FAILED) == Fix((), "Flaky.")
+    told = model.received[1][-1]
+    assert isinstance(told, ToolMessage) and told.tool_call_id == "fix-1"
+    assert "fix_failure.stop_and_ask must be true or false" in told.text
+    assert told.text.endswith(f"Call {FIX_FAILURE} again.")
 
 
 def test_a_key_already_taken_is_refused(make: Make) -> None:
-    reasoner, _ = make(record(**STRATEGY))
+    reasoner, _ = make(*every_time(record(**STRATEGY)))
     notes = [decision_note(Proposal("approach", DecisionType.STRATEGY_CHOICE, "How?", "click"))]
     with pytest.raises(ReasonerError, match=r"record_decision\.key 'approach' is already used"):
         reasoner.propose(state(notes=notes), Phase.STRATEGIZE)
 
 
 def test_current_decisions_from_the_store_take_keys_and_are_shown(make: Make) -> None:
-    reasoner, model = make(record(**STRATEGY), record(**IMPLEMENTATION))
+    reasoner, model = make(*every_time(record(**STRATEGY)), record(**IMPLEMENTATION))
     current = {"approach": "a click subcommand"}
     reasoner = ChatReasoner(model, ACTION, TOOLS, current_steps=lambda: current)
 
@@ -501,7 +561,7 @@ def test_arguments_that_are_not_json_are_refused(make: Make) -> None:
 
 def test_a_call_of_an_unknown_tool_is_refused(make: Make) -> None:
     reply = AIMessage(content="", tool_calls=[{"name": "rm_rf", "args": {}, "id": "c"}])
-    reasoner, _ = make(reply)
+    reasoner, _ = make(*every_time(reply))
     with pytest.raises(ReasonerError, match="unknown tool 'rm_rf'"):
         reasoner.propose(state(), Phase.STRATEGIZE)
 
@@ -535,13 +595,13 @@ def test_an_execute_tool_may_call_writing_tools_but_only_the_given_ones(make: Ma
 
     unknown = {**IMPLEMENTATION, "depends_on": [], "parent_key": None}
     unknown["tool_calls"] = [{"tool": "sh/run", "arguments": {"cmd": "rm -rf /"}}]
-    refused, _ = make(record(**unknown))
+    refused, _ = make(*every_time(record(**unknown)))
     with pytest.raises(ReasonerError, match=r"tool_calls\[0\]\.tool 'sh/run' is not a tool"):
         refused.propose(state(phase=Phase.EXECUTE), Phase.EXECUTE)
 
 
 def test_a_strategy_type_is_refused_in_execute(make: Make) -> None:
-    reasoner, _ = make(record(**STRATEGY))
+    reasoner, _ = make(*every_time(record(**STRATEGY)))
     with pytest.raises(ReasonerError, match="strategy_choice is not allowed in the execute phase"):
         reasoner.propose(state(phase=Phase.EXECUTE), Phase.EXECUTE)
 
@@ -679,7 +739,7 @@ def test_a_fix_with_no_calls_runs_the_check_again_as_it_is(make: Make) -> None:
 def test_a_fix_the_reasoner_cannot_use_is_refused_naming_what_is_wrong(
     make: Make, reply: AIMessage, said: str
 ) -> None:
-    reasoner, _ = make(reply)
+    reasoner, _ = make(*every_time(reply))
 
     with pytest.raises(ReasonerError, match=re.escape(said)):
         reasoner.propose_fix(state(phase=Phase.EXECUTE), FAILED)
