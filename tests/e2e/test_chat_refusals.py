@@ -23,7 +23,13 @@ from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.engine.run.errors import ReasonerFailedError
 from cleveragents_tui.store.store import Store
 from tests.support.chat_plans import RESOURCE, files, run_chat_plan, write
-from tests.support.openai_server import OpenAIServer, Reply, finish_phase, record_decision
+from tests.support.openai_server import (
+    OpenAIServer,
+    Reply,
+    finish_phase,
+    record_decision,
+    tool_call,
+)
 from tests.support.openai_server import openai_server as openai_server  # the fixture
 
 PROMPT = "Write a README"
@@ -128,3 +134,21 @@ def test_a_model_that_keeps_slipping_stops_the_plan_with_the_reason(
     assert len(openai_server.completions) == 2 + ASKED_AGAIN + 1
     assert openai_server.pending == 0
     assert not (tmp_path / "slips" / "ran.txt").exists()
+
+
+def test_arguments_that_are_not_json_are_sent_back_and_mended(
+    tmp_path: Path, openai_server: OpenAIServer
+) -> None:
+    """A local model's broken JSON: the client sends the call back as it was, answered with
+    why, and the model's next call is read."""
+    broken = tool_call("record_decision", '{"key": "write", decision_type: oops')
+    openai_server.add(STRATEGY, finish_phase(), broken, RIGHT, finish_phase())
+
+    plan, folder = _run(Store.open(str(tmp_path / "json.db")), openai_server, tmp_path, "json")
+
+    assert plan.state is PlanState.APPLIED
+    sent_back = openai_server.completions[3].messages[-2:]
+    assert sent_back[0]["tool_calls"][0]["function"]["arguments"].endswith("decision_type: oops")
+    assert sent_back[1]["role"] == "tool"
+    assert "the arguments of record_decision are not valid JSON" in sent_back[1]["content"]
+    assert files(folder) == _oracle(tmp_path, openai_server)

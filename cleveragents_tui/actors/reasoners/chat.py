@@ -184,15 +184,14 @@ class ChatReasoner:
         why (a tool message, as an agent's tool error is) and asked again, at most
         ``ASKED_AGAIN`` times: a model that names a tool it was not given, or a type of
         another phase, mends it when told, where the plan used to stop on the first slip."""
-        reply = self._answer(bound, messages, reminder)
         for _ in range(ASKED_AGAIN):
+            reply = self._answer(bound, messages, reminder)
             try:
-                return check(reply)
+                return check(_readable(reply))
             except InvalidReplyError as exc:
                 messages = [*messages, reply, *_refusal(reply, exc)]
                 self._calls[-1] = replace(self._calls[-1], refused=exc.detail)
-            reply = self._answer(bound, messages, reminder)
-        return check(reply)  # the last refusal stops the run
+        return check(_readable(self._answer(bound, messages, reminder)))  # the last stops
 
     def _to_fix(self, reply: AIMessage) -> Fix:
         call = reply.tool_calls[0]
@@ -214,7 +213,7 @@ class ChatReasoner:
         messages: list[BaseMessage],
         reminder: str,
     ) -> AIMessage:
-        """The model's reply with a readable tool call; a reply in words is asked again once."""
+        """The model's reply with a tool call; a reply in words is asked again once."""
         reply = self._invoke(bound, messages)
         if not reply.tool_calls and not reply.invalid_tool_calls:
             reply = self._invoke(bound, [*messages, reply, HumanMessage(content=reminder)])
@@ -223,12 +222,6 @@ class ChatReasoner:
                     "the chat model answered twice without calling a tool",
                     ModelWithoutToolsError.fix_for("PLAN"),
                 )
-        if not reply.tool_calls:
-            bad = reply.invalid_tool_calls[0]
-            raise ReasonerError(
-                f"the chat model's call of {bad.get('name') or 'a tool'} could not be read",
-                f"its arguments are not valid JSON ({bad.get('error') or 'no detail'})",
-            )
         return reply
 
     def take_usage(self) -> list[ModelCall]:
@@ -350,11 +343,25 @@ def model_id(model: BaseChatModel) -> str:
     return f"{provider}:{name}" if name else provider
 
 
+def _readable(reply: AIMessage) -> AIMessage:
+    """``reply`` when one of its calls could be read; a call whose arguments are not JSON
+    is refused (and sent back: the client sends it as the call it was)."""
+    if not reply.tool_calls:
+        bad = reply.invalid_tool_calls[0]
+        name, error = bad.get("name") or "a tool", bad.get("error") or "no detail"
+        raise InvalidReplyError(
+            f"the chat model's call of {name} could not be read",
+            f"its arguments are not valid JSON ({error})",
+            f"the arguments of {name} are not valid JSON ({error})",
+        )
+    return reply
+
+
 def _refusal(reply: AIMessage, refused: InvalidReplyError) -> list[BaseMessage]:
     """The answer to each call of a refused reply: why, for the first (the one read); the
     others were not read (one call per turn). Every call gets one, as providers require."""
     answers: list[BaseMessage] = []
-    for index, call in enumerate(reply.tool_calls):
+    for index, call in enumerate([*reply.tool_calls, *reply.invalid_tool_calls]):
         name = str(call.get("name") or "")
         text = refused_text(refused.detail, name) if index == 0 else "Not read: one call per turn."
         call_id = call.get("id")

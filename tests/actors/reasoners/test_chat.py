@@ -553,10 +553,12 @@ def test_arguments_that_are_not_json_are_refused(make: Make) -> None:
             {"name": RECORD_DECISION, "args": "{key: oops", "id": "c", "error": "bad JSON"}
         ],
     )
-    reasoner, model = make(reply)
+    reasoner, model = make(*every_time(reply))
     with pytest.raises(ReasonerError, match="not valid JSON"):
         reasoner.propose(state(), Phase.STRATEGIZE)
-    assert len(model.received) == 1  # a broken call is refused, not asked again
+    told = model.received[1][-1]  # answered as the call it was, and asked again
+    assert isinstance(told, ToolMessage) and told.tool_call_id == "c"
+    assert "the arguments of record_decision are not valid JSON (bad JSON)" in told.text
 
 
 def test_a_call_of_an_unknown_tool_is_refused(make: Make) -> None:
