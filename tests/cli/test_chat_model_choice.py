@@ -263,6 +263,33 @@ def test_an_appended_plan_asks_its_parents_model(
     assert shown["model"] == MODEL
 
 
+def _append_whose_model_fails(
+    run: Run, action: str, served: OpenAIServer, *, applied: bool
+) -> tuple[str, dict[str, object]]:
+    """A plan (applied or not) and an append correction of its strategy whose appended
+    plan's model answers 500: the plan's id and the appended plan."""
+    served.add(STRATEGY, finish_phase(), finish_phase())
+    assert (
+        run("plan", "use", action, "--model", MODEL, "--automation-profile", "auto").exit_code == 0
+    )
+    (plan,) = _plans(run)
+    plan_id = str(plan["plan_id"])
+    if applied:
+        assert run("plan", "apply", plan_id).exit_code == 0
+    tree = json.loads(run("plan", "tree", plan_id, "--format=json").output)
+    decision = next(d for d in tree["decisions"] if d["chosen_option"] == "step by step")
+    served.add(http_error(500, "the model is overloaded"))
+    appended = run(
+        "plan", "correct", decision["decision_id"], "--mode=append",
+        "--guidance", "double-check every step", "--yes",
+    )  # fmt: skip
+    assert appended.exit_code == 1, appended.output
+    child = next(p for p in _plans(run) if p["parent_plan_id"] == plan_id)
+    assert f"go on with `agents plan run {child['plan_id']}`" in appended.stdout
+    assert "the appended plan stays" in appended.stdout
+    return plan_id, child
+
+
 def test_an_appended_plan_whose_model_fails_leaves_the_applied_plan_applied(
     run: Run, action: str, served: OpenAIServer
 ) -> None:
@@ -270,27 +297,9 @@ def test_an_appended_plan_whose_model_fails_leaves_the_applied_plan_applied(
     failed, the appended plan errored and named to run again — and the applied plan stays
     applied (it was marked errored, as if its Apply had failed). Run again once the model
     answers, the appended plan goes on to its own Apply."""
-    served.add(STRATEGY, finish_phase(), finish_phase())
-    assert (
-        run("plan", "use", action, "--model", MODEL, "--automation-profile", "auto").exit_code == 0
-    )
-    (plan,) = _plans(run)
-    plan_id = str(plan["plan_id"])
-    assert run("plan", "apply", plan_id).exit_code == 0
-    tree = json.loads(run("plan", "tree", plan_id, "--format=json").output)
-    decision = next(d for d in tree["decisions"] if d["chosen_option"] == "step by step")
-    served.add(http_error(500, "the model is overloaded"))
+    plan_id, child = _append_whose_model_fails(run, action, served, applied=True)
 
-    appended = run(
-        "plan", "correct", decision["decision_id"], "--mode=append",
-        "--guidance", "double-check every step", "--yes",
-    )  # fmt: skip
-
-    assert appended.exit_code == 1, appended.output
-    child = next(p for p in _plans(run) if p["parent_plan_id"] == plan_id)
     assert (child["phase"], child["state"]) == ("strategize", "errored")
-    assert f"go on with `agents plan run {child['plan_id']}`" in appended.stdout
-    assert "the appended plan stays" in appended.stdout
     shown = json.loads(run("plan", "show", plan_id, "--format=json").output)
     assert (shown["plan"]["phase"], shown["plan"]["state"]) == ("apply", "applied")
     assert [c["status"] for c in shown["corrections"]] == ["failed"]
@@ -308,22 +317,7 @@ def test_an_appended_plan_whose_model_fails_is_run_again_then_its_plan_goes_on(
     """Before Apply the appended plan works in its plan's sandboxes: its model failing
     stops the plan too (errored, with the reason), and once the appended plan is run again,
     `plan run` takes the plan to its Apply gate."""
-    served.add(STRATEGY, finish_phase(), finish_phase())
-    assert (
-        run("plan", "use", action, "--model", MODEL, "--automation-profile", "auto").exit_code == 0
-    )
-    (plan,) = _plans(run)
-    plan_id = str(plan["plan_id"])
-    tree = json.loads(run("plan", "tree", plan_id, "--format=json").output)
-    decision = next(d for d in tree["decisions"] if d["chosen_option"] == "step by step")
-    served.add(http_error(500, "the model is overloaded"))
-    appended = run(
-        "plan", "correct", decision["decision_id"], "--mode=append",
-        "--guidance", "double-check every step", "--yes",
-    )  # fmt: skip
-    assert appended.exit_code == 1, appended.output
-    child = next(p for p in _plans(run) if p["parent_plan_id"] == plan_id)
-    assert f"go on with `agents plan run {child['plan_id']}`" in appended.stdout
+    plan_id, child = _append_whose_model_fails(run, action, served, applied=False)
     shown = json.loads(run("plan", "show", plan_id, "--format=json").output)
     assert shown["plan"]["state"] == "errored"
 
