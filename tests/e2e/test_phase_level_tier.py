@@ -29,6 +29,7 @@ from cleveragents_tui.engine.run.lifecycle import apply_plan
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from tests.support.flag_profiles import register_profile
+from tests.support.folders import add_folder
 
 REPO = "local/repo"
 DOCS = "local/docs"
@@ -129,15 +130,8 @@ def register(store: Store, tmp_path: Path, *, repo_checkpoints: bool) -> tuple[P
                 checkpoint_enabled=repo_checkpoints,
             )
         )
-        uow.resources.add(
-            Resource(
-                resource_id=DOCS,
-                kind="filesystem",
-                location=str(docs),
-                sandbox_strategy="filesystem_copy",
-            )
-        )
         uow.commit()
+    add_folder(store, DOCS, docs)
     return repo, docs
 
 

@@ -40,7 +40,6 @@ from cleveragents_tui.actors.tools import default_registry
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import CorrectionMode, Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
-from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.preview import preview
 from cleveragents_tui.engine.ops.invariants import check_invariants
@@ -50,6 +49,7 @@ from cleveragents_tui.engine.run.plans import ACTORS, create_plan
 from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from tests.reliability.harness import record_figures
+from tests.support.folders import add_folder
 
 TIMEOUT = 120.0  # seconds a worker may take to answer before the test calls it a deadlock
 REPEAT = 2  # each race, per database
@@ -129,16 +129,7 @@ class World:
         real.mkdir(parents=True)
         (real / "seed.txt").write_text("seed\n")
         resource_id = f"rel/files-{self.count}"
-        with self.store.unit_of_work(write=True) as uow:
-            uow.resources.add(
-                Resource(
-                    resource_id=resource_id,
-                    kind="filesystem",
-                    location=str(real),
-                    sandbox_strategy="filesystem_copy",
-                )
-            )
-            uow.commit()
+        add_folder(self.store, resource_id, real)
         return resource_id
 
     def plan_at_apply_gate(self) -> tuple[str, dict[str, str]]:
