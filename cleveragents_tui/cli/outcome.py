@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from cleveragents_tui.cli import json_output
 from cleveragents_tui.cli.context import echo, echo_json
-from cleveragents_tui.cli.render import plan_heading
+from cleveragents_tui.cli.render import plan_heading, usage_line
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.wording import as_option
@@ -105,12 +105,15 @@ def report_plan(
     """Where a run left the plan: its heading, what landed, what it waits for and how to
     answer (or the JSON document under --format=json; ``as_json``: the command's own). The
     commands it suggests to answer or apply repeat ``who``, the command's ``--as NAME``."""
+    from cleveragents_tui.engine.read.browse import plan_usage
     from cleveragents_tui.engine.run.constrained_apply import reverted_into
 
     if json_output.wanted() if as_json is None else as_json:  # the global --format=json
         echo_json(json_output.plan_result(store, result))
         return
     echo(plan_heading(result))
+    if (usage := plan_usage(store, result.plan_id)).model_calls:  # what a model run cost
+        echo(f"  used so far: {usage_line(usage)}")
     if (reverted := reverted_into(store, result)) is not None:  # engine/run/constrained_apply.py
         echo(
             f"  not applied: {reverted.guidance}; reverted to Strategize by {reverted.correction_id}"

@@ -173,6 +173,9 @@ def test_a_chat_model_runs_a_plan_and_remakes_the_corrected_decision(
     assert {r.body["model"] for r in sent} == {"gpt-4o-mini"}
     assert {r.authorization for r in sent} == {f"Bearer {openai_server.env()['OPENAI_API_KEY']}"}
     assert sent[0].tool_names == ["record_decision", "finish_phase"]
+    # what the run cost is said at its end: LAYOUT's 876 tokens and 120 for each other call
+    used = "  used so far: 1,236 tokens in 4 model calls · $0.000000 · 1 tool call (4 unpriced"
+    assert used in started.stdout, started.stdout
     assert "Write a README for the project" in sent[0].text
     assert "local/write-file" in json.dumps(sent[2].body["tools"])  # Execute offers the tool
     # ... and tells the model its arguments, so a real model can call it right the first time

@@ -81,6 +81,12 @@ def descendants(store: Store, plan_id: str) -> list[Plan]:
         return uow.plans.descendants(plan_id)
 
 
+def plan_usage(store: Store, plan_id: str) -> UsageFigures:
+    """What the plan's model and tool calls have used so far (``usage_of``)."""
+    with store.unit_of_work() as uow:
+        return usage_of(uow, plan_id)
+
+
 def usage_of(uow: UnitOfWork, plan_id: str) -> UsageFigures:
     """The plan's model calls (tokens, cost) and tool calls, as its limits count them."""
     queries = uow.usage
