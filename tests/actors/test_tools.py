@@ -18,6 +18,7 @@ from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.tool import ToolCategory, ToolSpec
 from tests.actors.conftest import DB, FILES, GIT, OUTBOX, ToolWorld
+from tests.support.folders import add_folder
 
 BUILTINS = {
     # name: (category, writes, checkpointable, irreversible, unsafe)
@@ -179,6 +180,31 @@ def test_unknown_or_invalid_resources_are_refused(tool_world: ToolWorld) -> None
         assert not outcome.ok
         assert resource in outcome.output
     assert tool_world.sandboxes.modified() == set()
+
+
+def test_a_resource_registered_for_other_plans_is_refused_as_not_the_plans(
+    tool_world: ToolWorld,
+) -> None:
+    """A call naming a resource that is registered but not one of the plan's (a model's
+    guess, a custom reasoner's slip) is told so and which are, not that a sandbox folder
+    went missing."""
+    store, plan_id = tool_world.sandboxes.store, tool_world.plan.plan_id
+    elsewhere = tool_world.tmp / "elsewhere"
+    add_folder(store, "local/elsewhere", elsewhere)
+    with store.unit_of_work(write=True) as uow:
+        uow.plan_actions.save(plan_id, {"name": "local/tools", "resources": [FILES, DB]})
+        uow.commit()
+
+    outcome = tool_world.call(
+        "local/write-file", {"resource": "local/elsewhere", "path": "a", "content": "x"}
+    )
+
+    assert not outcome.ok
+    assert outcome.output == (
+        f"local/write-file: resource local/elsewhere is not a resource of plan {plan_id}: "
+        f"name one of its resources: {FILES}, {DB}"
+    )
+    assert list(elsewhere.iterdir()) == []
 
 
 WRITES_IN_STRATEGIZE = [

@@ -152,3 +152,22 @@ def test_arguments_that_are_not_json_are_sent_back_and_mended(
     assert sent_back[1]["role"] == "tool"
     assert "the arguments of record_decision are not valid JSON" in sent_back[1]["content"]
     assert files(folder) == _oracle(tmp_path, openai_server)
+
+
+def test_a_call_on_a_resource_the_plan_does_not_have_is_refused_and_mended(
+    tmp_path: Path, openai_server: OpenAIServer
+) -> None:
+    """The model guesses the resource's name ("calc" for local/calc): refused, told the
+    plan's resources, mended. Before, the decision could not be recorded (the name is not
+    namespace/name) and the command ended on a traceback."""
+    guessed = write("README.md", "# readme\n")
+    guessed["arguments"]["resource"] = "calc"
+    openai_server.add(STRATEGY, finish_phase(), _write(guessed), RIGHT, finish_phase())
+
+    plan, folder = _run(Store.open(str(tmp_path / "res.db")), openai_server, tmp_path, "res")
+
+    assert plan.state is PlanState.APPLIED
+    said = openai_server.completions[3].messages[-1]["content"]
+    assert f"'calc' is not a resource of this plan (its resources: {RESOURCE})" in said
+    assert f"- {RESOURCE}" in openai_server.completions[0].text  # the prompt lists it
+    assert files(folder) == _oracle(tmp_path, openai_server)

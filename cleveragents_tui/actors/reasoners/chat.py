@@ -63,6 +63,7 @@ from cleveragents_tui.actors.reasoners.chat_prompt import (
     guidance_text,
     record_decision_schema,
     refused_text,
+    resources_text,
 )
 from cleveragents_tui.actors.reasoners.chat_reply import (
     InvalidReplyError,
@@ -204,7 +205,8 @@ class ChatReasoner:
         args = call.get("args")
         if not isinstance(args, Mapping):
             raise field_error("arguments", "must be a JSON object", FIX_FAILURE)
-        checked = check_fix(args, self.tool_names(Phase.EXECUTE))
+        offered = self.tool_names(Phase.EXECUTE)
+        checked = check_fix(args, offered, resources=self._action.resources)
         return replace(checked, reasoning=_reasoning(reply))
 
     def _answer(
@@ -276,6 +278,7 @@ class ChatReasoner:
         if action.description.strip():
             parts.append(action.description.strip())
         parts.append(f"## Task (the plan's prompt)\n{action.prompt}")
+        parts.append(resources_text(action.resources))
         types = "\n".join(f"- {t.value}: {TYPE_MEANING.get(t, '')}" for t in allowed_types(phase))
         parts.append(f"## Decision types allowed in the {phase.value} phase\n{types}")
         names = set(self.tool_names(phase))
@@ -331,7 +334,15 @@ class ChatReasoner:
         args = call.get("args")
         if not isinstance(args, Mapping):
             raise field_error("arguments", "must be a JSON object")
-        return check_decision(args, state, phase, used, _reasoning(reply), self.tool_names(phase))
+        return check_decision(
+            args,
+            state,
+            phase,
+            used,
+            _reasoning(reply),
+            self.tool_names(phase),
+            resources=self._action.resources,
+        )
 
 
 def model_id(model: BaseChatModel) -> str:

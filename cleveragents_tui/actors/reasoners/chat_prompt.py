@@ -92,6 +92,17 @@ REPLACE_RULES = (
 )
 
 
+def resources_text(resources: Sequence[str]) -> str:
+    """The plan's resources, which every tool call names: a model told none guesses."""
+    if not resources:
+        return "## Resources\nThe plan has no resources: its tools have nothing to work on."
+    listed = "\n".join(f"- {r}" for r in resources)
+    return (
+        "## Resources of this plan (name one in each tool call's resource argument, exactly "
+        f"as written)\n{listed}"
+    )
+
+
 def refused_text(problem: str, tool_name: str) -> str:
     """What the model is told of a call of its that was refused (nothing was recorded)."""
     again = (

@@ -83,10 +83,12 @@ def check_decision(
     used: tuple[str, ...],
     reasoning: str | None,
     tools: Sequence[str],
+    *,
+    resources: Sequence[str],
 ) -> Proposal:
     """The proposal ``record_decision``'s arguments make, every field checked (else one
     :class:`ReasonerError` naming the field): ``used`` are the keys taken, ``tools`` the tools
-    the phase allows."""
+    the phase allows, ``resources`` those a call may name (the plan's)."""
     unknown = sorted(str(k) for k in args if k not in _FIELDS)
     if unknown:
         raise field_error(unknown[0], f"is not a field of {RECORD_DECISION}")
@@ -125,7 +127,7 @@ def check_decision(
         _reference(ref, "depends_on", key, used)
         for ref in dict.fromkeys(_text_list(args, "depends_on"))
     )
-    tool_calls = _tool_calls(args.get("tool_calls", []), phase, tools)
+    tool_calls = _tool_calls(args.get("tool_calls", []), phase, (tools, resources))
     spawn = _spawn(args.get("spawn", []), decision_type)
 
     return Proposal(
@@ -145,7 +147,7 @@ def check_decision(
     )
 
 
-def check_fix(args: Mapping[str, Any], tools: Sequence[str]) -> Fix:
+def check_fix(args: Mapping[str, Any], tools: Sequence[str], *, resources: Sequence[str]) -> Fix:
     """The fix ``fix_failure``'s arguments make, checked as a decision's are."""
     unknown = sorted(str(k) for k in args if k not in ("rationale", "tool_calls", "stop_and_ask"))
     if unknown:
@@ -156,15 +158,24 @@ def check_fix(args: Mapping[str, Any], tools: Sequence[str]) -> Fix:
     ask = args.get("stop_and_ask", False)
     if not isinstance(ask, bool):
         raise field_error("stop_and_ask", "must be true or false", FIX_FAILURE)
-    calls = _tool_calls(args.get("tool_calls", []), Phase.EXECUTE, tools, FIX_FAILURE)
+    calls = _tool_calls(args.get("tool_calls", []), Phase.EXECUTE, (tools, resources), FIX_FAILURE)
     if ask and calls:
         raise field_error("stop_and_ask", "is true, yet tool_calls are given", FIX_FAILURE)
     return Fix(calls, " ".join(rationale.split()) if rationale else None, ask)
 
 
 def _tool_calls(
-    value: object, phase: Phase, allowed: Sequence[str], tool_name: str = RECORD_DECISION
+    value: object,
+    phase: Phase,
+    offered: tuple[Sequence[str], Sequence[str]],
+    tool_name: str = RECORD_DECISION,
 ) -> tuple[ToolCallRequest, ...]:
+    """The calls, each of a tool ``offered`` (tools, resources) gives, on one of its
+    resources: a call on another resource could only fail, with a message about sandbox
+    folders that tells the model nothing (and a name that is not ``namespace/name`` could
+    not be recorded at all)."""
+    allowed, resources = offered
+
     def error(field: str, problem: str) -> ReasonerError:
         return field_error(field, problem, tool_name)
 
@@ -196,6 +207,12 @@ def _tool_calls(
             json.dumps(arguments, allow_nan=False)
         except (TypeError, ValueError):
             raise error(f"{where}.arguments", "must hold JSON values only") from None
+        if "resource" in arguments and arguments["resource"] not in resources:
+            named = ", ".join(resources) or "none"
+            raise error(
+                f"{where}.arguments.resource",
+                f"{arguments['resource']!r} is not a resource of this plan (its resources: {named})",
+            )
         calls.append(ToolCallRequest(tool=tool, arguments=dict(arguments)))
     return tuple(calls)
 

@@ -180,6 +180,7 @@ class PlanSandboxes:
                     resource = uow.resources.get(resource_id)
             root = sandbox_root(self.base_dir, self.host_plan_id, resource_id)
             if not root.exists():
+                self._check_named(resource_id)
                 raise NotFoundError(
                     f"plan {self.plan_id} has no sandbox of {resource_id} in {self.base_dir}",
                     "if the plan ran with another sandbox folder, set AGENTS_SANDBOX_DIR to it "
@@ -191,6 +192,20 @@ class PlanSandboxes:
             self._open[resource_id] = sandbox
             _track_handouts(sandbox)
         return sandbox
+
+    def _check_named(self, resource_id: str) -> None:
+        """Refuse a resource the plan's action does not name (a tool call on another one)
+        as that, not as a sandbox folder gone missing."""
+        with self.store.unit_of_work() as uow:
+            if not uow.plan_actions.has(self.plan_id):
+                return  # a recorded sample: nothing runs on it
+            named = uow.plan_actions.get(self.plan_id).get("resources")
+        resources = [str(r) for r in named] if isinstance(named, list) else []
+        if resource_id not in resources:
+            raise NotFoundError(
+                f"resource {resource_id} is not a resource of plan {self.plan_id}",
+                f"name one of its resources: {', '.join(resources) or 'it has none'}",
+            )
 
     def note_write(self, resource_id: str) -> None:
         """Tools call this when they write to a resource: it joins every later checkpoint

@@ -526,6 +526,29 @@ def test_a_refused_fix_is_sent_back_and_the_mended_one_is_taken(make: Make) -> N
     assert told.text.endswith(f"Call {FIX_FAILURE} again.")
 
 
+def test_the_model_is_told_the_plans_resources_and_a_call_on_another_is_refused(
+    make: Make,
+) -> None:
+    """Every tool call names a resource; the prompt lists the plan's, and a call on any
+    other (a guess: "calc", or a resource registered for other plans) is refused naming
+    them. A name that is not namespace/name could not even be recorded."""
+    action = ACTION.model_copy(update={"resources": ("local/calc", "local/docs")})
+    wrong = {**IMPLEMENTATION, "depends_on": [], "parent_key": None}
+    wrong["tool_calls"] = [{"tool": "fs/write", "arguments": {"resource": "calc", "path": "a"}}]
+    model = RecordingFakeChatModel(messages=iter(every_time(record(**wrong))))
+    reasoner = ChatReasoner(model, action, TOOLS)
+
+    with pytest.raises(ReasonerError) as caught:
+        reasoner.propose(state(phase=Phase.EXECUTE), Phase.EXECUTE)
+
+    assert "## Resources of this plan" in model.received[0][1].text
+    assert "- local/calc\n- local/docs" in model.received[0][1].text
+    assert str(caught.value).startswith(
+        "the chat model proposed an invalid decision: record_decision.tool_calls[0].arguments"
+        ".resource 'calc' is not a resource of this plan (its resources: local/calc, local/docs)"
+    )
+
+
 def test_a_key_already_taken_is_refused(make: Make) -> None:
     reasoner, _ = make(*every_time(record(**STRATEGY)))
     notes = [decision_note(Proposal("approach", DecisionType.STRATEGY_CHOICE, "How?", "click"))]
