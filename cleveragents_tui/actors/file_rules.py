@@ -12,6 +12,7 @@ import errno
 import posixpath
 import stat
 from enum import StrEnum
+from typing import NamedTuple
 
 from cleveragents_tui.sandbox.objectstore.names import check_link_target
 from cleveragents_tui.sandbox.safety import UnsafeInputError, safe_relative_path
@@ -28,6 +29,14 @@ class Kind(StrEnum):
     SYMLINK = "symlink"
     OTHER = "special file"
     MISSING = "missing"
+
+
+class Listed(NamedTuple):
+    """One entry of a listing: its path from the sandbox's top, its kind, a file's size."""
+
+    path: str
+    kind: Kind
+    size: int
 
 
 class FileRefused(Exception):

@@ -15,7 +15,7 @@ import base64
 import binascii
 
 from cleveragents_tui.actors.base import ToolContext, ToolOutcome
-from cleveragents_tui.actors.sandbox_files import FileRefused, Kind, SandboxFiles, files_of
+from cleveragents_tui.actors.sandbox_files import FileRefused, Kind, Listed, SandboxFiles, files_of
 from cleveragents_tui.actors.tool_support import (
     OUTPUT_LIMIT,
     Arguments,
@@ -27,6 +27,7 @@ from cleveragents_tui.actors.tool_support import (
     strategy_of,
     truncate_text,
 )
+from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.tool import ToolCategory, ToolSpec
 
 EDIT_LIMIT = 8 * 1024 * 1024  # bytes: larger files are rewritten with local/write-file
@@ -120,6 +121,48 @@ class ReadFile(FileTool):
                 f"[binary file: {total} bytes, shown as UTF-8 with invalid bytes replaced]\n" + text
             )
         return text
+
+
+LISTED = 400  # entries a listing shows; a larger tree is listed by folder
+
+
+class ListFiles(FileTool):
+    spec = ToolSpec(
+        name="local/list-files",
+        category=ToolCategory.READ,
+        description=f"List the files and folders of a resource, or of one folder in it (git's "
+        f"metadata left out; at most {LISTED} entries, the top levels first).",
+        side_effects=("reads:files",),  # what it listed is what the actor decided on next
+    )
+    params = (
+        RESOURCE,
+        Param(
+            "path",
+            ParamType.TEXT,
+            "a folder inside the resource, '/' separated; omitted: the whole resource",
+            required=False,
+        ),
+    )
+
+    def change(self, files: SandboxFiles, arguments: Arguments) -> str:
+        path = arguments.optional_text("path")
+        folder = None if path is None or path.strip() in ("", ".", "./") else path
+        entries, more = files.listing(folder, LISTED)
+        where = f"under {folder}" if folder else "in the resource"
+        lines = [f"{len(entries)} entries {where} (folders end with /):"]
+        lines += [_listed(e) for e in entries]
+        if more:
+            lines.append("… more not listed: list a folder (path) to see the rest of it")
+        return "\n".join(lines)
+
+
+def _listed(entry: Listed) -> str:
+    name = printable(entry.path, one_line=True)  # a name with a line break stays one line
+    if entry.kind is Kind.FILE:
+        return f"{name}  {entry.size} bytes"
+    if entry.kind is Kind.DIRECTORY:
+        return f"{name}/"
+    return f"{name}  ({entry.kind})"
 
 
 def _base64(text: str) -> bytes | None:

@@ -11,6 +11,7 @@ from cleveragents_tui.actors.file_rules import (
     NEW_FILE_MODE,
     FileRefused,
     Kind,
+    Listed,
     check_deletable,
     check_exists,
     check_mode,
@@ -66,6 +67,17 @@ class OverlayFiles:
             raise FileRefused(f"{path} is a {kind}, not a regular file")
         data = self._sandbox.read_bytes(real)
         return (data if limit is None else data[:limit]), len(data)
+
+    def listing(self, path: str | None, limit: int) -> tuple[list[Listed], bool]:
+        where = "" if path is None else check_path(path)
+        if path is not None and (kind := self.kind(where)) is not Kind.DIRECTORY:
+            raise FileRefused(f"{path} is a {check_exists(path, kind)}, not a folder")
+        entries = self._sandbox.walk(where)
+        listed = [
+            Listed(e.path, _OVERLAY_KINDS[e.kind], e.size if e.kind is EntryKind.FILE else 0)
+            for e in entries[:limit]
+        ]
+        return sorted(listed), len(entries) > limit
 
     def write(self, path: str, data: bytes, mode: int | None) -> bool:
         path = check_path(path)

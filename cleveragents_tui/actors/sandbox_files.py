@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from cleveragents_tui.actors.file_rules import NEW_FOLDER_MODE, FileRefused, Kind
+from cleveragents_tui.actors.file_rules import NEW_FOLDER_MODE, FileRefused, Kind, Listed
 from cleveragents_tui.actors.overlay_files import OverlayFiles
 from cleveragents_tui.actors.workdir_files import WorkdirFiles
 from cleveragents_tui.sandbox.base import HandsOutPaths, Sandbox
 from cleveragents_tui.sandbox.overlay import OverlaySandbox
 
-__all__ = ["NEW_FOLDER_MODE", "FileRefused", "Kind", "SandboxFiles", "files_of"]
+__all__ = ["NEW_FOLDER_MODE", "FileRefused", "Kind", "Listed", "SandboxFiles", "files_of"]
 
 
 class SandboxFiles(Protocol):
@@ -31,6 +31,12 @@ class SandboxFiles(Protocol):
 
     def read(self, path: str, limit: int | None) -> tuple[bytes, int]:
         """At most ``limit`` bytes of a regular file (all when None), and its full size."""
+        ...
+
+    def listing(self, path: str | None, limit: int) -> tuple[list[Listed], bool]:
+        """The entries below folder ``path`` (None: the whole sandbox), parents first and
+        sorted, git's metadata left out, symlinks listed and never followed: at most
+        ``limit``, and whether there were more."""
         ...
 
     def write(self, path: str, data: bytes, mode: int | None) -> bool:

@@ -78,7 +78,13 @@ class ToolRegistry:
 def default_registry() -> ToolRegistry:
     """A new registry holding the built-in ``local/...`` tools."""
     from cleveragents_tui.actors.command_tools import RunCommand, RunTests
-    from cleveragents_tui.actors.file_tools import DeleteFile, EditFile, ReadFile, WriteFile
+    from cleveragents_tui.actors.file_tools import (
+        DeleteFile,
+        EditFile,
+        ListFiles,
+        ReadFile,
+        WriteFile,
+    )
     from cleveragents_tui.actors.notify_tool import Notify
     from cleveragents_tui.actors.sql_tool import RunSql
     from cleveragents_tui.actors.tree_tools import Chmod, Delete, MakeDir, Move, Symlink
@@ -86,6 +92,7 @@ def default_registry() -> ToolRegistry:
     return ToolRegistry(
         [
             ReadFile(),
+            ListFiles(),
             WriteFile(),
             EditFile(),
             DeleteFile(),

@@ -21,6 +21,7 @@ from cleveragents_tui.actors.file_rules import (
     NEW_FILE_MODE,
     FileRefused,
     Kind,
+    Listed,
     check_deletable,
     check_exists,
     check_mode,
@@ -89,6 +90,29 @@ class WorkdirFiles:
                 raise FileRefused(f"{path} is a {kind_of(st.st_mode)}, not a regular file")
             data = handle.read() if limit is None else handle.read(limit)
         return data, max(st.st_size, len(data))
+
+    def listing(self, path: str | None, limit: int) -> tuple[list[Listed], bool]:
+        top, base = (self._root, "") if path is None else (self._target(path), check_path(path))
+        if path is not None and (kind := self._kind_at(top, path)) is not Kind.DIRECTORY:
+            raise FileRefused(f"{path} is a {check_exists(path, kind)}, not a folder")
+        found: list[Listed] = []
+        folders = [(top, base)]
+        while folders and len(found) <= limit:  # breadth first: a big tree shows its top
+            folder, where = folders.pop(0)
+            try:
+                entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            except OSError as exc:
+                raise refusal(exc, where or ".") from exc
+            for entry in entries:
+                if entry.name == ".git":  # git's metadata (a worktree's .git file too)
+                    continue
+                child = f"{where}/{entry.name}" if where else entry.name
+                st = entry.stat(follow_symlinks=False)
+                kind = kind_of(st.st_mode)
+                found.append(Listed(child, kind, st.st_size if kind is Kind.FILE else 0))
+                if kind is Kind.DIRECTORY:
+                    folders.append((Path(entry.path), child))
+        return sorted(found[:limit]), len(found) > limit
 
     def write(self, path: str, data: bytes, mode: int | None) -> bool:
         """Write a new file next to the target, then rename it over the target.

@@ -158,3 +158,40 @@ def test_the_strategy_actor_reads_before_it_decides_and_nothing_else_runs(
     assert "local/run-tests" not in offered and "local/write-file" not in offered
     assert "<output>\n" + GREETING.strip() + "\n</output>" in after_read.text
     assert (folder / "greet.py").read_text() == GREETING.replace("Hello", "Hi")
+
+
+def test_the_strategy_lists_the_project_and_the_model_is_sent_the_listing(
+    tmp_path: Path, openai_server: OpenAIServer
+) -> None:
+    """A model in a project it has not seen lists it first (in Strategize, which reads):
+    the listing reaches its next turn, so it can name the files to read and change."""
+    folder = tmp_path / "listed"
+    (folder / "src").mkdir(parents=True)
+    (folder / "src" / "greet.py").write_text(GREETING)
+    (folder / "README.md").write_text("# listed\n")
+    listing = {"tool": "local/list-files", "arguments": {"resource": RESOURCE}}
+    openai_server.add(
+        record_decision(
+            key="design",
+            decision_type="strategy_choice",
+            question="Where is the greeting?",
+            chosen_option="list the project, then edit the greeting",
+            confidence=0.9,
+            tool_calls=[listing],
+        ),
+        finish_phase(),
+        _step("edit", edit("src/greet.py", '"Hello"', '"Hi"')),
+        finish_phase(),
+    )
+    store = Store.open(str(tmp_path / "plan.db"))
+    tools = ("local/list-files", "local/read-file", "local/edit-file")
+
+    plan, _ = run_chat_plan(store, openai_server, tmp_path, "listed", "Say Hi", tools=tools)
+
+    assert plan.state is PlanState.APPLIED
+    assert "- local/list-files (read;" in openai_server.completions[0].text  # offered
+    after = openai_server.completions[1].text  # the strategy's next turn
+    assert 'result of design call 1: local/list-files {"resource":"local/calc"}: ok' in after
+    assert "3 entries in the resource (folders end with /):" in after
+    assert f"src/greet.py  {len(GREETING)} bytes" in after and "README.md  9 bytes" in after
+    assert (folder / "src" / "greet.py").read_text() == GREETING.replace('"Hello"', '"Hi"')
