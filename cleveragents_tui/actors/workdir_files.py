@@ -107,7 +107,10 @@ class WorkdirFiles:
                 if entry.name == ".git":  # git's metadata (a worktree's .git file too)
                     continue
                 child = f"{where}/{entry.name}" if where else entry.name
-                st = entry.stat(follow_symlinks=False)
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:  # removed while listed (a command still running)
+                    continue
                 kind = kind_of(st.st_mode)
                 found.append(Listed(child, kind, st.st_size if kind is Kind.FILE else 0))
                 if kind is Kind.DIRECTORY:
