@@ -102,7 +102,8 @@ class ReplayModal(Dialog[str | None]):
         """The correction, then its last progress (read here, so the dialog's final lines
         follow every event of it)."""
         self._worker_thread = threading.get_ident()
-        self._since, self._calls_from = tui_queries.progress_start(self.store, self.impact.plan_id)
+        since, self._calls_from = tui_queries.progress_start(self.store, self.impact.plan_id)
+        self._since = since  # last: the loop reads progress once it is set, calls_from too
         result = execute(
             self.store,
             self.impact,
