@@ -177,6 +177,8 @@ def test_a_chat_model_runs_a_plan_and_remakes_the_corrected_decision(
     used = "  used so far: 1,236 tokens in 4 model calls · $0.000000 · 1 tool call (4 unpriced"
     assert used in started.stdout, started.stdout
     assert "Write a README for the project" in sent[0].text
+    # the plan's resource, with what it is: the model is not left to guess the id
+    assert "- local/docs (a folder: files (list-files, read-file" in sent[0].text
     assert "local/write-file" in json.dumps(sent[2].body["tools"])  # Execute offers the tool
     # ... and tells the model its arguments, so a real model can call it right the first time
     assert '"required":["resource","path","content"]' in sent[2].text

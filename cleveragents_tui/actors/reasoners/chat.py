@@ -117,8 +117,10 @@ class ChatReasoner:
         current_steps: CurrentSteps | None = None,
         tool_choice: str | None = None,
         arguments: Mapping[str, Mapping[str, Any]] | None = None,
+        resource_kinds: Mapping[str, str] | None = None,
     ) -> None:
         self._action = action
+        self._kinds = dict(resource_kinds or {})  # resource id -> git, database, ...
         self._current_steps = current_steps
         self._tools = tuple(tools)
         self._arguments = dict(arguments or {})  # tool name -> JSON Schema of its arguments
@@ -278,7 +280,7 @@ class ChatReasoner:
         if action.description.strip():
             parts.append(action.description.strip())
         parts.append(f"## Task (the plan's prompt)\n{action.prompt}")
-        parts.append(resources_text(action.resources))
+        parts.append(resources_text(action.resources, self._kinds))
         types = "\n".join(f"- {t.value}: {TYPE_MEANING.get(t, '')}" for t in allowed_types(phase))
         parts.append(f"## Decision types allowed in the {phase.value} phase\n{types}")
         names = set(self.tool_names(phase))

@@ -92,11 +92,24 @@ REPLACE_RULES = (
 )
 
 
-def resources_text(resources: Sequence[str]) -> str:
-    """The plan's resources, which every tool call names: a model told none guesses."""
+# What a model is told of a resource of each kind: which tools work on it.
+KIND_MEANING = {
+    "git": "a git repository: files (list-files, read-file, write-file, edit-file, ...)",
+    "filesystem": "a folder: files (list-files, read-file, write-file, edit-file, ...)",
+    "database": "a database: SQL with local/run-sql, no files",
+    "external": "outside any sandbox: what a tool does to it is real and stays",
+}
+
+
+def resources_text(resources: Sequence[str], kinds: Mapping[str, str]) -> str:
+    """The plan's resources, which every tool call names (a model told none guesses), each
+    with what it is when known (``kinds``: resource id -> git, database, ...)."""
     if not resources:
         return "## Resources\nThe plan has no resources: its tools have nothing to work on."
-    listed = "\n".join(f"- {r}" for r in resources)
+    listed = "\n".join(
+        f"- {r}" + (f" ({KIND_MEANING.get(kinds[r], kinds[r])})" if r in kinds else "")
+        for r in resources
+    )
     return (
         "## Resources of this plan (name one in each tool call's resource argument, exactly "
         f"as written)\n{listed}"

@@ -304,9 +304,9 @@ def build_model(choice: ModelChoice) -> Any:
         ) from exc
 
 
-def factory(choice: ModelChoice, registry: ToolRegistry) -> ReasonerFactory:
+def factory(choice: ModelChoice, registry: ToolRegistry, store: Store) -> ReasonerFactory:
     """A reasoner factory for the runner: the chat reasoner over ``choice``'s model, offered
-    the tools of the action's skill set."""
+    the tools of the action's skill set and told what each of its resources is."""
     model = build_model(choice)
     provider = PROVIDERS.get(choice.provider)
 
@@ -321,12 +321,21 @@ def factory(choice: ModelChoice, registry: ToolRegistry) -> ReasonerFactory:
             current_steps=chosen,
             tool_choice=provider.tool_choice if provider else None,
             arguments={t: registry.tool(t).parameters for t in names},
+            resource_kinds=resource_kinds(store, action.resources),
         )
 
     return make
 
 
+def resource_kinds(store: Store, resource_ids: tuple[str, ...]) -> dict[str, str]:
+    """What each of the resources is (``git``, ``database``, ...), for the model: a name
+    alone does not say which tools work on it."""
+    with store.unit_of_work() as uow:
+        registered = {r.resource_id: r for r in uow.resources.all()}
+    return {r: registered[r].kind for r in resource_ids if r in registered}
+
+
 def stored_factory(store: Store, plan_id: str, registry: ToolRegistry) -> ReasonerFactory | None:
     """The factory of the model ``plan_id`` keeps; None: the scripted reasoner."""
     choice = for_plan(store, plan_id)
-    return None if choice is None else factory(choice, registry)
+    return None if choice is None else factory(choice, registry, store)
