@@ -17,7 +17,6 @@ from cleveragents_tui import failpoints
 from cleveragents_tui.actors.base import Proposal
 from cleveragents_tui.domain.decision import ActorStateRef, Decision
 from cleveragents_tui.domain.enums import DependencyType, Phase
-from cleveragents_tui.domain.ids import NAMESPACED_NAME
 from cleveragents_tui.engine.core.checkpoints import store_execute_decision
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
@@ -59,10 +58,10 @@ def record_decision(
     correction: Correction | None = None,
 ) -> Decision:
     digest, body = context_digest(context)
-    resources = dict.fromkeys(  # a name that is none (its call fails) is not a resource
-        name
+    resources = dict.fromkeys(
+        str(call.arguments["resource"])
         for call in proposal.tool_calls
-        if isinstance(name := call.arguments.get("resource"), str) and NAMESPACED_NAME.match(name)
+        if "resource" in call.arguments
     )
     with store.recordings() as transaction:  # one connection for the whole recording
         modified: set[str] | None = None
