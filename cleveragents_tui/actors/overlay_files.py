@@ -72,7 +72,8 @@ class OverlayFiles:
         where = "" if path is None else check_path(path)
         if path is not None and (kind := self.kind(where)) is not Kind.DIRECTORY:
             raise FileRefused(f"{path} is a {check_exists(path, kind)}, not a folder")
-        entries = self._sandbox.walk(where)
+        # the walk goes depth first; the cap keeps the top levels, as a workdir's listing does
+        entries = sorted(self._sandbox.walk(where), key=lambda e: e.path.count("/"))
         listed = [
             Listed(e.path, _OVERLAY_KINDS[e.kind], e.size if e.kind is EntryKind.FILE else 0)
             for e in entries[:limit]

@@ -91,23 +91,23 @@ def test_a_symlink_is_listed_never_followed(tool_world: ToolWorld, resource_id: 
     assert "canary.txt" not in listing
 
 
+@pytest.mark.parametrize("resource_id", [FILES, LAYERED])
 def test_a_large_tree_shows_its_top_levels_first_and_says_there_is_more(
-    tool_world: ToolWorld,
+    tool_world: ToolWorld, resource_id: str
 ) -> None:
-    workdir = tool_world.workdir(FILES)
-    deep = workdir / "a" / "b"
-    deep.mkdir(parents=True)
-    for n in range(LISTED + 10):
-        (deep / f"f{n:04}.txt").write_text("x")
-    (workdir / "top.txt").write_text("top\n")
+    for path in [*(f"a/b/f{n:04}.txt" for n in range(LISTED + 10)), "top.txt"]:
+        made = tool_world.call(
+            "local/write-file", {"resource": resource_id, "path": path, "content": "x"}
+        )
+        assert made.ok, made.output
 
-    outcome = tool_world.call("local/list-files", {"resource": FILES})
+    outcome = tool_world.call("local/list-files", {"resource": resource_id})
 
     listed = _listed(outcome.output)
     assert len(listed) == LISTED
     assert {"top.txt", "a/", "a/b/", "docs/"} <= set(listed)  # the top levels are there
     assert outcome.output.splitlines()[-1].startswith("… more not listed: list a folder")
-    inside = tool_world.call("local/list-files", {"resource": FILES, "path": "a/b"})
+    inside = tool_world.call("local/list-files", {"resource": resource_id, "path": "a/b"})
     assert len(_listed(inside.output)) == LISTED  # that folder alone is still past the cap
 
 
