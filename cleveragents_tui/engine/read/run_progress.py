@@ -1,11 +1,12 @@
 """What a running plan has done since a reader last looked: the decisions it recorded, the
-tool calls they made and the events it logged, its child plans' included. The CLI prints them as progress lines while a
-plan runs or a correction replays (cli/progress.py); read-only, safe from any thread.
+tool calls they made and the events it logged, its child plans' included. The CLI prints
+them as progress lines while a plan runs or a correction replays (cli/progress.py);
+read-only, safe from any thread.
 
 Decisions are followed by sequence number, events by event id: a plan has one runner at a
 time (the run lease), so both are committed in order and none is passed over. Calls are
-recorded after their decision, as each ends: each read takes the calls of the decisions
-from the last one seen on, and leaves out those seen already.
+recorded after their decision, as each ends: a :class:`CallCursor` reads the calls of the
+decisions from the last one that made a call on, and leaves out those taken already.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from cleveragents_tui.domain.views import TreeRow
-from cleveragents_tui.store.app_queries import AppQueries
 from cleveragents_tui.store.app_queries import CallView as CallView  # a read's type
 from cleveragents_tui.store.app_queries import EventView as EventView
 from cleveragents_tui.store.store import Store
@@ -37,10 +37,35 @@ class Happened:
 
 
 @dataclass
+class CallCursor:
+    """Where a reader of one plan's tool calls is (the CLI's progress, the app's replay
+    log). A plan's runner makes its calls in order, so once a decision made one, the earlier
+    decisions' are done: only the calls of decisions from ``from_sequence`` on are read
+    again, and of those the ones in ``taken`` are left out."""
+
+    from_sequence: int
+    taken: dict[str, int] = field(default_factory=dict)  # call id: its decision's number
+
+    def take(self, call: CallView) -> bool:
+        """True the first time ``call`` is offered; the cursor moves up to its decision."""
+        if call.invocation_id in self.taken:
+            return False
+        if call.sequence_number > self.from_sequence:
+            self.from_sequence = call.sequence_number
+            kept = self.taken.items()
+            self.taken = {i: n for i, n in kept if n >= call.sequence_number}
+        self.taken[call.invocation_id] = call.sequence_number
+        return True
+
+    def copy(self) -> CallCursor:
+        return CallCursor(self.from_sequence, dict(self.taken))
+
+
+@dataclass
 class _Followed:
     action: str
     after_sequence: int  # the last decision seen
-    calls_seen: frozenset[str] = field(default_factory=frozenset)  # its and later ones' calls
+    calls: CallCursor
 
 
 class RunWatch:
@@ -64,7 +89,9 @@ class RunWatch:
         with self.store.unit_of_work() as uow:
             plan = uow.plans.get(uow.plans.resolve(plan_ref))
             last = uow.decisions.next_sequence_number(plan.plan_id) - 1
-            made = frozenset(c.invocation_id for c in uow.app.calls_since(plan.plan_id, last))
+            made = CallCursor(last)  # the calls its last decision made already are not news
+            for call in uow.app.calls_since(plan.plan_id, last):
+                made.take(call)
         with self._lock:
             self._plans.setdefault(plan.plan_id, _Followed(plan.action, last, made))
         return plan.plan_id
@@ -73,7 +100,7 @@ class RunWatch:
         """What the followed plans did since the last call, oldest first."""
         with self._lock:
             plans = {
-                p: _Followed(f.action, f.after_sequence, f.calls_seen)
+                p: _Followed(f.action, f.after_sequence, f.calls.copy())
                 for p, f in self._plans.items()
             }
             after_event = self._after_event
@@ -86,8 +113,8 @@ class RunWatch:
             while asking:  # a child spawned: its events so far too, and its children's
                 found = uow.app.events_of(asking, after_event)
                 events.extend(found)
-                spawned = {
-                    child: _Followed(str(event.payload.get("action")), -1)  # every decision
+                spawned = {  # every decision and call
+                    child: _Followed(str(event.payload.get("action")), -1, CallCursor(-1))
                     for event in found
                     if event.kind == CHILD_SPAWNED
                     and isinstance(child := event.payload.get("child"), str)
@@ -97,11 +124,16 @@ class RunWatch:
                 asking = list(spawned)
             events.sort(key=lambda e: e.event_id)
             for plan_id, followed in plans.items():
-                calls_from = followed.after_sequence
                 for at, row in uow.app.recorded_since(plan_id, followed.after_sequence):
                     happened.append(Happened(at, plan_id, followed.action, decision=row))
                     followed.after_sequence = row.sequence_number
-                happened.extend(self._calls(uow.app, plan_id, followed, calls_from))
+                happened.extend(
+                    Happened(c.created_at, plan_id, followed.action, call=c)
+                    for c in uow.app.calls_since(plan_id, followed.calls.from_sequence)
+                    # a later decision's (another statement's snapshot on PostgreSQL) waits
+                    # for its decision's line
+                    if c.sequence_number <= followed.after_sequence and followed.calls.take(c)
+                )
         happened.extend(
             Happened(e.created_at, plan_id, plans[plan_id].action, event=e)
             for e in events
@@ -114,21 +146,3 @@ class RunWatch:
                 self._after_event = events[-1].event_id
         # stable: a plan's decisions stay in sequence order, events in id order
         return sorted(happened, key=lambda h: h.at)
-
-    @staticmethod
-    def _calls(
-        queries: AppQueries, plan_id: str, followed: _Followed, calls_from: int
-    ) -> list[Happened]:
-        """The calls not seen yet of the decisions from ``calls_from`` to the last one seen
-        (a later decision's, which another statement's snapshot can show on PostgreSQL, wait
-        for their decision's line)."""
-        calls = [
-            c
-            for c in queries.calls_since(plan_id, calls_from)
-            if c.sequence_number <= followed.after_sequence
-        ]
-        new = [c for c in calls if c.invocation_id not in followed.calls_seen]
-        followed.calls_seen = frozenset(  # the next read's: the last decision's on
-            c.invocation_id for c in calls if c.sequence_number >= followed.after_sequence
-        )
-        return [Happened(c.created_at, plan_id, followed.action, call=c) for c in new]

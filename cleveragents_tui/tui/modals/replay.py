@@ -26,6 +26,7 @@ from cleveragents_tui.engine import (
     pause_run,
 )
 from cleveragents_tui.engine.read import tui_queries
+from cleveragents_tui.engine.read.run_progress import CallCursor
 from cleveragents_tui.engine.read.tui_queries import CallView, EventView, Progress
 from cleveragents_tui.engine.run import run_lease
 from cleveragents_tui.store.store import Store
@@ -65,9 +66,7 @@ class ReplayModal(Dialog[str | None]):
         self.cancel_requested = False
         self.remade = 0  # decisions re-made so far by the replay
         self._since: int | None = None  # read by the correction's thread before it starts
-        # the calls shown: those of the decisions from _calls_from on (earlier ones' are done)
-        self._calls_from = 0
-        self._calls_seen: dict[str, int] = {}  # id: its decision's sequence number
+        self._calls = CallCursor(0)  # the calls shown (set with _since, before the replay)
         self._worker: Worker[tuple[CorrectionResult, Progress]] | None = None
         self.pausing: Worker[None] | None = None  # the cancel's pause, in a thread
         # Another tab may correct the same plan at the same time: its events are in the
@@ -102,8 +101,9 @@ class ReplayModal(Dialog[str | None]):
         """The correction, then its last progress (read here, so the dialog's final lines
         follow every event of it)."""
         self._worker_thread = threading.get_ident()
-        since, self._calls_from = tui_queries.progress_start(self.store, self.impact.plan_id)
-        self._since = since  # last: the loop reads progress once it is set, calls_from too
+        since, calls_from = tui_queries.progress_start(self.store, self.impact.plan_id)
+        self._calls = CallCursor(calls_from)
+        self._since = since  # last: the loop reads progress once it is set, the cursor too
         result = execute(
             self.store,
             self.impact,
@@ -112,7 +112,9 @@ class ReplayModal(Dialog[str | None]):
             options=self.options,
             outside=self.outside,
         )
-        last = tui_queries.progress(self.store, self.impact.plan_id, self._since, self._calls_from)
+        last = tui_queries.progress(
+            self.store, self.impact.plan_id, self._since, self._calls.from_sequence
+        )
         return result, last
 
     def _log(self, line: str, indent: str = "") -> None:
@@ -149,7 +151,7 @@ class ReplayModal(Dialog[str | None]):
     def refresh_progress(self) -> None:
         """Every 0.25 s while the correction runs: read its progress in a thread."""
         if self._since is not None and not self.finished:
-            self._read_progress(self._since, self._calls_from)
+            self._read_progress(self._since, self._calls.from_sequence)
 
     @work(thread=True, exclusive=True, group="progress", exit_on_error=False)
     def _read_progress(self, since: int, calls_from: int) -> None:
@@ -200,14 +202,8 @@ class ReplayModal(Dialog[str | None]):
     def _show_call(self, call: CallView) -> None:
         """A call of this correction's replay (the plan has one runner: while the dialog's
         correction runs, it), under the ``re-made`` line of its decision."""
-        if call.invocation_id in self._calls_seen or not self._showing:
-            return
-        self._log(call_line(call), indent="  ")
-        if call.sequence_number > self._calls_from:  # the earlier decisions' calls are done
-            self._calls_from = call.sequence_number
-            seen = self._calls_seen.items()
-            self._calls_seen = {i: n for i, n in seen if n >= call.sequence_number}
-        self._calls_seen[call.invocation_id] = call.sequence_number
+        if self._showing and self._calls.take(call):
+            self._log(call_line(call), indent="  ")
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker is not self._worker or not event.worker.is_finished:
