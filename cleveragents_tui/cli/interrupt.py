@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+import click
+
 from cleveragents_tui.cli.context import CliContext, echo
 from cleveragents_tui.domain.errors import UserError
 
@@ -67,6 +69,8 @@ class Interrupts:
             echo(f"interrupted: plan {plan_ref} could not be paused ({exc}; {AGAIN})", err=True)
             return
         self._paused = plan.plan_id
+        if sys.stderr.isatty():  # over the "^C" and the row of what the plan waits on
+            click.echo("\r\x1b[2K", nl=False, err=True)
         echo(
             f"interrupted: plan {plan.plan_id} pauses after its current step ({AGAIN})",
             err=True,

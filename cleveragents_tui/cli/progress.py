@@ -7,6 +7,10 @@ A thread reads what the plan did (engine/read/run_progress.py) every quarter sec
 app's replay modal does; when the command's work ends, one last read prints the rest, so
 every decision the run recorded is shown once, whatever the timing. Shown when stderr is a
 terminal, unless ``agents --no-progress``; ``agents --progress`` shows them anywhere.
+
+On a terminal, the last row also says what the plan waits on while nothing is recorded — a
+model's reply, a long tool call — and for how long (``⋯ waiting for openai:gpt-4o-mini ·
+12 s``); it is redrawn in place and cleared before every line, so it never reaches a file.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ import click
 
 from cleveragents_tui.cli.context import CliContext, echo
 from cleveragents_tui.cli.interrupt import pausing_on_ctrl_c
+from cleveragents_tui.domain.display import printable
 
 if TYPE_CHECKING:  # imported only when the lines are shown
     from cleveragents_tui.engine.read.run_progress import RunWatch
     from cleveragents_tui.views.progress import ProgressLines
 
 POLL_SECONDS = 0.25
+_CLEAR_ROW = "\r\x1b[2K"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -40,9 +46,13 @@ class Progress:
         watch: RunWatch | None = None,
         width: int = 0,
         on_follow: Callable[[str], None] | None = None,  # Ctrl+C's plan (cli/interrupt.py)
+        *,
+        waits_shown: bool = False,  # stderr is a terminal: the row of what it waits on
     ) -> None:
         self._watch = watch
         self._on_follow = on_follow
+        self._waits_shown = waits_shown
+        self._wait_drawn = False
         self._lines: ProgressLines | None = None
         if watch is not None:
             from cleveragents_tui.views.progress import ProgressLines
@@ -59,14 +69,34 @@ class Progress:
         if self._lines.root_plan_id is None:
             self._lines.root_plan_id = plan_id  # the command's plan: its lines need no name
 
-    def print_news(self) -> None:
+    def print_news(self, *, last: bool = False) -> None:
+        """Print what happened since the last read; ``last``: the command's work is over,
+        so no wait is shown any more."""
         if self._watch is None or self._lines is None:
             return
         with self._printing:
             for happened in self._watch.news():
                 line = self._lines.line(happened)
                 if line is not None:
+                    self._clear_wait()
                     echo(line, err=True)
+            if self._waits_shown and not last:
+                self._draw_wait(self._watch, self._lines)
+            else:
+                self._clear_wait()
+
+    def _draw_wait(self, watch: RunWatch, lines: ProgressLines) -> None:
+        shown = watch.waiting()
+        if not shown:
+            self._clear_wait()
+            return
+        click.echo(_CLEAR_ROW + printable(lines.wait_line(shown[-1])), nl=False, err=True)
+        self._wait_drawn = True
+
+    def _clear_wait(self) -> None:
+        if self._wait_drawn:
+            click.echo(_CLEAR_ROW, nl=False, err=True)
+            self._wait_drawn = False
 
 
 def progress_option(command: F) -> F:
@@ -124,7 +154,8 @@ def _lines(cli: CliContext, on_follow: Callable[[str], None]) -> Iterator[Progre
         return
     from cleveragents_tui.engine.read.run_progress import RunWatch
 
-    progress = Progress(RunWatch(cli.store), _width(), on_follow)
+    waits_shown = sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+    progress = Progress(RunWatch(cli.store), _width(), on_follow, waits_shown=waits_shown)
     done = threading.Event()
 
     def poll() -> None:
@@ -142,8 +173,8 @@ def _lines(cli: CliContext, on_follow: Callable[[str], None]) -> Iterator[Progre
         done.set()
         thread.join()
         with suppress(Exception):  # the command's own error is the one to report
-            progress.print_news()
+            progress.print_news(last=True)
         raise
     done.set()
     thread.join()
-    progress.print_news()
+    progress.print_news(last=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from cleveragents_tui.domain.display import shorten
 from cleveragents_tui.domain.wording import counted
-from cleveragents_tui.engine.read.run_progress import CallView, EventView, Happened
+from cleveragents_tui.engine.read.run_progress import CallView, EventView, Happened, Waiting
 from cleveragents_tui.views.lines import readable
 
 LINE_LIMIT = 160  # an event's payload can hold a long reason or many resources
@@ -119,6 +119,12 @@ def call_line(call: CallView) -> str:
     return f"{mark} {call.tool}: {first or '(no output)'}"
 
 
+def waited(seconds: float) -> str:
+    """``12 s``, ``3 min 05 s``: how long a model or a tool call has taken so far."""
+    whole = int(seconds)
+    return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
+
+
 class ProgressLines:
     """The CLI's line for each decision or event of a run; None for what it does not show.
 
@@ -150,6 +156,12 @@ class ProgressLines:
         if event is None or event.kind in _NOT_SHOWN:
             return None
         return shorten(f"  {whose}· {event_line(event)}", self.width)
+
+    def wait_line(self, waiting: Waiting) -> str:
+        """``⋯ waiting for openai:gpt-4o-mini · 12 s``: what a plan waits on now."""
+        plan_id, wait = waiting.plan_id, waiting.wait
+        whose = "" if plan_id == self.root_plan_id else f"[{self._label(plan_id, waiting.action)}] "
+        return shorten(f"  {whose}⋯ {wait.what} · {waited(wait.seconds())}", self.width)
 
     def _label(self, plan_id: str, action: str) -> str:
         if plan_id not in self._labels:

@@ -48,6 +48,14 @@ def _plan(store: Store, count: int) -> tuple[Plan, list[Decision]]:
     return add_plan(store, plan, decisions)
 
 
+async def test_a_plan_of_one_decision_says_so_in_words(sqlite_store: Store) -> None:
+    plan, _ = _plan(sqlite_store, 1)
+    app = AgentsApp(sqlite_store, plan_id=plan.plan_id, user="t", poll_seconds=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.screen.sub_title == "1 decision"  # not "1 decisions"
+
+
 async def test_a_large_plan_paints_its_first_decisions_then_the_rest(
     sqlite_store: Store,
 ) -> None:

@@ -228,6 +228,10 @@ class ChatReasoner:
                 )
         return reply
 
+    @property
+    def model(self) -> str:
+        return self._model_id
+
     def take_usage(self) -> list[ModelCall]:
         """The model calls since the last take, with the tokens each reply reported
         (LangChain's ``usage_metadata``; a provider that reports none counts 0)."""

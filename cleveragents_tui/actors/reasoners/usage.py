@@ -28,6 +28,11 @@ class ModelCall:
 
 @runtime_checkable
 class MetersUsage(Protocol):
+    @property
+    def model(self) -> str:
+        """The model it asks, as ``provider:name`` (what a run waits on while it answers)."""
+        ...
+
     def take_usage(self) -> list[ModelCall]:
         """The model calls made since the last take, oldest first (and forget them)."""
         ...

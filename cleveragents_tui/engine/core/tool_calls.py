@@ -21,6 +21,7 @@ from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.profile import AutomationProfile, GuardScope
 from cleveragents_tui.domain.tool import ToolInvocation, ToolSpec
 from cleveragents_tui.engine.core.checkpoints import pre_write_checkpoint
+from cleveragents_tui.engine.core.in_flight import waiting_on
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 
 OUTPUT_KEPT = 4000
@@ -82,7 +83,8 @@ class ToolExecutor:
                 if pre_write_checkpoint(self.sandboxes, resource) is not None:
                     self.unchanged.add(resource)
         context = ToolContext(plan_id=self.plan_id, phase=self.phase, sandboxes=self.sandboxes)
-        outcome = tool.run(context, dict(request.arguments))
+        with waiting_on(self.plan_id, f"running {spec.name}"):  # the progress says it
+            outcome = tool.run(context, dict(request.arguments))
         self.unchanged.difference_update(outcome.writes)
         self.calls += 1
         self.cost_usd += outcome.cost_usd

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from cleveragents_tui.domain.views import TreeRow
+from cleveragents_tui.engine.core.in_flight import Wait, waits
 from cleveragents_tui.store.app_queries import CallView as CallView  # a read's type
 from cleveragents_tui.store.app_queries import EventView as EventView
 from cleveragents_tui.store.store import Store
@@ -34,6 +35,15 @@ class Happened:
     decision: TreeRow | None = None
     event: EventView | None = None
     call: CallView | None = None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A followed plan (of ``action``) waiting on a model's reply or a tool call now."""
+
+    plan_id: str
+    action: str
+    wait: Wait
 
 
 @dataclass
@@ -95,6 +105,12 @@ class RunWatch:
         with self._lock:
             self._plans.setdefault(plan.plan_id, _Followed(plan.action, last, made))
         return plan.plan_id
+
+    def waiting(self) -> list[Waiting]:
+        """What the followed plans wait on now (their runners in this process)."""
+        with self._lock:
+            actions = {p: f.action for p, f in self._plans.items()}
+        return [Waiting(p, actions[p], w) for p, w in waits(actions).items()]
 
     def news(self) -> list[Happened]:
         """What the followed plans did since the last call, oldest first."""

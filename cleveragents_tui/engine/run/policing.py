@@ -41,6 +41,7 @@ from cleveragents_tui.domain.limits import OnExceed, PlanLimits
 from cleveragents_tui.domain.profile import ALWAYS_MANUAL, AutomationFlag, AutomationProfile
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.domain.wording import counted as counted_things
+from cleveragents_tui.engine.core.in_flight import waiting_on
 from cleveragents_tui.engine.core.prices import price_of
 from cleveragents_tui.engine.run.errors import ReasonerFailedError
 from cleveragents_tui.store.store import Store
@@ -131,16 +132,20 @@ class Policing:
         return self._asking(reasoner, Phase.EXECUTE, lambda: reasoner.propose_fix(state, failed))
 
     def _asking(self, reasoner: object, phase: Phase, ask: Callable[[], _Answer]) -> _Answer:
+        meters = reasoner if isinstance(reasoner, MetersUsage) else None
         try:
-            return ask()
+            if meters is None:  # no model: nothing to wait on
+                return ask()
+            with waiting_on(self.plan_id, f"waiting for {meters.model}"):  # the progress says it
+                return ask()
         except MendedBySetModel as failed:  # the fix names this plan
             fix = failed.fix_for(self.plan_id)
             raise ReasonerFailedError(self.plan_id, f"{failed.problem}: {fix}") from failed
         except UserError as failed:
             raise ReasonerFailedError(self.plan_id, str(failed)) from failed
         finally:
-            if isinstance(reasoner, MetersUsage):
-                self._record(reasoner, phase)
+            if meters is not None:
+                self._record(meters, phase)
 
     def _record(self, reasoner: MetersUsage, phase: Phase) -> None:
         calls = reasoner.take_usage()

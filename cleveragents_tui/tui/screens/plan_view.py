@@ -19,6 +19,7 @@ from cleveragents_tui.domain.approval import ApprovalKind
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.engine import Impact, explain_decision, show_plan
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.correct.preview import preview, replay_blocker
@@ -188,7 +189,7 @@ class PlanScreen(PlanExport, PlanControls, PlanSettings):
         self.sub_title = (
             f"the first {len(data.index.rows)} decisions · reading the rest…"
             if data.partial
-            else f"{len(data.index.rows)} decisions{hidden}"
+            else counted(len(data.index.rows), "decision") + hidden
         )
         changed, grown = data.changed, data.grown
         if data.base is not tree.index:  # another load was shown meanwhile: compare here

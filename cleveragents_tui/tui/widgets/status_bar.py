@@ -1,4 +1,5 @@
-"""What the system is doing right now: the plan's state and its last events."""
+"""What the system is doing right now: the plan's state, what its run in this app waits on
+(a model's reply, a tool call) and for how long, and its last events."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from textual.widgets import Static
 from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.wording import counted
+from cleveragents_tui.engine.core.in_flight import waits
 from cleveragents_tui.engine.read.tui_queries import EventView
 from cleveragents_tui.tui.render import safe_text
 from cleveragents_tui.views.lines import one_line
 from cleveragents_tui.views.plan import line_rich, plan_heading
-from cleveragents_tui.views.progress import event_line
+from cleveragents_tui.views.progress import event_line, waited
 
 
 def _event_line(event: EventView) -> str:
@@ -45,6 +47,7 @@ def _folded(heading: Text, width: int) -> Text:
 
 _SEPARATOR = " · "
 LAST_MIN = 70  # the "last:" line's least length, without its "last: "
+WAIT_TICK = 1.0  # seconds between two readings of what the run waits on
 
 
 class PlanStatus(Static):
@@ -54,6 +57,23 @@ class PlanStatus(Static):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id, markup=False)
+        self._wait = ""  # "waiting for openai:gpt-4o-mini · 12 s", or nothing
+
+    def on_mount(self) -> None:
+        self.set_interval(WAIT_TICK, self._read_wait)
+
+    def _read_wait(self) -> None:
+        """What this plan's run waits on now: nothing is recorded while a model thinks or a
+        test command runs, so without it the bar would stand still for minutes. The runner
+        names its waits in memory (engine/core/in_flight.py): no store is read here."""
+        if self._shown is None:
+            return
+        plan_id = self._shown[0].plan_id
+        wait = waits([plan_id]).get(plan_id)
+        said = f"{wait.what} · {waited(wait.seconds())}" if wait else ""
+        if said != self._wait:
+            self._wait = said
+            self.show(*self._shown[:3], goes_on=self._shown[3])
 
     def show(
         self, plan: Plan, pending: list[Approval], events: list[EventView], *, goes_on: bool
@@ -68,6 +88,9 @@ class PlanStatus(Static):
         elif goes_on:
             t.append(f"{_SEPARATOR}nothing left to answer: R goes on", style="bold yellow")
         t = _folded(t, self.content_size.width)
+        if self._wait:
+            t.append("\nnow: ", style="bold")
+            t.append(f"⋯ {self._wait}", style="bold cyan")
         for approval in pending:
             if approval.kind is ApprovalKind.RECONCILE:
                 t.append("\n⚠ ", style="bold red")

@@ -1,0 +1,180 @@
+"""A plan run from the app (`R`), and a correction's replay, on a chat model: while the model
+thinks, nothing is recorded, and the status bar (the replay dialog's status) says what the
+run waits on and for how long; the row goes once the model has answered. The model is the
+OpenAI-compatible server of tests/support, through the real LangChain client, holding its
+answer until the test has seen the row."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+from cleveragents_tui.cli import cli
+from cleveragents_tui.engine.run.runner import RunOptions
+from cleveragents_tui.store.store import Store
+from cleveragents_tui.tui.app import AgentsApp
+from cleveragents_tui.tui.modals.confirm import ConfirmModal
+from cleveragents_tui.tui.modals.correction import CorrectionDialog
+from cleveragents_tui.tui.modals.impact import ImpactModal
+from cleveragents_tui.tui.modals.replay import ReplayModal
+from cleveragents_tui.tui.screens.plan_view import PlanScreen
+from cleveragents_tui.tui.widgets.decision_tree import DecisionTree
+from cleveragents_tui.tui.widgets.status_bar import PlanStatus
+from tests.cli.test_chat_model_choice import MODEL, STRATEGY  # the model and its first reply
+from tests.e2e.test_chat_model_cli import GUIDANCE, LAYOUT, WRITE, Cli, _rewrite
+from tests.e2e.test_chat_model_cli import docs as docs  # the fixture
+from tests.support.cli_output import heading_plan_id
+from tests.support.openai_server import (
+    HELD_SECONDS,
+    OpenAIServer,
+    Reply,
+    Request,
+    finish_phase,
+    held,
+    http_error,
+)
+from tests.support.openai_server import openai_server as openai_server  # the fixture
+from tests.tui.conftest import SIZE, settle
+
+pytestmark = pytest.mark.anyio
+
+WAITING = f"now: ⋯ waiting for {MODEL} · "
+TRIES = 2000  # pauses of 0.01 s: a bound on a failure, never reached in a passing run
+
+
+async def _until(app: AgentsApp, pilot: Pilot[None], shown: bool) -> str:
+    """The status bar's text once the wait row is ``shown`` (or gone)."""
+    for _ in range(TRIES):
+        text = app.screen.query_one(PlanStatus).plain_text
+        if (WAITING in text) is shown:
+            return text
+        await pilot.pause(0.01)
+    raise AssertionError(f"the wait row never {'came' if shown else 'went'}: {text}")
+
+
+async def _until_screen(app: AgentsApp, pilot: Pilot[None], kind: Any) -> None:
+    """Until the screen shown is a ``kind`` (a dialog's worker awaits its answer: the app's
+    workers never all end while it is up, so ``settle`` would wait for ever)."""
+    for _ in range(TRIES):
+        if isinstance(app.screen, kind):
+            return
+        await pilot.pause(0.01)
+    raise AssertionError(f"{kind} never shown: {app.screen!r}")
+
+
+async def test_the_status_bar_says_what_a_run_waits_on_while_the_model_thinks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTS_SANDBOX_DIR", str(tmp_path / "sandboxes"))
+    monkeypatch.setenv("OPENAI_API_KEY", "local")
+    db = str(tmp_path / "agents.db")
+    action = tmp_path / "think.yaml"
+    action.write_text(yaml.safe_dump({"name": "local/think", "prompt": "Think it through"}))
+    asked, answer = threading.Event(), threading.Event()
+    with OpenAIServer([held(STRATEGY, asked, answer)]) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+
+        def run(*args: str) -> str:
+            result = CliRunner().invoke(cli, ["--db", db, *args])
+            assert result.exit_code == 0, result.output
+            return result.output
+
+        run("plan", "use", str(action), "--model", MODEL, "--automation-profile", "manual")
+        [gate] = json.loads(run("approval", "list", "--format=json"))["approvals"]
+        run("approval", "approve", gate["approval_id"])
+        store = Store.open(db)
+        try:
+            app = AgentsApp(
+                store,
+                user="tester",
+                plan_id=gate["plan_id"],
+                run_options=RunOptions(sandbox_base=tmp_path / "sandboxes"),
+                poll_seconds=None,
+            )
+            async with app.run_test(size=SIZE) as pilot:
+                await settle(app, pilot)
+                assert WAITING not in app.screen.query_one(PlanStatus).plain_text
+                await pilot.press("R")
+                text = await _until(app, pilot, shown=True)
+                assert asked.is_set() and not answer.is_set(), text
+                answer.set()
+                await _until(app, pilot, shown=False)
+                await settle(app, pilot)
+            assert server.pending == 0  # the model made the decision the run waited for
+        finally:
+            answer.set()
+            store.close()
+
+
+async def test_the_replay_dialog_says_what_the_replay_waits_on(
+    openai_server: OpenAIServer,
+    docs: Path,
+    sqlite_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cli = Cli(sqlite_url, tmp_path, openai_server)
+    openai_server.add(LAYOUT, finish_phase(), WRITE, finish_phase())
+    started = cli.use_readme()
+    assert started.returncode == 0, started.stderr
+    plan_id = heading_plan_id(started.stdout)
+    write = cli.tree(plan_id)["implementation_choice"]["decision_id"]
+    asked, answer = threading.Event(), threading.Event()
+
+    def rewrite_when_let(request: Request) -> Reply:
+        asked.set()
+        if not answer.wait(HELD_SECONDS):
+            return http_error(400, "the test never released the answer")
+        return _rewrite(request)
+
+    openai_server.add(rewrite_when_let, finish_phase())
+    monkeypatch.setenv("OPENAI_API_KEY", "local")  # the app's process runs the replay
+    store = Store.open(sqlite_url)
+    try:
+        options = RunOptions(sandbox_base=tmp_path / "sandboxes")
+        app = AgentsApp(
+            store, user="tester", plan_id=plan_id, run_options=options, poll_seconds=None
+        )
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            assert isinstance(app.screen, PlanScreen)
+            assert app.screen.query_one(DecisionTree).reveal(write)
+            await settle(app, pilot)
+            await pilot.press("c")
+            await _until_screen(app, pilot, CorrectionDialog)
+            await pilot.press(*GUIDANCE, "enter")
+            await _until_screen(app, pilot, ImpactModal)
+            await pilot.press("y")
+            while not isinstance(app.screen, ReplayModal):  # each warning of the correction
+                await _until_screen(app, pilot, ConfirmModal | ReplayModal)
+                if isinstance(app.screen, ConfirmModal):
+                    await pilot.press("y")
+                    await pilot.pause()
+            replay = app.screen
+            status = replay.query_one("#replay-status", Static)
+            waiting = f"⋯ waiting for {MODEL} · "
+            for _ in range(TRIES):
+                if waiting in str(status.render()):
+                    break
+                await pilot.pause(0.01)
+            assert waiting in str(status.render()), str(status.render())
+            assert asked.is_set() and not answer.is_set()
+            answer.set()
+            assert replay.worker is not None
+            await replay.worker.wait()
+            await pilot.pause()
+            assert replay.result is not None
+            assert replay.result.correction.status.value == "succeeded"
+            assert waiting not in str(status.render())
+        assert openai_server.pending == 0
+    finally:
+        answer.set()
+        store.close()
