@@ -124,6 +124,18 @@ class ReadFile(FileTool):
 
 
 LISTED = 400  # entries a listing shows; a larger tree is listed by folder
+FOLDER = Param(
+    "path",
+    ParamType.TEXT,
+    "a folder inside the resource, '/' separated; omitted: the whole resource",
+    required=False,
+)
+
+
+def folder_of(arguments: Arguments) -> str | None:
+    """The folder ``path`` names; None (the whole resource) when omitted, empty or ``.``."""
+    path = arguments.optional_text("path")
+    return None if path is None or path.strip() in ("", ".", "./") else path
 
 
 class ListFiles(FileTool):
@@ -134,19 +146,10 @@ class ListFiles(FileTool):
         f"metadata left out; at most {LISTED} entries, the top levels first).",
         side_effects=("reads:files",),  # what it listed is what the actor decided on next
     )
-    params = (
-        RESOURCE,
-        Param(
-            "path",
-            ParamType.TEXT,
-            "a folder inside the resource, '/' separated; omitted: the whole resource",
-            required=False,
-        ),
-    )
+    params = (RESOURCE, FOLDER)
 
     def change(self, files: SandboxFiles, arguments: Arguments) -> str:
-        path = arguments.optional_text("path")
-        folder = None if path is None or path.strip() in ("", ".", "./") else path
+        folder = folder_of(arguments)
         entries, more = files.listing(folder, LISTED)
         where = f"under {folder}" if folder else "in the resource"
         lines = [f"{len(entries)} entries {where} (folders end with /):"]

@@ -86,6 +86,7 @@ def default_registry() -> ToolRegistry:
         WriteFile,
     )
     from cleveragents_tui.actors.notify_tool import Notify
+    from cleveragents_tui.actors.search_tool import SearchFiles
     from cleveragents_tui.actors.sql_tool import RunSql
     from cleveragents_tui.actors.tree_tools import Chmod, Delete, MakeDir, Move, Symlink
 
@@ -93,6 +94,7 @@ def default_registry() -> ToolRegistry:
         [
             ReadFile(),
             ListFiles(),
+            SearchFiles(),
             WriteFile(),
             EditFile(),
             DeleteFile(),

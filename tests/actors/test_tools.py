@@ -24,6 +24,7 @@ BUILTINS = {
     # name: (category, writes, checkpointable, irreversible, unsafe)
     "local/read-file": (ToolCategory.READ, False, True, False, False),
     "local/list-files": (ToolCategory.READ, False, True, False, False),
+    "local/search-files": (ToolCategory.READ, False, True, False, False),
     "local/write-file": (ToolCategory.WRITE, True, True, False, False),
     "local/edit-file": (ToolCategory.WRITE, True, True, False, False),
     "local/delete-file": (ToolCategory.WRITE, True, True, False, False),

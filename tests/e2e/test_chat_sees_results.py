@@ -160,31 +160,33 @@ def test_the_strategy_actor_reads_before_it_decides_and_nothing_else_runs(
     assert (folder / "greet.py").read_text() == GREETING.replace("Hello", "Hi")
 
 
-def test_the_strategy_lists_the_project_and_the_model_is_sent_the_listing(
+def test_the_strategy_lists_and_searches_the_project_and_the_model_is_sent_both(
     tmp_path: Path, openai_server: OpenAIServer
 ) -> None:
-    """A model in a project it has not seen lists it first (in Strategize, which reads):
-    the listing reaches its next turn, so it can name the files to read and change."""
+    """A model in a project it has not seen lists it and searches it first (in Strategize,
+    which reads): the listing and the matching lines reach its next turn, so it can name
+    the files to read and change."""
     folder = tmp_path / "listed"
     (folder / "src").mkdir(parents=True)
     (folder / "src" / "greet.py").write_text(GREETING)
     (folder / "README.md").write_text("# listed\n")
     listing = {"tool": "local/list-files", "arguments": {"resource": RESOURCE}}
+    search = {"tool": "local/search-files", "arguments": {"resource": RESOURCE, "text": "Hello"}}
     openai_server.add(
         record_decision(
             key="design",
             decision_type="strategy_choice",
             question="Where is the greeting?",
-            chosen_option="list the project, then edit the greeting",
+            chosen_option="list the project, find the greeting, then edit it",
             confidence=0.9,
-            tool_calls=[listing],
+            tool_calls=[listing, search],
         ),
         finish_phase(),
         _step("edit", edit("src/greet.py", '"Hello"', '"Hi"')),
         finish_phase(),
     )
     store = Store.open(str(tmp_path / "plan.db"))
-    tools = ("local/list-files", "local/read-file", "local/edit-file")
+    tools = ("local/list-files", "local/search-files", "local/read-file", "local/edit-file")
 
     plan, _ = run_chat_plan(store, openai_server, tmp_path, "listed", "Say Hi", tools=tools)
 
@@ -194,4 +196,8 @@ def test_the_strategy_lists_the_project_and_the_model_is_sent_the_listing(
     assert 'result of design call 1: local/list-files {"resource":"local/calc"}: ok' in after
     assert "3 entries in the resource (folders end with /):" in after
     assert f"src/greet.py  {len(GREETING)} bytes" in after and "README.md  9 bytes" in after
+    assert "- local/search-files (read;" in openai_server.completions[0].text
+    assert "result of design call 2: local/search-files" in after
+    assert "1 match in 1 file (2 files searched)" in after
+    assert f"src/greet.py:1: {GREETING.strip()}" in after
     assert (folder / "src" / "greet.py").read_text() == GREETING.replace('"Hello"', '"Hi"')

@@ -94,8 +94,10 @@ REPLACE_RULES = (
 
 # What a model is told of a resource of each kind: which tools work on it.
 KIND_MEANING = {
-    "git": "a git repository: files (list-files, read-file, write-file, edit-file, ...)",
-    "filesystem": "a folder: files (list-files, read-file, write-file, edit-file, ...)",
+    "git": "a git repository: files (list-files, read-file, search-files, write-file, "
+    "edit-file, ...)",
+    "filesystem": "a folder: files (list-files, read-file, search-files, write-file, edit-file, "
+    "...)",
     "database": "a database: SQL with local/run-sql, no files",
     "external": "outside any sandbox: what a tool does to it is real and stays",
 }

@@ -125,9 +125,10 @@ project: {resource_id}
 # The resources the plan may change: `agents resource list`. Add a database or a folder with
 # `agents resource add NAME --kind database|filesystem --location PATH`.
 resources: [{resource_id}]
-# The tools the actors may use (docs/tools.md): list-files, read-file, write-file, edit-file,
-# delete-file, move, mkdir, run-command, run-tests, run-sql, notify, ... (all in local/).
-tools: [local/list-files, local/read-file, local/write-file, local/edit-file]
+# The tools the actors may use (docs/tools.md): list-files, search-files, read-file,
+# write-file, edit-file, delete-file, move, mkdir, run-command, run-tests, run-sql, notify,
+# ... (all in local/).
+tools: [local/list-files, local/search-files, local/read-file, local/write-file, local/edit-file]
 # Validation tools run by the plan (docs/guardrails.md), e.g. [local/run-tests].
 validations: []
 # Budgets: past one, the plan pauses (or terminates) and asks you (docs/guardrails.md).
