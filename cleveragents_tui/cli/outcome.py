@@ -166,19 +166,26 @@ def report_children(store: Store, result: Plan) -> None:
 
 def _landed(store: Store, result: Plan) -> list[str]:
     """An applied plan: where each resource's changes landed (a git repository's branch,
-    with the ``git merge`` that takes it), and what it keeps until discarded."""
+    with the ``git merge`` that takes it), and what it keeps until discarded (git worktrees
+    and apply branches only when it landed in a repository)."""
     with store.unit_of_work() as uow:
         applied = uow.events.payloads(result.plan_id, "plan_applied")
         discarded = uow.events.payloads(result.plan_id, "plan_discarded")
+        found = applied[-1].get("results", []) if applied else []
+        results = [str(line) for line in found] if isinstance(found, list) else []
+        known = {r.resource_id: r.kind for r in uow.resources.all()}
+    # each result line starts with its resource's id (engine/run/apply.py)
+    git = any(known.get(line.split(": ", 1)[0]) == "git" for line in results)
     if discarded:  # its apply branches went too: no merge to suggest
-        return ["discarded: its sandboxes, git worktrees and apply branches were removed"]
-    results = applied[-1].get("results", []) if applied else []
-    return [
-        *(f"landed: {line}" for line in (results if isinstance(results, list) else [])),
-        # a git sandbox's worktree shows in `git worktree list`: say why it stays
-        "kept for corrections: its sandboxes and git worktrees; once you have merged, "
-        f"agents plan discard {result.plan_id} removes them and its apply branches",
-    ]
+        gone = "sandboxes, git worktrees and apply branches" if git else "sandboxes"
+        return [f"discarded: its {gone} were removed"]
+    kept = (
+        "its sandboxes and git worktrees; once you have merged, "
+        f"agents plan discard {result.plan_id} removes them and its apply branches"
+        if git  # a git sandbox's worktree shows in `git worktree list`: say why it stays
+        else f"its sandboxes; agents plan discard {result.plan_id} removes them"
+    )
+    return [*(f"landed: {line}" for line in results), f"kept for corrections: {kept}"]
 
 
 def _latest(store: Store, plan_id: str, kind: str) -> tuple[str | None, str | None]:

@@ -186,7 +186,8 @@ def test_init_refuses_outside_a_git_repository_and_a_second_time(
     assert outside.exit_code == 2
     assert outside.stderr.strip().splitlines() == [
         f"error: {plain} is not in a git repository: run `agents init` in your project's "
-        "repository (or `git init` and commit first)"
+        "repository (or `git init` and commit first); for a folder without git: agents init "
+        "--folder"
     ]
     assert not (data_folder(home) / "actions").exists()
     monkeypatch.chdir(repo)
@@ -198,6 +199,57 @@ def test_init_refuses_outside_a_git_repository_and_a_second_time(
     assert len(again.stderr.strip().splitlines()) == 1
     assert stored_resources(home) == ["local/shop"]
     assert checkout(repo) == before
+
+
+def test_init_folder_registers_a_project_without_git_and_a_plan_lands_in_it(
+    run: Run, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: Path
+) -> None:
+    """A project without git: `init --folder` registers the folder as a filesystem
+    resource, and the starter action runs on a copy of it; Apply writes the new file into
+    the folder, and nothing else of it changes. Inside a repository it is refused."""
+    plain = tmp_path / "notes"
+    (plain / "src").mkdir(parents=True)
+    (plain / "src" / "app.py").write_text("print('notes')\n")
+    monkeypatch.chdir(plain)
+    initialised = run("init", "--folder")
+    assert initialised.exit_code == 0, initialised.output
+    assert (
+        initialised.output.splitlines()[0] == f"resource local/notes added: filesystem at {plain}"
+    )
+    shown = json.loads(run("resource", "show", "notes", "--format=json").output)
+    assert (shown["kind"], shown["sandbox_strategy"]) == ("filesystem", "filesystem_copy")
+    starter = data_folder(home) / "actions" / "notes.action.yaml"
+    assert run("action", "create", str(starter)).exit_code == 0
+    used = run("plan", "use", "local/notes-change")
+    assert used.exit_code == 0, used.output
+    plan_id = heading_plan_id(used.stdout)
+    assert sorted(p.name for p in plain.rglob("*")) == ["app.py", "src"]  # not before Apply
+    applied = run("plan", "apply", plan_id)
+    assert applied.exit_code == 0, applied.output
+    # what the starter's decision writes, as its action file says
+    assert (plain / "CONTRIBUTING.md").read_text() == (
+        "# Contributing\n\nRun the tests before you send a change.\n"
+    )
+    assert (plain / "src" / "app.py").read_text() == "print('notes')\n"
+    assert applied.stdout.splitlines()[-1] == (
+        f"  kept for corrections: its sandboxes; agents plan discard {plan_id} removes them"
+    )  # no git worktree nor apply branch to speak of
+    assert run("plan", "discard", plan_id, "--yes").exit_code == 0
+    discarded = run("plan", "show", plan_id).output.split("\napplied\n")[1].splitlines()
+    assert discarded == ["  discarded: its sandboxes were removed"]
+
+    again = run("init", "--folder")
+    assert again.exit_code == 2
+    assert "is already initialised as resource local/notes" in again.stderr
+    monkeypatch.chdir(repo)
+    inside = run("init", "--folder")
+    assert inside.exit_code == 2
+    assert inside.stderr.strip() == (
+        f"error: {repo} is in a git repository ({repo}): leave out --folder: a "
+        "repository is sandboxed as git worktrees, which copy nothing and keep your index "
+        "and working tree as they are"
+    )
+    assert stored_resources(home) == ["local/notes"]
 
 
 def test_init_refuses_a_repository_without_a_commit(

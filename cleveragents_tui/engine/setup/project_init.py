@@ -3,7 +3,9 @@
 Registers the git repository the current folder is in as a ``git_worktree`` resource and
 writes a starter action file with comments. The action file goes to the app's data folder
 (or ``--action-file``), never into the repository: ``init`` leaves your index and working
-tree exactly as they were.
+tree exactly as they were. A project without git (``--folder``) is registered as a
+``filesystem`` resource instead: a plan works on a copy of the folder, and Apply writes the
+files it changed back.
 """
 
 from __future__ import annotations
@@ -59,21 +61,36 @@ def actions_folder() -> Path:
 
 
 def init_project(
-    store: Store, folder: Path, *, name: str | None = None, action_file: Path | None = None
+    store: Store,
+    folder: Path,
+    *,
+    name: str | None = None,
+    action_file: Path | None = None,
+    as_folder: bool = False,
 ) -> Initialised:
-    """Register the repository ``folder`` is in and write the starter action; refused
-    outside a git repository, or when the repository is already registered."""
+    """Register the repository ``folder`` is in (``as_folder``: the folder itself, which is
+    in none) and write the starter action; refused outside a git repository unless
+    ``as_folder``, inside one with it, or when it is already registered."""
     folder = folder.expanduser().resolve()
     top = repository_top(folder)
-    if top is None:
+    if as_folder and top is not None:
+        raise UserError(
+            f"{folder} is in a git repository ({top})",
+            "leave out --folder: a repository is sandboxed as git worktrees, which copy "
+            "nothing and keep your index and working tree as they are",
+        )
+    if top is None and not as_folder:
         raise UserError(
             f"{folder} is not in a git repository",
-            "run `agents init` in your project's repository (or `git init` and commit first)",
+            "run `agents init` in your project's repository (or `git init` and commit "
+            "first); for a folder without git: agents init --folder",
         )
+    kind = "filesystem" if as_folder else "git"
+    top = folder if top is None else top
     with store.unit_of_work() as uow:
         registered = {r.resource_id: r for r in uow.resources.registered()}
     known = next(
-        (r for r in registered.values() if r.kind == "git" and r.location == str(top)), None
+        (r for r in registered.values() if r.kind == kind and r.location == str(top)), None
     )
     if known is not None:
         raise UserError(
@@ -95,7 +112,7 @@ def init_project(
             f"the action file {target} already exists",
             "edit it and register it with `agents action create`, or pass --action-file",
         )
-    resource = add_resource(store, resource_id, kind="git", location=str(top))
+    resource = add_resource(store, resource_id, kind=kind, location=str(top))
     namespace, part = resource_id.split("/")
     action_name = f"{namespace}/{part[:57]}-change"
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -145,7 +162,7 @@ decisions:
     type: strategy_choice
     question: How should the change be made?
     alternatives:
-      - option: One new file at the top of the repository
+      - option: One new file at the top of the project
         confidence: 0.8
         rationale: The smallest change that does the job.
   - key: write
