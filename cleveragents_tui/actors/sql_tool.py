@@ -1,4 +1,5 @@
-"""``local/run-sql``: SQL statements inside a database resource's sandbox.
+"""``local/run-sql``: SQL statements inside a database resource's sandbox; ``local/query-sql``:
+one statement on a read-only connection to it, which Strategize runs (it only reads).
 
 Each statement runs through the sandbox's own ``execute``: in the copy of a SQLite file
 (``sandbox/sqlite_copy.py``) or of a PostgreSQL database (``sandbox/postgres_copy/``), or
@@ -175,6 +176,46 @@ class RunSql(BuiltinTool):
         joined = "\n".join(f"[statement {n}]\n{out}" for n, out in enumerate(outputs, 1))
         data = joined.encode("utf-8")
         return ToolOutcome(ok=True, output=truncate_text(data, len(data))[0], writes=writes)
+
+
+class QuerySql(BuiltinTool):
+    spec = ToolSpec(
+        name="local/query-sql",
+        category=ToolCategory.READ,
+        description="Read a database resource's sandbox with one SQL statement (a SELECT, the "
+        f"schema) on a read-only connection: any write fails; at most {MAX_ROWS} rows shown.",
+        # what it read is what the actor decided on next: a revert that rolls the database
+        # back reads it again, as a read of a file is made again
+        side_effects=("reads:database",),
+    )
+    params = (
+        Param("resource", ParamType.TEXT, "the database resource id (namespace/name)"),
+        *STATEMENT_PARAMS,
+    )
+
+    def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
+        from cleveragents_tui.sandbox.copy_sandbox import CopySandbox
+
+        name, resource_id = self.spec.name, arguments.text("resource")
+        try:
+            values = _values(arguments.mapping("params"), arguments.mapping("blobs"))
+        except _Refused as exc:
+            return refused(f"{name}: {exc}")
+        sandbox = open_sandbox(context, resource_id)
+        if not isinstance(sandbox, CopySandbox):
+            from cleveragents_tui.sandbox.database import DatabaseSandbox
+
+            if isinstance(sandbox, DatabaseSandbox):  # the savepoint fallback (PostgreSQL)
+                return refused(
+                    f"{name}: the sandbox of {resource_id} is one open transaction, which has "
+                    "no read-only connection: read it with local/run-sql (in Execute)"
+                )
+            return refused(
+                f"{name}: resource {resource_id} uses strategy {strategy_of(sandbox)}; SQL runs "
+                "only on database resources with strategy transaction_rollback"
+            )
+        result = sandbox.query(arguments.text("sql"), values, MAX_ROWS + 1)
+        return ToolOutcome(ok=True, output=_render(result))
 
 
 def _render(result: Any) -> str:

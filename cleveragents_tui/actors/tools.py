@@ -87,7 +87,7 @@ def default_registry() -> ToolRegistry:
     )
     from cleveragents_tui.actors.notify_tool import Notify
     from cleveragents_tui.actors.search_tool import SearchFiles
-    from cleveragents_tui.actors.sql_tool import RunSql
+    from cleveragents_tui.actors.sql_tool import QuerySql, RunSql
     from cleveragents_tui.actors.tree_tools import Chmod, Delete, MakeDir, Move, Symlink
 
     return ToolRegistry(
@@ -105,6 +105,7 @@ def default_registry() -> ToolRegistry:
             Chmod(),
             RunCommand(),
             RunSql(),
+            QuerySql(),
             Notify(),
             RunTests(),
         ]

@@ -123,12 +123,17 @@ class ReadResult:
     rowcount: int
 
     @classmethod
-    def whole(cls, result: CursorResult[Any]) -> ReadResult:
-        """Every row of ``result`` now: its connection closes with the operation."""
+    def whole(cls, result: CursorResult[Any], limit: int | None = None) -> ReadResult:
+        """Every row of ``result`` now (at most ``limit``): its connection closes with the
+        operation."""
+        rows: list[tuple[Any, ...]] = []
+        if result.returns_rows:
+            found = result if limit is None else result.fetchmany(limit)
+            rows = [tuple(row) for row in found]
         return cls(
             result.returns_rows,
             tuple(result.keys()) if result.returns_rows else (),
-            [tuple(row) for row in result] if result.returns_rows else [],
+            rows,
             result.rowcount,
         )
 
@@ -176,8 +181,9 @@ class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT, TargetT]):
         """The rows at checkpoint ``ref`` (CheckpointMissingError when it was dropped)."""
 
     @abstractmethod
-    def _execute(self, sql: str, params: Params) -> ReadResult:
-        """Run the statement ``sql`` (text) in the working copy."""
+    def _execute(self, sql: str, params: Params, limit: int | None = None) -> ReadResult:
+        """Run the statement ``sql`` (text) in the working copy; with ``limit``, on a
+        read-only connection that gives back at most ``limit`` rows (:meth:`query`)."""
 
     @abstractmethod
     def _changes(self, state: CopyStateT) -> list[Change]:
@@ -218,6 +224,17 @@ class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT, TargetT]):
                 "pass the statement as text",
             )
         return self._execute(sql, params)
+
+    def query(self, sql: str, params: Params, limit: int) -> ReadResult:
+        """Run one statement on a read-only connection to the copy, at most ``limit`` rows
+        read: any write fails in the database itself (``local/query-sql``, which Strategize
+        runs, must change nothing)."""
+        if not isinstance(sql, str):
+            raise SqlStatementError(
+                f"only SQL text runs in the sandbox of {self._resource.resource_id}",
+                "pass the statement as text",
+            )
+        return self._execute(sql, params, limit)
 
     def apply(self) -> ApplyResult:
         """Land what the plan produced in the target, in one transaction, or raise leaving

@@ -214,9 +214,24 @@ class SqliteCopySandbox(CopySandbox[_State, Path]):
             event.listen(self._engine, "connect", confine_sqlalchemy_connection)
         return self._engine
 
+    def _read_only_engine(self) -> Engine:
+        """A read-only connection to the working copy (``mode=ro``), confined as the others:
+        SQLite itself refuses any write through it."""
+        uri = f"{(self._root / WORK).absolute().as_uri()}?mode=ro"
+        engine = create_engine(
+            "sqlite://",
+            creator=lambda: sqlite3.connect(
+                uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False
+            ),
+            poolclass=NullPool,
+            isolation_level="AUTOCOMMIT",
+        )
+        event.listen(engine, "connect", confine_sqlalchemy_connection)
+        return engine
+
     # -- the tool-facing API ---------------------------------------------------------------
 
-    def _execute(self, sql: str, params: Params) -> ReadResult:
+    def _execute(self, sql: str, params: Params, limit: int | None = None) -> ReadResult:
         """Transaction control and ATTACH/DETACH are refused: checkpoints, rollback and apply
         belong to the sandbox, and an attached file would be written outside it."""
         if TRANSACTION_CONTROL.match(sql) or _ATTACH.match(sql):
@@ -230,10 +245,11 @@ class SqliteCopySandbox(CopySandbox[_State, Path]):
             if state.status == "applied":
                 raise self._applied()
             try:
-                with self._engine_for_work().connect() as connection:
+                engine = self._engine_for_work() if limit is None else self._read_only_engine()
+                with engine.connect() as connection:
                     result = connection.execute(text(sql), params)
                     # Read every row now: the connection closes with this operation.
-                    return ReadResult.whole(result)
+                    return ReadResult.whole(result, limit)
             except SQLAlchemyError as exc:
                 if sqlite_denied(first_line(exc)):
                     raise SqlStatementError(

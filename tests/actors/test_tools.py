@@ -35,6 +35,7 @@ BUILTINS = {
     "local/chmod": (ToolCategory.WRITE, True, True, False, False),
     "local/run-command": (ToolCategory.COMMAND, True, True, False, False),
     "local/run-sql": (ToolCategory.DATABASE, True, True, False, False),
+    "local/query-sql": (ToolCategory.READ, False, True, False, False),
     "local/notify": (ToolCategory.NETWORK, True, True, True, False),
     "local/run-tests": (ToolCategory.VALIDATION, False, True, False, False),
 }

@@ -532,8 +532,9 @@ def test_action_validate_reports_every_problem_with_its_line(
         "`agents resource add` (list them with `agents resource list`)",
         f"{broken}:5: tools.1: tool local/frobnicate is not registered: use one of "
         "local/chmod, local/delete, local/delete-file, local/edit-file, local/list-files, "
-        "local/mkdir, local/move, local/notify, local/read-file, local/run-command, local/run-sql, "
-        "local/run-tests, local/search-files, local/symlink, local/write-file",
+        "local/mkdir, local/move, local/notify, local/query-sql, local/read-file, "
+        "local/run-command, local/run-sql, local/run-tests, local/search-files, local/symlink, "
+        "local/write-file",
         f"{broken}:6: limits.max_tool_invocations: Input should be greater than or equal to 0",
         f"{broken}:13: decisions.0.alternatives.0.confidence: Input should be less than or "
         "equal to 1",

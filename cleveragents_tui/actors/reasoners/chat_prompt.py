@@ -98,7 +98,7 @@ KIND_MEANING = {
     "edit-file, ...)",
     "filesystem": "a folder: files (list-files, read-file, search-files, write-file, edit-file, "
     "...)",
-    "database": "a database: SQL with local/run-sql, no files",
+    "database": "a database: SQL with local/query-sql (reads) and local/run-sql, no files",
     "external": "outside any sandbox: what a tool does to it is real and stays",
 }
 

@@ -546,9 +546,11 @@ def test_the_model_is_told_the_plans_resources_and_a_call_on_another_is_refused(
     kinds = {"local/calc": "database"}
     sent = RecordingFakeChatModel(messages=iter([finish()]))
     ChatReasoner(sent, action, TOOLS, resource_kinds=kinds).propose(state(), Phase.STRATEGIZE)
-    assert "- local/calc (a database: SQL with local/run-sql, no files)\n- local/docs\n" in (
-        sent.received[0][1].text
+    listed = (
+        "- local/calc (a database: SQL with local/query-sql (reads) and local/run-sql, no "
+        "files)\n- local/docs\n"
     )
+    assert listed in sent.received[0][1].text
     assert str(caught.value).startswith(
         "the chat model proposed an invalid decision: record_decision.tool_calls[0].arguments"
         ".resource 'calc' is not a resource of this plan (its resources: local/calc, local/docs)"
