@@ -16,7 +16,11 @@ from cleveragents_tui.actors.tools import default_registry
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
+from cleveragents_tui.engine.core.sandboxes import PlanSandboxes, sandbox_root
+from cleveragents_tui.sandbox.transaction import (
+    TransactionRollbackSandbox,
+    TransactionRollbackStrategy,
+)
 from cleveragents_tui.store.store import Store
 from tests.actors.conftest import DB, FILES, GIT, ToolWorld
 
@@ -156,3 +160,37 @@ def test_on_postgresql_it_reads_and_every_write_fails(
         assert run_sql.run(executing, everything).output == read.output  # nothing changed
     finally:
         sandbox.discard()
+
+
+def test_a_savepoint_sandbox_has_no_read_only_connection_and_says_what_to_use(
+    tool_world: ToolWorld,
+) -> None:
+    """The PostgreSQL fallback (one open transaction) made here on SQLite, as older versions
+    made it: the call is refused and names run-sql, and the transaction is left as it was."""
+    store = tool_world.sandboxes.store
+    plan = Plan(action="local/tools", phase="strategize", state="running")
+    with store.unit_of_work(write=True) as uow:
+        uow.plans.add(plan)
+        resource = uow.resources.get(DB)
+        uow.commit()
+    base = tool_world.tmp / "savepoint-sandboxes"
+    made = TransactionRollbackStrategy().create(
+        resource, plan.plan_id, sandbox_root(base, plan.plan_id, DB)
+    )
+    sandboxes = PlanSandboxes(store, plan.plan_id, base)
+    try:
+        context = ToolContext(plan.plan_id, Phase.STRATEGIZE, sandboxes)
+        outcome = (
+            default_registry()
+            .tool("local/query-sql")
+            .run(context, {"resource": DB, "sql": "SELECT * FROM greetings"})
+        )
+        assert isinstance(sandboxes.get(DB), TransactionRollbackSandbox)
+        assert made.execute("SELECT count(*) FROM greetings").scalar() == 1  # still usable
+        assert not outcome.ok and outcome.writes == ()
+        assert outcome.output == (
+            "local/query-sql: the sandbox of local/db is one open transaction, which has no "
+            "read-only connection: read it with local/run-sql (in Execute)"
+        )
+    finally:
+        sandboxes.get(DB).discard()
