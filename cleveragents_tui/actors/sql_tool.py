@@ -178,6 +178,11 @@ class RunSql(BuiltinTool):
         return ToolOutcome(ok=True, output=truncate_text(data, len(data))[0], writes=writes)
 
 
+# How SQLite and PostgreSQL refuse a write on a read-only connection or transaction.
+_READ_ONLY_SAID: Final = ("readonly database", "read-only transaction", "read-write mode")
+_READS_ONLY: Final = "local/query-sql only reads; change rows with local/run-sql (in Execute)"
+
+
 class QuerySql(BuiltinTool):
     spec = ToolSpec(
         name="local/query-sql",
@@ -214,7 +219,13 @@ class QuerySql(BuiltinTool):
                 f"{name}: resource {resource_id} uses strategy {strategy_of(sandbox)}; SQL runs "
                 "only on database resources with strategy transaction_rollback"
             )
-        result = sandbox.query(arguments.text("sql"), values, MAX_ROWS + 1)
+        try:
+            result = sandbox.query(arguments.text("sql"), values, MAX_ROWS + 1)
+        except UserError as exc:
+            if any(said in exc.problem for said in _READ_ONLY_SAID):  # a write, as the model
+                # may try: say where writes go
+                return refused(f"{name}: {exc.problem}: {_READS_ONLY}")
+            raise
         return ToolOutcome(ok=True, output=_render(result))
 
 

@@ -116,6 +116,7 @@ def call_line(call: CallView) -> str:
     ``plan explain`` shows them; ``✗`` for a call that failed."""
     mark = "·" if call.ok is None else "✓" if call.ok else "✗"  # ·: no outcome recorded
     first = next((line.strip() for line in call.output.splitlines() if line.strip()), "")
+    first = first.removeprefix(f"{call.tool}: ")  # a refusal names its tool: said once
     return f"{mark} {call.tool}: {first or '(no output)'}"
 
 

@@ -67,6 +67,9 @@ def test_every_write_fails_in_the_database_and_changes_nothing(
     outcome = tool_world.call("local/query-sql", {"resource": DB, "sql": sql})
     assert not outcome.ok
     assert outcome.output.startswith("local/query-sql: ")
+    assert outcome.output.endswith(
+        ": local/query-sql only reads; change rows with local/run-sql (in Execute)"
+    )
     assert outcome.writes == ()
     assert _rows(tool_world) == before
     version = tool_world.call("local/run-sql", {"resource": DB, "sql": "PRAGMA user_version"})
@@ -155,6 +158,9 @@ def test_on_postgresql_it_reads_and_every_write_fails(
         ):
             refused = query.run(context, {"resource": "local/pg", "sql": sql})
             assert not refused.ok, sql
+            assert refused.output.endswith("change rows with local/run-sql (in Execute)"), (
+                refused.output
+            )
         assert sandboxes.modified() == set()  # no call noted a write
         executing = ToolContext(plan.plan_id, Phase.EXECUTE, sandboxes)
         assert run_sql.run(executing, everything).output == read.output  # nothing changed

@@ -112,6 +112,7 @@ def test_a_failed_call_and_the_calls_made_in_its_place_are_shown_as_they_end(
     decision = lines.index("  #2 execute implementation_choice: the README says new")
     failed = next(i for i, line in enumerate(lines) if line.startswith("    ✗ local/edit-file: "))
     assert "old text" in lines[failed] and "not found" in lines[failed]
+    assert lines[failed].count("local/edit-file") == 1, lines[failed]  # not "tool: tool: …"
     recovery = next(i for i, line in enumerate(lines) if " error_recovery: " in line)
     assert lines[recovery].startswith("  #3 execute error_recovery: Replace the failed ")
     replaced = "    ✓ local/edit-file: edited README.md: replaced 1 occurrence at line 1"
