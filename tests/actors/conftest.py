@@ -19,6 +19,8 @@ from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.store.store import Store
 from tests.engine.conftest import make_directory, make_git_repo, make_sqlite_target
 
+PG = "local/pg"
+
 GIT = "local/repo"
 FILES = "local/files"
 LAYERED = "local/layered"
@@ -117,3 +119,31 @@ def tool_world(tmp_path: Path, sqlite_store: Store) -> Iterator[ToolWorld]:
     yield ToolWorld(tmp_path, sandboxes, plan, default_registry(), canary)
     for resource_id in sandboxes.open_ids():
         sandboxes.get(resource_id).discard()
+
+
+def postgres_world(
+    store: Store, tmp_path: Path, url: str, phase: Phase, *setup: str
+) -> tuple[PlanSandboxes, Plan]:
+    """A plan in ``phase`` with the PostgreSQL database at ``url`` (after the ``setup``
+    statements) registered as ``PG`` and its sandbox made; discard it when done."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import NullPool
+
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.begin() as connection:
+            for statement in setup:
+                connection.execute(text(statement))
+    finally:
+        engine.dispose()
+    resource = Resource(
+        resource_id=PG, kind="database", location=url, sandbox_strategy="transaction_rollback"
+    )
+    plan = Plan(action="local/tools", phase=phase, state="running")
+    with store.unit_of_work(write=True) as uow:
+        uow.resources.add(resource)
+        uow.plans.add(plan)
+        uow.commit()
+    sandboxes = PlanSandboxes(store, plan.plan_id, tmp_path / "sandboxes")
+    sandboxes.create(resource)
+    return sandboxes, plan

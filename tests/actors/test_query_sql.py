@@ -8,21 +8,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.pool import NullPool
 
 from cleveragents_tui.actors.base import ToolContext
 from cleveragents_tui.actors.tools import default_registry
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.plan import Plan
-from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes, sandbox_root
 from cleveragents_tui.sandbox.transaction import (
     TransactionRollbackSandbox,
     TransactionRollbackStrategy,
 )
 from cleveragents_tui.store.store import Store
-from tests.actors.conftest import DB, FILES, GIT, ToolWorld
+from tests.actors.conftest import DB, FILES, GIT, PG, ToolWorld, postgres_world
 
 WRITES = [
     "INSERT INTO greetings (text) VALUES ('sneaked in')",
@@ -120,30 +117,18 @@ def test_it_only_reads_so_strategize_runs_it() -> None:
 def test_on_postgresql_it_reads_and_every_write_fails(
     tmp_path: Path, sqlite_store: Store, postgres_url: str
 ) -> None:
-    engine = create_engine(postgres_url, poolclass=NullPool)
-    try:
-        with engine.begin() as connection:
-            connection.execute(text("CREATE TABLE notes (id serial PRIMARY KEY, body text)"))
-            connection.execute(text("INSERT INTO notes (body) VALUES ('a'), ('b')"))
-    finally:
-        engine.dispose()
-    resource = Resource(
-        resource_id="local/pg",
-        kind="database",
-        location=postgres_url,
-        sandbox_strategy="transaction_rollback",
+    sandboxes, plan = postgres_world(
+        sqlite_store,
+        tmp_path,
+        postgres_url,
+        Phase.STRATEGIZE,
+        "CREATE TABLE notes (id serial PRIMARY KEY, body text)",
+        "INSERT INTO notes (body) VALUES ('a'), ('b')",
     )
-    plan = Plan(action="local/tools", phase="strategize", state="running")
-    with sqlite_store.unit_of_work(write=True) as uow:
-        uow.resources.add(resource)
-        uow.plans.add(plan)
-        uow.commit()
-    sandboxes = PlanSandboxes(sqlite_store, plan.plan_id, tmp_path / "sandboxes")
-    sandbox = sandboxes.create(resource)
     context = ToolContext(plan.plan_id, Phase.STRATEGIZE, sandboxes)
     query = default_registry().tool("local/query-sql")
     run_sql = default_registry().tool("local/run-sql")
-    everything = {"resource": "local/pg", "sql": "SELECT id, body FROM notes ORDER BY id"}
+    everything = {"resource": PG, "sql": "SELECT id, body FROM notes ORDER BY id"}
     try:
         read = query.run(context, everything)
         assert read.ok and read.writes == ()
@@ -156,7 +141,7 @@ def test_on_postgresql_it_reads_and_every_write_fails(
             "SELECT nextval('notes_id_seq')",
             "SET TRANSACTION READ WRITE; DELETE FROM notes",
         ):
-            refused = query.run(context, {"resource": "local/pg", "sql": sql})
+            refused = query.run(context, {"resource": PG, "sql": sql})
             assert not refused.ok, sql
             assert refused.output.endswith("change rows with local/run-sql (in Execute)"), (
                 refused.output
@@ -165,7 +150,7 @@ def test_on_postgresql_it_reads_and_every_write_fails(
         executing = ToolContext(plan.plan_id, Phase.EXECUTE, sandboxes)
         assert run_sql.run(executing, everything).output == read.output  # nothing changed
     finally:
-        sandbox.discard()
+        sandboxes.get(PG).discard()
 
 
 def test_a_savepoint_sandbox_has_no_read_only_connection_and_says_what_to_use(

@@ -9,8 +9,6 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.pool import NullPool
 
 from cleveragents_tui.actors.base import ToolContext
 from cleveragents_tui.actors.tools import default_registry
@@ -20,7 +18,17 @@ from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes, sandbox_root
 from cleveragents_tui.sandbox.database import DatabaseStrategy
 from cleveragents_tui.store.store import Store
-from tests.actors.conftest import API, DB, FILES, GIT, LAYERED, OUTBOX, ToolWorld
+from tests.actors.conftest import (
+    API,
+    DB,
+    FILES,
+    GIT,
+    LAYERED,
+    OUTBOX,
+    PG,
+    ToolWorld,
+    postgres_world,
+)
 
 
 def rows(world: ToolWorld) -> list[tuple[int, str]]:
@@ -181,25 +189,14 @@ def test_notify_does_not_follow_a_planted_outbox_link(tool_world: ToolWorld) -> 
 
 @pytest.mark.postgres
 def test_run_sql_on_postgresql(tmp_path: Path, sqlite_store: Store, postgres_url: str) -> None:
-    engine = create_engine(postgres_url, poolclass=NullPool)
-    try:
-        with engine.begin() as connection:
-            connection.execute(text("CREATE TABLE notes (id serial PRIMARY KEY, body text)"))
-    finally:
-        engine.dispose()
-    resource = Resource(
-        resource_id="local/pg",
-        kind="database",
-        location=postgres_url,
-        sandbox_strategy="transaction_rollback",
+    sandboxes, plan = postgres_world(
+        sqlite_store,
+        tmp_path,
+        postgres_url,
+        Phase.EXECUTE,
+        "CREATE TABLE notes (id serial PRIMARY KEY, body text)",
     )
-    plan = Plan(action="local/tools", phase="execute", state="running")
-    with sqlite_store.unit_of_work(write=True) as uow:
-        uow.resources.add(resource)
-        uow.plans.add(plan)
-        uow.commit()
-    sandboxes = PlanSandboxes(sqlite_store, plan.plan_id, tmp_path / "sandboxes")
-    sandbox = sandboxes.create(resource)
+    sandbox = sandboxes.get(PG)
     context = ToolContext(plan.plan_id, Phase.EXECUTE, sandboxes)
     tool = default_registry().tool("local/run-sql")
     try:
