@@ -208,7 +208,7 @@ def cli(
     \b
     Start here:
       agents demo                    build a demo project, run a plan to its Apply gate
-      agents init                    use it on the git repository you are in
+      agents init                    use it on your repository (--folder: a plain folder)
       agents demo-data               load a sample plan and show its tree
       agents plan list               every plan, child plans under their parent
       agents plan tree PLAN          the decision tree (--show-superseded, --format=json)
