@@ -244,8 +244,8 @@ class SqliteCopySandbox(CopySandbox[_State, Path]):
         with self._operation() as state:
             if state.status == "applied":
                 raise self._applied()
+            engine = self._engine_for_work() if limit is None else self._read_only_engine()
             try:
-                engine = self._engine_for_work() if limit is None else self._read_only_engine()
                 with engine.connect() as connection:
                     result = connection.execute(text(sql), params)
                     # Read every row now: the connection closes with this operation.
@@ -260,6 +260,9 @@ class SqliteCopySandbox(CopySandbox[_State, Path]):
                 raise SqlStatementError(
                     f"SQL failed in the sandbox of {self._resource.resource_id}: {first_line(exc)}"
                 ) from exc
+            finally:
+                if limit is not None:  # the read-only engine is this statement's alone
+                    engine.dispose()
 
     # -- the Sandbox protocol --------------------------------------------------------------
 
