@@ -275,12 +275,24 @@ def test_a_correction_whose_replay_failed_shows_why_on_the_plans_error_line(
     )
     text = cli("plan", "show", plan_id).stdout
     assert f"error        {shown['error']}\n" in text
+    listed = next(
+        line for line in text.splitlines() if line.startswith(f"  {correction['correction_id']}  ")
+    )
+    # the corrections list says why, as the error line does
+    assert " · failed · attempt 2 · by " in listed
+    assert f": its replay failed: plan {plan_id} errored: the chat model call " in listed
+    assert "OpenAIAuthenticationError" in listed
 
     openai_server.add(_rewrite, finish_phase())
     went_on = cli("plan", "run", plan_id)
     assert went_on.returncode == 0, went_on.stderr
     again = json.loads(cli("plan", "show", plan_id, "--format=json").stdout)
     assert (again["plan"]["state"], again["error"]) == ("awaiting_approval", None)
+    text = cli("plan", "show", plan_id).stdout
+    listed = next(
+        line for line in text.splitlines() if line.startswith(f"  {correction['correction_id']}  ")
+    )
+    assert listed.endswith("; the plan went on after it (plan run)"), listed  # not stuck
 
 
 def test_a_rate_limited_model_call_says_to_wait_then_run_the_plan(

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from cleveragents_tui import failpoints
-from cleveragents_tui.cli import cli
+from cleveragents_tui.cli import cli, render
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus, Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
@@ -25,6 +25,7 @@ from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.model import CorrectionRefusedError, Tier
 from cleveragents_tui.engine.correct.preview import preview
+from cleveragents_tui.engine.read.browse import show_plan
 from cleveragents_tui.engine.run.lifecycle import apply_plan
 from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
@@ -251,6 +252,12 @@ def test_a_sandbox_that_cannot_be_made_anew_leaves_every_resource_as_it_was(
     assert result.report is not None
     assert result.report.outcome_of(DOCS) is ResourceOutcome.RESTORED
     assert result.report.outcome_of(REPO) is ResourceOutcome.FAILED
+    shown = render.plan_details(show_plan(sqlite_store, plan.plan_id))  # agents plan show
+    listed = next(line for line in shown.splitlines() if result.correction.correction_id in line)
+    assert listed.endswith(
+        f" · failed · attempt 2 · by ana: {REPO} did not roll back (making the sandbox anew "
+        f"failed: injected fault at rollback.recreate@{REPO})"
+    ), listed
     sandboxes = PlanSandboxes(sqlite_store, plan.plan_id, options.sandbox_base)
     for resource_id, written in ((DOCS, "function.md"), (REPO, "greet.py")):
         workdir = sandboxes.get(resource_id).workdir
