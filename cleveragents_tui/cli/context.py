@@ -49,6 +49,9 @@ format_option = click.option(
 )
 
 
+CLEAR_ROW = "\r\x1b[2K"  # back to the row's start, erased: the progress's row of a wait
+
+
 def echo(message: str = "", *, err: bool = False) -> None:
     """The one way the CLI prints: decisions, guidance, titles and ids come from users, agents
     and files, so every control character is shown escaped (docs/security.md, "Terminal

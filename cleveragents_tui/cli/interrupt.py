@@ -24,7 +24,7 @@ from types import FrameType
 
 import click
 
-from cleveragents_tui.cli.context import CliContext, echo
+from cleveragents_tui.cli.context import CLEAR_ROW, CliContext, echo
 from cleveragents_tui.domain.errors import UserError
 
 EXIT_INTERRUPTED = 130
@@ -70,7 +70,7 @@ class Interrupts:
             return
         self._paused = plan.plan_id
         if sys.stderr.isatty():  # over the "^C" and the row of what the plan waits on
-            click.echo("\r\x1b[2K", nl=False, err=True)
+            click.echo(CLEAR_ROW, nl=False, err=True)
         echo(
             f"interrupted: plan {plan.plan_id} pauses after its current step ({AGAIN})",
             err=True,

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from cleveragents_tui.cli.context import CliContext, echo
+from cleveragents_tui.cli.context import CLEAR_ROW, CliContext, echo
 from cleveragents_tui.cli.interrupt import pausing_on_ctrl_c
 from cleveragents_tui.domain.display import printable
 
@@ -33,7 +33,6 @@ if TYPE_CHECKING:  # imported only when the lines are shown
     from cleveragents_tui.views.progress import ProgressLines
 
 POLL_SECONDS = 0.25
-_CLEAR_ROW = "\r\x1b[2K"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -90,12 +89,12 @@ class Progress:
         if not shown:
             self._clear_wait()
             return
-        click.echo(_CLEAR_ROW + printable(lines.wait_line(shown[-1])), nl=False, err=True)
+        click.echo(CLEAR_ROW + printable(lines.wait_line(shown[-1])), nl=False, err=True)
         self._wait_drawn = True
 
     def _clear_wait(self) -> None:
         if self._wait_drawn:
-            click.echo(_CLEAR_ROW, nl=False, err=True)
+            click.echo(CLEAR_ROW, nl=False, err=True)
             self._wait_drawn = False
 
 

@@ -181,9 +181,9 @@ class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT, TargetT]):
         """The rows at checkpoint ``ref`` (CheckpointMissingError when it was dropped)."""
 
     @abstractmethod
-    def _execute(self, sql: str, params: Params, limit: int | None = None) -> ReadResult:
-        """Run the statement ``sql`` (text) in the working copy; with ``limit``, on a
-        read-only connection that gives back at most ``limit`` rows (:meth:`query`)."""
+    def _execute(self, sql: str, params: Params, read_only_rows: int | None = None) -> ReadResult:
+        """Run the statement ``sql`` (text) in the working copy; with ``read_only_rows``, on
+        a read-only connection that reads at most that many rows (:meth:`query`)."""
 
     @abstractmethod
     def _changes(self, state: CopyStateT) -> list[Change]:
@@ -218,23 +218,21 @@ class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT, TargetT]):
 
     def execute(self, sql: str, params: Params = None) -> ReadResult:
         """Run one statement in the copy, committed there at once (``:name`` binds)."""
-        if not isinstance(sql, str):
-            raise SqlStatementError(
-                f"only SQL text runs in the sandbox of {self._resource.resource_id}",
-                "pass the statement as text",
-            )
-        return self._execute(sql, params)
+        return self._execute(self._text(sql), params)
 
     def query(self, sql: str, params: Params, limit: int) -> ReadResult:
         """Run one statement on a read-only connection to the copy, at most ``limit`` rows
         read: any write fails in the database itself (``local/query-sql``, which Strategize
         runs, must change nothing)."""
+        return self._execute(self._text(sql), params, read_only_rows=limit)
+
+    def _text(self, sql: object) -> str:
         if not isinstance(sql, str):
             raise SqlStatementError(
                 f"only SQL text runs in the sandbox of {self._resource.resource_id}",
                 "pass the statement as text",
             )
-        return self._execute(sql, params, limit)
+        return sql
 
     def apply(self) -> ApplyResult:
         """Land what the plan produced in the target, in one transaction, or raise leaving

@@ -231,7 +231,7 @@ class SqliteCopySandbox(CopySandbox[_State, Path]):
 
     # -- the tool-facing API ---------------------------------------------------------------
 
-    def _execute(self, sql: str, params: Params, limit: int | None = None) -> ReadResult:
+    def _execute(self, sql: str, params: Params, read_only_rows: int | None = None) -> ReadResult:
         """Transaction control and ATTACH/DETACH are refused: checkpoints, rollback and apply
         belong to the sandbox, and an attached file would be written outside it."""
         if TRANSACTION_CONTROL.match(sql) or _ATTACH.match(sql):
@@ -244,12 +244,13 @@ class SqliteCopySandbox(CopySandbox[_State, Path]):
         with self._operation() as state:
             if state.status == "applied":
                 raise self._applied()
-            engine = self._engine_for_work() if limit is None else self._read_only_engine()
+            read_only = read_only_rows is not None
+            engine = self._read_only_engine() if read_only else self._engine_for_work()
             try:
                 with engine.connect() as connection:
                     result = connection.execute(text(sql), params)
                     # Read every row now: the connection closes with this operation.
-                    return ReadResult.whole(result, limit)
+                    return ReadResult.whole(result, read_only_rows)
             except SQLAlchemyError as exc:
                 if sqlite_denied(first_line(exc)):
                     raise SqlStatementError(
@@ -261,7 +262,7 @@ class SqliteCopySandbox(CopySandbox[_State, Path]):
                     f"SQL failed in the sandbox of {self._resource.resource_id}: {first_line(exc)}"
                 ) from exc
             finally:
-                if limit is not None:  # the read-only engine is this statement's alone
+                if read_only:  # the read-only engine is this statement's alone
                     engine.dispose()
 
     # -- the Sandbox protocol --------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from cleveragents_tui.domain.display import shorten
 from cleveragents_tui.domain.wording import counted
+from cleveragents_tui.engine.core.in_flight import Wait
 from cleveragents_tui.engine.read.run_progress import CallView, EventView, Happened, Waiting
 from cleveragents_tui.views.lines import readable
 
@@ -120,10 +121,12 @@ def call_line(call: CallView) -> str:
     return f"{mark} {call.tool}: {first or '(no output)'}"
 
 
-def waited(seconds: float) -> str:
-    """``12 s``, ``3 min 05 s``: how long a model or a tool call has taken so far."""
-    whole = int(seconds)
-    return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
+def wait_text(wait: Wait) -> str:
+    """``waiting for openai:gpt-4o-mini · 12 s`` (``3 min 05 s`` past a minute): what a plan
+    waits on, and for how long so far; the CLI's row, the app's status bar, the replay."""
+    whole = int(wait.seconds())
+    took = f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
+    return f"{wait.what} · {took}"
 
 
 class ProgressLines:
@@ -162,7 +165,7 @@ class ProgressLines:
         """``⋯ waiting for openai:gpt-4o-mini · 12 s``: what a plan waits on now."""
         plan_id, wait = waiting.plan_id, waiting.wait
         whose = "" if plan_id == self.root_plan_id else f"[{self._label(plan_id, waiting.action)}] "
-        return shorten(f"  {whose}⋯ {wait.what} · {waited(wait.seconds())}", self.width)
+        return shorten(f"  {whose}⋯ {wait_text(wait)}", self.width)
 
     def _label(self, plan_id: str, action: str) -> str:
         if plan_id not in self._labels:

@@ -18,6 +18,7 @@ from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 from cleveragents_tui.store.store import Store
 from tests.engine.conftest import make_directory, make_git_repo, make_sqlite_target
+from tests.support.folders import add_database
 
 PG = "local/pg"
 
@@ -136,12 +137,9 @@ def postgres_world(
                 connection.execute(text(statement))
     finally:
         engine.dispose()
-    resource = Resource(
-        resource_id=PG, kind="database", location=url, sandbox_strategy="transaction_rollback"
-    )
+    resource = add_database(store, PG, url)
     plan = Plan(action="local/tools", phase=phase, state="running")
     with store.unit_of_work(write=True) as uow:
-        uow.resources.add(resource)
         uow.plans.add(plan)
         uow.commit()
     sandboxes = PlanSandboxes(store, plan.plan_id, tmp_path / "sandboxes")

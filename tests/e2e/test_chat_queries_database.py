@@ -14,11 +14,11 @@ import pytest
 
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import PlanState
-from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.engine.read.browse import show_plan
 from cleveragents_tui.engine.run.runner import start_plan
 from cleveragents_tui.store.store import Store
 from tests.support.chat_plans import chat_options
+from tests.support.folders import add_database
 from tests.support.openai_server import OpenAIServer, finish_phase, record_decision
 from tests.support.openai_server import openai_server as openai_server  # the fixture
 
@@ -81,16 +81,7 @@ def test_the_strategy_queries_the_database_and_execute_changes_what_it_saw(
     )
     store = Store.open(str(tmp_path / "plan.db"))
     try:
-        with store.unit_of_work(write=True) as uow:
-            uow.resources.add(
-                Resource(
-                    resource_id=SHOP,
-                    kind="database",
-                    location=str(database),
-                    sandbox_strategy="transaction_rollback",
-                )
-            )
-            uow.commit()
+        add_database(store, SHOP, str(database))
         action = Action(
             name="local/prices",
             prompt="Raise the price of tea by 10 cents",

@@ -1,4 +1,5 @@
-"""A folder registered as a plan resource, as ``agents resource add --kind filesystem`` does."""
+"""A folder or a database registered as a plan resource, as ``agents resource add --kind
+filesystem`` (``--kind database``) does."""
 
 from __future__ import annotations
 
@@ -24,3 +25,18 @@ def add_folder(store: Store, resource_id: str, folder: Path, **settings: Any) ->
             )
         )
         uow.commit()
+
+
+def add_database(store: Store, resource_id: str, location: str) -> Resource:
+    """Register the database at ``location`` (a SQLite file or a PostgreSQL URL) as
+    ``resource_id``; its sandbox is a copy (transaction_rollback)."""
+    resource = Resource(
+        resource_id=resource_id,
+        kind="database",
+        location=location,
+        sandbox_strategy="transaction_rollback",
+    )
+    with store.unit_of_work(write=True) as uow:
+        uow.resources.add(resource)
+        uow.commit()
+    return resource

@@ -143,8 +143,8 @@ project: {resource_id}
 # `agents resource add NAME --kind database|filesystem --location PATH`.
 resources: [{resource_id}]
 # The tools the actors may use (docs/tools.md): list-files, search-files, read-file,
-# write-file, edit-file, delete-file, move, mkdir, run-command, run-tests, query-sql, run-sql, notify,
-# ... (all in local/).
+# write-file, edit-file, delete-file, move, mkdir, run-command, run-tests, query-sql,
+# run-sql, notify, ... (all in local/).
 tools: [local/list-files, local/search-files, local/read-file, local/write-file, local/edit-file]
 # Validation tools run by the plan (docs/guardrails.md), e.g. [local/run-tests].
 validations: []

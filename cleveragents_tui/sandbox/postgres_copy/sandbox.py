@@ -36,7 +36,9 @@ class PostgresCopySandbox(CopyDatabases):
 
     # -- the tool-facing API ---------------------------------------------------------------
 
-    def _execute(self, sql_text: str, params: Params, limit: int | None = None) -> ReadResult:
+    def _execute(
+        self, sql_text: str, params: Params, read_only_rows: int | None = None
+    ) -> ReadResult:
         """In a transaction of its own. Refused: transaction control, statements that reach
         outside the database (``sql_confinement.py``) and statements on databases or
         tablespaces."""
@@ -67,13 +69,13 @@ class PostgresCopySandbox(CopyDatabases):
             self._settle(state)
             try:
                 with self._engine_for_work(state).connect() as connection, connection.begin():
-                    if limit is not None:  # read only; the query after it fixes the mode, so
+                    if read_only_rows is not None:  # the query after it fixes the mode, so
                         # a SET TRANSACTION READ WRITE in the statement is refused
                         connection.exec_driver_sql("SET TRANSACTION READ ONLY")
                         connection.exec_driver_sql("SELECT 1")
                     result = connection.execute(text(sql_text), params)
                     # Read every row now: the connection closes with this operation.
-                    read = ReadResult.whole(result, limit)
+                    read = ReadResult.whole(result, read_only_rows)
             except SQLAlchemyError as exc:
                 raise SqlStatementError(
                     f"SQL failed in the sandbox of {self._resource.resource_id}: {first_line(exc)}"

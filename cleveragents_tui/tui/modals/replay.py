@@ -35,7 +35,7 @@ from cleveragents_tui.tui.messages import ProgressFailed, ProgressRead
 from cleveragents_tui.tui.modals.base import Dialog
 from cleveragents_tui.tui.render import safe_text
 from cleveragents_tui.tui.services import services
-from cleveragents_tui.views.progress import SAID_BY_A_CALL, call_line, event_line, waited
+from cleveragents_tui.views.progress import SAID_BY_A_CALL, call_line, event_line, wait_text
 
 
 class ReplayModal(Dialog[str | None]):
@@ -200,7 +200,7 @@ class ReplayModal(Dialog[str | None]):
         )
         plan_id = self.impact.plan_id  # what its replay waits on (in memory: no store read)
         if (wait := waits([plan_id]).get(plan_id)) is not None:
-            status.append(f"\n⋯ {wait.what} · {waited(wait.seconds())}", style="bold cyan")
+            status.append(f"\n⋯ {wait_text(wait)}", style="bold cyan")
         self.query_one("#replay-status", Static).update(safe_text(status))
 
     def _show_call(self, call: CallView) -> None:

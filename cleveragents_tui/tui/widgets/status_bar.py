@@ -16,7 +16,7 @@ from cleveragents_tui.engine.read.tui_queries import EventView
 from cleveragents_tui.tui.render import safe_text
 from cleveragents_tui.views.lines import one_line
 from cleveragents_tui.views.plan import line_rich, plan_heading
-from cleveragents_tui.views.progress import event_line, waited
+from cleveragents_tui.views.progress import event_line, wait_text
 
 
 def _event_line(event: EventView) -> str:
@@ -70,7 +70,7 @@ class PlanStatus(Static):
             return
         plan_id = self._shown[0].plan_id
         wait = waits([plan_id]).get(plan_id)
-        said = f"{wait.what} · {waited(wait.seconds())}" if wait else ""
+        said = wait_text(wait) if wait else ""
         if said != self._wait:
             self._wait = said
             self.show(*self._shown[:3], goes_on=self._shown[3])
