@@ -125,6 +125,10 @@ def test_a_model_that_is_not_named_right_is_refused(
         ("core.reasoner", "gpt", "unknown reasoner 'gpt'"),
         ("core.model", "openai", "is not PROVIDER:MODEL"),
         ("core.model-base-url", "localhost:8000", "is not an http(s) URL"),
+        ("core.model-timeout", "soon", "is not a number of seconds above 0"),
+        ("core.model-timeout", "0", "is not a number of seconds above 0"),
+        ("core.model-timeout", "nan", "is not a number of seconds above 0"),
+        ("core.model-timeout", "100000", "and at most a day"),
     ],
 )
 def test_config_set_refuses_a_bad_value(run: Run, key: str, value: str, says: str) -> None:

@@ -29,6 +29,7 @@ SAMPLES = {
     "core.reasoner": "scripted",
     "core.model": "openai:gpt-4o-mini",
     "core.model-base-url": "http://127.0.0.1:9/v1",
+    "core.model-timeout": "300",
     "sandbox.checkpoint.enabled": "false",
     "sandbox.checkpoint.max-per-plan": "40",
     "gc.retention_days": "14",

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -154,6 +155,14 @@ def http_error(status: int, message: str, code: str | None = None) -> Reply:
     return Reply(status=status, error=message, code=code)
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hung up before its answer (it timed out) is no error of the server's."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class OpenAIServer:
     """An OpenAI-compatible ``/v1/chat/completions`` on 127.0.0.1 (a free port), in a thread.
 
@@ -166,7 +175,7 @@ class OpenAIServer:
         self._replies: list[Reply | Responder] = list(replies)
         self._ids = itertools.count(1)
         self.requests: list[Request] = []
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._http = _QuietServer(("127.0.0.1", 0), self._handler())
         self._http.daemon_threads = True
         self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
 
@@ -203,6 +212,11 @@ class OpenAIServer:
         """Queue more replies, answered after those already queued."""
         with self._lock:
             self._replies.extend(replies)
+
+    def drop_pending(self) -> None:
+        """Drop the queued replies no request has taken."""
+        with self._lock:
+            self._replies.clear()
 
     @property
     def pending(self) -> int:

@@ -68,6 +68,7 @@ from cleveragents_tui.actors.reasoners.chat_prompt import (
 from cleveragents_tui.actors.reasoners.chat_reply import (
     InvalidReplyError,
     ModelNotServedError,
+    ModelTimedOutError,
     ModelUnreachableError,
     ModelWithoutToolsError,
     ReasonerError,
@@ -418,6 +419,15 @@ def _call_fix(exc: Exception) -> str:
 
 
 _UNREACHABLE = frozenset({"ModelConnectionError", "APIConnectionError", "ConnectError"})
+_TIMED_OUT = frozenset({"APITimeoutError", "TimeoutException"})
+
+
+def _timed_out(exc: Exception) -> bool:
+    """No answer in the time a request may take: the OpenAI and Anthropic clients'
+    ``APITimeoutError``, httpx's ``TimeoutException`` (Ollama's client), ``TimeoutError``."""
+    return isinstance(exc, TimeoutError) or any(
+        cls.__name__ in _TIMED_OUT for cls in type(exc).__mro__
+    )
 
 
 def _unreachable(exc: Exception) -> bool:
@@ -437,6 +447,12 @@ def _invoke(
     except ReasonerError:
         raise
     except Exception as exc:  # the provider's own errors: network, authentication, quota
+        if _timed_out(exc):  # before unreachable: OpenAI's timeout is a connection error
+            raise ModelTimedOutError(
+                f"the chat model gave no answer in time ({type(exc).__name__}: "
+                f"{str(exc).rstrip('.')})",
+                ModelTimedOutError.FIX,
+            ) from exc
         if _unreachable(exc):
             raise ModelUnreachableError(
                 f"the chat model's server did not answer: {type(exc).__name__}: "

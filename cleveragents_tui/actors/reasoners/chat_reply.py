@@ -52,6 +52,14 @@ class MendedBySetModel(ReasonerError):
         return f"{cls.FIX}: agents plan set-model {plan} {cls.ARGS}"
 
 
+class ModelTimedOutError(ReasonerError):
+    """The model's server took the request but gave no answer in the time one may take
+    (``core.model-timeout``, else the provider's; its client tries again first): the model
+    is slow or overloaded, not gone, so running the plan again may do."""
+
+    FIX = "give it longer: agents config set core.model-timeout SECONDS"
+
+
 class ModelUnreachableError(MendedBySetModel):
     """Nothing answered at the model's server (refused, unreachable, timed out): the server
     is down, or it moved and the plan still asks the address it started with."""

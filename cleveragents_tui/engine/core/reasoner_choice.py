@@ -16,6 +16,7 @@ stored. LangChain is imported only when a chat model is built. See docs/reasoner
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 REASONER_KEY = "core.reasoner"
 MODEL_KEY = "core.model"
 BASE_URL_KEY = "core.model-base-url"
+TIMEOUT_KEY = "core.model-timeout"
+MAX_TIMEOUT = 86_400.0  # a day: longer is a typo, not a wait
 SCRIPTED, CHAT = "scripted", "chat"
 REASONERS = (SCRIPTED, CHAT)
 CHAT_ACTOR = "local/chat"  # the actor name a chat plan's stored action carries
@@ -120,6 +123,20 @@ def check_base_url(value: str) -> str:
             "give the server's URL, for example http://127.0.0.1:8000/v1",
         )
     return value.strip()
+
+
+def check_timeout(value: str) -> str:
+    """``core.model-timeout``: seconds above 0, at most a day, as it is stored."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= MAX_TIMEOUT:
+        raise UserError(
+            f"model timeout {value!r} is not a number of seconds above 0 and at most a day",
+            "give the seconds a model's answer may take, for example 300",
+        )
+    return f"{seconds:g}"
 
 
 def check_installed(model: str) -> None:
@@ -281,14 +298,27 @@ def check_plan_model(store: Store, plan_id: str, *, replay: bool = False) -> Non
 # -- building -------------------------------------------------------------------------------
 
 
-def build_model(choice: ModelChoice) -> Any:
-    """The LangChain chat model of ``choice`` (``init_chat_model``); errors as UserError."""
+def model_timeout(store: Store, project: str | None) -> float | None:
+    """``core.model-timeout`` (the project's, else the global one); None: the provider's."""
+    value = _setting(store, TIMEOUT_KEY, project)
+    return None if value is None else float(value)
+
+
+def build_model(choice: ModelChoice, timeout: float | None = None) -> Any:
+    """The LangChain chat model of ``choice`` (``init_chat_model``); errors as UserError.
+
+    ``timeout``: the seconds each request may take. LangChain's integrations take it as
+    ``timeout``, but Ollama's hands it to its HTTP client (``client_kwargs``)."""
     check_installed(choice.model)
     from langchain.chat_models import init_chat_model
 
     kwargs: dict[str, Any] = {}
     if choice.base_url:
         kwargs["base_url"] = choice.base_url
+    if timeout is not None and choice.provider == "ollama":
+        kwargs["client_kwargs"] = {"timeout": timeout}
+    elif timeout is not None:
+        kwargs["timeout"] = timeout
     try:
         return init_chat_model(choice.model, **kwargs)
     except ImportError as exc:  # a provider outside PROVIDERS without its package
@@ -304,10 +334,12 @@ def build_model(choice: ModelChoice) -> Any:
         ) from exc
 
 
-def factory(choice: ModelChoice, registry: ToolRegistry, store: Store) -> ReasonerFactory:
+def factory(
+    choice: ModelChoice, registry: ToolRegistry, store: Store, timeout: float | None = None
+) -> ReasonerFactory:
     """A reasoner factory for the runner: the chat reasoner over ``choice``'s model, offered
     the tools of the action's skill set and told what each of its resources is."""
-    model = build_model(choice)
+    model = build_model(choice, timeout)
     provider = PROVIDERS.get(choice.provider)
 
     def make(action: Action, chosen: Callable[[], dict[str, str]]) -> Reasoner:
@@ -336,6 +368,11 @@ def resource_kinds(store: Store, resource_ids: tuple[str, ...]) -> dict[str, str
 
 
 def stored_factory(store: Store, plan_id: str, registry: ToolRegistry) -> ReasonerFactory | None:
-    """The factory of the model ``plan_id`` keeps; None: the scripted reasoner."""
+    """The factory of the model ``plan_id`` keeps, with the ``core.model-timeout`` of this
+    process's settings (a wait, not part of the plan); None: the scripted reasoner."""
     choice = for_plan(store, plan_id)
-    return None if choice is None else factory(choice, registry, store)
+    if choice is None:
+        return None
+    with store.unit_of_work() as uow:
+        project = uow.plans.get(plan_id).project
+    return factory(choice, registry, store, model_timeout(store, project))

@@ -22,6 +22,7 @@ KNOWN_SETTINGS: dict[str, str] = {
     chat.REASONER_KEY: "reasoner of new plans: scripted (default) or chat",
     chat.MODEL_KEY: "chat model of new plans, PROVIDER:MODEL (e.g. openai:gpt-4o-mini)",
     chat.BASE_URL_KEY: "base URL of the chat model's server (default: e.g. OPENAI_BASE_URL)",
+    chat.TIMEOUT_KEY: "seconds each request to the chat model may take (default: the provider's)",
     THEME_KEY: "the app's theme: dark (default) or light; `t` in the app sets it too",
     GC_RETENTION_KEY: f"days `agents gc` keeps checkpoints of superseded attempts (default {GC_RETENTION_DEFAULT})",
     **SANDBOX_SETTINGS,
@@ -53,6 +54,7 @@ _CHAT_CHECKS = {
     chat.REASONER_KEY: chat.check_reasoner,
     chat.MODEL_KEY: _check_model,
     chat.BASE_URL_KEY: chat.check_base_url,
+    chat.TIMEOUT_KEY: chat.check_timeout,
 }
 
 
