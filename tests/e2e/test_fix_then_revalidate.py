@@ -231,7 +231,7 @@ def test_a_fix_a_guard_stops_asks_and_is_made_once_approved(
 
     [asked] = pending_approvals(sqlite_store, plan.plan_id)
     assert asked.kind is ApprovalKind.GUARD and asked.question.startswith(
-        "Allow local/run-command?"
+        "Allow local/run-command (resource: "
     )
     assert _runs_of(sqlite_store, plan.plan_id, "local/run-tests") == [False]  # not run again yet
     answer_approval(sqlite_store, asked.approval_id, approve=True, by="ana")

@@ -360,19 +360,21 @@ def test_actor_max_retries_per_tool(  # on SQLite and PostgreSQL (the ``store`` 
     ]
 
 
-def test_a_guard_cost_cap_of_zero_asks_once_then_the_plan_goes_on(
+def test_a_guard_cost_cap_of_zero_asks_before_each_call_then_the_plan_goes_on(
     sqlite_store: Store, options: RunOptions, tmp_path: Path
 ) -> None:
-    """A guard's cap reached at $0 (the scripted reasoner costs nothing): the tool's first
-    call asks; approved, that tool is not asked again."""
+    """A guard's cap reached at $0 (the scripted reasoner costs nothing): each call asks,
+    the second after the first was approved too; approved, the plan goes on."""
     profile = register(sqlite_store, "zero-cap", guards={"max_total_cost": 0})
     folder = files(sqlite_store, tmp_path)
     plan = start_plan(sqlite_store, writing_action(), profile_override=profile, options=options)
-    assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL)
-    assert tool_calls(sqlite_store, plan) == []
-    [approval] = pending(sqlite_store, plan)
-    assert approval.kind is ApprovalKind.GUARD and "(max_total_cost)" in approval.question
-    answer_approval(sqlite_store, approval.approval_id, approve=True, by="alice")
-    assert resume_plan(sqlite_store, plan.plan_id, options).state is PlanState.APPLIED
+    for made in range(2):
+        assert (plan.phase, plan.state) == (Phase.EXECUTE, PlanState.AWAITING_APPROVAL)
+        assert tool_calls(sqlite_store, plan) == ["local/write-file"] * made
+        [approval] = pending(sqlite_store, plan)
+        assert approval.kind is ApprovalKind.GUARD and "(max_total_cost)" in approval.question
+        answer_approval(sqlite_store, approval.approval_id, approve=True, by="alice")
+        plan = resume_plan(sqlite_store, plan.plan_id, options)
+    assert plan.state is PlanState.APPLIED
     assert tool_calls(sqlite_store, plan) == ["local/write-file", "local/write-file"]
     assert (folder / "a.txt").read_text(encoding="utf-8") == "a"

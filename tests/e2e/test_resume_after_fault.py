@@ -91,7 +91,7 @@ def test_a_tool_call_a_guard_held_runs_once_it_is_approved(
         options=options,
     )
     [asked] = pending_approvals(sqlite_store, plan.plan_id)
-    assert asked.kind is ApprovalKind.GUARD and asked.question.startswith("Allow local/notify?")
+    assert asked.kind is ApprovalKind.GUARD and asked.question.startswith("Allow local/notify (")
     assert not list(env.outbox.glob("*"))  # nothing sent yet
 
     answer_approval(sqlite_store, asked.approval_id, approve=True, by="ana")

@@ -9,12 +9,14 @@ tool's declared side effects under the decision that made it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.actors.base import ToolCallRequest, ToolContext, ToolOutcome
 from cleveragents_tui.actors.tools import ToolRegistry
+from cleveragents_tui.domain.call_text import arguments_line
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.errors import UserError
@@ -25,15 +27,26 @@ from cleveragents_tui.engine.core.in_flight import waiting_on
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 
 OUTPUT_KEPT = 4000
+QUESTION_CHARS = 160  # of a blocked call's arguments, first in its question (lists cut at 200)
 
 
 class ToolCallBlocked(Exception):
-    """A guard sent the call to a human; ``reason`` says why."""
+    """A guard sent the call to a human; ``reason`` says why. ``key`` names this one call
+    (an approval lets it, not every later call of the tool, go on); ``question`` is what the
+    person is asked, the call's arguments included: the command, not only the tool."""
 
-    def __init__(self, tool: str, reason: str) -> None:
+    def __init__(self, tool: str, reason: str, key: str, arguments: Mapping[str, Any]) -> None:
         self.tool = tool
         self.reason = reason
+        self.key = key
+        self.question = f"Allow {tool} ({arguments_line(arguments, QUESTION_CHARS)})? {reason}"
         super().__init__(f"{tool}: {reason}")
+
+
+def call_key(decision_id: str, number: int, tool: str) -> str:
+    """A guard's approval key for call ``number`` of a decision (a step's, or a retry's): the
+    same when a resumed step comes back to the call, another for any other call."""
+    return f"call:{decision_id}:{number}:{tool}"
 
 
 @dataclass(kw_only=True, eq=False)
@@ -73,10 +86,10 @@ class ToolExecutor:
             return outcome
         cost = self.cost_usd + (self.spent() if self.spent is not None else 0.0)
         guard = self.profile.check_guard(spec.name, spec.writes, cost, calls_this_step, self.scope)
-        if not guard.allowed and not self.approved(spec.name):
-            raise ToolCallBlocked(
-                spec.name, guard.reason or "the automation guard asks for approval"
-            )
+        key = call_key(decision.decision_id, calls_this_step, spec.name)
+        if not guard.allowed and not self.approved(key):
+            reason = guard.reason or "the automation guard asks for approval"
+            raise ToolCallBlocked(spec.name, reason, key, request.arguments)
         resource = request.arguments.get("resource")
         if spec.writes and self.profile.safety.require_checkpoints and isinstance(resource, str):
             with contextlib.suppress(UserError):  # an unknown resource is the tool's to report

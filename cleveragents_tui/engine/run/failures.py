@@ -354,8 +354,8 @@ class FailureHandling:
             except ToolCallBlocked as blocked:
                 approval = self._runner.gates.ask(
                     ApprovalKind.GUARD,
-                    blocked.tool,
-                    f"Allow {blocked.tool}? {blocked.reason}",
+                    blocked.key,
+                    blocked.question,
                     retry.decision.decision_id,
                 )
                 raise WaitForApproval(approval) from blocked

@@ -399,7 +399,7 @@ class PlanRunner:
             registry=self.registry,
             sandboxes=self.sandboxes,
             scope=GuardScope.SUBPLAN if self.plan().parent_plan_id else GuardScope.PLAN,
-            approved=lambda tool: self.gates.settled(ApprovalKind.GUARD, tool),
+            approved=lambda call: self.gates.settled(ApprovalKind.GUARD, call),
             before_call=lambda tool: self.police.check(tool=tool),  # retries' calls too
             spent=self.police.cost_usd,  # guards.max_total_cost counts the model's cost
         )

@@ -191,8 +191,8 @@ def _run_call(
     except ToolCallBlocked as blocked:
         approval = runner.gates.ask(
             ApprovalKind.GUARD,
-            blocked.tool,
-            f"Allow {blocked.tool}? {blocked.reason}",
+            blocked.key,
+            blocked.question,
             decision.decision_id,
         )
         raise WaitForApproval(approval) from blocked

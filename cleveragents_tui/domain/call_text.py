@@ -1,0 +1,51 @@
+"""A tool call's arguments as one line for a person: what a guard's approval asks about and
+what ``plan explain`` lists under each call. An approver sees the command, not only the
+tool's name; a file's content is its first line and its size, a command's argv as a shell
+reads it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from typing import Any, Final
+
+from cleveragents_tui.domain.display import printable
+from cleveragents_tui.domain.wording import counted
+
+VALUE_CHARS: Final = 80  # of one argument's value shown
+LINE_CHARS: Final = 300  # of the whole line
+
+
+def arguments_line(arguments: Mapping[str, Any], limit: int = LINE_CHARS) -> str:
+    """``resource: repo; path: a.py; content: import os (3 lines, 42 characters)``: the
+    resource first, then the values shown whole, then those summed up (so a cut line keeps
+    what tells calls apart), each value cut; controls escaped."""
+    shown = {name: _value(value) for name, value in arguments.items()}
+    names = sorted(shown, key=lambda name: (name != "resource", shown[name][1]))
+    line = "; ".join(f"{name}: {shown[name][0]}" for name in names) or "no arguments"
+    line = printable(line, one_line=True)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _value(value: Any) -> tuple[str, bool]:
+    """The value as shown, and whether that is a summary of it (a cut or a size)."""
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, list) and all(isinstance(part, str) for part in value):
+        return _cut(shlex.join(value))  # an argv: as the shell reads it
+    return _cut(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def _text(value: str) -> tuple[str, bool]:
+    lines = value.splitlines()
+    if len(lines) <= 1 and len(value) <= VALUE_CHARS:
+        return value, False
+    first = next((line.strip() for line in lines if line.strip()), "")
+    size = counted(len(value), "character")
+    whole = f"{counted(len(lines), 'line')}, {size}" if len(lines) > 1 else size
+    return f"{_cut(first, VALUE_CHARS // 2)[0]} ({whole})", True
+
+
+def _cut(text: str, limit: int = VALUE_CHARS) -> tuple[str, bool]:
+    return (text, False) if len(text) <= limit else (text[: limit - 1] + "…", True)
