@@ -19,13 +19,21 @@ LINE_CHARS: Final = 300  # of the whole line
 
 def arguments_line(arguments: Mapping[str, Any], limit: int = LINE_CHARS) -> str:
     """``resource: repo; path: a.py; content: import os (3 lines, 42 characters)``: the
-    resource first, then the values shown whole, then those summed up (so a cut line keeps
-    what tells calls apart), each value cut; controls escaped."""
+    values shown whole before those summed up (so a cut line keeps what tells calls apart),
+    the resource and what the call acts on first; each value cut; controls escaped."""
     shown = {name: _value(value) for name, value in arguments.items()}
-    names = sorted(shown, key=lambda name: (name != "resource", shown[name][1]))
+    names = sorted(shown, key=lambda name: (shown[name][1], _rank(name)))
     line = "; ".join(f"{name}: {shown[name][0]}" for name in names) or "no arguments"
     line = printable(line, one_line=True)
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+FIRST: Final = ("resource", "path", "source", "destination", "argv", "sql", "text")
+
+
+def _rank(name: str) -> int:
+    """Where ``name`` goes: the resource, then what the call acts on, then the rest."""
+    return FIRST.index(name) if name in FIRST else len(FIRST)
 
 
 def _value(value: Any) -> tuple[str, bool]:

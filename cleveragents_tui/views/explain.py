@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cleveragents_tui.domain.call_text import arguments_line
 from cleveragents_tui.domain.display import printable
 from cleveragents_tui.views.lines import decision_ref, one_line, row_ref
 from cleveragents_tui.views.plan import SUPERSEDED
@@ -135,20 +136,31 @@ def _tools(e: DecisionExplanation) -> list[Section]:
         rows.append(
             Row("", line + "  ⚠ irreversible", "bad") if call.irreversible else Row("", line)
         )
+        rows.append(Row("", f"  {arguments_line(call.arguments)}", "dim"))
         rows += _outcome(call)
     return [Section("tool invocations", tuple(rows))]
 
 
 OUTPUT_LINES = 12  # of a failed call's output: the test runner's last lines say why
+READ_LINES = 8  # of a read's output after its first line: what the actor was shown
 
 
 def _outcome(call: ToolInvocation) -> list[Row]:
     """How the call went — ``✓`` or ``✗`` and its output's first line (``exit status 1``) —
-    and, for a failed one, the output's last lines: why a test run failed was not shown."""
+    and, for a read, its next lines (the matches, the rows, the file: what the actor decided
+    on), for a failed call the output's last lines (why a test run failed)."""
     if call.ok is None:
         return []
     lines = [_output_line(line) for line in (call.output or "").splitlines() if line.strip()]
     first = lines[0] if lines else "(no output)"
+    if call.ok and _reads_only(call):
+        shown = lines[1 : 1 + READ_LINES]
+        more = len(lines) - 1 - len(shown)
+        return [
+            Row("", f"  ✓ {first}", "dim"),
+            *(Row("", f"    {line}", "dim") for line in shown),
+            *([Row("", f"    … {more} more lines", "dim")] if more > 0 else []),
+        ]
     if call.ok:
         return [Row("", f"  ✓ {first}", "dim")]
     rest = lines[1:][-OUTPUT_LINES:]
@@ -158,6 +170,10 @@ def _outcome(call: ToolInvocation) -> list[Row]:
         *([Row("", f"    … {skipped} lines before these", "dim")] if skipped else []),
         *(Row("", f"    {line}", "dim") for line in rest),
     ]
+
+
+def _reads_only(call: ToolInvocation) -> bool:
+    return bool(call.side_effects) and all(e.startswith("reads:") for e in call.side_effects)
 
 
 def _output_line(line: str, limit: int = 100) -> str:

@@ -11,7 +11,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.enums import PlanState
 from cleveragents_tui.engine.read.browse import show_plan
@@ -99,5 +101,20 @@ def test_the_strategy_queries_the_database_and_execute_changes_what_it_saw(
         assert "result of look call 1: local/query-sql" in after
         assert '["item", "cents"]\n["cake", 400]\n["tea", 250]\n[2 row(s)]' in after
         assert _rows(database) == _rows(oracle) == [("cake", 400), ("tea", 260)]
+        with store.unit_of_work() as uow:
+            [look] = [d for d in uow.decisions.for_plan(plan.plan_id) if d.step_key == "look"]
+        # what a person browsing the plan reads: the query, and the rows the model was sent
+        explained = CliRunner().invoke(
+            cli, ["--db", str(tmp_path / "plan.db"), "plan", "explain", look.decision_id]
+        )
+        assert explained.exit_code == 0, explained.output
+        assert (
+            "  local/query-sql  (reads:database)\n"
+            f"    resource: {SHOP}; sql: SELECT item, cents FROM prices ORDER BY item\n"
+            '    ✓ ["item", "cents"]\n'
+            '      ["cake", 400]\n'
+            '      ["tea", 250]\n'
+            "      [2 row(s)]\n"
+        ) in explained.output
     finally:
         store.close()
