@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from cleveragents_tui.domain.display import shorten
 from cleveragents_tui.domain.wording import counted
-from cleveragents_tui.engine.core.in_flight import Wait
+from cleveragents_tui.engine.core.in_flight import Wait, family_wait
 from cleveragents_tui.engine.read.run_progress import CallView, EventView, Happened, Waiting
 from cleveragents_tui.views.lines import readable
 
@@ -127,6 +127,17 @@ def wait_text(wait: Wait) -> str:
     whole = int(wait.seconds())
     took = f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
     return f"{wait.what} · {took}"
+
+
+def plan_wait_text(plan_id: str) -> str:
+    """What the plan waits on now, or while it runs child plans what one of them does
+    (``[guide] waiting for openai:gpt-4o-mini · 4 s``): for the app, which shows one plan.
+    Empty when nothing is noticed. Read in memory: no store."""
+    found = family_wait(plan_id)
+    if found is None:
+        return ""
+    action, wait = found
+    return (f"[{action.rsplit('/', 1)[-1]}] " if action else "") + wait_text(wait)
 
 
 class ProgressLines:

@@ -7,6 +7,8 @@ answer until the test has seen the row."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,10 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from cleveragents_tui.cli import cli
-from cleveragents_tui.engine.run.runner import RunOptions
+from cleveragents_tui.domain.action import Action
+from cleveragents_tui.engine.run.approvals import answer_approval, pending_approvals
+from cleveragents_tui.engine.run.plans import change_profile
+from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
 from cleveragents_tui.tui.app import AgentsApp
 from cleveragents_tui.tui.modals.confirm import ConfirmModal
@@ -32,6 +37,7 @@ from tests.cli.test_chat_model_choice import MODEL, STRATEGY  # the model and it
 from tests.e2e.test_chat_model_cli import GUIDANCE, LAYOUT, WRITE, Cli, _rewrite
 from tests.e2e.test_chat_model_cli import docs as docs  # the fixture
 from tests.support.cli_output import heading_plan_id
+from tests.support.folders import add_folder
 from tests.support.openai_server import (
     HELD_SECONDS,
     OpenAIServer,
@@ -178,3 +184,96 @@ async def test_the_replay_dialog_says_what_the_replay_waits_on(
     finally:
         answer.set()
         store.close()
+
+
+async def test_the_status_bar_says_what_a_child_plan_waits_on(tmp_path: Path) -> None:
+    """`R` runs a plan that runs a child plan, whose test command blocks on a named pipe:
+    the parent itself waits on nothing but its child, and the bar says what the child waits
+    on, named by its action (before, the bar stayed empty while the child ran)."""
+    pipe = tmp_path / "tests-go-on"
+    os.mkfifo(pipe)
+    check = [sys.executable, "-c", f"open({str(pipe)!r}).read()"]  # blocks until written
+    test_run = {"tool": "local/run-tests", "arguments": {"resource": "local/files", "argv": check}}
+    strategy = {
+        "key": "layout",
+        "type": "strategy_choice",
+        "question": "Which layout?",
+        "alternatives": [{"option": "as it is"}],
+    }
+    split = {
+        "key": "split",
+        "type": "subplan_spawn",
+        "parent": "layout",
+        "question": "Split the work?",
+        "alternatives": [{"option": "one child plan", "spawn": ["local/checks"]}],
+    }
+    child = {
+        "name": "local/checks",
+        "prompt": "check the files",
+        "resources": ["local/files"],
+        "decisions": [
+            strategy,
+            {
+                "key": "check",
+                "type": "implementation_choice",
+                "parent": "layout",
+                "question": "Check?",
+                "alternatives": [{"option": "run them", "tool_calls": [test_run]}],
+            },
+        ],
+    }
+    action = Action.model_validate(
+        {
+            "name": "local/parent",
+            "prompt": "check the files in a child plan",
+            "resources": ["local/files"],
+            "decisions": [strategy, split],
+            "subactions": [child],
+        }
+    )
+    store = Store.open(str(tmp_path / "agents.db"))
+    try:
+        add_folder(store, "local/files", tmp_path / "files")
+        options = RunOptions(sandbox_base=tmp_path / "sandboxes")
+        plan = start_plan(store, action, profile_override="manual", options=options)
+        change_profile(store, plan.plan_id, "auto")  # runs on by itself once `R` is pressed
+        [gate] = pending_approvals(store, plan.plan_id)
+        answer_approval(store, gate.approval_id, approve=True, by="tester")
+        app = AgentsApp(
+            store, user="tester", plan_id=plan.plan_id, run_options=options, poll_seconds=None
+        )
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            await pilot.press("R")
+            waiting = "now: ⋯ [checks] running local/run-tests · "
+            for _ in range(TRIES):
+                text = app.screen.query_one(PlanStatus).plain_text
+                if waiting in text:
+                    break
+                await pilot.pause(0.01)
+            try:
+                assert waiting in text, text
+            finally:
+                _let_go(pipe)  # the test command reads it and ends
+            for _ in range(TRIES):
+                text = app.screen.query_one(PlanStatus).plain_text
+                if "now:" not in text:
+                    break
+                await pilot.pause(0.01)
+            assert "now:" not in text, text
+            await settle(app, pilot)
+        with store.unit_of_work() as uow:
+            [ran] = [c for c in uow.plans.children(plan.plan_id)]
+        assert ran.state.value == "completed", ran
+    finally:
+        store.close()
+
+
+def _let_go(pipe: Path) -> None:
+    """Write to ``pipe`` if a command reads it (else it never started: nothing to end)."""
+    try:
+        end = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:  # no reader
+        return
+    with os.fdopen(end, "w") as go_on:
+        go_on.write("done\n")

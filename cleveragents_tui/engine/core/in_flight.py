@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -32,6 +32,7 @@ class Wait:
 
 _lock = threading.Lock()
 _waits: dict[str, Wait] = {}
+_children: dict[str, dict[str, str]] = {}  # a plan running child plans: each id, its action
 
 
 @contextmanager
@@ -56,3 +57,33 @@ def waits(plan_ids: Iterable[str]) -> dict[str, Wait]:
     with _lock:
         found = {p: w for p in plan_ids if (w := _waits.get(p)) is not None}
     return {p: w for p, w in found.items() if w.seconds() >= NOTICED_AFTER}
+
+
+@contextmanager
+def running_children(plan_id: str, children: Mapping[str, str]) -> Iterator[None]:
+    """While ``plan_id`` runs its child plans (``children``: each one's id and action), a
+    reader of its wait is told theirs (:func:`family_wait`): the parent itself waits on
+    nothing but them."""
+    with _lock:
+        _children[plan_id] = dict(children)
+    try:
+        yield
+    finally:
+        with _lock:
+            _children.pop(plan_id, None)
+
+
+def family_wait(plan_id: str) -> tuple[str | None, Wait] | None:
+    """What ``plan_id`` waits on, or while it runs child plans, what the first of them that
+    waits does (and that child's action; its own children's, and so on down): for a reader
+    that shows one plan, as the app's status bar does. None: nothing noticed."""
+    with _lock:
+        children = dict(_children.get(plan_id, {}))
+    own = waits([plan_id]).get(plan_id)
+    if own is not None:
+        return None, own
+    for child, action in children.items():
+        found = family_wait(child)
+        if found is not None:
+            return found[0] or action, found[1]
+    return None

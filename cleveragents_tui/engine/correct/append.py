@@ -31,6 +31,7 @@ from cleveragents_tui.domain.action import Action, DecisionPoint
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.engine.core.in_flight import running_children
 from cleveragents_tui.engine.core.recorder import Correction
 from cleveragents_tui.engine.run.plans import create_child
 from cleveragents_tui.engine.run.runner import PlanRunner, RunOptions
@@ -266,4 +267,5 @@ def run_appended(
 ) -> Plan:
     """Run the appended plan as far as its profile allows."""
     replay = Correction(decision.decision_id, guidance)
-    return PlanRunner(store, child.plan_id, options, correction=replay).run()
+    with running_children(decision.plan_id, {child.plan_id: child.action}):  # the app's wait
+        return PlanRunner(store, child.plan_id, options, correction=replay).run()

@@ -13,6 +13,7 @@ from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.dependency import DecisionDependency
 from cleveragents_tui.domain.enums import DependencyType, PlanState
 from cleveragents_tui.domain.plan import Plan
+from cleveragents_tui.engine.core.in_flight import running_children
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.run.approvals import pending_approvals
 from cleveragents_tui.engine.run.errors import WaitForApproval
@@ -74,7 +75,8 @@ def run_children(runner: PlanRunner) -> None:
 
     pool = ThreadPoolExecutor(max_workers=max(1, len(waiting)), thread_name_prefix=_THREADS)
     try:
-        results = list(pool.map(run_child, waiting))
+        with running_children(runner.plan_id, {c.plan_id: c.action for c in waiting}):
+            results = list(pool.map(run_child, waiting))
     finally:
         # all done, or stopped at once (a second Ctrl+C, cli/interrupt.py): not waiting for
         # the children's steps under way, which a crash-safe step lets go

@@ -25,7 +25,6 @@ from cleveragents_tui.engine import (
     execute,
     pause_run,
 )
-from cleveragents_tui.engine.core.in_flight import waits
 from cleveragents_tui.engine.read import tui_queries
 from cleveragents_tui.engine.read.run_progress import CallCursor
 from cleveragents_tui.engine.read.tui_queries import CallView, EventView, Progress
@@ -35,7 +34,12 @@ from cleveragents_tui.tui.messages import ProgressFailed, ProgressRead
 from cleveragents_tui.tui.modals.base import Dialog
 from cleveragents_tui.tui.render import safe_text
 from cleveragents_tui.tui.services import services
-from cleveragents_tui.views.progress import SAID_BY_A_CALL, call_line, event_line, wait_text
+from cleveragents_tui.views.progress import (
+    SAID_BY_A_CALL,
+    call_line,
+    event_line,
+    plan_wait_text,
+)
 
 
 class ReplayModal(Dialog[str | None]):
@@ -198,9 +202,8 @@ class ReplayModal(Dialog[str | None]):
             f"decisions: {p.current_decisions} current, {p.decisions - p.current_decisions} "
             f"superseded, {self.remade} re-made"
         )
-        plan_id = self.impact.plan_id  # what its replay waits on (in memory: no store read)
-        if (wait := waits([plan_id]).get(plan_id)) is not None:
-            status.append(f"\n⋯ {wait_text(wait)}", style="bold cyan")
+        if waiting := plan_wait_text(self.impact.plan_id):  # in memory: no store read
+            status.append(f"\n⋯ {waiting}", style="bold cyan")
         self.query_one("#replay-status", Static).update(safe_text(status))
 
     def _show_call(self, call: CallView) -> None:

@@ -11,12 +11,11 @@ from textual.widgets import Static
 from cleveragents_tui.domain.approval import Approval, ApprovalKind
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.wording import counted
-from cleveragents_tui.engine.core.in_flight import waits
 from cleveragents_tui.engine.read.tui_queries import EventView
 from cleveragents_tui.tui.render import safe_text
 from cleveragents_tui.views.lines import one_line
 from cleveragents_tui.views.plan import line_rich, plan_heading
-from cleveragents_tui.views.progress import event_line, wait_text
+from cleveragents_tui.views.progress import event_line, plan_wait_text
 
 
 def _event_line(event: EventView) -> str:
@@ -68,9 +67,7 @@ class PlanStatus(Static):
         names its waits in memory (engine/core/in_flight.py): no store is read here."""
         if self._shown is None:
             return
-        plan_id = self._shown[0].plan_id
-        wait = waits([plan_id]).get(plan_id)
-        said = wait_text(wait) if wait else ""
+        said = plan_wait_text(self._shown[0].plan_id)  # its child plans' waits too
         if said != self._wait:
             self._wait = said
             self.show(*self._shown[:3], goes_on=self._shown[3])
