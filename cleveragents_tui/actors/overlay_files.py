@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import PurePosixPath
 
 from cleveragents_tui.actors.file_rules import (
@@ -22,6 +22,7 @@ from cleveragents_tui.actors.file_rules import (
     moved_path,
     refusal,
 )
+from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.sandbox.base import SandboxError
 from cleveragents_tui.sandbox.overlay import EntryKind, OverlaySandbox
 
@@ -67,6 +68,17 @@ class OverlayFiles:
             raise FileRefused(f"{path} is a {kind}, not a regular file")
         data = self._sandbox.read_bytes(real)
         return (data if limit is None else data[:limit]), len(data)
+
+    def read_listed(
+        self, paths: Iterable[str], limit: int
+    ) -> Iterator[tuple[str, bytes | None, int]]:
+        for path in paths:  # an overlay's own reads: no path of a workdir is resolved
+            try:
+                data, size = self.read(path, limit)
+            except (FileRefused, UserError):  # removed since listed, or a name refused
+                yield path, None, 0
+            else:
+                yield path, data, size
 
     def listing(self, path: str | None, limit: int) -> tuple[list[Listed], bool]:
         where = "" if path is None else check_path(path)

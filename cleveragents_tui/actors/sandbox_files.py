@@ -12,7 +12,7 @@ before each change, so its next checkpoint examines those alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 from cleveragents_tui.actors.file_rules import NEW_FOLDER_MODE, FileRefused, Kind, Listed
@@ -31,6 +31,13 @@ class SandboxFiles(Protocol):
 
     def read(self, path: str, limit: int | None) -> tuple[bytes, int]:
         """At most ``limit`` bytes of a regular file (all when None), and its full size."""
+        ...
+
+    def read_listed(
+        self, paths: Iterable[str], limit: int
+    ) -> Iterator[tuple[str, bytes | None, int]]:
+        """Files that :meth:`listing` named, each with at most ``limit`` bytes and its size
+        (None for the bytes: no longer a regular file): a search reads thousands."""
         ...
 
     def listing(self, path: str | None, limit: int) -> tuple[list[Listed], bool]:

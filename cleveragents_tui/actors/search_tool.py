@@ -19,7 +19,6 @@ from cleveragents_tui.actors.file_tools import FOLDER, RESOURCE, FileTool, folde
 from cleveragents_tui.actors.sandbox_files import FileRefused, Kind, Listed, SandboxFiles
 from cleveragents_tui.actors.tool_support import OUTPUT_LIMIT, Arguments, Param, ParamType
 from cleveragents_tui.domain.display import printable, shorten
-from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.tool import ToolCategory, ToolSpec
 from cleveragents_tui.domain.wording import counted
 
@@ -74,8 +73,10 @@ class SearchFiles(FileTool):
         candidates = [e for e in entries if e.kind is Kind.FILE and _selected(e.path, glob)]
         chosen = _top_levels_first(candidates, MAX_FILES)
         search = _Search(text, bool(arguments.flag("ignore_case")))
-        for entry in chosen:
-            search.file(files, entry)
+        small = [e.path for e in chosen if e.size <= MAX_SIZE]  # the rest: not read at all
+        search.large += len(chosen) - len(small)
+        for path, data, total in files.read_listed(small, MAX_SIZE + 1):
+            search.file(path, data, total)
         return search.report(capped=more or len(chosen) < len(candidates))
 
 
@@ -110,13 +111,8 @@ class _Search:
     large: int = 0
     unreadable: int = 0
 
-    def file(self, files: SandboxFiles, entry: Listed) -> None:
-        if entry.size > MAX_SIZE:  # known from the listing: not read at all
-            self.large += 1
-            return
-        try:
-            data, total = files.read(entry.path, MAX_SIZE + 1)
-        except (FileRefused, UserError):  # removed meanwhile, or a name the rules refuse
+    def file(self, path: str, data: bytes | None, total: int) -> None:
+        if data is None:  # removed meanwhile, or no longer a regular file
             self.unreadable += 1
             return
         if total > MAX_SIZE:  # grew since it was listed
@@ -134,7 +130,7 @@ class _Search:
         for number, line in enumerate(content.split("\n"), start=1):
             if needle in (line.casefold() if self.ignore_case else line):
                 found += 1
-                self._show(entry.path, number, line)
+                self._show(path, number, line)
         self.matches += found
         self.files_matched += 1 if found else 0
 

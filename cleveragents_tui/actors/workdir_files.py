@@ -14,7 +14,7 @@ import contextlib
 import os
 import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from cleveragents_tui.actors.file_rules import (
@@ -33,6 +33,7 @@ from cleveragents_tui.actors.file_rules import (
     moved_path,
     refusal,
 )
+from cleveragents_tui.actors.listed_reads import read_listed
 from cleveragents_tui.sandbox.objectstore.tree_writer import TreeWriter, remove_tree
 from cleveragents_tui.sandbox.safety import resolve_inside
 
@@ -90,6 +91,11 @@ class WorkdirFiles:
                 raise FileRefused(f"{path} is a {kind_of(st.st_mode)}, not a regular file")
             data = handle.read() if limit is None else handle.read(limit)
         return data, max(st.st_size, len(data))
+
+    def read_listed(
+        self, paths: Iterable[str], limit: int
+    ) -> Iterator[tuple[str, bytes | None, int]]:
+        return read_listed(self._root, paths, limit)
 
     def listing(self, path: str | None, limit: int) -> tuple[list[Listed], bool]:
         top, base = (self._root, "") if path is None else (self._target(path), check_path(path))
