@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cleveragents_tui.domain.display import printable, shorten
+from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.views import plan as plan_view
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not at start-up
-    from cleveragents_tui.domain.correction import CorrectionAttempt
     from cleveragents_tui.domain.plan import Plan
     from cleveragents_tui.domain.views import (
         PlanDetails,
@@ -120,42 +119,12 @@ def plan_details(details: PlanDetails) -> str:
         )
     if details.corrections:
         from cleveragents_tui.domain.enums import PlanState
+        from cleveragents_tui.views.corrections import correction_line
 
         lines.append("corrections")
         went_on = details.summary.plan.state is not PlanState.ERRORED
-        lines.extend(
-            f"  {c.correction_id}  {c.mode.value} of {c.target_decision_id} · {c.status.value} · "
-            f"attempt {c.attempt}"
-            + (f" · by {c.requested_by}" if c.requested_by else "")
-            + _why_failed(c, went_on)
-            for c in details.corrections
-        )
+        lines.extend(f"  {correction_line(c, went_on)}" for c in details.corrections)
     return "\n".join(lines)
-
-
-def _why_failed(correction: CorrectionAttempt, went_on: bool) -> str:
-    """A failed correction's reason, one line; a replay that failed, then went on with a
-    run (the plan no longer errored), says so: the corrected decisions stand."""
-    from cleveragents_tui.domain.enums import CorrectionStatus
-
-    if correction.status is not CorrectionStatus.FAILED:
-        return ""
-    report = correction.report
-    error = str(report.get("error") or "")
-    failed = [  # a rollback that failed: its first resource that did not roll back
-        r
-        for r in report.get("resources", [])
-        if isinstance(r, dict) and r.get("outcome") == "failed"
-    ]
-    if not error and failed:
-        detail = failed[0].get("detail")
-        error = f"{failed[0].get('resource_id')} did not roll back" + (
-            f" ({detail})" if detail else ""
-        )
-    said = f": {shorten(' '.join(error.split()), 160)}" if error else ""
-    if report.get("replay") == "failed" and went_on:
-        said += "; the plan went on after it (plan run)"
-    return said
 
 
 def plan_tree(tree: PlanTree) -> str:

@@ -219,7 +219,9 @@ def test_denying_a_failed_validation_pauses_the_plan_with_the_choices(
     # the decision it names says why the test failed: its calls, each with how it went
     explained = run("plan", "explain", asked.decision_id).output
     calls = explained.split("tool invocations\n")[1].splitlines()
-    assert calls[:4] == [
+    assert calls[1].startswith("    resource: ") and "; path: tests/test_hello.py; " in calls[1]
+    assert calls[4].startswith("    resource: ") and "; argv: " in calls[4]
+    assert calls[:1] + calls[2:4] + calls[5:6] == [
         "  local/write-file  (writes:files)",
         "    ✓ created tests/test_hello.py: 183 bytes",
         "  local/run-tests  (runs:tests)",

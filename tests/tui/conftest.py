@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.app import App
@@ -71,3 +72,16 @@ async def settle(app: App[None], pilot: Pilot[None]) -> None:
         with contextlib.suppress(WorkerCancelled):
             await app.workers.wait_for_complete()
         await pilot.pause()
+
+
+SCREEN_TRIES = 2000  # pauses of 0.01 s: a bound on a failure, never reached in a passing run
+
+
+async def until_screen(app: App[None], pilot: Pilot[None], kind: Any) -> None:
+    """Until the screen shown is a ``kind``. A dialog's worker awaits its answer, so the
+    app's workers never all end while it is up and :func:`settle` would wait for ever."""
+    for _ in range(SCREEN_TRIES):
+        if isinstance(app.screen, kind):
+            return
+        await pilot.pause(0.01)
+    raise AssertionError(f"{kind} never shown: {app.screen!r}")

@@ -11,7 +11,6 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -48,7 +47,7 @@ from tests.support.openai_server import (
     http_error,
 )
 from tests.support.openai_server import openai_server as openai_server  # the fixture
-from tests.tui.conftest import SIZE, settle
+from tests.tui.conftest import SIZE, settle, until_screen
 
 pytestmark = pytest.mark.anyio
 
@@ -64,16 +63,6 @@ async def _until(app: AgentsApp, pilot: Pilot[None], shown: bool) -> str:
             return text
         await pilot.pause(0.01)
     raise AssertionError(f"the wait row never {'came' if shown else 'went'}: {text}")
-
-
-async def _until_screen(app: AgentsApp, pilot: Pilot[None], kind: Any) -> None:
-    """Until the screen shown is a ``kind`` (a dialog's worker awaits its answer: the app's
-    workers never all end while it is up, so ``settle`` would wait for ever)."""
-    for _ in range(TRIES):
-        if isinstance(app.screen, kind):
-            return
-        await pilot.pause(0.01)
-    raise AssertionError(f"{kind} never shown: {app.screen!r}")
 
 
 async def test_the_status_bar_says_what_a_run_waits_on_while_the_model_thinks(
@@ -155,12 +144,12 @@ async def test_the_replay_dialog_says_what_the_replay_waits_on(
             assert app.screen.query_one(DecisionTree).reveal(write)
             await settle(app, pilot)
             await pilot.press("c")
-            await _until_screen(app, pilot, CorrectionDialog)
+            await until_screen(app, pilot, CorrectionDialog)
             await pilot.press(*GUIDANCE, "enter")
-            await _until_screen(app, pilot, ImpactModal)
+            await until_screen(app, pilot, ImpactModal)
             await pilot.press("y")
             while not isinstance(app.screen, ReplayModal):  # each warning of the correction
-                await _until_screen(app, pilot, ConfirmModal | ReplayModal)
+                await until_screen(app, pilot, ConfirmModal | ReplayModal)
                 if isinstance(app.screen, ConfirmModal):
                     await pilot.press("y")
                     await pilot.pause()

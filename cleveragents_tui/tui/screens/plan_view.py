@@ -20,7 +20,7 @@ from cleveragents_tui.domain.enums import Phase, PlanState
 from cleveragents_tui.domain.errors import UserError
 from cleveragents_tui.domain.plan import Plan
 from cleveragents_tui.domain.wording import counted
-from cleveragents_tui.engine import Impact, explain_decision, show_plan
+from cleveragents_tui.engine import Impact, explain_decision
 from cleveragents_tui.engine.core.influence import OPEN_GRAPHS
 from cleveragents_tui.engine.correct.preview import preview, replay_blocker
 from cleveragents_tui.engine.correct.strategy import (
@@ -47,6 +47,7 @@ from cleveragents_tui.tui.modals.strategy import StrategyDialog
 from cleveragents_tui.tui.screens.plan_controls import PlanControls
 from cleveragents_tui.tui.screens.plan_data import read_plan_data
 from cleveragents_tui.tui.screens.plan_export import PlanExport
+from cleveragents_tui.tui.screens.plan_history import PlanHistory
 from cleveragents_tui.tui.screens.plan_settings import PlanSettings
 from cleveragents_tui.tui.services import services
 from cleveragents_tui.tui.widgets.decision_detail import DecisionDetail
@@ -59,12 +60,13 @@ from cleveragents_tui.views.lines import one_line
 FINISHED = (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED)
 
 
-class PlanScreen(PlanExport, PlanControls, PlanSettings):
+class PlanScreen(PlanExport, PlanControls, PlanSettings, PlanHistory):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.leave_plan", "Back", id="plan.back"),
         Binding("c", "correct", "Correct", id="plan.correct"),
         Binding("e", "edit_strategy", "Edit strategy", id="plan.edit_strategy"),
         Binding("d", "diff", "Diff", id="plan.diff"),
+        Binding("C", "corrections", "Corrections", id="plan.corrections", show=False),
         Binding("s", "toggle_superseded", "Superseded", id="plan.superseded"),
         Binding("u", "goto_parent", "Parent", id="plan.parent"),
         Binding("n", "goto_next_sibling", "Next sibling", id="plan.next_sibling"),
@@ -461,20 +463,6 @@ class PlanScreen(PlanExport, PlanControls, PlanSettings):
         self.refresh_data()
         if correction_id:
             services(self).open_diff(correction_id)
-
-    @work(exclusive=True, group="diff", exit_on_error=False)
-    async def action_diff(self) -> None:
-        details = await asyncio.to_thread(show_plan, self.store, self.plan_id)
-        done = [c for c in details.corrections if c.status.value == "succeeded"]
-        if not done:
-            self.notify("this plan has no finished correction to compare", severity="warning")
-            return
-        current = self.query_one(DecisionTree).current
-        pick = next(
-            (c for c in done if current in (c.replacement_decision_id, c.target_decision_id)),
-            done[-1],
-        )
-        services(self).open_diff(pick.correction_id)
 
 
 def _made_the_call(denial: Denial) -> str | None:
