@@ -8,6 +8,7 @@ import pytest
 from textual.widgets import OptionList
 
 from cleveragents_tui import failpoints
+from cleveragents_tui.domain.correction import CorrectionAttempt
 from cleveragents_tui.domain.enums import CorrectionMode, CorrectionStatus
 from cleveragents_tui.engine.correct.execute import execute
 from cleveragents_tui.engine.correct.preview import preview
@@ -23,25 +24,18 @@ pytestmark = pytest.mark.anyio
 async def test_the_corrections_list_shows_a_failed_one_and_opens_a_finished_ones_diff(
     demo_plan: DemoPlan, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, options = demo_plan.store, demo_plan.options
+    def correct(decision: str, guidance: str, by: str) -> CorrectionAttempt:
+        impact = preview(demo_plan.store, decision, CorrectionMode.REVERT, guidance)
+        return execute(
+            demo_plan.store, impact, acknowledged=True, requested_by=by, options=demo_plan.options
+        ).correction
+
     record = demo_plan.decision("A row in the releases table")
-    done = execute(
-        store,
-        preview(store, record, CorrectionMode.REVERT, "record rc1"),
-        acknowledged=True,
-        requested_by="ana",
-        options=options,
-    ).correction
+    done = correct(record, "record rc1", "ana")
     notify = demo_plan.decision("Notify #hello-cli")
     monkeypatch.setenv(failpoints.ENV_VAR, "record.decision@execute=raise")
     failpoints.reset()
-    failed = execute(
-        store,
-        preview(store, notify, CorrectionMode.REVERT, "notify #releases"),
-        acknowledged=True,
-        requested_by="bo",
-        options=options,
-    ).correction
+    failed = correct(notify, "notify #releases", "bo")
     monkeypatch.delenv(failpoints.ENV_VAR)
     failpoints.reset()
     assert (done.status, failed.status) == (CorrectionStatus.SUCCEEDED, CorrectionStatus.FAILED)

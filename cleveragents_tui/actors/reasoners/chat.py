@@ -432,8 +432,8 @@ def _timed_out(exc: Exception) -> bool:
 
 def _unreachable(exc: Exception) -> bool:
     """A connection that failed: LangChain's ``ModelConnectionError``, the OpenAI and
-    Anthropic clients' ``APIConnectionError`` (timeouts too), httpx's ``ConnectError``, or
-    an ``OSError`` of the connection itself (refused, reset)."""
+    Anthropic clients' ``APIConnectionError`` (their timeout is one, told apart first),
+    httpx's ``ConnectError``, or an ``OSError`` of the connection itself (refused, reset)."""
     return isinstance(exc, ConnectionError) or any(
         cls.__name__ in _UNREACHABLE for cls in type(exc).__mro__
     )

@@ -61,8 +61,9 @@ class ModelTimedOutError(ReasonerError):
 
 
 class ModelUnreachableError(MendedBySetModel):
-    """Nothing answered at the model's server (refused, unreachable, timed out): the server
-    is down, or it moved and the plan still asks the address it started with."""
+    """Nothing answered at the model's server (refused, unreachable; a timeout is
+    :class:`ModelTimedOutError`): the server is down, or it moved and the plan still asks
+    the address it started with."""
 
     FIX = "start the model's server, or point the plan at the one that runs"
     ARGS = "--base-url URL"
