@@ -42,6 +42,11 @@ def config() -> None:
       core.model               chat model of new plans, PROVIDER:MODEL
                                (e.g. openai:gpt-4o-mini; docs/reasoners.md)
       core.model-base-url      the chat model's server (default: OPENAI_BASE_URL)
+      core.model-timeout       seconds each request to the chat model may take
+                               (default: the provider's; OpenAI's is 600)
+      tui.theme                the app's theme: dark (default) or light
+      gc.retention_days        days `agents gc` keeps superseded attempts' checkpoints
+                               (default 14)
       sandbox.checkpoint.enabled
                                checkpoint every Execute decision: true (default) or false
       sandbox.checkpoint.max-per-plan

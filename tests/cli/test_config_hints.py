@@ -138,3 +138,10 @@ def test_every_checkpoint_setting_mentioned_is_a_known_setting() -> None:
     assert {"sandbox.checkpoint.enabled", "sandbox.checkpoint.max-per-plan"} <= {
         name for name, _ in mentioned
     }
+
+
+def test_config_help_names_every_setting() -> None:
+    """`agents config --help` lists the settings from its own text (it imports no engine):
+    each one `config set` knows is there. It once lacked three."""
+    shown = CliRunner().invoke(cli, ["config", "--help"]).output
+    assert [key for key in KNOWN_SETTINGS if key not in shown] == []
