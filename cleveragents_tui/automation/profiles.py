@@ -296,6 +296,39 @@ def profile_summary(profile: AutomationProfile) -> str:
     )
 
 
+_GUARDS_TEMPLATE = """\
+# guards:                      # calls that wait for a person (docs/automation-profiles.md)
+#   tool_denylist: [local/run-command]     # these tools: every call
+#   tool_allowlist: [local/read-file]      # only these run without asking
+#   require_approval_for_writes: true      # every call that writes
+#   max_tool_calls_per_step: 20            # calls past it, in one step
+#   max_total_cost: 1.0                    # calls once the plan's cost reaches it
+"""
+
+
+def profile_file_text(profile: AutomationProfile, name: str) -> str:
+    """``profile`` as a file ``agents automation-profile add --config`` takes, named ``name``
+    (a built-in cannot be shadowed): the way to start a custom profile from one that is
+    close, rather than writing all eleven thresholds by hand. Checked as ``add`` checks it."""
+    if is_builtin_name(name):
+        raise ProfileError(
+            f"{name} is a built-in automation profile: built-in profiles cannot be shadowed",
+            f"name yours namespace/name with --name, e.g. local/{name}",
+        )
+    renamed = profile.model_copy(update={"name": name})
+    data = renamed.model_dump(mode="json", exclude_none=True)
+    if renamed.guards is not None:
+        data["guards"] = renamed.guards.model_dump(mode="json", exclude_none=True)
+    text = (
+        f"# from automation profile {profile.name}: edit it, then\n"
+        f"#   agents automation-profile add --config FILE\n"
+        + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+        + ("" if renamed.guards is not None else _GUARDS_TEMPLATE)
+    )
+    parse_profile_yaml(text, f"the profile {name}")  # the name and every value as add takes them
+    return text
+
+
 def profile_kind(profile: AutomationProfile) -> str:
     return "built-in" if profile.is_builtin else "custom"
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cleveragents_tui.cli.context import CliContext, echo_either, format_option, pass_cli
+from cleveragents_tui.cli.context import CliContext, echo, echo_either, format_option, pass_cli
 from cleveragents_tui.domain.display import printable
 
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
@@ -103,7 +103,8 @@ def automation_profile() -> None:
 
     \b
     Built-in: manual (default), review, supervised, cautious, trusted, auto, ci, full-auto.
-    Custom profiles are namespace/name, added from a YAML file (see profiles/examples/).
+    Custom profiles are namespace/name, added from a YAML file: `export NAME -o FILE`
+    writes one to start from.
     """
 
 
@@ -167,6 +168,49 @@ def add(cli: CliContext, config: Path, replace: bool, local_format: str | None) 
         lambda: profile_document(profile, result),
         lambda: f"{result} {profile.name}: {profile_summary(profile)}",
     )
+
+
+@automation_profile.command()
+@click.argument("name")
+@click.option(
+    "--name",
+    "new_name",
+    metavar="NAMESPACE/NAME",
+    help="The name in the file (default: NAME, or local/NAME for a built-in).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Write to FILE instead of standard output.",
+)
+@click.option("--force", is_flag=True, help="Overwrite FILE if it already exists.")
+@pass_cli
+def export(
+    cli: CliContext, name: str, new_name: str | None, output: Path | None, force: bool
+) -> None:
+    """Write profile NAME as a file `add --config` takes, to start a custom one from it.
+
+    \b
+    Example:
+      agents automation-profile export ci --name team/ci-guarded -o ci-guarded.yaml
+      (edit its thresholds, safety and guards)
+      agents automation-profile add --config ci-guarded.yaml
+    """
+    from cleveragents_tui.automation.profiles import ProfileRegistry, profile_file_text
+    from cleveragents_tui.export import tree_file
+
+    if output is not None:
+        tree_file.check_output(output, force=force)
+    profile = ProfileRegistry(cli.store).get(name)
+    text = profile_file_text(profile, new_name or (name if "/" in name else f"local/{name}"))
+    if output is None:
+        echo(text.rstrip("\n"))
+        return
+    tree_file.write_text(output, text, force=force)
+    echo(f"wrote {output}: edit it, then agents automation-profile add --config {output}")
 
 
 @automation_profile.command()

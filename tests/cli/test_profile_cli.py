@@ -257,3 +257,65 @@ def test_help_lists_the_commands(run: Run) -> None:
     output = ok(run("automation-profile", "--help"))
     for command in ("add", "list", "show", "remove"):
         assert command in output
+
+
+def _profile(run: Run, name: str) -> dict[str, object]:
+    document = json.loads(ok(run("automation-profile", "show", name, "--format=json")))
+    profile: dict[str, object] = document["profile"]
+    return profile
+
+
+@pytest.mark.parametrize("builtin", BUILTIN_PROFILE_NAMES)
+def test_an_exported_builtin_is_added_back_as_the_same_profile(
+    run: Run, tmp_path: Path, builtin: str
+) -> None:
+    """`export` writes what `add --config` takes: a custom profile starts from a built-in
+    rather than from all eleven thresholds typed by hand."""
+    path = tmp_path / "mine.yaml"
+    said = ok(run("automation-profile", "export", builtin, "-o", str(path)))
+    assert (
+        said.strip() == f"wrote {path}: edit it, then agents automation-profile add --config {path}"
+    )
+
+    ok(run("automation-profile", "add", "--config", str(path)))
+
+    mine, theirs = _profile(run, f"local/{builtin}"), _profile(run, builtin)
+    assert {k: v for k, v in mine.items() if k not in ("name", "kind")} == {
+        k: v for k, v in theirs.items() if k not in ("name", "kind")
+    }
+
+
+def test_an_exported_profile_with_its_guards_uncommented_guards(run: Run, tmp_path: Path) -> None:
+    path = tmp_path / "guarded.yaml"
+    ok(run("automation-profile", "export", "ci", "--name", "team/guarded", "-o", str(path)))
+    text = path.read_text(encoding="utf-8")
+    assert "# guards:" in text and "#   tool_denylist: [local/run-command]" in text
+    path.write_text(
+        text.replace("# guards:", "guards:").replace(
+            "#   tool_denylist: [local/run-command]", "  tool_denylist: [local/run-command]"
+        ),
+        encoding="utf-8",
+    )
+    ok(run("automation-profile", "add", "--config", str(path)))
+    assert _profile(run, "team/guarded")["guards"] == {
+        "max_tool_calls_per_step": None,
+        "max_total_cost": None,
+        "tool_allowlist": None,
+        "tool_denylist": ["local/run-command"],
+        "require_approval_for_writes": False,
+        "require_approval_for_apply": False,
+    }
+    printed = ok(run("automation-profile", "export", "team/guarded"))  # to standard output
+    assert printed.startswith("# from automation profile team/guarded: edit it, then\n")
+    assert "guards:\n  tool_denylist:\n  - local/run-command\n" in printed
+    assert "# guards:" not in printed
+
+
+def test_export_refusals_are_one_line_and_write_nothing(run: Run, tmp_path: Path) -> None:
+    kept = tmp_path / "kept.yaml"
+    kept.write_text("mine\n", encoding="utf-8")
+    one_line_error(run("automation-profile", "export", "ci", "-o", str(kept)), "already exists")
+    one_line_error(run("automation-profile", "export", "nope"), "no automation profile named")
+    one_line_error(run("automation-profile", "export", "ci", "--name", "cautious"), "built-in")
+    assert kept.read_text(encoding="utf-8") == "mine\n"
+    assert custom_names(run) == []
