@@ -15,6 +15,7 @@ import click
 
 from cleveragents_tui.cli.context import CliContext, echo, echo_either, format_option, pass_cli
 from cleveragents_tui.domain.display import printable
+from cleveragents_tui.domain.errors import UserError
 
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
     from cleveragents_tui.domain.profile import AutomationGuard, AutomationProfile, SafetyProfile
@@ -136,22 +137,37 @@ def show(cli: CliContext, name: str, local_format: str | None) -> None:
 
 
 @automation_profile.command()
+@click.argument("file", required=False, metavar="[FILE]", type=click.Path(path_type=Path))
 @click.option(
     "--config",
     "config",
-    required=True,
     metavar="FILE",
     type=click.Path(path_type=Path),
-    help="The profile YAML file (see profiles/examples/).",
+    help="The profile YAML file (or give it as FILE; `export NAME -o FILE` writes one).",
 )
 @click.option("--replace", is_flag=True, help="Overwrite a custom profile of the same name.")
 @format_option
 @pass_cli
-def add(cli: CliContext, config: Path, replace: bool, local_format: str | None) -> None:
+def add(
+    cli: CliContext,
+    file: Path | None,
+    config: Path | None,
+    replace: bool,
+    local_format: str | None,
+) -> None:
     """Register the custom profile in FILE (its name must be namespace/name).
 
     The file is validated first; on any error nothing is registered.
     """
+    if file is not None and config is not None:
+        raise UserError("two profile files given", "give one: FILE or --config FILE")
+    config = config or file
+    if config is None:
+        raise UserError(
+            "no profile file given",
+            "agents automation-profile add FILE, or --config FILE (agents automation-profile "
+            "export NAME -o FILE writes one to start from)",
+        )
     from cleveragents_tui.automation.profiles import (
         ProfileRegistry,
         load_profile_file,

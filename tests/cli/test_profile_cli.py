@@ -247,12 +247,6 @@ def test_empty_and_non_mapping_files(run: Run, tmp_path: Path) -> None:
     assert custom_names(run) == []
 
 
-def test_config_is_required(run: Run) -> None:
-    result = run("automation-profile", "add")
-    assert result.exit_code == 2
-    assert "--config" in result.output
-
-
 def test_help_lists_the_commands(run: Run) -> None:
     output = ok(run("automation-profile", "--help"))
     for command in ("add", "list", "show", "remove"):
@@ -319,3 +313,19 @@ def test_export_refusals_are_one_line_and_write_nothing(run: Run, tmp_path: Path
     one_line_error(run("automation-profile", "export", "ci", "--name", "cautious"), "built-in")
     assert kept.read_text(encoding="utf-8") == "mine\n"
     assert custom_names(run) == []
+
+
+def test_add_takes_the_file_as_an_argument_too(run: Run, tmp_path: Path) -> None:
+    """`add FILE`, as `add --config FILE`: a person who typed the first was told only
+    `Missing option '--config'`; giving none, or two, is one line naming the way."""
+    path = tmp_path / "mine.yaml"
+    ok(run("automation-profile", "export", "auto", "-o", str(path)))
+    one_line_error(run("automation-profile", "add"), "no profile file given", "--config FILE")
+    one_line_error(
+        run("automation-profile", "add", str(path), "--config", str(path)), "two profile files"
+    )
+    assert custom_names(run) == []
+
+    ok(run("automation-profile", "add", str(path)))
+
+    assert custom_names(run) == ["local/auto"]
