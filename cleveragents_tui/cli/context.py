@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import click
@@ -39,6 +40,7 @@ class CliContext:
 
 
 pass_cli = click.make_pass_decorator(CliContext)
+F = TypeVar("F", bound=Callable[..., Any])
 
 format_option = click.option(
     "--format",
@@ -47,6 +49,25 @@ format_option = click.option(
     default=None,
     help="Output as text (default) or as a stable JSON document (see docs/json-formats.md).",
 )
+
+
+def output_file_options(output_help: str) -> Callable[[F], F]:
+    """``-o/--output FILE`` and ``--force`` (keep an existing file unless given), for a
+    command that prints its result or writes it to a file."""
+
+    def add(command: F) -> F:
+        output = click.option(
+            "-o",
+            "--output",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            metavar="FILE",
+            help=output_help,
+        )
+        force = click.option("--force", is_flag=True, help="Overwrite FILE if it already exists.")
+        return output(force(command))
+
+    return add
 
 
 CLEAR_ROW = "\r\x1b[2K"  # back to the row's start, erased: the progress's row of a wait

@@ -16,6 +16,7 @@ from cleveragents_tui.cli.context import (
     echo_json,
     format_option,
     json_text,
+    output_file_options,
     pass_cli,
 )
 from cleveragents_tui.cli.json_output import refuse_elsewhere
@@ -133,15 +134,7 @@ def show(cli: CliContext, plan_ref: str, local_format: str | None) -> None:
     help="Output as text (default), a stable JSON document (see docs/json-formats.md), "
     "or a PNG image (needs -o).",
 )
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    metavar="FILE",
-    help="Write to FILE instead of standard output (required for png).",
-)
-@click.option("--force", is_flag=True, help="Overwrite FILE if it already exists.")
+@output_file_options("Write to FILE instead of standard output (required for png).")
 @pass_cli
 def tree(
     cli: CliContext,

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cleveragents_tui.cli.context import CliContext, echo, echo_either, format_option, pass_cli
+from cleveragents_tui.cli.context import (
+    CliContext,
+    echo,
+    echo_either,
+    format_option,
+    output_file_options,
+    pass_cli,
+)
 from cleveragents_tui.domain.display import printable
 from cleveragents_tui.domain.errors import UserError
 
@@ -194,15 +201,7 @@ def add(
     metavar="NAMESPACE/NAME",
     help="The name in the file (default: NAME, or local/NAME for a built-in).",
 )
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    metavar="FILE",
-    help="Write to FILE instead of standard output.",
-)
-@click.option("--force", is_flag=True, help="Overwrite FILE if it already exists.")
+@output_file_options("Write to FILE instead of standard output.")
 @pass_cli
 def export(
     cli: CliContext, name: str, new_name: str | None, output: Path | None, force: bool

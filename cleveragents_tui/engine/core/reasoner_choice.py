@@ -370,9 +370,9 @@ def resource_kinds(store: Store, resource_ids: tuple[str, ...]) -> dict[str, str
 def stored_factory(store: Store, plan_id: str, registry: ToolRegistry) -> ReasonerFactory | None:
     """The factory of the model ``plan_id`` keeps, with the ``core.model-timeout`` of this
     process's settings (a wait, not part of the plan); None: the scripted reasoner."""
-    choice = for_plan(store, plan_id)
+    with store.unit_of_work() as uow:  # one read for the choice and the plan's project
+        choice = kept_choice(uow, plan_id)
+        project = uow.plans.get(plan_id).project
     if choice is None:
         return None
-    with store.unit_of_work() as uow:
-        project = uow.plans.get(plan_id).project
     return factory(choice, registry, store, model_timeout(store, project))
