@@ -12,6 +12,8 @@ from cleveragents_tui.cli.context import CliContext, echo, echo_json, format_opt
 from cleveragents_tui.cli.outcome import echo_choices, echo_ready_to_go_on
 from cleveragents_tui.views.lines import one_line
 
+QUESTION_CHARS = 1000  # a guard's question, its call and its reason, whole
+
 if TYPE_CHECKING:  # imported when a command runs, not when the CLI starts
     from cleveragents_tui.domain.approval import Approval
 
@@ -42,7 +44,9 @@ def list_(
     if not items:
         echo("No approvals." if answered_too else "No pending approvals.")
     for a in items:
-        echo(f"{a.approval_id}  {a.kind.value:<12} plan {a.plan_id}  {one_line(a.question, 200)}")
+        echo(
+            f"{a.approval_id}  {a.kind.value:<12} plan {a.plan_id}  {one_line(a.question, QUESTION_CHARS)}"
+        )
         if "confidence" in a.details:
             echo(
                 f"{'':28}confidence {a.details['confidence']} < threshold {a.details['threshold']} "

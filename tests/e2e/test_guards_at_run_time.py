@@ -27,6 +27,7 @@ from cleveragents_tui.store.store import Store
 from tests.e2e.test_limits_at_run_time import files, pending, register, tool_calls
 
 FILES = {"a.txt": "first\nof two\n", "b.txt": "second"}  # summed up; shown whole
+NAMES = [f"report-{n:02}.txt" for n in range(12)]  # an argv longer than a question shows
 
 
 def two_writes() -> Action:
@@ -105,14 +106,15 @@ def test_a_guard_asks_before_each_call_it_stops_naming_the_call(
 def test_the_cli_lists_a_blocked_command_with_its_argv(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`agents approval list`: an approver reads the command a deny-listed tool would run."""
+    """`agents approval list`: an approver reads the command a deny-listed tool would run,
+    and the guard's reason whole after a long one (the list cut the question at 200)."""
     monkeypatch.setenv("AGENTS_SANDBOX_DIR", str(tmp_path / "sandboxes"))
     store = Store.open(f"sqlite:///{tmp_path / 'agents.db'}")
     files(store, tmp_path)
     profile = register(store, "no-commands", guards={"tool_denylist": ["local/run-command"]})
     command = {
         "tool": "local/run-command",
-        "arguments": {"resource": "local/files", "argv": ["touch", "made by it.txt"]},
+        "arguments": {"resource": "local/files", "argv": ["touch", "made by it.txt", *NAMES]},
     }
     action = Action.model_validate(
         {
@@ -137,6 +139,9 @@ def test_the_cli_lists_a_blocked_command_with_its_argv(
 
     assert listed.exit_code == 0, listed.output
     assert (
-        "Allow local/run-command (resource: local/files; argv: touch 'made by it.txt')? "
-        "plan guard: tool 'local/run-command' is on the deny list"
+        "Allow local/run-command (resource: local/files; argv: touch 'made by it.txt' "
+    ) in listed.output
+    assert (
+        "…)? plan guard: tool 'local/run-command' is on the deny list and always requires "
+        "approval\n"
     ) in listed.output

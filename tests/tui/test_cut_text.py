@@ -53,6 +53,7 @@ async def test_an_approvals_details_show_whole(demo_plan: DemoPlan, size: tuple[
         await _open_approvals(app, pilot)
         detail = app.screen.query_one("#approval-detail", Static)
         assert str(detail.render()).endswith("\nthreshold: 1")  # its last line
+        assert "key:" not in str(detail.render())  # the engine's name of it (apply@1): not shown
         assert _wholly_shown(app, detail), (detail.region, detail.content_size)
 
 

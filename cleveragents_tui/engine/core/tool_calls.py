@@ -27,7 +27,7 @@ from cleveragents_tui.engine.core.in_flight import waiting_on
 from cleveragents_tui.engine.core.sandboxes import PlanSandboxes
 
 OUTPUT_KEPT = 4000
-QUESTION_CHARS = 160  # of a blocked call's arguments, first in its question (lists cut at 200)
+QUESTION_CHARS = 160  # of a blocked call's arguments, first in its question
 
 
 class ToolCallBlocked(Exception):

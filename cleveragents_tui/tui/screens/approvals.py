@@ -105,6 +105,8 @@ class ApprovalsScreen(ListScreen, AfterDenial):
             text.append(f"{a.question}\n", style="bold")
             text.append(f"{a.approval_id} · plan {a.plan_id}\n", style="dim")
             for k, v in a.details.items():
+                if k == "key":  # the engine's own name of the question, not for a person
+                    continue
                 text.append(f"{k.replace('_', ' ')}: ", style="bold")
                 text.append(f"{readable(v, 300)}\n")
         text.rstrip()  # no empty row under the last line
