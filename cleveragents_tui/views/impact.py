@@ -161,7 +161,7 @@ def _alternatives(impact: Impact) -> list[Section]:
             Row(
                 "",
                 "the guidance selects none of them: the replay would make the same choice "
-                f"again ({found.fallback}); name one with --choose N",
+                f"again ({found.fallback}); {found.how_to_pick}",
                 "warn",
             )
         )

@@ -261,6 +261,7 @@ def test_guidance_that_selects_no_alternative_is_refused_and_changes_nothing(
     assert dry.exit_code == 0, dry.output
     assert "alternatives of step implement-function\n  1. hello_cli/greet.py" in dry.output
     assert "the guidance selects none of them" in dry.output
+    assert "again (1); take it anyway with --choose 1" in dry.output  # one alternative: no N
     preview = json.loads(run(*args, "--dry-run", "--format=json").output)
     assert preview["alternatives"]["options"] == ["hello_cli/greet.py with a hello() function"]
     assert preview["alternatives"]["selected"] is None

@@ -24,6 +24,23 @@ STRATEGY = "A plain function registered in COMMANDS"
 GREETER = "A greeter class with a configurable greeting"
 
 
+async def test_a_single_alternative_is_offered_as_it_is(demo_plan: DemoPlan) -> None:
+    """A point with one alternative: the preview asks to take that one anyway, not to pick
+    "the one" of a list of one."""
+    app = demo_plan.app(plan_id=demo_plan.plan.plan_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        target = demo_plan.decision("hello_cli/greet.py with a hello() function")
+        app.screen.query_one(DecisionTree).reveal(target)
+        await pilot.press("c", *"use a Greeter class", "enter")
+        await pilot.pause()
+        preview = app.screen
+        assert isinstance(preview, ImpactModal)
+        notice = str(preview.query_one("#impact-pick", Static).render())
+        assert "same choice again. Select it to take it anyway." in notice
+        assert "of strategy (" in notice  # and the decision whose alternative it names
+
+
 async def test_the_alternative_picked_in_the_preview_is_what_the_replay_takes(
     demo_plan: DemoPlan,
 ) -> None:

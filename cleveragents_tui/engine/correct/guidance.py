@@ -70,6 +70,16 @@ class Alternatives:
     def numbered(self) -> str:
         return "; ".join(f"{n}. {option}" for n, option in enumerate(self.options, 1))
 
+    @property
+    def how_to_pick(self) -> str:
+        """The CLI's way out when the guidance selects none (one alternative: take it)."""
+        count = len(self.options)
+        return (
+            "take it anyway with --choose 1"
+            if count == 1
+            else f"name one with --choose N (1-{count})"
+        )
+
 
 def alternatives(
     action: Action | None,
@@ -125,11 +135,7 @@ def with_choice(found: Alternatives, number: int) -> Alternatives:
 
 def refusal(decision_id: str, guidance: str, found: Alternatives) -> UserError:
     """Why a correction whose guidance selects nothing is not carried out, in one line."""
-    count = len(found.options)
-    fix = (
-        "take it anyway with --choose 1" if count == 1 else f"name one with --choose N (1-{count})"
-    )
-    fix += "".join(
+    fix = found.how_to_pick + "".join(
         f", or correct decision {e.decision_id} ({e.key}) instead: the guidance selects its "
         f"alternative {e.option!r}"
         for e in found.elsewhere

@@ -75,7 +75,10 @@ class ImpactModal(Dialog[bool]):
         with RadioSet(id="alternatives"):
             for number, option in enumerate(found.options, 1):
                 yield RadioButton(safe_text(f"{number}. {option}"), value=number == found.selected)
-        notice = self._notice("Pick the one to take.") if found.selected is None else ""
+        pick = (
+            "Select it to take it anyway." if len(found.options) == 1 else "Pick the one to take."
+        )
+        notice = self._notice(pick) if found.selected is None else ""
         yield Static(notice, id="impact-pick", classes="dialog-error", markup=False)
 
     def _notice(self, ask: str) -> str:
