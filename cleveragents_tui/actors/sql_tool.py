@@ -200,6 +200,7 @@ class QuerySql(BuiltinTool):
 
     def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
         from cleveragents_tui.sandbox.copy_sandbox import CopySandbox
+        from cleveragents_tui.sandbox.transaction import TransactionRollbackSandbox
 
         name, resource_id = self.spec.name, arguments.text("resource")
         try:
@@ -207,14 +208,7 @@ class QuerySql(BuiltinTool):
         except _Refused as exc:
             return refused(f"{name}: {exc}")
         sandbox = open_sandbox(context, resource_id)
-        if not isinstance(sandbox, CopySandbox):
-            from cleveragents_tui.sandbox.database import DatabaseSandbox
-
-            if isinstance(sandbox, DatabaseSandbox):  # the savepoint fallback (PostgreSQL)
-                return refused(
-                    f"{name}: the sandbox of {resource_id} is one open transaction, which has "
-                    "no read-only connection: read it with local/run-sql (in Execute)"
-                )
+        if not isinstance(sandbox, CopySandbox | TransactionRollbackSandbox):
             return refused(
                 f"{name}: resource {resource_id} uses strategy {strategy_of(sandbox)}; SQL runs "
                 "only on database resources with strategy transaction_rollback"

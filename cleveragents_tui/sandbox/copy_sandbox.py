@@ -12,13 +12,12 @@ import contextlib
 import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Final, Generic, Literal, Self, TypeVar
 
 from sqlalchemy import Engine
-from sqlalchemy.engine import CursorResult
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
@@ -31,6 +30,7 @@ from cleveragents_tui.sandbox.database_common import (
     locked_state,
 )
 from cleveragents_tui.sandbox.landing import LandConflictError, Landed
+from cleveragents_tui.sandbox.read_result import Params, ReadResult
 from cleveragents_tui.sandbox.safety import check_savepoint_name
 from cleveragents_tui.sandbox.transaction.core import SqlStatementError
 from cleveragents_tui.sandbox.transaction.snapshots import (
@@ -109,50 +109,6 @@ class CopyState:
 
 CopyStateT = TypeVar("CopyStateT", bound=CopyState)
 TargetT = TypeVar("TargetT")
-Params = Mapping[str, Any] | Sequence[Mapping[str, Any]] | None
-
-
-@dataclass
-class ReadResult:
-    """A statement's outcome, read whole inside the operation (the parts of a SQLAlchemy
-    result that ``local/run-sql`` uses)."""
-
-    returns_rows: bool
-    columns: tuple[str, ...]
-    rows: list[tuple[Any, ...]]
-    rowcount: int
-
-    @classmethod
-    def whole(cls, result: CursorResult[Any], limit: int | None = None) -> ReadResult:
-        """Every row of ``result`` now (at most ``limit``): its connection closes with the
-        operation."""
-        rows: list[tuple[Any, ...]] = []
-        if result.returns_rows:
-            found = result if limit is None else result.fetchmany(limit)
-            rows = [tuple(row) for row in found]
-        return cls(
-            result.returns_rows,
-            tuple(result.keys()) if result.returns_rows else (),
-            rows,
-            result.rowcount,
-        )
-
-    def keys(self) -> tuple[str, ...]:
-        return self.columns
-
-    def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        return iter(self.all())
-
-    def all(self) -> list[tuple[Any, ...]]:
-        taken, self.rows = self.rows, []
-        return taken
-
-    def fetchmany(self, size: int) -> list[tuple[Any, ...]]:
-        taken, self.rows = self.rows[:size], self.rows[size:]
-        return taken
-
-    def close(self) -> None:
-        self.rows = []
 
 
 class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT, TargetT]):

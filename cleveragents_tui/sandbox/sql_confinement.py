@@ -263,6 +263,23 @@ def postgres_refusal(sql: str) -> str | None:
     return None
 
 
+def several_statements(sql: str) -> bool:
+    """Whether PostgreSQL would run ``sql`` as more than one statement: a ``;`` with code
+    after it, outside strings and comments. A read is one statement; a second could turn
+    the read-only mode off or end the transaction (``RESET transaction_read_only; …``)."""
+    try:
+        code = _pg_code(sql)
+    except _Unsure:
+        return True  # postgres_refusal refuses it too
+    return ";" in code.strip().rstrip(";")
+
+
+SEVERAL_IN_A_READ: Final = "a read is one statement, and this is more than one"
+SEVERAL_IN_A_READ_FIX: Final = (
+    "send one statement per local/query-sql call; change rows with local/run-sql (in Execute)"
+)
+
+
 POSTGRES_DENIED_FIX: Final = (
     "SQL in a sandbox reaches only the resource's own database: use INSERT ... SELECT "
     "instead of COPY, and no server files, programs, dynamic SQL or role changes"

@@ -47,15 +47,10 @@ from sqlalchemy.pool import NullPool
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.sandbox.base import Change, CheckpointMissingError, SandboxError
-from cleveragents_tui.sandbox.copy_sandbox import (
-    CopySandbox,
-    CopyState,
-    CopyStrategy,
-    Params,
-    ReadResult,
-)
+from cleveragents_tui.sandbox.copy_sandbox import CopySandbox, CopyState, CopyStrategy
 from cleveragents_tui.sandbox.database_common import owned_state
 from cleveragents_tui.sandbox.landing import Landed
+from cleveragents_tui.sandbox.read_result import Params, ReadResult
 from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
 from cleveragents_tui.sandbox.sql_confinement import (
     SQLITE_DENIED_FIX,

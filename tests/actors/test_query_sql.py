@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
 
 from cleveragents_tui.actors.base import ToolContext
 from cleveragents_tui.actors.tools import default_registry
@@ -113,51 +115,76 @@ def test_it_only_reads_so_strategize_runs_it() -> None:
     assert spec.reads_only and not spec.writes and spec.side_effects == ("reads:database",)
 
 
+PG_WRITES = [
+    "INSERT INTO notes (body) VALUES ('c')",
+    "UPDATE notes SET body = 'x'",
+    "DELETE FROM notes",
+    "CREATE TABLE more (id int)",
+    "SELECT nextval('notes_id_seq')",
+    "SET TRANSACTION READ WRITE; DELETE FROM notes",
+    # a second statement turned the read-only mode off, so the DELETE ran (and was kept)
+    "RESET transaction_read_only; DELETE FROM notes",
+    "SELECT 1; COMMIT",  # in the savepoint sandbox: the plan's transaction, committed
+]
+
+
 @pytest.mark.postgres
+@pytest.mark.parametrize("savepoints", [False, True], ids=["copy", "savepoint-fallback"])
 def test_on_postgresql_it_reads_and_every_write_fails(
-    tmp_path: Path, sqlite_store: Store, postgres_url: str
+    tmp_path: Path, sqlite_store: Store, postgres_url: str, savepoints: bool
 ) -> None:
-    sandboxes, plan = postgres_world(
-        sqlite_store,
-        tmp_path,
-        postgres_url,
-        Phase.STRATEGIZE,
+    """On a copy of the database, and on the one open transaction a server that cannot copy
+    gets (a login without CREATEDB): the model reads the plan's own rows; every write, and
+    every second statement, is refused and changes nothing in the sandbox or the database."""
+    setup = (
         "CREATE TABLE notes (id serial PRIMARY KEY, body text)",
         "INSERT INTO notes (body) VALUES ('a'), ('b')",
     )
+    sandboxes, plan = postgres_world(sqlite_store, tmp_path, postgres_url, Phase.EXECUTE, *setup)
+    if savepoints:  # the fallback, made here as the server would make it without CREATEDB
+        sandboxes.get(PG).discard()
+        with sqlite_store.unit_of_work() as uow:
+            resource = uow.resources.get(PG)
+        root = sandbox_root(tmp_path / "sandboxes", plan.plan_id, PG)
+        assert TransactionRollbackStrategy().create(resource, plan.plan_id, root).hand_over()
+        sandboxes = PlanSandboxes(sqlite_store, plan.plan_id, tmp_path / "sandboxes")
+        assert isinstance(sandboxes.get(PG), TransactionRollbackSandbox)
+    executing = ToolContext(plan.plan_id, Phase.EXECUTE, sandboxes)
     context = ToolContext(plan.plan_id, Phase.STRATEGIZE, sandboxes)
     query = default_registry().tool("local/query-sql")
     run_sql = default_registry().tool("local/run-sql")
     everything = {"resource": PG, "sql": "SELECT id, body FROM notes ORDER BY id"}
     try:
+        own = run_sql.run(
+            executing, {"resource": PG, "sql": "UPDATE notes SET body = 'B' WHERE id = 2"}
+        )
+        assert own.ok, own.output
+        written = sandboxes.modified()
         read = query.run(context, everything)
-        assert read.ok and read.writes == ()
-        assert read.output == '["id", "body"]\n[1, "a"]\n[2, "b"]\n[2 row(s)]'
-        for sql in (
-            "INSERT INTO notes (body) VALUES ('c')",
-            "UPDATE notes SET body = 'x'",
-            "DELETE FROM notes",
-            "CREATE TABLE more (id int)",
-            "SELECT nextval('notes_id_seq')",
-            "SET TRANSACTION READ WRITE; DELETE FROM notes",
-        ):
+        assert read.ok and read.writes == (), read.output
+        assert read.output == '["id", "body"]\n[1, "a"]\n[2, "B"]\n[2 row(s)]'  # its own write
+        for sql in PG_WRITES:
             refused = query.run(context, {"resource": PG, "sql": sql})
             assert not refused.ok, sql
             assert refused.output.endswith("change rows with local/run-sql (in Execute)"), (
                 refused.output
             )
-        assert sandboxes.modified() == set()  # no call noted a write
-        executing = ToolContext(plan.plan_id, Phase.EXECUTE, sandboxes)
+        assert sandboxes.modified() == written  # no read noted a write
         assert run_sql.run(executing, everything).output == read.output  # nothing changed
+        nextval = run_sql.run(executing, {"resource": PG, "sql": "SELECT nextval('notes_id_seq')"})
+        assert nextval.output.splitlines()[1] == "[3]"  # no read took a number
     finally:
         sandboxes.get(PG).discard()
+    with create_engine(postgres_url, poolclass=NullPool).connect() as connection:
+        real = connection.execute(text("SELECT id, body FROM notes ORDER BY id")).all()
+    assert [tuple(r) for r in real] == [(1, "a"), (2, "b")]  # nothing reached the database
 
 
 def test_a_savepoint_sandbox_has_no_read_only_connection_and_says_what_to_use(
     tool_world: ToolWorld,
 ) -> None:
-    """The PostgreSQL fallback (one open transaction) made here on SQLite, as older versions
-    made it: the call is refused and names run-sql, and the transaction is left as it was."""
+    """A SQLite sandbox of one open transaction, as older versions made it: the call is
+    refused and names run-sql, and the transaction is left as it was."""
     store = tool_world.sandboxes.store
     plan = Plan(action="local/tools", phase="strategize", state="running")
     with store.unit_of_work(write=True) as uow:
@@ -180,8 +207,8 @@ def test_a_savepoint_sandbox_has_no_read_only_connection_and_says_what_to_use(
         assert made.execute("SELECT count(*) FROM greetings").scalar() == 1  # still usable
         assert not outcome.ok and outcome.writes == ()
         assert outcome.output == (
-            "local/query-sql: the sandbox of local/db is one open transaction, which has no "
-            "read-only connection: read it with local/run-sql (in Execute)"
+            "local/query-sql: the sandbox of local/db is one open SQLite transaction, which has "
+            "no read-only connection: read it with local/run-sql (in Execute)"
         )
     finally:
         sandboxes.get(DB).discard()

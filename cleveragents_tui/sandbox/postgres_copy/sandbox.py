@@ -14,14 +14,19 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from cleveragents_tui.sandbox.base import Change, CheckpointMissingError, SandboxError
-from cleveragents_tui.sandbox.copy_sandbox import Params, ReadResult
 from cleveragents_tui.sandbox.landing import LandConflictError, Landed
 from cleveragents_tui.sandbox.postgres_copy import land
 from cleveragents_tui.sandbox.postgres_copy.databases import CopyDatabases, conninfo
 from cleveragents_tui.sandbox.postgres_copy.state import LOCK_FILE_NAME, STATE_FILE_NAME, State
 from cleveragents_tui.sandbox.postgres_copy.statements import SCHEMA_STATEMENT, refusal
+from cleveragents_tui.sandbox.read_result import Params, ReadResult
 from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
-from cleveragents_tui.sandbox.sql_confinement import POSTGRES_DENIED_FIX
+from cleveragents_tui.sandbox.sql_confinement import (
+    POSTGRES_DENIED_FIX,
+    SEVERAL_IN_A_READ,
+    SEVERAL_IN_A_READ_FIX,
+    several_statements,
+)
 from cleveragents_tui.sandbox.transaction.connection import TRANSACTION_CONTROL, first_line
 from cleveragents_tui.sandbox.transaction.core import SqlStatementError
 from cleveragents_tui.sandbox.transaction.snapshots import compare
@@ -56,6 +61,12 @@ class PostgresCopySandbox(CopyDatabases):
                 f"{why}",
                 POSTGRES_DENIED_FIX,
             )
+        if read_only_rows is not None and several_statements(sql_text):
+            raise SqlStatementError(
+                f"statement {first!r} refused in the sandbox of {self._resource.resource_id}: "
+                f"{SEVERAL_IN_A_READ}",
+                SEVERAL_IN_A_READ_FIX,
+            )
         schema = SCHEMA_STATEMENT.match(sql_text) is not None
         if schema and params:
             raise SqlStatementError(
@@ -68,7 +79,8 @@ class PostgresCopySandbox(CopyDatabases):
                 raise self._applied()
             self._settle(state)
             try:
-                with self._engine_for_work(state).connect() as connection, connection.begin():
+                engine = self._engine_for_work(state)
+                with engine.connect() as connection, connection.begin() as transaction:
                     if read_only_rows is not None:  # the query after it fixes the mode, so
                         # a SET TRANSACTION READ WRITE in the statement is refused
                         connection.exec_driver_sql("SET TRANSACTION READ ONLY")
@@ -76,6 +88,8 @@ class PostgresCopySandbox(CopyDatabases):
                     result = connection.execute(text(sql_text), params)
                     # Read every row now: the connection closes with this operation.
                     read = ReadResult.whole(result, read_only_rows)
+                    if read_only_rows is not None:
+                        transaction.rollback()  # a read keeps nothing, whatever it ran
             except SQLAlchemyError as exc:
                 raise SqlStatementError(
                     f"SQL failed in the sandbox of {self._resource.resource_id}: {first_line(exc)}"

@@ -20,7 +20,13 @@ from sqlalchemy.sql.base import Executable
 from cleveragents_tui import failpoints
 from cleveragents_tui.sandbox import pg_commit
 from cleveragents_tui.sandbox.base import ApplyResult, Change, SandboxError
+from cleveragents_tui.sandbox.read_result import Params, ReadResult
 from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
+from cleveragents_tui.sandbox.sql_confinement import (
+    SEVERAL_IN_A_READ,
+    SEVERAL_IN_A_READ_FIX,
+    several_statements,
+)
 from cleveragents_tui.sandbox.transaction.connection import first_line
 from cleveragents_tui.sandbox.transaction.core import APPLIED_FIX, SqlStatementError, lost_fix
 from cleveragents_tui.sandbox.transaction.replay import ReplayingSandbox
@@ -78,6 +84,46 @@ class TransactionRollbackSandbox(ReplayingSandbox):
                 raise SandboxError(reason, fix)
             self._log_statement(sql, params, result)
             return result
+
+    def query(self, sql: str, params: Params, limit: int) -> ReadResult:
+        """Run one statement read-only inside the transaction, at most ``limit`` rows read
+        (``local/query-sql``, which Strategize runs): in a savepoint of its own with the
+        transaction READ ONLY, so any write fails in PostgreSQL, then rolled back to it, so
+        nothing the statement did stays; it is not logged (a replay has nothing to redo)."""
+        rid = self._resource.resource_id
+        with self._lock:
+            live = self._usable("read", "", "roll back to a checkpoint first")
+            if self.dialect != "postgresql":  # an older version's SQLite sandbox
+                raise SqlStatementError(
+                    f"the sandbox of {rid} is one open SQLite transaction, which has no "
+                    "read-only connection",
+                    "read it with local/run-sql (in Execute)",
+                )
+            self._confine(sql)
+            if several_statements(sql):
+                first = " ".join(sql.split())[:80]
+                raise SqlStatementError(
+                    f"statement {first!r} refused in the sandbox of {rid}: {SEVERAL_IN_A_READ}",
+                    SEVERAL_IN_A_READ_FIX,
+                )
+            savepoint = self._quoted(live, new_savepoint_name())
+            self._run_internal(live, f"SAVEPOINT {savepoint}", "SAVEPOINT")
+            try:
+                self._run_internal(live, "SET TRANSACTION READ ONLY", "SET TRANSACTION")
+                read = ReadResult.whole(live.connection.execute(text(sql), params), limit)
+            except SQLAlchemyError as exc:
+                if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+                    raise self._db_error(exc, "an SQL read") from exc
+                raise SqlStatementError(
+                    f"SQL failed in the sandbox of {rid}: {first_line(exc)}"
+                ) from exc
+            finally:  # also after a failed statement: the transaction is as it was
+                if not self._transaction_ended(live):
+                    self._run_internal(
+                        live, f"ROLLBACK TO SAVEPOINT {savepoint}", "ROLLBACK TO SAVEPOINT"
+                    )
+                    self._run_internal(live, f"RELEASE SAVEPOINT {savepoint}", "RELEASE")
+            return read
 
     # -- the Sandbox protocol --------------------------------------------------------------
 
