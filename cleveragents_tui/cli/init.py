@@ -38,7 +38,10 @@ def init(cli: CliContext, name: str | None, action_file: Path | None, as_folder:
     )
     resource = done.resource
     echo(f"resource {resource.resource_id} added: {resource.kind} at {resource.location}")
-    echo(f"starter action written to {done.action_file}")
+    if done.kept:
+        echo(f"starter action kept: {done.action_file} (it was there, for {resource.resource_id})")
+    else:
+        echo(f"starter action written to {done.action_file}")
     echo("next: edit it, register it, run a plan (its scripted decisions, or a model on a task)")
     echo(f"  agents action create {done.action_file}")
     echo(f"  agents plan use {done.action_name}")

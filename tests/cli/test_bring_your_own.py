@@ -252,6 +252,58 @@ def test_init_folder_registers_a_project_without_git_and_a_plan_lands_in_it(
     assert stored_resources(home) == ["local/notes"]
 
 
+def test_a_folder_made_a_repository_takes_the_database_inside_it(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: Path
+) -> None:
+    """A folder project with its SQLite file inside: the database is refused (two sandboxes
+    of the same bytes), with a fix — make the folder a repository — that works as written:
+    `init` again registers it and keeps the starter action (it was refused over the file),
+    the database is added, and a plan on both applies."""
+    plain = tmp_path / "notes"
+    plain.mkdir()
+    (plain / "app.py").write_text("print('notes')\n")
+    with sqlite3.connect(plain / "app.db") as connection:
+        connection.execute("CREATE TABLE notes (body TEXT)")
+    connection.close()
+    monkeypatch.chdir(plain)
+    assert run("init", "--folder").exit_code == 0
+    starter = data_folder(home) / "actions" / "notes.action.yaml"
+    edited = starter.read_text().replace("One new file", "One new file, edited")
+    starter.write_text(edited)
+    add_db = ("resource", "add", "notes-db", "--kind", "database", "--location", "app.db")
+
+    refused = run(*add_db)
+
+    assert refused.exit_code == 2
+    assert refused.stderr.strip() == (
+        f"error: location {plain / 'app.db'} is inside resource local/notes ({plain}): two "
+        "sandboxes of the same files would overwrite each other on Apply: keep it out of "
+        f"{plain}, or make that folder a git repository (git init and a commit, then agents "
+        "resource remove local/notes and agents init there): a repository's sandbox never "
+        "writes its working tree, so what is in it may be a resource of its own"
+    )
+    (plain / ".gitignore").write_text("app.db\n")
+    _git(plain, "init", "-q", "-b", "main")
+    _git(plain, "add", "-A")
+    _git(plain, "commit", "-q", "-m", "first")
+    assert run("resource", "remove", "local/notes").exit_code == 0
+    again = run("init")
+    assert again.exit_code == 0, again.output
+    assert again.output.splitlines()[:2] == [
+        f"resource local/notes added: git at {plain}",
+        f"starter action kept: {starter} (it was there, for local/notes)",
+    ]
+    assert starter.read_text() == edited
+    assert run(*add_db).exit_code == 0
+    assert run("action", "create", str(starter)).exit_code == 0
+    used = run("plan", "use", "local/notes-change")
+    assert used.exit_code == 0, used.output
+    plan_id = heading_plan_id(used.stdout)
+    assert run("plan", "apply", plan_id).exit_code == 0
+    landed = _git(plain, "show", f"cleveragents/apply/{plan_id}:CONTRIBUTING.md")
+    assert landed == "# Contributing\n\nRun the tests before you send a change.\n"
+
+
 def test_init_refuses_a_repository_without_a_commit(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: Path
 ) -> None:

@@ -31,6 +31,7 @@ class Initialised:
     resource: Resource
     action_name: str
     action_file: Path
+    kept: bool  # the action file was there already, naming the resource: left as it was
 
 
 # Latin letters NFKD leaves whole (no accent to drop), spelt as they usually are in ASCII.
@@ -107,17 +108,29 @@ def init_project(
         )
     default = actions_folder() / f"{resource_id.split('/')[1]}.action.yaml"
     target = (action_file or default).expanduser().resolve()
-    if target.exists():
+    namespace, part = resource_id.split("/")
+    action_name = f"{namespace}/{part[:57]}-change"
+    # init again (a folder made a repository, a resource removed): its starter stays
+    kept = action_file is None and _names(target, resource_id)
+    if target.exists() and not kept:
         raise UserError(
             f"the action file {target} already exists",
             "edit it and register it with `agents action create`, or pass --action-file",
         )
     resource = add_resource(store, resource_id, kind=kind, location=str(top))
-    namespace, part = resource_id.split("/")
-    action_name = f"{namespace}/{part[:57]}-change"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(starter_action(action_name, resource_id), encoding="utf-8")
-    return Initialised(resource, action_name, target)
+    if not kept:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(starter_action(action_name, resource_id), encoding="utf-8")
+    return Initialised(resource, action_name, target, kept)
+
+
+def _names(action_file: Path, resource_id: str) -> bool:
+    """Whether ``action_file`` is a starter written for ``resource_id`` (edited or not)."""
+    try:
+        text = action_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return f"project: {resource_id}\n" in text
 
 
 STARTER_PROMPT = "Describe the change you want, e.g."

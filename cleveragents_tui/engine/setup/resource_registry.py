@@ -204,12 +204,22 @@ def _overlap(store: Store, kind: str, location: str) -> None:
         if _is_url(other.location) or "git" in (kind, other.kind):
             continue
         there = _resolved(Path(other.location))
-        if _within(path, there) or _within(there, path):
-            where = "inside" if _within(path, there) else "around"
+        if _within(path, there):
             raise UserError(
-                f"location {path} is {where} resource {other.resource_id} ({there})",
-                "give a location no other resource holds: two sandboxes of the same files "
-                "would overwrite each other on Apply",
+                f"location {path} is inside resource {other.resource_id} ({there}): two "
+                "sandboxes of the same files would overwrite each other on Apply",
+                f"keep it out of {there}, or make that folder a git repository (git init and "
+                f"a commit, then agents resource remove {other.resource_id} and agents init "
+                "there): a repository's sandbox never writes its working tree, so what is in "
+                "it may be a resource of its own",
+            )
+        if _within(there, path):
+            raise UserError(
+                f"location {path} is around resource {other.resource_id} ({there}): two "
+                "sandboxes of the same files would overwrite each other on Apply",
+                f"give a folder that holds no other resource, or make {path} a git repository "
+                "(git init and a commit) and add it with --kind git: a repository's sandbox "
+                "never writes its working tree",
             )
 
 
