@@ -285,14 +285,17 @@ def threshold_mode(threshold: float, *, short: bool = False) -> str:
 def profile_summary(profile: AutomationProfile) -> str:
     """One line: how each phase is entered, then how many flags are automatic or manual.
 
-    e.g. ``Strategize auto, Execute auto, Apply manual; 7 automatic, 0 by confidence, 4 manual``.
+    e.g. ``Strategize auto, Execute auto, Apply manual; 7 automatic, 0 by confidence, 4 manual``,
+    then the guards set, by name (``; guards: require_approval_for_writes``).
     """
     phases = ", ".join(
         f"{phase} {threshold_mode(profile.threshold(flag), short=True)}" for phase, flag in _PHASES
     )
+    guards = profile.guards.model_dump(exclude_defaults=True) if profile.guards else {}
     return (
         f"{phases}; {len(profile.automatic_flags())} automatic, "
         f"{len(profile.confidence_flags())} by confidence, {len(profile.manual_flags())} manual"
+        + (f"; guards: {', '.join(guards)}" if guards else "")
     )
 
 

@@ -290,7 +290,11 @@ def test_an_exported_profile_with_its_guards_uncommented_guards(run: Run, tmp_pa
         ),
         encoding="utf-8",
     )
-    ok(run("automation-profile", "add", "--config", str(path)))
+    added = ok(run("automation-profile", "add", "--config", str(path)))
+    # the line a person reads says the guard is on, in `add` and in `list`
+    assert added.endswith("11 automatic, 0 by confidence, 0 manual; guards: tool_denylist\n")
+    listed = ok(run("automation-profile", "list"))
+    assert "0 manual; guards: tool_denylist\n" in listed
     assert _profile(run, "team/guarded")["guards"] == {
         "max_tool_calls_per_step": None,
         "max_total_cost": None,
