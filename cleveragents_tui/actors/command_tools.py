@@ -14,12 +14,19 @@ what the program imports from outside the sandbox (the standard library, install
 packages) is read as usual; a fresh cache folder per run made every run compile all of it
 (4× the import time of pytest, SQLAlchemy and pydantic).
 
+Python imports the plan's files first: the working directory and its ``src/`` lead
+``PYTHONPATH``. A project installed in the environment the command runs in (``pip install
+-e .`` points at your checkout; ``pip install .`` copies it) would otherwise be what its
+tests import, so they passed or failed on the code the plan did not write.
+
 This is not an operating-system sandbox: the program runs as the user, and what it does
 outside its working directory is not prevented, only not encouraged.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Final
 
 from cleveragents_tui.actors.base import ToolContext, ToolOutcome
@@ -58,6 +65,15 @@ _TIMEOUT = Param(
 _PYTHON: Final = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
 
 
+def _python_path(workdir: Path) -> dict[str, str]:
+    """``PYTHONPATH``: ``workdir/src`` (when there is one), then ``workdir`` — ahead of
+    installed packages, so the project's own modules come from the sandbox. A folder whose
+    path holds the separator cannot be named in it and is left out."""
+    folders = [f for f in (workdir / "src", workdir) if f.is_dir()]
+    named = [str(f) for f in folders if os.pathsep not in str(f)]
+    return {"PYTHONPATH": os.pathsep.join(named)} if named else {}
+
+
 class _CommandTool(BuiltinTool):
     def perform(self, context: ToolContext, arguments: Arguments) -> ToolOutcome:
         name = self.spec.name
@@ -78,7 +94,7 @@ class _CommandTool(BuiltinTool):
             result = run_bounded(
                 argv,
                 workdir,
-                {**minimal_environment(workdir), **_PYTHON},
+                {**minimal_environment(workdir), **_PYTHON, **_python_path(workdir)},
                 timeout,
                 head=OUTPUT_LIMIT - _TAIL,
                 tail=_TAIL,

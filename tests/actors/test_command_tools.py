@@ -69,9 +69,18 @@ def test_the_environment_is_minimal(tool_world: ToolWorld, monkeypatch: pytest.M
     assert outcome.ok
     lines = outcome.output.splitlines()[1:]
     env = dict(line.split("=", 1) for line in lines)
-    assert sorted(env) == ["HOME", "LANG", "PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"]
+    assert sorted(env) == [
+        "HOME",
+        "LANG",
+        "PATH",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONPATH",
+        "PYTHONUNBUFFERED",
+    ]
     assert env["PYTHONDONTWRITEBYTECODE"] == env["PYTHONUNBUFFERED"] == "1"
-    assert env["HOME"] == str(tool_world.workdir(GIT))
+    workdir = tool_world.workdir(GIT)
+    assert env["HOME"] == str(workdir)
+    assert env["PYTHONPATH"] == f"{workdir / 'src'}:{workdir}"  # the plan's modules first
     assert env["LANG"] == "C.UTF-8"
     assert env["PATH"] == os.environ["PATH"]
     assert "do-not-leak" not in outcome.output
