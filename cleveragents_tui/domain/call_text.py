@@ -15,6 +15,7 @@ from cleveragents_tui.domain.wording import counted
 
 VALUE_CHARS: Final = 80  # of one argument's value shown
 LINE_CHARS: Final = 300  # of the whole line
+FAILURE_CHARS: Final = 160  # of a failed call's output, in questions, decisions and progress
 
 
 def arguments_line(arguments: Mapping[str, Any], limit: int = LINE_CHARS) -> str:
@@ -57,3 +58,18 @@ def _text(value: str) -> tuple[str, bool]:
 
 def _cut(text: str, limit: int = VALUE_CHARS) -> tuple[str, bool]:
     return (text, False) if len(text) <= limit else (text[: limit - 1] + "…", True)
+
+
+def failure_summary(output: str) -> str:
+    """The line of a tool's output that says most about the failure, kept short: the first
+    line (a command's exit status), then the first that names a failure, else the last (where
+    a program that exits with a message says it)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    telling = [
+        line for line in lines if line.startswith(("FAIL", "ERROR", "error", "refused", "Error"))
+    ]
+    if not lines:
+        return "no output"
+    detail = telling[0] if telling else lines[-1]
+    said = lines[0] if detail == lines[0] else f"{lines[0]}: {detail}"
+    return said if len(said) <= FAILURE_CHARS else said[: FAILURE_CHARS - 1] + "…"

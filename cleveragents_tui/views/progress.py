@@ -4,6 +4,7 @@ for the terminal (``domain.display.printable``)."""
 
 from __future__ import annotations
 
+from cleveragents_tui.domain.call_text import failure_summary
 from cleveragents_tui.domain.display import shorten
 from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.engine.core.in_flight import Wait, family_wait
@@ -114,9 +115,12 @@ def _what_happened(event: EventView) -> str:
 
 def call_line(call: CallView) -> str:
     """``✓ local/run-tests: exit status 0``: the tool and its output's first line, as
-    ``plan explain`` shows them; ``✗`` for a call that failed."""
+    ``plan explain`` shows them; ``✗`` for a call that failed, with the line that says why
+    (``exit status 1: FAILED tests/test_calc.py::test_add - assert -1 == 5``)."""
     mark = "·" if call.ok is None else "✓" if call.ok else "✗"  # ·: no outcome recorded
     first = next((line.strip() for line in call.output.splitlines() if line.strip()), "")
+    if call.ok is False and first:
+        first = failure_summary(call.output)
     first = first.removeprefix(f"{call.tool}: ")  # a refusal names its tool: said once
     return f"{mark} {call.tool}: {first or '(no output)'}"
 

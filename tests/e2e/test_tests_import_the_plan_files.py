@@ -1,5 +1,6 @@
 """A plan's Python tests import the plan's files, even when the project is installed in the
-environment they run in (tools/command_tools.py, ``PYTHONPATH``).
+environment they run in (actors/command_tools.py, ``PYTHONPATH``), and the progress says
+why a call failed, not only its exit status (views/progress.py).
 
 The user's project has a ``src/`` layout and is installed in a virtual environment, as
 `pip install -e .` does (a ``.pth`` file naming the checkout's ``src``) or as `pip install .`
@@ -15,15 +16,15 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
+from click.testing import CliRunner
 
-from cleveragents_tui.domain.action import Action
+from cleveragents_tui.cli import cli
 from cleveragents_tui.domain.enums import PlanState
-from cleveragents_tui.domain.resource import Resource
-from cleveragents_tui.engine.run.runner import RunOptions, start_plan
 from cleveragents_tui.store.store import Store
-from tests.e2e.test_limits_at_run_time import pending
 
 RIGHT = "def add(a, b):\n    return a + b\n"
 WRONG = "def add(a, b):\n    return a - b\n"
@@ -79,81 +80,64 @@ def _environment(folder: Path, project: Path, how: str) -> Path:
     return python
 
 
+def _action(tests: list[str]) -> dict[str, Any]:
+    """One decision: write the bug into the module, then run ``tests``."""
+    write = {
+        "tool": "local/write-file",
+        "arguments": {"resource": "local/calc", "path": "src/calc/__init__.py", "content": WRONG},
+    }
+    check = {"tool": "local/run-tests", "arguments": {"resource": "local/calc", "argv": tests}}
+    return {
+        "name": "local/calc-change",
+        "prompt": "Change add",
+        "resources": ["local/calc"],
+        "tools": ["local/write-file", "local/run-tests"],
+        "automation_profile": "trusted",
+        "decisions": [
+            {
+                "key": "write",
+                "type": "implementation_choice",
+                "question": "What does add do?",
+                "alternatives": [
+                    {"option": "subtract", "confidence": 0.9, "tool_calls": [write, check]}
+                ],
+            }
+        ],
+    }
+
+
 @pytest.mark.parametrize("how", ["editable", "installed"])
 def test_the_tests_run_on_the_plan_files_not_the_installed_project(
-    tmp_path: Path, sqlite_store: Store, how: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
     project = _project(tmp_path / "calc")
     python = _environment(tmp_path / "venv", project, how)
-    checked = subprocess.run(
-        [str(python), "-m", "unittest", "discover", "-s", "tests"],
-        cwd=project,
-        capture_output=True,
-        timeout=60,
-    )
+    tests = [str(python), "-m", "unittest", "discover", "-s", "tests"]
+    checked = subprocess.run(tests, cwd=project, capture_output=True, timeout=60)
     assert checked.returncode == 0, checked.stderr  # the project's tests pass as it is
-    with sqlite_store.unit_of_work(write=True) as uow:
-        uow.resources.add(
-            Resource(
-                resource_id="local/calc",
-                kind="git",
-                location=str(project),
-                sandbox_strategy="git_worktree",
-            )
-        )
-        uow.commit()
-    action = Action.model_validate(
-        {
-            "name": "local/calc-change",
-            "prompt": "Change add",
-            "resources": ["local/calc"],
-            "tools": ["local/write-file", "local/run-tests"],
-            "automation_profile": "trusted",
-            "decisions": [
-                {
-                    "key": "write",
-                    "type": "implementation_choice",
-                    "question": "What does add do?",
-                    "alternatives": [
-                        {
-                            "option": "subtract",
-                            "confidence": 0.9,
-                            "tool_calls": [
-                                {
-                                    "tool": "local/write-file",
-                                    "arguments": {
-                                        "resource": "local/calc",
-                                        "path": "src/calc/__init__.py",
-                                        "content": WRONG,
-                                    },
-                                },
-                                {
-                                    "tool": "local/run-tests",
-                                    "arguments": {
-                                        "resource": "local/calc",
-                                        "argv": [
-                                            str(python),
-                                            "-m",
-                                            "unittest",
-                                            "discover",
-                                            "-s",
-                                            "tests",
-                                        ],
-                                    },
-                                },
-                            ],
-                        }
-                    ],
-                }
-            ],
-        }
+    db = str(tmp_path / "agents.db")
+    monkeypatch.setenv("AGENTS_SANDBOX_DIR", str(tmp_path / "sandboxes"))
+    runner = CliRunner()
+    added = runner.invoke(
+        cli, ["--db", db, "resource", "add", "calc", "--kind", "git", "--location", str(project)]
     )
-    options = RunOptions(sandbox_base=tmp_path / "sandboxes")
+    assert added.exit_code == 0, added.output
+    action_file = tmp_path / "calc.action.yaml"
+    action_file.write_text(yaml.safe_dump(_action(tests)), encoding="utf-8")
 
-    plan = start_plan(sqlite_store, action, options=options)
+    used = runner.invoke(cli, ["--db", db, "--progress", "plan", "use", str(action_file)])
 
+    assert used.exit_code == 0, used.output
+    # what the person watching reads as it happens: the call failed, and why
+    assert "    ✗ local/run-tests: exit status 1: FAIL: test_add" in used.stderr
+    store = Store.open(db)
+    try:
+        with store.unit_of_work() as uow:
+            [plan] = uow.plans.all()
+            [question] = [a.question for a in uow.approvals.pending(plan.plan_id)]
+    finally:
+        store.close()
     assert plan.state is PlanState.AWAITING_APPROVAL
-    [question] = [a.question for a in pending(sqlite_store, plan)]
     assert question.startswith("local/run-tests failed in step write"), question
     assert "last: exit status 1: FAIL: test_add" in question
     assert (project / "src" / "calc" / "__init__.py").read_text() == RIGHT  # the checkout

@@ -34,6 +34,7 @@ from cleveragents_tui.actors.base import FailedCall, Fix, Proposal, ToolCallRequ
 from cleveragents_tui.automation.escalation import EscalationContext
 from cleveragents_tui.automation.limits import validation_retry_allowed
 from cleveragents_tui.domain.approval import Approval, ApprovalKind
+from cleveragents_tui.domain.call_text import FAILURE_CHARS, failure_summary
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.enums import Phase
 from cleveragents_tui.domain.profile import AutomationFlag
@@ -47,7 +48,6 @@ from cleveragents_tui.engine.run.recoveries import (
     RECOVER,
     RETRY,
     STOP_AND_ASK,
-    SUMMARY,
     Recoveries,
     Retry,
     decision_type_of,
@@ -56,7 +56,6 @@ from cleveragents_tui.engine.run.recoveries import (
     planned_calls,
     ran_line,
     stored_context,
-    summary,
 )
 from cleveragents_tui.store.correction_queries import failed_calls
 
@@ -229,7 +228,7 @@ class FailureHandling:
         fix: Fix = NO_FIX,
     ) -> Decision:
         validation = self._is_validation(spec)
-        output = summary(self._last_output(number, found))
+        output = failure_summary(self._last_output(number, found))
         tries = len(found.retries) + 1
         what = "validation" if validation else "tool call"
         retry = f"Retry {spec.name}"
@@ -292,7 +291,7 @@ class FailureHandling:
         """The failure in the plan's event log, before the fix is asked for and the decision
         that answers it is recorded: progress lines and the app's status say what failed."""
         run = 1 + sum(1 for r in found.retries if r.outcome is not None)
-        output = summary(self._last_output(number, found))
+        output = failure_summary(self._last_output(number, found))
         with self._runner.store.unit_of_work(write=True) as uow:
             uow.events.append(
                 CALL_FAILED,
@@ -321,7 +320,7 @@ class FailureHandling:
             return NO_FIX
         output = self._last_output(number, found)
         tried = tuple(
-            f"retry {n}: {ran_line(run, SUMMARY)}"
+            f"retry {n}: {ran_line(run, FAILURE_CHARS)}"
             for n, retry in enumerate(found.retries, 1)
             for run in retry.fixed_by
         )
@@ -362,7 +361,7 @@ class FailureHandling:
             self._runner.refresh_seal(call, outcome)
 
     def _question(self, decision: Decision, spec: ToolSpec, number: int, found: Recoveries) -> str:
-        output = summary(self._last_output(number, found))
+        output = failure_summary(self._last_output(number, found))
         runs = 1 + sum(1 for r in found.retries if r.outcome is not None)
         return (
             f"{spec.name} failed in step {decision.step_key or decision.decision_id} "

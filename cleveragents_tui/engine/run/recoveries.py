@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cleveragents_tui.actors.base import ActorState, FailedCall, Fix, ToolCallRequest
+from cleveragents_tui.domain.call_text import failure_summary
 from cleveragents_tui.domain.decision import Decision
 from cleveragents_tui.domain.display import shorten
 from cleveragents_tui.domain.enums import DecisionType
@@ -18,7 +19,6 @@ RETRY = "retry"
 ESCALATE = "escalate"
 FAILURE_KEY = "failure"
 RECOVER = "recover"  # step keys of recovery decisions: recover:<step>:<call>:retry-N / escalate
-SUMMARY = 160  # characters of a failure's output kept in questions and decisions
 STOP_AND_ASK = "Stop and ask a person"  # a recovery decision's other option
 
 
@@ -110,7 +110,7 @@ def ran_line(run: ToolInvocation, width: int) -> str:
     went."""
     arguments = shorten(json.dumps(run.arguments, separators=(",", ":"), ensure_ascii=False), width)
     how = "ok" if run.ok else "failed"
-    return f"{run.tool} {arguments}: {how}: {summary(run.output or '')}"
+    return f"{run.tool} {arguments}: {how}: {failure_summary(run.output or '')}"
 
 
 def stored_context(body: str | None) -> dict[str, Any]:
@@ -128,18 +128,3 @@ def key_base(decision: Decision, number: int) -> str:
 
 def decision_type_of(validation: bool) -> DecisionType:
     return DecisionType.VALIDATION_RESPONSE if validation else DecisionType.ERROR_RECOVERY
-
-
-def summary(output: str) -> str:
-    """The line of a tool's output that says most about the failure, kept short: the first
-    line (a command's exit status), then the first that names a failure, else the last (where
-    a program that exits with a message says it)."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    telling = [
-        line for line in lines if line.startswith(("FAIL", "ERROR", "error", "refused", "Error"))
-    ]
-    if not lines:
-        return "no output"
-    detail = telling[0] if telling else lines[-1]
-    said = lines[0] if detail == lines[0] else f"{lines[0]}: {detail}"
-    return said if len(said) <= SUMMARY else said[: SUMMARY - 1] + "…"

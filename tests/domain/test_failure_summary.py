@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cleveragents_tui.engine.run.recoveries import SUMMARY, summary
+from cleveragents_tui.domain.call_text import FAILURE_CHARS, failure_summary
 
 
 @pytest.mark.parametrize(
@@ -25,9 +25,9 @@ from cleveragents_tui.engine.run.recoveries import SUMMARY, summary
     ],
 )
 def test_the_question_quotes_the_line_that_says_why(output: str, said: str) -> None:
-    assert summary(output) == said
+    assert failure_summary(output) == said
 
 
 def test_a_long_line_is_cut_to_the_summary_length() -> None:
-    said = summary("exit status 1\n" + "x" * 500)
-    assert len(said) == SUMMARY and said.endswith("…")
+    said = failure_summary("exit status 1\n" + "x" * 500)
+    assert len(said) == FAILURE_CHARS and said.endswith("…")
