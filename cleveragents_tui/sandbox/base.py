@@ -24,6 +24,11 @@ class SandboxError(UserError):
     """A sandbox operation failed; the message names the resource and what to do."""
 
 
+class NothingLandedError(SandboxError):
+    """Apply refused with the real resource as it was: nothing began landing, so a later
+    Apply starts it afresh (and ``agents doctor`` has no half-landed Apply to report)."""
+
+
 class CheckpointMissingError(SandboxError):
     """The checkpoint a reference names is gone or damaged (objects missing, savepoint lost)."""
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from cleveragents_tui.domain.wording import counted
-from cleveragents_tui.sandbox.base import Change, ChangeKind, SandboxError
+from cleveragents_tui.sandbox.base import Change, ChangeKind, NothingLandedError
 from cleveragents_tui.sandbox.objectstore.objects import ObjectStore
 from cleveragents_tui.sandbox.objectstore.tree_writer import (
     TreeWriter,
@@ -89,11 +89,11 @@ def holds_new(real: Path, item: Item) -> bool:
     return stat.S_ISREG(st.st_mode) and hash_path(real, item.path) == new.ref
 
 
-def changed_outside(real: Path, conflicts: list[str]) -> SandboxError:
+def changed_outside(real: Path, conflicts: list[str]) -> NothingLandedError:
     """Apply's refusal, with nothing written, when ``conflicts`` changed in ``real`` since
     the sandbox was made."""
     shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
-    return SandboxError(
+    return NothingLandedError(
         f"{counted(len(conflicts), 'path')} changed in {real} since the sandbox was made: {shown}",
         "nothing was applied; put those paths back as they were, or keep them and correct "
         "the plan (agents plan correct), then apply again",

@@ -22,7 +22,13 @@ from sqlalchemy import Engine
 from cleveragents_tui.domain.enums import SandboxStrategyName
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.domain.wording import counted
-from cleveragents_tui.sandbox.base import ApplyResult, Change, SandboxError, start_again_fix
+from cleveragents_tui.sandbox.base import (
+    ApplyResult,
+    Change,
+    NothingLandedError,
+    SandboxError,
+    start_again_fix,
+)
 from cleveragents_tui.sandbox.database_common import (
     DatabaseSandboxIdentity,
     applied_error,
@@ -209,7 +215,7 @@ class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT, TargetT]):
             self._drop_copies(state)
             return self._landed(changes, landed.already, landed.rows)
 
-    def apply_refusal(self) -> SandboxError | None:
+    def apply_refusal(self) -> NothingLandedError | None:
         """Apply's refusal over the target changed where the plan changed it, read only (a
         dry run); an applied sandbox lands nothing more, so it is never refused."""
         with self._operation() as state:
@@ -218,9 +224,9 @@ class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT, TargetT]):
             why = self._land_refusal(state)
         return None if why is None else self._conflict(why)
 
-    def _conflict(self, why: str) -> SandboxError:
+    def _conflict(self, why: str) -> NothingLandedError:
         """Apply's error when the target cannot take the plan's rows (``why``)."""
-        return SandboxError(
+        return NothingLandedError(
             f"nothing was applied to {self._resource.resource_id}: {why}",
             "correct the plan against the database as it is now, or "
             + start_again_fix(self._plan_id),
@@ -239,9 +245,9 @@ class CopySandbox(DatabaseSandboxIdentity, ABC, Generic[CopyStateT, TargetT]):
                 self._save(state)
             self._drop_copy(state, ref)
 
-    def _refused(self, database: str, why: str) -> SandboxError:
+    def _refused(self, database: str, why: str) -> NothingLandedError:
         """Apply's error when ``database`` (SQLite, PostgreSQL) refused the landing."""
-        return SandboxError(
+        return NothingLandedError(
             f"nothing was applied to {self._resource.resource_id}: {database} refused "
             f"the change: {why}",
             f"retry apply when the database is free, or fix what {database} names",

@@ -252,6 +252,41 @@ def test_init_folder_registers_a_project_without_git_and_a_plan_lands_in_it(
     assert stored_resources(home) == ["local/notes"]
 
 
+def test_an_apply_refused_over_a_file_you_made_is_no_problem_for_doctor(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: Path
+) -> None:
+    """You made CONTRIBUTING.md in the folder while the plan waited: Apply refuses it and
+    nothing lands. `agents doctor` reported that as an Apply a crash stopped halfway
+    (`half-applied … landed none`, exit 1) with a repair that is refused the same way; the
+    folder is as you left it, and once your file is out of the way the Apply lands."""
+    plain = tmp_path / "notes"
+    plain.mkdir()
+    (plain / "app.py").write_text("print('notes')\n")
+    monkeypatch.chdir(plain)
+    assert run("init", "--folder").exit_code == 0
+    assert (
+        run("action", "create", str(data_folder(home) / "actions" / "notes.action.yaml")).exit_code
+        == 0
+    )
+    used = run("plan", "use", "local/notes-change")
+    assert used.exit_code == 0, used.output
+    plan_id = heading_plan_id(used.stdout)
+    (plain / "CONTRIBUTING.md").write_text("mine\n")
+
+    refused = run("plan", "apply", plan_id)
+
+    assert refused.exit_code == 3, refused.output
+    assert "CONTRIBUTING.md" in refused.stderr
+    doctor = run("doctor")
+    assert doctor.exit_code == 0, doctor.output
+    assert "half-applied" not in doctor.output
+    assert (plain / "CONTRIBUTING.md").read_text() == "mine\n"
+    (plain / "CONTRIBUTING.md").unlink()
+    landed = run("plan", "apply", plan_id)
+    assert landed.exit_code == 0, landed.output
+    assert (plain / "CONTRIBUTING.md").read_text().startswith("# Contributing\n")
+
+
 def test_a_folder_made_a_repository_takes_the_database_inside_it(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: Path
 ) -> None:

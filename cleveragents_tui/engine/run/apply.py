@@ -18,7 +18,7 @@ from cleveragents_tui.domain.timeutil import utc_now
 from cleveragents_tui.engine.run import children, constrained_apply
 from cleveragents_tui.engine.run.apply_journal import ApplyJournal, landed_record, landing_began
 from cleveragents_tui.engine.run.errors import PlanStateError, WaitForApproval
-from cleveragents_tui.sandbox.base import ChecksApply
+from cleveragents_tui.sandbox.base import ChecksApply, NothingLandedError
 
 if TYPE_CHECKING:
     from cleveragents_tui.engine.run.runner import PlanRunner
@@ -169,7 +169,11 @@ def apply_own(runner: PlanRunner, *, land: bool = True) -> list[str]:
         journal.landing(resource_id)
         failpoints.hit("apply.resource", resource_id)
         sandbox = sandboxes[resource_id]
-        result = sandbox.apply()
+        try:
+            result = sandbox.apply()
+        except NothingLandedError:
+            journal.refused(resource_id)  # the real resource is as it was
+            raise
         failpoints.hit("apply.landed", resource_id)
         journal.landed(resource_id, landed_record(sandbox, runner.sandboxes.host_plan_id, result))
         results.append(f"{resource_id}: {result.summary}")

@@ -56,6 +56,10 @@ class ApplyJournal:
     def landing(self, resource_id: str) -> None:
         self._mark(resource_id, ApplyStepState.LANDING, None)
 
+    def refused(self, resource_id: str) -> None:
+        """Back to ``planned``: the resource refused before anything landed."""
+        self._mark(resource_id, ApplyStepState.PLANNED, None)
+
     def landed(self, resource_id: str, landed: dict[str, Any]) -> None:
         self._mark(resource_id, ApplyStepState.LANDED, landed)
 

@@ -10,7 +10,7 @@ import os
 import shlex
 import shutil
 
-from cleveragents_tui.sandbox.base import ApplyResult, Change, SandboxError
+from cleveragents_tui.sandbox.base import ApplyResult, Change, NothingLandedError, SandboxError
 from cleveragents_tui.sandbox.git.preview import pending_changes, pending_tree
 from cleveragents_tui.sandbox.git.process import BATCH_HEADER, FSCK, full_sha, reason_of
 from cleveragents_tui.sandbox.git.repository import (
@@ -175,14 +175,14 @@ class GitWorktreeSandbox(RollingWorktree):
         )
         self._discarded = True
 
-    def _branch_taken(self) -> SandboxError:
+    def _branch_taken(self) -> NothingLandedError:
         """Apply's refusal when its branch exists with other content: what it holds is
         someone's, so the fix names the command that deletes it, quoted to be pasted."""
         branch = short_ref(self._names.apply_branch)
         delete = (
             f"git -C {shlex.quote(str(self._repository.location))} branch -D {shlex.quote(branch)}"
         )
-        return SandboxError(
+        return NothingLandedError(
             f"{self._git.subject}: the branch {branch} already exists with other content",
             f"merge what you need from it, delete it ({delete}), then apply again",
         )

@@ -19,7 +19,7 @@ from sqlalchemy.sql.base import Executable
 
 from cleveragents_tui import failpoints
 from cleveragents_tui.sandbox import pg_commit
-from cleveragents_tui.sandbox.base import ApplyResult, Change, SandboxError
+from cleveragents_tui.sandbox.base import ApplyResult, Change, NothingLandedError, SandboxError
 from cleveragents_tui.sandbox.read_result import Params, ReadResult
 from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
 from cleveragents_tui.sandbox.sql_confinement import (
@@ -279,7 +279,7 @@ class TransactionRollbackSandbox(ReplayingSandbox):
                 self._state.status = "open"
                 if not self._transaction_ended(live):
                     self._save_state()
-                    raise SandboxError(
+                    raise NothingLandedError(
                         f"COMMIT failed on {self._resource.resource_id}: {first_line(exc)}",
                         "the sandbox is unchanged: retry apply when the database is free",
                     ) from exc
