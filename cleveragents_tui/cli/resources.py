@@ -98,6 +98,7 @@ def add(
     that it is neither the app's own data nor inside another resource. The resource itself
     is only read."""
     from cleveragents_tui.engine.setup import resource_registry as registry
+    from cleveragents_tui.engine.setup.tracked_notes import tracked_notes
 
     added = registry.add_resource(
         cli.store,
@@ -112,6 +113,8 @@ def add(
         f"resource {added.resource_id} added: {added.kind} at {added.location}, "
         f"{added.sandbox_strategy.value}, {_checkpoints(added)}"
     )
+    for note in tracked_notes(cli.store, added):
+        echo(f"note: {note}", err=True)
 
 
 @list_command(resource)

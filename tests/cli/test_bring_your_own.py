@@ -500,6 +500,43 @@ decisions:
 """
 
 
+def test_a_database_in_the_repository_is_said_once_where_it_matters(
+    run: Run, repo: Path, home: Path
+) -> None:
+    """The checkout's own database file, registered as a resource: `plan use` counted it
+    among the new files the plan leaves out (it is a resource of its own, with its own
+    sandbox). A database file git tracks is named when it is added, with how to keep the
+    two apart: its Apply writes rows into a file of the checkout."""
+    assert run("init").exit_code == 0
+    added = run("resource", "add", "shop-db", "--kind", "database", "--location", "../shop.db")
+    assert added.exit_code == 0 and added.stderr == "", added.output  # untracked: nothing said
+    assert (
+        run("action", "create", str(data_folder(home) / "actions" / "shop.action.yaml")).exit_code
+        == 0
+    )
+    used = run("plan", "use", "local/shop-change")
+    assert used.exit_code == 0, used.output
+    assert used.stderr.splitlines()[0] == (
+        "note: local/shop has 2 changed files and 1 new file not committed: the plan starts "
+        "from your last commit, without them (commit them first to include them)"
+    )  # notes.txt: shop.db is local/shop-db
+    with sqlite3.connect(repo / "ledger.db") as connection:
+        connection.execute("CREATE TABLE entries (id INTEGER PRIMARY KEY)")
+    connection.close()
+    _git(repo, "add", "ledger.db")
+    _git(repo, "commit", "-q", "-m", "ledger")
+
+    ledger = run("resource", "add", "ledger", "--kind", "database", "--location", "../ledger.db")
+
+    assert ledger.exit_code == 0, ledger.output
+    assert ledger.stderr == (
+        "note: ledger.db (local/ledger) is tracked by git in local/shop: its Apply writes into "
+        "that file of your working tree, which git then shows as a change of your checkout; to "
+        f"keep them apart, add ledger.db to .gitignore and untrack it: git -C {repo} rm -r "
+        "--cached -- ledger.db\n"
+    )
+
+
 def test_action_create_then_plan_use_by_name_runs_it_and_apply_leaves_the_checkout(
     run: Run, repo: Path, tmp_path: Path, home: Path
 ) -> None:

@@ -6,6 +6,8 @@ them would otherwise find the agent working on, and Apply landing on, an older s
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.sandbox.git.uncommitted import uncommitted
@@ -21,7 +23,12 @@ def left_out(store: Store, action: Action) -> list[str]:
         resource = registered.get(resource_id)
         if resource is None or resource.kind != "git":
             continue
-        found = uncommitted(resource)
+        apart = [  # its own resources' files (a database): not left out of the plan
+            Path(r.location)
+            for r in registered.values()
+            if r is not resource and "://" not in r.location
+        ]
+        found = uncommitted(resource, apart)
         if found is None:
             continue
         parts = [

@@ -8,7 +8,10 @@ the index's stat refresh), with the sandbox's fixed git configuration and enviro
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
 from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.sandbox.base import SandboxError
@@ -22,9 +25,10 @@ class Uncommitted:
     untracked: int  # files git does not track (and does not ignore)
 
 
-def uncommitted(resource: Resource) -> Uncommitted | None:
+def uncommitted(resource: Resource, apart: Iterable[Path] = ()) -> Uncommitted | None:
     """The checkout's changes not committed; None when it has none, or cannot be read (the
-    sandbox, made next, names that problem itself)."""
+    sandbox, made next, names that problem itself). New files at or under a path of
+    ``apart`` are not counted: they are resources of their own (a database file)."""
     try:
         repository = Repository.find(resource, resource.resource_id, base_env())
         listed = repository.git.run(
@@ -32,14 +36,42 @@ def uncommitted(resource: Resource) -> Uncommitted | None:
         )
     except SandboxError:
         return None
+    kept = [_relative(repository.location, Path(p)) for p in apart]
+    own = [p for p in kept if p is not None]
     changed = untracked = 0
     fields = iter(listed.split(b"\0"))
     for entry in fields:  # "XY path"; a rename or copy is followed by its source path
         status = entry[:2]
         if status == b"??":
-            untracked += 1
+            path = PurePosixPath(os.fsdecode(entry[3:]).rstrip("/"))
+            untracked += not any(path == o or o in path.parents for o in own)
         elif status:
             changed += 1
             if status[:1] in b"RC":
                 next(fields, None)
     return Uncommitted(changed, untracked) if changed or untracked else None
+
+
+def tracked(resource: Resource, path: Path) -> bool:
+    """Whether git tracks ``path`` (a file, or anything under a folder) in the repository of
+    ``resource``; False when it cannot be read."""
+    try:
+        repository = Repository.find(resource, resource.resource_id, base_env())
+        inside = _relative(repository.location, path)
+        if inside is None or inside == PurePosixPath("."):
+            return False
+        listed = repository.git.run(
+            "--no-optional-locks", "ls-files", "-z", "--", f":(literal){inside}",
+            fix="check the repository",
+        )  # fmt: skip
+    except SandboxError:
+        return False
+    return bool(listed.strip(b"\0"))
+
+
+def _relative(top: Path, path: Path) -> PurePosixPath | None:
+    """``path`` relative to the repository's ``top``; None outside it."""
+    try:
+        return PurePosixPath(path.resolve().relative_to(top.resolve()).as_posix())
+    except ValueError:
+        return None
