@@ -27,7 +27,7 @@ def _document(resource: Resource) -> dict[str, object]:
     return {
         "resource_id": resource.resource_id,
         "kind": resource.kind,
-        "location": resource.location,
+        "location": resource.shown_location,
         "sandbox_strategy": resource.sandbox_strategy.value,
         "checkpoint_enabled": resource.checkpoint_enabled,
         "checkpoint_max_per_plan": resource.checkpoint_max_per_plan,
@@ -110,7 +110,7 @@ def add(
         max_checkpoints=max_checkpoints,
     )
     echo(
-        f"resource {added.resource_id} added: {added.kind} at {added.location}, "
+        f"resource {added.resource_id} added: {added.kind} at {added.shown_location}, "
         f"{added.sandbox_strategy.value}, {_checkpoints(added)}"
     )
     for note in tracked_notes(cli.store, added):
@@ -127,7 +127,9 @@ def list_(cli: CliContext) -> Listing[Resource]:
         registry.list_resources(cli.store),
         lambda items: ResourcesDocument(resources=[_document(r) for r in items]).dump(),
         "No resources. Register one: agents init (in a git repository) or agents resource add",
-        lambda r: f"{r.resource_id:<32} {r.kind:<10} {r.sandbox_strategy.value:<20} {r.location}",
+        lambda r: (
+            f"{r.resource_id:<32} {r.kind:<10} {r.sandbox_strategy.value:<20} {r.shown_location}"
+        ),
     )
 
 
@@ -157,7 +159,7 @@ def show(cli: CliContext, name: str, local_format: str | None) -> None:
         return
     echo(f"resource {found.resource_id}")
     echo(f"  kind       {found.kind}")
-    echo(f"  location   {found.location}")
+    echo(f"  location   {found.shown_location}")
     echo(f"  sandbox    {found.sandbox_strategy.value}")
     echo(f"  {_checkpoints(found)}")
     echo(f"  plans      {', '.join(f'{u.plan_id} ({u.state.value})' for u in uses) or 'none'}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit, urlunsplit
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from cleveragents_tui.domain.enums import SandboxStrategyName
@@ -33,3 +35,25 @@ class Resource(BaseModel):
     @property
     def rollbackable(self) -> bool:
         return self.checkpoint_enabled and self.sandbox_strategy.rollbackable
+
+    @property
+    def shown_location(self) -> str:
+        """``location`` as it is shown: a URL's password (an older version stored it; now
+        refused) as ``***``, for everyone who reads this database, in a browser too."""
+        return without_password(self.location)
+
+
+def without_password(location: str) -> str:
+    """``location`` with a URL's password replaced by ``***`` (a path as it is)."""
+    if "://" not in location:
+        return location
+    try:
+        parts = urlsplit(location)
+        hidden = parts.password is not None
+    except ValueError:  # a malformed port or address: shown as the user gave it, but no secret
+        return location.split("://", 1)[0] + "://***"
+    if not hidden:
+        return location
+    user, _, host = parts.netloc.rpartition("@")
+    name = user.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{name}:***@{host}"))

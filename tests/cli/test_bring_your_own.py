@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from cleveragents_tui.cli import cli
+from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.store.store import Store
 from tests.support.cli_output import heading_plan_id
 
@@ -464,6 +465,44 @@ def test_a_postgresql_url_registers_with_the_database_strategy(
     assert added.exit_code == 0, added.output
     shown = json.loads(run("resource", "show", "orders", "--format=json").output)
     assert (shown["sandbox_strategy"], shown["location"]) == ("transaction_rollback", postgres_url)
+
+
+def test_a_password_in_a_url_is_refused_and_one_stored_before_is_never_shown(
+    run: Run, repo: Path, home: Path
+) -> None:
+    """A password in a resource's URL was stored and printed by `resource add`, `list` and
+    `show` — to everyone who reads the database, in a browser too. Refused now, before any
+    connection, saying where it goes instead; one an older version stored shows as ***."""
+    assert run("init").exit_code == 0
+    for kind, url in (
+        ("database", "postgresql://bob:s3cret@db.example.invalid/shop"),
+        ("external", "https://bot:t0ken@chat.example.invalid/hooks/1"),
+    ):
+        refused = _refusal(run, home, "x", "--kind", kind, "--location", url)
+        assert refused.startswith(f"error: the location {url.split(':')[0]}://"), refused
+        assert "holds a password, which agents would store and show" in refused
+        assert "~/.pgpass or PGPASSWORD" in refused
+        assert "s3cret" not in refused and "t0ken" not in refused
+    store = Store.open(str(data_folder(home) / "agents.db"))
+    try:
+        with store.unit_of_work(write=True) as uow:
+            uow.resources.add(
+                Resource(
+                    resource_id="local/chat",
+                    kind="external",
+                    location="https://bot:t0ken@chat.example.invalid/hooks/1",
+                    sandbox_strategy="none",
+                )
+            )
+            uow.commit()
+    finally:
+        store.close()
+    shown = "https://bot:***@chat.example.invalid/hooks/1"
+    listed = run("resource", "list")
+    assert shown in listed.output and "t0ken" not in listed.output
+    assert f"  location   {shown}\n" in run("resource", "show", "chat").output
+    document = json.loads(run("resource", "show", "chat", "--format=json").output)
+    assert document["location"] == shown
 
 
 def test_the_app_database_itself_is_refused_as_a_postgresql_resource(

@@ -23,7 +23,7 @@ from cleveragents_tui.domain.display import shorten
 from cleveragents_tui.domain.enums import PlanState, SandboxStrategyName
 from cleveragents_tui.domain.errors import NotFoundError, UserError
 from cleveragents_tui.domain.ids import NAMESPACED_NAME
-from cleveragents_tui.domain.resource import DEFAULT_CHECKPOINT_BUDGET, Resource
+from cleveragents_tui.domain.resource import DEFAULT_CHECKPOINT_BUDGET, Resource, without_password
 from cleveragents_tui.store.store import Store
 
 CHECKPOINTS_ENABLED_KEY = "sandbox.checkpoint.enabled"
@@ -146,7 +146,15 @@ def _sqlite_header(path: Path) -> bool:
 
 
 def normalise_location(store: Store, kind: str, raw: str) -> str:
-    """The location as stored: an absolute path, or a database/external URL as given."""
+    """The location as stored: an absolute path, or a database/external URL as given (never
+    with a password: it would be stored, and shown to everyone who reads this database)."""
+    if _is_url(raw) and without_password(raw) != raw:
+        raise UserError(
+            f"the location {without_password(raw)} holds a password, which agents would store "
+            "and show",
+            "leave it out of the URL: for PostgreSQL, put it in ~/.pgpass or PGPASSWORD, which "
+            "every connection reads",
+        )
     if kind == "database" and _is_url(raw):
         from cleveragents_tui.store.database import normalise_url
 
