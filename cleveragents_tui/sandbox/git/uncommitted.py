@@ -36,15 +36,16 @@ def uncommitted(resource: Resource, apart: Iterable[Path] = ()) -> Uncommitted |
         )
     except SandboxError:
         return None
-    kept = [_relative(repository.location, Path(p)) for p in apart]
-    own = [p for p in kept if p is not None]
+    inside = (_relative(repository.location, Path(p)) for p in apart)
+    resources = [p for p in inside if p is not None]
     changed = untracked = 0
     fields = iter(listed.split(b"\0"))
     for entry in fields:  # "XY path"; a rename or copy is followed by its source path
         status = entry[:2]
         if status == b"??":
             path = PurePosixPath(os.fsdecode(entry[3:]).rstrip("/"))
-            untracked += not any(path == o or o in path.parents for o in own)
+            if not any(path == r or r in path.parents for r in resources):
+                untracked += 1
         elif status:
             changed += 1
             if status[:1] in b"RC":
