@@ -569,10 +569,10 @@ def test_a_database_in_the_repository_is_said_once_where_it_matters(
 
     assert ledger.exit_code == 0, ledger.output
     assert ledger.stderr == (
-        "note: ledger.db (local/ledger) is tracked by git in local/shop: its Apply writes into "
-        "that file of your working tree, which git then shows as a change of your checkout; to "
-        f"keep them apart, add ledger.db to .gitignore and untrack it: git -C {repo} rm -r "
-        "--cached -- ledger.db\n"
+        "note: ledger.db (local/ledger) is tracked by git in local/shop: what its plans change "
+        "lands in that file of your working tree, which git then shows as a change of your "
+        f"checkout; to keep them apart, add ledger.db to .gitignore and untrack it: git -C {repo} "
+        "rm -r --cached -- ledger.db\n"
     )
 
 

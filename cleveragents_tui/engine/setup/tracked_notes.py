@@ -37,8 +37,8 @@ def tracked_notes(store: Store, added: Resource) -> list[str]:
         untrack = f"git -C {shlex.quote(str(top))} rm -r --cached -- {shlex.quote(shown)}"
         notes.append(
             f"{shown} ({inner.resource_id}) is tracked by git in {repository.resource_id}: "
-            f"its Apply writes into that {what} of your working tree, which git then shows as "
-            f"a change of your checkout; to keep them apart, add {shown} to .gitignore and "
-            f"untrack it: {untrack}"
+            f"what its plans change lands in that {what} of your working tree, which git then "
+            f"shows as a change of your checkout; to keep them apart, add {shown} to .gitignore "
+            f"and untrack it: {untrack}"
         )
     return notes
