@@ -104,6 +104,11 @@ def test_a_missing_provider_package_names_the_extra(
     ("args", "says"),
     [
         (("--model", "gpt-4o-mini"), "is not PROVIDER:MODEL"),
+        (  # a provider LangChain has under another name: the names it has
+            ("--model", "gemini:gemini-2.0-flash"),
+            "error: model gemini:gemini-2.0-flash: LangChain has no provider 'gemini': name one "
+            "it has (",
+        ),
         (("--reasoner", "chat"), "the chat reasoner needs a model"),
         (("--reasoner", "scripted", "--model", MODEL), "--model is for the chat reasoner"),
     ],

@@ -93,6 +93,11 @@ class ModelChoice:
     def provider(self) -> str:
         return self.model.split(":", 1)[0]
 
+    @property
+    def name(self) -> str:
+        """The model's own name, after ``provider:`` (``llama3:8b`` of ``ollama:llama3:8b``)."""
+        return self.model.split(":", 1)[1]
+
     def as_json(self) -> dict[str, Any]:
         return {"reasoner": CHAT, "model": self.model, "base_url": self.base_url}
 
@@ -304,6 +309,9 @@ def model_timeout(store: Store, project: str | None) -> float | None:
     return None if value is None else float(value)
 
 
+_SUPPORTED = "Supported model providers are: "  # how init_chat_model lists the names it has
+
+
 def build_model(choice: ModelChoice, timeout: float | None = None) -> Any:
     """The LangChain chat model of ``choice`` (``init_chat_model``); errors as UserError.
 
@@ -320,14 +328,23 @@ def build_model(choice: ModelChoice, timeout: float | None = None) -> Any:
     elif timeout is not None:
         kwargs["timeout"] = timeout
     try:
-        return init_chat_model(choice.model, **kwargs)
+        # the provider as named, never guessed from the model's name (gemini-… is Vertex AI)
+        return init_chat_model(choice.name, model_provider=choice.provider, **kwargs)
     except ImportError as exc:  # a provider outside PROVIDERS without its package
         raise UserError(
             f"model {choice.model} needs a package that is not installed ({exc.name or exc})",
             f"install the LangChain integration of {choice.provider!r}",
         ) from exc
     except Exception as exc:  # an unknown provider, a missing key: the provider's own words
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        said = str(exc).strip()
+        supported = next((line for line in said.splitlines() if line.startswith(_SUPPORTED)), None)
+        if supported is not None:  # LangChain does not know the provider's name
+            raise UserError(
+                f"model {choice.model}: LangChain has no provider {choice.provider!r}",
+                f"name one it has ({supported.removeprefix(_SUPPORTED)}); known here: "
+                f"{', '.join(PROVIDERS)}",
+            ) from exc
+        first = (said.splitlines() or [type(exc).__name__])[0]
         raise UserError(
             f"model {choice.model} cannot be used: {first}",
             f"check the provider and its settings (known here: {', '.join(PROVIDERS)})",
