@@ -129,6 +129,7 @@ def test_a_model_that_is_not_named_right_is_refused(
     [
         ("core.reasoner", "gpt", "unknown reasoner 'gpt'"),
         ("core.model", "openai", "is not PROVIDER:MODEL"),
+        ("core.model", "gemini:gemini-2.0-flash", "LangChain has no provider 'gemini'"),
         ("core.model-base-url", "localhost:8000", "is not an http(s) URL"),
         ("core.model-timeout", "soon", "is not a number of seconds above 0"),
         ("core.model-timeout", "0", "is not a number of seconds above 0"),

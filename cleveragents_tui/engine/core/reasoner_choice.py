@@ -159,6 +159,16 @@ def check_installed(model: str) -> None:
             f"model {model} needs the package {provider.package}, which is not installed",
             f"pip install 'cleveragents-tui[{provider.extra}]'",
         )
+    if provider is None:  # before a plan or a setting keeps it, not at its first call
+        from langchain.chat_models import base
+
+        names = getattr(base, "_BUILTIN_PROVIDERS", None)  # LangChain's own list, if it has one
+        prefix = model.split(":", 1)[0]
+        if names and prefix not in names:
+            raise UserError(
+                f"model {model}: LangChain has no provider {prefix!r}",
+                f"name one it has ({', '.join(sorted(names))}); known here: {', '.join(PROVIDERS)}",
+            )
 
 
 def check_ready(choice: ModelChoice, env: Mapping[str, str] | None = None) -> None:
@@ -309,9 +319,6 @@ def model_timeout(store: Store, project: str | None) -> float | None:
     return None if value is None else float(value)
 
 
-_SUPPORTED = "Supported model providers are: "  # how init_chat_model lists the names it has
-
-
 def build_model(choice: ModelChoice, timeout: float | None = None) -> Any:
     """The LangChain chat model of ``choice`` (``init_chat_model``); errors as UserError.
 
@@ -336,15 +343,7 @@ def build_model(choice: ModelChoice, timeout: float | None = None) -> Any:
             f"install the LangChain integration of {choice.provider!r}",
         ) from exc
     except Exception as exc:  # an unknown provider, a missing key: the provider's own words
-        said = str(exc).strip()
-        supported = next((line for line in said.splitlines() if line.startswith(_SUPPORTED)), None)
-        if supported is not None:  # LangChain does not know the provider's name
-            raise UserError(
-                f"model {choice.model}: LangChain has no provider {choice.provider!r}",
-                f"name one it has ({supported.removeprefix(_SUPPORTED)}); known here: "
-                f"{', '.join(PROVIDERS)}",
-            ) from exc
-        first = (said.splitlines() or [type(exc).__name__])[0]
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise UserError(
             f"model {choice.model} cannot be used: {first}",
             f"check the provider and its settings (known here: {', '.join(PROVIDERS)})",
