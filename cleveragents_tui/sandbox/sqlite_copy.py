@@ -174,6 +174,14 @@ def snapshot(path: Path, max_rows: int) -> Snapshot | None:
         connection.close()
 
 
+# SQLite runs one statement a call ("You can only execute one statement at a time"): say how
+# a model sends several
+_ONE_AT_A_TIME = (
+    "put one statement in sql: local/run-sql takes several as a statements list "
+    '([{"sql": ...}, ...]), local/query-sql one per call'
+)
+
+
 class SqliteCopySandbox(CopySandbox[_State, Path]):
     """A SQLite target's sandbox as a copy of its file; checkpoints are copies of the copy.
 
@@ -253,8 +261,10 @@ class SqliteCopySandbox(CopySandbox[_State, Path]):
                         f"{self._resource.resource_id}: it reaches outside its database",
                         SQLITE_DENIED_FIX,
                     ) from exc
+                said = first_line(exc).rstrip(".")
                 raise SqlStatementError(
-                    f"SQL failed in the sandbox of {self._resource.resource_id}: {first_line(exc)}"
+                    f"SQL failed in the sandbox of {self._resource.resource_id}: {said}",
+                    _ONE_AT_A_TIME if "one statement at a time" in said else None,
                 ) from exc
             finally:
                 if read_only:  # the read-only engine is this statement's alone

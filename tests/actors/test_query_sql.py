@@ -94,6 +94,18 @@ def test_it_reads_the_schema_and_at_most_100_rows(tool_world: ToolWorld) -> None
     assert lines[-1] == "[first 100 rows shown; more rows not shown]"
 
 
+@pytest.mark.parametrize("tool", ["local/query-sql", "local/run-sql"])
+def test_two_statements_in_one_sql_say_how_to_send_them(tool_world: ToolWorld, tool: str) -> None:
+    """SQLite runs one statement a call; the model is told how to send several."""
+    outcome = tool_world.call(tool, {"resource": DB, "sql": "SELECT 1; SELECT 2"})
+    assert not outcome.ok
+    assert outcome.output == (
+        f"{tool}: SQL failed in the sandbox of local/db: You can only execute one statement at a "
+        "time: put one statement in sql: local/run-sql takes several as a statements list "
+        '([{"sql": ...}, ...]), local/query-sql one per call'
+    )
+
+
 @pytest.mark.parametrize("sql", ["ATTACH DATABASE 'x.db' AS x", "BEGIN", "COMMIT"])
 def test_what_reaches_outside_or_controls_the_transaction_is_refused(
     tool_world: ToolWorld, sql: str
