@@ -274,6 +274,17 @@ def several_statements(sql: str) -> bool:
     return ";" in code.strip().rstrip(";")
 
 
+def later_statements(sql: str) -> list[str]:
+    """The code of each statement of ``sql`` after the first (lowercased, strings and
+    comments blanked), as PostgreSQL would run them; none when it cannot be read (then
+    postgres_refusal refuses it)."""
+    try:
+        code = _pg_code(sql)
+    except _Unsure:
+        return []
+    return [part for part in code.split(";")[1:] if part.strip()]
+
+
 SEVERAL_IN_A_READ: Final = "a read is one statement, and this is more than one"
 SEVERAL_IN_A_READ_FIX: Final = (
     "send one statement per local/query-sql call; change rows with local/run-sql (in Execute)"

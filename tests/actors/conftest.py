@@ -145,3 +145,25 @@ def postgres_world(
     sandboxes = PlanSandboxes(store, plan.plan_id, tmp_path / "sandboxes")
     sandboxes.create(resource)
     return sandboxes, plan
+
+
+def savepoint_world(
+    store: Store, tmp_path: Path, url: str, phase: Phase, *setup: str
+) -> tuple[PlanSandboxes, Plan]:
+    """:func:`postgres_world` with the sandbox a server that cannot copy gets (a login
+    without CREATEDB): one open transaction with savepoints, made here as it makes it."""
+    from cleveragents_tui.engine.core.sandboxes import sandbox_root
+    from cleveragents_tui.sandbox.transaction import (
+        TransactionRollbackSandbox,
+        TransactionRollbackStrategy,
+    )
+
+    made, plan = postgres_world(store, tmp_path, url, phase, *setup)
+    made.get(PG).discard()
+    with store.unit_of_work() as uow:
+        resource = uow.resources.get(PG)
+    root = sandbox_root(tmp_path / "sandboxes", plan.plan_id, PG)
+    assert TransactionRollbackStrategy().create(resource, plan.plan_id, root).hand_over()
+    sandboxes = PlanSandboxes(store, plan.plan_id, tmp_path / "sandboxes")
+    assert isinstance(sandboxes.get(PG), TransactionRollbackSandbox)
+    return sandboxes, plan

@@ -21,7 +21,7 @@ from cleveragents_tui.sandbox.transaction import (
     TransactionRollbackStrategy,
 )
 from cleveragents_tui.store.store import Store
-from tests.actors.conftest import DB, FILES, GIT, PG, ToolWorld, postgres_world
+from tests.actors.conftest import DB, FILES, GIT, PG, ToolWorld, postgres_world, savepoint_world
 
 WRITES = [
     "INSERT INTO greetings (text) VALUES ('sneaked in')",
@@ -152,15 +152,8 @@ def test_on_postgresql_it_reads_and_every_write_fails(
         "CREATE TABLE notes (id serial PRIMARY KEY, body text)",
         "INSERT INTO notes (body) VALUES ('a'), ('b')",
     )
-    sandboxes, plan = postgres_world(sqlite_store, tmp_path, postgres_url, Phase.EXECUTE, *setup)
-    if savepoints:  # the fallback, made here as the server would make it without CREATEDB
-        sandboxes.get(PG).discard()
-        with sqlite_store.unit_of_work() as uow:
-            resource = uow.resources.get(PG)
-        root = sandbox_root(tmp_path / "sandboxes", plan.plan_id, PG)
-        assert TransactionRollbackStrategy().create(resource, plan.plan_id, root).hand_over()
-        sandboxes = PlanSandboxes(sqlite_store, plan.plan_id, tmp_path / "sandboxes")
-        assert isinstance(sandboxes.get(PG), TransactionRollbackSandbox)
+    world = savepoint_world if savepoints else postgres_world
+    sandboxes, plan = world(sqlite_store, tmp_path, postgres_url, Phase.EXECUTE, *setup)
     executing = ToolContext(plan.plan_id, Phase.EXECUTE, sandboxes)
     context = ToolContext(plan.plan_id, Phase.STRATEGIZE, sandboxes)
     query = default_registry().tool("local/query-sql")

@@ -587,8 +587,8 @@ def test_a_transaction_ended_by_a_statement_is_never_replayed(
     resource: Resource = _resource(postgres_url)
     sandbox = TransactionRollbackStrategy().create(resource, PLAN, root)
     try:
-        with pytest.raises(SandboxError, match="ended it"):
-            sandbox.execute("INSERT INTO items VALUES (21, 'x', 1); COMMIT")
+        with pytest.raises(SandboxError, match="ended it"):  # an executable: not read first
+            sandbox.execute(text("INSERT INTO items VALUES (21, 'x', 1); COMMIT"))
         state = json.loads((root / STATE_FILE_NAME).read_text())
         assert "ended it" in state["unreplayable"]
         assert sandbox.unreplayable_reason == state["unreplayable"]

@@ -402,8 +402,15 @@ def test_a_commit_hidden_in_a_statement_string_is_detected(
             sandbox.execute("INSERT INTO items VALUES (21, 'x', 1); COMMIT")
         assert sandbox.status == "open"
         return
-    with pytest.raises(SandboxError, match="ended it") as raised:
+    seeded = target.committed()
+    # refused before it runs: its COMMIT would land the plan's rows in the real database
+    with pytest.raises(SqlStatementError, match="ends the sandbox's transaction"):
         sandbox.execute("INSERT INTO items VALUES (21, 'x', 1); COMMIT")
+    assert sandbox.status == "open" and not sandbox.lost
+    assert target.committed() == seeded
+    # a statement built as an executable is not read before it runs: detected after
+    with pytest.raises(SandboxError, match="ended it") as raised:
+        sandbox.execute(text("INSERT INTO items VALUES (21, 'x', 1); COMMIT"))
     assert not isinstance(raised.value, SqlStatementError)
     assert sandbox.lost
     assert "may have been committed" in (sandbox.lost_reason or "")

@@ -25,9 +25,10 @@ from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_
 from cleveragents_tui.sandbox.sql_confinement import (
     SEVERAL_IN_A_READ,
     SEVERAL_IN_A_READ_FIX,
+    later_statements,
     several_statements,
 )
-from cleveragents_tui.sandbox.transaction.connection import first_line
+from cleveragents_tui.sandbox.transaction.connection import TRANSACTION_CONTROL, first_line
 from cleveragents_tui.sandbox.transaction.core import APPLIED_FIX, SqlStatementError, lost_fix
 from cleveragents_tui.sandbox.transaction.replay import ReplayingSandbox
 from cleveragents_tui.sandbox.transaction.snapshots import compare, read_row, snapshot_digest
@@ -60,6 +61,7 @@ class TransactionRollbackSandbox(ReplayingSandbox):
         with self._lock:
             live = self._require_live()
             self._confine(sql)
+            self._refuse_ending(sql)
             statement = text(sql) if isinstance(sql, str) else sql
             try:
                 result = live.connection.execute(statement, params)
@@ -84,6 +86,21 @@ class TransactionRollbackSandbox(ReplayingSandbox):
                 raise SandboxError(reason, fix)
             self._log_statement(sql, params, result)
             return result
+
+    def _refuse_ending(self, sql: str | Executable) -> None:
+        """Refuse ``…; COMMIT`` (or ROLLBACK, END, …) before it runs: PostgreSQL runs the
+        string as one, and its COMMIT would land the plan's rows in the real database before
+        Apply (the first statement is refused by the transaction guard)."""
+        if self.dialect != "postgresql" or not isinstance(sql, str):
+            return
+        if any(TRANSACTION_CONTROL.match(part) for part in later_statements(sql)):
+            first = " ".join(sql.split())[:80]
+            raise SqlStatementError(
+                f"statement {first!r} refused in the sandbox of {self._resource.resource_id}: "
+                "a statement in it ends the sandbox's transaction, which would commit the "
+                "plan's changes to the real database before Apply",
+                "leave out COMMIT, ROLLBACK and the like: the sandbox owns its transaction",
+            )
 
     def query(self, sql: str, params: Params, limit: int) -> ReadResult:
         """Run one statement read-only inside the transaction, at most ``limit`` rows read
