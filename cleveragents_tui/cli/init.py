@@ -32,12 +32,15 @@ def init(cli: CliContext, name: str | None, action_file: Path | None, as_folder:
     comments. Refused outside a git repository (unless --folder) or when it is already
     registered."""
     from cleveragents_tui.engine.setup.project_init import init_project
+    from cleveragents_tui.engine.setup.tracked_notes import tracked_notes
 
     done = init_project(
         cli.store, Path.cwd(), name=name, action_file=action_file, as_folder=as_folder
     )
     resource = done.resource
     echo(f"resource {resource.resource_id} added: {resource.kind} at {resource.location}")
+    for note in tracked_notes(cli.store, resource):  # a database registered before, now in git
+        echo(f"note: {note}", err=True)
     if done.kept:
         echo(f"starter action kept: {done.action_file} (it was there, for {resource.resource_id})")
     else:

@@ -576,6 +576,36 @@ def test_a_database_in_the_repository_is_said_once_where_it_matters(
     )
 
 
+def test_init_names_a_registered_database_its_repository_tracks(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: Path
+) -> None:
+    """The database was registered first; its folder then became a repository that tracks
+    it: `init` says so, as `resource add` does the other way round."""
+    project = tmp_path / "ledger"
+    project.mkdir()
+    with sqlite3.connect(project / "ledger.db") as connection:
+        connection.execute("CREATE TABLE entries (id INTEGER PRIMARY KEY)")
+    connection.close()
+    monkeypatch.chdir(project)
+    assert (
+        run(
+            "resource", "add", "ledger-db", "--kind", "database", "--location", "ledger.db"
+        ).exit_code
+        == 0
+    )
+    _git(project, "init", "-q", "-b", "main")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-q", "-m", "ledger")
+
+    initialised = run("init")
+
+    assert initialised.exit_code == 0, initialised.output
+    assert initialised.stderr.startswith(
+        "note: ledger.db (local/ledger-db) is tracked by git in local/ledger: what its plans "
+        "change lands in that file of your working tree"
+    ), initialised.stderr
+
+
 def test_action_create_then_plan_use_by_name_runs_it_and_apply_leaves_the_checkout(
     run: Run, repo: Path, tmp_path: Path, home: Path
 ) -> None:
