@@ -72,4 +72,4 @@ def failure_summary(output: str) -> str:
         return "no output"
     detail = telling[0] if telling else lines[-1]
     said = lines[0] if detail == lines[0] else f"{lines[0]}: {detail}"
-    return said if len(said) <= FAILURE_CHARS else said[: FAILURE_CHARS - 1] + "…"
+    return _cut(said, FAILURE_CHARS)[0]

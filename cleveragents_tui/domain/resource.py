@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,6 +36,11 @@ class Resource(BaseModel):
     @property
     def rollbackable(self) -> bool:
         return self.checkpoint_enabled and self.sandbox_strategy.rollbackable
+
+    @property
+    def path(self) -> Path | None:
+        """``location`` as a path; None for a URL (a PostgreSQL database, an API)."""
+        return None if "://" in self.location else Path(self.location)
 
     @property
     def shown_location(self) -> str:

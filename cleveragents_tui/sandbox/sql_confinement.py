@@ -263,32 +263,15 @@ def postgres_refusal(sql: str) -> str | None:
     return None
 
 
-def several_statements(sql: str) -> bool:
-    """Whether PostgreSQL would run ``sql`` as more than one statement: a ``;`` with code
-    after it, outside strings and comments. A read is one statement; a second could turn
-    the read-only mode off or end the transaction (``RESET transaction_read_only; …``)."""
-    try:
-        code = _pg_code(sql)
-    except _Unsure:
-        return True  # postgres_refusal refuses it too
-    return ";" in code.strip().rstrip(";")
-
-
-def later_statements(sql: str) -> list[str]:
+def later_statements(sql: str) -> list[str] | None:
     """The code of each statement of ``sql`` after the first (lowercased, strings and
-    comments blanked), as PostgreSQL would run them; none when it cannot be read (then
-    postgres_refusal refuses it)."""
+    comments blanked), as PostgreSQL would run them — it runs a string of several as one;
+    None when it cannot be read (postgres_refusal refuses it)."""
     try:
         code = _pg_code(sql)
     except _Unsure:
-        return []
+        return None
     return [part for part in code.split(";")[1:] if part.strip()]
-
-
-SEVERAL_IN_A_READ: Final = "a read is one statement, and this is more than one"
-SEVERAL_IN_A_READ_FIX: Final = (
-    "send one statement per local/query-sql call; change rows with local/run-sql (in Execute)"
-)
 
 
 POSTGRES_DENIED_FIX: Final = (

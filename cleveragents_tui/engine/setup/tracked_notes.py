@@ -20,13 +20,13 @@ from cleveragents_tui.store.store import Store
 def tracked_notes(store: Store, added: Resource) -> list[str]:
     """A line for each registered repository that tracks ``added``'s path (or, for a
     repository added, a registered folder or database file in it)."""
-    if "://" in added.location:
+    if added.path is None:
         return []
     with store.unit_of_work() as uow:
         others = [r for r in uow.resources.registered() if r.resource_id != added.resource_id]
     notes = []
     for other in others:
-        if "://" in other.location or (other.kind == "git") == (added.kind == "git"):
+        if other.path is None or (other.kind == "git") == (added.kind == "git"):
             continue
         repository, inner = (other, added) if other.kind == "git" else (added, other)
         top, path = Path(repository.location), Path(inner.location)

@@ -6,8 +6,6 @@ them would otherwise find the agent working on, and Apply landing on, an older s
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from cleveragents_tui.domain.action import Action
 from cleveragents_tui.domain.wording import counted
 from cleveragents_tui.sandbox.git.uncommitted import uncommitted
@@ -24,9 +22,7 @@ def left_out(store: Store, action: Action) -> list[str]:
         if resource is None or resource.kind != "git":
             continue
         apart = [  # its own resources' files (a database): not left out of the plan
-            Path(r.location)
-            for r in registered.values()
-            if r is not resource and "://" not in r.location
+            r.path for r in registered.values() if r is not resource and r.path is not None
         ]
         found = uncommitted(resource, apart)
         if found is None:

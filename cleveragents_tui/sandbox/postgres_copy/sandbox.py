@@ -21,14 +21,13 @@ from cleveragents_tui.sandbox.postgres_copy.state import LOCK_FILE_NAME, STATE_F
 from cleveragents_tui.sandbox.postgres_copy.statements import SCHEMA_STATEMENT, refusal
 from cleveragents_tui.sandbox.read_result import Params, ReadResult
 from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
-from cleveragents_tui.sandbox.sql_confinement import (
-    POSTGRES_DENIED_FIX,
-    SEVERAL_IN_A_READ,
-    SEVERAL_IN_A_READ_FIX,
-    several_statements,
-)
+from cleveragents_tui.sandbox.sql_confinement import POSTGRES_DENIED_FIX
 from cleveragents_tui.sandbox.transaction.connection import TRANSACTION_CONTROL, first_line
-from cleveragents_tui.sandbox.transaction.core import SqlStatementError
+from cleveragents_tui.sandbox.transaction.core import (
+    SqlStatementError,
+    refuse_several_in_a_read,
+    statement_head,
+)
 from cleveragents_tui.sandbox.transaction.snapshots import compare
 
 
@@ -47,7 +46,7 @@ class PostgresCopySandbox(CopyDatabases):
         """In a transaction of its own. Refused: transaction control, statements that reach
         outside the database (``sql_confinement.py``) and statements on databases or
         tablespaces."""
-        first = " ".join(sql_text.split())[:80]
+        first = statement_head(sql_text)
         if TRANSACTION_CONTROL.match(sql_text):
             raise SqlStatementError(
                 f"statement {first!r} refused in the sandbox of {self._resource.resource_id}",
@@ -61,12 +60,8 @@ class PostgresCopySandbox(CopyDatabases):
                 f"{why}",
                 POSTGRES_DENIED_FIX,
             )
-        if read_only_rows is not None and several_statements(sql_text):
-            raise SqlStatementError(
-                f"statement {first!r} refused in the sandbox of {self._resource.resource_id}: "
-                f"{SEVERAL_IN_A_READ}",
-                SEVERAL_IN_A_READ_FIX,
-            )
+        if read_only_rows is not None:
+            refuse_several_in_a_read(sql_text, self._resource.resource_id)
         schema = SCHEMA_STATEMENT.match(sql_text) is not None
         if schema and params:
             raise SqlStatementError(

@@ -24,7 +24,11 @@ from cleveragents_tui.domain.resource import Resource
 from cleveragents_tui.sandbox.base import CheckpointMissingError, SandboxError, start_again_fix
 from cleveragents_tui.sandbox.database_common import DatabaseSandboxIdentity
 from cleveragents_tui.sandbox.safety import check_savepoint_name
-from cleveragents_tui.sandbox.sql_confinement import POSTGRES_DENIED_FIX, postgres_refusal
+from cleveragents_tui.sandbox.sql_confinement import (
+    POSTGRES_DENIED_FIX,
+    later_statements,
+    postgres_refusal,
+)
 from cleveragents_tui.sandbox.transaction.connection import (
     PG_IDLE,
     PG_INERROR,
@@ -54,6 +58,23 @@ Status = Literal["open", "released", "lost", "applied", "discarded"]
 
 class SqlStatementError(SandboxError):
     """A tool's SQL statement failed; the sandbox and its checkpoints are still there."""
+
+
+def refuse_several_in_a_read(sql: str, resource_id: str) -> None:
+    """A PostgreSQL read (``local/query-sql``) is one statement: a second could turn the
+    read-only mode off or end the transaction (``RESET transaction_read_only; DELETE …``)."""
+    if later_statements(sql) != []:
+        raise SqlStatementError(
+            f"statement {statement_head(sql)!r} refused in the sandbox of {resource_id}: a read "
+            "is one statement, and this is more than one",
+            "send one statement per local/query-sql call; change rows with local/run-sql "
+            "(in Execute)",
+        )
+
+
+def statement_head(sql: str) -> str:
+    """``sql`` on one line, cut at 80 characters: how a refusal names the statement."""
+    return " ".join(sql.split())[:80]
 
 
 class SandboxCore(DatabaseSandboxIdentity):
@@ -251,7 +272,7 @@ class SandboxCore(DatabaseSandboxIdentity):
             return
         why = postgres_refusal(sql)
         if why is not None:
-            first = " ".join(sql.split())[:80]
+            first = statement_head(sql)
             raise SqlStatementError(
                 f"statement {first!r} refused in the sandbox of {self._resource.resource_id}: "
                 f"{why}",

@@ -22,14 +22,15 @@ from cleveragents_tui.sandbox import pg_commit
 from cleveragents_tui.sandbox.base import ApplyResult, Change, NothingLandedError, SandboxError
 from cleveragents_tui.sandbox.read_result import Params, ReadResult
 from cleveragents_tui.sandbox.safety import check_savepoint_name, new_savepoint_name
-from cleveragents_tui.sandbox.sql_confinement import (
-    SEVERAL_IN_A_READ,
-    SEVERAL_IN_A_READ_FIX,
-    later_statements,
-    several_statements,
-)
+from cleveragents_tui.sandbox.sql_confinement import later_statements
 from cleveragents_tui.sandbox.transaction.connection import TRANSACTION_CONTROL, first_line
-from cleveragents_tui.sandbox.transaction.core import APPLIED_FIX, SqlStatementError, lost_fix
+from cleveragents_tui.sandbox.transaction.core import (
+    APPLIED_FIX,
+    SqlStatementError,
+    lost_fix,
+    refuse_several_in_a_read,
+    statement_head,
+)
 from cleveragents_tui.sandbox.transaction.replay import ReplayingSandbox
 from cleveragents_tui.sandbox.transaction.snapshots import compare, read_row, snapshot_digest
 from cleveragents_tui.sandbox.transaction.state import LOCK_FILE_NAME, STATE_FILE_NAME
@@ -93,10 +94,10 @@ class TransactionRollbackSandbox(ReplayingSandbox):
         Apply (the first statement is refused by the transaction guard)."""
         if self.dialect != "postgresql" or not isinstance(sql, str):
             return
-        if any(TRANSACTION_CONTROL.match(part) for part in later_statements(sql)):
-            first = " ".join(sql.split())[:80]
+        if any(TRANSACTION_CONTROL.match(part) for part in later_statements(sql) or ()):
             raise SqlStatementError(
-                f"statement {first!r} refused in the sandbox of {self._resource.resource_id}: "
+                f"statement {statement_head(sql)!r} refused in the sandbox of "
+                f"{self._resource.resource_id}: "
                 "a statement in it ends the sandbox's transaction, which would commit the "
                 "plan's changes to the real database before Apply",
                 "leave out COMMIT, ROLLBACK and the like: the sandbox owns its transaction",
@@ -117,12 +118,7 @@ class TransactionRollbackSandbox(ReplayingSandbox):
                     "read it with local/run-sql (in Execute)",
                 )
             self._confine(sql)
-            if several_statements(sql):
-                first = " ".join(sql.split())[:80]
-                raise SqlStatementError(
-                    f"statement {first!r} refused in the sandbox of {rid}: {SEVERAL_IN_A_READ}",
-                    SEVERAL_IN_A_READ_FIX,
-                )
+            refuse_several_in_a_read(sql, rid)
             savepoint = self._quoted(live, new_savepoint_name())
             self._run_internal(live, f"SAVEPOINT {savepoint}", "SAVEPOINT")
             try:
